@@ -1,0 +1,73 @@
+"""Typed errors of slatedb.
+
+Every failure a caller can act on has its own class, and each message names the problem (the
+argument, the object key, the offset). Corruption is never silent: a decoder that finds bytes it
+cannot trust raises :class:`CorruptionError` naming the object and the offset, rather than
+returning something that might be wrong.
+"""
+
+from __future__ import annotations
+
+
+class SlateDBError(Exception):
+    """Base class of every error raised by slatedb."""
+
+
+class InvalidArgumentError(SlateDBError, ValueError):
+    """A caller passed an argument that is not acceptable (wrong type, empty key, too large...)."""
+
+
+class CorruptionError(SlateDBError):
+    """Stored bytes failed a check: CRC mismatch, truncation, unknown version, bad flags, ...
+
+    ``object_name`` is the object's key (or another name of where the bytes came from) and
+    ``offset`` the byte offset in that object where the problem was found, when known.
+    """
+
+    def __init__(self, object_name: str, offset: int | None, reason: str) -> None:
+        self.object_name = object_name
+        self.offset = offset
+        self.reason = reason
+        where = f"{object_name}" if offset is None else f"{object_name} at offset {offset}"
+        super().__init__(f"corrupt object {where}: {reason}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Object store
+# ---------------------------------------------------------------------------------------------
+
+
+class ObjectStoreError(SlateDBError):
+    """Base class of the object-store layer's typed errors."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}")
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """The object does not exist (get, head, copy source, update-if-match of a missing key)."""
+
+
+class ObjectAlreadyExistsError(ObjectStoreError):
+    """A create-if-absent put found the key already present: the caller lost the race."""
+
+
+class PreconditionFailedError(ObjectStoreError):
+    """An update-if-match put found an ETag other than the expected one."""
+
+
+class TransientObjectStoreError(ObjectStoreError):
+    """A retryable failure (timeout, 5xx, throttling, connection reset).
+
+    The operation may or may not have taken effect: callers that retry a conditional put must be
+    ready to find their own earlier success (an *ambiguous outcome*).
+    """
+
+
+class InvalidPathError(ObjectStoreError, InvalidArgumentError):
+    """An object key or store URL is malformed (``..``, empty segment, leading ``/``, ...)."""
+
+
+class InvalidUrlError(InvalidArgumentError):
+    """A store URL cannot be resolved; the message says which part is wrong."""
