@@ -1,0 +1,220 @@
+"""An object store in a local directory, with the atomicity the protocols need.
+
+- A put writes a temporary file in the target directory, fsyncs it, then publishes it with
+  ``os.link`` (create-if-absent: fails if the name exists, atomically) or ``os.replace``
+  (overwrite). A partially written object is never visible under its key.
+- Update-if-match, overwrite and delete hold an exclusive ``flock`` on a per-key lock file, so
+  that check-then-replace is atomic across threads and processes.
+- The ETag is the file's inode, mtime and size: every publish makes a new inode, so a new ETag.
+
+File I/O runs in a worker thread (``trio.to_thread``); this backend is for production and tests,
+never for simulation.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import itertools
+import os
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+import trio
+
+from slatedb.errors import (
+    InvalidPathError,
+    ObjectAlreadyExistsError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    TransientObjectStoreError,
+)
+
+from .base import (
+    OVERWRITE,
+    RESERVED_SEGMENT_PREFIX,
+    GetResult,
+    ObjectMeta,
+    ObjectStore,
+    PutKind,
+    PutMode,
+    validate_key,
+    validate_prefix,
+    validate_range,
+)
+
+T = TypeVar("T")
+
+_LOCK_DIR = RESERVED_SEGMENT_PREFIX + "locks"
+_TMP_PREFIX = RESERVED_SEGMENT_PREFIX + "tmp."
+_tmp_counter = itertools.count()
+
+
+def _meta(key: str, st: os.stat_result) -> ObjectMeta:
+    etag = f'"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"'
+    return ObjectMeta(key, st.st_size, st.st_mtime_ns // 1_000_000, etag)
+
+
+class LocalStore(ObjectStore):
+    """Objects are files under ``root``; ``a/b/c`` is ``root/a/b/c``."""
+
+    def __init__(self, root: str, *, url: str | None = None, fsync: bool = True) -> None:
+        if not os.path.isabs(root):
+            raise InvalidPathError(root, "local store root must be an absolute path")
+        self.root = os.path.normpath(root)
+        self.url = url or f"file://{self.root}"
+        self.fsync = fsync
+        os.makedirs(self.root, exist_ok=True)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *validate_key(key).split("/"))
+
+    @contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        lock_dir = os.path.join(self.root, _LOCK_DIR)
+        os.makedirs(lock_dir, exist_ok=True)
+        name = hashlib.sha1(key.encode()).hexdigest() + ".lock"
+        fd = os.open(os.path.join(lock_dir, name), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def _write_temp(self, path: str, data: bytes) -> str:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(
+            directory,
+            f"{_TMP_PREFIX}{os.getpid()}.{threading.get_ident()}.{next(_tmp_counter)}",
+        )
+        with open(tmp, "xb") as f:
+            f.write(data)
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        return tmp
+
+    def _sync_dir(self, path: str) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(os.path.dirname(path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    async def _run(self, key: str, fn: Callable[[], T]) -> T:
+        try:
+            return await trio.to_thread.run_sync(fn)
+        except OSError as e:
+            if isinstance(e, (FileNotFoundError, FileExistsError)) or e.errno in (errno.ENOTDIR, errno.EISDIR):
+                raise
+            raise TransientObjectStoreError(key, f"local I/O error: {e}") from e
+
+    # -- operations ---------------------------------------------------------------------------
+
+    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+        path = self._path(key)
+        byte_range = validate_range(key, byte_range)
+
+        def read() -> GetResult:
+            try:
+                with open(path, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    if byte_range is None:
+                        data = f.read()
+                    else:
+                        f.seek(byte_range[0])
+                        data = f.read(max(0, byte_range[1] - byte_range[0]))
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                raise ObjectNotFoundError(key, "no such object") from None
+            return GetResult(data, _meta(key, st))
+
+        return await self._run(key, read)
+
+    async def head(self, key: str) -> ObjectMeta:
+        path = self._path(key)
+
+        def stat() -> ObjectMeta:
+            try:
+                st = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                raise ObjectNotFoundError(key, "no such object") from None
+            if not os.path.isfile(path):
+                raise ObjectNotFoundError(key, "no such object (a directory)")
+            return _meta(key, st)
+
+        return await self._run(key, stat)
+
+    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
+        path = self._path(key)
+        data = bytes(data)
+
+        def create() -> ObjectMeta:
+            tmp = self._write_temp(path, data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise ObjectAlreadyExistsError(key, "object already exists (create-if-absent)") from None
+            finally:
+                os.unlink(tmp)
+            self._sync_dir(path)
+            return _meta(key, os.stat(path))
+
+        def replace() -> ObjectMeta:
+            with self._locked(key):
+                if mode.kind is PutKind.UPDATE_IF_MATCH:
+                    try:
+                        current = _meta(key, os.stat(path))
+                    except (FileNotFoundError, NotADirectoryError):
+                        raise ObjectNotFoundError(key, "no such object (update-if-match)") from None
+                    if current.etag != mode.etag:
+                        raise PreconditionFailedError(key, f"etag is {current.etag}, expected {mode.etag}")
+                tmp = self._write_temp(path, data)
+                os.replace(tmp, path)
+                self._sync_dir(path)
+                return _meta(key, os.stat(path))
+
+        return await self._run(key, create if mode.kind is PutKind.CREATE_IF_ABSENT else replace)
+
+    async def list(self, prefix: str = "") -> list[ObjectMeta]:
+        prefix = validate_prefix(prefix)
+        base_dir = os.path.join(self.root, *prefix.rsplit("/", 1)[0].split("/")) if "/" in prefix else self.root
+
+        def walk() -> list[ObjectMeta]:
+            out: list[ObjectMeta] = []
+            for dirpath, dirnames, filenames in os.walk(base_dir):
+                dirnames[:] = [d for d in dirnames if not d.startswith(RESERVED_SEGMENT_PREFIX)]
+                rel_dir = os.path.relpath(dirpath, self.root)
+                for name in filenames:
+                    if name.startswith(RESERVED_SEGMENT_PREFIX):
+                        continue
+                    key = name if rel_dir == "." else f"{rel_dir.replace(os.sep, '/')}/{name}"
+                    if not key.startswith(prefix):
+                        continue
+                    try:
+                        st = os.stat(os.path.join(dirpath, name))
+                    except FileNotFoundError:
+                        continue  # deleted while we listed
+                    out.append(_meta(key, st))
+            out.sort(key=lambda m: m.key)
+            return out
+
+        return await self._run(prefix, walk)
+
+    async def delete(self, key: str) -> None:
+        path = self._path(key)
+
+        def unlink() -> None:
+            with self._locked(key):
+                try:
+                    os.unlink(path)
+                except (FileNotFoundError, NotADirectoryError):
+                    pass
+
+        await self._run(key, unlink)

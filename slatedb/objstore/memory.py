@@ -1,0 +1,148 @@
+"""An in-process object store, shared by name within a process.
+
+It is the reference backend: the simulator wraps it, and the contract suite checks that every
+other backend behaves like it. Operations are atomic (one dict update between two awaits), and
+ETags are a per-store counter, so no two versions of a key ever share an ETag (stricter than
+S3's content MD5, which repeats for identical content).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import attrs
+import trio
+
+from slatedb.errors import ObjectAlreadyExistsError, ObjectNotFoundError, PreconditionFailedError
+
+from .base import (
+    OVERWRITE,
+    GetResult,
+    ObjectMeta,
+    ObjectStore,
+    PutKind,
+    PutMode,
+    validate_key,
+    validate_prefix,
+    validate_range,
+)
+
+
+@attrs.define
+class MemoryBucket:
+    """The shared state behind every ``MemoryStore`` opened on one name."""
+
+    objects: dict[str, tuple[bytes, ObjectMeta]] = attrs.Factory(dict)
+    etag_counter: int = 0
+
+    def next_etag(self) -> str:
+        self.etag_counter += 1
+        return f'"m{self.etag_counter}"'
+
+
+class MemoryRegistry:
+    """Buckets by name. The process-wide default lives in :data:`DEFAULT_REGISTRY`; the
+    simulator makes one per world so simulated worlds never share state."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, MemoryBucket] = {}
+
+    def bucket(self, name: str) -> MemoryBucket:
+        return self._buckets.setdefault(name, MemoryBucket())
+
+    def drop(self, name: str) -> None:
+        self._buckets.pop(name, None)
+
+
+DEFAULT_REGISTRY = MemoryRegistry()
+
+
+class MemoryStore(ObjectStore):
+    """Keys live in a :class:`MemoryBucket`, under an optional key prefix (``memory://name/path``)."""
+
+    def __init__(self, bucket: MemoryBucket, clock_ms: Callable[[], int], *, root: str = "", url: str = "memory://") -> None:
+        self._bucket = bucket
+        self._clock_ms = clock_ms
+        self._root = root
+        self.url = url
+
+    def _full(self, key: str) -> str:
+        return self._root + validate_key(key)
+
+    def get_now(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+        """The read itself, with no await (the simulator applies it at a moment of its choosing)."""
+        full = self._full(key)
+        byte_range = validate_range(key, byte_range)
+        try:
+            data, meta = self._bucket.objects[full]
+        except KeyError:
+            raise ObjectNotFoundError(key, "no such object") from None
+        if byte_range is not None:
+            data = data[byte_range[0] : byte_range[1]]
+        return GetResult(data, attrs.evolve(meta, key=key))
+
+    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+        self._full(key)
+        await trio.lowlevel.checkpoint()
+        return self.get_now(key, byte_range)
+
+    def head_now(self, key: str) -> ObjectMeta:
+        full = self._full(key)
+        try:
+            return attrs.evolve(self._bucket.objects[full][1], key=key)
+        except KeyError:
+            raise ObjectNotFoundError(key, "no such object") from None
+
+    async def head(self, key: str) -> ObjectMeta:
+        self._full(key)
+        await trio.lowlevel.checkpoint()
+        return self.head_now(key)
+
+    def put_now(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
+        """The put itself, with no await: the simulator applies it at a moment of its choosing."""
+        full = self._full(key)
+        data = bytes(data)
+        current = self._bucket.objects.get(full)
+        if mode.kind is PutKind.CREATE_IF_ABSENT and current is not None:
+            raise ObjectAlreadyExistsError(key, "object already exists (create-if-absent)")
+        if mode.kind is PutKind.UPDATE_IF_MATCH:
+            if current is None:
+                raise ObjectNotFoundError(key, "no such object (update-if-match)")
+            if current[1].etag != mode.etag:
+                raise PreconditionFailedError(key, f"etag is {current[1].etag}, expected {mode.etag}")
+        meta = ObjectMeta(key, len(data), self._clock_ms(), self._bucket.next_etag())
+        self._bucket.objects[full] = (data, meta)
+        return meta
+
+    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
+        self._full(key)
+        await trio.lowlevel.checkpoint()
+        return self.put_now(key, data, mode)
+
+    def list_now(self, prefix: str = "") -> list[ObjectMeta]:
+        full_prefix = self._root + validate_prefix(prefix)
+        n = len(self._root)
+        return [
+            attrs.evolve(meta, key=k[n:])
+            for k, (_, meta) in sorted(self._bucket.objects.items())
+            if k.startswith(full_prefix)
+        ]
+
+    async def list(self, prefix: str = "") -> list[ObjectMeta]:
+        validate_prefix(prefix)
+        await trio.lowlevel.checkpoint()
+        return self.list_now(prefix)
+
+    def delete_now(self, key: str) -> None:
+        self._bucket.objects.pop(self._full(key), None)
+
+    async def delete(self, key: str) -> None:
+        self._full(key)
+        await trio.lowlevel.checkpoint()
+        self.delete_now(key)
+
+    def corrupt_now(self, key: str, data: bytes) -> None:
+        """Replace an object's bytes in place, keeping its metadata (simulated bit rot)."""
+        full = self._full(key)
+        _, meta = self._bucket.objects[full]
+        self._bucket.objects[full] = (bytes(data), attrs.evolve(meta, size_bytes=len(data)))

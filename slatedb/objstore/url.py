@@ -1,0 +1,111 @@
+"""One resolver from URL to object store, for every backend.
+
+- ``memory://name[/path]``: an in-process store shared by ``name`` (within one registry).
+- ``file:///abs/dir``: a local directory (created if missing).
+- ``s3://bucket[/prefix]``: S3 through s3fs. Endpoint, region and credentials come from
+  ``options`` (``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key``,
+  ``session_token``), then URL query parameters (``?endpoint_url=...&region=...``), then the
+  standard AWS environment variables (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``,
+  ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+  ``AWS_SESSION_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from typing import Callable, Mapping
+
+from slatedb.errors import InvalidUrlError
+
+from .base import ObjectStore, validate_key
+from .memory import DEFAULT_REGISTRY, MemoryRegistry, MemoryStore
+
+_S3_OPTIONS = ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token")
+_S3_ENV = {
+    "endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+    "access_key_id": ("AWS_ACCESS_KEY_ID",),
+    "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+    "session_token": ("AWS_SESSION_TOKEN",),
+}
+
+
+def _check_path(url: str, path: str) -> str:
+    """Validate the key prefix a URL carries; returns it with a trailing '/' (or '')."""
+    path = path.strip("/")
+    if not path:
+        return ""
+    try:
+        validate_key(path)
+    except Exception as e:
+        raise InvalidUrlError(f"invalid path in store URL {url!r}: {e}") from None
+    return path + "/"
+
+
+def resolve_store(
+    url: str,
+    *,
+    options: Mapping[str, str] | None = None,
+    clock_ms: Callable[[], int] | None = None,
+    memory_registry: MemoryRegistry | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ObjectStore:
+    """Open the object store that ``url`` names. Raises ``InvalidUrlError`` naming what is wrong."""
+    if not isinstance(url, str) or not url:
+        raise InvalidUrlError(f"store URL must be a non-empty string, got {url!r}")
+    parsed = urllib.parse.urlsplit(url)
+    scheme = parsed.scheme.lower()
+    options = dict(options or {})
+
+    if scheme == "memory":
+        if not parsed.netloc:
+            raise InvalidUrlError(f"memory URL needs a store name: memory://NAME[/path], got {url!r}")
+        if clock_ms is None:
+            from slatedb.runtime.production import ProductionRuntime
+
+            clock_ms = ProductionRuntime().now_ms
+        registry = memory_registry or DEFAULT_REGISTRY
+        root = _check_path(url, parsed.path)
+        return MemoryStore(registry.bucket(parsed.netloc), clock_ms, root=root, url=url)
+
+    if scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise InvalidUrlError(
+                f"file URL must be absolute, file:///abs/dir (three slashes); {url!r} names host {parsed.netloc!r}"
+            )
+        path = urllib.parse.unquote(parsed.path)
+        if not path.startswith("/"):
+            raise InvalidUrlError(f"file URL must hold an absolute path: {url!r}")
+        if any(seg in (".", "..") for seg in path.split("/")):
+            raise InvalidUrlError(f"file URL must not contain '.' or '..' segments: {url!r}")
+        from .local import LocalStore
+
+        return LocalStore(path, url=url)
+
+    if scheme == "s3":
+        bucket = parsed.netloc
+        if not bucket:
+            raise InvalidUrlError(f"s3 URL needs a bucket: s3://BUCKET[/prefix], got {url!r}")
+        prefix = _check_path(url, parsed.path)
+        query = dict(urllib.parse.parse_qsl(parsed.query))
+        unknown = set(query) - set(_S3_OPTIONS)
+        if unknown:
+            raise InvalidUrlError(f"unknown s3 URL parameter(s) {sorted(unknown)} in {url!r}; known: {list(_S3_OPTIONS)}")
+        unknown = set(options) - set(_S3_OPTIONS)
+        if unknown:
+            raise InvalidUrlError(f"unknown s3 option(s) {sorted(unknown)}; known: {list(_S3_OPTIONS)}")
+        env = os.environ if env is None else env
+        resolved: dict[str, str | None] = {}
+        for name in _S3_OPTIONS:
+            value = options.get(name) or query.get(name)
+            if not value:
+                value = next((env[v] for v in _S3_ENV[name] if env.get(v)), None)
+            resolved[name] = value
+        from .s3 import S3Store
+
+        return S3Store(bucket, prefix, url=url, **resolved)  # type: ignore[arg-type]
+
+    if not scheme:
+        raise InvalidUrlError(f"store URL has no scheme (memory://, file:///, s3://): {url!r}")
+    raise InvalidUrlError(f"unsupported store URL scheme {scheme!r} in {url!r}; use memory://, file:/// or s3://")

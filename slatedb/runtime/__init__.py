@@ -1,0 +1,100 @@
+"""The runtime seam: everything nondeterministic reaches protocol code through a :class:`Runtime`.
+
+Protocol code (WAL, manifest, compactor, GC, ...) never reads the wall clock, sleeps, draws
+random numbers, mints ULIDs/UUIDs or spawns tasks on its own. It asks the runtime it was given.
+Production passes :class:`slatedb.runtime.production.ProductionRuntime` (real clock, OS entropy);
+the simulator passes ``sim.runtime.SimRuntime`` (virtual clock with per-process offset and drift,
+seeded RNG). That single seam is what makes a simulated run repeatable bit for bit from its seed.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import trio
+from ulid import ULID
+
+
+class TaskGroup:
+    """A trio nursery seen through the runtime, so that spawning is observable and uniform."""
+
+    def __init__(self, runtime: "Runtime", nursery: trio.Nursery) -> None:
+        self._runtime = runtime
+        self.nursery = nursery
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None) -> None:
+        """Start ``fn(*args)`` as a background task of this group."""
+        self._runtime._on_spawn(name or getattr(fn, "__name__", "task"))
+        self.nursery.start_soon(fn, *args, name=name)
+
+    def cancel(self) -> None:
+        """Cancel every task of the group (used on close, and by the simulator for crashes)."""
+        self.nursery.cancel_scope.cancel()
+
+
+class Runtime(abc.ABC):
+    """Clock, randomness, identifiers and task spawning for one process."""
+
+    #: A name for logs and traces ("prod", or the simulated process name).
+    name: str
+
+    @abc.abstractmethod
+    def now_ms(self) -> int:
+        """Wall-clock Unix time in milliseconds. May jump (NTP, skew); never use it for timeouts."""
+
+    @abc.abstractmethod
+    def monotonic_s(self) -> float:
+        """Monotonic seconds since an arbitrary origin; for intervals and deadlines."""
+
+    @abc.abstractmethod
+    async def sleep(self, seconds: float) -> None:
+        """Sleep for ``seconds`` of this process's monotonic time."""
+
+    @property
+    @abc.abstractmethod
+    def rng(self) -> random.Random:
+        """This process's random source (seeded in simulation)."""
+
+    @abc.abstractmethod
+    def new_ulid(self) -> ULID:
+        """A fresh ULID whose timestamp is :meth:`now_ms`."""
+
+    @abc.abstractmethod
+    def new_uuid(self) -> uuid.UUID:
+        """A fresh random (version 4) UUID."""
+
+    async def sleep_until(self, monotonic_deadline_s: float) -> None:
+        """Sleep until :meth:`monotonic_s` reaches ``monotonic_deadline_s``."""
+        remaining = monotonic_deadline_s - self.monotonic_s()
+        if remaining > 0:
+            await self.sleep(remaining)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    @asynccontextmanager
+    async def task_group(self) -> AsyncIterator[TaskGroup]:
+        """Open a nursery for background tasks; leaving the block waits for them."""
+        async with trio.open_nursery() as nursery:
+            yield TaskGroup(self, nursery)
+
+    def _on_spawn(self, task_name: str) -> None:
+        """Hook for runtimes that trace task creation (the simulator does)."""
+
+
+def ulid_from_parts(timestamp_ms: int, randomness: int) -> ULID:
+    """Build a ULID from a millisecond timestamp and 80 random bits, without touching globals."""
+    assert 0 <= timestamp_ms < (1 << 48), timestamp_ms
+    assert 0 <= randomness < (1 << 80), randomness
+    return ULID.from_int((timestamp_ms << 80) | randomness)
+
+
+def uuid4_from_int(bits128: int) -> uuid.UUID:
+    """A version-4 UUID from 128 random bits (version and variant bits are forced)."""
+    return uuid.UUID(int=bits128 & ((1 << 128) - 1), version=4)
+
+
+__all__ = ["Runtime", "TaskGroup", "ulid_from_parts", "uuid4_from_int"]

@@ -1,0 +1,43 @@
+"""The production runtime: the real clock and the operating system's entropy.
+
+This is the only module of the library that may read the wall clock, ``os.urandom``,
+``uuid4()``, ``ULID()`` or the ``random`` module (a test scans the tree for that).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+
+import trio
+from ulid import ULID
+
+from . import Runtime
+
+
+class ProductionRuntime(Runtime):
+    """Real time, OS randomness; tasks run on the current trio event loop."""
+
+    def __init__(self, name: str = "prod") -> None:
+        self.name = name
+        self._rng = random.SystemRandom()
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic_s(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(max(0.0, seconds))
+
+    @property
+    def rng(self) -> random.Random:
+        return self._rng
+
+    def new_ulid(self) -> ULID:
+        return ULID()
+
+    def new_uuid(self) -> uuid.UUID:
+        return uuid.uuid4()
