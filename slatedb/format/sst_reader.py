@@ -1,0 +1,314 @@
+"""The async SST reader: ranged reads through an object store, decoding with pure functions.
+
+The store needs two methods (the interface of :mod:`slatedb.objstore`)::
+
+    await store.get(key, byte_range=(start, end_exclusive)) -> result with .data: bytes
+    await store.head(key) -> meta with .size_bytes
+
+Opening costs at most two ranged reads for the metadata (one speculative read of the last
+``tail_read_bytes`` that usually also covers index and filter; a second one when it did not)
+plus one read covering filter and index when they were not in the tail. Point lookups consult
+the bloom filter before any block read, locate the block by binary search of the index and
+seek inside it through restart points. Decoded blocks go to an optional block cache keyed by
+``(cache_id, block index)`` so that hot lookups never leave synchronous Python.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import AsyncIterator, MutableMapping
+from typing import Any, Protocol
+
+from slatedb.errors import CorruptionError
+from slatedb.format.block import Block, iter_rows_from_v2
+from slatedb.format.bloom import BloomFilter, filter_hash
+from slatedb.format.compression import unframe_block
+from slatedb.format.sst import (
+    FORMAT_VERSION_V2,
+    TRAILER_SIZE_BYTES,
+    SstIndex,
+    SstLayout,
+    check_info,
+    decode_data_block,
+    decode_filter,
+    decode_index,
+    decode_info_with_crc,
+    decode_stats,
+    decode_trailer,
+)
+from slatedb.format.types import SsTableInfo, SstStats, SstType
+from slatedb.row import Row
+
+#: Size of the speculative read of an SST's tail when opening it. 64 KiB covers the metadata,
+#: index and filter of SSTs up to a few MiB in one request.
+DEFAULT_TAIL_READ_BYTES = 64 * 1024
+#: Scans fetch consecutive blocks in reads of about this size.
+DEFAULT_SCAN_READ_BYTES = 256 * 1024
+
+
+class RangeReadable(Protocol):
+    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any: ...
+
+    async def head(self, key: str) -> Any: ...
+
+
+async def read_range(store: RangeReadable, object_name: str, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of an object; a short answer means the object is truncated."""
+    assert 0 <= start <= end
+    if start == end:
+        return b""
+    data = bytes((await store.get(object_name, byte_range=(start, end))).data)
+    if len(data) != end - start:
+        raise CorruptionError(object_name, start, f"read of [{start}, {end}) returned {len(data)} bytes: truncated")
+    return data
+
+
+class SstReader:
+    """Reads one SST through a ranged-read store. Build it with :meth:`open`.
+
+    ``block_cache`` is any mapping (e.g. an LRU) from ``(cache_id, block_index)`` to
+    :class:`Block`; without one, point lookups decode only the rows they need.
+    """
+
+    def __init__(
+        self,
+        store: RangeReadable,
+        layout: SstLayout,
+        *,
+        block_cache: MutableMapping[tuple[Any, int], Block] | None = None,
+        cache_id: Any = None,
+    ) -> None:
+        self.store = store
+        self.layout = layout
+        self.object_name = layout.object_name
+        self.info: SsTableInfo = layout.info
+        self.format_version = layout.format_version
+        self.index: SstIndex = layout.index
+        self.filter: BloomFilter | None = layout.filter
+        self.block_cache = block_cache
+        self.cache_id = object_name_or(cache_id, layout.object_name)
+        self._is_compacted = layout.info.sst_type == SstType.COMPACTED
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        store: RangeReadable,
+        object_name: str,
+        *,
+        size_bytes: int | None = None,
+        block_cache: MutableMapping[tuple[Any, int], Block] | None = None,
+        cache_id: Any = None,
+        tail_read_bytes: int = DEFAULT_TAIL_READ_BYTES,
+    ) -> SstReader:
+        layout = await read_layout(store, object_name, size_bytes=size_bytes, tail_read_bytes=tail_read_bytes)
+        return cls(store, layout, block_cache=block_cache, cache_id=cache_id)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.index)
+
+    async def read_stats(self) -> SstStats | None:
+        info = self.info
+        if not info.stats_len:
+            return None
+        framed = await read_range(self.store, self.object_name, info.stats_offset, info.stats_offset + info.stats_len)
+        return decode_stats(framed, info, self.object_name)
+
+    # -- blocks ----------------------------------------------------------------------------
+
+    def cached_block(self, i: int) -> Block | None:
+        cache = self.block_cache
+        return None if cache is None else cache.get((self.cache_id, i))
+
+    async def _fetch_framed(self, i: int) -> bytes:
+        start, end = self.index.block_range(i)
+        return await read_range(self.store, self.object_name, start, end)
+
+    def _decode(self, framed: bytes, i: int) -> Block:
+        block = decode_data_block(framed, self.info, self.format_version, self.index.offsets[i], self.object_name)
+        if self.block_cache is not None:
+            self.block_cache[(self.cache_id, i)] = block
+        return block
+
+    async def read_block(self, i: int) -> Block:
+        """Decoded block ``i``, from the cache when it is there."""
+        block = self.cached_block(i)
+        if block is None:
+            block = self._decode(await self._fetch_framed(i), i)
+        return block
+
+    async def read_blocks(self, first: int, last_exclusive: int) -> list[Block]:
+        """Blocks ``[first, last_exclusive)``; the uncached ones are fetched in one read."""
+        blocks: list[Block | None] = [self.cached_block(i) for i in range(first, last_exclusive)]
+        missing = [i for i, b in zip(range(first, last_exclusive), blocks) if b is None]
+        if missing:
+            lo, hi = missing[0], missing[-1]
+            base = self.index.offsets[lo]
+            data = await read_range(self.store, self.object_name, base, self.index.offsets[hi + 1])
+            for i in missing:
+                start, end = self.index.block_range(i)
+                blocks[i - first] = self._decode(data[start - base : end - base], i)
+        return blocks  # type: ignore[return-value]
+
+    # -- point lookups ---------------------------------------------------------------------
+
+    def might_contain(self, key: bytes) -> bool:
+        """False when the key range or the bloom filter proves ``key`` absent."""
+        info = self.info
+        if self._is_compacted and info.first_entry is not None and info.last_entry is not None:
+            if key < info.first_entry or key > info.last_entry:
+                return False
+        bloom = self.filter
+        return bloom is None or bloom.might_contain_hash(filter_hash(key))
+
+    async def get(self, key: bytes, max_seq: int | None = None) -> Row | None:
+        """The newest row of ``key`` with ``seq <= max_seq`` (any seq when None), or None.
+
+        The row may be a tombstone or a merge operand: interpreting it is the caller's job.
+        """
+        assert self._is_compacted, "point lookups need a compacted SST (WAL SSTs are replayed)"
+        if not self.might_contain(key):
+            return None
+        n = len(self.index)
+        i = self.index.find_block(key)
+        while i < n:
+            block = self.cached_block(i)
+            if block is not None:
+                rows = block.rows
+                j = block.seek(key)
+                end = len(rows)
+                while j < end:
+                    row = rows[j]
+                    if row.key != key:
+                        return None
+                    if max_seq is None or row.seq <= max_seq:
+                        return row
+                    j += 1
+            else:
+                framed = await self._fetch_framed(i)
+                if self.block_cache is not None or self.format_version != FORMAT_VERSION_V2:
+                    found, row = _first_match(self._decode(framed, i).rows_from(key), key, max_seq)
+                else:
+                    start = self.index.offsets[i]
+                    raw = unframe_block(self.info.compression_format, framed, self.object_name, start)
+                    found, row = _first_match(iter_rows_from_v2(raw, key, self.object_name, start), key, max_seq)
+                if found:
+                    return row
+                if found is None:
+                    return None
+            i += 1  # the block ended before a row past the key: versions may continue
+        return None
+
+    async def get_versions(self, key: bytes) -> list[Row]:
+        """Every row of ``key`` in this SST, newest first (for merge-operand resolution)."""
+        out = []
+        async for row in self.scan(key, key, end_inclusive=True):
+            out.append(row)
+        return out
+
+    # -- scans -----------------------------------------------------------------------------
+
+    async def scan_blocks(
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        *,
+        end_inclusive: bool = False,
+        read_bytes: int = DEFAULT_SCAN_READ_BYTES,
+    ) -> AsyncIterator[list[Row]]:
+        """Rows with ``start <= key < end`` (``<= end`` if ``end_inclusive``), a block at a time.
+
+        ``None`` bounds are open. Uncached blocks are fetched ``read_bytes`` at a time.
+        """
+        index = self.index
+        n = len(index)
+        i = 0 if start is None or not self._is_compacted else index.find_block(start)
+        while i < n:
+            # Group consecutive blocks up to ``read_bytes`` into one fetch.
+            j = i + 1
+            base = index.offsets[i]
+            while j < n and index.offsets[j + 1] - base <= read_bytes:
+                j += 1
+            for block in await self.read_blocks(i, j):
+                rows = block.rows
+                lo = 0 if start is None else block.seek(start)
+                if end is None:
+                    hi = len(rows)
+                else:
+                    hi = _bisect_end(block, end, end_inclusive)
+                if lo < hi:
+                    yield rows[lo:hi] if (lo or hi != len(rows)) else rows
+                if hi < len(rows):
+                    return
+            i = j
+
+    async def scan(
+        self, start: bytes | None = None, end: bytes | None = None, *, end_inclusive: bool = False
+    ) -> AsyncIterator[Row]:
+        """Rows with ``start <= key < end`` in stored order (see :meth:`scan_blocks`)."""
+        async for rows in self.scan_blocks(start, end, end_inclusive=end_inclusive):
+            for row in rows:
+                yield row
+
+
+def object_name_or(cache_id: Any, object_name: str) -> Any:
+    return object_name if cache_id is None else cache_id
+
+
+def _bisect_end(block: Block, end: bytes, inclusive: bool) -> int:
+    return bisect_right(block.keys, end) if inclusive else bisect_left(block.keys, end)
+
+
+def _first_match(rows, key: bytes, max_seq: int | None) -> tuple[bool | None, Row | None]:
+    """(True, row) when found; (None, None) when a later key proves absence; (False, None)
+    when the rows ran out while still on ``key`` (or before reaching it)."""
+    for row in rows:
+        if row.key != key:
+            return None, None
+        if max_seq is None or row.seq <= max_seq:
+            return True, row
+    return False, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout loading
+# ---------------------------------------------------------------------------------------------
+
+
+async def read_layout(
+    store: RangeReadable,
+    object_name: str,
+    *,
+    size_bytes: int | None = None,
+    tail_read_bytes: int = DEFAULT_TAIL_READ_BYTES,
+) -> SstLayout:
+    """Trailer, metadata, index and filter of an SST, in as few ranged reads as possible."""
+    if size_bytes is None:
+        size_bytes = (await store.head(object_name)).size_bytes
+    if size_bytes < TRAILER_SIZE_BYTES:
+        raise CorruptionError(object_name, 0, f"object of {size_bytes} bytes is too short for an SST")
+    tail_start = max(0, size_bytes - max(tail_read_bytes, TRAILER_SIZE_BYTES))
+    tail = await read_range(store, object_name, tail_start, size_bytes)
+
+    async def fetch(start: int, end: int) -> bytes:
+        if start >= tail_start:
+            return tail[start - tail_start : end - tail_start]
+        return await read_range(store, object_name, start, end)
+
+    metadata_offset, version = decode_trailer(tail[-TRAILER_SIZE_BYTES:], size_bytes, object_name)
+    metadata = await fetch(metadata_offset, size_bytes - TRAILER_SIZE_BYTES)
+    info = decode_info_with_crc(metadata, object_name, metadata_offset)
+    check_info(info, metadata_offset, object_name)
+    # Filter and index are adjacent (filter first): one read for both.
+    lo = info.filter_offset if info.filter_len else info.index_offset
+    hi = info.index_offset + info.index_len
+    region = await fetch(lo, hi)
+    index = decode_index(region[info.index_offset - lo :], info, object_name)
+    bloom = None
+    if info.filter_len:
+        bloom = decode_filter(
+            region[info.filter_offset - lo : info.filter_offset - lo + info.filter_len], info, object_name
+        )
+    return SstLayout(object_name, version, info, index, bloom, metadata_offset)

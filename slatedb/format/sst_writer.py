@@ -1,0 +1,253 @@
+"""The SST writer: rows in, one SST object's bytes out (format version 2).
+
+Compacted SSTs take rows ordered by key ascending, then seq descending; WAL SSTs take rows in
+seq order (see :mod:`slatedb.format.wal_sst`). The writer builds the whole object in memory:
+SSTs are written with one ``put``, and the largest (``max_sst_size``, 256 MiB by default) still
+fits comfortably.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+
+from slatedb.errors import InvalidArgumentError
+from slatedb.format.block import BlockBuilderV2
+from slatedb.format.bloom import BLOOM_FILTER_NAME, BloomFilter, encode_composite_filter, filter_hash
+from slatedb.format.compression import frame_block
+from slatedb.format.fbcodec import encode_sst_index, encode_sst_stats
+from slatedb.format.row_codec import check_row_encodable, common_prefix_len
+from slatedb.format.sst import (
+    FORMAT_VERSION_LATEST,
+    SstOptions,
+    encode_info_with_crc,
+    encode_trailer,
+)
+from slatedb.format.types import BlockMeta, BlockStats, FilterFormat, SsTableInfo, SstStats, SstType
+from slatedb.row import Row
+
+_U64 = struct.Struct(">Q")
+
+
+def compute_index_key(prev_block_last_key: bytes | None, block_first_key: bytes) -> bytes:
+    """Separator stored in the index for a block (compacted SSTs).
+
+    Empty for the first block; otherwise the shortest prefix of ``block_first_key`` that sorts
+    after ``prev_block_last_key``, or the whole key when the two are equal (one key's versions
+    straddling the boundary).
+    """
+    if prev_block_last_key is None:
+        return b""
+    assert prev_block_last_key <= block_first_key, "blocks must be in key order"
+    n = common_prefix_len(prev_block_last_key, block_first_key)
+    if n == len(block_first_key):
+        return block_first_key
+    return block_first_key[: n + 1]
+
+
+@attrs.frozen
+class EncodedSst:
+    """A finished SST: the object's bytes and the metadata the manifest records."""
+
+    data: bytes
+    info: SsTableInfo
+    format_version: int
+    block_meta: tuple[BlockMeta, ...]
+    stats: SstStats | None
+    num_rows: int
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.data)
+
+
+class SstWriter:
+    """Accumulates rows into framed blocks and finishes them into an SST object."""
+
+    def __init__(self, options: SstOptions | None = None, sst_type: SstType = SstType.COMPACTED) -> None:
+        self.options = options or SstOptions()
+        self.sst_type = SstType(sst_type)
+        self._codec = self.options.compression
+        self._builder = BlockBuilderV2(self.options.block_size_bytes)
+        self._chunks: list[bytes] = []
+        self._offset = 0  # bytes of framed data blocks so far
+        self._block_meta: list[BlockMeta] = []
+        self._block_stats: list[BlockStats] = []
+        self._prev_block_last_key: bytes | None = None
+        self._keys: list[bytes] = []  # hashed into the filter at finish, if it is large enough
+        self._last: Row | None = None
+        self._first_seq: int | None = None
+        self._open_block_first_seq = 0
+        self._raw_key_size = 0
+        self._raw_val_size = 0
+        self._finished = False
+
+    # -- adding rows ---------------------------------------------------------------------------
+
+    def add(self, row: Row) -> None:
+        assert not self._finished, "writer already finished"
+        check_row_encodable(row)
+        last = self._last
+        if last is not None:
+            if self.sst_type == SstType.COMPACTED:
+                if row.key < last.key or (row.key == last.key and row.seq >= last.seq):
+                    raise InvalidArgumentError(
+                        "compacted SST rows must be ordered by key ascending, then seq descending"
+                    )
+            elif row.seq < last.seq:
+                raise InvalidArgumentError("WAL SST rows must be in seq order")
+        else:
+            self._first_seq = row.seq
+        opens_block = self._builder.is_empty()
+        if not self._builder.add(row):
+            self._finish_block()
+            added = self._builder.add(row)
+            assert added, "an empty block accepts any row"
+            opens_block = True
+        if opens_block:
+            self._open_block_first_seq = row.seq
+        self._last = row
+        self._keys.append(row.key)
+        self._raw_key_size += len(row.key)
+        self._raw_val_size += len(row.value)
+
+    def add_all(self, rows) -> None:
+        for row in rows:
+            self.add(row)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def estimated_size_bytes(self) -> int:
+        """Bytes written so far plus the open block (for size-based SST rolling)."""
+        return self._offset + self._builder.current_size_bytes()
+
+    def _finish_block(self) -> None:
+        builder = self._builder
+        assert not builder.is_empty()
+        if self.sst_type == SstType.COMPACTED:
+            index_key = compute_index_key(self._prev_block_last_key, builder.first_key)
+        else:
+            index_key = _U64.pack(self._open_block_first_seq)  # WAL: the block's first seq
+        framed = frame_block(self._codec, builder.build())
+        self._block_meta.append(BlockMeta(self._offset, index_key))
+        self._block_stats.append(BlockStats(builder.num_puts, builder.num_deletes, builder.num_merges))
+        self._chunks.append(framed)
+        self._offset += len(framed)
+        self._prev_block_last_key = builder.last_key
+        self._builder = BlockBuilderV2(self.options.block_size_bytes)
+
+    # -- finishing -----------------------------------------------------------------------------
+
+    def finish(self) -> EncodedSst:
+        """The finished SST. At least one row is required (an SST has at least one block)."""
+        assert not self._finished, "writer already finished"
+        if not self._keys:
+            raise InvalidArgumentError("an SST needs at least one row")
+        self._finished = True
+        if self.sst_type == SstType.WAL:
+            return self._finish_wal()
+        return self._finish_compacted()
+
+    def _finish_compacted(self) -> EncodedSst:
+        self._finish_block()
+        codec = self._codec
+        chunks = self._chunks
+        offset = self._offset
+
+        filter_offset = offset
+        filter_len = 0
+        if len(self._keys) >= self.options.min_filter_keys:
+            bloom = BloomFilter.build([filter_hash(k) for k in self._keys], self.options.filter_bits_per_key)
+            framed = frame_block(codec, encode_composite_filter([(BLOOM_FILTER_NAME, bloom.encode())]))
+            chunks.append(framed)
+            filter_len = len(framed)
+            offset += filter_len
+
+        index_offset = offset
+        framed = frame_block(codec, encode_sst_index(self._block_meta))
+        chunks.append(framed)
+        index_len = len(framed)
+        offset += index_len
+
+        stats = self._stats()
+        stats_offset = offset
+        framed = frame_block(codec, encode_sst_stats(stats))
+        chunks.append(framed)
+        stats_len = len(framed)
+        offset += stats_len
+
+        assert self._last is not None
+        info = SsTableInfo(
+            first_entry=self._keys[0],
+            index_offset=index_offset,
+            index_len=index_len,
+            filter_offset=filter_offset,
+            filter_len=filter_len,
+            compression_format=codec,
+            sst_type=SstType.COMPACTED,
+            last_entry=self._last.key,
+            stats_offset=stats_offset,
+            stats_len=stats_len,
+            filter_format=FilterFormat.COMPOSITE,
+        )
+        return self._seal(info, offset, stats)
+
+    def _finish_wal(self) -> EncodedSst:
+        self._finish_block()
+        codec = self._codec
+        offset = self._offset
+        index_offset = offset
+        framed = frame_block(codec, encode_sst_index(self._block_meta))
+        self._chunks.append(framed)
+        index_len = len(framed)
+        offset += index_len
+        assert self._first_seq is not None
+        info = SsTableInfo(
+            first_entry=_U64.pack(self._first_seq),
+            index_offset=index_offset,
+            index_len=index_len,
+            filter_offset=index_offset,
+            filter_len=0,
+            compression_format=codec,
+            sst_type=SstType.WAL,
+            last_entry=None,
+            stats_offset=0,
+            stats_len=0,
+            filter_format=FilterFormat.COMPOSITE,
+        )
+        return self._seal(info, offset, None)
+
+    def _seal(self, info: SsTableInfo, metadata_offset: int, stats: SstStats | None) -> EncodedSst:
+        chunks = self._chunks
+        chunks.append(encode_info_with_crc(info))
+        chunks.append(encode_trailer(metadata_offset, FORMAT_VERSION_LATEST))
+        data = b"".join(chunks)
+        self._chunks = []
+        return EncodedSst(
+            data=data,
+            info=info,
+            format_version=FORMAT_VERSION_LATEST,
+            block_meta=tuple(self._block_meta),
+            stats=stats,
+            num_rows=len(self._keys),
+        )
+
+    def _stats(self) -> SstStats:
+        bs = self._block_stats
+        return SstStats(
+            num_puts=sum(b.num_puts for b in bs),
+            num_deletes=sum(b.num_deletes for b in bs),
+            num_merges=sum(b.num_merges for b in bs),
+            raw_key_size=self._raw_key_size,
+            raw_val_size=self._raw_val_size,
+            block_stats=tuple(bs),
+        )
+
+
+def write_sst(rows, options: SstOptions | None = None, sst_type: SstType = SstType.COMPACTED) -> EncodedSst:
+    """Convenience: an SST of ``rows`` in one call."""
+    writer = SstWriter(options, sst_type)
+    writer.add_all(rows)
+    return writer.finish()
