@@ -10,7 +10,7 @@ default:
 
 # The whole test suite: the Spin models' table, then pytest (both must pass).
 test *args: models
-    {{python}} -m pytest -n 2 -q {{args}}
+    {{python}} -m pytest -n 2 --dist loadgroup -q {{args}}
 
 # Only pytest, with any arguments (e.g. ./just pytest tests/objstore -x).
 pytest *args:

@@ -88,7 +88,9 @@ class SimObjectStore(ObjectStore):
         f = self.faults
         delay = self.rng.uniform(f.latency_min_s, f.latency_max_s)
         if self.faults_enabled and f.stall_rate and self.rng.random() < f.stall_rate:
-            delay += self.rng.uniform(0.0, f.stall_max_s)
+            stall_s = self.rng.uniform(0.0, f.stall_max_s)
+            self.trace.record(self.process, "fault.stall", seconds=round(stall_s, 6))
+            delay += stall_s
         return delay
 
     def _decide(self) -> str:

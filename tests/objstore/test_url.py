@@ -1,0 +1,75 @@
+"""The URL resolver: every backend from one URL form; a bad URL says what is wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from slatedb.errors import InvalidUrlError
+from slatedb.objstore import MemoryRegistry, MemoryStore, resolve_store
+from slatedb.objstore.local import LocalStore
+from slatedb.objstore.s3 import S3Store
+
+
+async def test_memory_stores_are_shared_by_name():
+    registry = MemoryRegistry()
+    a = resolve_store("memory://shared", memory_registry=registry)
+    b = resolve_store("memory://shared", memory_registry=registry)
+    other = resolve_store("memory://other", memory_registry=registry)
+    assert isinstance(a, MemoryStore)
+    await a.put("k", b"v")
+    assert (await b.get("k")).data == b"v"
+    assert await other.list() == []
+
+
+async def test_path_inside_memory_url_is_a_key_prefix():
+    registry = MemoryRegistry()
+    root = resolve_store("memory://s", memory_registry=registry)
+    db = resolve_store("memory://s/dbs/one", memory_registry=registry)
+    await db.put("manifest/x", b"1")
+    assert [m.key for m in await root.list()] == ["dbs/one/manifest/x"]
+    assert [m.key for m in await db.list()] == ["manifest/x"]
+
+
+def test_file_url(tmp_path):
+    store = resolve_store(f"file://{tmp_path}/db")
+    assert isinstance(store, LocalStore) and store.root == f"{tmp_path}/db"
+    assert (tmp_path / "db").is_dir()
+
+
+def test_s3_url_options_query_and_environment():
+    env = {"AWS_ACCESS_KEY_ID": "env-key", "AWS_SECRET_ACCESS_KEY": "env-secret", "AWS_REGION": "eu-west-1",
+           "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}
+    store = resolve_store("s3://bucket/some/prefix?region=us-east-2", env=env)
+    assert isinstance(store, S3Store)
+    assert store.bucket == "bucket" and store.prefix == "some/prefix/"
+    assert store._fs.key == "env-key" and store._fs.secret == "env-secret"
+    assert store._fs.client_kwargs["region_name"] == "us-east-2"  # query beats environment
+    assert store._fs.client_kwargs["endpoint_url"] == "http://127.0.0.1:1"
+    store = resolve_store("s3://bucket", options={"access_key_id": "opt", "endpoint_url": "http://127.0.0.1:2"}, env=env)
+    assert store._fs.key == "opt" and store.prefix == ""  # options beat everything
+
+
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("", "non-empty"),
+        ("bucket/path", "no scheme"),
+        ("ftp://host/x", "unsupported store URL scheme 'ftp'"),
+        ("memory://", "needs a store name"),
+        ("file://relative/dir", "must be absolute"),
+        ("file:///a/../b", "'..'"),
+        ("s3:///prefix", "needs a bucket"),
+        ("s3://bucket/a//b", "empty path segment"),
+        ("s3://bucket/../x", "'..'"),
+        ("s3://bucket/p?colour=blue", "unknown s3 URL parameter"),
+    ],
+)
+def test_invalid_urls_name_the_problem(url, words):
+    with pytest.raises(InvalidUrlError) as info:
+        resolve_store(url)
+    assert words in str(info.value)
+
+
+def test_unknown_s3_option():
+    with pytest.raises(InvalidUrlError, match="unknown s3 option"):
+        resolve_store("s3://b", options={"endpoint": "x"})
