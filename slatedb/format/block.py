@@ -33,7 +33,6 @@ from slatedb.format.row_codec import (
     decode_one_v2,
     decode_restart_key_v2,
     encode_row_v2,
-    encoded_size_v2,
 )
 from slatedb.row import Row, RowKind
 
@@ -94,21 +93,25 @@ class BlockBuilderV2:
 
     def add(self, row: Row) -> bool:
         """Append ``row`` if it fits; returns False (and changes nothing) when it does not."""
-        is_restart = self._count % RESTART_INTERVAL == 0
+        data = self._data
+        count = self._count
+        is_restart = count % RESTART_INTERVAL == 0
         shared = 0 if is_restart else common_prefix_len(self._last_key, row.key)
-        if self._count:
-            needed = encoded_size_v2(shared, row) + (U16_SIZE_BYTES if is_restart else 0)
-            if self.current_size_bytes() + needed > self.block_size_bytes:
+        start = len(data)
+        # Encode first, then roll back if the block overflows: cheaper than sizing twice.
+        encode_row_v2(data, shared, row)
+        if count:
+            restarts_bytes = U16_SIZE_BYTES * (len(self._restarts) + (2 if is_restart else 1))
+            if len(data) + restarts_bytes > self.block_size_bytes:
+                del data[start:]
                 return False
         else:
             self._first_key = row.key
         if is_restart:
-            offset = len(self._data)
-            assert offset <= MAX_U16, "restart offset must fit in u16"
-            self._restarts.append(offset)
-        encode_row_v2(self._data, shared, row)
+            assert start <= MAX_U16, "restart offset must fit in u16"
+            self._restarts.append(start)
         self._last_key = row.key
-        self._count += 1
+        self._count = count + 1
         kind = row.kind
         if kind is RowKind.VALUE:
             self.num_puts += 1
