@@ -1,0 +1,184 @@
+"""Write batches and the validation of keys and values.
+
+:func:`validate_key` / :func:`validate_value` are what ``Db.put`` calls on its hot path: a
+``bytes`` argument within bounds costs one type check and one length check. ``bytearray`` and
+``memoryview`` are accepted and copied to ``bytes``. Anything else, an empty key, or a size
+above the limits raises :class:`~slatedb.errors.InvalidArgumentError` naming the problem.
+
+Size limits. The official engine (0.17.0) rejects an empty key ("key cannot be empty") but no
+longer caps keys at ``u16::MAX``: trying it, a 65,536-byte, a 1 MiB and a 16 MiB key were all
+accepted by ``put``, flushed and read back after reopening. Its row codec (V2) stores key and
+value lengths as LEB128 u32, so the hard limit of the format is ``u32::MAX`` for both; that is
+the limit we enforce, for keys and values alike.
+
+A :class:`WriteBatch` records operations in call order; the engine applies them atomically
+with consecutive seqs. TTLs are in seconds (``ttl_s``): ``None`` means "the database default"
+(``Settings.default_ttl_millis``), :data:`NO_EXPIRY` means "never expires", a positive number
+means "expires ``ttl_s`` seconds after the write". :func:`expire_ts_ms` turns that into the
+row's ``expire_ts_ms`` given the write time.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterator
+from typing import Final
+
+import attrs
+
+from slatedb.errors import InvalidArgumentError
+from slatedb.row import RowKind
+
+#: Largest key the row format can hold (LEB128 u32 length); the official 0.17.0 engine
+#: accepts keys above u16::MAX (see the module docstring).
+MAX_KEY_SIZE_BYTES: Final = 2**32 - 1
+#: Largest value the row format can hold (LEB128 u32 length).
+MAX_VALUE_SIZE_BYTES: Final = 2**32 - 1
+#: ``ttl_s`` meaning "this row never expires, whatever the database default".
+NO_EXPIRY: Final = math.inf
+
+
+def _describe(obj: object) -> str:
+    return type(obj).__name__
+
+
+def _validate_key_slow(key: object) -> bytes:
+    if isinstance(key, (bytearray, memoryview)):
+        key = bytes(key)
+    elif not isinstance(key, bytes):
+        raise InvalidArgumentError(f"key must be bytes, bytearray or memoryview, not {_describe(key)}")
+    n = len(key)  # type: ignore[arg-type]
+    if n == 0:
+        raise InvalidArgumentError("key cannot be empty")
+    if n > MAX_KEY_SIZE_BYTES:
+        raise InvalidArgumentError(f"key is {n} bytes, above the limit of {MAX_KEY_SIZE_BYTES} bytes")
+    return bytes(key)  # type: ignore[arg-type]
+
+
+def validate_key(key: object) -> bytes:
+    """``key`` as ``bytes`` if acceptable, else :class:`InvalidArgumentError`."""
+    if type(key) is bytes and 0 < len(key) <= MAX_KEY_SIZE_BYTES:
+        return key
+    return _validate_key_slow(key)
+
+
+def _validate_value_slow(value: object) -> bytes:
+    if isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    elif not isinstance(value, bytes):
+        raise InvalidArgumentError(f"value must be bytes, bytearray or memoryview, not {_describe(value)}")
+    n = len(value)  # type: ignore[arg-type]
+    if n > MAX_VALUE_SIZE_BYTES:
+        raise InvalidArgumentError(f"value is {n} bytes, above the limit of {MAX_VALUE_SIZE_BYTES} bytes")
+    return bytes(value)  # type: ignore[arg-type]
+
+
+def validate_value(value: object) -> bytes:
+    """``value`` as ``bytes`` if acceptable (the empty value is), else :class:`InvalidArgumentError`."""
+    if type(value) is bytes and len(value) <= MAX_VALUE_SIZE_BYTES:
+        return value
+    return _validate_value_slow(value)
+
+
+def validate_ttl_s(ttl_s: object) -> float | None:
+    """``ttl_s`` if acceptable: ``None``, :data:`NO_EXPIRY`, or a finite number > 0 (seconds)."""
+    if ttl_s is None:
+        return None
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):
+        raise InvalidArgumentError(f"ttl_s must be a number of seconds or None, not {_describe(ttl_s)}")
+    if math.isnan(ttl_s) or ttl_s <= 0:
+        raise InvalidArgumentError(f"ttl_s must be positive, got {ttl_s!r}")
+    return float(ttl_s)
+
+
+def expire_ts_ms(now_ms: int, ttl_s: float | None, default_ttl_ms: int | None) -> int | None:
+    """The ``expire_ts_ms`` of a row written at ``now_ms`` with ``ttl_s`` (see module docstring).
+
+    ``default_ttl_ms`` is the database's ``default_ttl_millis`` (``None``: no default expiry).
+    """
+    if ttl_s is None:
+        return None if default_ttl_ms is None else now_ms + default_ttl_ms
+    if ttl_s == NO_EXPIRY:
+        return None
+    return now_ms + round(ttl_s * 1000)
+
+
+class OpKind(enum.IntEnum):
+    """What a batch operation writes; the values match :class:`~slatedb.row.RowKind`."""
+
+    PUT = RowKind.VALUE
+    DELETE = RowKind.TOMBSTONE
+    MERGE = RowKind.MERGE_OPERAND
+
+
+@attrs.frozen(slots=True)
+class BatchOp:
+    """One operation of a batch. ``value`` is ``b""`` for a delete; ``ttl_s`` as in the module
+    docstring (always ``None`` for a delete)."""
+
+    kind: OpKind
+    key: bytes
+    value: bytes = b""
+    ttl_s: float | None = None
+
+
+class WriteBatch:
+    """An ordered list of puts, deletes and merge operands, validated as they are added.
+
+    A rejected call raises :class:`InvalidArgumentError` and leaves the batch unchanged.
+    """
+
+    __slots__ = ("_ops", "_size_bytes")
+
+    def __init__(self) -> None:
+        self._ops: list[BatchOp] = []
+        self._size_bytes = 0
+
+    def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> None:
+        key = validate_key(key)
+        value = validate_value(value)
+        if ttl_s is not None:
+            ttl_s = validate_ttl_s(ttl_s)
+        self._ops.append(BatchOp(OpKind.PUT, key, value, ttl_s))
+        self._size_bytes += len(key) + len(value)
+
+    def delete(self, key: bytes) -> None:
+        key = validate_key(key)
+        self._ops.append(BatchOp(OpKind.DELETE, key))
+        self._size_bytes += len(key)
+
+    def merge(self, key: bytes, operand: bytes, ttl_s: float | None = None) -> None:
+        """Record a merge operand (applied by a merge operator the engine does not have yet)."""
+        key = validate_key(key)
+        operand = validate_value(operand)
+        if ttl_s is not None:
+            ttl_s = validate_ttl_s(ttl_s)
+        self._ops.append(BatchOp(OpKind.MERGE, key, operand, ttl_s))
+        self._size_bytes += len(key) + len(operand)
+
+    @property
+    def ops(self) -> tuple[BatchOp, ...]:
+        """The operations in call order (a snapshot)."""
+        return tuple(self._ops)
+
+    @property
+    def size_bytes(self) -> int:
+        """Sum of key and value lengths of the operations."""
+        return self._size_bytes
+
+    def __iter__(self) -> Iterator[BatchOp]:
+        return iter(tuple(self._ops))
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __bool__(self) -> bool:
+        return bool(self._ops)
+
+    def clear(self) -> None:
+        self._ops.clear()
+        self._size_bytes = 0
+
+    def __repr__(self) -> str:
+        return f"WriteBatch(ops={len(self._ops)}, size_bytes={self._size_bytes})"

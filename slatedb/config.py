@@ -1,0 +1,497 @@
+"""Database settings, with the official SlateDB 0.17.0 names, nesting and defaults.
+
+The names, the nesting and the defaults below were read from the official wheel
+(``slatedb.uniffi.Settings.default().to_json_string()``); a copy of that dump is kept in
+``tests/db/data/official_settings_default.json`` and a test compares against it.
+
+Durations are stored as **float seconds** (the attribute names keep the official names, e.g.
+``flush_interval``). When loading, a duration may be given as the official string form
+(``"100ms"``, ``"1s"``, ``"1h 2m"``, ``"1s+500ms"``, units ns/us/µs/ms/s/m/h/d/w/mon/y and their
+long forms) or as a number of seconds. :meth:`Settings.to_dict` writes the official string form
+(millisecond precision, like the official serializer: ``"100ms"`` is written ``"100ms"``,
+``1.5`` s is written ``"1s+500ms"``).
+
+Our additions -- settings the official ``Settings`` does not have (it takes them through its
+builder instead) -- are listed in :data:`OUR_SETTINGS` and left out of
+:meth:`Settings.to_official_dict`: ``block_size_bytes``, ``filter_bits_per_key``,
+``block_cache_size_bytes``.
+
+Loading is stricter than the official engine (which silently ignores unknown keys and accepts
+e.g. ``l0_max_ssts = 0``): unknown keys, wrong types and out-of-range values raise
+:class:`~slatedb.errors.InvalidArgumentError` naming the setting. Missing keys take defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from slatedb.errors import InvalidArgumentError
+
+KiB: Final = 1024
+MiB: Final = 1024 * KiB
+GiB: Final = 1024 * MiB
+
+# ---------------------------------------------------------------------------------------------
+# Field kinds (metadata on each attrs field drives loading, validation and dumping)
+# ---------------------------------------------------------------------------------------------
+
+_DURATION = "duration"
+_INT = "int"
+_BOOL = "bool"
+_STR = "str"
+_CODEC = "codec"
+_METRIC_LEVEL = "metric_level"
+_STR_MAP = "str_map"
+_NESTED = "nested"
+
+#: Official spellings of the compression codecs (``None`` means no compression).
+COMPRESSION_CODECS: Final = ("Snappy", "Zlib", "Lz4", "Zstd")
+#: Official spellings of the metric levels.
+METRIC_LEVELS: Final = ("Debug", "Info")
+
+
+def _f(kind: str, default: Any, *, min: float | None = None, optional: bool = False, ours: bool = False) -> Any:
+    return attrs.field(default=default, metadata={"kind": kind, "min": min, "optional": optional, "ours": ours})
+
+
+def _nested(cls: type, *, optional: bool = False, default: Any = None) -> Any:
+    factory = attrs.Factory(cls) if default is None else default
+    return attrs.field(
+        default=factory, metadata={"kind": _NESTED, "cls": cls, "min": None, "optional": optional, "ours": False}
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Durations
+# ---------------------------------------------------------------------------------------------
+
+_UNIT_SECONDS: Final[dict[str, float]] = {}
+for _names, _secs in (
+    (("ns", "nsec", "nanos", "nanosecond", "nanoseconds"), 1e-9),
+    (("us", "µs", "usec", "micros", "microsecond", "microseconds"), 1e-6),
+    (("ms", "msec", "millis", "millisecond", "milliseconds"), 1e-3),
+    (("s", "sec", "secs", "second", "seconds"), 1.0),
+    (("m", "min", "mins", "minute", "minutes"), 60.0),
+    (("h", "hr", "hrs", "hour", "hours"), 3600.0),
+    (("d", "day", "days"), 86400.0),
+    (("w", "week", "weeks"), 7 * 86400.0),
+    (("mon", "month", "months"), 30 * 86400.0),  # the official engine: 1mon = 2592000s
+    (("y", "year", "years"), 365 * 86400.0),  # the official engine: 1y = 31536000s
+):
+    for _n in _names:
+        _UNIT_SECONDS[_n] = _secs
+
+_DURATION_PART = re.compile(r"\s*(\d+)\s*([a-zµ]+)\s*\+?", re.IGNORECASE)
+
+
+def parse_duration(text: str, *, name: str = "duration") -> float:
+    """Seconds in an official duration string (``"100ms"``, ``"1h 2m"``, ``"1s+500ms"``)."""
+    pos = 0
+    total = 0.0
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidArgumentError(f"{name}: empty duration")
+    while pos < len(stripped):
+        m = _DURATION_PART.match(stripped, pos)
+        if m is None:
+            raise InvalidArgumentError(f"{name}: cannot parse duration {text!r} (expected e.g. '100ms', '1s', '1h 2m')")
+        unit = m.group(2).lower()
+        if unit not in _UNIT_SECONDS:
+            raise InvalidArgumentError(f"{name}: unknown duration unit {m.group(2)!r} in {text!r}")
+        total += int(m.group(1)) * _UNIT_SECONDS[unit]
+        pos = m.end()
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """The official serializer's form: whole milliseconds, ``"5s"``, ``"050ms"``, ``"1s+500ms"``."""
+    total_ms = int(round(seconds * 1e9)) // 1_000_000
+    secs, ms = divmod(total_ms, 1000)
+    if ms == 0:
+        return f"{secs}s"
+    if secs == 0:
+        return f"{ms:03d}ms"
+    return f"{secs}s+{ms:03d}ms"
+
+
+# ---------------------------------------------------------------------------------------------
+# The settings classes
+# ---------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CompactorWorkerOptions:
+    """``compactor_options.worker``."""
+
+    max_concurrent_compactions: int = _f(_INT, 4, min=1)
+    compactions_poll_interval: float = _f(_DURATION, 5.0, min=0)
+    heartbeat_interval: float = _f(_DURATION, 10.0, min=0)
+    max_sst_size: int = _f(_INT, 256 * MiB, min=1)
+    max_fetch_tasks: int = _f(_INT, 4, min=1)
+    bytes_to_fetch: int = _f(_INT, 2 * MiB, min=1)
+    max_subcompactions: int = _f(_INT, 4, min=1)
+    min_filter_keys: int = _f(_INT, 1000, min=0)
+    compression_codec: str | None = _f(_CODEC, None, optional=True)
+    metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
+
+
+@attrs.frozen
+class CompactorOptions:
+    """``compactor_options``."""
+
+    poll_interval: float = _f(_DURATION, 5.0, min=0)
+    manifest_update_timeout: float = _f(_DURATION, 300.0, min=0)
+    max_concurrent_compactions: int = _f(_INT, 4, min=1)
+    enable_trivial_move: bool = _f(_BOOL, False)
+    scheduler_options: Mapping[str, str] = attrs.field(
+        factory=dict, metadata={"kind": _STR_MAP, "min": None, "optional": False, "ours": False}
+    )
+    worker: CompactorWorkerOptions = _nested(CompactorWorkerOptions)
+    metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
+    commit_compacted_interval: float = _f(_DURATION, 1.0, min=0)
+    checkpoint_lifetime: float = _f(_DURATION, 900.0, min=0)
+    worker_heartbeat_timeout: float = _f(_DURATION, 30.0, min=0)
+    object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
+
+
+@attrs.frozen
+class ObjectStoreCacheOptions:
+    """``object_store_cache_options`` (the local-disk object-store cache)."""
+
+    root_folder: str | None = _f(_STR, None, optional=True)
+    max_cache_size_bytes: int = _f(_INT, 16 * GiB, min=1)
+    part_size_bytes: int = _f(_INT, 4 * MiB, min=1)
+    cache_on_flush: bool = _f(_BOOL, False)
+    cache_on_compaction: bool = _f(_BOOL, False)
+    preload_disk_cache_on_startup: str | None = _f(_STR, None, optional=True)
+    scan_interval: float | None = _f(_DURATION, 3600.0, min=0, optional=True)
+    max_open_file_handles: int = _f(_INT, 1000, min=1)
+
+
+@attrs.frozen
+class GarbageCollectorDirectoryOptions:
+    """One directory's garbage-collection schedule (``garbage_collector_options.*_options``)."""
+
+    interval: float | None = _f(_DURATION, 600.0, min=0, optional=True)
+    min_age: float = _f(_DURATION, 300.0, min=0)
+    dry_run: bool = _f(_BOOL, False)
+
+
+@attrs.frozen
+class GarbageCollectorDetachOptions:
+    """``garbage_collector_options.detach_options``."""
+
+    interval: float | None = _f(_DURATION, 600.0, min=0, optional=True)
+
+
+@attrs.frozen
+class GarbageCollectorOptions:
+    """``garbage_collector_options``. A directory's options set to ``None`` disable its GC."""
+
+    manifest_options: GarbageCollectorDirectoryOptions | None = _nested(GarbageCollectorDirectoryOptions, optional=True)
+    wal_options: GarbageCollectorDirectoryOptions | None = _nested(GarbageCollectorDirectoryOptions, optional=True)
+    wal_fence_options: GarbageCollectorDirectoryOptions | None = _nested(
+        GarbageCollectorDirectoryOptions, optional=True, default=GarbageCollectorDirectoryOptions(dry_run=True)
+    )
+    compacted_options: GarbageCollectorDirectoryOptions | None = _nested(GarbageCollectorDirectoryOptions, optional=True)
+    compactions_options: GarbageCollectorDirectoryOptions | None = _nested(
+        GarbageCollectorDirectoryOptions, optional=True
+    )
+    detach_options: GarbageCollectorDetachOptions | None = _nested(GarbageCollectorDetachOptions, optional=True)
+    metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
+    boundary_files_enabled: bool = _f(_BOOL, True)
+    object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
+
+
+@attrs.frozen
+class Settings:
+    """All database settings (official 0.17.0 names; durations in float seconds).
+
+    Build with ``Settings()`` (defaults), :meth:`from_dict`, :meth:`from_file`,
+    :meth:`from_env` or :meth:`load`; derive with ``attrs.evolve``.
+    """
+
+    flush_interval: float = _f(_DURATION, 0.1, min=0)
+    wal_enabled: bool = _f(_BOOL, True)
+    manifest_poll_interval: float = _f(_DURATION, 1.0, min=0)
+    manifest_update_timeout: float = _f(_DURATION, 300.0, min=0)
+    min_filter_keys: int = _f(_INT, 1000, min=0)
+    l0_sst_size_bytes: int = _f(_INT, 64 * MiB, min=1)
+    max_wal_flushes_before_l0_flush: int = _f(_INT, 4096, min=1)
+    l0_max_ssts: int = _f(_INT, 8, min=1)
+    l0_max_ssts_per_key: int = _f(_INT, 8, min=1)
+    l0_flush_parallelism: int = _f(_INT, 4, min=1)
+    max_unflushed_bytes: int = _f(_INT, 1 * GiB, min=1)
+    compactor_options: CompactorOptions | None = _nested(CompactorOptions, optional=True)
+    compression_codec: str | None = _f(_CODEC, None, optional=True)
+    object_store_cache_options: ObjectStoreCacheOptions = _nested(ObjectStoreCacheOptions)
+    garbage_collector_options: GarbageCollectorOptions | None = _nested(GarbageCollectorOptions, optional=True)
+    metric_level: str | None = _f(_METRIC_LEVEL, "Info", optional=True)
+    default_ttl_millis: int | None = _f(_INT, None, min=1, optional=True)
+    object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
+
+    # --- ours (not in the official Settings; see OUR_SETTINGS) ---------------------------------
+    #: Target size of an SST data block (the official engine's default ``SstBlockSize``: 4096).
+    block_size_bytes: int = _f(_INT, 4096, min=64, ours=True)
+    #: Bloom filter bits per key (the official ``BloomFilterOptions`` default: 10).
+    filter_bits_per_key: int = _f(_INT, 10, min=1, ours=True)
+    #: Capacity of the in-memory block cache (ours; 0 disables it).
+    block_cache_size_bytes: int = _f(_INT, 64 * MiB, min=0, ours=True)
+
+    # -----------------------------------------------------------------------------------------
+
+    @classmethod
+    def default(cls) -> Settings:
+        return cls()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Settings:
+        """Settings from a (possibly partial) dict in the official JSON shape, plus ours."""
+        return _build(cls, data, "")
+
+    @classmethod
+    def from_json(cls, text: str) -> Settings:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InvalidArgumentError(f"settings JSON is malformed: {e}") from e
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Settings:
+        """Settings from a ``.json`` or ``.toml`` file (partial files take defaults)."""
+        return cls.from_dict(_read_file(Path(path)))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], prefix: str = "SLATEDB_") -> Settings:
+        """Settings from environment variables: ``SLATEDB_FLUSH_INTERVAL=50ms``; nested levels
+        joined with ``__`` (``SLATEDB_COMPACTOR_OPTIONS__WORKER__MAX_SST_SIZE=1048576``).
+        ``null`` (or an empty string) sets an optional setting to ``None``."""
+        return cls.from_dict(_env_dict(cls, environ, prefix))
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, environ: Mapping[str, str] | None = None, prefix: str = "SLATEDB_"
+    ) -> Settings:
+        """Defaults, overridden by the file at ``path`` (if given), overridden by the variables
+        of ``environ`` starting with ``prefix`` (pass ``os.environ`` to use the process's)."""
+        merged: dict[str, Any] = {}
+        if path is not None:
+            merged = _read_file(Path(path))
+        if environ is not None:
+            merged = _deep_merge(merged, _env_dict(cls, environ, prefix))
+        return cls.from_dict(merged)
+
+    def to_dict(self, *, include_ours: bool = True) -> dict[str, Any]:
+        """The official JSON shape (durations as official strings); ``from_dict`` round-trips it."""
+        return _dump(self, include_ours)
+
+    def to_official_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` without our additions: what the official ``Settings`` accepts."""
+        return _dump(self, False)
+
+    def to_json(self, *, include_ours: bool = True) -> str:
+        return json.dumps(self.to_dict(include_ours=include_ours))
+
+
+#: Names of the top-level settings that are ours, not the official engine's.
+OUR_SETTINGS: Final = tuple(a.name for a in attrs.fields(Settings) if a.metadata.get("ours"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and dumping
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    suffix = path.suffix.lower()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InvalidArgumentError(f"cannot read settings file {str(path)!r}: {e}") from e
+    try:
+        if suffix == ".json":
+            data = json.loads(raw)
+        elif suffix == ".toml":
+            data = tomllib.loads(raw.decode("utf-8"))
+        else:
+            raise InvalidArgumentError(f"settings file {str(path)!r} must end in .json or .toml")
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InvalidArgumentError(f"settings file {str(path)!r} is malformed: {e}") from e
+    if not isinstance(data, dict):
+        raise InvalidArgumentError(f"settings file {str(path)!r} must hold a table/object at the top")
+    return data
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _deep_merge(dict(out[k]), v)
+        else:
+            out[k] = v
+    return out
+
+
+def _convert(field: attrs.Attribute, value: Any, name: str) -> Any:
+    meta = field.metadata
+    kind = meta["kind"]
+    if value is None:
+        if meta["optional"]:
+            return None
+        raise InvalidArgumentError(f"setting {name} cannot be null")
+    if kind == _NESTED:
+        if not isinstance(value, Mapping):
+            raise InvalidArgumentError(f"setting {name} must be a table/object, not {type(value).__name__}")
+        return _build(meta["cls"], value, name + ".")
+    if kind == _DURATION:
+        if isinstance(value, str):
+            seconds = parse_duration(value, name=f"setting {name}")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+            if not math.isfinite(seconds):
+                raise InvalidArgumentError(f"setting {name} must be a finite duration, got {value!r}")
+        else:
+            raise InvalidArgumentError(
+                f"setting {name} must be a duration (e.g. '100ms' or seconds), not {type(value).__name__}"
+            )
+        _check_min(meta, seconds, name)
+        return seconds
+    if kind == _INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgumentError(f"setting {name} must be an integer, not {type(value).__name__}")
+        _check_min(meta, value, name)
+        return value
+    if kind == _BOOL:
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"setting {name} must be true or false, not {type(value).__name__}")
+        return value
+    if kind == _STR:
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"setting {name} must be a string, not {type(value).__name__}")
+        return value
+    if kind == _CODEC:
+        return _choice(value, COMPRESSION_CODECS, name)
+    if kind == _METRIC_LEVEL:
+        return _choice(value, METRIC_LEVELS, name)
+    if kind == _STR_MAP:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise InvalidArgumentError(f"setting {name} must be a table of strings to strings")
+        return dict(value)
+    raise AssertionError(f"unknown setting kind {kind!r}")  # pragma: no cover
+
+
+def _check_min(meta: Mapping[str, Any], value: float, name: str) -> None:
+    lo = meta["min"]
+    if lo is not None and value < lo:
+        raise InvalidArgumentError(f"setting {name} must be at least {lo}, got {value!r}")
+
+
+def _choice(value: Any, choices: tuple[str, ...], name: str) -> str:
+    if isinstance(value, str):
+        for c in choices:
+            if c.lower() == value.lower():
+                return c
+    raise InvalidArgumentError(f"setting {name} must be one of {', '.join(choices)} or null, got {value!r}")
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise InvalidArgumentError(f"settings{' ' + prefix[:-1] if prefix else ''} must be a table/object")
+    fields = attrs.fields_dict(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is None:
+            raise InvalidArgumentError(f"unknown setting {prefix}{key}")
+        kwargs[key] = _convert(field, value, prefix + key)
+    return cls(**kwargs)
+
+
+def _dump(obj: Any, include_ours: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in attrs.fields(type(obj)):
+        meta = field.metadata
+        if meta.get("ours") and not include_ours:
+            continue
+        value = getattr(obj, field.name)
+        if value is None:
+            out[field.name] = None
+        elif meta["kind"] == _NESTED:
+            out[field.name] = _dump(value, include_ours)
+        elif meta["kind"] == _DURATION:
+            out[field.name] = format_duration(value)
+        elif meta["kind"] == _STR_MAP:
+            out[field.name] = dict(value)
+        else:
+            out[field.name] = value
+    return out
+
+
+def _env_dict(cls: type, environ: Mapping[str, str], prefix: str) -> dict[str, Any]:
+    """The typed partial dict that the variables of ``environ`` under ``prefix`` describe."""
+    out: dict[str, Any] = {}
+    for var, text in environ.items():
+        if not var.startswith(prefix):
+            continue
+        path = var[len(prefix) :].lower().split("__")
+        target_cls: type = cls
+        node = out
+        for i, part in enumerate(path):
+            field = attrs.fields_dict(target_cls).get(part)
+            if field is None:
+                raise InvalidArgumentError(f"unknown setting {'.'.join(path[: i + 1])} (environment variable {var})")
+            kind = field.metadata["kind"]
+            last = i == len(path) - 1
+            if kind == _NESTED and not last:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):  # pragma: no cover - "null" then a sub-key
+                    raise InvalidArgumentError(f"environment variable {var} conflicts with another")
+                target_cls = field.metadata["cls"]
+                continue
+            if kind == _STR_MAP and i == len(path) - 2:
+                node.setdefault(part, {})[path[-1]] = text
+                break
+            if not last:
+                raise InvalidArgumentError(f"setting {'.'.join(path[: i + 1])} has no sub-settings (environment variable {var})")
+            node[part] = _env_value(kind, text, field.metadata["optional"], var)
+    return out
+
+
+def _env_value(kind: str, text: str, optional: bool, var: str) -> Any:
+    stripped = text.strip()
+    if optional and stripped.lower() in ("", "null", "none"):
+        return None
+    if kind == _INT:
+        try:
+            return int(stripped.replace("_", ""))
+        except ValueError:
+            raise InvalidArgumentError(f"environment variable {var} must be an integer, got {text!r}") from None
+    if kind == _BOOL:
+        low = stripped.lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise InvalidArgumentError(f"environment variable {var} must be true or false, got {text!r}")
+    if kind == _DURATION:
+        try:
+            return float(stripped)  # a bare number: seconds
+        except ValueError:
+            return stripped
+    if kind in (_NESTED, _STR_MAP):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            raise InvalidArgumentError(f"environment variable {var} must be a JSON object, got {text!r}") from None
+    return text

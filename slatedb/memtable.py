@@ -1,0 +1,256 @@
+"""The memtable: a sorted, multi-version, in-memory table of :class:`~slatedb.row.Row`.
+
+A database has one *live* memtable that takes writes and zero or more *immutable* memtables
+(frozen with :meth:`Memtable.freeze`) waiting to be flushed. Reads consult them newest first.
+
+Layout, chosen for a cheap ``put`` (the hot path):
+
+* ``_versions``: a plain ``dict`` from key bytes to a ``list`` of that key's rows in **ascending
+  seq order** (oldest first), so the usual put (a seq higher than every earlier one) is a
+  ``list.append``. Readers walk the list from its end to see versions newest first.
+* ``_keys``: a :class:`sortedcontainers.SortedList` of the distinct keys, touched only when a
+  put brings a key the table has not seen (O(log n)).
+
+Iteration while the same thread keeps writing (a ``put`` between two iterator steps) is safe.
+An iterator works on a *snapshot bound* ``max_seq`` fixed when it is created (by default the
+table's ``last_seq`` at that moment): it yields exactly the rows with ``seq <= max_seq``, each
+key once, in order, never skipping or repeating a key. Writers assign increasing seqs, so rows
+put after the iterator was created are above its bound and stay invisible to it. (A row put
+later *with a seq at or below the bound* -- which the engine never does -- is seen only when
+its key lies ahead of the iterator's position.)
+
+Not thread-safe: the engine runs single-threaded (one Trio task owns the memtable at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from sortedcontainers import SortedList
+
+from slatedb.errors import SlateDBError
+from slatedb.row import Row
+
+#: Bytes added to ``len(key) + len(value)`` per row in :attr:`Memtable.size_bytes`: the
+#: encoded row's fixed part (seq u64, flags u8, expire and create timestamps i64, three length
+#: varints) rounded up. An estimate for flush decisions, not an exact encoded size.
+ROW_OVERHEAD_BYTES: Final = 32
+
+
+class FrozenMemtableError(SlateDBError, AssertionError):
+    """Internal error: a write reached a memtable that was frozen (an engine bug, not user error)."""
+
+
+class Memtable:
+    """A sorted multi-version table of rows, keyed by key bytes (see the module docstring)."""
+
+    __slots__ = ("_versions", "_keys", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq", "_last_seq", "_frozen")
+
+    def __init__(self) -> None:
+        self._versions: dict[bytes, list[Row]] = {}
+        self._keys: SortedList = SortedList()
+        # Bumped whenever ``_keys`` changes shape, so that live iterators re-seek.
+        self._key_epoch = 0
+        self._num_rows = 0
+        self._size_bytes = 0
+        self._first_seq: int | None = None
+        self._last_seq: int | None = None
+        self._frozen = False
+
+    # -----------------------------------------------------------------------------------------
+    # Writes
+    # -----------------------------------------------------------------------------------------
+
+    def put(self, row: Row) -> None:
+        """Insert one row (a value, a tombstone or a merge operand). O(log n) for a new key.
+
+        A row with the same key and seq as one already present replaces it. The caller has
+        validated the key and value (see :mod:`slatedb.batch`).
+        """
+        if self._frozen:
+            raise FrozenMemtableError(f"put of seq {row.seq} into a frozen (immutable) memtable")
+        key = row.key
+        seq = row.seq
+        versions = self._versions.get(key)
+        if versions is None:
+            self._versions[key] = [row]
+            self._keys.add(key)
+            self._key_epoch += 1
+        elif seq > versions[-1].seq:
+            versions.append(row)
+        else:
+            self._insert_out_of_order(versions, row)
+            return
+        self._num_rows += 1
+        self._size_bytes += len(key) + len(row.value) + ROW_OVERHEAD_BYTES
+        if self._last_seq is None:
+            self._first_seq = self._last_seq = seq
+        elif seq > self._last_seq:
+            self._last_seq = seq
+        elif seq < self._first_seq:  # type: ignore[operator]
+            self._first_seq = seq
+
+    def _insert_out_of_order(self, versions: list[Row], row: Row) -> None:
+        """Slow path of :meth:`put`: a seq not above the key's newest (e.g. WAL replay)."""
+        seq = row.seq
+        i = len(versions)
+        while i > 0 and versions[i - 1].seq > seq:
+            i -= 1
+        if i > 0 and versions[i - 1].seq == seq:
+            old = versions[i - 1]
+            versions[i - 1] = row
+            self._size_bytes += len(row.value) - len(old.value)
+            return
+        versions.insert(i, row)
+        self._num_rows += 1
+        self._size_bytes += len(row.key) + len(row.value) + ROW_OVERHEAD_BYTES
+        # The table is non-empty here (the key had versions), so both bounds are set.
+        if seq < self._first_seq:  # type: ignore[operator]
+            self._first_seq = seq
+        if seq > self._last_seq:  # type: ignore[operator]
+            self._last_seq = seq
+
+    def freeze(self) -> None:
+        """Make the table immutable (the immutable-memtable stage); later puts raise
+        :class:`FrozenMemtableError`. Idempotent."""
+        self._frozen = True
+
+    @property
+    def is_frozen(self) -> bool:
+        return self._frozen
+
+    # -----------------------------------------------------------------------------------------
+    # Reads
+    # -----------------------------------------------------------------------------------------
+
+    def get(self, key: bytes, max_seq: int | None = None) -> Row | None:
+        """The newest row of ``key`` with ``seq <= max_seq`` (any seq when ``max_seq`` is None).
+
+        A tombstone or an expired row is returned as is: the caller decides what it means.
+        """
+        versions = self._versions.get(key)
+        if versions is None:
+            return None
+        row = versions[-1]
+        if max_seq is None or row.seq <= max_seq:
+            return row
+        for i in range(len(versions) - 2, -1, -1):
+            row = versions[i]
+            if row.seq <= max_seq:
+                return row
+        return None
+
+    def versions(self, key: bytes) -> list[Row]:
+        """All rows of ``key``, newest first (a new list; empty when the key is absent)."""
+        versions = self._versions.get(key)
+        return [] if versions is None else versions[::-1]
+
+    def iter_range(
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        *,
+        start_inclusive: bool = True,
+        end_inclusive: bool = False,
+        reverse: bool = False,
+        max_seq: int | None = None,
+    ) -> Iterator[Row]:
+        """Rows of the keys in the range, in key order (ascending, or descending if ``reverse``).
+
+        ``start``/``end`` bound the range (``None``: unbounded), ``start`` being the lower bound
+        in both directions. For each key the iterator yields **every** version with
+        ``seq <= max_seq``, newest first -- the ``(key asc | desc, seq desc)`` order that
+        :func:`slatedb.merge.merge_rows` expects; :func:`slatedb.merge.visible` keeps the
+        newest. ``max_seq`` defaults to :attr:`last_seq` when the iterator is created, which
+        makes it a consistent view as of that moment even if puts follow between steps.
+        """
+        if max_seq is None:
+            max_seq = self._last_seq if self._last_seq is not None else -1
+        return self._iter(start, end, start_inclusive, end_inclusive, reverse, max_seq)
+
+    def _iter(
+        self,
+        start: bytes | None,
+        end: bytes | None,
+        start_inclusive: bool,
+        end_inclusive: bool,
+        reverse: bool,
+        max_seq: int,
+    ) -> Iterator[Row]:
+        keys = self._keys
+        versions_of = self._versions
+        epoch = self._key_epoch
+        keys_it = keys.irange(start, end, (start_inclusive, end_inclusive), reverse)
+        last_key: bytes | None = None
+        while True:
+            if self._key_epoch != epoch:
+                # A new key changed the SortedList under us: re-seek just past the last key.
+                epoch = self._key_epoch
+                if last_key is not None:
+                    if reverse:
+                        keys_it = keys.irange(start, last_key, (start_inclusive, False), True)
+                    else:
+                        keys_it = keys.irange(last_key, end, (False, end_inclusive), False)
+                else:
+                    keys_it = keys.irange(start, end, (start_inclusive, end_inclusive), reverse)
+            key = next(keys_it, None)
+            if key is None:
+                return
+            last_key = key
+            versions = versions_of[key]
+            if len(versions) == 1:
+                row = versions[0]
+                if row.seq <= max_seq:
+                    yield row
+            else:
+                # Copy: a put between two steps may append to this very list.
+                for row in versions[::-1]:
+                    if row.seq <= max_seq:
+                        yield row
+
+    # -----------------------------------------------------------------------------------------
+    # Size and bounds
+    # -----------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of rows (versions), not of distinct keys (see :attr:`num_keys`)."""
+        return self._num_rows
+
+    @property
+    def num_keys(self) -> int:
+        return len(self._keys)
+
+    @property
+    def is_empty(self) -> bool:
+        return self._num_rows == 0
+
+    @property
+    def size_bytes(self) -> int:
+        """Estimated size: per row ``len(key) + len(value) + ROW_OVERHEAD_BYTES``."""
+        return self._size_bytes
+
+    @property
+    def first_seq(self) -> int | None:
+        """Lowest seq held (``None`` when empty)."""
+        return self._first_seq
+
+    @property
+    def last_seq(self) -> int | None:
+        """Highest seq held (``None`` when empty)."""
+        return self._last_seq
+
+    @property
+    def first_key(self) -> bytes | None:
+        return self._keys[0] if self._keys else None
+
+    @property
+    def last_key(self) -> bytes | None:
+        return self._keys[-1] if self._keys else None
+
+    def __repr__(self) -> str:
+        state = "frozen" if self._frozen else "live"
+        return (
+            f"Memtable({state}, rows={self._num_rows}, keys={len(self._keys)}, "
+            f"size_bytes={self._size_bytes}, seq={self._first_seq}..{self._last_seq})"
+        )
