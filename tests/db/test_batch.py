@@ -1,0 +1,114 @@
+"""WriteBatch and key/value validation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from slatedb import batch as batch_mod
+from slatedb.batch import (
+    MAX_KEY_SIZE_BYTES,
+    NO_EXPIRY,
+    OpKind,
+    WriteBatch,
+    expire_ts_ms,
+    validate_key,
+    validate_value,
+)
+from slatedb.errors import InvalidArgumentError
+
+
+def test_validate_key_accepts_bytes_like():
+    k = b"abc"
+    assert validate_key(k) is k
+    assert validate_key(bytearray(b"abc")) == b"abc"
+    assert type(validate_key(bytearray(b"abc"))) is bytes
+    assert validate_key(memoryview(b"xabcx")[1:4]) == b"abc"
+    assert type(validate_key(memoryview(b"abc"))) is bytes
+
+
+@pytest.mark.parametrize("bad", ["abc", 1, None, [1], 1.5])
+def test_validate_key_rejects_non_bytes(bad):
+    with pytest.raises(InvalidArgumentError, match="key must be bytes"):
+        validate_key(bad)
+
+
+@pytest.mark.parametrize("empty", [b"", bytearray(), memoryview(b"")])
+def test_validate_key_rejects_empty(empty):
+    with pytest.raises(InvalidArgumentError, match="key cannot be empty"):
+        validate_key(empty)
+
+
+def test_key_limit_is_the_formats_u32(monkeypatch):
+    # The official engine accepts keys above u16::MAX (65536 B, 1 MiB, 16 MiB all work).
+    assert MAX_KEY_SIZE_BYTES == 2**32 - 1
+    assert validate_key(b"k" * 65536) == b"k" * 65536
+    monkeypatch.setattr(batch_mod, "MAX_KEY_SIZE_BYTES", 4)
+    assert validate_key(b"kkkk") == b"kkkk"
+    with pytest.raises(InvalidArgumentError, match="key is 5 bytes, above the limit of 4 bytes"):
+        validate_key(b"kkkkk")
+
+
+def test_value_limits(monkeypatch):
+    assert validate_value(b"") == b""
+    assert validate_value(bytearray(b"v")) == b"v"
+    with pytest.raises(InvalidArgumentError, match="value must be bytes"):
+        validate_value("v")
+    monkeypatch.setattr(batch_mod, "MAX_VALUE_SIZE_BYTES", 3)
+    with pytest.raises(InvalidArgumentError, match="value is 4 bytes, above the limit of 3"):
+        validate_value(b"vvvv")
+
+
+def test_batch_records_ops_in_order():
+    b = WriteBatch()
+    assert not b and len(b) == 0
+    b.put(b"a", b"1")
+    b.delete(bytearray(b"b"))
+    b.put(b"c", b"3", ttl_s=2)
+    b.merge(b"d", b"+1")
+    ops = b.ops
+    assert [(o.kind, o.key, o.value, o.ttl_s) for o in ops] == [
+        (OpKind.PUT, b"a", b"1", None),
+        (OpKind.DELETE, b"b", b"", None),
+        (OpKind.PUT, b"c", b"3", 2.0),
+        (OpKind.MERGE, b"d", b"+1", None),
+    ]
+    assert list(b) == list(ops)
+    assert b.size_bytes == 2 + 1 + 2 + 3
+    b.clear()
+    assert len(b) == 0 and b.size_bytes == 0
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda b: b.put(b"", b"v"), "key cannot be empty"),
+        (lambda b: b.put("k", b"v"), "key must be bytes"),
+        (lambda b: b.put(b"k", "v"), "value must be bytes"),
+        (lambda b: b.put(b"k", b"v", ttl_s=0), "ttl_s must be positive"),
+        (lambda b: b.put(b"k", b"v", ttl_s=-1), "ttl_s must be positive"),
+        (lambda b: b.put(b"k", b"v", ttl_s=math.nan), "ttl_s must be positive"),
+        (lambda b: b.put(b"k", b"v", ttl_s="1s"), "ttl_s must be a number"),
+        (lambda b: b.put(b"k", b"v", ttl_s=True), "ttl_s must be a number"),
+        (lambda b: b.delete(b""), "key cannot be empty"),
+        (lambda b: b.merge(b"k", None), "value must be bytes"),
+    ],
+)
+def test_rejected_call_leaves_batch_unchanged(call, match):
+    b = WriteBatch()
+    b.put(b"x", b"y")
+    before = (b.ops, b.size_bytes)
+    with pytest.raises(InvalidArgumentError, match=match):
+        call(b)
+    assert (b.ops, b.size_bytes) == before
+
+
+def test_expire_ts_ms():
+    assert expire_ts_ms(1000, None, None) is None
+    assert expire_ts_ms(1000, None, 500) == 1500
+    assert expire_ts_ms(1000, NO_EXPIRY, 500) is None
+    assert expire_ts_ms(1000, 2.5, 500) == 3500
+    b = WriteBatch()
+    b.put(b"k", b"v", ttl_s=NO_EXPIRY)
+    assert b.ops[0].ttl_s == math.inf

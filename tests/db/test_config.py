@@ -1,0 +1,184 @@
+"""Settings: official names/defaults, loading from dict/file/env, validation, round trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+
+from slatedb.config import OUR_SETTINGS, Settings, format_duration, parse_duration
+from slatedb.errors import InvalidArgumentError
+
+OFFICIAL_DEFAULT = Path(__file__).parent / "data" / "official_settings_default.json"
+
+
+def test_defaults_match_the_official_wheels_dump():
+    # tests/db/data/official_settings_default.json = Settings.default().to_json_string() of 0.17.0
+    official = json.loads(OFFICIAL_DEFAULT.read_text())
+    s = Settings()
+    assert s.to_official_dict() == official
+    assert Settings.from_dict(official) == s
+
+
+def test_headline_defaults():
+    s = Settings.default()
+    assert s.flush_interval == 0.1 and s.manifest_poll_interval == 1.0
+    assert s.manifest_update_timeout == 300.0
+    assert s.min_filter_keys == 1000 and s.l0_sst_size_bytes == 64 * 2**20 and s.l0_max_ssts == 8
+    assert s.max_unflushed_bytes == 2**30 and s.compression_codec is None and s.default_ttl_millis is None
+    assert s.compactor_options.poll_interval == 5.0
+    assert s.compactor_options.max_concurrent_compactions == 4
+    assert s.compactor_options.worker.max_sst_size == 256 * 2**20
+    gc = s.garbage_collector_options
+    for d in (gc.manifest_options, gc.wal_options, gc.compacted_options, gc.compactions_options):
+        assert (d.interval, d.min_age, d.dry_run) == (600.0, 300.0, False)
+    assert gc.wal_fence_options.dry_run is True
+    assert (s.block_size_bytes, s.filter_bits_per_key) == (4096, 10)
+    assert set(OUR_SETTINGS) == {"block_size_bytes", "filter_bits_per_key", "block_cache_size_bytes"}
+    assert not set(OUR_SETTINGS) & set(s.to_official_dict())
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("100ms", 0.1), ("1s", 1), ("300s", 300), ("050ms", 0.05), ("1s+500ms", 1.5), ("1h 2m", 3720),
+     ("1m30s", 90), ("5us", 5e-6), ("7ns", 7e-9), ("1mon", 2592000), ("1y", 31536000), ("2 days", 172800)],
+)
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "1.5s", "10", "ms", "1 parsec", "-1s"])
+def test_parse_duration_rejects(bad):
+    with pytest.raises(InvalidArgumentError):
+        parse_duration(bad)
+
+
+@pytest.mark.parametrize(
+    "seconds, text", [(0.1, "100ms"), (1, "1s"), (0, "0s"), (0.05, "050ms"), (1.5, "1s+500ms"), (1.0015, "1s+001ms"), (5e-6, "0s")]
+)
+def test_format_duration_like_the_official_serializer(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_from_dict_partial_numbers_and_strings():
+    s = Settings.from_dict({"flush_interval": "50ms", "manifest_poll_interval": 2, "compactor_options": {"worker": {"max_sst_size": 1000}}})
+    assert s.flush_interval == 0.05 and s.manifest_poll_interval == 2.0
+    assert s.compactor_options.worker.max_sst_size == 1000
+    assert s.compactor_options.poll_interval == 5.0
+    assert Settings.from_dict({"compression_codec": "zstd"}).compression_codec == "Zstd"
+    assert Settings.from_dict({"garbage_collector_options": {"wal_options": None}}).garbage_collector_options.wal_options is None
+    assert Settings.from_dict({"default_ttl_millis": 42}).default_ttl_millis == 42
+
+
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        ({"bogus": 1}, "unknown setting bogus"),
+        ({"compactor_options": {"worker": {"nope": 1}}}, "unknown setting compactor_options.worker.nope"),
+        ({"l0_max_ssts": 0}, "l0_max_ssts must be at least 1"),
+        ({"l0_max_ssts": "8"}, "l0_max_ssts must be an integer"),
+        ({"l0_max_ssts": True}, "l0_max_ssts must be an integer"),
+        ({"wal_enabled": 1}, "wal_enabled must be true or false"),
+        ({"flush_interval": "fast"}, "flush_interval"),
+        ({"flush_interval": -1}, "flush_interval must be at least 0"),
+        ({"flush_interval": None}, "flush_interval cannot be null"),
+        ({"compression_codec": "brotli"}, "compression_codec must be one of"),
+        ({"metric_level": "Trace"}, "metric_level must be one of"),
+        ({"compactor_options": 3}, "compactor_options must be a table"),
+        ({"compactor_options": {"scheduler_options": {"a": 1}}}, "scheduler_options"),
+        ({"block_size_bytes": 0}, "block_size_bytes must be at least"),
+    ],
+)
+def test_from_dict_rejects(data, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        Settings.from_dict(data)
+
+
+def test_round_trips():
+    s = attrs.evolve(Settings(), flush_interval=1.5, compression_codec="Lz4", block_size_bytes=8192)
+    assert Settings.from_dict(s.to_dict()) == s
+    assert Settings.from_json(s.to_json()) == s
+    assert "block_size_bytes" not in s.to_official_dict()
+
+
+def test_from_file_json_and_toml(tmp_path):
+    j = tmp_path / "s.json"
+    j.write_text(json.dumps({"flush_interval": "20ms", "l0_max_ssts": 3}))
+    assert Settings.from_file(j).l0_max_ssts == 3
+    t = tmp_path / "s.toml"
+    t.write_text('flush_interval = "1m"\nblock_size_bytes = 8192\n[garbage_collector_options.wal_options]\nmin_age = "10s"\n')
+    s = Settings.from_file(t)
+    assert s.flush_interval == 60 and s.block_size_bytes == 8192
+    assert s.garbage_collector_options.wal_options.min_age == 10
+    assert s.garbage_collector_options.wal_options.interval == 600
+    bad = tmp_path / "s.yaml"
+    bad.write_text("x: 1")
+    with pytest.raises(InvalidArgumentError, match=r"\.json or \.toml"):
+        Settings.from_file(bad)
+    broken = tmp_path / "b.json"
+    broken.write_text("{")
+    with pytest.raises(InvalidArgumentError, match="malformed"):
+        Settings.from_file(broken)
+    with pytest.raises(InvalidArgumentError, match="cannot read"):
+        Settings.from_file(tmp_path / "missing.json")
+
+
+def test_from_env():
+    env = {
+        "SLATEDB_FLUSH_INTERVAL": "50ms",
+        "SLATEDB_COMPACTOR_OPTIONS__WORKER__MAX_SST_SIZE": "1048576",
+        "SLATEDB_COMPACTOR_OPTIONS__SCHEDULER_OPTIONS__MIN_COMPACTION_SOURCES": "4",
+        "SLATEDB_WAL_ENABLED": "false",
+        "SLATEDB_DEFAULT_TTL_MILLIS": "null",
+        "SLATEDB_MANIFEST_POLL_INTERVAL": "2.5",
+        "SLATEDB_COMPRESSION_CODEC": "Snappy",
+        "OTHER": "ignored",
+    }
+    s = Settings.from_env(env)
+    assert s.flush_interval == 0.05 and s.wal_enabled is False and s.manifest_poll_interval == 2.5
+    assert s.compactor_options.worker.max_sst_size == 2**20
+    assert s.compactor_options.scheduler_options == {"min_compaction_sources": "4"}
+    assert s.compression_codec == "Snappy" and s.default_ttl_millis is None
+    with pytest.raises(InvalidArgumentError, match="SLATEDB_BOGUS"):
+        Settings.from_env({"SLATEDB_BOGUS": "1"})
+    with pytest.raises(InvalidArgumentError, match="SLATEDB_L0_MAX_SSTS must be an integer"):
+        Settings.from_env({"SLATEDB_L0_MAX_SSTS": "many"})
+    with pytest.raises(InvalidArgumentError, match="l0_max_ssts must be at least 1"):
+        Settings.from_env({"SLATEDB_L0_MAX_SSTS": "0"})
+    with pytest.raises(InvalidArgumentError, match="has no sub-settings"):
+        Settings.from_env({"SLATEDB_FLUSH_INTERVAL__X": "1"})
+    assert Settings.from_env({"APP_L0_MAX_SSTS": "2"}, prefix="APP_").l0_max_ssts == 2
+
+
+def test_load_precedence(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('flush_interval = "20ms"\nl0_max_ssts = 3\n[compactor_options]\npoll_interval = "7s"\n')
+    env = {"SLATEDB_L0_MAX_SSTS": "5", "SLATEDB_COMPACTOR_OPTIONS__MAX_CONCURRENT_COMPACTIONS": "2"}
+    s = Settings.load(f, env)
+    assert s.flush_interval == 0.02  # file
+    assert s.l0_max_ssts == 5  # env over file
+    assert s.compactor_options.poll_interval == 7  # file, kept under env's nested override
+    assert s.compactor_options.max_concurrent_compactions == 2
+    assert s.manifest_poll_interval == 1.0  # default
+    assert Settings.load() == Settings()
+
+
+@pytest.mark.interop
+def test_official_wheel_accepts_our_dump_and_agrees_on_defaults(tmp_path):
+    from tests.interop.official import Official, OfficialUnavailable, ensure_official_venv
+
+    try:
+        official = Official(ensure_official_venv())
+    except OfficialUnavailable as e:  # pragma: no cover
+        pytest.skip(str(e))
+    ours = attrs.evolve(Settings(), flush_interval=0.25, l0_max_ssts=3, compression_codec="Zstd")
+    out = official.run_json(
+        "s = u.Settings.from_json_string(sys.argv[1])\n"
+        "emit([json.loads(u.Settings.default().to_json_string()), json.loads(s.to_json_string())])\n",
+        json.dumps(ours.to_official_dict()),
+    )
+    default, echoed = out
+    assert Settings.from_dict(default) == Settings()
+    assert Settings.from_dict(echoed) == ours
