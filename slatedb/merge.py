@@ -121,7 +121,9 @@ def point_lookup(
     (e.g. ``memtable.get(key, max_seq=snapshot_seq)``), or a sequence of the key's rows newest
     first (e.g. the versions found in an SST). Pass a generator to consult sources lazily: the
     sources after the deciding one are never asked. A tombstone or an expired row in the
-    deciding source means "absent" (``None``).
+    deciding source means "absent" (``None``). A single :class:`Row` above the snapshot is
+    skipped as if the source had nothing, so a source holding several versions must pass
+    either its newest version at or below the snapshot or all its versions.
     """
     for cand in candidates:
         if cand is None:
