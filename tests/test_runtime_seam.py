@@ -28,7 +28,9 @@ FORBIDDEN = {
     "ulid.ULID", "secrets.token_bytes", "secrets.token_hex", "secrets.randbits", "secrets.choice",
 }
 FORBIDDEN_IN_PROTOCOL = {"trio.sleep", "trio.sleep_until", "trio.current_time"}
-RUNTIME_MODULES = {"slatedb/runtime/production.py", "sim/runtime.py"}
+PRODUCTION_RUNTIME = "slatedb/runtime/production.py"
+#: The simulation runtime may build seeded ``random.Random`` streams, nothing else.
+SIM_RUNTIME = "sim/runtime.py"
 #: Benchmarks time themselves with the wall clock; they are tools, not protocol code.
 EXEMPT_PREFIXES = ("slatedb/bench/",)
 
@@ -55,7 +57,8 @@ def violations_in(source: str, rel: str) -> list[str]:
             for a in node.names:
                 aliases[a.asname or a.name] = a.name
     found = []
-    in_runtime = rel in RUNTIME_MODULES
+    if rel == PRODUCTION_RUNTIME:
+        return found  # the one module that owns the real clock, OS entropy and id minting
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -63,14 +66,8 @@ def violations_in(source: str, rel: str) -> list[str]:
         if name is None:
             continue
         bad = name in FORBIDDEN
-        if name.startswith("random.") and not (in_runtime and name == "random.Random"):
+        if name.startswith("random.") and not (rel == SIM_RUNTIME and name == "random.Random"):
             bad = True  # the global random functions, and unseeded generators
-        if name == "random.SystemRandom" and rel == "slatedb/runtime/production.py":
-            bad = False
-        if name in ("ulid.ULID",) and rel == "slatedb/runtime/production.py":
-            bad = False
-        if name in ("uuid.uuid4", "time.time_ns", "time.monotonic") and rel == "slatedb/runtime/production.py":
-            bad = False
         if rel.startswith("slatedb/") and not rel.startswith("slatedb/runtime/") and name in FORBIDDEN_IN_PROTOCOL:
             bad = True
         if bad:

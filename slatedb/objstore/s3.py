@@ -167,7 +167,8 @@ class S3Store(ObjectStore):
             try:
                 resp = await fs._call_s3("get_object", **kw)
             except Exception as exc:
-                if byte_range is not None and _client_error(exc) is not None and _client_error(exc)[0] == "InvalidRange":
+                err = _client_error(exc)
+                if byte_range is not None and err is not None and err[0] == "InvalidRange":
                     head = await fs._call_s3("head_object", Bucket=self.bucket, Key=s3_key)
                     return GetResult(b"", self._meta(key, head, int(head["ContentLength"])))
                 raise
