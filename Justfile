@@ -39,3 +39,8 @@ slatedb *args:
 # SST codec benchmark (build MB/s, lookups/s, iteration rows/s).
 bench-format:
     {{python}} -m slatedb.bench.format
+
+# Side-by-side Db benchmark: ours vs the official wheel vs sqlite3, pinned to one CPU
+# (e.g. ./just bench --runs 1 --n 10000; see docs/benchmarks.md).
+bench *args:
+    {{python}} -m slatedb.bench.db {{args}}

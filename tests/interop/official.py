@@ -1,33 +1,33 @@
 """Drive the official SlateDB wheel (``slatedb==0.17.0``) as a subprocess test peer.
 
 Why a subprocess in its own venv: the official wheel's import name, ``slatedb``, collides with
-ours, so it lives in ``.cache/official-venv`` (created once, reused across runs) and scripts
-run there with ``python -I`` (isolated: neither the script's directory nor the current
-directory nor ``PYTHONPATH`` can shadow the official package with ours).
-
-Creation is guarded by an ``fcntl`` file lock so that parallel pytest-xdist workers do not race;
-a marker file written last says the venv is complete.
+ours, so it lives in ``.cache/official-venv`` and scripts run there with ``python -I``. The venv
+itself (creation under a file lock, reuse) is :mod:`slatedb.bench.official_venv`, shared with the
+side-by-side benchmark; its names are re-exported here.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
-OFFICIAL_VERSION = "0.17.0"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = REPO_ROOT / ".cache"
-VENV_DIR = CACHE_DIR / "official-venv"
-_MARKER = VENV_DIR / f".slatedb-{OFFICIAL_VERSION}-installed"
-_LOCK = CACHE_DIR / "official-venv.lock"
-_INSTALL_TIMEOUT_S = 600
+from slatedb.bench.official_venv import (  # noqa: F401  (re-exported: the public names of this module)
+    _INSTALL_TIMEOUT_S,
+    _LOCK,
+    _MARKER,
+    CACHE_DIR,
+    OFFICIAL_VERSION,
+    REPO_ROOT,
+    VENV_DIR,
+    OfficialUnavailable,
+    _venv_python,
+    ensure_official_venv,
+)
 
 #: Prepended to every script: imports and small helpers the scripts share.
 PRELUDE = textwrap.dedent(
@@ -66,40 +66,6 @@ PRELUDE = textwrap.dedent(
         print("\\n__RESULT__" + json.dumps(obj))
     '''
 )
-
-
-class OfficialUnavailable(RuntimeError):
-    """The official wheel could not be installed from this machine's package registry."""
-
-
-def _venv_python() -> Path:
-    return VENV_DIR / "bin" / "python"
-
-
-def ensure_official_venv() -> Path:
-    """Create (once, under a lock) the venv holding the official wheel; return its python."""
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    if _MARKER.exists():
-        return _venv_python()
-    with open(_LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if _MARKER.exists():  # another worker finished while we waited
-                return _venv_python()
-            if not _venv_python().exists():
-                subprocess.run([sys.executable, "-m", "venv", str(VENV_DIR)], check=True)
-            proc = subprocess.run(
-                [str(_venv_python()), "-m", "pip", "install", "-q", f"slatedb=={OFFICIAL_VERSION}"],
-                capture_output=True,
-                text=True,
-                timeout=_INSTALL_TIMEOUT_S,
-            )
-            if proc.returncode != 0:
-                raise OfficialUnavailable(f"pip install slatedb=={OFFICIAL_VERSION} failed:\n{proc.stderr}")
-            _MARKER.write_text(OFFICIAL_VERSION + "\n")
-            return _venv_python()
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class OfficialError(AssertionError):

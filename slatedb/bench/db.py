@@ -1,0 +1,274 @@
+"""Side-by-side Db benchmark: ``python -m slatedb.bench.db`` (``./just bench``).
+
+Runs the workload of shared/reference/baseline.md against our ``slatedb.Db`` (sync API), the
+official ``slatedb==0.17.0`` wheel (in its own venv, see :mod:`slatedb.bench.official_venv`) and,
+as a reference column, stdlib ``sqlite3``. Every run of every engine is a fresh child process
+pinned to CPU 0 with ``taskset -c 0``; runs are interleaved (ours, official, sqlite3, ours, ...)
+so that a slow spell of the machine hits all engines alike; the table shows the median of the
+runs. The children are ``db_workload_ours.py``, ``db_workload_official.py`` and
+``db_workload_sqlite.py``; each prints one ``__RESULT__{json}`` line. See docs/benchmarks.md.
+
+    python -m slatedb.bench.db                      # 3 runs of 100,000 keys, all engines
+    python -m slatedb.bench.db --runs 1 --n 10000   # quick smoke
+    python -m slatedb.bench.db --engines ours,official --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slatedb.bench.official_venv import REPO_ROOT, OfficialUnavailable, ensure_official_venv
+
+HERE = Path(__file__).resolve().parent
+ENGINES = ("ours", "official", "sqlite3")
+
+#: (key, label, unit, higher_is_better)
+PHASES = [
+    ("put_one", "put, one call each", "keys/s", True),
+    ("put_batch", "put, write batches of 100", "keys/s", True),
+    ("get_existing", "get, existing keys", "gets/s", True),
+    ("get_missing_in", "get, missing in range", "gets/s", True),
+    ("get_beyond", "get, missing beyond last key", "gets/s", True),
+    ("scan_one", "full scan, one row per step", "rows/s", True),
+    ("scan_batch", "full scan, batches of 1000", "rows/s", True),
+    ("durable_put", "durable put, one at a time", "puts/s", True),
+    ("durable_p50_ms", "durable put, p50 latency", "ms", False),
+    ("close_ms", "close after loading N keys", "ms", False),
+    ("reopen_ms", "reopen", "ms", False),
+    ("max_rss_mb", "max RSS of the process", "MB", False),
+    ("get_existing_memtable", "extra: get existing, before close", "gets/s", True),
+]
+
+
+# --- running the children ------------------------------------------------------------------------
+
+
+def pin_prefix(no_pin: bool) -> tuple[list[str], str]:
+    """The ``taskset -c 0`` prefix, or none (and why) when pinning is off or impossible."""
+    if no_pin:
+        return [], "unpinned (--no-pin)"
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        return [], "UNPINNED: taskset not found (install util-linux); figures are noisier"
+    probe = subprocess.run([taskset, "-c", "0", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return [], f"UNPINNED: 'taskset -c 0' failed ({probe.stderr.strip()}); figures are noisier"
+    return [taskset, "-c", "0"], "each child pinned to CPU 0 with taskset -c 0"
+
+
+def child_command(engine: str, official_python: Path | None, n: int, tmpdir: str | None) -> list[str]:
+    extra = ["--n", str(n)] + (["--tmpdir", tmpdir] if tmpdir else [])
+    if engine == "ours":
+        return [sys.executable, "-m", "slatedb.bench.db_workload_ours", *extra]
+    if engine == "official":
+        assert official_python is not None
+        return [str(official_python), "-I", str(HERE / "db_workload_official.py"), *extra]
+    if engine == "sqlite3":
+        return [sys.executable, "-I", str(HERE / "db_workload_sqlite.py"), *extra]
+    raise ValueError(engine)
+
+
+def run_child(cmd: list[str], engine: str, timeout_s: float) -> tuple[dict | None, str | None]:
+    """Run one child; return (result, None) or (None, error text with the child's stderr)."""
+    env = dict(os.environ)
+    if engine != "ours":  # isolated children: nothing of ours may leak in through PYTHON* variables
+        env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
+    try:
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        tail = (e.stderr or b"")[-4000:]
+        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+        return None, f"timed out after {timeout_s:.0f} s\n{tail}"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("__RESULT__")]
+    if proc.returncode != 0 or not lines:
+        return None, f"exit {proc.returncode}\n{proc.stderr[-8000:]}{proc.stdout[-2000:]}"
+    return json.loads(lines[-1][len("__RESULT__") :]), None
+
+
+# --- checks and formatting ------------------------------------------------------------------------
+
+
+def check_result(res: dict) -> list[str]:
+    """What is wrong with the data an engine returned (empty: all correct)."""
+    c, n = res["checks"], res["n"]
+    n_gets = max(1, n // 5)
+    want = {
+        "digest": c["expected_digest"], "batch_digest": c["expected_digest"], "rows": n, "batch_rows": n,
+        "scan_one_rows": n, "scan_batch_rows": n, "hits_existing": n_gets, "hits_existing_memtable": n_gets,
+        "hits_missing_in": 0, "hits_beyond": 0, "get_values_ok": True, "durable_ok": True,
+    }
+    return [f"{k}={c.get(k)!r} (want {v!r})" for k, v in want.items() if c.get(k) != v]
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit.endswith("/s"):
+        if value >= 1e6:
+            return f"{value / 1e6:.2f}M/s"
+        if value >= 1e4:
+            return f"{value / 1e3:.1f}k/s"
+        if value >= 1e3:
+            return f"{value / 1e3:.2f}k/s"
+        return f"{value:.1f}/s"
+    if unit == "ms":
+        return f"{value:.0f} ms" if value >= 100 else f"{value:.1f} ms" if value >= 1 else f"{value:.2f} ms"
+    if unit == "MB":
+        return f"{value:.0f} MB"
+    return f"{value:g}"
+
+
+def ratio(ours: float | None, other: float | None, higher: bool) -> str:
+    """ours/other for rates, other/ours for times and sizes: >1 always means ours is better."""
+    if ours is None or other is None or ours <= 0 or other <= 0:
+        return "-"
+    r = ours / other if higher else other / ours
+    return f"{r:.2f}x" if r < 10 else f"{r:.1f}x"
+
+
+def median_phases(results: list[dict]) -> dict[str, float]:
+    keys = results[0]["phases"].keys()
+    return {k: statistics.median(r["phases"][k] for r in results) for k in keys}
+
+
+def render_table(medians: dict[str, dict], engines: list[str], n: int) -> str:
+    cols = ["phase", "unit"] + [e for e in engines]
+    if "ours" in engines and "official" in engines:
+        cols.append("ours vs official")
+    if "ours" in engines and "sqlite3" in engines:
+        cols.append("ours vs sqlite3")
+    cols.append("ratio is")
+    rows = []
+    for key, label, unit, higher in PHASES:
+        label = label.replace("N keys", f"{n:,} keys")
+        row = [label, unit]
+        for e in engines:
+            row.append(fmt(medians[e].get(key), unit) if e in medians else "failed")
+        ours = medians.get("ours", {}).get(key)
+        if "ours vs official" in cols:
+            row.append(ratio(ours, medians.get("official", {}).get(key), higher))
+        if "ours vs sqlite3" in cols:
+            row.append(ratio(ours, medians.get("sqlite3", {}).get(key), higher))
+        row.append("ours/other (rate)" if higher else "other/ours (time, size)")
+        rows.append(row)
+    widths = [max(len(str(r[i])) for r in [cols] + rows) for i in range(len(cols))]
+    right = {i for i, c in enumerate(cols) if c not in ("phase", "unit", "ratio is")}
+
+    def line(cells):
+        return "| " + " | ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if i in right else "-" * (w + 2) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(cols), sep] + [line(r) for r in rows])
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+# --- main -------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m slatedb.bench.db", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs per engine; the table shows the median (default 3)")
+    ap.add_argument("--n", type=int, default=100_000, help="keys loaded (default 100,000; gets are n/5)")
+    ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of: " + ", ".join(ENGINES))
+    ap.add_argument("--json", metavar="PATH", help="also write every run's figures and the medians as JSON")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the children with taskset")
+    ap.add_argument("--tmpdir", help="parent directory of the children's temp dirs (default: the system's)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds allowed per child run (default 1800)")
+    args = ap.parse_args(argv)
+    wanted = {e.strip() for e in args.engines.split(",") if e.strip()}
+    engines = [e for e in ENGINES if e in wanted]  # columns always in the order ours, official, sqlite3
+    unknown = wanted - set(ENGINES)
+    if unknown or not engines or args.runs < 1 or args.n < 10:
+        ap.error(f"bad --engines {sorted(unknown)} / --runs / --n (n >= 10)")
+
+    prefix, pin_note = pin_prefix(args.no_pin)
+    official_python = None
+    errors: dict[str, list[str]] = {e: [] for e in engines}
+    if "official" in engines:
+        try:
+            official_python = ensure_official_venv()
+        except OfficialUnavailable as e:
+            errors["official"].append(str(e))
+
+    stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    header = [
+        f"Db benchmark, {stamp}: N = {args.n:,} keys, {max(1, args.n // 5):,} gets per get phase, "
+        f"median of {args.runs} run(s) per engine, one fresh process per run",
+        f"machine: {os.cpu_count()} CPUs, {cpu_model()}; Python {platform.python_version()}; {pin_note}",
+    ]
+    print("\n".join(header), file=sys.stderr, flush=True)
+
+    runs: dict[str, list[dict]] = {e: [] for e in engines}
+    for i in range(args.runs):
+        for engine in engines:
+            if engine == "official" and official_python is None:
+                continue  # its venv could not be made: reported below, column shows "failed"
+            cmd = prefix + child_command(engine, official_python, args.n, args.tmpdir)
+            t0 = time.perf_counter()
+            res, err = run_child(cmd, engine, args.timeout)
+            took = time.perf_counter() - t0
+            if res is None:
+                errors[engine].append(f"run {i + 1}: {err}")
+                print(f"  run {i + 1}/{args.runs} {engine:8s} FAILED after {took:.1f} s", file=sys.stderr, flush=True)
+                continue
+            bad = check_result(res)
+            if bad:
+                errors[engine].append(f"run {i + 1}: wrong data: " + "; ".join(bad))
+            runs[engine].append(res)
+            print(f"  run {i + 1}/{args.runs} {engine:8s} {took:6.1f} s"
+                  f"{'' if not bad else '  WRONG DATA'}", file=sys.stderr, flush=True)
+
+    medians = {e: median_phases(rs) for e, rs in runs.items() if rs}
+    shown = engines
+    versions = {e: rs[0]["version"] for e, rs in runs.items() if rs}
+    print()
+    print("\n".join(header))
+    print("engines: " + ", ".join(f"{e} = {versions.get(e, 'FAILED')}" for e in shown)
+          + "; default settings; local directory object store (file://) in a temp dir")
+    print()
+    print(render_table(medians, shown, args.n))
+    print()
+    print("ratio columns: >1 means ours is better (ours/other for rates; other/ours for ms and MB).")
+    print("'extra' row: the same gets on the freshly loaded DB before close (rows in the memtable);")
+    print("the main get rows run on the reopened DB. Put-in-batches loads a second, fresh DB.")
+    digests = {rs[0]["checks"]["digest"] for rs in runs.values() if rs}
+    ok = [e for e in shown if runs.get(e) and not errors[e]]
+    print(f"data checks: {', '.join(f'{e} ' + ('OK' if e in ok else 'FAILED') for e in shown)}"
+          + ("; all engines scanned identical bytes" if len(digests) == 1 and len(ok) == len(shown) else ""))
+    failed = {e: errs for e, errs in errors.items() if errs}
+    for e, errs in failed.items():
+        print(f"\n{e}: {len(errs)} problem(s)")
+        for err in errs:
+            print("  " + err.rstrip().replace("\n", "\n  "))
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "date": stamp, "n": args.n, "runs_per_engine": args.runs, "pinning": pin_note,
+            "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()},
+            "median": medians, "runs": runs, "errors": errors,
+        }, indent=1))
+        print(f"\nwrote {args.json}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
