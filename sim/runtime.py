@@ -80,6 +80,9 @@ class SimRuntime(Runtime):
     async def sleep(self, seconds: float) -> None:
         await trio.sleep(max(0.0, seconds) / self.rate)
 
+    def _world_seconds(self, seconds: float) -> float:
+        return seconds / self.rate
+
     @property
     def rng(self) -> random.Random:
         return self._rng
@@ -92,6 +95,9 @@ class SimRuntime(Runtime):
 
     def _on_spawn(self, task_name: str) -> None:
         self.trace.record(self.name, "spawn", task=task_name)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        self.trace.record(self.name, kind, **fields)
 
 
 @contextlib.contextmanager

@@ -1,1 +1,35 @@
+"""SlateDB in Python: an LSM key-value store whose only storage is an object store.
 
+``with slatedb.Db.open("file:///path/to/db") as db: db.put(b"key", b"value")``; the trio
+API with the same shape is :mod:`slatedb.aio`.
+"""
+
+from slatedb.batch import NO_EXPIRY, WriteBatch
+from slatedb.config import Settings
+from slatedb.db import Db, DbIterator, Snapshot, WriteHandle
+from slatedb.errors import (
+    ClosedError,
+    CorruptionError,
+    Fenced,
+    FencedError,
+    InvalidArgumentError,
+    ReadOnlyError,
+    SlateDBError,
+)
+
+__all__ = [
+    "NO_EXPIRY",
+    "ClosedError",
+    "CorruptionError",
+    "Db",
+    "DbIterator",
+    "Fenced",
+    "FencedError",
+    "InvalidArgumentError",
+    "ReadOnlyError",
+    "Settings",
+    "SlateDBError",
+    "Snapshot",
+    "WriteBatch",
+    "WriteHandle",
+]

@@ -17,6 +17,37 @@ class InvalidArgumentError(SlateDBError, ValueError):
     """A caller passed an argument that is not acceptable (wrong type, empty key, too large...)."""
 
 
+class FencedError(SlateDBError):
+    """This writer (or compactor) was fenced: a newer one took over the database.
+
+    A fenced writer stops: every later write raises this error and every pending durability
+    wait fails with it. Nothing is acknowledged after the fence was observed (FENCE-3).
+    """
+
+
+#: The name the issue and the official engine use for :class:`FencedError`.
+Fenced = FencedError
+
+
+class ClosedError(SlateDBError):
+    """The database (or iterator, or snapshot) was used after ``close()``."""
+
+
+class ReadOnlyError(InvalidArgumentError):
+    """A write was attempted through a read-only view (a snapshot or a reader)."""
+
+
+class ObjectVersionBehindBoundaryError(SlateDBError):
+    """A sequenced-metadata create landed at or behind the GC boundary (RFC 004): the write did
+    not commit, although the create itself succeeded."""
+
+    def __init__(self, namespace: str, object_id: int, boundary: int) -> None:
+        self.namespace = namespace
+        self.object_id = object_id
+        self.boundary = boundary
+        super().__init__(f"{namespace} id {object_id} is at or behind the GC boundary {boundary}: not committed")
+
+
 class CorruptionError(SlateDBError):
     """Stored bytes failed a check: CRC mismatch, truncation, unknown version, bad flags, ...
 

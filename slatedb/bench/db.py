@@ -133,6 +133,8 @@ def ratio(ours: float | None, other: float | None, higher: bool) -> str:
     if ours is None or other is None or ours <= 0 or other <= 0:
         return "-"
     r = ours / other if higher else other / ours
+    if r < 0.1:
+        return f"{r:.2g}x"
     return f"{r:.2f}x" if r < 10 else f"{r:.1f}x"
 
 

@@ -98,3 +98,13 @@ def unframe_block(codec: CompressionCodec | int, framed: bytes, object_name: str
     if _crc32(payload) != stored:
         raise CorruptionError(object_name, offset, "block CRC mismatch")
     return decompress(codec, payload, object_name, offset)
+
+
+def codec_from_name(name: str | None) -> CompressionFormat:
+    """The codec of a ``compression_codec`` setting ("Snappy", "Zlib", "Lz4", "Zstd"; None: none)."""
+    if name is None:
+        return CompressionFormat.NONE
+    try:
+        return CompressionFormat[name.upper()]
+    except KeyError:
+        raise InvalidArgumentError(f"unknown compression codec {name!r}") from None

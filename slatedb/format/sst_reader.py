@@ -46,6 +46,10 @@ DEFAULT_TAIL_READ_BYTES = 64 * 1024
 DEFAULT_SCAN_READ_BYTES = 256 * 1024
 
 
+#: Returned by :meth:`SstReader.get_cached` when the answer needs a block read.
+NEED_IO = object()
+
+
 class RangeReadable(Protocol):
     async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any: ...
 
@@ -162,6 +166,31 @@ class SstReader:
                 return False
         bloom = self.filter
         return bloom is None or bloom.might_contain_hash(filter_hash(key))
+
+    def get_cached(self, key: bytes, max_seq: int | None = None) -> Row | None | object:
+        """:meth:`get` answered from the block cache alone, without I/O: the row, None, or
+        :data:`NEED_IO` when a block it needs is not cached (then call :meth:`get`)."""
+        if not self.might_contain(key):
+            return None
+        index = self.index
+        n = len(index)
+        i = index.find_block(key)
+        while i < n:
+            block = self.cached_block(i)
+            if block is None:
+                return NEED_IO
+            rows = block.rows
+            j = block.seek(key)
+            end = len(rows)
+            while j < end:
+                row = rows[j]
+                if row.key != key:
+                    return None
+                if max_seq is None or row.seq <= max_seq:
+                    return row
+                j += 1
+            i += 1
+        return None
 
     async def get(self, key: bytes, max_seq: int | None = None) -> Row | None:
         """The newest row of ``key`` with ``seq <= max_seq`` (any seq when None), or None.

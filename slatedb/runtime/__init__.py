@@ -75,6 +75,16 @@ class Runtime(abc.ABC):
         else:
             await trio.lowlevel.checkpoint()
 
+    async def wait_event(self, event: trio.Event, timeout_s: float) -> bool:
+        """Wait until ``event`` is set or ``timeout_s`` of this process's time passed; True if set."""
+        with trio.move_on_after(max(0.0, self._world_seconds(timeout_s))):
+            await event.wait()
+        return event.is_set()
+
+    def _world_seconds(self, seconds: float) -> float:
+        """``seconds`` of this process's clock in the event loop's seconds (drift in simulation)."""
+        return seconds
+
     @asynccontextmanager
     async def task_group(self) -> AsyncIterator[TaskGroup]:
         """Open a nursery for background tasks; leaving the block waits for them."""
@@ -83,6 +93,13 @@ class Runtime(abc.ABC):
 
     def _on_spawn(self, task_name: str) -> None:
         """Hook for runtimes that trace task creation (the simulator does)."""
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """Record a protocol event (``fence_written``, ``ack``, ``halt``, ``commit``, ...).
+
+        Production ignores it; the simulator appends it to the trace, where the invariant
+        checkers of ``spec/protocols/`` read it. Keep ``fields`` small and cheap to build.
+        """
 
 
 def ulid_from_parts(timestamp_ms: int, randomness: int) -> ULID:

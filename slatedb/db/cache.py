@@ -1,0 +1,66 @@
+"""A bounded LRU cache of decoded data blocks, weighted by bytes.
+
+Shared by every SST reader of a database, keyed ``(sst id, block index)``. Lookups happen on
+the caller's thread (the synchronous fast path of ``get``), inserts on the runtime thread after
+a block read, hence the lock; each operation holds it for a dictionary access or two.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from slatedb.format.block import Block
+
+#: Bytes charged per entry on top of the block's decoded size (key tuple, dict slot, Row objects).
+ENTRY_OVERHEAD_BYTES = 128
+
+
+class BlockCache:
+    """LRU over decoded :class:`Block` objects holding at most ``capacity_bytes`` (estimated)."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        assert capacity_bytes > 0, capacity_bytes
+        self.capacity_bytes = capacity_bytes
+        self._entries: OrderedDict[Any, Block] = OrderedDict()
+        self._size_bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Any, default: Block | None = None) -> Block | None:
+        with self._lock:
+            block = self._entries.get(key)
+            if block is None:
+                self.misses += 1
+                return default
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return block
+
+    def __setitem__(self, key: Any, block: Block) -> None:
+        weight = block.size_bytes + ENTRY_OVERHEAD_BYTES
+        if weight > self.capacity_bytes:
+            return  # never cache what would evict everything else
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._size_bytes -= old.size_bytes + ENTRY_OVERHEAD_BYTES
+            self._entries[key] = block
+            self._size_bytes += weight
+            while self._size_bytes > self.capacity_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self._size_bytes -= evicted.size_bytes + ENTRY_OVERHEAD_BYTES
+            assert self._size_bytes >= 0
+
+    def __contains__(self, key: Any) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes

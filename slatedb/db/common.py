@@ -1,0 +1,58 @@
+"""Argument handling shared by the synchronous and asynchronous APIs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from slatedb.batch import validate_key
+from slatedb.config import Settings
+from slatedb.errors import InvalidArgumentError
+
+from .view import KeyBounds
+
+
+def coerce_settings(settings: Settings | Mapping[str, Any] | str | Path | None) -> Settings:
+    """``None``: defaults; a dict: :meth:`Settings.from_dict`; a path: a JSON or TOML file."""
+    if settings is None:
+        return Settings.default()
+    if isinstance(settings, Settings):
+        return settings
+    if isinstance(settings, Mapping):
+        return Settings.from_dict(settings)
+    if isinstance(settings, (str, Path)):
+        return Settings.from_file(settings)
+    raise InvalidArgumentError(
+        f"settings must be a Settings, a dict or a path to a JSON/TOML file, not {type(settings).__name__}"
+    )
+
+
+def _bound(value: object, name: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    if not isinstance(value, bytes):
+        raise InvalidArgumentError(f"scan {name} must be bytes or None, not {type(value).__name__}")
+    return value
+
+
+def scan_bounds(start: object, end: object) -> KeyBounds:
+    """``[start, end)``; ``None`` leaves a side open."""
+    return KeyBounds(_bound(start, "start"), True, _bound(end, "end"), False)
+
+
+def prefix_bounds(prefix: object) -> KeyBounds:
+    """The keys starting with ``prefix`` (which must be non-empty bytes)."""
+    prefix = validate_key(prefix)
+    end = prefix_successor(prefix)
+    return KeyBounds(prefix, True, end, False)
+
+
+def prefix_successor(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None if there is none)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])
+

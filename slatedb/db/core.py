@@ -1,0 +1,813 @@
+"""The database engine shared by the synchronous and the asynchronous API.
+
+Two kinds of code live here, kept apart on purpose:
+
+* **Hot paths** (``put``/``delete``/``write``, and the memtable / block-cache part of ``get``
+  and ``scan``) are plain synchronous methods. They run on the caller's thread under
+  ``self._lock`` (writes) or on an immutable :class:`ReadState` taken in one attribute read
+  (reads), with no event-loop hop.
+* **Protocol and I/O** run as trio tasks on the runtime's event loop (the sync API's runtime
+  thread, or the caller's own loop with ``slatedb.aio``): writer open (epoch bump + writer
+  checkpoint + WAL fence + replay), WAL flushes, memtable -> L0 flushes with manifest CAS, and
+  manifest polling.
+
+Write path (RFC 001 + 003). A write takes the next seq, goes into the live memtable and into
+the WAL buffer. Every ``flush_interval`` (or when the buffer reaches ``l0_sst_size_bytes``)
+the buffer becomes one WAL SST (group commit) and the writes in it become durable. When the
+live memtable reaches ``l0_sst_size_bytes`` it is frozen *at a WAL cut* (together with the WAL
+buffer, so every row of a frozen memtable is in a WAL object ``<= last_wal_id``), written as an
+L0 SST, and committed by a manifest update that prepends the L0 view and advances
+``replay_after_wal_id`` and ``last_l0_seq``. Back-pressure: while L0 holds ``l0_max_ssts`` SSTs
+the L0 flusher waits (for a compactor); memtables pile up and writes wait once unflushed bytes
+exceed ``max_unflushed_bytes``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator
+
+import attrs
+import trio
+from ulid import ULID
+
+from slatedb.batch import (
+    OpKind,
+    WriteBatch,
+    expire_ts_ms,
+    validate_key,
+    validate_ttl_s,
+    validate_value,
+)
+from slatedb.config import Settings
+from slatedb.errors import (
+    ClosedError,
+    CorruptionError,
+    FencedError,
+    InvalidArgumentError,
+    SlateDBError,
+)
+from slatedb.format.compression import codec_from_name
+from slatedb.format.sst import SstOptions, decode_layout
+from slatedb.format.sst_reader import NEED_IO, SstReader
+from slatedb.format.sst_writer import write_sst
+from slatedb.format.types import (
+    Checkpoint,
+    CompactedSsTableV2,
+    CompactedSsTableView,
+    ManifestV2,
+    WriterCheckpoint,
+)
+from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.memtable import ROW_OVERHEAD_BYTES, Memtable
+from slatedb.merge import resolve_row
+from slatedb.objstore.base import OVERWRITE, ObjectStore
+from slatedb.objstore.retry import retry_transient
+from slatedb.row import Row, RowKind
+from slatedb.runtime import Runtime
+from slatedb.wal.writer import WalWriter, replay_wal, wal_key
+
+from .cache import BlockCache
+from .scan import MemSource, MergeScan, SstSource
+from .view import EMPTY_VIEW, KeyBounds, LsmView, build_view, sst_key
+
+_VALUE = RowKind.VALUE
+_TOMBSTONE = RowKind.TOMBSTONE
+
+
+class MustWait(Exception):
+    """Internal: the write must wait for room (back-pressure); the wrapper waits and retries."""
+
+
+@attrs.frozen(eq=False)
+class ReadState:
+    """What a read consults, swapped as one object: memtables newest first (the live one
+    first), then the SST view."""
+
+    mems: tuple[Memtable, ...]
+    view: LsmView
+
+
+class ImmEntry:
+    """A frozen memtable waiting for its L0 flush. ``last_wal_id`` is set once every row of it
+    is in a WAL object (then it may be flushed to L0 and ``replay_after_wal_id`` advanced)."""
+
+    __slots__ = ("mem", "last_wal_id", "size_bytes")
+
+    def __init__(self, mem: Memtable) -> None:
+        self.mem = mem
+        self.last_wal_id: int | None = None
+        self.size_bytes = mem.size_bytes
+
+
+def sst_options_of(settings: Settings, *, min_filter_keys: int | None = None) -> SstOptions:
+    return SstOptions(
+        block_size_bytes=settings.block_size_bytes,
+        min_filter_keys=settings.min_filter_keys if min_filter_keys is None else min_filter_keys,
+        filter_bits_per_key=settings.filter_bits_per_key,
+        compression=codec_from_name(settings.compression_codec),
+    )
+
+
+def writer_checkpoint(runtime: Runtime, manifest_id: int, epoch: int) -> Checkpoint:
+    """The writer's checkpoint (RFC 000): pins ``manifest_id``, never expires, names the epoch."""
+    return Checkpoint(
+        id=runtime.new_uuid(),
+        manifest_id=manifest_id,
+        checkpoint_expire_time_s=0,
+        checkpoint_create_time_s=max(0, runtime.now_ms() // 1000),
+        metadata=WriterCheckpoint(epoch=epoch),
+    )
+
+
+def replace_writer_checkpoint(m: ManifestV2, cp: Checkpoint) -> tuple[Checkpoint, ...]:
+    """``m``'s checkpoints without any writer checkpoint, plus ``cp``."""
+    return tuple(c for c in m.checkpoints if not isinstance(c.metadata, WriterCheckpoint)) + (cp,)
+
+
+class DbCore:
+    """One open writer of one database (see the module docstring). Build it with :meth:`open`,
+    run its background tasks with :meth:`background`, stop it with :meth:`aclose`."""
+
+    # ------------------------------------------------------------------------------------------
+    # Opening
+    # ------------------------------------------------------------------------------------------
+
+    def __init__(self, store: ObjectStore, settings: Settings, runtime: Runtime) -> None:
+        self.store = store
+        self.settings = settings
+        self.runtime = runtime
+        self.manifests = ManifestStore(store, runtime)
+        self.sst_options = sst_options_of(settings)
+        self.cache = BlockCache(settings.block_cache_size_bytes) if settings.block_cache_size_bytes > 0 else None
+        self._readers: dict[ULID, SstReader] = {}
+        self._lock = threading.Lock()
+        self._durable_cv = threading.Condition(self._lock)
+        self._room_cv = threading.Condition(self._lock)
+        # Write state (under _lock).
+        self._memtable = Memtable()
+        self._imms: list[ImmEntry] = []  # newest first
+        self._wal_rows: list[Row] = []
+        self._wal_bytes = 0
+        self._unflushed_bytes = 0
+        self._last_seq = 0
+        self._durable_seq = 0
+        self._gate = False  # True when a write must look at closed/error/back-pressure
+        self._blocked = False
+        self._kicked = False
+        self._next_check_bytes = 0
+        self._closing = False
+        self._closed = False
+        self._error: SlateDBError | None = None
+        # Read state.
+        self._read_state = ReadState((self._memtable,), EMPTY_VIEW)
+        # Protocol state (runtime thread only).
+        self._stored: StoredManifest | None = None
+        self._wal: WalWriter | None = None
+        self.epoch = 0
+        self._default_ttl_ms = settings.default_ttl_millis
+        self._l0_size = settings.l0_sst_size_bytes
+        self._max_unflushed = settings.max_unflushed_bytes
+        self._l0_max_ssts = settings.l0_max_ssts
+        # trio plumbing (set in background()).
+        self._trio_token: trio.lowlevel.TrioToken | None = None
+        self._trio_thread: int | None = None
+        self._tasks_scope: trio.CancelScope | None = None
+        self._flush_wakeup = trio.Event()
+        self._l0_wakeup = trio.Event()
+        self._durable_event = trio.Event()
+        self._room_event = trio.Event()
+        self._l0_progress = trio.Event()  # set (and replaced) whenever a manifest is adopted
+        self._force_l0 = 0  # > 0 while an explicit flush ignores l0_max_ssts
+        self._flush_lock = trio.Lock()
+        self._manifest_lock = trio.Lock()
+        self._snapshot_seqs: dict[int, int] = {}
+        self._next_snapshot = 0
+        self.stats = {"wal_ssts": 0, "l0_ssts": 0, "manifest_writes": 0, "replayed_rows": 0}
+
+    @classmethod
+    async def open(cls, store: ObjectStore, settings: Settings, runtime: Runtime) -> "DbCore":
+        """The writer's open protocol: epoch bump with writer checkpoint, WAL fence, replay."""
+        if not settings.wal_enabled:
+            raise InvalidArgumentError("wal_enabled=false is not supported: every write goes through the WAL")
+        core = cls(store, settings, runtime)
+        await core._open()
+        return core
+
+    async def _open(self) -> None:
+        rt = self.runtime
+        latest = await self.manifests.read_latest()
+        if latest is None:
+            await self.manifests.create_initial(ManifestV2(initialized=True))
+        elif not latest.manifest.initialized:
+            raise InvalidArgumentError(
+                f"database at {self.store.url} is not initialized (a clone that never finished opening)"
+            )
+
+        def bump(cur: StoredManifest) -> ManifestV2:
+            m = cur.manifest
+            epoch = m.writer_epoch + 1
+            cp = writer_checkpoint(rt, cur.id + 1, epoch)
+            return attrs.evolve(m, writer_epoch=epoch, checkpoints=replace_writer_checkpoint(m, cp))
+
+        stored = await self.manifests.update(bump)
+        self.epoch = stored.manifest.writer_epoch
+        rt.event("writer_epoch", epoch=self.epoch, manifest=stored.id)
+        m = stored.manifest
+        floor = max(m.replay_after_wal_id, m.wal_id_last_seen)
+        self._wal = await WalWriter.fence(store=self.store, runtime=rt, manifests=self.manifests, epoch=self.epoch,
+                                          floor_id=floor, sst_options=sst_options_of(self.settings, min_filter_keys=2**31))
+        # The manifest may have moved on (a compactor) while we fenced: read the latest.
+        stored = await self.manifests.read_latest()
+        assert stored is not None
+        self._stored = stored
+        rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id)
+        mem = self._memtable
+        for row in rows:
+            mem.put(row)
+        self.stats["replayed_rows"] = len(rows)
+        last = stored.manifest.last_l0_seq
+        if rows:
+            last = max(last, max(r.seq for r in rows))
+        self._last_seq = self._durable_seq = last
+        self._unflushed_bytes = mem.size_bytes
+        view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
+        self._read_state = ReadState((mem,), view)
+        self._recompute_thresholds()
+
+    async def _open_reader(self, sst_id: ULID) -> SstReader:
+        key = sst_key(sst_id)
+        return await retry_transient(
+            self.runtime,
+            lambda: SstReader.open(self.store, key, block_cache=self.cache, cache_id=str(sst_id)),
+            what=f"open {key}",
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Background tasks
+    # ------------------------------------------------------------------------------------------
+
+    def background(self):
+        """Async context manager running the WAL flusher, the L0 flusher and the manifest poller."""
+        return _Background(self)
+
+    async def _flush_loop(self) -> None:
+        interval = self.settings.flush_interval
+        while True:
+            await self.runtime.wait_event(self._flush_wakeup, interval)
+            self._flush_wakeup = trio.Event()
+            await self.flush_wal()
+
+    async def _l0_loop(self) -> None:
+        while True:
+            entry = self._next_imm_to_flush()
+            if entry is None:
+                await self._l0_wakeup.wait()
+                self._l0_wakeup = trio.Event()
+                continue
+            await self._flush_imm(entry)
+
+    def _next_imm_to_flush(self) -> ImmEntry | None:
+        if not self._imms or self._error is not None:
+            return None
+        entry = self._imms[-1]  # oldest
+        if entry.last_wal_id is None:
+            return None
+        if len(self._read_state.view.l0) >= self._l0_max_ssts and not (self._closing or self._force_l0):
+            return None  # back-pressure: wait for a compactor to drain L0
+        return entry
+
+    async def _poll_loop(self) -> None:
+        while True:
+            await self.runtime.sleep(self.settings.manifest_poll_interval)
+            await self.refresh_manifest()
+
+    def _kick_flush(self) -> None:
+        """Wake the WAL flusher from any thread (called with ``_lock`` held)."""
+        if self._kicked:
+            return
+        self._kicked = True
+        if threading.get_ident() == self._trio_thread:
+            self._flush_wakeup.set()
+        elif self._trio_token is not None:
+            try:
+                self._trio_token.run_sync_soon(lambda: self._flush_wakeup.set())
+            except trio.RunFinishedError:
+                pass
+
+    # ------------------------------------------------------------------------------------------
+    # Write path (any thread)
+    # ------------------------------------------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> int:
+        if type(key) is not bytes or not key:
+            key = validate_key(key)
+        if type(value) is not bytes:
+            value = validate_value(value)
+        now = self.runtime.now_ms()
+        if ttl_s is None and self._default_ttl_ms is None:
+            expire = None
+        else:
+            expire = expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)
+        with self._lock:
+            if self._gate:
+                self._check_gate()
+            seq = self._last_seq + 1
+            row = Row(key, seq, _VALUE, value, expire, now)
+            self._memtable.put(row)
+            self._last_seq = seq
+            self._wal_rows.append(row)
+            size = len(key) + len(value) + ROW_OVERHEAD_BYTES
+            self._wal_bytes += size
+            self._unflushed_bytes += size
+            if self._unflushed_bytes >= self._next_check_bytes:
+                self._on_threshold()
+        return seq
+
+    def delete(self, key: bytes) -> int:
+        key = validate_key(key)
+        now = self.runtime.now_ms()
+        with self._lock:
+            if self._gate:
+                self._check_gate()
+            seq = self._last_seq + 1
+            row = Row(key, seq, _TOMBSTONE, b"", None, now)
+            self._memtable.put(row)
+            self._last_seq = seq
+            self._wal_rows.append(row)
+            size = len(key) + ROW_OVERHEAD_BYTES
+            self._wal_bytes += size
+            self._unflushed_bytes += size
+            if self._unflushed_bytes >= self._next_check_bytes:
+                self._on_threshold()
+        return seq
+
+    def write(self, batch: WriteBatch) -> int:
+        """Apply ``batch`` atomically (consecutive seqs, one lock hold); returns the last seq."""
+        if not isinstance(batch, WriteBatch):
+            raise InvalidArgumentError(f"write() takes a WriteBatch, not {type(batch).__name__}")
+        ops = batch._ops  # validated when added
+        if not ops:
+            raise InvalidArgumentError("write() of an empty WriteBatch")
+        now = self.runtime.now_ms()
+        default_ttl = self._default_ttl_ms
+        rows_spec = []
+        for op in ops:
+            if op.kind is OpKind.PUT:
+                expire = None if (op.ttl_s is None and default_ttl is None) else expire_ts_ms(now, op.ttl_s, default_ttl)
+                rows_spec.append((op.key, _VALUE, op.value, expire))
+            elif op.kind is OpKind.DELETE:
+                rows_spec.append((op.key, _TOMBSTONE, b"", None))
+            else:
+                raise InvalidArgumentError("merge operands need a merge operator, which this database does not have")
+        with self._lock:
+            if self._gate:
+                self._check_gate()
+            seq = self._last_seq
+            mem = self._memtable
+            wal = self._wal_rows
+            size = 0
+            for key, kind, value, expire in rows_spec:
+                seq += 1
+                row = Row(key, seq, kind, value, expire, now)
+                mem.put(row)
+                wal.append(row)
+                size += len(key) + len(value) + ROW_OVERHEAD_BYTES
+            self._last_seq = seq
+            self._wal_bytes += size
+            self._unflushed_bytes += size
+            if self._unflushed_bytes >= self._next_check_bytes:
+                self._on_threshold()
+        return seq
+
+    def _check_gate(self) -> None:
+        """Slow path of a write (``_lock`` held): raise when closed or fenced, or
+        :class:`MustWait` under back-pressure."""
+        if self._error is not None:
+            raise self._error
+        if self._closing:
+            raise ClosedError("the database is closed")
+        if self._blocked:
+            raise MustWait()
+
+    def _on_threshold(self) -> None:
+        """A size threshold was crossed (``_lock`` held): kick the flusher, maybe block."""
+        if self._wal_bytes >= self._l0_size or self._memtable.size_bytes >= self._l0_size:
+            self._kick_flush()
+        self._recompute_thresholds()
+
+    def _recompute_thresholds(self) -> None:
+        """Recompute ``_blocked``, ``_gate`` and the next byte count at which a write must call
+        :meth:`_on_threshold` (``_lock`` held, or before the database is shared)."""
+        l0_full = len(self._read_state.view.l0) > self._l0_max_ssts
+        self._blocked = self._unflushed_bytes > self._max_unflushed or l0_full
+        self._gate = self._blocked or self._closing or self._error is not None
+        u = self._unflushed_bytes
+        deltas = [self._max_unflushed - u + 1]
+        if not self._kicked:
+            deltas.append(self._l0_size - self._wal_bytes)
+            deltas.append(self._l0_size - self._memtable.size_bytes)
+        self._next_check_bytes = u + max(1, min(deltas))
+
+    def wait_for_room_sync(self) -> None:
+        with self._lock:
+            while self._blocked and self._error is None and not self._closing:
+                self._room_cv.wait(timeout=1.0)
+
+    async def wait_for_room(self) -> None:
+        while self._blocked and self._error is None and not self._closing:
+            event = self._room_event
+            await event.wait()
+
+    def _signal_room(self) -> None:
+        """(runtime thread, ``_lock`` not held) Wake writers waiting for room."""
+        with self._lock:
+            self._recompute_thresholds()
+            self._room_cv.notify_all()
+        self._room_event.set()
+        self._room_event = trio.Event()
+
+    # ------------------------------------------------------------------------------------------
+    # Durability
+    # ------------------------------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable_seq
+
+    def wait_durable_sync(self, seq: int, timeout_s: float | None = None) -> None:
+        with self._lock:
+            while self._durable_seq < seq:
+                if self._error is not None:
+                    raise self._error
+                if self._closed:
+                    raise ClosedError(f"the database closed before seq {seq} was durable")
+                if not self._durable_cv.wait(timeout=timeout_s):
+                    raise TimeoutError(f"seq {seq} not durable after {timeout_s} s")
+
+    async def wait_durable(self, seq: int) -> None:
+        while self._durable_seq < seq:
+            if self._error is not None:
+                raise self._error
+            if self._closed:
+                raise ClosedError(f"the database closed before seq {seq} was durable")
+            await self._durable_event.wait()
+
+    def _fail(self, error: SlateDBError) -> None:
+        """Stop for good: every later write raises ``error``, every durability wait fails."""
+        with self._lock:
+            if self._error is None:
+                self._error = error
+            self._recompute_thresholds()
+            self._durable_cv.notify_all()
+            self._room_cv.notify_all()
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        for name in ("_durable_event", "_room_event", "_l0_wakeup", "_flush_wakeup", "_l0_progress"):
+            getattr(self, name).set()
+            setattr(self, name, trio.Event())
+
+    # ------------------------------------------------------------------------------------------
+    # Flushing
+    # ------------------------------------------------------------------------------------------
+
+    async def flush_wal(self, *, freeze: bool = False) -> None:
+        """Write the WAL buffer as one WAL SST (group commit); with ``freeze`` (or when the live
+        memtable is full) also cut the memtable for its L0 flush."""
+        async with self._flush_lock:
+            if self._error is not None:
+                raise self._error
+            entry = None
+            with self._lock:
+                rows = self._wal_rows
+                self._wal_rows = []
+                self._wal_bytes = 0
+                self._kicked = False
+                mem = self._memtable
+                if (freeze or mem.size_bytes >= self._l0_size) and not mem.is_empty:
+                    mem.freeze()
+                    entry = ImmEntry(mem)
+                    self._imms.insert(0, entry)
+                    self._memtable = Memtable()
+                    self._read_state = ReadState((self._memtable, *[e.mem for e in self._imms]), self._read_state.view)
+                self._recompute_thresholds()
+            assert self._wal is not None
+            if rows:
+                with trio.CancelScope(shield=True):
+                    try:
+                        wal_id = await self._wal.write(rows)
+                    except FencedError as e:
+                        self._fail(e)
+                        raise
+                    self.stats["wal_ssts"] += 1
+                    with self._lock:
+                        if self._error is None:  # FENCE-3: nothing is acknowledged after a halt
+                            self._durable_seq = rows[-1].seq
+                            self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
+                            self._durable_cv.notify_all()
+                    self._durable_event.set()
+                    self._durable_event = trio.Event()
+            if entry is not None:
+                entry.last_wal_id = self._wal.last_id
+                self._l0_wakeup.set()
+
+    async def flush_memtable(self) -> None:
+        """Freeze the live memtable at a WAL cut and wait until every frozen memtable is in L0
+        (ignoring ``l0_max_ssts``: an explicit flush is the caller's decision)."""
+        await self.flush_wal(freeze=True)
+        self._force_l0 += 1
+        try:
+            while self._imms:
+                if self._error is not None:
+                    raise self._error
+                progress = self._l0_progress
+                self._l0_wakeup.set()
+                await progress.wait()
+        finally:
+            self._force_l0 -= 1
+
+    async def _flush_imm(self, entry: ImmEntry) -> None:
+        """Write the oldest frozen memtable as an L0 SST and commit it to the manifest."""
+        assert entry.last_wal_id is not None
+        if self._error is not None:
+            raise self._error
+        encoded = write_sst(entry.mem.iter_range(), self.sst_options)
+        sst_id = self.runtime.new_ulid()
+        key = sst_key(sst_id)
+        await retry_transient(self.runtime, lambda: self.store.put(key, encoded.data, OVERWRITE), what=f"put {key}")
+        async with self._manifest_lock:
+            assert entry in self._imms, "only the L0 task flushes frozen memtables"
+            with trio.CancelScope(shield=True):
+                epoch = self.epoch
+                wal_last = self._wal.last_id if self._wal is not None else 0
+
+                def apply(cur: StoredManifest) -> ManifestV2:
+                    m = cur.manifest
+                    if m.writer_epoch > epoch:
+                        raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
+                    assert m.writer_epoch == epoch, (m.writer_epoch, epoch)
+                    last_l0_seq = max(m.last_l0_seq, entry.mem.last_seq or 0)
+                    return attrs.evolve(
+                        m,
+                        ssts=m.ssts + (CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),),
+                        l0=(CompactedSsTableView(sst_id, sst_id, None),) + m.l0,
+                        replay_after_wal_id=max(m.replay_after_wal_id, entry.last_wal_id),  # type: ignore[type-var]
+                        wal_id_last_seen=max(m.wal_id_last_seen, wal_last),
+                        last_l0_seq=last_l0_seq,
+                        last_l0_clock_tick=self.runtime.now_ms(),
+                        recent_snapshot_min_seq=self._min_snapshot_seq(last_l0_seq),
+                        checkpoints=replace_writer_checkpoint(m, writer_checkpoint(self.runtime, cur.id + 1, epoch)),
+                    )
+
+                try:
+                    stored = await self.manifests.update(apply, current=self._stored)
+                except FencedError as e:
+                    self.runtime.event("halt", epoch=epoch, reason="manifest")
+                    self._fail(e)
+                    raise
+                self.stats["manifest_writes"] += 1
+                self.stats["l0_ssts"] += 1
+                self._readers[sst_id] = SstReader(
+                    self.store, decode_layout(encoded.data, key), block_cache=self.cache, cache_id=str(sst_id)
+                )
+                await self._adopt(stored, flushed=entry)
+
+    def _min_snapshot_seq(self, default: int) -> int:
+        return min([default, *self._snapshot_seqs.values()])
+
+    # ------------------------------------------------------------------------------------------
+    # Manifest adoption (runtime thread, _manifest_lock held)
+    # ------------------------------------------------------------------------------------------
+
+    async def _adopt(self, stored: StoredManifest, *, flushed: ImmEntry | None = None) -> None:
+        view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
+        self._stored = stored
+        with self._lock:
+            if flushed is not None:
+                self._imms.remove(flushed)
+                self._unflushed_bytes -= flushed.size_bytes
+            self._read_state = ReadState((self._memtable, *[e.mem for e in self._imms]), view)
+            live = view.sst_ids
+        for sst_id in [s for s in self._readers if s not in live]:
+            del self._readers[sst_id]
+        self._signal_room()
+        self._l0_wakeup.set()
+        self._l0_progress.set()
+        self._l0_progress = trio.Event()
+
+    async def refresh_manifest(self) -> None:
+        """Poll: adopt changes made by others (a compactor); halt if a newer writer exists.
+
+        When the L0 / sorted-run set changed, re-establish the writer checkpoint on the new
+        manifest (RFC 000 "Refreshing the Checkpoint").
+        """
+        async with self._manifest_lock:
+            if self._error is not None:
+                return
+            latest = await self.manifests.read_latest()
+            assert latest is not None and self._stored is not None
+            if latest.id == self._stored.id:
+                return
+            if latest.manifest.writer_epoch > self.epoch:
+                self.runtime.event("halt", epoch=self.epoch, newer=latest.manifest.writer_epoch)
+                self._fail(FencedError(f"writer epoch {self.epoch} was fenced by epoch {latest.manifest.writer_epoch}"))
+                return
+            old = self._stored.manifest
+            changed = (old.l0, old.compacted) != (latest.manifest.l0, latest.manifest.compacted)
+            if changed:
+                epoch = self.epoch
+
+                def refresh(cur: StoredManifest) -> ManifestV2:
+                    m = cur.manifest
+                    if m.writer_epoch > epoch:
+                        raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
+                    cp = writer_checkpoint(self.runtime, cur.id + 1, epoch)
+                    return attrs.evolve(m, checkpoints=replace_writer_checkpoint(m, cp))
+
+                with trio.CancelScope(shield=True):
+                    try:
+                        latest = await self.manifests.update(refresh, current=latest)
+                    except FencedError as e:
+                        self._fail(e)
+                        return
+                    self.stats["manifest_writes"] += 1
+            await self._adopt(latest)
+
+    # ------------------------------------------------------------------------------------------
+    # Reads (any thread; synchronous parts)
+    # ------------------------------------------------------------------------------------------
+
+    @property
+    def read_state(self) -> ReadState:
+        return self._read_state
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the database is closed")
+
+    def get_fast(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None | object:
+        """``get`` from memtables and cached blocks; :data:`NEED_IO` when a block must be read."""
+        now = self.runtime.now_ms()
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                return resolve_row(row, now)
+        for h in rs.view.point_candidates(key):
+            row = h.reader.get_cached(key, max_seq)
+            if row is NEED_IO:
+                return NEED_IO
+            if row is not None:
+                return resolve_row(row, now)  # type: ignore[arg-type]
+        return None
+
+    async def get_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None:
+        """``get`` with block reads (runtime thread)."""
+        now = self.runtime.now_ms()
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                return resolve_row(row, now)
+        for h in rs.view.point_candidates(key):
+            reader = h.reader
+            row = await retry_transient(self.runtime, lambda: reader.get(key, max_seq), what=f"get {reader.object_name}")
+            if row is not None:
+                return resolve_row(row, now)
+        return None
+
+    def scan_merge(
+        self, rs: ReadState, bounds: KeyBounds, reverse: bool, max_seq: int
+    ) -> tuple[MergeScan | None, Iterator[tuple[bytes, bytes]] | None]:
+        """A merge over every source of ``rs`` within ``bounds``; for a scan served by one
+        memtable alone, a plain generator instead (the fast path)."""
+        from slatedb.merge import visible
+
+        now = self.runtime.now_ms()
+        mem_iters = [
+            m.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive, end_inclusive=bounds.hi_inclusive,
+                         reverse=reverse, max_seq=max_seq)
+            for m in rs.mems
+            if not m.is_empty
+        ]
+        view = rs.view
+        if not view.l0 and not view.runs and len(mem_iters) <= 1:
+            it = mem_iters[0] if mem_iters else iter(())
+            return None, visible(it, snapshot_seq=max_seq, now_ms=now)
+        sources: list[Any] = [MemSource(it) for it in mem_iters]
+        sources.extend(SstSource([h], bounds, reverse) for h in view.l0)
+        sources.extend(SstSource(run.ssts, bounds, reverse) for run in view.runs)
+        return MergeScan(sources, reverse=reverse, max_seq=max_seq, now_ms=now), None
+
+    async def load_blocks(self, reader: SstReader, first: int, last_exclusive: int):
+        return await retry_transient(
+            self.runtime, lambda: reader.read_blocks(first, last_exclusive), what=f"read {reader.object_name}"
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Snapshots
+    # ------------------------------------------------------------------------------------------
+
+    def register_snapshot(self) -> tuple[int, int, ReadState]:
+        with self._lock:
+            self.check_open()
+            token = self._next_snapshot
+            self._next_snapshot += 1
+            seq = self._last_seq
+            self._snapshot_seqs[token] = seq
+            return token, seq, self._read_state
+
+    def release_snapshot(self, token: int) -> None:
+        with self._lock:
+            self._snapshot_seqs.pop(token, None)
+
+    # ------------------------------------------------------------------------------------------
+    # Closing
+    # ------------------------------------------------------------------------------------------
+
+    @property
+    def error(self) -> SlateDBError | None:
+        return self._error
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def aclose(self) -> None:
+        """Flush the WAL and every memtable to L0 (as the official engine does at shutdown),
+        stop the background tasks, release the store. A fenced database just stops."""
+        if self._closed:
+            return
+        with self._lock:
+            self._closing = True
+            self._recompute_thresholds()
+            self._room_cv.notify_all()
+        self._room_event.set()
+        try:
+            if self._error is None:
+                await self.flush_memtable()
+        finally:
+            if self._tasks_scope is not None:
+                self._tasks_scope.cancel()
+            with self._lock:
+                self._closed = True
+                self._durable_cv.notify_all()
+                self._room_cv.notify_all()
+            self._wake_all()
+            self.runtime.event("closed", epoch=self.epoch)
+
+    def abort(self) -> None:
+        """Stop at once without flushing (a crash, as far as the store can tell)."""
+        with self._lock:
+            self._closing = True
+            self._closed = True
+            if self._error is None:
+                self._error = ClosedError("the database was aborted")
+            self._recompute_thresholds()
+            self._durable_cv.notify_all()
+            self._room_cv.notify_all()
+        if self._tasks_scope is not None:
+            self._tasks_scope.cancel()
+        self._wake_all()
+
+
+class _Background:
+    """``async with core.background():`` runs the background tasks for the block's duration."""
+
+    def __init__(self, core: DbCore) -> None:
+        self.core = core
+        self._cm: Any = None
+
+    async def __aenter__(self) -> DbCore:
+        core = self.core
+        core._trio_token = trio.lowlevel.current_trio_token()
+        core._trio_thread = threading.get_ident()
+        self._cm = core.runtime.task_group()
+        tg = await self._cm.__aenter__()
+        core._tasks_scope = tg.nursery.cancel_scope
+        tg.spawn(self._guard, core._flush_loop, name="wal-flush")
+        tg.spawn(self._guard, core._l0_loop, name="l0-flush")
+        tg.spawn(self._guard, core._poll_loop, name="manifest-poll")
+        return core
+
+    async def _guard(self, fn: Callable[[], Any]) -> None:
+        """Run a loop; a failure stops the database (typed) instead of tearing down the caller."""
+        try:
+            await fn()
+        except SlateDBError as e:
+            self.core._fail(e)
+        except (AssertionError, CorruptionError) as e:  # pragma: no cover - engine bug
+            self.core._fail(SlateDBError(f"background task failed: {e!r}"))
+            raise
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        core = self.core
+        if not core._closed:
+            if exc[0] is None:
+                await core.aclose()
+            else:
+                core.abort()
+        return await self._cm.__aexit__(*exc)

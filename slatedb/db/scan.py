@@ -1,0 +1,266 @@
+"""Range scans: every source merged by key, newest version first, without an event-loop hop
+per row.
+
+The merge is written *sans I/O*: sources hand out rows they already hold; an SST source that
+has run out of loaded blocks makes :meth:`MergeScan.next_batch` raise :class:`NeedIO` naming
+itself, *without* changing any state. The caller loads the blocks (the sync API by a blocking
+call into the runtime thread, the async API with ``await``), hands them to the source and calls
+again. So one merge serves both APIs, and rows in memory or in the block cache are produced in
+plain synchronous Python.
+
+Visibility is decided per key group: among a key's rows (each source yields a key's versions
+contiguously) the highest ``seq <= max_seq`` wins; a tombstone or an expired value hides the key.
+Picking the maximum rather than "the first row seen" keeps reverse scans right when one key's
+versions straddle two blocks of an SST.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right
+from typing import Iterator, Sequence
+
+from slatedb.format.block import Block
+from slatedb.format.sst_reader import SstReader
+from slatedb.merge import _merge_operand_error
+from slatedb.row import Row, RowKind
+
+from .view import KeyBounds, SstHandle
+
+_VALUE = RowKind.VALUE
+_TOMBSTONE = RowKind.TOMBSTONE
+_EMPTY: list[Row] = []
+
+#: Consecutive uncached blocks are fetched in reads of about this many bytes.
+SCAN_READ_BYTES = 256 * 1024
+
+
+class NeedIO(Exception):
+    """Raised by :meth:`MergeScan.next_batch` when ``source`` must load blocks first."""
+
+    def __init__(self, source: "SstSource") -> None:
+        self.source = source
+
+
+class MemSource:
+    """Rows of a memtable iterator (already in merge order and bounded by seq)."""
+
+    __slots__ = ("_it", "_row")
+
+    def __init__(self, rows: Iterator[Row]) -> None:
+        self._it = rows
+        self._row: Row | None = next(rows, None)
+
+    def head(self) -> Row | None:
+        return self._row
+
+    def advance(self) -> None:
+        self._row = next(self._it, None)
+
+
+class SstSource:
+    """Rows of one or more SSTs visited in key order (an L0 SST, or a sorted run's SSTs),
+    clipped to the scan bounds and each view's visible range."""
+
+    def __init__(self, handles: Sequence[SstHandle], bounds: KeyBounds, reverse: bool) -> None:
+        self._plan: list[tuple[SstReader, KeyBounds, int, int]] = []
+        for h in reversed(handles) if reverse else handles:
+            b = bounds.intersect(h.bounds)
+            if b.is_empty():
+                continue
+            index = h.reader.index
+            n = len(index)
+            if n == 0:
+                continue
+            first = 0 if b.lo is None else index.find_block(b.lo)
+            last = n - 1 if b.hi is None else index.find_block(b.hi)
+            if first < 0:
+                first = 0
+            if last < first:
+                continue
+            self._plan.append((h.reader, b, first, last))
+        self._reverse = reverse
+        self._plan_pos = 0
+        self._next_block: int | None = None
+        self._fetched: dict[int, Block] = {}
+        self._rows: list[Row] = _EMPTY
+        self._pos = 0
+
+    # -- the source protocol ------------------------------------------------------------------
+
+    def head(self) -> Row | None | NeedIO:
+        if self._pos < len(self._rows):
+            return self._rows[self._pos]
+        return self._refill()
+
+    def advance(self) -> None:
+        self._pos += 1
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def io_request(self) -> tuple[SstReader, int, int]:
+        """``(reader, first, last_exclusive)``: the blocks to fetch before calling again."""
+        reader, _b, first, last = self._plan[self._plan_pos]
+        i = self._current_block()
+        offsets = reader.index.offsets
+        if self._reverse:
+            lo = i
+            while lo > first and offsets[i + 1] - offsets[lo - 1] <= SCAN_READ_BYTES:
+                lo -= 1
+            return reader, lo, i + 1
+        hi = i + 1
+        while hi <= last and offsets[hi + 1] - offsets[i] <= SCAN_READ_BYTES:
+            hi += 1
+        return reader, i, hi
+
+    def supply(self, first: int, blocks: Sequence[Block]) -> None:
+        for k, block in enumerate(blocks):
+            self._fetched[first + k] = block
+
+    def _current_block(self) -> int:
+        reader, _b, first, last = self._plan[self._plan_pos]
+        if self._next_block is None:
+            self._next_block = last if self._reverse else first
+        return self._next_block
+
+    def _refill(self) -> Row | None | NeedIO:
+        while self._plan_pos < len(self._plan):
+            reader, b, first, last = self._plan[self._plan_pos]
+            i = self._current_block()
+            if (i < first) if self._reverse else (i > last):
+                self._plan_pos += 1
+                self._next_block = None
+                self._fetched.clear()
+                continue
+            block = self._fetched.pop(i, None)
+            if block is None:
+                block = reader.cached_block(i)
+                if block is None:
+                    return NEED_IO_MARK
+            self._next_block = i - 1 if self._reverse else i + 1
+            rows = _clip(block, b)
+            if not rows:
+                continue
+            if self._reverse:
+                rows = rows[::-1]
+            self._rows = rows
+            self._pos = 0
+            return rows[0]
+        self._rows = _EMPTY
+        self._pos = 0
+        return None
+
+
+#: What :meth:`SstSource.head` returns when it needs blocks loaded.
+NEED_IO_MARK = object()
+
+
+def _clip(block: Block, b: KeyBounds) -> list[Row]:
+    keys = block.keys
+    lo = 0
+    if b.lo is not None:
+        lo = bisect_left(keys, b.lo) if b.lo_inclusive else bisect_right(keys, b.lo)
+    hi = len(keys)
+    if b.hi is not None:
+        hi = bisect_right(keys, b.hi) if b.hi_inclusive else bisect_left(keys, b.hi)
+    if lo == 0 and hi == len(keys):
+        return block.rows
+    return block.rows[lo:hi]
+
+
+class MergeScan:
+    """Merge of sources into visible ``(key, value)`` pairs (see the module docstring).
+
+    ``sources`` are in read order (memtables newest first, L0 newest first, runs newest first);
+    for equal ``(key, seq)`` the earlier source wins, as in the point-lookup order.
+    """
+
+    def __init__(self, sources: Sequence[MemSource | SstSource], *, reverse: bool, max_seq: int, now_ms: int) -> None:
+        self._sources = list(sources)
+        self._pending = list(range(len(self._sources)))
+        self._heap: list[tuple] = []
+        self._reverse = reverse
+        self._max_seq = max_seq
+        self._now_ms = now_ms
+        self._key: bytes | None = None
+        self._best: Row | None = None
+        self._done = False
+        self._out: list[tuple[bytes, bytes]] = []
+
+    def next_batch(self, n: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``n`` visible pairs; fewer (possibly none) only at the end of the scan.
+
+        Raises :class:`NeedIO` when a source needs blocks; nothing is lost: call again after
+        loading them.
+        """
+        # Rows gathered before a NeedIO are kept in ``_out`` for the call after the load.
+        out = self._out
+        self._out = []
+        if self._done:
+            return out
+        heap = self._heap
+        sources = self._sources
+        reverse = self._reverse
+        max_seq = self._max_seq
+        while len(out) < n:
+            pending = self._pending
+            while pending:
+                idx = pending[-1]
+                row = sources[idx].head()
+                if row is NEED_IO_MARK:
+                    self._out = out
+                    raise NeedIO(sources[idx])  # type: ignore[arg-type]
+                pending.pop()
+                if row is not None:
+                    if reverse:
+                        heapq.heappush(heap, (_Desc(row.key), -row.seq, idx, row))
+                    else:
+                        heapq.heappush(heap, (row.key, -row.seq, idx, row))
+            if not heap:
+                self._emit(out)
+                self._key = None
+                self._done = True
+                return out
+            entry = heapq.heappop(heap)
+            idx = entry[2]
+            row = entry[3]
+            sources[idx].advance()
+            pending.append(idx)
+            key = row.key
+            if key != self._key:
+                self._emit(out)
+                self._key = key
+                self._best = None
+            if row.seq <= max_seq:
+                best = self._best
+                if best is None or row.seq > best.seq:
+                    self._best = row
+        return out
+
+    def _emit(self, out: list[tuple[bytes, bytes]]) -> None:
+        row = self._best
+        self._best = None
+        if row is None:
+            return
+        kind = row.kind
+        if kind is _VALUE:
+            expire = row.expire_ts_ms
+            if expire is None or expire > self._now_ms:
+                out.append((row.key, row.value))
+        elif kind is not _TOMBSTONE:
+            raise _merge_operand_error(row)
+
+
+class _Desc:
+    """Wraps a key so that the min-heap pops the largest key first (reverse scans)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+
+    def __lt__(self, other: "_Desc") -> bool:
+        return self.key > other.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.key == other.key

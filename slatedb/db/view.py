@@ -1,0 +1,149 @@
+"""The SST part of the read state: L0 views newest first, then sorted runs newest first.
+
+Built from a manifest (:func:`build_view`); immutable once built, so a reader that took a
+reference keeps a consistent picture while the writer and the manifest poller swap in new ones.
+Each view of an SST may narrow it to a ``visible_range`` (clones, projections); lookups and
+scans apply the range.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Awaitable, Callable, Iterator
+
+import attrs
+from ulid import ULID
+
+from slatedb.errors import CorruptionError
+from slatedb.format.sst_reader import SstReader
+from slatedb.format.types import BoundType, BytesRange, ManifestV2
+
+COMPACTED_DIR = "compacted/"
+
+
+def sst_key(sst_id: ULID) -> str:
+    return f"{COMPACTED_DIR}{sst_id}.sst"
+
+
+@attrs.frozen
+class KeyBounds:
+    """``lo``/``hi`` (None: unbounded) with inclusiveness; what a visible range allows."""
+
+    lo: bytes | None = None
+    lo_inclusive: bool = True
+    hi: bytes | None = None
+    hi_inclusive: bool = False
+
+    def contains(self, key: bytes) -> bool:
+        lo, hi = self.lo, self.hi
+        if lo is not None and (key < lo or (key == lo and not self.lo_inclusive)):
+            return False
+        if hi is not None and (key > hi or (key == hi and not self.hi_inclusive)):
+            return False
+        return True
+
+    def intersect(self, other: "KeyBounds") -> "KeyBounds":
+        lo, lo_inc = self.lo, self.lo_inclusive
+        if other.lo is not None and (lo is None or other.lo > lo or (other.lo == lo and not other.lo_inclusive)):
+            lo, lo_inc = other.lo, other.lo_inclusive
+        hi, hi_inc = self.hi, self.hi_inclusive
+        if other.hi is not None and (hi is None or other.hi < hi or (other.hi == hi and not other.hi_inclusive)):
+            hi, hi_inc = other.hi, other.hi_inclusive
+        return KeyBounds(lo, lo_inc, hi, hi_inc)
+
+    def is_empty(self) -> bool:
+        if self.lo is None or self.hi is None:
+            return False
+        return self.lo > self.hi or (self.lo == self.hi and not (self.lo_inclusive and self.hi_inclusive))
+
+
+UNBOUNDED = KeyBounds()
+
+
+def bounds_of(visible_range: BytesRange | None) -> KeyBounds:
+    if visible_range is None:
+        return UNBOUNDED
+    s, e = visible_range.start_bound, visible_range.end_bound
+    lo = None if s.bound_type in (BoundType.UNBOUNDED, BoundType.UNKNOWN) else s.key
+    hi = None if e.bound_type in (BoundType.UNBOUNDED, BoundType.UNKNOWN) else e.key
+    return KeyBounds(lo, s.bound_type != BoundType.EXCLUDED, hi, e.bound_type == BoundType.INCLUDED)
+
+
+@attrs.frozen(eq=False)
+class SstHandle:
+    """One view of a physical SST: its reader and the keys the view exposes."""
+
+    view_id: ULID
+    sst_id: ULID
+    reader: SstReader
+    bounds: KeyBounds
+
+    @property
+    def first_key(self) -> bytes:
+        first = self.reader.info.first_entry or b""
+        lo = self.bounds.lo
+        return first if lo is None or lo < first else lo
+
+
+@attrs.frozen(eq=False)
+class SortedRunView:
+    id: int
+    ssts: tuple[SstHandle, ...]
+    first_keys: tuple[bytes, ...]
+
+    def find(self, key: bytes) -> SstHandle | None:
+        """The one SST of the run whose key range may hold ``key``."""
+        i = bisect_right(self.first_keys, key) - 1
+        return self.ssts[i] if i >= 0 else None
+
+
+@attrs.frozen(eq=False)
+class LsmView:
+    manifest_id: int
+    l0: tuple[SstHandle, ...] = ()
+    runs: tuple[SortedRunView, ...] = ()
+
+    def point_candidates(self, key: bytes) -> Iterator[SstHandle]:
+        """SSTs that may hold ``key``, in read order (L0 newest first, then runs newest first)."""
+        for h in self.l0:
+            if h.bounds.contains(key):
+                yield h
+        for run in self.runs:
+            h = run.find(key)
+            if h is not None and h.bounds.contains(key):
+                yield h
+
+    @property
+    def sst_ids(self) -> set[ULID]:
+        ids = {h.sst_id for h in self.l0}
+        for run in self.runs:
+            ids.update(h.sst_id for h in run.ssts)
+        return ids
+
+
+EMPTY_VIEW = LsmView(manifest_id=0)
+
+OpenReader = Callable[[ULID], Awaitable[SstReader]]
+
+
+async def build_view(
+    manifest_id: int, manifest: ManifestV2, readers: dict[ULID, SstReader], open_reader: OpenReader
+) -> LsmView:
+    """The view of ``manifest``, reusing ``readers`` and opening (and adding) missing ones."""
+    known = {s.id for s in manifest.ssts}
+
+    async def handle(view) -> SstHandle:
+        if view.sst_id not in known:
+            raise CorruptionError(f"manifest/{manifest_id:020d}.manifest", None, f"view {view.id} names unknown SST {view.sst_id}")
+        reader = readers.get(view.sst_id)
+        if reader is None:
+            reader = await open_reader(view.sst_id)
+            readers[view.sst_id] = reader
+        return SstHandle(view.id, view.sst_id, reader, bounds_of(view.visible_range))
+
+    l0 = tuple([await handle(v) for v in manifest.l0])
+    runs = []
+    for sr in manifest.compacted:
+        handles = tuple([await handle(v) for v in sr.ssts])
+        runs.append(SortedRunView(sr.id, handles, tuple(h.first_key for h in handles)))
+    return LsmView(manifest_id, l0, tuple(runs))

@@ -1,0 +1,151 @@
+"""``manifest/<id:020>.manifest``: read the latest, write the next with create-if-absent CAS.
+
+The protocol (spec/protocols/sequenced-metadata.md, RFC 001 "Manifest Updates", RFC 004):
+
+1. list ``manifest/`` and read the file with the highest id ``N``;
+2. apply the change in memory;
+3. create ``N+1`` with create-if-absent; "already exists" means another process won: go to 1;
+4. read ``gc/manifest.boundary`` (missing = 0); if ``N+1 <= B`` the create landed behind the
+   GC boundary and did **not** commit (a stalled writer's stale update): go to 1.
+
+Only after step 4 is the update reported committed (BOUNDARY-3, SEQMETA-1).
+"""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+import attrs
+
+from slatedb.errors import CorruptionError, ObjectNotFoundError, ObjectVersionBehindBoundaryError
+from slatedb.format.manifest import decode_manifest_v2, encode_manifest
+from slatedb.format.types import ManifestV2
+from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.retry import create_if_absent, retry_transient
+from slatedb.runtime import Runtime
+
+MANIFEST_DIR = "manifest/"
+MANIFEST_SUFFIX = ".manifest"
+MANIFEST_BOUNDARY_KEY = "gc/manifest.boundary"
+
+
+def manifest_key(manifest_id: int) -> str:
+    assert 0 <= manifest_id < 2**64, manifest_id
+    return f"{MANIFEST_DIR}{manifest_id:020d}{MANIFEST_SUFFIX}"
+
+
+def parse_id(key: str, directory: str, suffix: str) -> int | None:
+    """The id of ``<directory><id:020><suffix>``; None for any other name (temp files...)."""
+    if not (key.startswith(directory) and key.endswith(suffix)):
+        return None
+    digits = key[len(directory) : len(key) - len(suffix)]
+    if len(digits) != 20 or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+@attrs.frozen
+class StoredManifest:
+    """A manifest together with the id it was read from or committed as."""
+
+    id: int
+    manifest: ManifestV2
+
+
+class ManifestConflict(Exception):
+    """Internal: the create of the next id lost the race (or landed behind the boundary)."""
+
+
+async def read_boundary(store: ObjectStore, runtime: Runtime, key: str) -> int:
+    """The GC boundary ``B`` stored at ``key`` (0 when the file does not exist)."""
+    try:
+        got = await retry_transient(runtime, lambda: store.get(key), what=f"get {key}")
+    except ObjectNotFoundError:
+        return 0
+    text = bytes(got.data).decode("ascii", errors="replace").strip()
+    if not text.isdigit():
+        raise CorruptionError(key, 0, f"boundary file does not hold a decimal u64: {text[:40]!r}")
+    return int(text)
+
+
+class ManifestStore:
+    """The manifest namespace of one database root, seen by one process (``runtime``)."""
+
+    def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
+        self.store = store
+        self.runtime = runtime
+
+    async def list_ids(self) -> list[int]:
+        metas = await retry_transient(self.runtime, lambda: self.store.list(MANIFEST_DIR), what="list manifest/")
+        ids = [parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX) for m in metas]
+        return sorted(i for i in ids if i is not None)
+
+    async def read(self, manifest_id: int) -> StoredManifest:
+        key = manifest_key(manifest_id)
+        got = await retry_transient(self.runtime, lambda: self.store.get(key), what=f"get {key}")
+        return StoredManifest(manifest_id, decode_manifest_v2(bytes(got.data), key))
+
+    async def read_latest(self) -> StoredManifest | None:
+        """The manifest with the highest id, or None for a database that has none yet.
+
+        A file listed but gone when read was deleted by GC after a newer one appeared: list again.
+        """
+        while True:
+            ids = await self.list_ids()
+            if not ids:
+                return None
+            try:
+                return await self.read(ids[-1])
+            except ObjectNotFoundError:
+                continue
+
+    async def try_write(self, manifest_id: int, manifest: ManifestV2) -> StoredManifest:
+        """Create ``manifest_id`` and check the boundary; raise :class:`ManifestConflict` when
+        the id was taken, :class:`ObjectVersionBehindBoundaryError` when behind the boundary."""
+        key = manifest_key(manifest_id)
+        data = encode_manifest(manifest)
+        if not await create_if_absent(self.store, self.runtime, key, data):
+            self.runtime.event("create", path=key, outcome="exists")
+            raise ManifestConflict(key)
+        self.runtime.event("create", path=key, outcome="ok")
+        boundary = await read_boundary(self.store, self.runtime, MANIFEST_BOUNDARY_KEY)
+        self.runtime.event("boundary_read", ns="manifest", boundary=boundary)
+        if manifest_id <= boundary:
+            raise ObjectVersionBehindBoundaryError("manifest", manifest_id, boundary)
+        self.runtime.event("commit", ns="manifest", id=manifest_id)
+        return StoredManifest(manifest_id, manifest)
+
+    async def create_initial(self, manifest: ManifestV2) -> StoredManifest | None:
+        """Write manifest 1 of a new database; None when another process created it first."""
+        try:
+            return await self.try_write(1, manifest)
+        except ManifestConflict:
+            return None
+
+    async def update(
+        self,
+        change: Callable[[StoredManifest], Awaitable[ManifestV2 | None] | ManifestV2 | None],
+        *,
+        current: StoredManifest | None = None,
+    ) -> StoredManifest:
+        """Apply ``change`` to the latest manifest and commit it as the next id, retrying on
+        conflict from a fresh read. ``change`` returns the new manifest, or None for "nothing
+        to write" (then the manifest it was given is returned). ``current`` is a guess of the
+        latest (saves a read when right; a wrong guess just costs a conflict).
+
+        ``change`` may raise to abort (e.g. :class:`~slatedb.errors.FencedError`).
+        """
+        while True:
+            if current is None:
+                current = await self.read_latest()
+                if current is None:
+                    raise CorruptionError(MANIFEST_DIR, None, "the database has no manifest")
+            new = change(current)
+            if hasattr(new, "__await__"):
+                new = await new  # type: ignore[misc]
+            if new is None:
+                return current
+            try:
+                return await self.try_write(current.id + 1, new)  # type: ignore[arg-type]
+            except (ManifestConflict, ObjectVersionBehindBoundaryError):
+                current = None

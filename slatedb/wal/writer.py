@@ -1,0 +1,171 @@
+"""WAL writer with epoch fencing (RFC 001 "Writer Protocol"), and WAL replay.
+
+Steps (numbers as in ``spec/protocols/wal-fencing.md``):
+
+* open (steps 2-5, :meth:`WalWriter.fence`): list ``wal/`` and take the first free id ``n``;
+  create the empty fence object there. If the id is taken, re-read the manifest: a newer
+  ``writer_epoch`` means we are fenced (halt); otherwise an older writer took the slot, so try
+  ``n + 1``. Once the fence lands at ``F``, re-read the manifest **once more** and halt if a
+  newer writer exists: without that re-check a writer can "successfully" fence above a newer
+  writer's fence and acknowledge writes the newer writer never replays (the model's
+  ``UNSAFE_NO_EPOCH_RECHECK`` counterexample to DUR-1).
+* write (step 7, :meth:`WalWriter.write`): create the next id; on success the rows are
+  durable. "Exists" means either a newer writer's fence (re-read the manifest: halt) or an
+  older writer's fence that raced ours (skip the id).
+
+The same-epoch case of the RFC ("another writer with the same epoch": panic) cannot arise from
+a lost reply, because :func:`~slatedb.objstore.retry.create_if_absent` recognises our own
+earlier success by content. A fence is 0 bytes, so for fences "the object is ours" and "an
+older writer's fence" look alike; both are safe to take as ours, since any writer below us
+halts on its next manifest read and any writer above us is caught by the re-check.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from slatedb.errors import CorruptionError, FencedError, ObjectNotFoundError
+from slatedb.format.sst import SstOptions
+from slatedb.format.wal_sst import FENCE_BYTES, decode_wal_sst, encode_wal_sst
+from slatedb.manifest.store import ManifestStore, parse_id
+from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.retry import create_if_absent, retry_transient
+from slatedb.row import Row
+from slatedb.runtime import Runtime
+
+WAL_DIR = "wal/"
+WAL_SUFFIX = ".sst"
+
+
+def wal_key(wal_id: int) -> str:
+    assert 0 <= wal_id < 2**64, wal_id
+    return f"{WAL_DIR}{wal_id:020d}{WAL_SUFFIX}"
+
+
+async def list_wal_ids(store: ObjectStore, runtime: Runtime) -> list[int]:
+    metas = await retry_transient(runtime, lambda: store.list(WAL_DIR), what="list wal/")
+    ids = [parse_id(m.key, WAL_DIR, WAL_SUFFIX) for m in metas]
+    return sorted(i for i in ids if i is not None)
+
+
+class WalWriter:
+    """Writes WAL objects for the writer of epoch ``epoch``. Build it with :meth:`fence`."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        runtime: Runtime,
+        manifests: ManifestStore,
+        epoch: int,
+        fence_id: int,
+        sst_options: SstOptions,
+    ) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.manifests = manifests
+        self.epoch = epoch
+        #: The id of our fence object (``F``): WAL ids below it are replayed at open.
+        self.fence_id = fence_id
+        #: The highest WAL id this writer holds (its fence, then its last data object).
+        self.last_id = fence_id
+        self.sst_options = sst_options
+        self.halted = False
+
+    # -- fencing ----------------------------------------------------------------------------
+
+    @classmethod
+    async def fence(
+        cls,
+        store: ObjectStore,
+        runtime: Runtime,
+        manifests: ManifestStore,
+        epoch: int,
+        floor_id: int,
+        sst_options: SstOptions,
+    ) -> "WalWriter":
+        """Steps 2-5: write our fence at the first free id above ``floor_id`` (the manifest's
+        ``max(replay_after_wal_id, wal_id_last_seen)``: objects at or below it may be GC'd)."""
+        ids = await list_wal_ids(store, runtime)
+        n = max([floor_id, *ids]) + 1
+        while True:
+            key = wal_key(n)
+            if await create_if_absent(store, runtime, key, FENCE_BYTES):
+                runtime.event("create", path=key, outcome="ok", epoch=epoch, fence=True)
+                break
+            runtime.event("create", path=key, outcome="exists", epoch=epoch, fence=True)
+            await cls._halt_if_newer(manifests, runtime, epoch)
+            n += 1
+        # Step 5: a newer writer may have fenced below us before we listed (see module doc).
+        await cls._halt_if_newer(manifests, runtime, epoch)
+        runtime.event("fence_written", epoch=epoch, id=n)
+        return cls(store, runtime, manifests, epoch, n, sst_options)
+
+    @staticmethod
+    async def _halt_if_newer(manifests: ManifestStore, runtime: Runtime, epoch: int) -> None:
+        latest = await manifests.read_latest()
+        assert latest is not None, "the manifest cannot disappear once written"
+        current = latest.manifest.writer_epoch
+        assert current >= epoch, f"manifest writer_epoch {current} went below our epoch {epoch} (FENCE-4)"
+        if current > epoch:
+            runtime.event("halt", epoch=epoch, newer=current)
+            raise FencedError(f"writer epoch {epoch} was fenced by a writer with epoch {current}")
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def write(self, rows: Sequence[Row]) -> int:
+        """Step 7: write ``rows`` (non-empty, in seq order) as the next WAL object; return its id.
+
+        When this returns, the rows are durable and below every later writer's fence (DUR-1).
+        Raises :class:`FencedError` (and stays halted) when a newer writer took over.
+        """
+        assert rows, "empty WAL write"
+        if self.halted:
+            raise FencedError(f"writer epoch {self.epoch} is fenced")
+        data = encode_wal_sst(rows, self.sst_options).data
+        n = self.last_id + 1
+        while True:
+            key = wal_key(n)
+            if await create_if_absent(self.store, self.runtime, key, data):
+                self.runtime.event("create", path=key, outcome="ok", epoch=self.epoch, fence=False)
+                self.last_id = n
+                return n
+            self.runtime.event("create", path=key, outcome="exists", epoch=self.epoch, fence=False)
+            try:
+                await self._halt_if_newer(self.manifests, self.runtime, self.epoch)
+            except FencedError:
+                self.halted = True
+                raise
+            # An older writer's fence raced ours into this slot (FENCE-2 keeps it empty).
+            n += 1
+
+    async def check_epoch(self) -> None:
+        """Halt (raise :class:`FencedError`) if the manifest names a newer writer."""
+        try:
+            await self._halt_if_newer(self.manifests, self.runtime, self.epoch)
+        except FencedError:
+            self.halted = True
+            raise
+
+
+async def replay_wal(
+    store: ObjectStore, runtime: Runtime, after_id: int, before_id: int
+) -> tuple[list[Row], int]:
+    """Rows of WAL objects with ``after_id < id < before_id``, in id order (fences are empty).
+
+    Returns the rows and the number of objects read. A missing id inside the range is
+    corruption: WAL ids are contiguous (FENCE-1) and GC keeps everything above
+    ``replay_after_wal_id``.
+    """
+    rows: list[Row] = []
+    count = 0
+    for wal_id in range(after_id + 1, before_id):
+        key = wal_key(wal_id)
+        try:
+            got = await retry_transient(runtime, lambda: store.get(key), what=f"get {key}")
+        except ObjectNotFoundError:
+            raise CorruptionError(key, None, f"WAL object missing from the replay range ({after_id}, {before_id})") from None
+        wal = decode_wal_sst(bytes(got.data), key)
+        rows.extend(wal.rows)
+        count += 1
+        runtime.event("replay", path=key, rows=len(wal.rows), fence=wal.is_fence)
+    return rows, count
