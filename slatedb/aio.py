@@ -116,8 +116,7 @@ class _ReadMixin:
         raise NotImplementedError
 
     async def get(self, key: bytes) -> bytes | None:
-        if type(key) is not bytes or not key:
-            key = validate_key(key)
+        key = validate_key(key)
         rs, max_seq = self._state()
         value = self._core.get_fast(key, rs, max_seq)
         if value is NEED_IO:

@@ -148,6 +148,7 @@ class DbCore:
         self._memtable = Memtable()
         self._imms: list[ImmEntry] = []  # newest first
         self._wal_rows: list[Row] = []
+        self._wal_cuts: list[tuple[list[Row], ImmEntry | None]] = []  # buffers cut with a memtable
         self._wal_bytes = 0
         self._unflushed_bytes = 0
         self._last_seq = 0
@@ -300,10 +301,8 @@ class DbCore:
     # ------------------------------------------------------------------------------------------
 
     def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> int:
-        if type(key) is not bytes or not key:
-            key = validate_key(key)
-        if type(value) is not bytes:
-            value = validate_value(value)
+        key = validate_key(key)
+        value = validate_value(value)
         now = self.runtime.now_ms()
         if ttl_s is None and self._default_ttl_ms is None:
             expire = None
@@ -391,8 +390,13 @@ class DbCore:
             raise MustWait()
 
     def _on_threshold(self) -> None:
-        """A size threshold was crossed (``_lock`` held): kick the flusher, maybe block."""
-        if self._wal_bytes >= self._l0_size or self._memtable.size_bytes >= self._l0_size:
+        """A size threshold was crossed (``_lock`` held): cut a full memtable, kick the
+        flusher, maybe block."""
+        if self._memtable.size_bytes >= self._l0_size:
+            self._cut_memtable()
+            self._kicked = False
+            self._kick_flush()
+        elif self._wal_bytes >= self._l0_size:
             self._kick_flush()
         self._recompute_thresholds()
 
@@ -404,9 +408,9 @@ class DbCore:
         self._gate = self._blocked or self._closing or self._error is not None
         u = self._unflushed_bytes
         deltas = [self._max_unflushed - u + 1]
+        deltas.append(self._l0_size - self._memtable.size_bytes)
         if not self._kicked:
             deltas.append(self._l0_size - self._wal_bytes)
-            deltas.append(self._l0_size - self._memtable.size_bytes)
         self._next_check_bytes = u + max(1, min(deltas))
 
     def wait_for_room_sync(self) -> None:
@@ -477,44 +481,58 @@ class DbCore:
     # ------------------------------------------------------------------------------------------
 
     async def flush_wal(self, *, freeze: bool = False) -> None:
-        """Write the WAL buffer as one WAL SST (group commit); with ``freeze`` (or when the live
-        memtable is full) also cut the memtable for its L0 flush."""
+        """Write the WAL buffer as WAL SSTs (group commit: one per memtable cut, usually one);
+        with ``freeze`` also cut the live memtable for its L0 flush."""
         async with self._flush_lock:
             if self._error is not None:
                 raise self._error
-            entry = None
             with self._lock:
-                rows = self._wal_rows
+                if freeze and not self._memtable.is_empty:
+                    self._cut_memtable()
+                cuts = self._wal_cuts
+                self._wal_cuts = []
+                if self._wal_rows:
+                    cuts.append((self._wal_rows, None))
                 self._wal_rows = []
                 self._wal_bytes = 0
                 self._kicked = False
-                mem = self._memtable
-                if (freeze or mem.size_bytes >= self._l0_size) and not mem.is_empty:
-                    mem.freeze()
-                    entry = ImmEntry(mem)
-                    self._imms.insert(0, entry)
-                    self._memtable = Memtable()
-                    self._read_state = ReadState((self._memtable, *[e.mem for e in self._imms]), self._read_state.view)
                 self._recompute_thresholds()
             assert self._wal is not None
-            if rows:
-                with trio.CancelScope(shield=True):
-                    try:
-                        wal_id = await self._wal.write(rows)
-                    except FencedError as e:
-                        self._fail(e)
-                        raise
-                    self.stats["wal_ssts"] += 1
-                    with self._lock:
-                        if self._error is None:  # FENCE-3: nothing is acknowledged after a halt
-                            self._durable_seq = rows[-1].seq
-                            self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
-                            self._durable_cv.notify_all()
-                    self._durable_event.set()
-                    self._durable_event = trio.Event()
-            if entry is not None:
-                entry.last_wal_id = self._wal.last_id
-                self._l0_wakeup.set()
+            for rows, entry in cuts:
+                if rows:
+                    await self._write_wal(rows)
+                if entry is not None:
+                    entry.last_wal_id = self._wal.last_id
+                    self._l0_wakeup.set()
+
+    def _cut_memtable(self) -> None:
+        """Freeze the live memtable together with the WAL buffer (``_lock`` held): the frozen
+        memtable's rows are exactly those of the WAL objects up to this cut."""
+        mem = self._memtable
+        mem.freeze()
+        entry = ImmEntry(mem)
+        self._imms.insert(0, entry)
+        self._wal_cuts.append((self._wal_rows, entry))
+        self._wal_rows = []
+        self._memtable = Memtable()
+        self._read_state = ReadState((self._memtable, *[e.mem for e in self._imms]), self._read_state.view)
+
+    async def _write_wal(self, rows: list[Row]) -> None:
+        assert self._wal is not None
+        with trio.CancelScope(shield=True):
+            try:
+                wal_id = await self._wal.write(rows)
+            except FencedError as e:
+                self._fail(e)
+                raise
+            self.stats["wal_ssts"] += 1
+            with self._lock:
+                if self._error is None:  # FENCE-3: nothing is acknowledged after a halt
+                    self._durable_seq = rows[-1].seq
+                    self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
+                    self._durable_cv.notify_all()
+            self._durable_event.set()
+            self._durable_event = trio.Event()
 
     async def flush_memtable(self) -> None:
         """Freeze the live memtable at a WAL cut and wait until every frozen memtable is in L0

@@ -144,8 +144,7 @@ class _ReadMixin:
 
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key``, or None if absent, deleted or expired."""
-        if type(key) is not bytes or not key:
-            key = validate_key(key)
+        key = validate_key(key)
         rs, max_seq = self._state()
         value = self._core.get_fast(key, rs, max_seq)
         if value is NEED_IO:
@@ -300,6 +299,18 @@ class Db(_ReadMixin):
         finally:
             self._stop()
             self._thread.join()
+
+    def abort(self) -> None:
+        """Stop at once without flushing anything: what a crash looks like to the store
+        (for tests and fault drills). Unflushed writes are lost; durable ones are not."""
+        if not self._thread.is_alive():
+            return
+        try:
+            trio.from_thread.run_sync(self._core.abort, trio_token=self._portal.token)
+        except trio.RunFinishedError:
+            pass
+        self._stop()
+        self._thread.join()
 
     def __enter__(self) -> "Db":
         return self
