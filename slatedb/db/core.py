@@ -31,6 +31,7 @@ import attrs
 import trio
 from ulid import ULID
 
+import slatedb.batch as _batch
 from slatedb.batch import (
     OpKind,
     WriteBatch,
@@ -167,6 +168,7 @@ class DbCore:
         self._wal: WalWriter | None = None
         self.epoch = 0
         self._default_ttl_ms = settings.default_ttl_millis
+        self._now_ms = runtime.now_ms
         self._l0_size = settings.l0_sst_size_bytes
         self._max_unflushed = settings.max_unflushed_bytes
         self._l0_max_ssts = settings.l0_max_ssts
@@ -301,9 +303,12 @@ class DbCore:
     # ------------------------------------------------------------------------------------------
 
     def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> int:
-        key = validate_key(key)
-        value = validate_value(value)
-        now = self.runtime.now_ms()
+        # The checks of validate_key/validate_value, inlined for the common case (hot path).
+        if type(key) is not bytes or not key or len(key) > _batch.MAX_KEY_SIZE_BYTES:
+            key = validate_key(key)
+        if type(value) is not bytes or len(value) > _batch.MAX_VALUE_SIZE_BYTES:
+            value = validate_value(value)
+        now = self._now_ms()
         if ttl_s is None and self._default_ttl_ms is None:
             expire = None
         else:

@@ -26,7 +26,7 @@ from typing import Sequence
 
 from slatedb.errors import CorruptionError, FencedError, ObjectNotFoundError
 from slatedb.format.sst import SstOptions
-from slatedb.format.wal_sst import FENCE_BYTES, decode_wal_sst, encode_wal_sst
+from slatedb.format.wal_sst import FENCE_BYTES, decode_wal_sst, encode_wal_sst_fast
 from slatedb.manifest.store import ManifestStore, parse_id
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
@@ -121,7 +121,7 @@ class WalWriter:
         assert rows, "empty WAL write"
         if self.halted:
             raise FencedError(f"writer epoch {self.epoch} is fenced")
-        data = encode_wal_sst(rows, self.sst_options).data
+        data = encode_wal_sst_fast(rows, self.sst_options).data
         n = self.last_id + 1
         while True:
             key = wal_key(n)

@@ -481,10 +481,11 @@ def test_writes_wait_while_l0_is_full_and_resume_when_the_compactor_catches_up()
         t = threading.Thread(target=writer, daemon=True)
         t.start()
         deadline = time.monotonic() + 10
-        while not db._core._blocked and time.monotonic() < deadline:
+        core = db._core
+        while not (core._blocked and len(core.read_state.view.l0) == 2) and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert db._core._blocked and not done.is_set()
-        assert len(db._core.read_state.view.l0) == 2
+        assert core._blocked and not done.is_set()
+        assert len(core.read_state.view.l0) == 2  # the L0 flusher stopped at l0_max_ssts
         time.sleep(0.2)
         assert not done.is_set()  # still waiting: nobody compacts
         rounds = 0
