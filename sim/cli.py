@@ -1,8 +1,10 @@
 """The simulator's command line: ``sim run --seed S`` and ``sim dst`` (a campaign over seeds).
 
-Until the database protocols are simulated, the scenario is the object-store workload of
+Two scenarios (``--workload``): ``store``, the object-store workload of
 :mod:`sim.store_workload` (concurrent CAS, sequence claims and private keys under swarm faults,
-checked by its oracle). A failing seed prints the one command that replays it.
+checked by its oracle), and ``db``, writers fencing each other on one database
+(:mod:`sim.db_workload`, checked by the invariants of ``spec/protocols/``). A failing seed prints
+the one command that replays it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 
 from slatedb.runtime.production import ProductionRuntime
 
+from .db_workload import run_db_workload
 from .store_workload import StoreRunResult, run_store_workload
 
 #: Wall time is only reported (time compression), never fed into a run: read it through the
@@ -22,11 +25,19 @@ from .store_workload import StoreRunResult, run_store_workload
 _WALL = ProductionRuntime("sim-cli")
 
 
-def _run_seed(args: tuple[int, int, int, str]) -> tuple[StoreRunResult, float]:
-    seed, n_ops, n_clients, faults = args
+def _run_seed(args: tuple[int, int, int, str, str]) -> tuple[StoreRunResult, float]:
+    seed, n_ops, n_clients, faults, workload = args
     start = _WALL.monotonic_s()
-    result = run_store_workload(seed, n_ops=n_ops, n_clients=n_clients, faults=faults)
-    return result, _WALL.monotonic_s() - start
+    if workload == "db":
+        result = run_db_workload(seed, faults="none" if faults == "none" else "swarm")
+    else:
+        result = run_store_workload(seed, n_ops=n_ops, n_clients=n_clients, faults=faults)
+    return result, _WALL.monotonic_s() - start  # type: ignore[return-value]
+
+
+def _replay(ns: argparse.Namespace, seed: int) -> str:
+    return (f"./just sim run --seed {seed} --workload {ns.workload} --ops {ns.ops} --clients {ns.clients} "
+            f"--faults {ns.faults}")
 
 
 def _parse_seeds(text: str) -> range:
@@ -37,13 +48,15 @@ def _parse_seeds(text: str) -> range:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    result, wall_s = _run_seed((ns.seed, ns.ops, ns.clients, ns.faults))
+    result, wall_s = _run_seed((ns.seed, ns.ops, ns.clients, ns.faults, ns.workload))
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
         print(f"  violation: {v}")
     if not result.ok:
-        print(f"replay: ./just sim run --seed {ns.seed} --ops {ns.ops} --clients {ns.clients} --faults {ns.faults}")
+        if getattr(result, "last_events", ""):
+            print("last events:\n" + result.last_events)  # type: ignore[attr-defined]
+        print(f"replay: {_replay(ns, ns.seed)}")
     return 0 if result.ok else 1
 
 
@@ -56,7 +69,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     virtual_s = 0.0
     faults: dict[str, int] = {}
     done = 0
-    work = [(seed, ns.ops, ns.clients, ns.faults) for seed in seeds]
+    work = [(seed, ns.ops, ns.clients, ns.faults, ns.workload) for seed in seeds]
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
         for result, wall_s in pool.map(_run_seed, work):
             done += 1
@@ -75,7 +88,8 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     wall = _WALL.monotonic_s() - start
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    print("scenario        store-workload (object-store CAS, claims, private keys)")
+    print("scenario        " + ("db-workload (three writers fencing each other; FENCE-*, DUR-1, BOUNDARY-3)"
+                                 if ns.workload == "db" else "store-workload (object-store CAS, claims, private keys)"))
     print(f"runs            {len(work)}")
     print(f"failures        {len(failures)}")
     print(f"faults injected {sum(faults.values())} {faults}")
@@ -84,7 +98,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     print(f"compression     {virtual_s / max(wall * jobs, 1e-9):.0f}x per core")
     for f in failures:
         print(f"FAIL seed {f.seed}: {f.violations[0]}")
-        print(f"  replay: ./just sim run --seed {f.seed} --ops {ns.ops} --clients {ns.clients} --faults {ns.faults}")
+        print(f"  replay: {_replay(ns, f.seed)}")
     if out:
         out.close()
     return 1 if failures else 0
@@ -98,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--ops", type=int, default=2000, help="operations per run (default 2000)")
         p.add_argument("--clients", type=int, default=6, help="concurrent clients (default 6)")
         p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm")
+        p.add_argument("--workload", choices=["store", "db"], default="store",
+                       help="store: object-store CAS workload; db: writers fencing each other")
 
     p_run = sub.add_parser("run", help="run one seed and print its verdict and trace digest")
     p_run.add_argument("--seed", type=int, required=True)

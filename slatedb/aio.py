@@ -200,8 +200,18 @@ class Db(_ReadMixin):
         st = store if store is not None else resolve_store(url, options=store_options, clock_ms=runtime.now_ms)
         try:
             core = await DbCore.open(st, settings, runtime)
-            async with core.background():
-                yield cls(core)
+            try:
+                async with core.background():
+                    yield cls(core)
+            except BaseExceptionGroup as group:
+                # The background tasks never raise (a failure stops the database instead), so
+                # a group here wraps the block's own exception: give it back as it was raised.
+                error: BaseException = group
+                while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                    error = error.exceptions[0]
+                if error is group:
+                    raise
+                raise error from None
         finally:
             if own_store:
                 await st.aclose()

@@ -23,9 +23,8 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, NamedTuple
 
-import attrs
 
 from slatedb.errors import InvalidArgumentError
 from slatedb.row import RowKind
@@ -112,15 +111,18 @@ class OpKind(enum.IntEnum):
     MERGE = RowKind.MERGE_OPERAND
 
 
-@attrs.frozen(slots=True)
-class BatchOp:
+class BatchOp(NamedTuple):
     """One operation of a batch. ``value`` is ``b""`` for a delete; ``ttl_s`` as in the module
-    docstring (always ``None`` for a delete)."""
+    docstring (always ``None`` for a delete). A ``NamedTuple`` for the same reason as
+    :class:`~slatedb.row.Row`: batches are built one op per call on the write path."""
 
     kind: OpKind
     key: bytes
     value: bytes = b""
     ttl_s: float | None = None
+
+
+_PUT = OpKind.PUT
 
 
 class WriteBatch:
@@ -136,11 +138,14 @@ class WriteBatch:
         self._size_bytes = 0
 
     def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> None:
-        key = validate_key(key)
-        value = validate_value(value)
+        # validate_key / validate_value inlined for the common case (one call per batched put).
+        if type(key) is not bytes or not key or len(key) > MAX_KEY_SIZE_BYTES:
+            key = validate_key(key)
+        if type(value) is not bytes or len(value) > MAX_VALUE_SIZE_BYTES:
+            value = validate_value(value)
         if ttl_s is not None:
             ttl_s = validate_ttl_s(ttl_s)
-        self._ops.append(BatchOp(OpKind.PUT, key, value, ttl_s))
+        self._ops.append(BatchOp(_PUT, key, value, ttl_s))
         self._size_bytes += len(key) + len(value)
 
     def delete(self, key: bytes) -> None:

@@ -8,8 +8,11 @@ Layout, chosen for a cheap ``put`` (the hot path):
 * ``_versions``: a plain ``dict`` from key bytes to a ``list`` of that key's rows in **ascending
   seq order** (oldest first), so the usual put (a seq higher than every earlier one) is a
   ``list.append``. Readers walk the list from its end to see versions newest first.
-* ``_keys``: a :class:`sortedcontainers.SortedList` of the distinct keys, touched only when a
-  put brings a key the table has not seen (O(log n)).
+* ``_keys``: a :class:`sortedcontainers.SortedList` of the distinct keys. A put that brings a
+  new key only appends it to ``_pending`` (O(1)); the pending keys are merged into ``_keys`` in
+  one ``update`` when something needs order (an iterator is created, the table is frozen, the
+  first or last key is asked for). An iterator only ever needs the keys that existed when it
+  was created: keys added later carry seqs above its bound.
 
 Iteration while the same thread keeps writing (a ``put`` between two iterator steps) is safe.
 An iterator works on a *snapshot bound* ``max_seq`` fixed when it is created (by default the
@@ -19,7 +22,9 @@ put after the iterator was created are above its bound and stay invisible to it.
 later *with a seq at or below the bound* -- which the engine never does -- is seen only when
 its key lies ahead of the iterator's position.)
 
-Not thread-safe: the engine runs single-threaded (one Trio task owns the memtable at a time).
+Threading: writes and iterator creation must hold the owner's lock (the Db's write lock); ``get``
+is safe concurrently with a writer (it only reads ``_versions``, whose dict and list operations
+are atomic).
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ class FrozenMemtableError(SlateDBError, AssertionError):
 class Memtable:
     """A sorted multi-version table of rows, keyed by key bytes (see the module docstring)."""
 
-    __slots__ = ("_versions", "_keys", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq", "_last_seq", "_frozen")
+    __slots__ = ("_versions", "_keys", "_pending", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq",
+                 "_last_seq", "_frozen")
 
     def __init__(self) -> None:
         self._versions: dict[bytes, list[Row]] = {}
         self._keys: SortedList = SortedList()
+        self._pending: list[bytes] = []  # new keys not yet in _keys
         # Bumped whenever ``_keys`` changes shape, so that live iterators re-seek.
         self._key_epoch = 0
         self._num_rows = 0
@@ -75,8 +82,7 @@ class Memtable:
         versions = self._versions.get(key)
         if versions is None:
             self._versions[key] = [row]
-            self._keys.add(key)
-            self._key_epoch += 1
+            self._pending.append(key)
         elif seq > versions[-1].seq:
             versions.append(row)
         else:
@@ -111,9 +117,18 @@ class Memtable:
         if seq > self._last_seq:  # type: ignore[operator]
             self._last_seq = seq
 
+    def _sync_keys(self) -> None:
+        """Merge the pending new keys into the sorted key list."""
+        if self._pending:
+            pending = self._pending
+            self._pending = []
+            self._keys.update(pending)
+            self._key_epoch += 1  # live iterators re-seek
+
     def freeze(self) -> None:
         """Make the table immutable (the immutable-memtable stage); later puts raise
         :class:`FrozenMemtableError`. Idempotent."""
+        self._sync_keys()
         self._frozen = True
 
     @property
@@ -167,6 +182,7 @@ class Memtable:
         """
         if max_seq is None:
             max_seq = self._last_seq if self._last_seq is not None else -1
+        self._sync_keys()
         return self._iter(start, end, start_inclusive, end_inclusive, reverse, max_seq)
 
     def _iter(
@@ -219,7 +235,7 @@ class Memtable:
 
     @property
     def num_keys(self) -> int:
-        return len(self._keys)
+        return len(self._versions)
 
     @property
     def is_empty(self) -> bool:
@@ -242,15 +258,17 @@ class Memtable:
 
     @property
     def first_key(self) -> bytes | None:
+        self._sync_keys()
         return self._keys[0] if self._keys else None
 
     @property
     def last_key(self) -> bytes | None:
+        self._sync_keys()
         return self._keys[-1] if self._keys else None
 
     def __repr__(self) -> str:
         state = "frozen" if self._frozen else "live"
         return (
-            f"Memtable({state}, rows={self._num_rows}, keys={len(self._keys)}, "
+            f"Memtable({state}, rows={self._num_rows}, keys={len(self._versions)}, "
             f"size_bytes={self._size_bytes}, seq={self._first_seq}..{self._last_seq})"
         )

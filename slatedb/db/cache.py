@@ -17,13 +17,18 @@ from slatedb.format.block import Block
 ENTRY_OVERHEAD_BYTES = 128
 
 
+def _weight(value: Block | bytes) -> int:
+    return (len(value) if type(value) is bytes else value.size_bytes) + ENTRY_OVERHEAD_BYTES
+
+
 class BlockCache:
-    """LRU over decoded :class:`Block` objects holding at most ``capacity_bytes`` (estimated)."""
+    """LRU over decoded :class:`Block` objects (and framed bytes read ahead, not yet decoded)
+    holding at most ``capacity_bytes`` (estimated)."""
 
     def __init__(self, capacity_bytes: int) -> None:
         assert capacity_bytes > 0, capacity_bytes
         self.capacity_bytes = capacity_bytes
-        self._entries: OrderedDict[Any, Block] = OrderedDict()
+        self._entries: OrderedDict[Any, Block | bytes] = OrderedDict()
         self._size_bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -39,19 +44,19 @@ class BlockCache:
             self.hits += 1
             return block
 
-    def __setitem__(self, key: Any, block: Block) -> None:
-        weight = block.size_bytes + ENTRY_OVERHEAD_BYTES
+    def __setitem__(self, key: Any, block: Block | bytes) -> None:
+        weight = _weight(block)
         if weight > self.capacity_bytes:
             return  # never cache what would evict everything else
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._size_bytes -= old.size_bytes + ENTRY_OVERHEAD_BYTES
+                self._size_bytes -= _weight(old)
             self._entries[key] = block
             self._size_bytes += weight
             while self._size_bytes > self.capacity_bytes:
                 _, evicted = self._entries.popitem(last=False)
-                self._size_bytes -= evicted.size_bytes + ENTRY_OVERHEAD_BYTES
+                self._size_bytes -= _weight(evicted)
             assert self._size_bytes >= 0
 
     def __contains__(self, key: Any) -> bool:

@@ -353,30 +353,32 @@ class DbCore:
         ops = batch._ops  # validated when added
         if not ops:
             raise InvalidArgumentError("write() of an empty WriteBatch")
-        now = self.runtime.now_ms()
-        default_ttl = self._default_ttl_ms
-        rows_spec = []
         for op in ops:
-            if op.kind is OpKind.PUT:
-                expire = None if (op.ttl_s is None and default_ttl is None) else expire_ts_ms(now, op.ttl_s, default_ttl)
-                rows_spec.append((op.key, _VALUE, op.value, expire))
-            elif op.kind is OpKind.DELETE:
-                rows_spec.append((op.key, _TOMBSTONE, b"", None))
-            else:
+            if op.kind is OpKind.MERGE:
                 raise InvalidArgumentError("merge operands need a merge operator, which this database does not have")
+        now = self._now_ms()
+        default_ttl = self._default_ttl_ms
+        put_kind = OpKind.PUT
         with self._lock:
             if self._gate:
                 self._check_gate()
             seq = self._last_seq
-            mem = self._memtable
-            wal = self._wal_rows
+            mem_put = self._memtable.put
+            wal_append = self._wal_rows.append
             size = 0
-            for key, kind, value, expire in rows_spec:
+            for kind, key, value, ttl_s in ops:
                 seq += 1
-                row = Row(key, seq, kind, value, expire, now)
-                mem.put(row)
-                wal.append(row)
-                size += len(key) + len(value) + ROW_OVERHEAD_BYTES
+                if kind is put_kind:
+                    if ttl_s is None and default_ttl is None:
+                        row = Row(key, seq, _VALUE, value, None, now)
+                    else:
+                        row = Row(key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now)
+                else:
+                    row = Row(key, seq, _TOMBSTONE, b"", None, now)
+                mem_put(row)
+                wal_append(row)
+                size += len(key) + len(value)
+            size += ROW_OVERHEAD_BYTES * len(ops)
             self._last_seq = seq
             self._wal_bytes += size
             self._unflushed_bytes += size
@@ -468,6 +470,8 @@ class DbCore:
 
     def _fail(self, error: SlateDBError) -> None:
         """Stop for good: every later write raises ``error``, every durability wait fails."""
+        if self._wal is not None and isinstance(error, FencedError):
+            self._wal.halted = True
         with self._lock:
             if self._error is None:
                 self._error = error
@@ -710,12 +714,13 @@ class DbCore:
         from slatedb.merge import visible
 
         now = self.runtime.now_ms()
-        mem_iters = [
-            m.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive, end_inclusive=bounds.hi_inclusive,
-                         reverse=reverse, max_seq=max_seq)
-            for m in rs.mems
-            if not m.is_empty
-        ]
+        with self._lock:  # iterator creation orders the live memtable's new keys (a mutation)
+            mem_iters = [
+                m.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive,
+                             end_inclusive=bounds.hi_inclusive, reverse=reverse, max_seq=max_seq)
+                for m in rs.mems
+                if not m.is_empty
+            ]
         view = rs.view
         if not view.l0 and not view.runs and len(mem_iters) <= 1:
             it = mem_iters[0] if mem_iters else iter(())
@@ -772,6 +777,8 @@ class DbCore:
         try:
             if self._error is None:
                 await self.flush_memtable()
+        except FencedError:
+            pass  # fenced while closing: the newer writer owns the data; nothing more was acked
         finally:
             if self._tasks_scope is not None:
                 self._tasks_scope.cancel()
@@ -828,9 +835,17 @@ class _Background:
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         core = self.core
-        if not core._closed:
-            if exc[0] is None:
-                await core.aclose()
-            else:
-                core.abort()
-        return await self._cm.__aexit__(*exc)
+        close_error: BaseException | None = None
+        try:
+            if not core._closed:
+                if exc[0] is None:
+                    await core.aclose()
+                else:
+                    core.abort()
+        except BaseException as e:  # the nursery below must be exited whatever happens
+            close_error = e
+            core.abort()
+        result = await self._cm.__aexit__(*exc)
+        if close_error is not None:
+            raise close_error
+        return result

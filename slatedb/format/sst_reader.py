@@ -42,6 +42,8 @@ from slatedb.row import Row
 #: Size of the speculative read of an SST's tail when opening it. 64 KiB covers the metadata,
 #: index and filter of SSTs up to a few MiB in one request.
 DEFAULT_TAIL_READ_BYTES = 64 * 1024
+#: Point lookups that miss the cache read this much ahead (see ``_fetch_with_readahead``).
+READAHEAD_BYTES = 256 * 1024
 #: Scans fetch consecutive blocks in reads of about this size.
 DEFAULT_SCAN_READ_BYTES = 256 * 1024
 
@@ -123,8 +125,33 @@ class SstReader:
     # -- blocks ----------------------------------------------------------------------------
 
     def cached_block(self, i: int) -> Block | None:
+        """Block ``i`` from the cache, decoding it first if only its framed bytes (read ahead by
+        an earlier lookup) are there: CPU work, no I/O."""
         cache = self.block_cache
-        return None if cache is None else cache.get((self.cache_id, i))
+        if cache is None:
+            return None
+        value = cache.get((self.cache_id, i))
+        if value is None or type(value) is not bytes:
+            return value
+        return self._decode(value, i)
+
+    async def _fetch_with_readahead(self, i: int) -> bytes:
+        """Framed block ``i``, fetched together with the following blocks up to
+        :data:`READAHEAD_BYTES`; those go into the cache undecoded (point lookups on random keys
+        then need one read per ``READAHEAD_BYTES`` instead of one per block)."""
+        offsets = self.index.offsets
+        n = len(self.index)
+        j = i + 1
+        while j < n and offsets[j + 1] - offsets[i] <= READAHEAD_BYTES:
+            j += 1
+        base = offsets[i]
+        data = await read_range(self.store, self.object_name, base, offsets[j])
+        cache = self.block_cache
+        assert cache is not None
+        for k in range(i + 1, j):
+            if (self.cache_id, k) not in cache:
+                cache[(self.cache_id, k)] = data[offsets[k] - base : offsets[k + 1] - base]
+        return data[: offsets[i + 1] - base]
 
     async def _fetch_framed(self, i: int) -> bytes:
         start, end = self.index.block_range(i)
@@ -216,7 +243,10 @@ class SstReader:
                         return row
                     j += 1
             else:
-                framed = await self._fetch_framed(i)
+                if self.block_cache is not None:
+                    framed = await self._fetch_with_readahead(i)
+                else:
+                    framed = await self._fetch_framed(i)
                 if self.block_cache is not None or self.format_version != FORMAT_VERSION_V2:
                     found, row = _first_match(self._decode(framed, i).rows_from(key), key, max_seq)
                 else:

@@ -57,6 +57,10 @@ def _meta(key: str, st: os.stat_result) -> ObjectMeta:
     return ObjectMeta(key, st.st_size, st.st_mtime_ns // 1_000_000, etag)
 
 
+#: Ranged reads up to this size run on the event loop instead of a worker thread.
+INLINE_READ_MAX_BYTES = 256 * 1024
+
+
 class LocalStore(ObjectStore):
     """Objects are files under ``root``; ``a/b/c`` is ``root/a/b/c``."""
 
@@ -108,8 +112,14 @@ class LocalStore(ObjectStore):
         finally:
             os.close(fd)
 
-    async def _run(self, key: str, fn: Callable[[], T]) -> T:
+    async def _run(self, key: str, fn: Callable[[], T], *, inline: bool = False) -> T:
+        """Run blocking file I/O ``fn`` in a worker thread, or on the event loop itself when
+        ``inline`` (small ranged reads: a page-cache read takes microseconds, less than the
+        thread hand-off would; the loop yields once so that callers still checkpoint)."""
         try:
+            if inline:
+                await trio.lowlevel.checkpoint()
+                return fn()
             return await trio.to_thread.run_sync(fn)
         except OSError as e:
             if isinstance(e, (FileNotFoundError, FileExistsError)) or e.errno in (errno.ENOTDIR, errno.EISDIR):
@@ -135,7 +145,8 @@ class LocalStore(ObjectStore):
                 raise ObjectNotFoundError(key, "no such object") from None
             return GetResult(data, _meta(key, st))
 
-        return await self._run(key, read)
+        small = byte_range is not None and byte_range[1] - byte_range[0] <= INLINE_READ_MAX_BYTES
+        return await self._run(key, read, inline=small)
 
     async def head(self, key: str) -> ObjectMeta:
         path = self._path(key)

@@ -59,17 +59,24 @@ async def create_if_absent(
     data: bytes,
     *,
     max_attempts: int | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
 ) -> bool:
     """Create ``key`` holding ``data`` unless it exists. True: we created it; False: it existed.
 
     When an earlier attempt ended ambiguously and a later one finds the object present, the
-    object is read back: identical bytes mean the earlier attempt applied (True).
+    object is read back: identical bytes mean the earlier attempt applied (True). ``stop`` is
+    asked before every retry; an exception it returns is raised instead of retrying (a writer
+    that learned it was fenced sends no further create).
     """
     ambiguous = False
     attempt = 0
     pause_s = BACKOFF_MIN_S
     while True:
         attempt += 1
+        if attempt > 1 and stop is not None:
+            reason = stop()
+            if reason is not None:
+                raise reason
         try:
             await store.put(key, data, CREATE_IF_ABSENT)
             return True

@@ -124,8 +124,10 @@ class WalWriter:
         data = encode_wal_sst_fast(rows, self.sst_options).data
         n = self.last_id + 1
         while True:
+            if self.halted:  # FENCE-3: learned meanwhile (e.g. from the manifest poller)
+                raise FencedError(f"writer epoch {self.epoch} is fenced")
             key = wal_key(n)
-            if await create_if_absent(self.store, self.runtime, key, data):
+            if await create_if_absent(self.store, self.runtime, key, data, stop=self._stop_reason):
                 self.runtime.event("create", path=key, outcome="ok", epoch=self.epoch, fence=False)
                 self.last_id = n
                 return n
@@ -137,6 +139,9 @@ class WalWriter:
                 raise
             # An older writer's fence raced ours into this slot (FENCE-2 keeps it empty).
             n += 1
+
+    def _stop_reason(self) -> BaseException | None:
+        return FencedError(f"writer epoch {self.epoch} is fenced") if self.halted else None
 
     async def check_epoch(self) -> None:
         """Halt (raise :class:`FencedError`) if the manifest names a newer writer."""
