@@ -26,6 +26,9 @@ from .objstore import SimObjectStore, StoreFaults
 from .runtime import SimRuntime, derive_rng, run_deterministic
 from .trace import Trace
 
+#: A run that has not finished after this much virtual time is reported as stuck (liveness).
+VIRTUAL_LIMIT_S = 6 * 3600
+
 SETTINGS = {
     "l0_sst_size_bytes": 2048,
     "flush_interval": "20ms",
@@ -117,10 +120,13 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks) -> 
         await trio.sleep(delay_s)
         outcomes[name] = await _writer(name, seed, trace, bucket, store_faults, n, acked, written, None)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run, "w1", 0.0, 400)
-        nursery.start_soon(run, "w2", rng.uniform(0.05, 2.0), 200)
-        nursery.start_soon(run, "w3", rng.uniform(1.0, 4.0), 200)
+    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "w1", 0.0, 400)
+            nursery.start_soon(run, "w2", rng.uniform(0.05, 2.0), 200)
+            nursery.start_soon(run, "w3", rng.uniform(1.0, 4.0), 200)
+    # Liveness: with faults healed by retries, every writer finishes or learns it was fenced.
+    assert not limit.cancelled_caught, f"liveness: writers still running after {VIRTUAL_LIMIT_S} virtual s"
     # Every acknowledged-durable write must be readable by a last writer: its own value, or the
     # value of a write of the same key with a higher seq (superseded, never rolled back).
     final_rt = SimRuntime("final", seed, trace)

@@ -31,16 +31,25 @@ def test_the_trace_checks_catch_a_broken_writer(monkeypatch, mutation) -> None:
         monkeypatch.setattr(WalWriter, "_halt_if_newer", staticmethod(never_fenced))
         expected = "DUR-1"
     else:
-        real_fail = core.DbCore._fail
+        import trio
 
-        def fail_but_keep_acking(self, error) -> None:  # halts, but later flushes still ack
-            real_fail(self, error)
-            self._error = None
-            if self._wal is not None:
-                self._wal.halted = False
+        async def write_wal_acking_regardless(self, rows) -> None:
+            """_write_wal without the "halted meanwhile?" check before acknowledging."""
+            with trio.CancelScope(shield=True):
+                try:
+                    wal_id = await self._wal.write(rows)
+                except core.FencedError as e:
+                    self._fail(e)
+                    raise
+                with self._lock:
+                    self._durable_seq = rows[-1].seq
+                    self.runtime.event("ack", path=core.wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
+                    self._durable_cv.notify_all()
+                self._durable_event.set()
+                self._durable_event = trio.Event()
 
-        monkeypatch.setattr(core.DbCore, "_fail", fail_but_keep_acking)
+        monkeypatch.setattr(core.DbCore, "_write_wal", write_wal_acking_regardless)
         expected = "FENCE-3"
-    results = [run_db_workload(seed) for seed in range(12)]
+    results = [run_db_workload(seed) for seed in range(40)]
     violations = [v for r in results for v in r.violations]
     assert any(expected in v for v in violations), violations[:3]

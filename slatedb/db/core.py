@@ -410,8 +410,10 @@ class DbCore:
     def _recompute_thresholds(self) -> None:
         """Recompute ``_blocked``, ``_gate`` and the next byte count at which a write must call
         :meth:`_on_threshold` (``_lock`` held, or before the database is shared)."""
-        l0_full = len(self._read_state.view.l0) > self._l0_max_ssts
-        self._blocked = self._unflushed_bytes > self._max_unflushed or l0_full
+        # A full L0 stops the L0 flusher (see _next_imm_to_flush), not writes: memtables pile
+        # up until max_unflushed_bytes, and only then do writes wait. Blocking writes on the L0
+        # count itself would stall forever after an explicit flush pushed L0 past the limit.
+        self._blocked = self._unflushed_bytes > self._max_unflushed
         self._gate = self._blocked or self._closing or self._error is not None
         u = self._unflushed_bytes
         deltas = [self._max_unflushed - u + 1]

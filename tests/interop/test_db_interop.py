@@ -17,7 +17,7 @@ Expired rows: ours never returns one; the wheel filters expiry against its logic
 newest write it has seen), so it may still return a row whose short TTL ran out: for such keys
 the wheel's readers may see either (see :func:`expiring`).
 
-Last, an xfail test of our back-pressure (writes stall forever once L0 exceeds ``l0_max_ssts``).
+Last, a test of our back-pressure: an explicit flush past ``l0_max_ssts`` must not stall writes.
 
 Paths: the wheel's store is ``file://<root>`` with ``DbBuilder("db", ...)``, so its database is
 ``<root>/db``; ours is opened at ``file://<root>/db``.
@@ -43,8 +43,8 @@ from slatedb.format.wal_sst import decode_wal_sst
 
 pytestmark = pytest.mark.interop
 
-# Small L0 SSTs so that flushes happen; a high l0_max_ssts because our Db has no compactor and
-# writes stall once L0 is full (see test_writes_do_not_stall_on_a_full_l0).
+# Small L0 SSTs so that flushes happen; a high l0_max_ssts because our Db has no compactor yet
+# (with L0 full the L0 flusher waits and memtables pile up until max_unflushed_bytes).
 SMALL = {"l0_sst_size_bytes": 4096, "l0_max_ssts": 64, "flush_interval": "10ms"}
 LONG_TTL_MS = 10 * 3600 * 1000  # stays visible for the whole test
 SHORT_TTL_MS = 1  # long expired by the time anyone reads
@@ -583,13 +583,6 @@ def test_official_reads_our_compressed_db(official, tmp_path: Path, codec: str) 
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="our Db blocks every write while L0 holds more than l0_max_ssts SSTs (core._recompute_thresholds: "
-    "_blocked includes l0_full) and has no compactor to drain it: an explicit flush(wal=False), or a close, "
-    "that pushes L0 past the limit makes the next put() wait forever with nothing unflushed. core.py's "
-    "docstring (and the official wheel, whose puts go on with L0 full) only block writes past max_unflushed_bytes",
-)
 def test_writes_do_not_stall_on_a_full_l0(tmp_path: Path) -> None:
     settings = {"l0_sst_size_bytes": 4096, "l0_max_ssts": 2, "flush_interval": "10ms"}
     db = slatedb.Db.open(url_of(tmp_path), settings=settings)
