@@ -59,6 +59,11 @@ class BlockCache:
                 self._size_bytes -= _weight(evicted)
             assert self._size_bytes >= 0
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._size_bytes = 0
+
     def __contains__(self, key: Any) -> bool:
         with self._lock:
             return key in self._entries

@@ -788,8 +788,21 @@ class DbCore:
                 self._closed = True
                 self._durable_cv.notify_all()
                 self._room_cv.notify_all()
+                self._release_memory()
             self._wake_all()
             self.runtime.event("closed", epoch=self.epoch)
+
+    def _release_memory(self) -> None:
+        """Drop memtables, SST readers and cached blocks (``_lock`` held): a closed database
+        should not pin them until the caller lets go of the ``Db`` object."""
+        self._memtable = Memtable()
+        self._imms = []
+        self._wal_rows = []
+        self._wal_cuts = []
+        self._read_state = ReadState((self._memtable,), EMPTY_VIEW)
+        self._readers.clear()
+        if self.cache is not None:
+            self.cache.clear()
 
     def abort(self) -> None:
         """Stop at once without flushing (a crash, as far as the store can tell)."""
