@@ -222,11 +222,12 @@ class Db(_ReadMixin):
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def put(self, key: bytes, value: bytes, ttl: float | None = None, *, durable: bool = False) -> WriteHandle:
+    async def _write(self, op: Any, args: tuple, durable: bool) -> WriteHandle:
+        """Run a core write, waiting out back-pressure (:class:`MustWait`) on the loop."""
         core = self._core
         while True:
             try:
-                seq = core.put(key, value, ttl)
+                seq = op(*args)
                 break
             except MustWait:
                 await core.wait_for_room()
@@ -234,32 +235,15 @@ class Db(_ReadMixin):
         if durable:
             await handle.wait_durable()
         return handle
+
+    async def put(self, key: bytes, value: bytes, ttl: float | None = None, *, durable: bool = False) -> WriteHandle:
+        return await self._write(self._core.put, (key, value, ttl), durable)
 
     async def delete(self, key: bytes, *, durable: bool = False) -> WriteHandle:
-        core = self._core
-        while True:
-            try:
-                seq = core.delete(key)
-                break
-            except MustWait:
-                await core.wait_for_room()
-        handle = WriteHandle(core, seq)
-        if durable:
-            await handle.wait_durable()
-        return handle
+        return await self._write(self._core.delete, (key,), durable)
 
     async def write(self, batch: WriteBatch, *, durable: bool = False) -> WriteHandle:
-        core = self._core
-        while True:
-            try:
-                seq = core.write(batch)
-                break
-            except MustWait:
-                await core.wait_for_room()
-        handle = WriteHandle(core, seq)
-        if durable:
-            await handle.wait_durable()
-        return handle
+        return await self._write(self._core.write, (batch,), durable)
 
     async def flush(self, wal: bool = True) -> None:
         self._core.check_open()

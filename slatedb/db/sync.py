@@ -320,49 +320,33 @@ class Db(_ReadMixin):
 
     # -- writes --------------------------------------------------------------------------------
 
+    def _write(self, op: Callable[..., int], args: tuple, durable: bool) -> WriteHandle:
+        """Run a core write, waiting out back-pressure (:class:`MustWait`) on this thread."""
+        core = self._core
+        while True:
+            try:
+                seq = op(*args)
+                break
+            except MustWait:
+                core.wait_for_room_sync()
+        handle = WriteHandle(core, seq)
+        if durable:
+            handle.wait_durable()
+        return handle
+
     def put(self, key: bytes, value: bytes, ttl: float | None = None, *, durable: bool = False) -> WriteHandle:
         """Write ``value`` under ``key``. ``ttl``: seconds until the row expires (None: the
         database default, ``slatedb.NO_EXPIRY``: never). Returns once the write is readable;
         ``durable=True`` also waits until it is in a WAL object."""
-        core = self._core
-        while True:
-            try:
-                seq = core.put(key, value, ttl)
-                break
-            except MustWait:
-                core.wait_for_room_sync()
-        handle = WriteHandle(core, seq)
-        if durable:
-            handle.wait_durable()
-        return handle
+        return self._write(self._core.put, (key, value, ttl), durable)
 
     def delete(self, key: bytes, *, durable: bool = False) -> WriteHandle:
         """Delete ``key`` (writes a tombstone)."""
-        core = self._core
-        while True:
-            try:
-                seq = core.delete(key)
-                break
-            except MustWait:
-                core.wait_for_room_sync()
-        handle = WriteHandle(core, seq)
-        if durable:
-            handle.wait_durable()
-        return handle
+        return self._write(self._core.delete, (key,), durable)
 
     def write(self, batch: WriteBatch, *, durable: bool = False) -> WriteHandle:
         """Apply every operation of ``batch`` atomically; the handle's seq is the batch's last."""
-        core = self._core
-        while True:
-            try:
-                seq = core.write(batch)
-                break
-            except MustWait:
-                core.wait_for_room_sync()
-        handle = WriteHandle(core, seq)
-        if durable:
-            handle.wait_durable()
-        return handle
+        return self._write(self._core.write, (batch,), durable)
 
     def flush(self, wal: bool = True) -> None:
         """``wal=True``: write the WAL buffer now (every write so far becomes durable).
