@@ -26,7 +26,8 @@ gen:
 
 # The main job: a deterministic-simulation campaign.
 dst *args:
-    .venv/bin/sim dst {{args}}
+    .venv/bin/sim dst --workload db {{args}}
+    .venv/bin/sim dst --workload store {{args}}
 
 # Run the simulator CLI (e.g. ./just sim run --seed 7).
 sim *args:
