@@ -9,7 +9,9 @@ L0 SSTs newest first, then the sorted runs newest first. A row stream is ordered
 * :func:`visible` turns a merged stream into the ``(key, value)`` pairs a reader sees at a
   snapshot: per key the newest row with ``seq <= snapshot_seq``; a tombstone hides the key; an
   expired row (``expire_ts_ms <= now_ms``) hides it too. Unlike the official engine, which
-  returns expired rows while they sit in the memtable, we never return an expired row.
+  returns expired rows it still holds (in the memtable, and as observed by the interop tests
+  also in L0 SSTs: it seems to compare against the newest timestamp it has seen rather than
+  the wall clock), we never return an expired row.
 * :func:`point_lookup` is the same rule for one key, consulting sources lazily, newest first.
 
 Merge operands are not resolved here yet (no merge operator): meeting one raises
