@@ -1,7 +1,9 @@
 """A simulated world of writers taking over one database on a faulty store.
 
 Three writer processes share one simulated object store (latency, transient errors, ambiguous
-outcomes, stalls -- a swarm mix per seed). Writer ``w1`` writes, waiting for durability now and
+outcomes, stalls -- a swarm mix per seed). In some seeds writers also crash at a random moment
+(wherever they are: mid-flush, mid-manifest-update; memory lost, requests on the wire still
+land) and restart. Writer ``w1`` writes, waiting for durability now and
 then; at random virtual times ``w2`` and then ``w3`` open the same database, each fencing its
 predecessor, and keep writing. Zombies keep trying until they learn they were fenced.
 
@@ -22,7 +24,7 @@ from slatedb.errors import ClosedError, FencedError, SlateDBError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
 from .checks import WriterChecks
-from .objstore import SimObjectStore, StoreFaults
+from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
 from .runtime import SimRuntime, derive_rng, run_deterministic
 from .trace import Trace
 
@@ -55,29 +57,56 @@ class DbWorkloadResult:
 
 
 async def _writer(name: str, seed: int, trace: Trace, bucket: MemoryBucket, faults: StoreFaults,
-                  n_writes: int, acked: dict, written: dict, stop_after_s: float | None) -> str:
+                  n_writes: int, acked: dict, written: dict, crash_after_s: float | None) -> str:
+    """One writer process: open, write ``n_writes`` keys, close. With ``crash_after_s`` the
+    process dies at that virtual time wherever it is (memory lost, nothing flushed) and is
+    restarted once under the name ``<name>.r``, which reopens the database and goes on."""
     rt = SimRuntime(name, seed, trace)
     rng = derive_rng(seed, "workload", name)
     inner = MemoryStore(bucket, rt.now_ms, url="memory://sim")
     store = SimObjectStore(inner, derive_rng(seed, "store", name), trace, process=name, faults=faults)
-    try:
+    done = 0
+
+    async def body() -> str:
+        nonlocal done
         async with aio.Db.open("memory://sim", SETTINGS, store=store, runtime=rt) as db:
-            start = trio.current_time()
             for i in range(n_writes):
                 key = b"k%03d" % rng.randrange(200)
                 value = b"%s:%d" % (name.encode(), i)
                 durable = rng.random() < 0.2
-                h = await db.put(key, value, durable=durable)
-                written[value] = h.seq
+                h = await db.put(key, value)
+                written[value] = h.seq  # before any wait: a crash may leave it durable anyway
                 if durable:
+                    await h.wait_durable()
                     acked[(name, h.seq)] = (key, value)
+                done = i + 1
                 if rng.random() < 0.3:
                     await rt.sleep(rng.uniform(0, 0.05))
-                if stop_after_s is not None and trio.current_time() - start > stop_after_s:
-                    break
         return "closed"
-    except (FencedError, ClosedError):
-        return "fenced"
+
+    with trio.CancelScope() as life:
+        async with trio.open_nursery() as nursery:
+            if crash_after_s is not None:
+
+                async def crasher() -> None:
+                    await trio.sleep(crash_after_s)
+                    store.crash()
+                    life.cancel()
+
+                nursery.start_soon(crasher)
+            try:
+                outcome = await body()
+            except* (FencedError, ClosedError):
+                outcome = "fenced"
+            except* ProcessCrashed:
+                outcome = "crashed"
+            nursery.cancel_scope.cancel()
+        return outcome
+    # Cancelled by the crasher: the process is dead. Restart it once.
+    if not store.crashed:  # pragma: no cover - only the crasher cancels ``life``
+        raise AssertionError("writer cancelled without a crash")
+    return "crashed:" + await _writer(name + ".r", seed, trace, bucket, faults, max(1, n_writes - done),
+                                      acked, written, None)
 
 
 def run_db_workload(seed: int, *, faults: str = "swarm") -> DbWorkloadResult:
@@ -105,12 +134,13 @@ def _leaves(group: BaseExceptionGroup):
 
 
 def _fault_counts(checks: WriterChecks) -> dict:
-    return {k: checks.counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall") if checks.counts[k]}
+    return {k: checks.counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "crash") if checks.counts[k]}
 
 
 async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks) -> DbWorkloadResult:
     rng = derive_rng(seed, "world")
     store_faults = StoreFaults.swarm(rng) if faults == "swarm" else StoreFaults()
+    crash_rate = rng.choice([0.0, 0.5, 1.0]) if faults == "swarm" else 0.0  # swarm: crashes on or off
     bucket = MemoryBucket()
     acked: dict = {}  # (writer, seq) -> (key, value) of writes acknowledged durable
     written: dict[bytes, int] = {}  # value -> seq of every write (values are unique)
@@ -118,7 +148,8 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks) -> 
 
     async def run(name: str, delay_s: float, n: int) -> None:
         await trio.sleep(delay_s)
-        outcomes[name] = await _writer(name, seed, trace, bucket, store_faults, n, acked, written, None)
+        crash_after = rng.uniform(0.05, 3.0) if rng.random() < crash_rate else None
+        outcomes[name] = await _writer(name, seed, trace, bucket, store_faults, n, acked, written, crash_after)
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         async with trio.open_nursery() as nursery:
@@ -135,8 +166,8 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks) -> 
         for (_name, seq), (key, value) in acked.items():
             got = await db.get(key)
             assert got is not None, f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost"
-            assert got == value or written[got] > seq, (
-                f"DUR-1: {key!r} holds {got!r} (seq {written[got]}), older than acknowledged {value!r} (seq {seq})")
-    fenced = sum(1 for o in outcomes.values() if o == "fenced")
+            assert got == value or written.get(got, -1) > seq, (
+                f"DUR-1: {key!r} holds {got!r} (seq {written.get(got)}), older than acknowledged {value!r} (seq {seq})")
+    fenced = sum(1 for o in outcomes.values() if o.endswith("fenced"))
     return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _fault_counts(checks), (),
                             acked=len(acked), fenced=fenced)

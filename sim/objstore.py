@@ -62,6 +62,14 @@ class StoreFaults:
         )
 
 
+class ProcessCrashed(BaseException):
+    """Raised into a simulated process whose process crashed: every store call fails at once.
+
+    A ``BaseException`` so that no retry loop or ``except Exception`` of the engine can absorb
+    it, and it passes through shielded sections (a crash cannot be shielded against).
+    """
+
+
 class SimObjectStore(ObjectStore):
     """A fault-injecting view of a shared :class:`MemoryStore`, for one simulated process."""
 
@@ -83,6 +91,14 @@ class SimObjectStore(ObjectStore):
         #: When False, the layer injects nothing but latency (used to heal the world).
         self.faults_enabled = True
         self.op_counter = 0
+        #: Set by :meth:`crash`: the process is dead; requests already sent still land.
+        self.crashed = False
+
+    def crash(self) -> None:
+        """The process dies: later calls raise :class:`ProcessCrashed`; a request already on the
+        wire still applies at the server, but its reply is never seen."""
+        self.crashed = True
+        self.trace.record(self.process, "crash")
 
     def _leg_s(self) -> float:
         f = self.faults
@@ -104,6 +120,8 @@ class SimObjectStore(ObjectStore):
         return "ok"
 
     async def _op(self, op: str, key: str, apply: Callable[[], T], **fields: Any) -> T:
+        if self.crashed:
+            raise ProcessCrashed(self.process)
         self.op_counter += 1
         n = self.op_counter
         decision = self._decide()
@@ -121,6 +139,8 @@ class SimObjectStore(ObjectStore):
             raise
         self.trace.record(self.process, "store.result", n=n, outcome=_describe(result))
         await trio.sleep(back_s)
+        if self.crashed:
+            raise ProcessCrashed(self.process)
         if decision == "ambiguous":
             self.trace.record(self.process, "store.reply-lost", n=n)
             raise TransientObjectStoreError(key, f"simulated lost reply on {op} (the operation applied)")

@@ -17,13 +17,20 @@ def test_db_workload_passes_and_replays_bit_for_bit() -> None:
     assert again.digest == results[5].digest and again.events == results[5].events
 
 
-@pytest.mark.parametrize("mutation", ["no_epoch_checks", "ack_after_halt"])
+@pytest.mark.parametrize("mutation", ["no_epoch_checks", "ack_after_halt", "no_wal_replay"])
 def test_the_trace_checks_catch_a_broken_writer(monkeypatch, mutation) -> None:
     """Break the writer on purpose: the simulator must report a violated invariant."""
     from slatedb.db import core
     from slatedb.wal.writer import WalWriter
 
-    if mutation == "no_epoch_checks":
+    if mutation == "no_wal_replay":
+
+        async def replay_nothing(store, runtime, after_id, before_id):
+            return [], 0
+
+        monkeypatch.setattr(core, "replay_wal", replay_nothing)
+        expected = "acknowledged durable write"
+    elif mutation == "no_epoch_checks":
 
         async def never_fenced(*args, **kwargs) -> None:
             return None
