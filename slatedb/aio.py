@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Mapping
 
 from slatedb.batch import WriteBatch, validate_key
 from slatedb.config import Settings
-from slatedb.db.common import coerce_settings, prefix_bounds, scan_bounds
+from slatedb.db.common import SnapshotLifecycle, coerce_settings, prefix_bounds, scan_bounds
 from slatedb.db.core import DbCore, MustWait, ReadState
 from slatedb.db.scan import MergeScan, NeedIO
 from slatedb.db.view import KeyBounds
@@ -137,39 +137,13 @@ class _ReadMixin:
         return self._scan(prefix_bounds(prefix), bool(reverse))
 
 
-class Snapshot(_ReadMixin):
+class Snapshot(SnapshotLifecycle, _ReadMixin):
     """A consistent read view (see :meth:`Db.snapshot`)."""
-
-    def __init__(self, core: DbCore, token: int, seq: int, rs: ReadState) -> None:
-        self._core = core
-        self._token = token
-        self.seq = seq
-        self._rs = rs
-        self._released = False
-
-    def _state(self) -> tuple[ReadState, int | None]:
-        if self._released:
-            raise ClosedError("the snapshot was released")
-        self._core.check_open()
-        return self._rs, self.seq
 
     async def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a snapshot is read-only: write through the Db")
 
     delete = write = put
-
-    def release(self) -> None:
-        if not self._released:
-            self._released = True
-            self._core.release_snapshot(self._token)
-
-    close = release
-
-    def __enter__(self) -> "Snapshot":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
 
 
 class Db(_ReadMixin):

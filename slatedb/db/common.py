@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from slatedb.batch import validate_key
 from slatedb.config import Settings
-from slatedb.errors import InvalidArgumentError
+from slatedb.errors import ClosedError, InvalidArgumentError
 
 from .view import KeyBounds
 
@@ -56,3 +56,34 @@ def prefix_successor(prefix: bytes) -> bytes | None:
         return None
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
+
+
+class SnapshotLifecycle:
+    """What the sync and async snapshots share: the pinned read state and sequence bound, and
+    release (``close``, or leaving a ``with`` block). Reads come from each API's read mixin."""
+
+    def __init__(self, core: Any, token: int, seq: int, rs: Any) -> None:
+        self._core = core
+        self._token = token
+        self.seq = seq
+        self._rs = rs
+        self._released = False
+
+    def _state(self) -> tuple[Any, int | None]:
+        if self._released:
+            raise ClosedError("the snapshot was released")
+        self._core.check_open()
+        return self._rs, self.seq
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._core.release_snapshot(self._token)
+
+    close = release
+
+    def __enter__(self) -> "SnapshotLifecycle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()

@@ -28,7 +28,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
 
-from .common import coerce_settings, prefix_bounds, scan_bounds
+from .common import SnapshotLifecycle, coerce_settings, prefix_bounds, scan_bounds
 from .core import DbCore, MustWait, ReadState
 from .scan import MergeScan, NeedIO
 from .view import KeyBounds
@@ -168,41 +168,17 @@ class _ReadMixin:
         return self._scan(prefix_bounds(prefix), bool(reverse))
 
 
-class Snapshot(_ReadMixin):
+class Snapshot(SnapshotLifecycle, _ReadMixin):
     """A consistent read view: every read sees the database as of :meth:`Db.snapshot`."""
 
     def __init__(self, db: "Db", token: int, seq: int, rs: ReadState) -> None:
-        self._db = db
-        self._core = db._core
+        super().__init__(db._core, token, seq, rs)
         self._portal = db._portal
-        self._token = token
-        self.seq = seq
-        self._rs = rs
-        self._released = False
-
-    def _state(self) -> tuple[ReadState, int | None]:
-        if self._released:
-            raise ClosedError("the snapshot was released")
-        self._core.check_open()
-        return self._rs, self.seq
 
     def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a snapshot is read-only: write through the Db")
 
     delete = write = put
-
-    def release(self) -> None:
-        if not self._released:
-            self._released = True
-            self._core.release_snapshot(self._token)
-
-    close = release
-
-    def __enter__(self) -> "Snapshot":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
 
 
 class Db(_ReadMixin):
