@@ -43,7 +43,6 @@ from slatedb.batch import (
 from slatedb.config import Settings
 from slatedb.errors import (
     ClosedError,
-    CorruptionError,
     FencedError,
     InvalidArgumentError,
     SlateDBError,
@@ -61,7 +60,7 @@ from slatedb.format.types import (
 )
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.memtable import ROW_OVERHEAD_BYTES, Memtable
-from slatedb.merge import resolve_row
+from slatedb.merge import resolve_row, visible
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
@@ -313,33 +312,23 @@ class DbCore:
             expire = None
         else:
             expire = expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)
+        return self._append(key, _VALUE, value, expire, now)
+
+    def delete(self, key: bytes) -> int:
+        key = validate_key(key)
+        return self._append(key, _TOMBSTONE, b"", None, self._now_ms())
+
+    def _append(self, key: bytes, kind: RowKind, value: bytes, expire: int | None, now: int) -> int:
+        """One validated row into the live memtable and the WAL buffer, under the write lock."""
         with self._lock:
             if self._gate:
                 self._check_gate()
             seq = self._last_seq + 1
-            row = Row(key, seq, _VALUE, value, expire, now)
+            row = Row(key, seq, kind, value, expire, now)
             self._memtable.put(row)
             self._last_seq = seq
             self._wal_rows.append(row)
             size = len(key) + len(value) + ROW_OVERHEAD_BYTES
-            self._wal_bytes += size
-            self._unflushed_bytes += size
-            if self._unflushed_bytes >= self._next_check_bytes:
-                self._on_threshold()
-        return seq
-
-    def delete(self, key: bytes) -> int:
-        key = validate_key(key)
-        now = self.runtime.now_ms()
-        with self._lock:
-            if self._gate:
-                self._check_gate()
-            seq = self._last_seq + 1
-            row = Row(key, seq, _TOMBSTONE, b"", None, now)
-            self._memtable.put(row)
-            self._last_seq = seq
-            self._wal_rows.append(row)
-            size = len(key) + ROW_OVERHEAD_BYTES
             self._wal_bytes += size
             self._unflushed_bytes += size
             if self._unflushed_bytes >= self._next_check_bytes:
@@ -713,8 +702,6 @@ class DbCore:
     ) -> tuple[MergeScan | None, Iterator[tuple[bytes, bytes]] | None]:
         """A merge over every source of ``rs`` within ``bounds``; for a scan served by one
         memtable alone, a plain generator instead (the fast path)."""
-        from slatedb.merge import visible
-
         now = self.runtime.now_ms()
         with self._lock:  # iterator creation orders the live memtable's new keys (a mutation)
             mem_iters = [
@@ -844,7 +831,7 @@ class _Background:
             await fn()
         except SlateDBError as e:
             self.core._fail(e)
-        except (AssertionError, CorruptionError) as e:  # pragma: no cover - engine bug
+        except AssertionError as e:  # pragma: no cover - engine bug
             self.core._fail(SlateDBError(f"background task failed: {e!r}"))
             raise
 

@@ -26,6 +26,19 @@ BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 2.0
 
 
+class _Backoff:
+    """Capped exponential backoff with jitter, drawn from the runtime's random stream."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.pause_s = BACKOFF_MIN_S
+
+    async def wait(self, what: str, attempt: int, error: Exception) -> None:
+        self.runtime.event("retry", what=what, attempt=attempt, error=type(error).__name__)
+        await self.runtime.sleep(self.pause_s * (0.5 + self.runtime.rng.random()))
+        self.pause_s = min(BACKOFF_MAX_S, self.pause_s * 2)
+
+
 async def retry_transient(
     runtime: Runtime,
     op: Callable[[], Awaitable[T]],
@@ -39,7 +52,7 @@ async def retry_transient(
     still interrupts it). Every retry is reported as a ``retry`` runtime event.
     """
     attempt = 0
-    pause_s = BACKOFF_MIN_S
+    backoff = _Backoff(runtime)
     while True:
         attempt += 1
         try:
@@ -47,9 +60,7 @@ async def retry_transient(
         except TransientObjectStoreError as e:
             if max_attempts is not None and attempt >= max_attempts:
                 raise
-            runtime.event("retry", what=what, attempt=attempt, error=type(e).__name__)
-            await runtime.sleep(pause_s * (0.5 + runtime.rng.random()))
-            pause_s = min(BACKOFF_MAX_S, pause_s * 2)
+            await backoff.wait(what, attempt, e)
 
 
 async def create_if_absent(
@@ -70,7 +81,7 @@ async def create_if_absent(
     """
     ambiguous = False
     attempt = 0
-    pause_s = BACKOFF_MIN_S
+    backoff = _Backoff(runtime)
     while True:
         attempt += 1
         if attempt > 1 and stop is not None:
@@ -94,6 +105,4 @@ async def create_if_absent(
             if max_attempts is not None and attempt >= max_attempts:
                 raise
             ambiguous = True
-            runtime.event("retry", what=f"create {key}", attempt=attempt, error=type(e).__name__)
-            await runtime.sleep(pause_s * (0.5 + runtime.rng.random()))
-            pause_s = min(BACKOFF_MAX_S, pause_s * 2)
+            await backoff.wait(f"create {key}", attempt, e)

@@ -143,14 +143,6 @@ class WalWriter:
     def _stop_reason(self) -> BaseException | None:
         return FencedError(f"writer epoch {self.epoch} is fenced") if self.halted else None
 
-    async def check_epoch(self) -> None:
-        """Halt (raise :class:`FencedError`) if the manifest names a newer writer."""
-        try:
-            await self._halt_if_newer(self.manifests, self.runtime, self.epoch)
-        except FencedError:
-            self.halted = True
-            raise
-
 
 async def replay_wal(
     store: ObjectStore, runtime: Runtime, after_id: int, before_id: int
