@@ -53,10 +53,12 @@ class SimRuntime(Runtime):
         *,
         offset_ms: int = 0,
         drift_ppm: float = 0.0,
+        bugs: frozenset[str] = frozenset(),
     ) -> None:
         assert -100_000 < drift_ppm < 100_000, drift_ppm
         self.name = name
         self.trace = trace
+        self.bugs = frozenset(bugs)
         self._rng = derive_rng(seed, "process", name)
         self._ids = derive_rng(seed, "ids", name)
         self.offset_ms = offset_ms

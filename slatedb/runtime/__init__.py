@@ -42,6 +42,11 @@ class Runtime(abc.ABC):
     #: A name for logs and traces ("prod", or the simulated process name).
     name: str
 
+    #: Names of catalogued bugs re-introduced on purpose (``sim bugs`` lists them). Always empty
+    #: in production; the simulator sets it per run. Protocol code tests ``"name" in rt.bugs``,
+    #: which costs one lookup in an empty frozenset when no bug is switched on.
+    bugs: frozenset[str] = frozenset()
+
     @abc.abstractmethod
     def now_ms(self) -> int:
         """Wall-clock Unix time in milliseconds. May jump (NTP, skew); never use it for timeouts."""
