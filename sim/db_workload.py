@@ -57,11 +57,12 @@ class DbWorkloadResult:
 
 
 async def _writer(name: str, seed: int, trace: Trace, bucket: MemoryBucket, faults: StoreFaults,
-                  n_writes: int, acked: dict, written: dict, crash_after_s: float | None) -> str:
+                  n_writes: int, acked: dict, written: dict, crash_after_s: float | None,
+                  bugs: frozenset[str] = frozenset()) -> str:
     """One writer process: open, write ``n_writes`` keys, close. With ``crash_after_s`` the
     process dies at that virtual time wherever it is (memory lost, nothing flushed) and is
     restarted once under the name ``<name>.r``, which reopens the database and goes on."""
-    rt = SimRuntime(name, seed, trace)
+    rt = SimRuntime(name, seed, trace, bugs=bugs)
     rng = derive_rng(seed, "workload", name)
     inner = MemoryStore(bucket, rt.now_ms, url="memory://sim")
     store = SimObjectStore(inner, derive_rng(seed, "store", name), trace, process=name, faults=faults)
@@ -106,15 +107,17 @@ async def _writer(name: str, seed: int, trace: Trace, bucket: MemoryBucket, faul
     if not store.crashed:  # pragma: no cover - only the crasher cancels ``life``
         raise AssertionError("writer cancelled without a crash")
     return "crashed:" + await _writer(name + ".r", seed, trace, bucket, faults, max(1, n_writes - done),
-                                      acked, written, None)
+                                      acked, written, None, bugs)
 
 
-def run_db_workload(seed: int, *, faults: str = "swarm") -> DbWorkloadResult:
-    """Run one world; a violated invariant or a lost write is reported in the result."""
+def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset()) -> DbWorkloadResult:
+    """Run one world; a violated invariant or a lost write is reported in the result.
+
+    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``)."""
     trace = Trace(trio.current_time)
     checks = WriterChecks().attach(trace)
     try:
-        return run_deterministic(_world, seed, faults, trace, checks, seed=seed)
+        return run_deterministic(_world, seed, faults, trace, checks, frozenset(bugs), seed=seed)
     except (AssertionError, SlateDBError) as e:
         return DbWorkloadResult(seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
                                 _fault_counts(checks), (f"{type(e).__name__}: {e}",), last_events=trace.render(last=30))
@@ -137,7 +140,7 @@ def _fault_counts(checks: WriterChecks) -> dict:
     return {k: checks.counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "crash") if checks.counts[k]}
 
 
-async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks) -> DbWorkloadResult:
+async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, bugs: frozenset[str]) -> DbWorkloadResult:
     rng = derive_rng(seed, "world")
     store_faults = StoreFaults.swarm(rng) if faults == "swarm" else StoreFaults()
     crash_rate = rng.choice([0.0, 0.5, 1.0]) if faults == "swarm" else 0.0  # swarm: crashes on or off
@@ -149,7 +152,7 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks) -> 
     async def run(name: str, delay_s: float, n: int) -> None:
         await trio.sleep(delay_s)
         crash_after = rng.uniform(0.05, 3.0) if rng.random() < crash_rate else None
-        outcomes[name] = await _writer(name, seed, trace, bucket, store_faults, n, acked, written, crash_after)
+        outcomes[name] = await _writer(name, seed, trace, bucket, store_faults, n, acked, written, crash_after, bugs)
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         async with trio.open_nursery() as nursery:
