@@ -1,0 +1,253 @@
+"""Runs one compaction: merge the sources, apply retention, write output SSTs, resume.
+
+**Merge.** Each source is a stream of rows in ``(key asc, seq desc)`` order: an L0 SST, or a
+sorted run read SST after SST. The streams are merged block by block (a block's rows are
+already decoded lists), so the per-row work is a heap step, not an ``await``.
+
+**Retention** (per key, over its versions newest first; ``M`` is ``retention_min_seq``, the
+oldest sequence an active snapshot may read at):
+
+* every version with ``seq > M`` is kept (a snapshot may need it);
+* the newest version with ``seq <= M`` is kept (it is what a reader at ``M`` or later sees),
+  older ones are dropped;
+* an expired value (``expire_ts <= now``) is kept as a tombstone, so that it still hides older
+  versions in runs below;
+* only when writing the bottom run (no run older than the destination) is that newest
+  ``seq <= M`` version dropped if it is a tombstone: nothing below can resurface.
+
+**Outputs** are cut at ``max_sst_size`` but only between two keys: all versions of a key stay
+in one SST, so a point lookup in a sorted run (which picks the one SST whose key range may hold
+the key) finds every version.
+
+**Resume** (RFC 002 "Resuming Partial Compactions"). Given the output SSTs of an interrupted
+attempt, the last row of the last one is the cursor ``(K, S)``. Every source is read again from
+key ``K``; retention restarts at ``K`` (its decisions depend only on the versions of one key,
+``M``, the bottom flag and the clock), and rows at or before the cursor — ``key < K``, or
+``key == K`` and ``seq >= S`` — are skipped. So the rows after the cursor are exactly those an
+uninterrupted run writes after it: none repeated (RESUME-2), none missing (RESUME-1).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+
+import attrs
+import trio
+from ulid import ULID
+
+from slatedb.db.view import bounds_of, sst_key
+from slatedb.errors import CorruptionError, SlateDBError
+from slatedb.format.sst import SstOptions
+from slatedb.format.sst_reader import SstReader
+from slatedb.format.sst_writer import SstWriter
+from slatedb.format.types import CompactedSsTable, CompactedSsTableView, ManifestV2
+from slatedb.objstore.base import OVERWRITE, ObjectStore
+from slatedb.objstore.retry import retry_transient
+from slatedb.row import Row, RowKind
+from slatedb.runtime import Runtime
+
+from .spec import CompactionSpec, L0Source
+
+_TOMBSTONE = RowKind.TOMBSTONE
+_MERGE = RowKind.MERGE_OPERAND
+
+#: Rows merged between two yields to the event loop (a compaction shares the loop with the
+#: writer's flushes; this keeps each slice of CPU short).
+CHUNK_ROWS = 2048
+
+
+class _RetryingReads:
+    """The ranged reads of :class:`SstReader`, with transient errors retried."""
+
+    def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
+        self._store = store
+        self._rt = runtime
+
+    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any:
+        return await retry_transient(self._rt, lambda: self._store.get(key, byte_range=byte_range), what=f"get {key}")
+
+    async def head(self, key: str) -> Any:
+        return await retry_transient(self._rt, lambda: self._store.head(key), what=f"head {key}")
+
+
+@attrs.frozen
+class Job:
+    """Everything one execution of a compaction needs, fixed when it starts."""
+
+    compaction_id: ULID
+    spec: CompactionSpec
+    manifest: ManifestV2
+    retention_min_seq: int
+    bottom: bool
+    now_ms: int
+    max_sst_size_bytes: int
+    sst_options: SstOptions
+    #: Outputs of an earlier, interrupted attempt (resume from the last one).
+    resume_outputs: tuple[CompactedSsTable, ...] = ()
+
+
+def is_bottom(manifest: ManifestV2, spec: CompactionSpec) -> bool:
+    """True when no sorted run older than the destination remains after the compaction."""
+    return not any(r.id < spec.destination for r in manifest.compacted)
+
+
+class _Stream:
+    """One source: its blocks of rows, consumed row by row through ``rows``/``pos``."""
+
+    __slots__ = ("blocks", "rows", "pos", "order")
+
+    def __init__(self, blocks: AsyncIterator[list[Row]], order: int) -> None:
+        self.blocks = blocks
+        self.rows: list[Row] = []
+        self.pos = 0
+        self.order = order
+
+    async def fill(self) -> bool:
+        async for rows in self.blocks:
+            if rows:
+                self.rows, self.pos = rows, 0
+                return True
+        return False
+
+
+async def _view_blocks(reader: SstReader, view: CompactedSsTableView, start: bytes | None) -> AsyncIterator[list[Row]]:
+    """Blocks of one SST view, restricted to its visible range and to keys >= ``start``."""
+    b = bounds_of(view.visible_range)
+    lo = b.lo if start is None or (b.lo is not None and b.lo > start) else start
+    async for rows in reader.scan_blocks(lo, b.hi, end_inclusive=b.hi_inclusive):
+        if b.lo is not None and not b.lo_inclusive:
+            rows = [r for r in rows if r.key != b.lo]
+        yield rows
+
+
+async def _run_blocks(readers: Sequence[tuple[SstReader, CompactedSsTableView]], start: bytes | None) -> AsyncIterator[list[Row]]:
+    for reader, view in readers:
+        last = reader.info.last_entry
+        if start is not None and last is not None and last < start:
+            continue
+        async for rows in _view_blocks(reader, view, start):
+            yield rows
+
+
+class Executor:
+    """Executes :class:`Job` s against one store. ``on_output`` is awaited after each output
+    SST is stored, with every output so far (the compactor persists that progress)."""
+
+    def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
+        self.store = store
+        self.runtime = runtime
+        self._reads = _RetryingReads(store, runtime)
+
+    async def _open(self, sst_id: ULID) -> SstReader:
+        return await SstReader.open(self._reads, sst_key(sst_id))
+
+    async def last_row(self, sst: CompactedSsTable) -> Row:
+        reader = await self._open(sst.id)
+        if reader.num_blocks == 0:
+            raise CorruptionError(sst_key(sst.id), None, "output SST of a compaction has no rows")
+        block = await reader.read_block(reader.num_blocks - 1)
+        return block.rows[-1]
+
+    async def _streams(self, job: Job, start: bytes | None) -> list[_Stream]:
+        m = job.manifest
+        l0 = {v.id: v for v in m.l0}
+        runs = {r.id: r for r in m.compacted}
+        streams: list[_Stream] = []
+        for order, src in enumerate(job.spec.sources):
+            if isinstance(src, L0Source):
+                view = l0[src.view_id]
+                streams.append(_Stream(_view_blocks(await self._open(view.sst_id), view, start), order))
+            else:
+                run = runs[src.run_id]
+                readers = [(await self._open(v.sst_id), v) for v in run.ssts]
+                streams.append(_Stream(_run_blocks(readers, start), order))
+        return streams
+
+    async def run(self, job: Job, on_output: Callable[[tuple[CompactedSsTable, ...]], Awaitable[None]]) -> tuple[CompactedSsTable, ...]:
+        outputs = list(job.resume_outputs)
+        cursor: tuple[bytes, int] | None = None
+        if outputs:
+            last = await self.last_row(outputs[-1])
+            cursor = (last.key, last.seq)
+            self.runtime.event("compaction_resume", id=str(job.compaction_id), key=last.key.hex(), seq=last.seq,
+                               outputs=len(outputs))
+        streams = await self._streams(job, cursor[0] if cursor else None)
+        heap: list[tuple[bytes, int, int, _Stream]] = []
+        for st in streams:
+            if await st.fill():
+                r = st.rows[0]
+                heap.append((r.key, -r.seq, st.order, st))
+        heapq.heapify(heap)
+
+        writer = SstWriter(job.sst_options)
+        writer_last_key: bytes | None = None
+        max_bytes = job.max_sst_size_bytes
+        M, bottom, now = job.retention_min_seq, job.bottom, job.now_ms
+        cur_key: bytes | None = None
+        kept_at_or_below_m = False  # the key's newest version with seq <= M was seen
+        prev_seq = -1
+        rows_in = 0
+
+        async def cut() -> None:
+            nonlocal writer, writer_last_key
+            encoded = writer.finish()
+            sst_id = self.runtime.new_ulid()
+            key = sst_key(sst_id)
+            await retry_transient(self.runtime, lambda: self.store.put(key, encoded.data, OVERWRITE), what=f"put {key}")
+            outputs.append(CompactedSsTable(sst_id, encoded.info, None, encoded.format_version))
+            self.runtime.event("compaction_output", id=str(job.compaction_id), sst=str(sst_id), n=len(outputs))
+            await on_output(tuple(outputs))
+            writer = SstWriter(job.sst_options)
+            writer_last_key = None
+
+        while heap:
+            key, _nseq, _order, st = heap[0]
+            row = st.rows[st.pos]
+            st.pos += 1
+            if st.pos < len(st.rows):
+                nxt = st.rows[st.pos]
+                heapq.heapreplace(heap, (nxt.key, -nxt.seq, st.order, st))
+            elif await st.fill():
+                nxt = st.rows[0]
+                heapq.heapreplace(heap, (nxt.key, -nxt.seq, st.order, st))
+            else:
+                heapq.heappop(heap)
+            rows_in += 1
+            if rows_in % CHUNK_ROWS == 0:
+                await trio.lowlevel.checkpoint()
+
+            # -- retention, per key ----------------------------------------------------------
+            if key != cur_key:
+                cur_key = key
+                kept_at_or_below_m = False
+            elif row.seq == prev_seq:
+                continue  # the same version in two sources: keep the newer source's copy
+            prev_seq = row.seq
+            if row.kind is _MERGE:
+                raise CompactionFailed(f"key {row.key!r} seq {row.seq} is a merge operand; merge operators are not supported")
+            if row.seq <= M:
+                if kept_at_or_below_m:
+                    continue
+                kept_at_or_below_m = True
+            if row.kind is not _TOMBSTONE and row.expire_ts_ms is not None and row.expire_ts_ms <= now:
+                row = Row(row.key, row.seq, _TOMBSTONE, b"", None, row.create_ts_ms)
+            if bottom and row.kind is _TOMBSTONE and row.seq <= M:
+                continue
+            # -- resume: skip what the interrupted attempt already wrote ---------------------
+            if cursor is not None:
+                if key < cursor[0] or (key == cursor[0] and row.seq >= cursor[1]):
+                    continue
+                cursor = None
+            # -- output ------------------------------------------------------------------------
+            if writer_last_key is not None and key != writer_last_key and writer.estimated_size_bytes() >= max_bytes:
+                await cut()
+            writer.add(row)
+            writer_last_key = key
+        if writer_last_key is not None:
+            await cut()
+        return tuple(outputs)
+
+
+class CompactionFailed(SlateDBError):
+    """A compaction that cannot complete (its reason is recorded as ``Failed``)."""
