@@ -210,17 +210,19 @@ class Compactor:
         if self.epoch is None:
             await self.start()
         done_before = self.stats["completed"] + self.stats["failed"]
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            try:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 while True:
                     await self.tick()
                     if not self._running:
                         break
                     await self._wakeup.wait()
                     self._wakeup = trio.Event()
-            finally:
-                self._nursery = None
+        except BaseExceptionGroup as group:
+            raise _sole(group) from None
+        finally:
+            self._nursery = None
         return self.stats["completed"] + self.stats["failed"] - done_before
 
     async def tick(self) -> None:
@@ -423,6 +425,13 @@ class Compactor:
         finished = [cid for cid, c in self._state.items() if c.status in TERMINAL]
         for cid in finished[:-1]:
             del self._state[cid]
+
+
+def _sole(group: BaseExceptionGroup) -> BaseException:
+    """The one error inside nested single-exception groups (else the group itself)."""
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        group = group.exceptions[0]  # type: ignore[assignment]
+    return group
 
 
 def _size(sst: CompactedSsTable) -> int:

@@ -1,0 +1,337 @@
+"""The compactor process: compaction end to end, fencing on two files (CFENCE-*), the lifecycle
+in ``.compactions`` (COMPACT-*), resume after a crash at every output SST, external submissions."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+import trio
+
+from slatedb.compactor import Compactor, CompactorEpochError, full_spec, submit_compaction
+from slatedb.compactor.compactor import failed_reason_key
+from slatedb.compactor.spec import CompactionSpec, RunSource
+from slatedb.compactor.store import CompactionsStore, compactions_key
+from slatedb.errors import FencedError
+from slatedb.format.compactions import encode_compactions
+from slatedb.format.manifest import encode_manifest
+from slatedb.format.types import CompactionsV1, CompactionStatus
+from slatedb.manifest.store import ManifestStore, manifest_key
+
+from .helpers import (
+    RecordingRuntime,
+    clone_store,
+    compactor_settings,
+    filled_store,
+    latest_compactions,
+    latest_manifest,
+    read_all,
+)
+
+S = CompactionStatus
+
+
+def compact(store, settings=None, rt=None) -> Compactor:
+    c = Compactor(store, rt or RecordingRuntime(), settings or compactor_settings())
+
+    async def main():
+        await c.run_until_idle()
+
+    trio.run(main)
+    return c
+
+
+def test_compaction_drains_l0_into_sorted_runs_and_keeps_every_row() -> None:
+    store, expected = filled_store()
+    assert len(latest_manifest(store)[1].l0) >= 8
+    c = compact(store, compactor_settings(max_sst_size=8192))
+    _, m = latest_manifest(store)
+    assert len(m.l0) < 2 and m.compacted, "L0 was not drained"
+    assert c.stats["completed"] >= 2 and c.stats["failed"] == 0
+    assert m.compactor_epoch == c.epoch
+    assert any(len(r.ssts) > 1 for r in m.compacted), "max_sst_size did not split the output"
+    referenced = {v.sst_id for r in m.compacted for v in r.ssts} | {v.sst_id for v in m.l0}
+    assert {s.id for s in m.ssts} == referenced
+    assert read_all(store) == expected
+    # Every compaction ended Completed; only the most recent finished one is kept (RFC 002).
+    _, cs = latest_compactions(store)
+    assert [c.status for c in cs.recent_compactions] == [S.COMPLETED]
+
+
+def test_the_commit_pins_the_previous_manifest_with_an_expiring_checkpoint() -> None:
+    store, _ = filled_store(n_keys=200, rounds=2, deletes=0)
+    compact(store)
+    mid, m = latest_manifest(store)
+    pins = [cp for cp in m.checkpoints if cp.metadata is None]
+    assert pins and all(0 < cp.checkpoint_expire_time_s - cp.checkpoint_create_time_s <= 900 for cp in pins)
+    assert all(cp.manifest_id < mid for cp in pins)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fencing (RFC 002 "On startup…")
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_second_compactor_fences_the_first_on_both_files() -> None:
+    store, expected = filled_store(n_keys=300)
+    events: list = []
+    c1 = Compactor(store, RecordingRuntime("c1", events), compactor_settings())
+    c2 = Compactor(store, RecordingRuntime("c2", events), compactor_settings())
+
+    async def main():
+        e1 = await c1.start()
+        e2 = await c2.start()
+        assert e2 == e1 + 1
+        with pytest.raises(FencedError):
+            await c1.run_until_idle()
+        await c2.run_until_idle()
+
+    trio.run(main)
+    commits = [(who, f) for who, kind, f in events if kind == "compaction_commit"]
+    assert commits and {who for who, _ in commits} == {"c2"}, "CFENCE: the fenced compactor committed"
+    assert latest_manifest(store)[1].compactor_epoch == c2.epoch
+    assert latest_compactions(store)[1].compactor_epoch == c2.epoch
+    assert read_all(store) == expected
+
+
+class _GatedStore:
+    """Wraps a store; holds every put under ``compacted/`` by ``holder`` until released."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.first_output = trio.Event()
+        self.release = trio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    async def put(self, key, data, mode=None, **kw):
+        if key.startswith("compacted/"):
+            self.first_output.set()
+            await self.release.wait()
+        return await (self._inner.put(key, data, mode, **kw) if mode is not None else self._inner.put(key, data, **kw))
+
+
+def test_a_compactor_fenced_mid_compaction_never_commits_its_output() -> None:
+    """Two compactors started on one database never both commit: c1 is mid-compaction when
+    c2 takes over and compacts everything; c1's finish finds a newer epoch and gives up."""
+    store, expected = filled_store(n_keys=300)
+    gated = _GatedStore(store)
+    events: list = []
+    c1 = Compactor(gated, RecordingRuntime("c1", events), compactor_settings())
+    c2 = Compactor(store, RecordingRuntime("c2", events), compactor_settings())
+    outcome = {}
+
+    async def run_c1():
+        try:
+            await c1.run_until_idle()
+            outcome["c1"] = "finished"
+        except* FencedError:
+            outcome["c1"] = "fenced"
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(run_c1)
+            await gated.first_output.wait()
+            await c2.run_until_idle()
+            gated.release.set()
+
+    trio.run(main)
+    assert outcome["c1"] == "fenced"
+    assert {who for who, kind, _ in events if kind == "compaction_commit"} == {"c2"}
+    _, m = latest_manifest(store)
+    c1_outputs = {o for who, kind, f in events if kind == "compaction_output" and who == "c1" for o in [f["sst"]]}
+    in_manifest = {str(s.id) for s in m.ssts}
+    assert not c1_outputs & in_manifest
+    assert read_all(store) == expected
+
+
+def _write_manifest_after(store, transform) -> None:
+    mid, m = latest_manifest(store)
+    store.put_now(manifest_key(mid + 1), encode_manifest(transform(m)))
+
+
+def test_startup_outcomes_of_a_lost_race() -> None:
+    store, _ = filled_store(n_keys=100, rounds=1, deletes=0)
+    # A newer compactor epoch already in the manifest when ours lands second: fenced.
+    ms = ManifestStore(store, RecordingRuntime())
+
+    class RacingManifests(ManifestStore):
+        raced = False
+
+        async def try_write(self, manifest_id, manifest):
+            if not self.raced:
+                self.raced = True
+                _write_manifest_after(store, lambda m: attrs.evolve(m, compactor_epoch=m.compactor_epoch + 5))
+            return await super().try_write(manifest_id, manifest)
+
+    c = Compactor(store, RecordingRuntime(), compactor_settings())
+    c.manifests = RacingManifests(store, c.runtime)
+    with pytest.raises(FencedError):
+        trio.run(c.start)
+    # A writer's L0 flush (older compactor epoch) in the way: retry at the next id, same epoch.
+    c = Compactor(store, RecordingRuntime(), compactor_settings())
+    before = latest_manifest(store)[1].compactor_epoch
+
+    class WriterInTheWay(ManifestStore):
+        raced = False
+
+        async def try_write(self, manifest_id, manifest):
+            if not self.raced:
+                self.raced = True
+                _write_manifest_after(store, lambda m: attrs.evolve(m, last_l0_seq=m.last_l0_seq + 1))
+            return await super().try_write(manifest_id, manifest)
+
+    c.manifests = WriterInTheWay(store, c.runtime)
+    assert trio.run(c.start) == before + 1
+    del ms
+
+
+def test_compactions_file_outcomes_at_startup() -> None:
+    store, _ = filled_store(n_keys=100, rounds=1, deletes=0)
+    epoch = latest_manifest(store)[1].compactor_epoch + 1
+    # A .compactions file already carrying a higher epoch: fenced.
+    store.put_now(compactions_key(1), encode_compactions(CompactionsV1(epoch + 3, ())))
+    with pytest.raises(FencedError):
+        trio.run(Compactor(store, RecordingRuntime(), compactor_settings()).start)
+    # Our own epoch in .compactions before we wrote it: epochs went backwards (CFENCE-3).
+    store2, _ = filled_store(n_keys=100, rounds=1, deletes=0)
+    epoch2 = latest_manifest(store2)[1].compactor_epoch + 1
+    store2.put_now(compactions_key(1), encode_compactions(CompactionsV1(epoch2, ())))
+    with pytest.raises(CompactorEpochError):
+        trio.run(Compactor(store2, RecordingRuntime(), compactor_settings()).start)
+
+
+# ---------------------------------------------------------------------------------------------
+# Resume (RFC 002 "Resuming Partial Compactions"), and the crash window of "On job complete…"
+# ---------------------------------------------------------------------------------------------
+
+
+def _final_rows(store) -> list:
+    from slatedb.db.view import sst_key
+    from slatedb.format.sst_reader import SstReader
+
+    _, m = latest_manifest(store)
+
+    async def rows():
+        out = []
+        for run in m.compacted:
+            for v in run.ssts:
+                reader = await SstReader.open(store, sst_key(v.sst_id))
+                out.append((run.id, [r async for r in reader.scan()]))
+        return out
+
+    return trio.run(rows)
+
+
+def _crash_after_outputs(store, k: int) -> None:
+    """Run a full compaction; the process dies right after its k-th output SST was recorded."""
+    rt = RecordingRuntime("doomed")
+    c = Compactor(store, rt, compactor_settings(min_sources=100, max_sst_size=4096))
+
+    async def main():
+        await c.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        with trio.CancelScope() as scope:
+            def event(kind, **f):
+                rt.events.append((rt.name, kind, f))
+                if kind == "commit" and f.get("ns") == "compactions":
+                    outs = sum(1 for _, k2, _ in rt.events if k2 == "compaction_output")
+                    if outs >= k:
+                        scope.cancel()  # the crash: nothing after this await runs
+            rt.event = event  # type: ignore[method-assign]
+            await c.run_until_idle()
+
+    trio.run(main)
+
+
+def test_a_crash_after_each_output_sst_resumes_to_exactly_the_uninterrupted_result() -> None:
+    base, expected = filled_store(n_keys=400, rounds=2)
+    reference = clone_store(base)
+    _crash_after_outputs(reference, 10**9)  # never crashes: the uninterrupted run
+    want = _final_rows(reference)
+    (run,) = latest_manifest(reference)[1].compacted
+    n_outputs = len(run.ssts)
+    assert n_outputs >= 4, n_outputs
+    for k in range(1, n_outputs):
+        store = clone_store(base)
+        _crash_after_outputs(store, k)
+        _, cs = latest_compactions(store)
+        (job,) = [c for c in cs.recent_compactions if c.status is S.RUNNING]
+        assert len(job.output_ssts) == k
+        rt = RecordingRuntime("restarted")
+        compact(store, compactor_settings(min_sources=100, max_sst_size=4096), rt)
+        assert any(kind == "compaction_resume" for _, kind, _ in rt.events), k
+        assert _final_rows(store) == want, f"resumed after output {k} differs"
+        assert read_all(store) == expected
+
+
+def test_a_crash_between_the_manifest_and_compactions_writes_ends_failed_not_twice() -> None:
+    """COMPACT-3: on restart the job is Running again, its inputs are gone from the manifest,
+    so validation fails it; the manifest is not committed a second time."""
+    store, expected = filled_store(n_keys=200, rounds=2)
+    compact(store)
+    mid, m = latest_manifest(store)
+    cid, cs = latest_compactions(store)
+    (done,) = cs.recent_compactions
+    # The state as the crash left it: the manifest committed, .compactions still says Running.
+    store.put_now(compactions_key(cid + 1), encode_compactions(
+        attrs.evolve(cs, recent_compactions=(attrs.evolve(done, status=S.RUNNING),))))
+    rt = RecordingRuntime("restarted")
+    compact(store, rt=rt)
+    assert not [f for _, kind, f in rt.events if kind == "compaction_commit" and f["id"] == str(done.id)]
+    _, cs2 = latest_compactions(store)
+    assert [c.status for c in cs2.recent_compactions if c.id == done.id] in ([S.FAILED], [])
+    assert [f for _, kind, f in rt.events if kind == "compaction_state" and f["status"] == "Failed"]
+    assert latest_manifest(store)[1].compacted == m.compacted
+    assert read_all(store) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# External submissions (RFC 002 "Persisting External Compactions")
+# ---------------------------------------------------------------------------------------------
+
+
+def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reason() -> None:
+    store, expected = filled_store(n_keys=200, rounds=2)
+    rt = RecordingRuntime("admin")
+    manifest = latest_manifest(store)[1]
+
+    async def submit():
+        good = await submit_compaction(store, rt, full_spec(manifest))
+        bad = await submit_compaction(store, rt, CompactionSpec((RunSource(77),), 77))
+        return good, bad
+
+    good, bad = trio.run(submit)
+    _, cs = latest_compactions(store)
+    assert [c.status for c in cs.recent_compactions] == [S.SUBMITTED, S.SUBMITTED]
+    c = compact(store, compactor_settings(min_sources=100))  # the scheduler proposes nothing
+    _, m = latest_manifest(store)
+    assert not m.l0 and [r.id for r in m.compacted] == [0]
+    assert read_all(store) == expected
+    reason = json.loads(store.get_now(failed_reason_key(bad.id)).data)
+    assert "SR:77" in reason["reason"] and "not in the database" in reason["reason"]
+    assert c.stats["completed"] == 1 and c.stats["failed"] == 1
+
+
+def test_a_submission_racing_the_compactor_is_adopted_not_lost() -> None:
+    store, _ = filled_store(n_keys=200, rounds=1, deletes=0)
+    admin = RecordingRuntime("admin")
+
+    class SubmitDuringWrite(CompactionsStore):
+        done = False
+
+        async def try_write(self, compactions_id, compactions):
+            if not self.done and compactions_id > 1:
+                self.done = True
+                await submit_compaction(store, admin, full_spec(latest_manifest(store)[1]))
+            return await super().try_write(compactions_id, compactions)
+
+    rt = RecordingRuntime("c")
+    c = Compactor(store, rt, compactor_settings(min_sources=2))
+    c.cstore = SubmitDuringWrite(store, rt)
+    trio.run(c.run_until_idle)
+    submitted = [f["id"] for _, kind, f in admin.events if kind == "compaction_submitted"]
+    states = {(f["id"], f["status"]) for _, kind, f in rt.events if kind == "compaction_state"}
+    assert submitted and any(s[0] == submitted[0] and s[1] in ("Completed", "Failed") for s in states)

@@ -1,0 +1,97 @@
+"""The size-tiered scheduler: thresholds, oldest-first L0, size series, back-pressure, conflicts."""
+
+from __future__ import annotations
+
+import pytest
+from ulid import ULID
+
+from slatedb.compactor import CompactionSpec, L0Source, RunSource, SizeTieredOptions, SizeTieredScheduler, validate_spec
+from slatedb.errors import InvalidArgumentError
+from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SortedRunV2, SsTableInfo
+
+_next = iter(range(1, 10_000))
+
+
+def _sst(size: int) -> CompactedSsTableV2:
+    return CompactedSsTableV2(ULID.from_int(next(_next)), SsTableInfo(index_offset=size))
+
+
+def manifest(l0_sizes: list[int], run_sizes: dict[int, int]) -> ManifestV2:
+    """L0 newest first; runs by id (listed highest id first)."""
+    l0 = [_sst(s) for s in l0_sizes]
+    runs = {rid: _sst(s) for rid, s in run_sizes.items()}
+    return ManifestV2(
+        ssts=tuple(l0) + tuple(runs.values()),
+        l0=tuple(CompactedSsTableView(s.id, s.id) for s in l0),
+        compacted=tuple(SortedRunV2(rid, (CompactedSsTableView(runs[rid].id, runs[rid].id),))
+                        for rid in sorted(runs, reverse=True)),
+    )
+
+
+def test_nothing_below_the_l0_threshold() -> None:
+    m = manifest([10] * 3, {})
+    assert SizeTieredScheduler().propose(m, [], 4) == []
+
+
+def test_l0_compacts_the_oldest_max_sources_into_a_new_run_above_the_highest() -> None:
+    m = manifest([10] * 11, {0: 1000, 1: 5000})
+    (s,) = SizeTieredScheduler().propose(m, [], 1)
+    assert s.sources == tuple(L0Source(v.id) for v in m.l0[-8:])  # the 8 oldest
+    assert s.destination == 2
+    assert validate_spec(s, m) is None
+
+
+def test_a_series_of_similar_runs_merges_into_its_lowest_id() -> None:
+    # Runs 5..2 are similar (within 4x of the smallest); run 1 is far larger, run 0 too.
+    m = manifest([], {5: 100, 4: 120, 3: 150, 2: 300, 1: 100_000, 0: 1_000_000})
+    (s,) = SizeTieredScheduler().propose(m, [], 4)
+    assert s == CompactionSpec(tuple(RunSource(i) for i in (5, 4, 3, 2)), 2)
+    assert validate_spec(s, m) is None
+
+
+def test_sources_are_capped_at_max_keeping_the_oldest() -> None:
+    m = manifest([], {i: 100 for i in range(10, 0, -1)})
+    (s,) = SizeTieredScheduler(SizeTieredOptions(2, 3, 4.0)).propose(m, [], 1)
+    assert s.run_ids == (3, 2, 1) and s.destination == 1
+
+
+def test_active_compactions_are_not_proposed_twice_and_capacity_is_respected() -> None:
+    m = manifest([10] * 4, {i: 100 for i in range(8, 0, -1)})
+    sched = SizeTieredScheduler(SizeTieredOptions(2, 4, 4.0))
+    props = sched.propose(m, [], 10)
+    assert props
+    used = [set(p.sources) | {RunSource(p.destination)} for p in props]
+    assert sum(map(len, used)) == len(set().union(*used)), "proposals overlap"
+    assert len(sched.propose(m, [], 1)) == 1
+    again = sched.propose(m, props, 10)
+    assert all(validate_spec(p, m, props) is None for p in again)
+
+
+def test_back_pressure_holds_an_l0_compaction_in_front_of_a_full_level() -> None:
+    # 8 small runs already wait to be merged; a new small L0 output would join them: hold it.
+    m = manifest([10] * 4, {i: 40 for i in range(8, 0, -1)})
+    sched = SizeTieredScheduler(SizeTieredOptions(4, 8, 4.0))
+    props = sched.propose(m, [], 4)
+    assert props and all(not p.l0_view_ids for p in props)
+    # With room in the level, L0 goes first.
+    m2 = manifest([10] * 4, {i: 40 for i in range(3, 0, -1)})
+    assert sched.propose(m2, [], 1)[0].l0_view_ids
+
+
+def test_options_come_from_the_official_string_map() -> None:
+    o = SizeTieredOptions.from_map({"min_compaction_sources": "2", "max_compaction_sources": "5",
+                                    "include_size_threshold": "2.5"})
+    assert o == SizeTieredOptions(2, 5, 2.5)
+    assert SizeTieredOptions.from_map({}) == SizeTieredOptions(4, 8, 4.0)
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"min_compaction_sources": "x"}, "not a int"),
+    ({"max_compaction_sources": "2"}, "must be >= min_compaction_sources"),
+    ({"include_size_threshold": "0.5"}, ">= 1.0"),
+    ({"min_compaction_sources": "0"}, ">= 1"),
+    ({"nope": "1"}, "unknown scheduler option"),
+])
+def test_bad_options_raise_a_typed_error_naming_them(bad, words) -> None:
+    with pytest.raises(InvalidArgumentError, match=words):
+        SizeTieredOptions.from_map(bad)
