@@ -559,7 +559,11 @@ class DbCore:
         key = sst_key(sst_id)
         await retry_transient(self.runtime, lambda: self.store.put(key, encoded.data, OVERWRITE), what=f"put {key}")
         async with self._manifest_lock:
-            assert entry in self._imms, "only the L0 task flushes frozen memtables"
+            if entry not in self._imms:
+                # Only this task removes flushed entries, so the database closed (memory released)
+                # while we waited for the lock -- e.g. the poller halted it, and the lock was handed
+                # to us just before the close cancelled us.
+                raise self._error or ClosedError("the database closed during an L0 flush")
             with trio.CancelScope(shield=True):
                 epoch = self.epoch
                 wal_last = self._wal.last_id if self._wal is not None else 0
