@@ -204,6 +204,11 @@ class Compactor:
             self._nursery = None
         assert fenced
 
+    def wake(self) -> None:
+        """Poll now rather than at the next interval (the in-process writer calls this after
+        committing an L0 SST)."""
+        self._wakeup.set()
+
     async def run_until_idle(self) -> int:
         """Compact until the scheduler proposes nothing and nothing runs; return how many
         compactions completed. For tests and ``slatedb run-compactor --once``."""

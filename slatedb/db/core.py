@@ -186,6 +186,9 @@ class DbCore:
         self._snapshot_seqs: dict[int, int] = {}
         self._next_snapshot = 0
         self.stats = {"wal_ssts": 0, "l0_ssts": 0, "manifest_writes": 0, "replayed_rows": 0}
+        self._poll_wakeup = trio.Event()
+        #: The in-process compactor (``compactor_options`` set), started by ``background()``.
+        self.compactor: Any = None
 
     @classmethod
     async def open(cls, store: ObjectStore, settings: Settings, runtime: Runtime) -> "DbCore":
@@ -224,6 +227,8 @@ class DbCore:
         assert stored is not None
         self._stored = stored
         rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id)
+        if "replay-skip" in rt.bugs:  # catalogued bug (sim/bugs.py): open without replaying the WAL
+            rows = []
         mem = self._memtable
         for row in rows:
             mem.put(row)
@@ -233,6 +238,12 @@ class DbCore:
             last = max(last, max(r.seq for r in rows))
         self._last_seq = self._durable_seq = last
         self._unflushed_bytes = mem.size_bytes
+        if "replay-progress-early" in rt.bugs:  # catalogued bug (sim/bugs.py): replay point persisted before L0
+            stored = await self.manifests.update(
+                lambda cur: attrs.evolve(cur.manifest, replay_after_wal_id=max(cur.manifest.replay_after_wal_id,
+                                                                               self._wal.fence_id - 1))  # type: ignore[union-attr]
+                if cur.manifest.writer_epoch == self.epoch else None)
+            self._stored = stored
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
         self._read_state = ReadState((mem,), view)
         self._recompute_thresholds()
@@ -281,8 +292,26 @@ class DbCore:
 
     async def _poll_loop(self) -> None:
         while True:
-            await self.runtime.sleep(self.settings.manifest_poll_interval)
+            await self.runtime.wait_event(self._poll_wakeup, self.settings.manifest_poll_interval)
+            self._poll_wakeup = trio.Event()
             await self.refresh_manifest()
+
+    async def _compactor_loop(self) -> None:
+        """The in-process compactor (RFC 003: "the compactor will run alongside the main
+        writer"). Its commits wake the manifest poller, so back-pressure eases at once. A
+        compactor fenced by another one just stops; a compactor failure is reported as an
+        event and does not stop the writer (it only stops compacting)."""
+        from slatedb.compactor import Compactor
+
+        def adopted(_stored: Any) -> None:
+            self._poll_wakeup.set()
+
+        self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted)
+        try:
+            await self.compactor.run()
+        except SlateDBError as e:
+            self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
+            self.stats["compactor_errors"] = self.stats.get("compactor_errors", 0) + 1
 
     def _kick_flush(self) -> None:
         """Wake the WAL flusher from any thread (called with ``_lock`` held)."""
@@ -527,7 +556,8 @@ class DbCore:
                 raise
             self.stats["wal_ssts"] += 1
             with self._lock:
-                if self._error is None:  # FENCE-3: nothing is acknowledged after a halt
+                # FENCE-3: nothing is acknowledged after a halt (unless the catalogued bug is on).
+                if self._error is None or "zombie-ack" in self.runtime.bugs:
                     self._durable_seq = rows[-1].seq
                     self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
                     self._durable_cv.notify_all()
@@ -567,6 +597,9 @@ class DbCore:
             with trio.CancelScope(shield=True):
                 epoch = self.epoch
                 wal_last = self._wal.last_id if self._wal is not None else 0
+                replay_after = entry.last_wal_id
+                if "replay-point-ahead" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                    replay_after = wal_last  # past WAL objects whose rows are in later memtables
 
                 def apply(cur: StoredManifest) -> ManifestV2:
                     m = cur.manifest
@@ -578,7 +611,7 @@ class DbCore:
                         m,
                         ssts=m.ssts + (CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),),
                         l0=(CompactedSsTableView(sst_id, sst_id, None),) + m.l0,
-                        replay_after_wal_id=max(m.replay_after_wal_id, entry.last_wal_id),  # type: ignore[type-var]
+                        replay_after_wal_id=max(m.replay_after_wal_id, replay_after),  # type: ignore[type-var]
                         wal_id_last_seen=max(m.wal_id_last_seen, wal_last),
                         last_l0_seq=last_l0_seq,
                         last_l0_clock_tick=self.runtime.now_ms(),
@@ -594,6 +627,8 @@ class DbCore:
                     raise
                 self.stats["manifest_writes"] += 1
                 self.stats["l0_ssts"] += 1
+                if self.compactor is not None:
+                    self.compactor.wake()  # a new L0 SST may be what the scheduler waits for
                 self._readers[sst_id] = SstReader(
                     self.store, decode_layout(encoded.data, key), block_cache=self.cache, cache_id=str(sst_id)
                 )
@@ -827,6 +862,8 @@ class _Background:
         tg.spawn(self._guard, core._flush_loop, name="wal-flush")
         tg.spawn(self._guard, core._l0_loop, name="l0-flush")
         tg.spawn(self._guard, core._poll_loop, name="manifest-poll")
+        if core.settings.compactor_options is not None:
+            tg.spawn(core._compactor_loop, name="compactor")
         return core
 
     async def _guard(self, fn: Callable[[], Any]) -> None:

@@ -170,10 +170,11 @@ def test_unsupported_wal_disabled_is_refused() -> None:
 
 def test_open_bumps_the_epoch_replaces_the_writer_checkpoint_and_fences_the_wal() -> None:
     store = memory_store()
-    with open_mem(store):
+    no_compactor = {"compactor_options": None}  # its epoch bump would add a manifest
+    with open_mem(store, no_compactor):
         pass
     _, m1 = latest_manifest(store)
-    with open_mem(store) as db:
+    with open_mem(store, no_compactor) as db:
         mid, m2 = latest_manifest(store)
         assert m2.writer_epoch == m1.writer_epoch + 1 == db._core.epoch == 2
         writer_cps = [c for c in m2.checkpoints if isinstance(c.metadata, WriterCheckpoint)]
@@ -469,7 +470,7 @@ def test_the_manifest_poller_adopts_a_compactors_changes() -> None:
 
 def test_writes_wait_while_l0_is_full_and_resume_when_the_compactor_catches_up() -> None:
     store = memory_store()
-    settings = {**SMALL, "l0_max_ssts": 2, "max_unflushed_bytes": 20_000}
+    settings = {**SMALL, "l0_max_ssts": 2, "max_unflushed_bytes": 20_000, "compactor_options": None}
     with open_mem(store, settings) as db:
         done = threading.Event()
 
