@@ -44,3 +44,39 @@ def test_slatedb_bad_url_is_one_line_error():
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "unsupported store URL scheme 'ftp'" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_slatedb_compaction_commands(tmp_path):
+    import slatedb
+
+    with slatedb.Db.open(f"file://{tmp_path}", settings={"l0_sst_size_bytes": 4096, "compactor_options": None,
+                                                        "l0_max_ssts": 100}) as db:
+        for i in range(1500):
+            db.put(b"k%05d" % i, b"v" * 30)
+    url = f"file://{tmp_path}"
+    full = run("slatedb", "--path", url, "submit-compaction", "--request", "Full")
+    assert full.returncode == 0, full.stderr
+    submitted = json.loads(full.stdout)
+    assert submitted["status"] == "Submitted" and submitted["spec"]["destination"] == 0
+    bad = run("slatedb", "--path", url, "submit-compaction", "--request",
+              '{"Spec": {"sources": [{"SortedRun": 9}], "destination": 9}}')
+    bad_id = json.loads(bad.stdout)["id"]
+    ran = run("slatedb", "--path", url, "run-compactor", "--once")
+    assert ran.returncode == 0, ran.stderr
+    stats = json.loads(ran.stdout)
+    assert stats["completed"] == 1 and stats["failed"] == 1 and stats["epoch"] == 1
+    failed = json.loads(run("slatedb", "--path", url, "read-compaction", "--id", bad_id).stdout)
+    assert failed["status"] == "Failed" and "not in the database" in failed["reason"]
+    latest = json.loads(run("slatedb", "--path", url, "read-compactions").stdout)
+    assert latest["compactor_epoch"] == 1
+    files = [json.loads(line) for line in run("slatedb", "--path", url, "list-compactions", "--start", "2").stdout.splitlines()]
+    assert files and all(f["id"] >= 2 for f in files) and files[-1] == latest
+    # Errors: one line, no traceback, meaningful exit codes.
+    for args, code in ((["read-compaction", "--id", "not-a-ulid"], 2),
+                       (["read-compaction", "--id", "01ARZ3NDEKTSV4RRFFQ69G5FAV"], 1),
+                       (["submit-compaction", "--request", "{nope"], 2),
+                       (["read-compactions", "--id", "999"], 1)):
+        r = run("slatedb", "--path", url, *args)
+        assert r.returncode == code, (args, r.returncode, r.stderr)
+        assert r.stderr.startswith("slatedb: error:") and r.stderr.count("\n") == 1, r.stderr
+    assert run("slatedb", "--path", url, "submit-compaction", "--help").returncode == 0
