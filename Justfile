@@ -24,14 +24,24 @@ models:
 gen:
     {{python}} -m slatedb.format.gen
 
-# The main job: a deterministic-simulation campaign.
+# The main job: a deterministic-simulation campaign (db, then store; fails if either has a failing seed).
 dst *args:
-    .venv/bin/sim dst --workload db {{args}}
-    .venv/bin/sim dst --workload store {{args}}
+    rc=0; .venv/bin/sim dst --workload db "$@" || rc=1; .venv/bin/sim dst --workload store "$@" || rc=1; exit $rc
 
-# Run the simulator CLI (e.g. ./just sim run --seed 7).
+# Run the simulator CLI (e.g. ./just sim run --seed 7, ./just sim sweep --seeds 0..999 --jobs 2).
 sim *args:
     .venv/bin/sim {{args}}
+
+# The db scenario over a fixed set of seeds (0..49), one after another, pinned to one CPU
+# (target >= 1000x; see docs/simulation.md).
+# Simulator throughput on one core: virtual s per wall s and seeds/minute.
+sim-bench *args:
+    .venv/bin/sim bench {{args}}
+
+# e.g. ./just sim-spark --seeds 0..999 --workload db --parquet sim-results.parquet
+# A campaign as Spark tasks (local[*] unless --master URL), one Parquet row per seed.
+sim-spark *args:
+    .venv/bin/sim sweep --engine spark {{args}}
 
 # Run the admin CLI.
 slatedb *args:
