@@ -51,6 +51,10 @@ slatedb *args:
 bench-format:
     {{python}} -m slatedb.bench.format
 
+# Compaction benchmark: merge MB/s and rows/s of 8 L0 SSTs, write amplification of a sustained run.
+bench-compaction *args:
+    {{python}} -m slatedb.bench.compaction {{args}}
+
 # Side-by-side Db benchmark: ours vs the official wheel vs sqlite3, pinned to one CPU
 # (e.g. ./just bench --runs 1 --n 10000; see docs/benchmarks.md).
 bench *args:
