@@ -5,16 +5,55 @@ outcomes, stalls -- a swarm mix per seed). In some seeds writers also crash at a
 (wherever they are: mid-flush, mid-manifest-update; memory lost, requests on the wire still
 land) and restart. Writer ``w1`` writes, waiting for durability now and
 then; at random virtual times ``w2`` and then ``w3`` open the same database, each fencing its
-predecessor, and keep writing. Zombies keep trying until they learn they were fenced.
+predecessor, and keep writing. Zombies keep trying until they learn they were fenced. Writers
+also delete now and then and read keys (mostly ones they just wrote).
 
 Checked on every run:
 
 * the trace invariants of :class:`sim.checks.WriterChecks` (FENCE-1/3/4, DUR-1, BOUNDARY-3);
 * durability, end to end: every write acknowledged durable by any writer is readable, with
-  that value or a newer one of the same key, by a final writer opened after everything.
+  that value or a newer one of the same key, by a final writer opened after everything;
+* linearizability of the client-visible history (``LIN``, :mod:`sim.linearizability`), under
+  the model of guarantees below.
+
+The model of guarantees checked by LIN
+--------------------------------------
+The history holds every put, delete and get a writer called, stamped at call and return with
+one counter (so real-time order is exact), and the final writer's read of every key.
+
+*Writes.* A write returns, for this engine, when it is acknowledged durable, not when
+``put`` returns: ``put`` only puts the row in the writer's memtable, and a row that never
+reaches a WAL object vanishes when its writer crashes or is fenced. So a write's return stamp
+is the first moment its writer's client could know it durable -- ``wait_durable`` returned, or
+``WriteHandle.durable`` (durability is a prefix of the writer's seqs, so one acknowledgement
+covers every earlier write) -- checked before every operation, after every wait and after
+``close``. A write never known durable is *pending*: it may have taken effect at any moment
+after its call, or never (an unacknowledged row can still be replayed by the next writer if its
+WAL object landed).
+
+*Reads.* ``get`` reads the writer's own state: its memtables (including its own writes not yet
+durable) and the SSTs of the manifest it adopted. That is linearizable only where the writer's
+state is the database's state, so a read counts iff
+
+1. no writer with a higher epoch had finished opening when the read was called: a fenced
+   writer goes on serving its own world (it misses the newer writer's writes) until it notices
+   the fence, and nothing in the API promises otherwise. Before the newer writer's open
+   returns it has written nothing, and everything the older one acknowledged is replayed
+   (DUR-1), so reads up to then are in the common history; and
+2. the last write of that key by the reader itself, if it was not durable when the read was
+   called, is later acknowledged durable: a read that may have returned a row which was then
+   lost (crash, fence) observed a state that never existed for anyone else.
+
+Reads excluded by these rules are not checked; everything else must be linearizable as one
+register per key. The final writer's reads (opened after every writer stopped, no writes)
+always count. The rules only ever drop reads or widen intervals, so a LIN violation is a
+client-visible lost, resurrected or reordered write.
 """
 
 from __future__ import annotations
+
+from collections import deque
+from typing import Any
 
 import attrs
 import trio
@@ -24,6 +63,7 @@ from slatedb.errors import ClosedError, FencedError, SlateDBError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
 from .checks import WriterChecks
+from .linearizability import PENDING, LinResult, Op, check_history
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
 from .runtime import SimRuntime, derive_rng, run_deterministic
 from .trace import Trace
@@ -39,6 +79,10 @@ SETTINGS = {
     "l0_max_ssts": 64,
 }
 
+#: Keys the writers touch (``k000`` .. ``k199``); the final writer reads every one.
+N_KEYS = 200
+READ_RATE = 0.15
+DELETE_RATE = 0.05
 
 @attrs.frozen
 class DbWorkloadResult:
@@ -54,35 +98,187 @@ class DbWorkloadResult:
     acked: int = 0
     fenced: int = 0
     last_events: str = ""
+    #: Operations of the history LIN checked, and reads it had to leave out (see the model).
+    lin_ops: int = 0
+    lin_reads_dropped: int = 0
 
 
-async def _writer(name: str, seed: int, trace: Trace, bucket: MemoryBucket, faults: StoreFaults,
-                  n_writes: int, acked: dict, written: dict, crash_after_s: float | None,
-                  bugs: frozenset[str] = frozenset()) -> str:
-    """One writer process: open, write ``n_writes`` keys, close. With ``crash_after_s`` the
-    process dies at that virtual time wherever it is (memory lost, nothing flushed) and is
-    restarted once under the name ``<name>.r``, which reopens the database and goes on."""
-    rt = SimRuntime(name, seed, trace, bugs=bugs)
-    rng = derive_rng(seed, "workload", name)
-    inner = MemoryStore(bucket, rt.now_ms, url="memory://sim")
-    store = SimObjectStore(inner, derive_rng(seed, "store", name), trace, process=name, faults=faults)
+# ---------------------------------------------------------------------------------------------
+# The client-visible history
+# ---------------------------------------------------------------------------------------------
+
+
+class _Write:
+    __slots__ = ("process", "kind", "key", "value", "call", "call_s", "seq", "ret", "ret_s")
+
+    def __init__(self, process: str, kind: str, key: bytes, value: bytes | None, call: int, call_s: float) -> None:
+        self.process, self.kind, self.key, self.value = process, kind, key, value
+        self.call, self.call_s = call, call_s
+        self.seq: int | None = None
+        self.ret: int | None = None
+        self.ret_s = 0.0
+
+
+class _Read:
+    __slots__ = ("process", "epoch", "key", "value", "call", "ret", "call_s", "ret_s", "dep")
+
+    def __init__(self, process: str, epoch: int, key: bytes, value: bytes | None, call: int, ret: int,
+                 call_s: float, ret_s: float, dep: _Write | None) -> None:
+        self.process, self.epoch, self.key, self.value = process, epoch, key, value
+        self.call, self.ret, self.call_s, self.ret_s, self.dep = call, ret, call_s, ret_s, dep
+
+
+class Incarnation:
+    """One opened writer process: its epoch, and its writes not yet known durable."""
+
+    def __init__(self, history: "History", name: str, epoch: int) -> None:
+        self.history = history
+        self.name = name
+        self.epoch = epoch
+        self.unconfirmed: deque[tuple[Any, _Write]] = deque()  # (WriteHandle, record), seq order
+        self.last_write: dict[bytes, _Write] = {}
+
+    def sweep(self) -> None:
+        """Mark every write the client can now see durable as returned (durability is a prefix)."""
+        q = self.unconfirmed
+        while q and q[0][0].durable:
+            _h, rec = q.popleft()
+            rec.ret = self.history.tick()
+            rec.ret_s = trio.current_time()
+
+    async def write(self, db: aio.Db, kind: str, key: bytes, value: bytes | None) -> Any:
+        h = self.history
+        rec = _Write(self.name, kind, key, value, h.tick(), trio.current_time())
+        h.writes.append(rec)
+        handle = await (db.put(key, value) if kind == "put" else db.delete(key))  # type: ignore[arg-type]
+        rec.seq = handle.seq
+        self.unconfirmed.append((handle, rec))
+        self.last_write[key] = rec
+        return handle
+
+    async def read(self, db: aio.Db, key: bytes) -> bytes | None:
+        h = self.history
+        dep = self.last_write.get(key)
+        if dep is not None and dep.ret is not None:
+            dep = None  # already durable when the read was called
+        call, call_s = h.tick(), trio.current_time()
+        value = await db.get(key)
+        h.reads.append(_Read(self.name, self.epoch, key, value, call, h.tick(), call_s, trio.current_time(), dep))
+        return value
+
+
+class History:
+    """What the clients of one world called and saw (the model: see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.stamp = 0
+        self.writes: list[_Write] = []
+        self.reads: list[_Read] = []
+        self.opens: list[tuple[int, int]] = []  # (epoch, stamp at which open returned)
+
+    def tick(self) -> int:
+        self.stamp += 1
+        return self.stamp
+
+    def opened(self, name: str, epoch: int) -> Incarnation:
+        self.opens.append((epoch, self.tick()))
+        return Incarnation(self, name, epoch)
+
+    def ops(self) -> tuple[list[Op], int]:
+        """The operations LIN checks, and how many reads the model leaves out."""
+        ops = []
+        for w in self.writes:
+            seq = f"seq {w.seq}" if w.seq is not None else "no seq"
+            if w.ret is None:
+                note = f"t={w.call_s:.4f}s {seq}, never acknowledged durable"
+                ops.append(Op(w.process, w.kind, w.key, w.value, w.call, PENDING, note))
+            else:
+                note = f"t={w.call_s:.4f}s..{w.ret_s:.4f}s {seq}, durable"
+                ops.append(Op(w.process, w.kind, w.key, w.value, w.call, w.ret, note))
+        dropped = 0
+        for r in self.reads:
+            newer_open = any(epoch > r.epoch and stamp < r.call for epoch, stamp in self.opens)
+            if newer_open or (r.dep is not None and r.dep.ret is None):
+                dropped += 1
+                continue
+            note = f"t={r.call_s:.4f}s..{r.ret_s:.4f}s epoch {r.epoch}"
+            ops.append(Op(r.process, "get", r.key, r.value, r.call, r.ret, note))
+        return ops, dropped
+
+    def check(self) -> tuple[LinResult, int, int]:
+        ops, dropped = self.ops()
+        return check_history(ops), len(ops), dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# Writers
+# ---------------------------------------------------------------------------------------------
+
+
+@attrs.define
+class World:
+    """What the processes of one world share."""
+
+    seed: int
+    trace: Trace
+    bucket: MemoryBucket
+    faults: StoreFaults
+    history: History
+    bugs: frozenset[str]
+    acked: dict = attrs.Factory(dict)  # (writer, seq) -> (key, value or None) acknowledged durable
+    written: dict = attrs.Factory(dict)  # value -> seq of every put (values are unique)
+    deleted: dict = attrs.Factory(dict)  # key -> seqs of every delete of it
+
+
+def _key(i: int) -> bytes:
+    return b"k%03d" % i
+
+
+async def _writer(name: str, world: World, n_writes: int, crash_after_s: float | None) -> str:
+    """One writer process: open, write ``n_writes`` keys (reading some), close. With
+    ``crash_after_s`` the process dies at that virtual time wherever it is (memory lost, nothing
+    flushed) and is restarted once under the name ``<name>.r``, which reopens the database and
+    goes on."""
+    rt = SimRuntime(name, world.seed, world.trace, bugs=world.bugs)
+    rng = derive_rng(world.seed, "workload", name)
+    inner = MemoryStore(world.bucket, rt.now_ms, url="memory://sim")
+    store = SimObjectStore(inner, derive_rng(world.seed, "store", name), world.trace, process=name,
+                           faults=world.faults)
     done = 0
+    me: Incarnation | None = None
+    recent: list[bytes] = []
 
     async def body() -> str:
-        nonlocal done
+        nonlocal done, me
         async with aio.Db.open("memory://sim", SETTINGS, store=store, runtime=rt) as db:
+            me = world.history.opened(name, db.core.epoch)
             for i in range(n_writes):
-                key = b"k%03d" % rng.randrange(200)
-                value = b"%s:%d" % (name.encode(), i)
+                me.sweep()
+                if rng.random() < READ_RATE:
+                    key = rng.choice(recent) if recent and rng.random() < 0.6 else _key(rng.randrange(N_KEYS))
+                    await me.read(db, key)
+                    me.sweep()
+                key = _key(rng.randrange(N_KEYS))
+                recent.append(key)
+                if len(recent) > 8:
+                    del recent[0]
                 durable = rng.random() < 0.2
-                h = await db.put(key, value)
-                written[value] = h.seq  # before any wait: a crash may leave it durable anyway
+                if rng.random() < DELETE_RATE:
+                    h = await me.write(db, "delete", key, None)
+                    world.deleted.setdefault(key, []).append(h.seq)
+                    value = None
+                else:
+                    value = b"%s:%d" % (name.encode(), i)
+                    h = await me.write(db, "put", key, value)
+                    world.written[value] = h.seq  # before any wait: a crash may leave it durable anyway
                 if durable:
                     await h.wait_durable()
-                    acked[(name, h.seq)] = (key, value)
+                    world.acked[(name, h.seq)] = (key, value)
+                    me.sweep()
                 done = i + 1
                 if rng.random() < 0.3:
                     await rt.sleep(rng.uniform(0, 0.05))
+        me.sweep()  # close wrote everything, unless it was fenced meanwhile: ask the handles
         return "closed"
 
     with trio.CancelScope() as life:
@@ -99,6 +295,8 @@ async def _writer(name: str, seed: int, trace: Trace, bucket: MemoryBucket, faul
                 outcome = await body()
             except* (FencedError, ClosedError):
                 outcome = "fenced"
+                if me is not None:
+                    me.sweep()  # what it acknowledged before it learned it was fenced
             except* ProcessCrashed:
                 outcome = "crashed"
             nursery.cancel_scope.cancel()
@@ -106,26 +304,36 @@ async def _writer(name: str, seed: int, trace: Trace, bucket: MemoryBucket, faul
     # Cancelled by the crasher: the process is dead. Restart it once.
     if not store.crashed:  # pragma: no cover - only the crasher cancels ``life``
         raise AssertionError("writer cancelled without a crash")
-    return "crashed:" + await _writer(name + ".r", seed, trace, bucket, faults, max(1, n_writes - done),
-                                      acked, written, None, bugs)
+    return "crashed:" + await _writer(name + ".r", world, max(1, n_writes - done), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The world
+# ---------------------------------------------------------------------------------------------
 
 
 def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset()) -> DbWorkloadResult:
-    """Run one world; a violated invariant or a lost write is reported in the result.
+    """Run one world; a violated invariant, a lost write or a non-linearizable history is
+    reported in the result.
 
     ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``)."""
     trace = Trace(trio.current_time)
     checks = WriterChecks().attach(trace)
+    history = History()
     try:
-        return run_deterministic(_world, seed, faults, trace, checks, frozenset(bugs), seed=seed)
+        return run_deterministic(_world, seed, faults, trace, checks, history, frozenset(bugs), seed=seed)
     except (AssertionError, SlateDBError) as e:
-        return DbWorkloadResult(seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
-                                _fault_counts(checks), (f"{type(e).__name__}: {e}",), last_events=trace.render(last=30))
+        errors: list[BaseException] = [e]
     except BaseExceptionGroup as group:
-        errors = [e for e in _leaves(group)]
-        return DbWorkloadResult(seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
-                                _fault_counts(checks), tuple(f"{type(e).__name__}: {e}" for e in errors),
-                                last_events=trace.render(last=30))
+        errors = list(_leaves(group))
+    # The run stopped early: still check what the clients saw until then.
+    lin, n_ops, dropped = history.check()
+    violations = tuple(f"{type(e).__name__}: {e}" for e in errors)
+    if not lin.ok:
+        violations += ("LIN: " + lin.describe(),)
+    return DbWorkloadResult(seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
+                            _fault_counts(checks), violations, last_events=trace.render(last=30),
+                            lin_ops=n_ops, lin_reads_dropped=dropped)
 
 
 def _leaves(group: BaseExceptionGroup):
@@ -136,23 +344,25 @@ def _leaves(group: BaseExceptionGroup):
             yield e
 
 
+_FAULT_KINDS = ("fault.transient", "store.reply-lost", "fault.stall", "crash")
+
+
 def _fault_counts(checks: WriterChecks) -> dict:
-    return {k: checks.counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "crash") if checks.counts[k]}
+    return {k: checks.counts[k] for k in _FAULT_KINDS if checks.counts[k]}
 
 
-async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, bugs: frozenset[str]) -> DbWorkloadResult:
+async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, history: History,
+                 bugs: frozenset[str]) -> DbWorkloadResult:
     rng = derive_rng(seed, "world")
     store_faults = StoreFaults.swarm(rng) if faults == "swarm" else StoreFaults()
     crash_rate = rng.choice([0.0, 0.5, 1.0]) if faults == "swarm" else 0.0  # swarm: crashes on or off
-    bucket = MemoryBucket()
-    acked: dict = {}  # (writer, seq) -> (key, value) of writes acknowledged durable
-    written: dict[bytes, int] = {}  # value -> seq of every write (values are unique)
+    world = World(seed, trace, MemoryBucket(), store_faults, history, bugs)
     outcomes: dict[str, str] = {}
 
     async def run(name: str, delay_s: float, n: int) -> None:
         await trio.sleep(delay_s)
         crash_after = rng.uniform(0.05, 3.0) if rng.random() < crash_rate else None
-        outcomes[name] = await _writer(name, seed, trace, bucket, store_faults, n, acked, written, crash_after, bugs)
+        outcomes[name] = await _writer(name, world, n, crash_after)
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         async with trio.open_nursery() as nursery:
@@ -162,15 +372,27 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, bug
     # Liveness: with faults healed by retries, every writer finishes or learns it was fenced.
     assert not limit.cancelled_caught, f"liveness: writers still running after {VIRTUAL_LIMIT_S} virtual s"
     # Every acknowledged-durable write must be readable by a last writer: its own value, or the
-    # value of a write of the same key with a higher seq (superseded, never rolled back).
+    # value of a write of the same key with a higher seq (superseded, never rolled back). The
+    # last writer then reads every key, for LIN.
     final_rt = SimRuntime("final", seed, trace)
-    inner = MemoryStore(bucket, final_rt.now_ms, url="memory://sim")
+    inner = MemoryStore(world.bucket, final_rt.now_ms, url="memory://sim")
     async with aio.Db.open("memory://sim", SETTINGS, store=inner, runtime=final_rt) as db:
-        for (_name, seq), (key, value) in acked.items():
+        for (_name, seq), (key, value) in world.acked.items():
             got = await db.get(key)
-            assert got is not None, f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost"
-            assert got == value or written.get(got, -1) > seq, (
-                f"DUR-1: {key!r} holds {got!r} (seq {written.get(got)}), older than acknowledged {value!r} (seq {seq})")
+            if got is None:
+                assert value is None or any(s > seq for s in world.deleted.get(key, ())), (
+                    f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost")
+            else:
+                assert got == value or world.written.get(got, -1) > seq, (
+                    f"DUR-1: {key!r} holds {got!r} (seq {world.written.get(got)}), older than acknowledged "
+                    f"{'delete' if value is None else repr(value)} (seq {seq})")
+        me = history.opened("final", db.core.epoch)
+        for i in range(N_KEYS):
+            await me.read(db, _key(i))
+    lin, n_ops, dropped = history.check()
+    violations = () if lin.ok else ("LIN: " + lin.describe(),)
     fenced = sum(1 for o in outcomes.values() if o.endswith("fenced"))
-    return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _fault_counts(checks), (),
-                            acked=len(acked), fenced=fenced)
+    return DbWorkloadResult(seed, lin.ok, trace.digest(), len(trace), trio.current_time(), _fault_counts(checks),
+                            violations, acked=len(world.acked), fenced=fenced,
+                            last_events="" if lin.ok else trace.render(last=30), lin_ops=n_ops,
+                            lin_reads_dropped=dropped)
