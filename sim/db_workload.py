@@ -94,11 +94,10 @@ N_KEYS = 200
 READ_RATE = 0.15
 DELETE_RATE = 0.05
 
-#: Draw small ``max_unflushed_bytes`` (back-pressure) in some seeds. Off: with it, the engine
-#: hangs -- a writer whose WAL replay leaves more than ``max_unflushed_bytes`` in its memtable
-#: never writes again (the replayed memtable is live, so no write can cut it and no L0 flush
-#: drains it; every write waits for room). ``tests/test_sim_db.py`` keeps a strict xfail of it.
-SMALL_MAX_UNFLUSHED = False
+#: Draw small ``max_unflushed_bytes`` (back-pressure) in some seeds. It found a hang, now fixed
+#: (a writer whose WAL replay left more than ``max_unflushed_bytes`` in its live memtable never
+#: wrote again); ``tests/test_sim_db.py`` keeps the reproduction.
+SMALL_MAX_UNFLUSHED = True
 
 
 def draw_settings(rng: random.Random) -> dict[str, Any]:

@@ -238,6 +238,17 @@ class DbCore:
             last = max(last, max(r.seq for r in rows))
         self._last_seq = self._durable_seq = last
         self._unflushed_bytes = mem.size_bytes
+        if rows:
+            # The replayed rows are already durable in WAL objects up to fence_id - 1: freeze
+            # them as an immutable memtable bound for L0 at once. Left in the live memtable they
+            # could hold more than max_unflushed_bytes (a predecessor may legally leave that
+            # much, plus one write), and since only a write cuts the live memtable while every
+            # write waits for room, nothing would ever reach L0 (found by the simulator).
+            mem.freeze()
+            entry = ImmEntry(mem)
+            entry.last_wal_id = self._wal.fence_id - 1
+            self._imms.insert(0, entry)
+            mem = self._memtable = Memtable()
         if "replay-progress-early" in rt.bugs:  # catalogued bug (sim/bugs.py): replay point persisted before L0
             stored = await self.manifests.update(
                 lambda cur: attrs.evolve(cur.manifest, replay_after_wal_id=max(cur.manifest.replay_after_wal_id,
@@ -245,7 +256,7 @@ class DbCore:
                 if cur.manifest.writer_epoch == self.epoch else None)
             self._stored = stored
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
-        self._read_state = ReadState((mem,), view)
+        self._read_state = ReadState((mem, *[e.mem for e in self._imms]), view)
         self._recompute_thresholds()
 
     async def _open_reader(self, sst_id: ULID) -> SstReader:

@@ -29,11 +29,6 @@ def latest_manifest(store: MemoryStore):
 
 async def _compact_all_l0(store: MemoryStore) -> int:
     rt = ProductionRuntime("compactor")
-    cur = await ManifestStore(store, rt).read_latest()
-    assert cur is not None
-    spec = full_spec(cur.manifest)
-    if not cur.manifest.l0 or spec is None:
-        return 0
     settings = Settings.from_dict({"min_filter_keys": 1, "compactor_options": {"scheduler_options": {
         "min_compaction_sources": "1000", "max_compaction_sources": "1000"}}})  # only what we submit
     while True:  # a compactor starting at the same moment (the Db's own) may take our epoch
@@ -43,6 +38,12 @@ async def _compact_all_l0(store: MemoryStore) -> int:
             break
         except FencedError:
             continue
+    # Read the manifest only now: until our start fenced it, the Db's own compactor may commit.
+    cur = await ManifestStore(store, rt).read_latest()
+    assert cur is not None
+    spec = full_spec(cur.manifest)
+    if not cur.manifest.l0 or spec is None:
+        return 0
     await submit_compaction(store, rt, spec)
     await compactor.run_until_idle()
     assert compactor.stats["completed"] == 1, compactor.stats
