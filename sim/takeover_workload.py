@@ -14,7 +14,7 @@ most). Here every seed draws
 * swarm store faults (latency up to 200 ms a leg, transient errors, lost replies, stalls);
 * **crash points**: a writer dies right after its n-th event of one kind (manifest ``commit``,
   ``ack``, ``fence_written``, ``replay`` of a WAL object): memory lost, requests already on the
-  wire still land;
+  wire still land; it restarts once at once (reopening, so replaying what it left);
 * **pause points**: a writer's next request leaves up to 5 s late after such an event (mostly
   right after its epoch bump, ``writer_epoch``): the process was descheduled.
 
@@ -46,7 +46,9 @@ WRITERS_PER_ROUND = 4
 WRITES_PER_WRITER = 30
 N_KEYS = 10_000
 #: Where a fault point may sit: (event kind, its n-th occurrence in the process).
-CRASH_POINTS = (*[("commit", n) for n in range(1, 7)], ("ack", 1), ("ack", 3), ("fence_written", 1),
+#: The commits right after an open (epoch bump, then the first checkpoint refresh or L0 flush,
+#: which may carry replayed rows) weigh double.
+CRASH_POINTS = (*[("commit", n) for n in (1, 2, 2, 3, 3, 4, 5, 6)], ("ack", 1), ("ack", 3), ("fence_written", 1),
                 ("replay", 1), ("replay", 2))
 PAUSE_POINTS = (("writer_epoch", 1), ("writer_epoch", 1), ("writer_epoch", 1), ("fence_written", 1), ("commit", 2),
                 ("ack", 1))
@@ -98,7 +100,9 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
     written: dict[bytes, int] = {}
     outcomes: dict[str, str] = {}
 
-    async def writer(name: str, delay_s: float) -> None:
+    async def writer(name: str, delay_s: float, n_writes: int = WRITES_PER_WRITER, restarts: int = 1) -> None:
+        """One writer process; a crashed one restarts (as ``<name>.r``, reopening the database
+        and replaying what it left) with the writes it had left."""
         await trio.sleep(delay_s)
         rt = SimRuntime(name, seed, trace, bugs=bugs)
         wrng = derive_rng(seed, "workload", name)
@@ -127,10 +131,11 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
 
         trace.listeners.append(crash_point)
         outcomes[name] = "crashed"
+        done = 0
         try:
             with life:
                 async with aio.Db.open("memory://sim", settings, store=store, runtime=rt) as db:
-                    for i in range(WRITES_PER_WRITER):
+                    for i in range(n_writes):
                         key = b"k%04d" % wrng.randrange(N_KEYS)
                         value = b"%s:%d" % (name.encode(), i)
                         h = await db.put(key, value)
@@ -138,6 +143,7 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
                         if wrng.random() < 0.5:
                             await h.wait_durable()
                             acked[(name, h.seq)] = (key, value)
+                        done = i + 1
                         await rt.sleep(wrng.uniform(0.0, 0.02))
                 outcomes[name] = "closed"
         except* (FencedError, ClosedError):
@@ -146,6 +152,8 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
             pass
         finally:
             trace.listeners.remove(crash_point)
+        if outcomes[name] == "crashed" and restarts > 0:
+            await writer(name + ".r", 0.0, max(1, n_writes - done), restarts - 1)
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         for r in range(ROUNDS):
