@@ -1,19 +1,25 @@
 """The simulator's command line: ``sim run --seed S``, ``sim dst`` and ``sim sweep`` (campaigns
-over seeds), ``sim bench`` (time compression on one core).
+over seeds), ``sim bench`` (time compression on one core), ``sim bugs`` (the bug catalogue of
+:mod:`sim.bugs`) and ``sim hunt`` (seeds until the simulator catches a catalogued bug).
 
 Two scenarios (``--workload``): ``store``, the object-store workload of
 :mod:`sim.store_workload` (concurrent CAS, sequence claims and private keys under swarm faults,
 checked by its oracle), and ``db``, writers fencing each other on one database
-(:mod:`sim.db_workload`, checked by the invariants of ``spec/protocols/``). A failing seed prints
-the one command that replays it. Campaigns run in :mod:`sim.sweep` (worker processes) or, with
+(:mod:`sim.db_workload`, checked by the invariants of ``spec/protocols/``); ``sim run`` and
+``sim hunt`` also know the bug catalogue's own scenarios, ``takeover`` and ``seqmeta``
+(:data:`sim.bugs.WORKLOADS`). A failing seed prints the one command that replays it. Campaigns run in :mod:`sim.sweep` (worker processes) or, with
 ``sim sweep --engine spark``, in :mod:`sim.spark_engine`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from slatedb.runtime.production import ProductionRuntime
+
+from . import bugs as bugs_mod
 from . import sweep as sweep_mod
 from .store_workload import StoreRunResult
 from .sweep import Scenario, parse_seeds
@@ -38,8 +44,31 @@ def _parse_seeds(text: str) -> range:
     return parse_seeds(text)
 
 
+_WALL = ProductionRuntime("sim-cli")  # wall time is reported, never fed into a run
+
+
+def _simulate_catalogue(ns: argparse.Namespace) -> tuple[object, float, str]:
+    """``sim run`` of a scenario :mod:`sim.sweep` does not run (the bug catalogue's own
+    ``takeover`` and ``seqmeta``, or ``store`` with bugs): result, wall seconds, replay command."""
+    bugs = frozenset(ns.bug or ())
+    start = _WALL.monotonic_s()
+    if ns.workload == "store":
+        result = bugs_mod.runner("store")(ns.seed, n_ops=ns.ops, n_clients=ns.clients, faults=ns.faults, bugs=bugs)
+        flags = "".join(f" --bug {b}" for b in sorted(bugs))
+        replay = f"./just sim run --seed {ns.seed} --workload store --ops {ns.ops} --clients {ns.clients}" + (
+            f" --faults {ns.faults}" if ns.faults != "swarm" else "") + flags
+    else:
+        result = bugs_mod.run(ns.workload, ns.seed, bugs)
+        replay = bugs_mod.replay_command(ns.workload, ns.seed, bugs)
+    return result, _WALL.monotonic_s() - start, replay
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
-    result, wall_s = sweep_mod.simulate(_scenario(ns), ns.seed)
+    if ns.workload not in sweep_mod.WORKLOADS or (ns.bug and ns.workload == "store"):
+        result, wall_s, replay = _simulate_catalogue(ns)
+    else:
+        result, wall_s = sweep_mod.simulate(_scenario(ns), ns.seed)
+        replay = _replay(ns, ns.seed)
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
@@ -47,8 +76,60 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if not result.ok:
         if getattr(result, "last_events", ""):
             print("last events:\n" + result.last_events)  # type: ignore[attr-defined]
-        print(f"replay: {_replay(ns, ns.seed)}")
+        print(f"replay: {replay}")
     return 0 if result.ok else 1
+
+
+def cmd_bugs(ns: argparse.Namespace) -> int:
+    """The catalogue: one line per entry, then the known bug classes still waiting for code."""
+    print(f"{'name':<24} {'workload':<9} {'invariants':<22} {'budget':>6}  description")
+    for b in bugs_mod.CATALOGUE:
+        print(f"{b.name:<24} {b.workload:<9} {', '.join(b.invariants):<22} {b.budget:>6}  {b.description}")
+        if ns.verbose:
+            print(f"{'':<24} class: {b.bug_class}\n{'':<24} source: {b.source}\n{'':<24} switch: {b.site}"
+                  + (f"\n{'':<24} also caught by: {', '.join(b.also)}" if b.also else ""))
+    print("\nplanned (their code does not exist yet):")
+    for bug_class, where in bugs_mod.PLANNED:
+        print(f"  - {bug_class}  [{where}]")
+    return 0
+
+
+def cmd_hunt(ns: argparse.Namespace) -> int:
+    """Seeds 0..N-1 with a bug switched on until one fails: which seed, after how many, what fired,
+    how long it took, and the command that replays it. Non-zero if an entry went undetected."""
+    names = [b.name for b in bugs_mod.CATALOGUE] if ns.all else list(ns.bug or ())
+    if not names:
+        print("sim: hunt needs --bug NAME or --all", file=sys.stderr)
+        return 2
+    jobs = ns.jobs or os.cpu_count() or 1
+    results = []
+    for name in names:
+        r = bugs_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate)
+        results.append(r)
+        if not ns.all:
+            if r.detected_seed is None:
+                print(f"{name}: NOT detected in seeds 0..{r.seeds_run - 1} of {r.workload} ({r.wall_s:.1f} s wall)")
+                continue
+            print(f"{name}: detected by seed {r.detected_seed} of {r.workload} after {r.detected_seed + 1} seed(s), "
+                  f"{r.wall_s:.1f} s wall")
+            print(f"  fired:     {r.invariant}" + ("" if r.expected else
+                                                  f" (expected {', '.join(bugs_mod.BY_NAME[name].invariants)})"))
+            if r.detections is not None:
+                print(f"  rate:      {r.detections}/{r.seeds_run} seeds")
+            print(f"  violation: {r.violation[:300]}")
+            print(f"  replay:    {r.replay}")
+    if ns.all:
+        rate_col = f" {'rate':>9}" if ns.rate else ""
+        print(f"{'bug':<24} {'workload':<9} {'seed':>5} {'seeds':>5} {'fired':<10} {'wall s':>7}{rate_col}  replay")
+        for r in results:
+            rate_txt = f" {f'{r.detections}/{r.seeds_run}':>9}" if ns.rate else ""
+            if r.detected_seed is None:
+                print(f"{r.bug:<24} {r.workload:<9} {'-':>5} {r.seeds_run:>5} {'NOT FOUND':<10} {r.wall_s:>7.1f}{rate_txt}")
+            else:
+                fired = r.invariant + ("" if r.expected else "?")
+                print(f"{r.bug:<24} {r.workload:<9} {r.detected_seed:>5} {r.detected_seed + 1:>5} {fired:<10} "
+                      f"{r.wall_s:>7.1f}{rate_txt}  {r.replay}")
+    return 0 if all(r.detected_seed is not None for r in results) else 1
 
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
@@ -117,8 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--ops", type=int, default=2000, help="operations per run (default 2000)")
         p.add_argument("--clients", type=int, default=6, help="concurrent clients (default 6)")
         p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm")
-        p.add_argument("--workload", choices=["store", "db"], default="store",
-                       help="store: object-store CAS workload; db: writers fencing each other")
+        p.add_argument("--workload", choices=list(bugs_mod.WORKLOADS), default="store",
+                       help="store: object-store CAS workload; db: writers fencing each other; takeover and "
+                            "seqmeta: the bug catalogue's scenarios (sim run only)")
+        p.add_argument("--bug", action="append", choices=sorted(bugs_mod.BY_NAME), metavar="NAME",
+                       help="switch on a catalogued bug (repeatable; see `sim bugs`)")
 
     p_run = sub.add_parser("run", help="run one seed and print its verdict and trace digest")
     p_run.add_argument("--seed", type=int, required=True)
@@ -150,6 +234,22 @@ def main(argv: list[str] | None = None) -> int:
                          help="exit non-zero below this many virtual s per wall s")
     common(p_bench)
     p_bench.set_defaults(fn=cmd_bench, workload="db")
+
+    p_bugs = sub.add_parser("bugs", help="list the bug catalogue (bugs the simulator must catch)")
+    p_bugs.add_argument("-v", "--verbose", action="store_true", help="also the bug class, source and switch site")
+    p_bugs.set_defaults(fn=cmd_bugs)
+
+    p_hunt = sub.add_parser("hunt", help="run seeds with a catalogued bug switched on until one fails")
+    which = p_hunt.add_mutually_exclusive_group(required=True)
+    which.add_argument("--bug", action="append", choices=sorted(bugs_mod.BY_NAME), metavar="NAME",
+                       help="the entry to hunt (repeatable)")
+    which.add_argument("--all", action="store_true", help="every entry, then a table")
+    p_hunt.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: each entry's budget)")
+    p_hunt.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    p_hunt.add_argument("--workload", choices=list(bugs_mod.WORKLOADS), default=None,
+                        help="hunt in this scenario instead of the entry's own")
+    p_hunt.add_argument("--rate", action="store_true", help="run every seed and report the detection rate too")
+    p_hunt.set_defaults(fn=cmd_hunt)
 
     ns = parser.parse_args(argv)
     return ns.fn(ns)

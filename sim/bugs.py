@@ -1,0 +1,241 @@
+"""The bug catalogue: known bug classes, each re-introducible on purpose in the real code.
+
+Every entry names a switch. Protocol code tests ``"<name>" in runtime.bugs`` at the one site
+where the bug lives (``Runtime.bugs`` is an empty frozenset in production, so a switched-off
+bug costs one lookup) and, when the switch is on, does the wrong thing the entry describes.
+The simulator switches bugs on per run (``sim run --seed S --bug NAME``) and must catch each
+one: ``sim hunt --bug NAME`` runs seeds until a run fails and reports which invariant fired.
+``tests/test_sim_bugs.py`` holds every entry to its seed budget.
+
+Adding an entry (compaction resume, two compactors, GC, readers, clones, ... as they are
+built) is one line in :data:`CATALOGUE` plus its switch at the site; a new scenario is one
+line in :data:`WORKLOADS` (a ``run(seed, bugs=...)`` function returning a result with
+``ok``, ``violations``, ``digest``, ``events``, ``virtual_s``, ``faults``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import re
+from typing import Any, Callable, Iterable
+
+import attrs
+
+from slatedb.runtime.production import ProductionRuntime
+
+
+@attrs.frozen
+class Bug:
+    """One catalogued bug.
+
+    ``bug_class`` quotes the class of ``shared/reference/verification-anchors.md`` ("Known bug
+    classes") it belongs to, ``source`` the RFC / protocol step whose rule it breaks, ``site``
+    where its switch is. ``invariants`` are the ids (``spec/protocols/README.md``) expected to
+    fire in ``workload``; ``budget`` is a number of seeds (0..budget-1) within which the workload
+    must detect it (measured with ``sim hunt --all``, with a margin; see docs/simulation.md).
+    ``also`` names other workloads that catch it too.
+    """
+
+    name: str
+    description: str
+    bug_class: str
+    source: str
+    site: str
+    workload: str
+    invariants: tuple[str, ...]
+    budget: int
+    also: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", self.name), self.name
+        assert self.workload in WORKLOADS and all(w in WORKLOADS for w in self.also), self
+        assert self.invariants and all(INVARIANT_ID.fullmatch(i) for i in self.invariants), self
+        assert self.budget > 0, self
+
+
+#: Invariant ids, as in ``spec/protocols/README.md``, and the simulator's own whole-history
+#: oracles (``LIN``: linearizability of the db workload's client history).
+INVARIANT_ID = re.compile(r"\b(?:(?:FENCE|SEQMETA|BOUNDARY|CKPT|GC|COMPACT|CFENCE|RESUME|CLONE|PROJ|DUR|READ)-[0-9]+|LIN)\b")
+
+#: Scenario name -> ``module:function`` running one seed as ``fn(seed, bugs=frozenset)``.
+#: Imported lazily: the catalogue is read by the CLI and by tests without running anything.
+WORKLOADS: dict[str, str] = {
+    "db": "sim.db_workload:run_db_workload",
+    "takeover": "sim.takeover_workload:run_takeover_workload",
+    "seqmeta": "sim.seqmeta_workload:run_seqmeta_workload",
+    "store": "sim.store_workload:run_store_workload",
+    # "compactor": ..., "gc": ..., "reader": ..., "clone": ...  (later issues)
+}
+
+_WAL_CLASS = "Zombie writer: an old writer keeps acknowledging writes after a newer one fenced it (RFC 001)"
+_REPLAY_CLASS = ("Crash during WAL replay, or the replay point advanced past data not yet in L0: "
+                 "acknowledged writes lost")
+_SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
+                  "deleted N+1 and believes it committed (RFC 004)")
+
+CATALOGUE: tuple[Bug, ...] = (
+    Bug("zombie-ack", "a writer that halted while its WAL write was in flight still acknowledges it",
+        _WAL_CLASS, "RFC 001 Acknowledgements; writer.md step 8", "slatedb/db/core.py DbCore._write_wal",
+        "db", ("FENCE-3",), 30, also=("takeover",)),
+    Bug("fence-ignored", "a WAL write that finds its id taken skips to the next id without reading the "
+        "manifest epoch: a zombie writes on above the newer writer's fence",
+        _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 7", "slatedb/wal/writer.py WalWriter.write",
+        "db", ("DUR-1", "FENCE-3"), 12, also=("takeover",)),
+    Bug("no-epoch-recheck", "after its fence lands the writer does not re-read the manifest epoch, so an "
+        "older writer that listed wal/ late fences above a newer one and acknowledges writes it never replays",
+        _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 5 (model UNSAFE_NO_EPOCH_RECHECK)",
+        "slatedb/wal/writer.py WalWriter.fence", "takeover", ("DUR-1",), 16, also=("db",)),
+    Bug("replay-skip", "open does not replay the WAL above replay_after_wal_id",
+        _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
+        "db", ("DUR-1", "LIN"), 8, also=("takeover",)),
+    Bug("replay-point-ahead", "an L0 flush advances replay_after_wal_id to the writer's last WAL id instead "
+        "of its memtable's cut, past rows still only in later memtables",
+        _REPLAY_CLASS, "RFC 003; writer.md steps 7 and 9", "slatedb/db/core.py DbCore._flush_imm",
+        "takeover", ("DUR-1", "LIN"), 30, also=("db",)),
+    Bug("replay-progress-early", "open records replay progress (replay_after_wal_id = fence - 1) in the "
+        "manifest before the replayed rows reach L0; a crash or fence before that flush loses them",
+        _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
+        "takeover", ("DUR-1", "LIN"), 40, also=("db",)),
+    Bug("no-boundary-check", "a manifest create that succeeded is reported committed without the post-create "
+        "read of gc/manifest.boundary",
+        _SEQMETA_CLASS, "RFC 004 Checking Boundaries After Writes; sequenced-metadata.md step 4",
+        "slatedb/manifest/store.py ManifestStore.try_write", "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 8,
+        also=("db",)),
+    Bug("ambiguous-create-trust", "after an ambiguous create-if-absent, \"already exists\" on a retry is taken "
+        "as our own success without reading the object back",
+        "Ambiguous outcomes (request applied, reply lost): a retried conditional create mistakes "
+        "another writer's object for its own (RFC 001 / RFC 004 create-if-absent CAS)",
+        "RFC 001 Manifest Updates; wal-fencing.md FENCE-4", "slatedb/objstore/retry.py create_if_absent",
+        "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 20, also=("db", "takeover", "store")),
+)
+
+BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}
+assert len(BY_NAME) == len(CATALOGUE), "duplicate bug names"
+
+#: Known bug classes whose code does not exist yet: each becomes a catalogue entry (and a
+#: workload) in the issue that builds it. Listed so that ``sim bugs`` shows what is missing.
+PLANNED: tuple[tuple[str, str], ...] = (
+    ("GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction", "gc (GC-1..4, CKPT-1/2)"),
+    ("Reader sets wal_id_last_seen to a WAL id GC already deleted", "reader (READ-1/2)"),
+    ("Stalled WAL writer re-creates a WAL id GC deleted (RFC 004's shape for WAL ids)", "gc (DUR-1)"),
+    ("Compaction resume re-emits or skips the entry at the last written key", "compactor (RESUME-1/2)"),
+    ("Two compactors both commit", "compactor (CFENCE-1..3)"),
+    ("Compaction finishes after its inputs changed", "compactor (COMPACT-3)"),
+    ("Clone/projection leaks rows outside the visible range, or union seqs collide", "clone (CLONE-*, PROJ-*)"),
+    ("An expired checkpoint breaks a reader that still uses it", "reader (CKPT-1)"),
+)
+
+
+def runner(workload: str) -> Callable[..., Any]:
+    """The ``run(seed, bugs=...)`` function of a scenario."""
+    module, _, fn = WORKLOADS[workload].partition(":")
+    return getattr(importlib.import_module(module), fn)
+
+
+def run(workload: str, seed: int, bugs: Iterable[str] = ()) -> Any:
+    """Run one seed of ``workload`` with ``bugs`` switched on; unknown names are refused."""
+    bugs = frozenset(bugs)
+    unknown = bugs - BY_NAME.keys()
+    if unknown:
+        raise ValueError(f"unknown bug(s) {sorted(unknown)}; see `sim bugs`")
+    return runner(workload)(seed, bugs=bugs)
+
+
+def fired(result: Any) -> str:
+    """What a failed run reports: the first invariant id in its violations, ``liveness`` for a
+    stuck run, else the exception type of the first violation (``-`` for a passing run)."""
+    if result.ok:
+        return "-"
+    for v in result.violations:
+        m = INVARIANT_ID.search(v)
+        if m:
+            return m.group(0)
+    first = result.violations[0]
+    if "liveness" in first:
+        return "liveness"
+    return first.split(":", 1)[0] if ":" in first else "oracle"
+
+
+def replay_command(workload: str, seed: int, bugs: Iterable[str]) -> str:
+    """The command that replays one seed with these switches on."""
+    flags = "".join(f" --bug {b}" for b in sorted(bugs))
+    return f"./just sim run --seed {seed} --workload {workload}{flags}"
+
+
+@attrs.frozen
+class HuntResult:
+    """What ``sim hunt`` reports for one entry."""
+
+    bug: str
+    workload: str
+    seeds_run: int  # seeds 0..seeds_run-1 ran: up to the detecting one (all of them with ``rate``)
+    detected_seed: int | None  # the lowest failing seed
+    invariant: str  # what fired at the detecting seed ("-" when undetected)
+    expected: bool  # that is one of the entry's invariants
+    wall_s: float  # wall time from the start of the hunt to the detecting seed's verdict
+    violation: str = ""
+    detections: int | None = None  # with ``rate``: how many of the seeds failed
+
+    @property
+    def replay(self) -> str:
+        return replay_command(self.workload, self.detected_seed if self.detected_seed is not None else 0, [self.bug])
+
+
+_WALL = ProductionRuntime("sim-bugs")  # wall time is reported, never fed into a run
+
+
+def _hunt_one(args: tuple[str, int, str]) -> tuple[int, bool, str, str]:
+    workload, seed, bug = args
+    result = run(workload, seed, [bug])
+    return seed, result.ok, fired(result), (result.violations[0] if result.violations else "")
+
+
+def _verdicts(work: list[tuple[str, int, str]], jobs: int):
+    """``_hunt_one`` of every item, yielded in order; with ``jobs > 1`` computed in worker
+    processes at most ``2 * jobs`` ahead, so that a consumer that stops early wastes little."""
+    if jobs <= 1:
+        for args in work:
+            yield _hunt_one(args)
+        return
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        pending: dict[int, concurrent.futures.Future] = {}
+        submitted = 0
+        try:
+            for i in range(len(work)):
+                while submitted < len(work) and len(pending) < 2 * jobs:
+                    pending[submitted] = pool.submit(_hunt_one, work[submitted])
+                    submitted += 1
+                yield pending.pop(i).result()
+        finally:
+            for f in pending.values():
+                f.cancel()
+
+
+def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | None = None,
+         rate: bool = False) -> HuntResult:
+    """Run seeds 0..seeds-1 (default: the entry's budget) of the entry's workload (or
+    ``workload``) with the bug on, in seed order, until one fails; with ``rate``, run them all
+    and count the failures too. Parallel runs (``jobs``) give the same answer."""
+    bug = BY_NAME[name]
+    workload = workload or bug.workload
+    n = bug.budget if seeds is None else seeds
+    start = _WALL.monotonic_s()
+    first: tuple[int, str, str, float] | None = None
+    detections = 0
+    ran = 0
+    for seed, ok, inv, violation in _verdicts([(workload, s, name) for s in range(n)], jobs):
+        ran += 1
+        if ok:
+            continue
+        detections += 1
+        if first is None:
+            first = (seed, inv, violation, _WALL.monotonic_s() - start)
+            if not rate:
+                break
+    if first is None:
+        return HuntResult(name, workload, ran, None, "-", False, _WALL.monotonic_s() - start,
+                          detections=0 if rate else None)
+    seed, inv, violation, wall_s = first
+    return HuntResult(name, workload, ran if rate else seed + 1, seed, inv, inv in bug.invariants, wall_s,
+                      violation, detections=detections if rate else None)
