@@ -24,6 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def open_mem(store, settings=None):
+    """The writer alone: these tests count L0 SSTs and manifests, so no in-process compactor
+    unless asked for (the compactor has its own tests in ``tests/compactor/``)."""
+    if settings is None or isinstance(settings, dict):
+        settings = {"compactor_options": None, **(settings or {})}
     return slatedb.Db.open("memory://test", settings=settings, store=store)
 
 
