@@ -43,9 +43,10 @@ from slatedb.format.wal_sst import decode_wal_sst
 
 pytestmark = pytest.mark.interop
 
-# Small L0 SSTs so that flushes happen; a high l0_max_ssts because our Db has no compactor yet
-# (with L0 full the L0 flusher waits and memtables pile up until max_unflushed_bytes).
-SMALL = {"l0_sst_size_bytes": 4096, "l0_max_ssts": 64, "flush_interval": "10ms"}
+# Small L0 SSTs so that flushes happen; these tests are about the writer's files, so no
+# in-process compactor (compaction interop is test_compaction_interop.py), hence a high
+# l0_max_ssts (with L0 full the L0 flusher waits and memtables pile up until max_unflushed_bytes).
+SMALL = {"l0_sst_size_bytes": 4096, "l0_max_ssts": 64, "flush_interval": "10ms", "compactor_options": None}
 LONG_TTL_MS = 10 * 3600 * 1000  # stays visible for the whole test
 SHORT_TTL_MS = 1  # long expired by the time anyone reads
 
