@@ -85,7 +85,7 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug("no-epoch-recheck", "after its fence lands the writer does not re-read the manifest epoch, so an "
         "older writer that listed wal/ late fences above a newer one and acknowledges writes it never replays",
         _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 5 (model UNSAFE_NO_EPOCH_RECHECK)",
-        "slatedb/wal/writer.py WalWriter.fence", "takeover", ("DUR-1",), 16, also=("db",)),
+        "slatedb/wal/writer.py WalWriter.fence", "takeover", ("DUR-1",), 24, also=("db",)),
     Bug("replay-skip", "open does not replay the WAL above replay_after_wal_id",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
         "db", ("DUR-1", "LIN"), 8, also=("takeover",)),
