@@ -317,7 +317,8 @@ class Compactor:
                 spec = CompactionSpec.from_format(c.spec)
                 busy = [CompactionSpec.from_format(self._state[i].spec) for i in self._running]
                 busy += [CompactionSpec.from_format(r.spec) for r in to_run]
-                reason = validate_spec(spec, manifest, busy) or self.scheduler.validate(manifest, spec)
+                reason = (validate_spec(spec, manifest, busy) or self.scheduler.validate(manifest, spec)
+                          or _committed_already(manifest, c.output_ssts))
             if reason is not None:
                 await self._record_reason(c.id, reason)
                 self._set(c, status=S.FAILED)
@@ -401,7 +402,7 @@ class Compactor:
                 m = cur.manifest
                 if m.compactor_epoch > epoch:  # type: ignore[operator]
                     raise self._fence(f"compactor epoch {epoch} fenced by {m.compactor_epoch} (at commit)")
-                reason = validate_spec(spec, m)
+                reason = validate_spec(spec, m) or _committed_already(m, outputs)
                 if reason is not None:
                     invalid.append(reason)  # COMPACT-3: inputs changed (e.g. committed before a crash)
                     return None
@@ -437,6 +438,16 @@ def _sole(group: BaseExceptionGroup) -> BaseException:
     while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
         group = group.exceptions[0]  # type: ignore[assignment]
     return group
+
+
+def _committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> str | None:
+    """A compaction whose output SSTs the manifest already holds was committed (before a crash
+    or a takeover): running it again would commit it twice (COMPACT-3). Its sources need not be
+    gone: ``[SR:k] -> k`` leaves a run ``k`` behind, its own output."""
+    referenced = {v.sst_id for r in m.compacted for v in r.ssts}
+    if any(o.id in referenced for o in outputs):
+        return "its output SSTs are already in the manifest (committed before a restart)"
+    return None
 
 
 def _size(sst: CompactedSsTable) -> int:
