@@ -65,12 +65,16 @@ WORKLOADS: dict[str, str] = {
     "takeover": "sim.takeover_workload:run_takeover_workload",
     "seqmeta": "sim.seqmeta_workload:run_seqmeta_workload",
     "store": "sim.store_workload:run_store_workload",
-    # "compactor": ..., "gc": ..., "reader": ..., "clone": ...  (later issues)
+    "compactor": "sim.compactor_workload:run_compactor_workload",
+    # "gc": ..., "reader": ..., "clone": ...  (later issues)
 }
 
 _WAL_CLASS = "Zombie writer: an old writer keeps acknowledging writes after a newer one fenced it (RFC 001)"
 _REPLAY_CLASS = ("Crash during WAL replay, or the replay point advanced past data not yet in L0: "
                  "acknowledged writes lost")
+_RESUME_CLASS = "Compaction resume re-emits or skips the entry at the last written key (RFC 002 ResumingIterator)"
+_TWO_COMPACTORS_CLASS = "Two compactors both commit (compactor fencing on `.manifest` then `.compactions`, RFC 002)"
+_INPUTS_CHANGED_CLASS = "Compaction finishes after its inputs changed (validation on resume, RFC 002)"
 _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
                   "deleted N+1 and believes it committed (RFC 004)")
 
@@ -108,6 +112,28 @@ CATALOGUE: tuple[Bug, ...] = (
         "another writer's object for its own (RFC 001 / RFC 004 create-if-absent CAS)",
         "RFC 001 Manifest Updates; wal-fencing.md FENCE-4", "slatedb/objstore/retry.py create_if_absent",
         "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 20, also=("db", "takeover", "store")),
+    # -- compaction (sim/compactor_workload.py; budgets from `sim hunt --rate --seeds 200`) --
+    Bug("resume-reemit", "a resumed compaction skips only the versions of the cursor key newer than the "
+        "cursor (seq > last_seq), so it writes the last row of its last output SST again",
+        _RESUME_CLASS, "RFC 002 Resuming Partial Compactions; compaction.md step 7 (model UNSAFE_RESUME_REEMIT)",
+        "slatedb/compactor/executor.py Executor.run", "compactor", ("RESUME-2",), 8),
+    Bug("resume-skip-entry", "a resumed compaction drops the first row after its cursor (the newest version "
+        "of the next key) along with the rows already written",
+        _RESUME_CLASS, "RFC 002 Resuming Partial Compactions; compaction.md step 7 (model UNSAFE_RESUME_SKIP_KEY)",
+        "slatedb/compactor/executor.py Executor.run", "compactor", ("RESUME-1",), 25),
+    Bug("compactor-no-second-bump", "a starting compactor bumps the epoch in the manifest only, not in "
+        ".compactions (and takes a lower epoch there as normal): a zombie goes on writing .compactions",
+        _TWO_COMPACTORS_CLASS, "RFC 002 On startup; compaction.md step 2 (model UNSAFE_NO_SECOND_BUMP)",
+        "slatedb/compactor/compactor.py Compactor.start", "compactor", ("CFENCE-2",), 32),
+    Bug("compactor-no-commit-fence", "a compactor commits a finished compaction without comparing the "
+        "manifest's compactor epoch with its own: a zombie commits after a newer compactor started",
+        _TWO_COMPACTORS_CLASS, "RFC 003 Compaction Executor epoch checks; compaction.md step 8",
+        "slatedb/compactor/compactor.py Compactor._finish", "compactor", ("CFENCE-1",), 40),
+    Bug("compaction-no-revalidate", "a resumed compaction is not validated against the current manifest "
+        "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
+        _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
+        "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._start_submitted",
+        "compactor", ("COMPACT-3",), 32),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}
@@ -119,9 +145,6 @@ PLANNED: tuple[tuple[str, str], ...] = (
     ("GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction", "gc (GC-1..4, CKPT-1/2)"),
     ("Reader sets wal_id_last_seen to a WAL id GC already deleted", "reader (READ-1/2)"),
     ("Stalled WAL writer re-creates a WAL id GC deleted (RFC 004's shape for WAL ids)", "gc (DUR-1)"),
-    ("Compaction resume re-emits or skips the entry at the last written key", "compactor (RESUME-1/2)"),
-    ("Two compactors both commit", "compactor (CFENCE-1..3)"),
-    ("Compaction finishes after its inputs changed", "compactor (COMPACT-3)"),
     ("Clone/projection leaks rows outside the visible range, or union seqs collide", "clone (CLONE-*, PROJ-*)"),
     ("An expired checkpoint breaks a reader that still uses it", "reader (CKPT-1)"),
 )

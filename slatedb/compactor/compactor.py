@@ -159,6 +159,9 @@ class Compactor:
                 if c.status is S.RUNNING:  # interrupted: resume it from its outputs
                     c = attrs.evolve(c, status=S.SUBMITTED)
                 self._state[c.id] = c
+            if "compactor-no-second-bump" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): manifest only
+                self._cid = cur.id if cur is not None else 0
+                break
             try:
                 stored = await self.cstore.try_write((cur.id if cur else 0) + 1, CompactionsV1(epoch, tuple(self._state.values())))
                 self._cid = stored.id
@@ -265,7 +268,7 @@ class Compactor:
         e = cur.compactions.compactor_epoch
         if e > self.epoch:  # type: ignore[operator]
             raise self._fence(f"compactor epoch {self.epoch} fenced by {e} (.compactions)")
-        if e < self.epoch:  # type: ignore[operator]
+        if e < self.epoch and "compactor-no-second-bump" not in self.runtime.bugs:  # type: ignore[operator]
             self.runtime.event("panic", what="compactor epoch went backwards", found=e, ours=self.epoch)
             raise CompactorEpochError(f".compactions {cur.id} has epoch {e} below ours {self.epoch}")
 
@@ -319,6 +322,8 @@ class Compactor:
                 busy += [CompactionSpec.from_format(r.spec) for r in to_run]
                 reason = (validate_spec(spec, manifest, busy) or self.scheduler.validate(manifest, spec)
                           or _committed_already(manifest, c.output_ssts))
+                if c.ctx is not None and "compaction-no-revalidate" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                    reason = None
             if reason is not None:
                 await self._record_reason(c.id, reason)
                 self._set(c, status=S.FAILED)
@@ -400,9 +405,11 @@ class Compactor:
 
             def apply(cur: StoredManifest) -> ManifestV2 | None:
                 m = cur.manifest
-                if m.compactor_epoch > epoch:  # type: ignore[operator]
+                if m.compactor_epoch > epoch and "compactor-no-commit-fence" not in self.runtime.bugs:  # type: ignore[operator]
                     raise self._fence(f"compactor epoch {epoch} fenced by {m.compactor_epoch} (at commit)")
                 reason = validate_spec(spec, m) or _committed_already(m, outputs)
+                if "compaction-no-revalidate" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                    reason = None
                 if reason is not None:
                     invalid.append(reason)  # COMPACT-3: inputs changed (e.g. committed before a crash)
                     return None

@@ -236,9 +236,14 @@ class Executor:
                 continue
             # -- resume: skip what the interrupted attempt already wrote ---------------------
             if cursor is not None:
-                if key < cursor[0] or (key == cursor[0] and row.seq >= cursor[1]):
+                if "resume-reemit" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the cursor row again
+                    if key < cursor[0] or (key == cursor[0] and row.seq > cursor[1]):
+                        continue
+                elif key < cursor[0] or (key == cursor[0] and row.seq >= cursor[1]):
                     continue
                 cursor = None
+                if "resume-skip-entry" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the next row is lost
+                    continue
             # -- output ------------------------------------------------------------------------
             if writer_last_key is not None and key != writer_last_key and writer.estimated_size_bytes() >= max_bytes:
                 await cut()
