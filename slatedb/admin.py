@@ -87,8 +87,16 @@ async def read_compaction(store: ObjectStore, compaction_id: str | ULID, compact
         raise InvalidArgumentError(f"compaction id {compaction_id!r} is not a ULID") from None
     stored = await read_compactions(store, compactions_id, runtime)
     found = stored.find(cid)
+    if found is None and compactions_id is None:
+        # Finished compactions are trimmed from later files (only the most recent one stays):
+        # look back through the older files that GC has not removed yet, newest first.
+        for older in reversed(await list_compactions(store, end=stored.id - 1, runtime=runtime)):
+            found = older.find(cid)
+            if found is not None:
+                break
     if found is None:
-        raise NotFoundError(f"no compaction {cid} in compactions file {stored.id}")
+        where = f"compactions file {stored.id}" if compactions_id is not None else "any compactions file"
+        raise NotFoundError(f"no compaction {cid} in {where}")
     return found
 
 

@@ -143,7 +143,18 @@ class Compactor:
             if latest.manifest.compactor_epoch >= epoch:
                 raise self._fence(f"compactor epoch {epoch} lost to {latest.manifest.compactor_epoch} (manifest)")
             try:
-                self._manifest = await self.manifests.try_write(latest.id + 1, attrs.evolve(latest.manifest, compactor_epoch=epoch))
+                # The startup manifest carries a fresh checkpoint (pinning the manifest it
+                # replaces, like a commit's pin) so that its bytes are ours alone: two compactors
+                # starting from one manifest would otherwise write identical files, and an
+                # ambiguous create resolved by reading back would let both believe they won
+                # (found by the compactor simulation: two compactors with one epoch, CFENCE-3).
+                now_s = max(0, self.runtime.now_ms() // 1000)
+                pin = Checkpoint(id=self.runtime.new_uuid(), manifest_id=latest.id,
+                                 checkpoint_expire_time_s=now_s + int(self.options.checkpoint_lifetime),
+                                 checkpoint_create_time_s=now_s)
+                mine = attrs.evolve(latest.manifest, compactor_epoch=epoch,
+                                    checkpoints=_live_checkpoints(latest.manifest, now_s) + (pin,))
+                self._manifest = await self.manifests.try_write(latest.id + 1, mine)
                 break
             except (ObjectVersionBehindBoundaryError, ManifestConflict):
                 latest = await self._read_manifest()
@@ -296,6 +307,8 @@ class Compactor:
     def _set(self, c: Compaction, **changes) -> Compaction:
         new = attrs.evolve(c, **changes)
         assert c.status not in TERMINAL, f"COMPACT-1: {c.id} is already {c.status.name}"
+        if new.status in TERMINAL:
+            del self._state[c.id]  # re-inserted last: _trim keeps the most recently finished
         self._state[c.id] = new
         if new.status != c.status:
             self.runtime.event("compaction_state", id=str(c.id), status=new.status.name.title())

@@ -320,8 +320,9 @@ class DbCore:
         self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted)
         try:
             await self.compactor.run()
-        except SlateDBError as e:
-            self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
+        except* SlateDBError as group:  # from the compactor's nursery: a group
+            for e in group.exceptions:
+                self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
             self.stats["compactor_errors"] = self.stats.get("compactor_errors", 0) + 1
 
     def _kick_flush(self) -> None:
