@@ -101,8 +101,8 @@ CATALOGUE: tuple[Bug, ...] = (
         "manifest before the replayed rows reach L0; a crash or fence before that flush loses them",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
         "takeover", ("DUR-1", "LIN"), 40, also=("db",)),
-    Bug("no-boundary-check", "a manifest create that succeeded is reported committed without the post-create "
-        "read of gc/manifest.boundary",
+    Bug("no-boundary-check", "a .manifest (or .compactions) create that succeeded is reported committed without the post-create "
+        "read of its gc/*.boundary file",
         _SEQMETA_CLASS, "RFC 004 Checking Boundaries After Writes; sequenced-metadata.md step 4",
         "slatedb/manifest/store.py ManifestStore.try_write", "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 8,
         also=("db",)),

@@ -23,7 +23,7 @@ from slatedb.db.common import SnapshotLifecycle, coerce_settings, prefix_bounds,
 from slatedb.db.core import DbCore, MustWait, ReadState
 from slatedb.db.scan import MergeScan, NeedIO
 from slatedb.db.view import KeyBounds
-from slatedb.errors import ClosedError, ReadOnlyError
+from slatedb.errors import ClosedError, ReadOnlyError, sole_exception
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
@@ -180,9 +180,7 @@ class Db(_ReadMixin):
             except BaseExceptionGroup as group:
                 # The background tasks never raise (a failure stops the database instead), so
                 # a group here wraps the block's own exception: give it back as it was raised.
-                error: BaseException = group
-                while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-                    error = error.exceptions[0]
+                error = sole_exception(group)
                 if error is group:
                     raise
                 raise error from None

@@ -102,3 +102,12 @@ class InvalidPathError(ObjectStoreError, InvalidArgumentError):
 
 class InvalidUrlError(InvalidArgumentError):
     """A store URL cannot be resolved; the message says which part is wrong."""
+
+
+def sole_exception(group: BaseExceptionGroup) -> BaseException:
+    """The one error inside nested single-exception groups (trio nurseries wrap what a task
+    raised); the group itself when it holds several."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

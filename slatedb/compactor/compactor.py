@@ -45,6 +45,7 @@ from slatedb.errors import (
     ObjectNotFoundError,
     ObjectVersionBehindBoundaryError,
     SlateDBError,
+    sole_exception,
 )
 from slatedb.format.types import (
     Checkpoint,
@@ -69,7 +70,7 @@ from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime
 
 from .executor import CompactionFailed, Executor, Job, is_bottom
-from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler
+from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler, sst_size_bytes
 from .spec import CompactionSpec, validate_spec
 from .store import TERMINAL, CompactionsConflict, CompactionsStore, StoredCompactions
 
@@ -148,12 +149,7 @@ class Compactor:
                 # starting from one manifest would otherwise write identical files, and an
                 # ambiguous create resolved by reading back would let both believe they won
                 # (found by the compactor simulation: two compactors with one epoch, CFENCE-3).
-                now_s = max(0, self.runtime.now_ms() // 1000)
-                pin = Checkpoint(id=self.runtime.new_uuid(), manifest_id=latest.id,
-                                 checkpoint_expire_time_s=now_s + int(self.options.checkpoint_lifetime),
-                                 checkpoint_create_time_s=now_s)
-                mine = attrs.evolve(latest.manifest, compactor_epoch=epoch,
-                                    checkpoints=_live_checkpoints(latest.manifest, now_s) + (pin,))
+                mine = attrs.evolve(latest.manifest, compactor_epoch=epoch, checkpoints=self._pinned(latest))
                 self._manifest = await self.manifests.try_write(latest.id + 1, mine)
                 break
             except (ObjectVersionBehindBoundaryError, ManifestConflict):
@@ -187,6 +183,19 @@ class Compactor:
         latest = await self.manifests.read_latest()
         assert latest is not None
         return latest
+
+    def _pinned(self, cur: StoredManifest) -> tuple[Checkpoint, ...]:
+        """``cur``'s unexpired checkpoints plus a fresh one pinning ``cur`` for
+        ``checkpoint_lifetime`` (what the official compactor writes before each commit: readers
+        of the replaced manifest keep its SSTs). Its fresh UUID also makes every manifest the
+        compactor writes unique bytes."""
+        now_s = max(0, self.runtime.now_ms() // 1000)
+        live = tuple(c for c in cur.manifest.checkpoints
+                     if c.checkpoint_expire_time_s == 0 or c.checkpoint_expire_time_s > now_s)
+        pin = Checkpoint(id=self.runtime.new_uuid(), manifest_id=cur.id,
+                         checkpoint_expire_time_s=now_s + int(self.options.checkpoint_lifetime),
+                         checkpoint_create_time_s=now_s)
+        return live + (pin,)
 
     def _fence(self, why: str) -> FencedError:
         self.fenced = True
@@ -239,7 +248,7 @@ class Compactor:
                     await self._wakeup.wait()
                     self._wakeup = trio.Event()
         except BaseExceptionGroup as group:
-            raise _sole(group) from None
+            raise sole_exception(group) from None
         finally:
             self._nursery = None
         return self.stats["completed"] + self.stats["failed"] - done_before
@@ -387,7 +396,7 @@ class Compactor:
 
                 async def progress(outputs: tuple[CompactedSsTable, ...]) -> None:
                     self.stats["output_ssts"] += 1
-                    self.stats["bytes_written"] += _size(outputs[-1])
+                    self.stats["bytes_written"] += sst_size_bytes(outputs[-1].info)
                     async with self._lock:
                         cur = self._state[compaction_id]
                         self._set(cur, output_ssts=outputs, ctx=attrs.evolve(
@@ -412,8 +421,6 @@ class Compactor:
         """Manifest first, ``.compactions`` second (COMPACT-2)."""
         async with self._lock:
             epoch = self.epoch
-            now_s = max(0, self.runtime.now_ms() // 1000)
-            lifetime_s = int(self.options.checkpoint_lifetime)
             invalid: list[str] = []
 
             def apply(cur: StoredManifest) -> ManifestV2 | None:
@@ -426,9 +433,7 @@ class Compactor:
                 if reason is not None:
                     invalid.append(reason)  # COMPACT-3: inputs changed (e.g. committed before a crash)
                     return None
-                pin = Checkpoint(id=self.runtime.new_uuid(), manifest_id=cur.id,
-                                 checkpoint_expire_time_s=now_s + lifetime_s, checkpoint_create_time_s=now_s)
-                return apply_compaction(m, spec, outputs, checkpoints=_live_checkpoints(m, now_s) + (pin,))
+                return apply_compaction(m, spec, outputs, checkpoints=self._pinned(cur))
 
             stored = await self.manifests.update(apply, current=self._manifest)
             if invalid:
@@ -453,13 +458,6 @@ class Compactor:
             del self._state[cid]
 
 
-def _sole(group: BaseExceptionGroup) -> BaseException:
-    """The one error inside nested single-exception groups (else the group itself)."""
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]  # type: ignore[assignment]
-    return group
-
-
 def _committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> str | None:
     """A compaction whose output SSTs the manifest already holds was committed (before a crash
     or a takeover): running it again would commit it twice (COMPACT-3). Its sources need not be
@@ -470,13 +468,6 @@ def _committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> 
     return None
 
 
-def _size(sst: CompactedSsTable) -> int:
-    i = sst.info
-    return max(i.index_offset + i.index_len, i.filter_offset + i.filter_len, i.stats_offset + i.stats_len)
-
-
-def _live_checkpoints(m: ManifestV2, now_s: int) -> tuple[Checkpoint, ...]:
-    return tuple(c for c in m.checkpoints if c.checkpoint_expire_time_s == 0 or c.checkpoint_expire_time_s > now_s)
 
 
 def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...], *,

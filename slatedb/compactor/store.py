@@ -14,12 +14,11 @@ from __future__ import annotations
 import attrs
 from ulid import ULID
 
-from slatedb.errors import CorruptionError, ObjectNotFoundError, ObjectVersionBehindBoundaryError
+from slatedb.errors import ObjectVersionBehindBoundaryError
 from slatedb.format.compactions import decode_compactions, encode_compactions
 from slatedb.format.types import Compaction, CompactionsV1, CompactionStatus
-from slatedb.manifest.store import parse_id, read_boundary
+from slatedb.manifest.store import SequenceConflict, SequencedStore
 from slatedb.objstore.base import ObjectStore
-from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.runtime import Runtime
 
 from .spec import CompactionSpec
@@ -49,48 +48,28 @@ class StoredCompactions:
         return None
 
 
-class CompactionsConflict(Exception):
-    """Internal: the create of the next id lost the race (or landed behind the boundary)."""
+class CompactionsConflict(SequenceConflict):
+    pass
 
 
-class CompactionsStore:
-    def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
-        self.store = store
-        self.runtime = runtime
+class CompactionsStore(SequencedStore[CompactionsV1, StoredCompactions]):
+    namespace = "compactions"
+    directory = COMPACTIONS_DIR
+    suffix = COMPACTIONS_SUFFIX
+    boundary_key = COMPACTIONS_BOUNDARY_KEY
+    conflict = CompactionsConflict
 
-    async def list_ids(self) -> list[int]:
-        metas = await retry_transient(self.runtime, lambda: self.store.list(COMPACTIONS_DIR), what="list compactions/")
-        ids = [parse_id(m.key, COMPACTIONS_DIR, COMPACTIONS_SUFFIX) for m in metas]
-        return sorted(i for i in ids if i is not None)
+    def encode(self, value: CompactionsV1) -> bytes:
+        return encode_compactions(value)
 
-    async def read(self, compactions_id: int) -> StoredCompactions:
-        key = compactions_key(compactions_id)
-        got = await retry_transient(self.runtime, lambda: self.store.get(key), what=f"get {key}")
-        return StoredCompactions(compactions_id, decode_compactions(bytes(got.data), key))
+    def decode(self, data: bytes, key: str) -> CompactionsV1:
+        return decode_compactions(data, key)
 
-    async def read_latest(self) -> StoredCompactions | None:
-        while True:
-            ids = await self.list_ids()
-            if not ids:
-                return None
-            try:
-                return await self.read(ids[-1])
-            except ObjectNotFoundError:
-                continue  # deleted by GC after a newer one appeared: list again
+    def stored(self, file_id: int, value: CompactionsV1) -> StoredCompactions:
+        return StoredCompactions(file_id, value)
 
-    async def try_write(self, compactions_id: int, compactions: CompactionsV1) -> StoredCompactions:
-        """Create ``compactions_id`` then check the boundary (see the module docstring)."""
-        key = compactions_key(compactions_id)
-        if not await create_if_absent(self.store, self.runtime, key, encode_compactions(compactions)):
-            self.runtime.event("create", path=key, outcome="exists", epoch=compactions.compactor_epoch)
-            raise CompactionsConflict(key)
-        self.runtime.event("create", path=key, outcome="ok", epoch=compactions.compactor_epoch)
-        boundary = await read_boundary(self.store, self.runtime, COMPACTIONS_BOUNDARY_KEY)
-        self.runtime.event("boundary_read", ns="compactions", boundary=boundary)
-        if compactions_id <= boundary:
-            raise ObjectVersionBehindBoundaryError("compactions", compactions_id, boundary)
-        self.runtime.event("commit", ns="compactions", id=compactions_id)
-        return StoredCompactions(compactions_id, compactions)
+    def event_fields(self, value: CompactionsV1) -> dict:
+        return {"epoch": value.compactor_epoch}
 
 
 async def submit_compaction(store: ObjectStore, runtime: Runtime, spec: CompactionSpec) -> Compaction:
@@ -110,8 +89,3 @@ async def submit_compaction(store: ObjectStore, runtime: Runtime, spec: Compacti
         except (CompactionsConflict, ObjectVersionBehindBoundaryError):
             continue
 
-
-def check_not_corrupt(stored: StoredCompactions) -> None:
-    ids = [c.id for c in stored.compactions.recent_compactions]
-    if len(ids) != len(set(ids)):
-        raise CorruptionError(compactions_key(stored.id), None, "a compaction id appears twice")

@@ -1,4 +1,5 @@
-"""``manifest/<id:020>.manifest``: read the latest, write the next with create-if-absent CAS.
+"""``manifest/<id:020>.manifest`` (and, through :class:`SequencedStore`, ``.compactions``):
+read the latest, write the next with create-if-absent CAS.
 
 The protocol (spec/protocols/sequenced-metadata.md, RFC 001 "Manifest Updates", RFC 004):
 
@@ -13,7 +14,7 @@ Only after step 4 is the update reported committed (BOUNDARY-3, SEQMETA-1).
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Generic, TypeVar
 
 import attrs
 
@@ -52,8 +53,12 @@ class StoredManifest:
     manifest: ManifestV2
 
 
-class ManifestConflict(Exception):
+class SequenceConflict(Exception):
     """Internal: the create of the next id lost the race (or landed behind the boundary)."""
+
+
+class ManifestConflict(SequenceConflict):
+    pass
 
 
 async def read_boundary(store: ObjectStore, runtime: Runtime, key: str) -> int:
@@ -68,25 +73,58 @@ async def read_boundary(store: ObjectStore, runtime: Runtime, key: str) -> int:
     return int(text)
 
 
-class ManifestStore:
-    """The manifest namespace of one database root, seen by one process (``runtime``)."""
+V = TypeVar("V")  # the decoded file
+S = TypeVar("S")  # the file together with its id
+
+
+class SequencedStore(Generic[V, S]):
+    """One namespace of ``<dir><id:020><suffix>`` files written by the protocol of the module
+    docstring (steps 1, 3 and 4; ``.manifest`` and ``.compactions`` share it). Subclasses bind
+    the names, the codec and the "stored" value type."""
+
+    namespace: str
+    directory: str
+    suffix: str
+    boundary_key: str
+    conflict: type[SequenceConflict]
 
     def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
         self.store = store
         self.runtime = runtime
 
+    # -- bound by subclasses ----------------------------------------------------------------
+
+    def encode(self, value: V) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, data: bytes, key: str) -> V:
+        raise NotImplementedError
+
+    def stored(self, file_id: int, value: V) -> S:
+        raise NotImplementedError
+
+    def event_fields(self, value: V) -> dict:
+        """Extra fields of the ``create`` event (e.g. the epoch the file carries)."""
+        return {}
+
+    # -- the protocol -----------------------------------------------------------------------
+
+    def key(self, file_id: int) -> str:
+        assert 0 <= file_id < 2**64, file_id
+        return f"{self.directory}{file_id:020d}{self.suffix}"
+
     async def list_ids(self) -> list[int]:
-        metas = await retry_transient(self.runtime, lambda: self.store.list(MANIFEST_DIR), what="list manifest/")
-        ids = [parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX) for m in metas]
+        metas = await retry_transient(self.runtime, lambda: self.store.list(self.directory), what=f"list {self.directory}")
+        ids = [parse_id(m.key, self.directory, self.suffix) for m in metas]
         return sorted(i for i in ids if i is not None)
 
-    async def read(self, manifest_id: int) -> StoredManifest:
-        key = manifest_key(manifest_id)
+    async def read(self, file_id: int) -> S:
+        key = self.key(file_id)
         got = await retry_transient(self.runtime, lambda: self.store.get(key), what=f"get {key}")
-        return StoredManifest(manifest_id, decode_manifest_v2(bytes(got.data), key))
+        return self.stored(file_id, self.decode(bytes(got.data), key))
 
-    async def read_latest(self) -> StoredManifest | None:
-        """The manifest with the highest id, or None for a database that has none yet.
+    async def read_latest(self) -> S | None:
+        """The file with the highest id, or None when there is none yet.
 
         A file listed but gone when read was deleted by GC after a newer one appeared: list again.
         """
@@ -99,24 +137,43 @@ class ManifestStore:
             except ObjectNotFoundError:
                 continue
 
-    async def try_write(self, manifest_id: int, manifest: ManifestV2) -> StoredManifest:
-        """Create ``manifest_id`` and check the boundary; raise :class:`ManifestConflict` when
-        the id was taken, :class:`ObjectVersionBehindBoundaryError` when behind the boundary."""
-        key = manifest_key(manifest_id)
-        data = encode_manifest(manifest)
-        if not await create_if_absent(self.store, self.runtime, key, data):
-            self.runtime.event("create", path=key, outcome="exists")
-            raise ManifestConflict(key)
-        self.runtime.event("create", path=key, outcome="ok")
+    async def try_write(self, file_id: int, value: V) -> S:
+        """Create ``file_id`` and check the boundary; raise :attr:`conflict` when the id was
+        taken, :class:`ObjectVersionBehindBoundaryError` when behind the boundary."""
+        key = self.key(file_id)
+        extra = self.event_fields(value)
+        if not await create_if_absent(self.store, self.runtime, key, self.encode(value)):
+            self.runtime.event("create", path=key, outcome="exists", **extra)
+            raise self.conflict(key)
+        self.runtime.event("create", path=key, outcome="ok", **extra)
         if "no-boundary-check" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): RFC 004's stale commit
-            self.runtime.event("commit", ns="manifest", id=manifest_id)
-            return StoredManifest(manifest_id, manifest)
-        boundary = await read_boundary(self.store, self.runtime, MANIFEST_BOUNDARY_KEY)
-        self.runtime.event("boundary_read", ns="manifest", boundary=boundary)
-        if manifest_id <= boundary:
-            raise ObjectVersionBehindBoundaryError("manifest", manifest_id, boundary)
-        self.runtime.event("commit", ns="manifest", id=manifest_id)
-        return StoredManifest(manifest_id, manifest)
+            self.runtime.event("commit", ns=self.namespace, id=file_id)
+            return self.stored(file_id, value)
+        boundary = await read_boundary(self.store, self.runtime, self.boundary_key)
+        self.runtime.event("boundary_read", ns=self.namespace, boundary=boundary)
+        if file_id <= boundary:
+            raise ObjectVersionBehindBoundaryError(self.namespace, file_id, boundary)
+        self.runtime.event("commit", ns=self.namespace, id=file_id)
+        return self.stored(file_id, value)
+
+
+class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
+    """The manifest namespace of one database root, seen by one process (``runtime``)."""
+
+    namespace = "manifest"
+    directory = MANIFEST_DIR
+    suffix = MANIFEST_SUFFIX
+    boundary_key = MANIFEST_BOUNDARY_KEY
+    conflict = ManifestConflict
+
+    def encode(self, value: ManifestV2) -> bytes:
+        return encode_manifest(value)
+
+    def decode(self, data: bytes, key: str) -> ManifestV2:
+        return decode_manifest_v2(data, key)
+
+    def stored(self, file_id: int, value: ManifestV2) -> StoredManifest:
+        return StoredManifest(file_id, value)
 
     async def create_initial(self, manifest: ManifestV2) -> StoredManifest | None:
         """Write manifest 1 of a new database; None when another process created it first."""
