@@ -19,16 +19,12 @@ from slatedb.compactor import submit_compaction as _submit
 from slatedb.compactor.compactor import failed_reason_key
 from slatedb.compactor.store import CompactionsStore, StoredCompactions
 from slatedb.config import Settings
-from slatedb.errors import InvalidArgumentError, ObjectNotFoundError, SlateDBError
+from slatedb.errors import InvalidArgumentError, NotFoundError, ObjectNotFoundError, SlateDBError  # noqa: F401
 from slatedb.format.types import Compaction, TieredCompactionSpec
 from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 from slatedb.runtime.production import ProductionRuntime
-
-
-class NotFoundError(SlateDBError):
-    """The compaction (or compactions file) asked for does not exist."""
 
 
 def parse_request(request: Any) -> CompactionSpec | str:

@@ -37,6 +37,33 @@ class ReadOnlyError(InvalidArgumentError):
     """A write was attempted through a read-only view (a snapshot or a reader)."""
 
 
+class NotFoundError(SlateDBError):
+    """The thing asked for does not exist: a checkpoint id, a compaction, a manifest id, a
+    database at a path."""
+
+
+class CheckpointNotFoundError(NotFoundError):
+    """No checkpoint with this id in the latest manifest (deleted, or expired and collected)."""
+
+    def __init__(self, checkpoint_id: object, where: str = "") -> None:
+        self.checkpoint_id = checkpoint_id
+        super().__init__(f"no checkpoint {checkpoint_id}{' in ' + where if where else ''}")
+
+
+class InvalidDbStateError(SlateDBError):
+    """The database is not in a state that allows the operation: not initialized (a clone that
+    never finished), destroyed, or a source checkpoint that has expired (RFC 000)."""
+
+
+class InvalidDeletionError(SlateDBError):
+    """A hard destroy was refused: the database still has active (unexpired) checkpoints."""
+
+
+class BoundaryVanishedError(SlateDBError):
+    """A GC boundary file that this process had seen is gone. GC never deletes boundary files
+    (RFC 004), so the store has been tampered with: stop rather than risk a stale commit."""
+
+
 class ObjectVersionBehindBoundaryError(SlateDBError):
     """A sequenced-metadata create landed at or behind the GC boundary (RFC 004): the write did
     not commit, although the create itself succeeded."""

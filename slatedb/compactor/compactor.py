@@ -485,9 +485,13 @@ def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[Compact
     referenced = {v.sst_id for v in l0} | {v.sst_id for r in runs for v in r.ssts}
     ssts = tuple(s for s in m.ssts if s.id in referenced)
     ssts += tuple(CompactedSsTableV2(o.id, o.info, o.format_version) for o in outputs)
+    # RFC 000 "Compactions": an external SST no longer referenced leaves its external_dbs entry
+    # (an entry with no SSTs left is detached by GC, which releases its final checkpoint).
+    external = tuple(attrs.evolve(db, sst_ids=tuple(i for i in db.sst_ids if i in referenced)) for db in m.external_dbs)
     last_l0 = m.last_compacted_l0_sst_view_id
     if spec.l0_view_ids:
         last_l0 = spec.l0_view_ids[0]
     return attrs.evolve(m, l0=l0, compacted=tuple(runs), ssts=ssts, last_compacted_l0_sst_view_id=last_l0,
+                        external_dbs=external,
                         checkpoints=m.checkpoints if checkpoints is None else checkpoints)
 

@@ -47,6 +47,8 @@ from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime
 
+from slatedb.db.paths import SstLocator
+
 from .spec import CompactionSpec, L0Source
 
 _TOMBSTONE = RowKind.TOMBSTONE
@@ -137,10 +139,13 @@ class Executor:
     def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
         self.store = store
         self.runtime = runtime
-        self._reads = _RetryingReads(store, runtime)
+        self.locator = SstLocator(store, runtime)
 
     async def _open(self, sst_id: ULID) -> SstReader:
-        return await SstReader.open(self._reads, sst_key(sst_id))
+        """Inputs may live in another database (a clone compacting its parent's SSTs); outputs
+        are always this database's own (``last_row`` reads those)."""
+        store, key = self.locator.locate(sst_id)
+        return await SstReader.open(_RetryingReads(store, self.runtime), key)
 
     async def last_row(self, sst: CompactedSsTable) -> Row:
         reader = await self._open(sst.id)
@@ -151,6 +156,7 @@ class Executor:
 
     async def _streams(self, job: Job, start: bytes | None) -> list[_Stream]:
         m = job.manifest
+        await self.locator.update(m)
         l0 = {v.id: v for v in m.l0}
         runs = {r.id: r for r in m.compacted}
         streams: list[_Stream] = []

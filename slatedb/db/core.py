@@ -68,6 +68,7 @@ from slatedb.runtime import Runtime
 from slatedb.wal.writer import WalWriter, replay_wal, wal_key
 
 from .cache import BlockCache
+from .paths import SstLocator
 from .scan import MemSource, MergeScan, SstSource
 from .view import EMPTY_VIEW, KeyBounds, LsmView, build_view, sst_key
 
@@ -138,6 +139,7 @@ class DbCore:
         self.settings = settings
         self.runtime = runtime
         self.manifests = ManifestStore(store, runtime)
+        self.locator = SstLocator(store, runtime)
         self.sst_options = sst_options_of(settings)
         self.cache = BlockCache(settings.block_cache_size_bytes) if settings.block_cache_size_bytes > 0 else None
         self._readers: dict[ULID, SstReader] = {}
@@ -255,15 +257,16 @@ class DbCore:
                                                                                self._wal.fence_id - 1))  # type: ignore[union-attr]
                 if cur.manifest.writer_epoch == self.epoch else None)
             self._stored = stored
+        await self.locator.update(stored.manifest)
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
         self._read_state = ReadState((mem, *[e.mem for e in self._imms]), view)
         self._recompute_thresholds()
 
     async def _open_reader(self, sst_id: ULID) -> SstReader:
-        key = sst_key(sst_id)
+        store, key = self.locator.locate(sst_id)
         return await retry_transient(
             self.runtime,
-            lambda: SstReader.open(self.store, key, block_cache=self.cache, cache_id=str(sst_id)),
+            lambda: SstReader.open(store, key, block_cache=self.cache, cache_id=str(sst_id)),
             what=f"open {key}",
         )
 
@@ -654,6 +657,7 @@ class DbCore:
     # ------------------------------------------------------------------------------------------
 
     async def _adopt(self, stored: StoredManifest, *, flushed: ImmEntry | None = None) -> None:
+        await self.locator.update(stored.manifest)
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
         self._stored = stored
         with self._lock:

@@ -356,6 +356,8 @@ def _build_manifest_v2(b: flatbuffers.Builder, m: t.ManifestV2) -> int:
     fb_ManifestV2.AddSegments(b, segments)
     if extractor is not None:
         fb_ManifestV2.AddSegmentExtractorName(b, extractor)
+    if m.destroyed_at_s:
+        fb_ManifestV2.AddDestroyedAtS(b, m.destroyed_at_s)
     return fb_ManifestV2.End(b)
 
 
@@ -380,6 +382,7 @@ def _read_manifest_v2(r: FbReader, fb: fb_ManifestV2.ManifestV2) -> t.ManifestV2
         sequence_tracker=r.bytes_opt(fb, _vo(15), "ManifestV2.sequence_tracker"),
         segments=r.tables(fb, _vo(16), fb_Segment.Segment, _read_segment(r), "ManifestV2.segments"),
         segment_extractor_name=r.string_opt(fb, _vo(17), "ManifestV2.segment_extractor_name"),
+        destroyed_at_s=fb.DestroyedAtS(),
     )
 
 

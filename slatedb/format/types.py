@@ -276,6 +276,8 @@ class ManifestV2:
     sequence_tracker: bytes | None = None
     segments: tuple[Segment, ...] = ()
     segment_extractor_name: str | None = None
+    #: Our extension (spec/format/slatedb.fbs): soft destroy time, 0 = not destroyed.
+    destroyed_at_s: int = 0
 
 
 # ---------------------------------------------------------------------------------------------

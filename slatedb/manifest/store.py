@@ -18,10 +18,18 @@ from typing import Awaitable, Callable, Generic, TypeVar
 
 import attrs
 
-from slatedb.errors import CorruptionError, ObjectNotFoundError, ObjectVersionBehindBoundaryError
+from slatedb.errors import (
+    BoundaryVanishedError,
+    CorruptionError,
+    ObjectAlreadyExistsError,
+    ObjectNotFoundError,
+    ObjectVersionBehindBoundaryError,
+    PreconditionFailedError,
+    TransientObjectStoreError,
+)
 from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
-from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.base import CREATE_IF_ABSENT, ObjectStore, PutMode
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.runtime import Runtime
 
@@ -61,16 +69,22 @@ class ManifestConflict(SequenceConflict):
     pass
 
 
-async def read_boundary(store: ObjectStore, runtime: Runtime, key: str) -> int:
-    """The GC boundary ``B`` stored at ``key`` (0 when the file does not exist)."""
+async def read_boundary_versioned(store: ObjectStore, runtime: Runtime, key: str) -> tuple[int, str | None]:
+    """The GC boundary ``B`` stored at ``key`` and its ETag; ``(0, None)`` when the file does
+    not exist. Always an unconditional GET of the store itself (RFC 004: never a cache)."""
     try:
         got = await retry_transient(runtime, lambda: store.get(key), what=f"get {key}")
     except ObjectNotFoundError:
-        return 0
+        return 0, None
     text = bytes(got.data).decode("ascii", errors="replace").strip()
-    if not text.isdigit():
+    if not text.isdigit() or int(text) >= 2**64:
         raise CorruptionError(key, 0, f"boundary file does not hold a decimal u64: {text[:40]!r}")
-    return int(text)
+    return int(text), got.meta.etag
+
+
+async def read_boundary(store: ObjectStore, runtime: Runtime, key: str) -> int:
+    """The GC boundary ``B`` stored at ``key`` (0 when the file does not exist)."""
+    return (await read_boundary_versioned(store, runtime, key))[0]
 
 
 V = TypeVar("V")  # the decoded file
@@ -91,6 +105,42 @@ class SequencedStore(Generic[V, S]):
     def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
         self.store = store
         self.runtime = runtime
+        #: This process has seen the boundary file exist (then its absence is fatal, RFC 004).
+        self.boundary_seen = False
+
+    async def read_boundary(self) -> tuple[int, str | None]:
+        """This namespace's boundary and ETag. A boundary file seen earlier by this process and
+        now missing raises :class:`BoundaryVanishedError` (GC never deletes it)."""
+        value, etag = await read_boundary_versioned(self.store, self.runtime, self.boundary_key)
+        if etag is None:
+            if self.boundary_seen:
+                self.runtime.event("boundary_vanished", ns=self.namespace)
+                raise BoundaryVanishedError(f"{self.boundary_key} existed and is gone: GC never deletes boundary files")
+        else:
+            self.boundary_seen = True
+        return value, etag
+
+    async def advance_boundary(self, desired: int) -> int:
+        """GC: make the durable boundary at least ``desired`` (RFC 004 "Advancing Boundaries"):
+        monotonic, by create-if-absent or update-if-match on the ETag just read, retried until
+        the boundary read back is ``>= desired``. Returns the boundary now in force."""
+        assert 0 <= desired < 2**64, desired
+        while True:
+            current, etag = await self.read_boundary()
+            if desired <= current:
+                return current
+            mode = CREATE_IF_ABSENT if etag is None else PutMode.update_if_match(etag)
+            data = str(desired).encode("ascii")
+            try:
+                await self.store.put(self.boundary_key, data, mode)
+            except (ObjectAlreadyExistsError, PreconditionFailedError, ObjectNotFoundError):
+                continue  # a concurrent GC moved it (or we lost an ambiguous race): read again
+            except TransientObjectStoreError:
+                await self.runtime.sleep(0.05)
+                continue  # may or may not have applied: the next read tells
+            self.boundary_seen = True
+            self.runtime.event("boundary_advance", ns=self.namespace, boundary=desired, previous=current)
+            return desired
 
     # -- bound by subclasses ----------------------------------------------------------------
 
@@ -149,7 +199,7 @@ class SequencedStore(Generic[V, S]):
         if "no-boundary-check" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): RFC 004's stale commit
             self.runtime.event("commit", ns=self.namespace, id=file_id)
             return self.stored(file_id, value)
-        boundary = await read_boundary(self.store, self.runtime, self.boundary_key)
+        boundary, _etag = await self.read_boundary()
         self.runtime.event("boundary_read", ns=self.namespace, boundary=boundary)
         if file_id <= boundary:
             raise ObjectVersionBehindBoundaryError(self.namespace, file_id, boundary)

@@ -151,5 +151,13 @@ class ObjectStore(abc.ABC):
         got = await self.get(src_key)
         return await self.put(dst_key, got.data, OVERWRITE)
 
+    def open_url(self, url: str) -> "ObjectStore":
+        """Another database's store, reached from this one (a clone's parent, RFC 000 "SST Path
+        Resolution"). Backends that live in a private world (the in-process memory registry,
+        the simulator) override this to stay in it."""
+        from .url import resolve_store
+
+        return resolve_store(url)
+
     async def aclose(self) -> None:
         """Release backend resources (connections); the default has none."""

@@ -60,11 +60,21 @@ DEFAULT_REGISTRY = MemoryRegistry()
 class MemoryStore(ObjectStore):
     """Keys live in a :class:`MemoryBucket`, under an optional key prefix (``memory://name/path``)."""
 
-    def __init__(self, bucket: MemoryBucket, clock_ms: Callable[[], int], *, root: str = "", url: str = "memory://") -> None:
+    def __init__(self, bucket: MemoryBucket, clock_ms: Callable[[], int], *, root: str = "", url: str = "memory://",
+                 registry: "MemoryRegistry | None" = None) -> None:
         self._bucket = bucket
         self._clock_ms = clock_ms
         self._root = root
         self.url = url
+        self._registry = registry
+
+    def open_url(self, url: str) -> ObjectStore:
+        """``memory://`` URLs resolve in this store's registry with this store's clock."""
+        if url.lower().startswith("memory://"):
+            from .url import resolve_store
+
+            return resolve_store(url, clock_ms=self._clock_ms, memory_registry=self._registry or DEFAULT_REGISTRY)
+        return super().open_url(url)
 
     def _full(self, key: str) -> str:
         return self._root + validate_key(key)

@@ -67,7 +67,7 @@ def resolve_store(
             clock_ms = ProductionRuntime().now_ms
         registry = memory_registry or DEFAULT_REGISTRY
         root = _check_path(url, parsed.path)
-        return MemoryStore(registry.bucket(parsed.netloc), clock_ms, root=root, url=url)
+        return MemoryStore(registry.bucket(parsed.netloc), clock_ms, root=root, url=url, registry=registry)
 
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
@@ -109,3 +109,53 @@ def resolve_store(
     if not scheme:
         raise InvalidUrlError(f"store URL has no scheme (memory://, file:///, s3://): {url!r}")
     raise InvalidUrlError(f"unsupported store URL scheme {scheme!r} in {url!r}; use memory://, file:/// or s3://")
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths between databases (clones: ExternalDb.path)
+# ---------------------------------------------------------------------------------------------
+
+
+def _split(url: str) -> tuple[str, list[str], str]:
+    """``(scheme://netloc, path segments, query)`` of a store URL (no validation)."""
+    parsed = urllib.parse.urlsplit(url)
+    segments = [s for s in parsed.path.split("/") if s]
+    return f"{parsed.scheme.lower()}://{parsed.netloc}", segments, parsed.query
+
+
+def _join(base: str, segments: list[str], query: str) -> str:
+    if base.startswith("file://"):
+        url = base + "/" + "/".join(segments)
+    else:
+        url = base + ("/" + "/".join(segments) if segments else "")
+    return url + ("?" + query if query else "")
+
+
+def relative_db_path(from_url: str, to_url: str) -> str:
+    """How the database at ``from_url`` names the database at ``to_url`` in its manifest.
+
+    The official engine stores a clone's parent as a path inside the *same* object store
+    (``ExternalDb.path``, e.g. ``"parent"`` next to ``"clone"``). We write the path relative to
+    the closest common ancestor of the two URLs, which is what the official engine wrote when
+    both databases sit under the store root it was given. Databases in different buckets (or
+    schemes) get the full URL, which only this implementation resolves.
+    """
+    base_f, seg_f, _ = _split(from_url)
+    base_t, seg_t, query_t = _split(to_url)
+    if base_f != base_t or not seg_t:
+        return to_url
+    common = 0
+    while common < min(len(seg_f) - 1, len(seg_t) - 1) and seg_f[common] == seg_t[common]:
+        common += 1
+    return "/".join(seg_t[common:])
+
+
+def db_url_candidates(from_url: str, path: str) -> list[str]:
+    """The URLs ``path`` (an ``ExternalDb.path``) may name, seen from ``from_url``: a full URL
+    as is; a relative path under each ancestor of ``from_url``, nearest first (the caller picks
+    the first that holds a database)."""
+    if "://" in path:
+        return [path]
+    base, segments, query = _split(from_url)
+    rel = [s for s in path.split("/") if s]
+    return [_join(base, segments[:i] + rel, query) for i in range(len(segments) - 1, -1, -1)]

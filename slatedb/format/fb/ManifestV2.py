@@ -282,8 +282,18 @@ class ManifestV2(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # Extension of this project (not in 0.17): RFC 000 soft destroy. Epoch seconds at which the
+    # database was destroyed; 0 / absent = not destroyed. Appended last, so 0.17 readers ignore
+    # it (and an official writer that rewrites the manifest drops it).
+    # ManifestV2
+    def DestroyedAtS(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(40))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
 def ManifestV2Start(builder):
-    builder.StartObject(18)
+    builder.StartObject(19)
 
 def Start(builder):
     ManifestV2Start(builder)
@@ -437,6 +447,12 @@ def ManifestV2AddSegmentExtractorName(builder, segmentExtractorName):
 
 def AddSegmentExtractorName(builder, segmentExtractorName):
     ManifestV2AddSegmentExtractorName(builder, segmentExtractorName)
+
+def ManifestV2AddDestroyedAtS(builder, destroyedAtS):
+    builder.PrependUint64Slot(18, destroyedAtS, 0)
+
+def AddDestroyedAtS(builder, destroyedAtS):
+    ManifestV2AddDestroyedAtS(builder, destroyedAtS)
 
 def ManifestV2End(builder):
     return builder.EndObject()
