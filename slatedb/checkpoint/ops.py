@@ -74,10 +74,11 @@ def expire_time_s(now_ms: int, lifetime_s: float | None) -> int:
 
 
 def new_checkpoint(runtime: Runtime, manifest_id: int, *, lifetime_s: float | None = None, name: str | None = None,
-                   metadata: WriterCheckpoint | None = None) -> Checkpoint:
+                   metadata: WriterCheckpoint | None = None, checkpoint_id: uuid.UUID | None = None) -> Checkpoint:
+    """A checkpoint pinning ``manifest_id``; its id is ``checkpoint_id`` or a fresh UUID."""
     now_ms = runtime.now_ms()
     return Checkpoint(
-        id=runtime.new_uuid(),
+        id=runtime.new_uuid() if checkpoint_id is None else checkpoint_id,
         manifest_id=manifest_id,
         checkpoint_expire_time_s=expire_time_s(now_ms, lifetime_s),
         checkpoint_create_time_s=min(_MAX_U32, max(0, now_ms // 1000)),
@@ -108,12 +109,24 @@ def _as_uuid(value: object) -> uuid.UUID:
 
 
 async def create_checkpoint(manifests: ManifestStore, runtime: Runtime, options: CheckpointOptions = CheckpointOptions(),
-                            ) -> CheckpointCreateResult:
-    """RFC 000 "Creating a Checkpoint": from the current manifest, or from ``options.source``."""
-    made: list[Checkpoint] = []
+                            *, checkpoint_id: uuid.UUID | None = None) -> CheckpointCreateResult:
+    """RFC 000 "Creating a Checkpoint": from the current manifest, or from ``options.source``.
 
-    def change(cur: StoredManifest) -> ManifestV2:
+    ``checkpoint_id`` fixes the new checkpoint's id (a clone's ``final_checkpoint_id``, RFC 000
+    "Clones"); the call is then idempotent: when a checkpoint with that id is already in the
+    latest manifest nothing is written and it is returned as is (even if the source is gone).
+    """
+    made: list[Checkpoint] = []
+    existed: list[bool] = [False]
+
+    def change(cur: StoredManifest) -> ManifestV2 | None:
         m = cur.manifest
+        if checkpoint_id is not None:
+            found = find_checkpoint(m, checkpoint_id)
+            if found is not None:
+                made[:] = [found]
+                existed[0] = True
+                return None
         if options.source is None:
             check_writable_state(m, "create a checkpoint")
             manifest_id = cur.id + 1
@@ -126,14 +139,17 @@ async def create_checkpoint(manifests: ManifestStore, runtime: Runtime, options:
             if is_expired(source, runtime.now_ms() // 1000):
                 raise InvalidDbStateError(f"source checkpoint {options.source} has expired")
             manifest_id = source.manifest_id
-        cp = new_checkpoint(runtime, manifest_id, lifetime_s=options.lifetime_s, name=options.name)
+        cp = new_checkpoint(runtime, manifest_id, lifetime_s=options.lifetime_s, name=options.name,
+                            checkpoint_id=checkpoint_id)
         made[:] = [cp]
+        existed[0] = False
         return attrs.evolve(m, checkpoints=m.checkpoints + (cp,))
 
     await manifests.update(change)
     cp = made[0]
-    runtime.event("checkpoint_create", id=str(cp.id), manifest_id=cp.manifest_id,
-                  expire_s=cp.checkpoint_expire_time_s)
+    if not existed[0]:
+        runtime.event("checkpoint_create", id=str(cp.id), manifest_id=cp.manifest_id,
+                      expire_s=cp.checkpoint_expire_time_s)
     return CheckpointCreateResult(cp.id, cp.manifest_id)
 
 

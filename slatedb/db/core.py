@@ -213,6 +213,10 @@ class DbCore:
 
         def bump(cur: StoredManifest) -> ManifestV2:
             m = cur.manifest
+            if m.destroyed_at_s:  # RFC 000 "Deleting a Database" (DESTROY-3): checked in the CAS
+                from slatedb.errors import InvalidDbStateError
+
+                raise InvalidDbStateError(f"database at {self.store.url} was destroyed at {m.destroyed_at_s} s")
             epoch = m.writer_epoch + 1
             cp = writer_checkpoint(rt, cur.id + 1, epoch)
             return attrs.evolve(m, writer_epoch=epoch, checkpoints=replace_writer_checkpoint(m, cp))

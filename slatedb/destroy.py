@@ -1,0 +1,183 @@
+"""Destroying a database (RFC 000 "Deleting a Database"; spec/protocols/destroy.md).
+
+A database may hold checkpoints that other databases (its clones) rely on, so it is not simply
+deleted. :func:`destroy` does one of:
+
+**soft** (``soft=True``): claim write ownership by bumping ``writer_epoch`` and fencing the WAL
+(any live writer is fenced, FENCE-2), then in one manifest write that only lands while that
+epoch is still the latest: delete the writer checkpoint and set ``destroyed_at_s`` to now
+(DESTROY-2). Nothing is deleted; the garbage collector finishes once the grace period has
+passed and no checkpoint is active (it releases the clone's final checkpoints on its parents,
+then deletes every object). From then on a writer, a checkpoint or a reader refuses to open
+(:class:`InvalidDbStateError`, DESTROY-3).
+
+**hard** (``soft=False``; the caller makes sure no writer is running): refuse with
+:class:`InvalidDeletionError` while any unexpired checkpoint other than a writer checkpoint exists
+(DESTROY-1); set ``destroyed_at_s`` if unset (CAS, the checkpoint check redone on every
+attempt); release the database's final checkpoints on its external databases (a clone's
+parents; ``missing_ok``, DESTROY-5); delete every object under the root except the latest
+manifest, then the latest manifest (DESTROY-4: an interrupted hard destroy can be re-run).
+
+Writer checkpoints do not block a hard destroy: the writer they belong to is gone by the
+caller's guarantee (the soft path deletes the writer checkpoint explicitly for the same reason).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from slatedb.checkpoint import active_checkpoints, delete_checkpoint
+from slatedb.db.paths import SstLocator
+from slatedb.errors import FencedError, InvalidDeletionError, NotFoundError
+from slatedb.format.sst import SstOptions
+from slatedb.format.types import ManifestV2, WriterCheckpoint
+from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.retry import retry_transient
+from slatedb.runtime import Runtime
+from slatedb.wal.writer import WalWriter
+
+
+class _EpochMoved(Exception):
+    """Internal: a newer writer opened between our epoch bump and our destroy write."""
+
+
+def _now_s(runtime: Runtime) -> int:
+    return max(1, runtime.now_ms() // 1000)
+
+
+async def destroy(store: ObjectStore, runtime: Runtime, *, soft: bool) -> None:
+    """Destroy the database at ``store`` (see the module docstring). A soft destroy of a
+    database already destroyed does nothing; a hard destroy of an empty path does nothing.
+    :class:`NotFoundError` when there is no database (objects but no manifest)."""
+    if soft:
+        await _soft(store, runtime)
+    else:
+        await _hard(store, runtime)
+
+
+async def destroy_url(url: str, *, soft: bool, runtime: Runtime | None = None) -> None:
+    """:func:`destroy` of the database at ``url``; the store is opened and closed here."""
+    from slatedb.objstore import resolve_store
+
+    if runtime is None:
+        from slatedb.runtime.production import ProductionRuntime
+
+        runtime = ProductionRuntime()
+    store = resolve_store(url, clock_ms=runtime.now_ms)
+    try:
+        await destroy(store, runtime, soft=soft)
+    finally:
+        await store.aclose()
+
+
+async def _latest(ms: ManifestStore, store: ObjectStore) -> StoredManifest:
+    latest = await ms.read_latest()
+    if latest is None:
+        raise NotFoundError(f"no database at {store.url} (no manifest)")
+    return latest
+
+
+# -- soft ------------------------------------------------------------------------------------
+
+
+async def _soft(store: ObjectStore, rt: Runtime) -> None:
+    ms = ManifestStore(store, rt)
+    while True:
+        latest = await _latest(ms, store)
+        if latest.manifest.destroyed_at_s:
+            rt.event("destroy", destroy_step="already", soft=True, destroyed_at_s=latest.manifest.destroyed_at_s)
+            return
+        # Step 1: claim write ownership (epoch bump, then the WAL fence).
+        bumped = await ms.update(lambda cur: attrs.evolve(cur.manifest, writer_epoch=cur.manifest.writer_epoch + 1))
+        epoch = bumped.manifest.writer_epoch
+        rt.event("destroy", destroy_step="epoch", soft=True, epoch=epoch, manifest=bumped.id)
+        m = bumped.manifest
+        try:
+            wal = await WalWriter.fence(store=store, runtime=rt, manifests=ms, epoch=epoch,
+                                        floor_id=max(m.replay_after_wal_id, m.wal_id_last_seen),
+                                        sst_options=SstOptions())
+        except FencedError:
+            rt.event("destroy", destroy_step="fenced", soft=True, epoch=epoch)
+            continue  # a newer writer opened meanwhile: claim again
+        rt.event("destroy", destroy_step="fence", soft=True, epoch=epoch, id=wal.fence_id)
+
+        # Steps 2 and 3 in one write: drop the writer checkpoint, set destroyed_at_s.
+        def mark(cur: StoredManifest) -> ManifestV2 | None:
+            cm = cur.manifest
+            if cm.destroyed_at_s:
+                return None
+            if cm.writer_epoch != epoch:
+                raise _EpochMoved()
+            return attrs.evolve(cm, destroyed_at_s=_now_s(rt),
+                                checkpoints=tuple(c for c in cm.checkpoints if not isinstance(c.metadata, WriterCheckpoint)))
+
+        try:
+            done = await ms.update(mark)
+        except _EpochMoved:
+            rt.event("destroy", destroy_step="epoch_moved", soft=True, epoch=epoch)
+            continue
+        rt.event("destroy", destroy_step="marked", soft=True, manifest=done.id, destroyed_at_s=done.manifest.destroyed_at_s)
+        return
+
+
+# -- hard ------------------------------------------------------------------------------------
+
+
+def _blocking(m: ManifestV2, now_s: int) -> list:
+    return [c for c in active_checkpoints(m, now_s) if not isinstance(c.metadata, WriterCheckpoint)]
+
+
+async def _hard(store: ObjectStore, rt: Runtime) -> None:
+    ms = ManifestStore(store, rt)
+    latest = await ms.read_latest()
+    if latest is None:
+        left = await retry_transient(rt, lambda: store.list(""), what="list")
+        if not left:
+            rt.event("destroy", destroy_step="already", soft=False)
+            return
+        raise NotFoundError(f"{store.url} holds {len(left)} objects but no manifest: not a database, not deleting")
+
+    # Steps 1 and 2: no active checkpoint, then destroyed_at_s (checked again on every CAS try).
+    def mark(cur: StoredManifest) -> ManifestV2 | None:
+        cm = cur.manifest
+        blocking = _blocking(cm, _now_s(rt))
+        if blocking:
+            rt.event("destroy", destroy_step="refused", soft=False, checkpoints=len(blocking))
+            raise InvalidDeletionError(
+                f"cannot hard-destroy {store.url}: {len(blocking)} active checkpoint(s)"
+                f" ({', '.join(str(c.id) for c in blocking[:3])}{', ...' if len(blocking) > 3 else ''});"
+                " delete them, wait for them to expire, or destroy softly")
+        if cm.destroyed_at_s:
+            return None
+        return attrs.evolve(cm, destroyed_at_s=_now_s(rt))
+
+    marked = await ms.update(mark)
+    rt.event("destroy", destroy_step="marked", soft=False, manifest=marked.id, destroyed_at_s=marked.manifest.destroyed_at_s)
+
+    # Release the final checkpoints this database holds on its external databases.
+    locator = SstLocator(store, rt)
+    try:
+        for e in marked.manifest.external_dbs:
+            if e.final_checkpoint_id is None:
+                continue
+            ext = await locator.root_of(e.path)
+            ext_ms = ManifestStore(ext, rt)
+            if await ext_ms.read_latest() is None:
+                continue  # that database is gone already
+            await delete_checkpoint(ext_ms, rt, e.final_checkpoint_id, missing_ok=True)
+            rt.event("destroy", destroy_step="release", soft=False, path=e.path, id=str(e.final_checkpoint_id))
+    finally:
+        await locator.aclose()
+
+    # Steps 3 and 4: everything but the latest manifest, then the latest manifest.
+    keep = ms.key((await _latest(ms, store)).id)
+    metas = await retry_transient(rt, lambda: store.list(""), what="list")
+    deleted = 0
+    for meta in metas:
+        if meta.key == keep:
+            continue
+        await retry_transient(rt, lambda k=meta.key: store.delete(k), what=f"delete {meta.key}")
+        deleted += 1
+    await retry_transient(rt, lambda: store.delete(keep), what=f"delete {keep}")
+    rt.event("destroy", destroy_step="deleted", soft=False, objects=deleted + 1)

@@ -1,0 +1,170 @@
+"""Destroy (RFC 000 "Deleting a Database", spec/protocols/destroy.md): soft destroy fences the
+writer and marks the manifest; afterwards nothing opens. Hard destroy refuses while checkpoints
+are active, releases a clone's final checkpoints on its parent, deletes the latest manifest last
+and can be re-run after a crash."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+import slatedb
+from slatedb.checkpoint import CheckpointOptions, create_checkpoint
+from slatedb.clone import create_clone_url
+from slatedb.destroy import destroy, destroy_url
+from slatedb.errors import (
+    FencedError,
+    InvalidDbStateError,
+    InvalidDeletionError,
+    NotFoundError,
+    SlateDBError,
+)
+from slatedb.format.types import WriterCheckpoint
+from slatedb.manifest.store import ManifestStore
+from slatedb.runtime.production import ProductionRuntime
+from slatedb.wal.writer import list_wal_ids
+
+from .helpers import NO_COMPACTOR, Budget, Crash, CrashingStore, bucket, contents, keys_under, latest, store, write
+
+
+def soft(url: str) -> None:
+    trio.run(lambda: destroy_url(url, soft=True))
+
+
+def hard(url: str) -> None:
+    trio.run(lambda: destroy_url(url, soft=False))
+
+
+def add_checkpoint(url: str, lifetime_s=None):
+    rt = ProductionRuntime()
+    return trio.run(lambda: create_checkpoint(ManifestStore(store(url), rt), rt, CheckpointOptions(lifetime_s=lifetime_s)))
+
+
+@pytest.fixture
+def url() -> str:
+    u = f"{bucket()}/db"
+    write(u, {b"a": b"1", b"b": b"2"})
+    return u
+
+
+def test_soft_destroy_fences_the_writer_and_marks_the_manifest(url: str) -> None:
+    db = slatedb.Db.open(url, settings=NO_COMPACTOR)
+    db.put(b"c", b"3", durable=True)
+    before = latest(url).manifest
+    assert any(isinstance(c.metadata, WriterCheckpoint) for c in before.checkpoints)
+    wal_before = trio.run(list_wal_ids, store(url), ProductionRuntime())
+    soft(url)
+    m = latest(url).manifest
+    assert m.destroyed_at_s > 0
+    assert m.writer_epoch == before.writer_epoch + 1
+    assert not any(isinstance(c.metadata, WriterCheckpoint) for c in m.checkpoints)
+    wal_after = trio.run(list_wal_ids, store(url), ProductionRuntime())
+    assert wal_after[-1] > wal_before[-1]
+    assert store(url).get_now(f"wal/{wal_after[-1]:020d}.sst").data == b""  # our fence
+    # The live writer is fenced: its next durable write fails.
+    with pytest.raises(FencedError):
+        db.put(b"d", b"4", durable=True)
+    db.close()
+    # Nothing opens any more; nothing was deleted.
+    with pytest.raises(InvalidDbStateError, match="destroyed"):
+        slatedb.Db.open(url, settings=NO_COMPACTOR)
+    with pytest.raises(InvalidDbStateError, match="destroyed"):
+        add_checkpoint(url)
+    assert keys_under(url, "compacted/")
+    # Idempotent: a second soft destroy keeps the first time.
+    soft(url)
+    assert latest(url).manifest.destroyed_at_s == m.destroyed_at_s
+
+
+def test_a_soft_destroyed_parent_cannot_be_cloned(url: str) -> None:
+    soft(url)
+    with pytest.raises(InvalidDbStateError, match="destroyed"):
+        trio.run(lambda: create_clone_url(url.replace("/db", "/clone"), url))
+
+
+def test_hard_destroy_refuses_while_checkpoints_are_active(url: str) -> None:
+    cp = add_checkpoint(url, lifetime_s=3600)
+    objects = keys_under(url)
+    with pytest.raises(InvalidDeletionError, match=str(cp.id)):
+        hard(url)
+    assert keys_under(url) == objects  # DESTROY-1: nothing deleted, not even marked
+    assert not latest(url).manifest.destroyed_at_s
+
+
+def test_hard_destroy_ignores_writer_and_expired_checkpoints(url: str) -> None:
+    class Later(ProductionRuntime):
+        def now_ms(self):
+            return super().now_ms() + 7200_000
+
+    add_checkpoint(url, lifetime_s=60)  # expired two hours from now
+    assert any(isinstance(c.metadata, WriterCheckpoint) for c in latest(url).manifest.checkpoints)
+    trio.run(lambda: destroy(store(url), Later(), soft=False))
+    assert keys_under(url) == []
+    hard(url)  # an empty path: nothing to do
+
+
+def test_hard_destroy_of_a_clone_releases_its_final_checkpoint(url: str) -> None:
+    child = url.replace("/db", "/clone")
+    trio.run(lambda: create_clone_url(child, url))
+    write(child, {b"c": b"3"})
+    with pytest.raises(InvalidDeletionError):
+        hard(url)  # the parent: the clone's final checkpoint is active
+    # The ephemeral source checkpoint (300 s) would block a hard destroy of the parent; not of the clone.
+    hard(child)
+    assert keys_under(child) == []
+    finals = [c for c in latest(url).manifest.checkpoints
+              if c.checkpoint_expire_time_s == 0 and not isinstance(c.metadata, WriterCheckpoint)]
+    assert finals == []
+    assert contents(url) == {b"a": b"1", b"b": b"2"}
+
+
+def test_soft_destroy_of_a_clone_keeps_its_final_checkpoint_for_gc(url: str) -> None:
+    child = url.replace("/db", "/clone")
+    trio.run(lambda: create_clone_url(child, url))
+    soft(child)
+    finals = [c for c in latest(url).manifest.checkpoints
+              if c.checkpoint_expire_time_s == 0 and not isinstance(c.metadata, WriterCheckpoint)]
+    assert len(finals) == 1  # GC releases it after the grace period
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["before-call", "after-call"])
+def test_an_interrupted_hard_destroy_can_be_rerun(applied: bool) -> None:
+    """A clone destroyed hard with a crash at its n-th mutating store call, for every n, then
+    destroyed again: the latest manifest is the last object to go (DESTROY-4), so the re-run
+    finds the database, releases the final checkpoint (missing_ok) and deletes the rest."""
+    parent = f"{bucket()}/parent"
+    write(parent, {b"p": b"1"})
+
+    async def run(c: str, budget: Budget) -> None:
+        await destroy(CrashingStore(store(c), budget), ProductionRuntime(), soft=False)
+
+    n = 0
+    while True:
+        c = f"{bucket()}/c{n}"
+        trio.run(lambda: create_clone_url(c, parent))
+        write(c, {b"a": b"1"})
+        try:
+            trio.run(run, c, Budget(n, applied=applied))
+            break  # n is past the last call: the destroy ran through
+        except Crash:
+            pass
+        left = keys_under(c)
+        assert left == [] or any(k.startswith("manifest/") for k in left), (n, left)
+        trio.run(run, c, Budget(None, applied=applied))
+        assert keys_under(c) == [], n
+        n += 1
+    assert n > 3
+    finals = [x for x in latest(parent).manifest.checkpoints
+              if x.checkpoint_expire_time_s == 0 and not isinstance(x.metadata, WriterCheckpoint)]
+    assert finals == []  # every clone's final checkpoint released
+
+
+def test_hard_destroy_of_a_non_database_path_refuses() -> None:
+    u = f"{bucket()}/junk"
+    store(u).put_now("some/file", b"x")
+    with pytest.raises(NotFoundError):
+        hard(u)
+    with pytest.raises(NotFoundError):
+        soft(u)
+    assert keys_under(u) == ["some/file"]
+    assert issubclass(InvalidDeletionError, SlateDBError)
