@@ -1,13 +1,13 @@
 """The simulator's command line: ``sim run --seed S``, ``sim dst`` and ``sim sweep`` (campaigns
 over seeds), ``sim bench`` (time compression on one core), ``sim bugs`` (the bug catalogue of
-:mod:`sim.bugs`) and ``sim hunt`` (seeds until the simulator catches a catalogued bug).
+:mod:`sim.bugs`), ``sim hunt`` (seeds until the simulator catches a catalogued bug) and
+``sim shrink`` (a failing run minimised, :mod:`sim.shrink`).
 
-Two scenarios (``--workload``): ``store``, the object-store workload of
-:mod:`sim.store_workload` (concurrent CAS, sequence claims and private keys under swarm faults,
-checked by its oracle), and ``db``, writers fencing each other on one database
-(:mod:`sim.db_workload`, checked by the invariants of ``spec/protocols/``); ``sim run`` and
-``sim hunt`` also know the bug catalogue's own scenarios, ``takeover`` and ``seqmeta``
-(:data:`sim.bugs.WORKLOADS`). A failing seed prints the one command that replays it. Campaigns run in :mod:`sim.sweep` (worker processes) or, with
+``--workload`` names any scenario of the one registry, :data:`sim.bugs.WORKLOADS`: ``store``
+(object-store CAS, claims and private keys, :mod:`sim.store_workload`), ``db`` (writers fencing
+each other, :mod:`sim.db_workload`), ``takeover``, ``seqmeta``, ``compactor``, and whatever is
+appended there; ``sim sweep`` / ``sim dst`` also take ``--workload all``. A failing seed prints
+the one command that replays it. Campaigns run in :mod:`sim.sweep` (worker processes) or, with
 ``sim sweep --engine spark``, in :mod:`sim.spark_engine`.
 """
 
@@ -47,35 +47,36 @@ def _parse_seeds(text: str) -> range:
 _WALL = ProductionRuntime("sim-cli")  # wall time is reported, never fed into a run
 
 
-def _simulate_catalogue(ns: argparse.Namespace) -> tuple[object, float, str]:
-    """``sim run`` of a scenario :mod:`sim.sweep` does not run (the bug catalogue's own
-    ``takeover`` and ``seqmeta``, or ``store`` with bugs): result, wall seconds, replay command."""
-    bugs = frozenset(ns.bug or ())
-    start = _WALL.monotonic_s()
-    if ns.workload == "store":
-        result = bugs_mod.runner("store")(ns.seed, n_ops=ns.ops, n_clients=ns.clients, faults=ns.faults, bugs=bugs)
-        flags = "".join(f" --bug {b}" for b in sorted(bugs))
-        replay = f"./just sim run --seed {ns.seed} --workload store --ops {ns.ops} --clients {ns.clients}" + (
-            f" --faults {ns.faults}" if ns.faults != "swarm" else "") + flags
-    else:
-        result = bugs_mod.run(ns.workload, ns.seed, bugs)
-        replay = bugs_mod.replay_command(ns.workload, ns.seed, bugs)
-    return result, _WALL.monotonic_s() - start, replay
-
-
 def cmd_run(ns: argparse.Namespace) -> int:
-    if ns.workload not in sweep_mod.WORKLOADS or (ns.bug and ns.workload == "store"):
-        result, wall_s, replay = _simulate_catalogue(ns)
+    try:
+        scenario = _scenario(ns)
+    except ValueError as e:
+        print(f"sim: {e}", file=sys.stderr)
+        return 2
+    plan = None
+    if getattr(ns, "keep", None) is not None:
+        from . import shrink as shrink_mod
+
+        try:
+            plan = shrink_mod.Plan.parse(ns.keep)
+            result, wall_s = shrink_mod.simulate_plan(scenario, ns.seed, plan)
+        except ValueError as e:
+            print(f"sim: {e}", file=sys.stderr)
+            return 2
+        replay = shrink_mod.replay_command(scenario, ns.seed, plan)
     else:
-        result, wall_s = sweep_mod.simulate(_scenario(ns), ns.seed)
-        replay = _replay(ns, ns.seed)
+        result, wall_s = sweep_mod.simulate(scenario, ns.seed)
+        replay = scenario.replay(ns.seed)
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
         print(f"  violation: {v}")
-    if not result.ok:
+    if plan is not None and getattr(ns, "trace", False):
+        print("trace:\n" + plan.trace_text)
+    elif not result.ok:
         if getattr(result, "last_events", ""):
             print("last events:\n" + result.last_events)  # type: ignore[attr-defined]
+    if not result.ok:
         print(f"replay: {replay}")
     return 0 if result.ok else 1
 
@@ -134,14 +135,38 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
     """``sim dst`` and ``sim sweep``: a campaign over seeds, then the summary table, then one
-    replay command per failing seed; non-zero if any seed failed."""
+    replay command per failing seed; non-zero if any seed failed. ``--workload all`` runs one
+    campaign per scenario of the registry, one after another (rows of all of them in ``--out``)."""
+    if ns.workload == "all":
+        if getattr(ns, "engine", "local") == "spark" and ns.parquet:
+            base = ns.parquet
+        rc = 0
+        for i, name in enumerate(bugs_mod.WORKLOADS):
+            if i:
+                print()
+            print(f"== {name} ==")
+            sub = argparse.Namespace(**vars(ns))
+            sub.workload = name
+            if ns.out:
+                sub.out = ns.out if i == 0 else None
+                sub._append = ns.out if i else None
+            if getattr(ns, "engine", "local") == "spark":
+                sub.parquet = base.replace(".parquet", f"-{name}.parquet") if base.endswith(".parquet") else f"{base}-{name}"
+            rc = max(rc, cmd_sweep(sub))
+        return rc
     try:
         seeds = parse_seeds(ns.seeds)
         scenario = _scenario(ns)
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
-    out = open(ns.out, "w") if ns.out else None
+    if getattr(ns, "_append", None):
+        ns.out = ns._append
+        out = open(ns.out, "a")
+    else:
+        out = None
+    if out is None:
+        out = open(ns.out, "w") if ns.out else None
     try:
         if getattr(ns, "engine", "local") == "spark":
             from .spark_engine import SparkUnavailable, sweep_spark
@@ -190,22 +215,56 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shrink(ns: argparse.Namespace) -> int:
+    """Minimise a failing run's schedule (:mod:`sim.shrink`); print the report and the replay
+    command; with ``--write-test`` write it out as a pytest regression test."""
+    from . import shrink as shrink_mod
+
+    if not shrink_mod.supports_plan(ns.workload):
+        print(f"sim: workload {ns.workload!r} cannot be shrunk yet (shrinkable: {', '.join(shrink_mod.shrinkable())})",
+              file=sys.stderr)
+        return 2
+    log = (lambda m: print(m, file=sys.stderr)) if not ns.quiet else None
+    try:
+        r = shrink_mod.shrink(ns.workload, ns.seed, ns.bug or (), faults=ns.faults if ns.faults == "none" else "swarm",
+                              max_runs=ns.max_runs, max_wall_s=ns.max_seconds, log=log)
+    except ValueError as e:
+        print(f"sim: {e}", file=sys.stderr)
+        return 2
+    print(shrink_mod.format_report(r, trace_lines=ns.trace_lines))
+    if ns.write_test:
+        path = ns.write_test
+        name = os.path.splitext(os.path.basename(path))[0]
+        if not (name.startswith("test_") and path.endswith(".py")):
+            print(f"sim: --write-test wants a path like tests/regressions/test_<name>.py, not {path!r}", file=sys.stderr)
+            return 2
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w") as f:
+            f.write(shrink_mod.regression_test(r, name[len("test_"):]))
+        print(f"regression test written to {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sim", description="Deterministic simulation of slatedb.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--ops", type=int, default=2000, help="operations per run (default 2000)")
-        p.add_argument("--clients", type=int, default=6, help="concurrent clients (default 6)")
+    def common(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
+        p.add_argument("--ops", type=int, default=2000, help="operations per run (store; default 2000)")
+        p.add_argument("--clients", type=int, default=6, help="concurrent clients (store; default 6)")
         p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm")
-        p.add_argument("--workload", choices=list(bugs_mod.WORKLOADS), default="store",
-                       help="store: object-store CAS workload; db: writers fencing each other; takeover and "
-                            "seqmeta: the bug catalogue's scenarios (sim run only)")
+        p.add_argument("--workload", choices=list(bugs_mod.WORKLOADS) + (["all"] if allow_all else []),
+                       default="store",
+                       help="a scenario of the registry (sim.bugs.WORKLOADS): store, db, takeover, seqmeta, "
+                            "compactor, ..." + ("; all: every one of them in turn" if allow_all else ""))
         p.add_argument("--bug", action="append", choices=sorted(bugs_mod.BY_NAME), metavar="NAME",
                        help="switch on a catalogued bug (repeatable; see `sim bugs`)")
 
     p_run = sub.add_parser("run", help="run one seed and print its verdict and trace digest")
     p_run.add_argument("--seed", type=int, required=True)
+    p_run.add_argument("--keep", default=None, metavar="PLAN",
+                       help="replay a shrunk run: only these steps of the world's schedule (from `sim shrink`)")
+    p_run.add_argument("--trace", action="store_true", help="with --keep: print the whole (short) trace")
     common(p_run)
     p_run.set_defaults(fn=cmd_run)
 
@@ -213,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--seeds", default="0..199", help="N or A..B (inclusive); default 0..199")
         p.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
         p.add_argument("--out", help="write one JSON line per seed to this file")
-        common(p)
+        common(p, allow_all=True)
 
     p_dst = sub.add_parser("dst", help="a campaign over many seeds, on all cores")
     campaign(p_dst)
@@ -234,6 +293,16 @@ def main(argv: list[str] | None = None) -> int:
                          help="exit non-zero below this many virtual s per wall s")
     common(p_bench)
     p_bench.set_defaults(fn=cmd_bench, workload="db")
+
+    p_shrink = sub.add_parser("shrink", help="minimise a failing run's operations and faults; optionally write a test")
+    p_shrink.add_argument("--seed", type=int, required=True)
+    p_shrink.add_argument("--write-test", metavar="PATH", help="write a pytest regression test (tests/regressions/test_<name>.py)")
+    p_shrink.add_argument("--max-runs", type=int, default=400, help="candidate runs at most (default 400)")
+    p_shrink.add_argument("--max-seconds", type=float, default=300.0, help="wall seconds at most (default 300)")
+    p_shrink.add_argument("--trace-lines", type=int, default=60, help="readable trace lines to print (default 60)")
+    p_shrink.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    common(p_shrink)
+    p_shrink.set_defaults(fn=cmd_shrink, workload="db")
 
     p_bugs = sub.add_parser("bugs", help="list the bug catalogue (bugs the simulator must catch)")
     p_bugs.add_argument("-v", "--verbose", action="store_true", help="also the bug class, source and switch site")

@@ -318,6 +318,7 @@ class World:
     settings: Settings
     history: History
     bugs: frozenset[str]
+    plan: Any = None  # a shrunk schedule (sim.shrink.Plan), or None: every step the seed draws
     acked: dict = attrs.Factory(dict)  # (writer, seq) -> (key, value or None) acknowledged durable
     written: dict = attrs.Factory(dict)  # value -> seq of every put (values are unique)
     deleted: dict = attrs.Factory(dict)  # key -> seqs of every delete of it
@@ -337,6 +338,7 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
     inner = MemoryStore(world.bucket, rt.now_ms, url="memory://sim")
     store = SimObjectStore(inner, derive_rng(world.seed, "store", name), world.trace, process=name,
                            faults=world.faults)
+    store.plan = plan = world.plan
     done = 0
     me: Incarnation | None = None
     recent: list[bytes] = []
@@ -346,17 +348,26 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
         async with aio.Db.open("memory://sim", world.settings, store=store, runtime=rt) as db:
             me = world.history.opened(name, db.core.epoch)
             for i in range(n_writes):
-                me.sweep()
+                # Every draw of step i first (a step left out by a shrunk plan draws them too, so
+                # the steps kept do exactly what they did in the full run), then the step.
+                read_key = None
                 if rng.random() < READ_RATE:
-                    key = rng.choice(recent) if recent and rng.random() < 0.6 else _key(rng.randrange(N_KEYS))
-                    await me.read(db, key)
-                    me.sweep()
+                    read_key = rng.choice(recent) if recent and rng.random() < 0.6 else _key(rng.randrange(N_KEYS))
                 key = _key(rng.randrange(N_KEYS))
                 recent.append(key)
                 if len(recent) > 8:
                     del recent[0]
                 durable = rng.random() < 0.2
-                if rng.random() < DELETE_RATE:
+                delete = rng.random() < DELETE_RATE
+                pause_s = rng.uniform(0, 0.05) if rng.random() < 0.3 else None
+                if plan is not None and not plan.on(f"op:{name}:{i}"):
+                    done = i + 1
+                    continue
+                me.sweep()
+                if read_key is not None:
+                    await me.read(db, read_key)
+                    me.sweep()
+                if delete:
                     h = await me.write(db, "delete", key, None)
                     world.deleted.setdefault(key, []).append(h.seq)
                     value = None
@@ -369,8 +380,8 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
                     world.acked[(name, h.seq)] = (key, value)
                     me.sweep()
                 done = i + 1
-                if rng.random() < 0.3:
-                    await rt.sleep(rng.uniform(0, 0.05))
+                if pause_s is not None:
+                    await rt.sleep(pause_s)
         me.sweep()  # close wrote everything, unless it was fenced meanwhile: ask the handles
         return "closed"
 
@@ -414,16 +425,33 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
 # ---------------------------------------------------------------------------------------------
 
 
-def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset()) -> DbWorkloadResult:
+def _clock_plan(seed: int, host: str, skew: bool, jumps: bool, plan: Any) -> ClockPlan:
+    """The host's drawn clock, less what a shrunk ``plan`` leaves out (``skew:``, ``jump:``)."""
+    cp = ClockPlan.draw(seed, host, skew, jumps)
+    if plan is not None:
+        if (cp.offset_ms or cp.drift_ppm) and not plan.on(f"skew:{host}"):
+            cp = attrs.evolve(cp, offset_ms=0, drift_ppm=0.0)
+        if cp.jump_at_s is not None and not plan.on(f"jump:{host}"):
+            cp = attrs.evolve(cp, jump_at_s=None, jump_ms=0)
+    return cp
+
+
+def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
+                    plan: Any = None) -> DbWorkloadResult:
     """Run one world; a violated invariant, a lost write or a non-linearizable history is
     reported in the result.
 
-    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``)."""
+    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``). ``plan``
+    (:class:`sim.shrink.Plan`) leaves out the steps of the schedule it does not keep: writer
+    ``op:<process>:<i>`` steps, store faults ``f:<process>:<n>``, ``writer:``, ``crash:``,
+    ``skew:`` and ``jump:`` of a process (``sim shrink``)."""
     trace = Trace(trio.current_time)
+    if plan is not None:
+        plan.trace = trace
     checks = WriterChecks().attach(trace)
     history = History()
     try:
-        return run_deterministic(_world, seed, faults, trace, checks, history, frozenset(bugs), seed=seed)
+        return run_deterministic(_world, seed, faults, trace, checks, history, frozenset(bugs), plan, seed=seed)
     except (AssertionError, SlateDBError) as e:
         errors: list[BaseException] = [e]
     except BaseExceptionGroup as group:
@@ -454,7 +482,7 @@ def _fault_counts(checks: WriterChecks) -> dict:
 
 
 async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, history: History,
-                 bugs: frozenset[str]) -> DbWorkloadResult:
+                 bugs: frozenset[str], plan: Any = None) -> DbWorkloadResult:
     rng = derive_rng(seed, "world")
     store_faults = StoreFaults.swarm(rng) if faults == "swarm" else StoreFaults()
     crash_rate = rng.choice([0.0, 0.5, 1.0]) if faults == "swarm" else 0.0  # swarm: crashes on or off
@@ -464,13 +492,18 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, his
     trace.record("world", "settings", **{k: v for k, v in sorted(raw_settings.items())})
     skew = faults == "swarm" and swarm_rng.random() < 0.5
     jumps = faults == "swarm" and swarm_rng.random() < 0.3
-    world = World(seed, trace, MemoryBucket(), store_faults, settings, history, bugs)
-    hosts = {name: Host(name, ClockPlan.draw(seed, name, skew, jumps), seed, trace) for name in ("w1", "w2", "w3")}
+    world = World(seed, trace, MemoryBucket(), store_faults, settings, history, bugs, plan)
+    hosts = {name: Host(name, _clock_plan(seed, name, skew, jumps, plan), seed, trace) for name in ("w1", "w2", "w3")}
     outcomes: dict[str, str] = {}
 
     async def run(name: str, delay_s: float, n: int) -> None:
         await trio.sleep(delay_s)
         crash_after = rng.uniform(0.05, 3.0) if rng.random() < crash_rate else None
+        if plan is not None:
+            if not plan.on(f"writer:{name}"):
+                return
+            if crash_after is not None and not plan.on(f"crash:{name}"):
+                crash_after = None
         outcomes[name] = await _writer(name, hosts[name], world, n, crash_after)
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
@@ -483,7 +516,7 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, his
     # Every acknowledged-durable write must be readable by a last writer: its own value, or the
     # value of a write of the same key with a higher seq (superseded, never rolled back). The
     # last writer then reads every key, for LIN.
-    final = Host("final", ClockPlan.draw(seed, "final", skew, False), seed, trace)
+    final = Host("final", _clock_plan(seed, "final", skew, False, plan), seed, trace)
     final_rt = final.runtime("final")
     inner = MemoryStore(world.bucket, final_rt.now_ms, url="memory://sim")
     async with aio.Db.open("memory://sim", settings, store=inner, runtime=final_rt) as db:

@@ -93,6 +93,14 @@ class SimObjectStore(ObjectStore):
         self.op_counter = 0
         #: Set by :meth:`crash`: the process is dead; requests already sent still land.
         self.crashed = False
+        #: A shrunk schedule (:class:`sim.shrink.Plan`): a drawn fault of request ``n`` is
+        #: injected only if the plan keeps step ``f:<process>:<n>``. None: every drawn fault.
+        self.plan = None
+        self._n = 0
+
+    def _fault_kept(self) -> bool:
+        plan = self.plan
+        return plan is None or plan.on(f"f:{self.process}:{self._n}")
 
     def crash(self) -> None:
         """The process dies: later calls raise :class:`ProcessCrashed`; a request already on the
@@ -105,6 +113,8 @@ class SimObjectStore(ObjectStore):
         delay = self.rng.uniform(f.latency_min_s, f.latency_max_s)
         if self.faults_enabled and f.stall_rate and self.rng.random() < f.stall_rate:
             stall_s = self.rng.uniform(0.0, f.stall_max_s)
+            if not self._fault_kept():
+                return delay
             self.trace.record(self.process, "fault.stall", seconds=round(stall_s, 6))
             delay += stall_s
         return delay
@@ -114,16 +124,16 @@ class SimObjectStore(ObjectStore):
             return "ok"
         r = self.rng.random()
         if r < self.faults.transient_rate:
-            return "transient"
+            return "transient" if self._fault_kept() else "ok"
         if r < self.faults.transient_rate + self.faults.ambiguous_rate:
-            return "ambiguous"
+            return "ambiguous" if self._fault_kept() else "ok"
         return "ok"
 
     async def _op(self, op: str, key: str, apply: Callable[[], T], **fields: Any) -> T:
         if self.crashed:
             raise ProcessCrashed(self.process)
         self.op_counter += 1
-        n = self.op_counter
+        n = self._n = self.op_counter
         decision = self._decide()
         out_s, back_s = self._leg_s(), self._leg_s()
         self.trace.record(self.process, f"store.{op}", n=n, key=key, decision=decision, **fields)

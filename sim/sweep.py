@@ -27,12 +27,15 @@ import attrs
 
 from slatedb.runtime.production import ProductionRuntime
 
+from . import bugs as bugs_mod
 from .db_workload import run_db_workload
 from .store_workload import run_store_workload
 
 _WALL = ProductionRuntime("sim-sweep")
 
-WORKLOADS = ("store", "db")
+#: Every scenario a sweep can run: the one registry of :data:`sim.bugs.WORKLOADS` (the same
+#: dict, so a scenario appended there -- gc, reader, clone -- is sweepable at once).
+WORKLOADS = bugs_mod.WORKLOADS
 
 #: Time compression the simulator aims for on one core (virtual seconds per wall second).
 TARGET_COMPRESSION = 1000.0
@@ -40,7 +43,13 @@ TARGET_COMPRESSION = 1000.0
 DESCRIPTIONS = {
     "db": "db-workload (three writers fencing each other; FENCE-*, DUR-1, BOUNDARY-3)",
     "store": "store-workload (object-store CAS, claims, private keys)",
+    "takeover": "takeover (rounds of four writers, crash and pause points at protocol events; FENCE-*, DUR-1)",
+    "seqmeta": "seqmeta (stalled metadata writers vs a GC boundary, RFC 004; SEQMETA-1/2)",
+    "compactor": "compactor (writer, fencing compactors, crashes, admin submissions; CFENCE-*, COMPACT-*, RESUME-*)",
 }
+
+#: Scenarios whose run function takes ``faults=`` ("swarm" or "none").
+_TAKES_FAULTS = ("db", "compactor")
 
 #: The fields of one result row, in order (JSON lines and the Parquet schema).
 ROW_FIELDS = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults", "violations",
@@ -49,8 +58,9 @@ ROW_FIELDS = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults
 
 @attrs.frozen
 class Scenario:
-    """What a run depends on besides its seed. ``ops`` and ``clients`` apply to ``store`` only;
-    ``bugs`` (catalogued bugs switched on in every process) to ``db`` only."""
+    """What a run depends on besides its seed. ``ops`` and ``clients`` apply to ``store`` only,
+    ``faults`` to ``store``, ``db`` and ``compactor``; ``bugs`` (catalogued bugs switched on in
+    every process) to every scenario."""
 
     workload: str = "store"
     ops: int = 2000
@@ -76,7 +86,7 @@ class Scenario:
         return cmd
 
     def describe(self) -> str:
-        text = DESCRIPTIONS[self.workload]
+        text = DESCRIPTIONS.get(self.workload, self.workload)
         if self.faults != "swarm":
             text += f", faults {self.faults}"
         if self.bugs:
@@ -103,11 +113,17 @@ def simulate(scenario: Scenario, seed: int) -> tuple[Any, float]:
     """Run one seed; the workload's own result (``DbWorkloadResult`` or ``StoreRunResult``) and
     the wall seconds it took."""
     start = _WALL.monotonic_s()
+    bugs = frozenset(scenario.bugs)
     if scenario.workload == "db":
-        result = run_db_workload(seed, faults="none" if scenario.faults == "none" else "swarm",
-                                 bugs=frozenset(scenario.bugs))
+        result = run_db_workload(seed, faults="none" if scenario.faults == "none" else "swarm", bugs=bugs)
+    elif scenario.workload == "store":
+        result = run_store_workload(seed, n_ops=scenario.ops, n_clients=scenario.clients, faults=scenario.faults,
+                                    bugs=bugs)
+    elif scenario.workload in _TAKES_FAULTS and scenario.faults == "none":
+        result = bugs_mod.runner(scenario.workload)(seed, faults="none", bugs=bugs)
     else:
-        result = run_store_workload(seed, n_ops=scenario.ops, n_clients=scenario.clients, faults=scenario.faults)
+        # Every other scenario of the registry: ``run(seed, bugs=...)``, its own fault mix.
+        result = bugs_mod.run(scenario.workload, seed, bugs)
     return result, _WALL.monotonic_s() - start
 
 

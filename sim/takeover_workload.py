@@ -77,7 +77,7 @@ class _PausableStore(SimObjectStore):
         return delay
 
 
-async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[str]) -> DbWorkloadResult:
+async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[str], plan=None) -> DbWorkloadResult:
     rng = derive_rng(seed, "takeover")
     faults = StoreFaults(
         latency_min_s=0.0005,
@@ -104,10 +104,13 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
         """One writer process; a crashed one restarts (as ``<name>.r``, reopening the database
         and replaying what it left) with the writes it had left."""
         await trio.sleep(delay_s)
+        if plan is not None and not plan.on(f"writer:{name}"):
+            return
         rt = SimRuntime(name, seed, trace, bugs=bugs)
         wrng = derive_rng(seed, "workload", name)
         store = _PausableStore(MemoryStore(bucket, rt.now_ms, url="memory://sim"), derive_rng(seed, "store", name),
                                trace, process=name, faults=faults)
+        store.plan = plan
         # Fault points, at protocol events of this process (its n-th event of one kind): a crash
         # right there (memory lost; the moments after a manifest commit or an acknowledgement are
         # where what is durable and what is only in memory differ most), or a pause of the
@@ -116,6 +119,11 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
         crash_at = wrng.choice(CRASH_POINTS) if wrng.random() < crash_rate else None
         pause_at = wrng.choice(PAUSE_POINTS) if wrng.random() < pause_rate else None
         pause_s = wrng.uniform(0.2, 5.0)
+        if plan is not None:
+            if crash_at is not None and not plan.on(f"crash:{name}"):
+                crash_at = None
+            if pause_at is not None and not plan.on(f"pause:{name}"):
+                pause_at = None
         life = trio.CancelScope()
         seen: dict[str, int] = {}
 
@@ -136,15 +144,21 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
             with life:
                 async with aio.Db.open("memory://sim", settings, store=store, runtime=rt) as db:
                     for i in range(n_writes):
+                        # The step's draws first: a step a shrunk plan leaves out draws them too.
                         key = b"k%04d" % wrng.randrange(N_KEYS)
                         value = b"%s:%d" % (name.encode(), i)
+                        durable = wrng.random() < 0.5
+                        pause = wrng.uniform(0.0, 0.02)
+                        if plan is not None and not plan.on(f"op:{name}:{i}"):
+                            done = i + 1
+                            continue
                         h = await db.put(key, value)
                         written[value] = h.seq
-                        if wrng.random() < 0.5:
+                        if durable:
                             await h.wait_durable()
                             acked[(name, h.seq)] = (key, value)
                         done = i + 1
-                        await rt.sleep(wrng.uniform(0.0, 0.02))
+                        await rt.sleep(pause)
                 outcomes[name] = "closed"
         except* (FencedError, ClosedError):
             outcomes[name] = "fenced"
@@ -169,25 +183,34 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
             assert got is not None, f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost"
             assert got == value or written.get(got, -1) > seq, (
                 f"DUR-1: {key!r} holds {got!r} (seq {written.get(got)}), older than acknowledged {value!r} (seq {seq})")
-    counts = checks.counts
-    faults_seen = {k: counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "fault.pause", "crash") if counts[k]}
-    return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), faults_seen, (),
+    return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _faults_seen(checks), (),
                             acked=len(acked), fenced=sum(1 for o in outcomes.values() if o == "fenced"))
 
 
-def run_takeover_workload(seed: int, *, bugs: frozenset[str] = frozenset()) -> DbWorkloadResult:
-    """Run one world of takeover storms; a violated invariant or a lost write is reported."""
+def run_takeover_workload(seed: int, *, bugs: frozenset[str] = frozenset(), plan=None) -> DbWorkloadResult:
+    """Run one world of takeover storms; a violated invariant or a lost write is reported.
+    ``plan`` (:class:`sim.shrink.Plan`, ``sim shrink``) leaves out the steps it does not keep:
+    ``writer:``, ``crash:``, ``pause:`` of a writer, its ``op:<writer>:<i>`` and store faults
+    ``f:<process>:<n>``."""
     trace = Trace(trio.current_time)
+    if plan is not None:
+        plan.trace = trace
     checks = WriterChecks().attach(trace)
     try:
-        return run_deterministic(_world, seed, trace, checks, frozenset(bugs), seed=seed)
+        return run_deterministic(_world, seed, trace, checks, frozenset(bugs), plan, seed=seed)
     except (AssertionError, SlateDBError) as e:
         errors: list[BaseException] = [e]
     except BaseExceptionGroup as group:
         errors = list(_leaves(group))
     last = trace.events[-1].time_s if trace.events else 0.0
-    return DbWorkloadResult(seed, False, trace.digest(), len(trace), last, {},
+    return DbWorkloadResult(seed, False, trace.digest(), len(trace), last, _faults_seen(checks),
                             tuple(f"{type(e).__name__}: {e}" for e in errors), last_events=trace.render(last=30))
+
+
+def _faults_seen(checks: WriterChecks) -> dict:
+    counts = checks.counts
+    return {k: counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "fault.pause", "crash")
+            if counts[k]}
 
 
 def _leaves(group: BaseExceptionGroup):
