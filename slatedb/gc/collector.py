@@ -1,0 +1,450 @@
+"""The garbage collector (RFC 000 § "Garbage Collector", RFC 002 § "Garbage Collection
+Integration", RFC 004; spec/protocols/checkpoints-gc.md steps 5-8 and
+spec/protocols/sequenced-metadata.md GC steps 1-3).
+
+One pass, in the RFC's order:
+
+1. read the latest manifest (none: nothing to do);
+2. a soft-destroyed database past its grace period with no active checkpoint is removed
+   (:mod:`slatedb.gc.destroyed`), and GC stops for good;
+3. expired checkpoints are removed from the manifest (a CAS, retried from a fresh read);
+4. each enabled directory is collected: ``manifest/`` and ``compactions/`` (boundary first),
+   ``wal/`` (data objects, then 0-byte fences under their own options), ``compacted/``; then
+   clones whose parent SSTs are no longer referenced detach from their parents.
+
+Every directory pass reads the latest manifest afresh and the manifests its active checkpoints
+pin (the set M of RFC 000). Its deletes are limited to what that read proves unreferenced, and
+each delete is preceded by a check of the rule that allows it (:class:`GcInvariantError` if a
+selection bug ever picked something to keep). A ``dry_run`` directory deletes nothing and
+moves no boundary: it counts (and traces, ``gc_would_delete``) what it would delete.
+
+Time: ages compare the store's ``last_modified`` with ``runtime.now_ms()``; the loop sleeps with
+``runtime.sleep``. Both assume, like the official engine, that clocks differ by less than
+``min_age``.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Awaitable, Callable
+
+import attrs
+import trio
+from ulid import ULID
+
+from slatedb.checkpoint import active_checkpoints, is_expired
+from slatedb.compactor.store import CompactionsStore
+from slatedb.config import GarbageCollectorDirectoryOptions, GarbageCollectorOptions
+from slatedb.db.paths import SstLocator
+from slatedb.db.view import COMPACTED_DIR, sst_key
+from slatedb.errors import BoundaryVanishedError, ObjectNotFoundError, SlateDBError, sole_exception
+from slatedb.format.types import Checkpoint, ExternalDb, ManifestV2
+from slatedb.manifest.store import ManifestStore, SequencedStore, StoredManifest, parse_id
+from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.retry import retry_transient
+from slatedb.runtime import Runtime, TaskGroup
+from slatedb.wal.writer import WAL_DIR, WAL_SUFFIX, wal_key
+
+from .destroyed import destroy_database, release_parent_checkpoint, ready_to_destroy
+from .errors import GcInvariantError, PinnedManifestMissingError
+from .retention import (
+    in_flight_sst_ids,
+    manifest_sst_ids,
+    older_than,
+    sst_ulid_cutoff_ms,
+    wal_kept,
+)
+from .sequenced import list_namespace, settle_boundary
+from .stats import GcStats
+
+#: RFC 000 ``db_delete_grace``: how long a soft-destroyed database is kept before GC removes it.
+#: The RFC gives no default; ten minutes (one default GC interval) leaves time to notice a
+#: mistaken destroy without keeping garbage for long.
+DEFAULT_DB_DELETE_GRACE_S = 600.0
+
+#: Floor of a directory's interval in :meth:`GarbageCollector.run` (``interval: 0`` would spin).
+MIN_INTERVAL_S = 0.01
+
+#: Reads of the latest manifest and its pinned manifests before a pass gives up (a pinned
+#: manifest can vanish only if a concurrent GC saw a newer manifest without the checkpoint).
+_SNAPSHOT_ATTEMPTS = 3
+
+
+@attrs.frozen
+class Snapshot:
+    """The latest manifest, its active (unexpired) checkpoints, and the manifests they pin
+    (RFC 000's set M), read together at the start of a directory pass."""
+
+    latest: StoredManifest
+    active: tuple[Checkpoint, ...]
+    pinned: tuple[StoredManifest, ...]
+
+    @property
+    def manifests(self) -> tuple[ManifestV2, ...]:
+        """The latest manifest and every pinned one: what must stay readable."""
+        return (self.latest.manifest, *(p.manifest for p in self.pinned))
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise GcInvariantError(f"GC refused to delete: {what}")
+
+
+def _parse_sst_ulid(key: str) -> ULID | None:
+    name = key[len(COMPACTED_DIR):]
+    if not (key.startswith(COMPACTED_DIR) and name.endswith(".sst") and "/" not in name):
+        return None
+    try:
+        return ULID.from_str(name[: -len(".sst")])
+    except ValueError:
+        return None
+
+
+class GarbageCollector:
+    """The garbage collector of the database at ``store`` (one instance per database).
+
+    :meth:`run_once` runs one pass over every enabled directory; :meth:`run` runs each
+    directory on its own interval until cancelled, the database is removed, or it has no
+    manifest. Passes of one collector never overlap (a lock), so a directory's rules always see
+    the effect of the previous pass. ``totals`` sums the stats of every pass; ``errors`` counts
+    passes that failed (reported as ``gc_error`` events; :meth:`run` carries on).
+    """
+
+    def __init__(self, store: ObjectStore, runtime: Runtime, options: GarbageCollectorOptions | None = None, *,
+                 db_delete_grace_s: float = DEFAULT_DB_DELETE_GRACE_S) -> None:
+        if db_delete_grace_s < 0:
+            raise ValueError(f"db_delete_grace_s must be >= 0, got {db_delete_grace_s!r}")
+        self.store = store
+        self.runtime = runtime
+        self.options = options if options is not None else GarbageCollectorOptions()
+        self.db_delete_grace_s = db_delete_grace_s
+        self.manifests = ManifestStore(store, runtime)
+        self.compactions = CompactionsStore(store, runtime)
+        self.locator = SstLocator(store, runtime)
+        self.totals = GcStats()
+        self.errors = 0
+        #: Set once the database was removed or found without a manifest: :meth:`run` stops.
+        self.finished = False
+        self._lock = trio.Lock()
+
+    # ------------------------------------------------------------------------------------------
+    # Entry points
+    # ------------------------------------------------------------------------------------------
+
+    async def run_once(self) -> GcStats:
+        """One full pass: destroy check, expired checkpoints, then every enabled directory."""
+        o = self.options
+        passes = [
+            ("manifest", o.manifest_options, self._collect_manifests),
+            ("wal", o.wal_options, self._collect_wal),
+            ("wal_fence", o.wal_fence_options, self._collect_wal_fences),
+            ("compacted", o.compacted_options, self._collect_ssts),
+            ("compactions", o.compactions_options, self._collect_compactions),
+            ("detach", o.detach_options, self._detach_clones),
+        ]
+        return await self._pass([(name, fn) for name, opts, fn in passes if opts is not None])
+
+    async def run(self) -> None:
+        """Collect each enabled directory every ``interval`` (its first pass after one interval:
+        a just-opened database is left alone), until cancelled or :attr:`finished`. A failing
+        pass is reported and retried at the next interval; a vanished boundary file
+        (:class:`BoundaryVanishedError`) or a :class:`GcInvariantError` stops GC."""
+        o = self.options
+        schedules = [
+            ("manifest", o.manifest_options, self._collect_manifests),
+            ("wal", o.wal_options, self._collect_wal),
+            ("wal_fence", o.wal_fence_options, self._collect_wal_fences),
+            ("compacted", o.compacted_options, self._collect_ssts),
+            ("compactions", o.compactions_options, self._collect_compactions),
+            ("detach", o.detach_options, self._detach_clones),
+        ]
+        scheduled = [(name, opts.interval, fn) for name, opts, fn in schedules
+                     if opts is not None and opts.interval is not None]
+        if not scheduled:
+            return
+        try:
+            async with self.runtime.task_group() as tg:
+                for name, interval_s, fn in scheduled:
+                    tg.spawn(self._every, name, interval_s, fn, tg, name=f"gc-{name}")
+        except BaseExceptionGroup as group:
+            error = sole_exception(group)
+            if error is group:
+                raise
+            raise error from None
+
+    async def _every(self, name: str, interval_s: float, fn: Callable[["GcTally"], Awaitable[None]],
+                     tg: TaskGroup) -> None:
+        while not self.finished:
+            await self.runtime.sleep(max(interval_s, MIN_INTERVAL_S))
+            if self.finished:
+                break
+            try:
+                await self._pass([(name, fn)])
+            except (BoundaryVanishedError, GcInvariantError):
+                raise
+            except SlateDBError as e:
+                self.errors += 1
+                self.runtime.event("gc_error", directory=name, error=f"{type(e).__name__}: {e}")
+        tg.cancel()
+
+    async def _pass(self, passes: list[tuple[str, Callable[["GcTally"], Awaitable[None]]]]) -> GcStats:
+        tally = GcTally()
+        async with self._lock:
+            if not self.finished and await self._prepare(tally):
+                for name, fn in passes:
+                    try:
+                        await fn(tally)
+                    except PinnedManifestMissingError as e:
+                        self.runtime.event("gc_skip", directory=name, reason=str(e))
+        stats = tally.freeze()
+        self.totals = self.totals + stats
+        self.runtime.event("gc_pass", **attrs.asdict(stats))
+        return stats
+
+    # ------------------------------------------------------------------------------------------
+    # Steps 1-3: the latest manifest, soft destroy, expired checkpoints
+    # ------------------------------------------------------------------------------------------
+
+    async def _prepare(self, tally: "GcTally") -> bool:
+        """RFC 000 steps 1-3. False: nothing more to do (no database, or it was just removed)."""
+        latest = await self.manifests.read_latest()
+        if latest is None:
+            self.runtime.event("gc_no_database")
+            self.finished = True
+            return False
+        if ready_to_destroy(latest, self.runtime.now_ms(), self.db_delete_grace_s):
+            manifest_opts = self.options.manifest_options
+            if manifest_opts is None or manifest_opts.dry_run:
+                self.runtime.event("gc_would_destroy", manifest=latest.id)
+                return False
+            count = await destroy_database(self.store, self.runtime, latest, self.locator,
+                                           lambda key: self._delete(key, "destroy", None))
+            tally.set(db_destroyed=True, destroyed_objects=count)
+            self.finished = True
+            return False
+        await self._expire_checkpoints(tally)
+        return True
+
+    async def _expire_checkpoints(self, tally: "GcTally") -> None:
+        """Remove every expired checkpoint in one manifest update (CAS; on a lost race the change
+        is computed again from the fresh manifest, which may have refreshed or added some)."""
+        removed: list[Checkpoint] = []
+
+        def change(cur: StoredManifest) -> ManifestV2 | None:
+            now_s = self.runtime.now_ms() // 1000
+            expired = [c for c in cur.manifest.checkpoints if is_expired(c, now_s)]
+            removed[:] = expired
+            if not expired:
+                return None
+            keep = tuple(c for c in cur.manifest.checkpoints if not is_expired(c, now_s))
+            return attrs.evolve(cur.manifest, checkpoints=keep)
+
+        stored = await self.manifests.update(change)
+        for c in removed:
+            self.runtime.event("checkpoint_expired", id=str(c.id), manifest_id=c.manifest_id, manifest=stored.id)
+        tally.add("checkpoints_expired", len(removed))
+
+    async def snapshot(self) -> Snapshot:
+        """The latest manifest and the manifests its active checkpoints pin (RFC 000's M)."""
+        last_missing: ObjectNotFoundError | None = None
+        for _ in range(_SNAPSHOT_ATTEMPTS):
+            latest = await self.manifests.read_latest()
+            if latest is None:
+                raise PinnedManifestMissingError("the database has no manifest any more")
+            active = active_checkpoints(latest.manifest, self.runtime.now_ms() // 1000)
+            pinned: dict[int, StoredManifest] = {}
+            try:
+                for cp in active:
+                    if cp.manifest_id == latest.id:
+                        pinned[cp.manifest_id] = latest
+                    elif cp.manifest_id not in pinned:
+                        pinned[cp.manifest_id] = await self.manifests.read(cp.manifest_id)
+            except ObjectNotFoundError as e:
+                last_missing = e
+                continue
+            return Snapshot(latest, active, tuple(pinned[i] for i in sorted(pinned)))
+        raise PinnedManifestMissingError(f"a checkpointed manifest could not be read: {last_missing}")
+
+    # ------------------------------------------------------------------------------------------
+    # Deleting
+    # ------------------------------------------------------------------------------------------
+
+    async def _delete(self, key: str, kind: str, opts: GarbageCollectorDirectoryOptions | None,
+                      tally: "GcTally | None" = None, counter: str | None = None, **fields: object) -> None:
+        """Delete ``key`` (or, in a dry run, only report it). The ``gc_delete`` event comes before
+        the request: the trace shows the intent even if the process dies mid-request."""
+        if opts is not None and opts.dry_run:
+            self.runtime.event("gc_would_delete", path=key, what=kind, **fields)
+            if tally is not None:
+                tally.add("dry_run_candidates")
+            return
+        self.runtime.event("gc_delete", path=key, what=kind, **fields)
+        await retry_transient(self.runtime, lambda: self.store.delete(key), what=f"delete {key}")
+        if tally is not None and counter is not None:
+            tally.add(counter)
+
+    # ------------------------------------------------------------------------------------------
+    # Step 4: the directories
+    # ------------------------------------------------------------------------------------------
+
+    async def _collect_sequenced(self, ns: SequencedStore, opts: GarbageCollectorDirectoryOptions,
+                                 tally: "GcTally", counter: str, keep: frozenset[int], below: int) -> None:
+        """RFC 004 "Garbage Collection": advance the boundary, then delete files at or behind it
+        that are older than ``min_age``, not the latest, not in ``keep`` and below ``below``."""
+        listing = await list_namespace(ns)
+        if len(listing) < 2:
+            return
+        now_ms = self.runtime.now_ms()
+        newest = listing[-1][0]
+        boundary, moved = await settle_boundary(ns, listing, now_ms, opts,
+                                                enabled=self.options.boundary_files_enabled)
+        if moved:
+            tally.add("boundary_advances")
+        for file_id, meta in listing:
+            if file_id >= newest or file_id >= below or file_id in keep or file_id > boundary:
+                continue
+            if not older_than(meta, now_ms, opts.min_age):
+                continue
+            _check(file_id < newest, f"{ns.namespace} {file_id} is the latest (SEQMETA-3)")
+            _check(file_id <= boundary, f"{ns.namespace} {file_id} is above the boundary {boundary} (BOUNDARY-1)")
+            _check(file_id not in keep, f"{ns.namespace} {file_id} is pinned by a checkpoint (GC-2)")
+            await self._delete(ns.key(file_id), ns.namespace, opts, tally, counter, id=file_id, boundary=boundary)
+
+    async def _collect_manifests(self, tally: "GcTally") -> None:
+        """checkpoints-gc.md step 6. Only ids below the latest manifest that was read are
+        candidates: a checkpoint added after that read pins a newer manifest (``V+1``), or one
+        its source pinned, which the read already saw as active."""
+        opts = self.options.manifest_options
+        assert opts is not None
+        snap = await self.snapshot()
+        keep = frozenset(c.manifest_id for c in snap.active)
+        await self._collect_sequenced(self.manifests, opts, tally, "manifests_deleted", keep, below=snap.latest.id)
+
+    async def _collect_compactions(self, tally: "GcTally") -> None:
+        """RFC 002: every ``.compactions`` file but the latest, older than ``min_age``."""
+        opts = self.options.compactions_options
+        assert opts is not None
+        await self._collect_sequenced(self.compactions, opts, tally, "compactions_deleted", frozenset(), below=2**64)
+
+    async def _collect_wal(self, tally: "GcTally") -> None:
+        opts = self.options.wal_options
+        assert opts is not None
+        await self._collect_wal_objects(opts, tally, fences=False)
+
+    async def _collect_wal_fences(self, tally: "GcTally") -> None:
+        opts = self.options.wal_fence_options
+        assert opts is not None
+        await self._collect_wal_objects(opts, tally, fences=True)
+
+    async def _collect_wal_objects(self, opts: GarbageCollectorDirectoryOptions, tally: "GcTally", *,
+                                   fences: bool) -> None:
+        """checkpoints-gc.md step 7 for data WAL objects, or for 0-byte fences (their own
+        options, dry-run by default: a fence deleted under a writer paused longer than
+        ``min_age`` lets it write again). The newest WAL object is never deleted: it holds the
+        next id's place (a fence, or the last write a new writer must fence above)."""
+        snap = await self.snapshot()
+        latest = snap.latest.manifest
+        pinned = [p.manifest for p in snap.pinned]
+        metas = await retry_transient(self.runtime, lambda: self.store.list(WAL_DIR), what=f"list {WAL_DIR}")
+        listing = sorted(((parse_id(m.key, WAL_DIR, WAL_SUFFIX), m) for m in metas), key=lambda f: f[0] or 0)
+        listing = [(i, m) for i, m in listing if i is not None]
+        if not listing:
+            return
+        newest = listing[-1][0]
+        now_ms = self.runtime.now_ms()
+        for wal_id, meta in listing:
+            if wal_id == newest or (meta.size_bytes == 0) != fences:
+                continue
+            if wal_kept(wal_id, latest, pinned) or not older_than(meta, now_ms, opts.min_age):
+                continue
+            _check(wal_id < newest, f"wal {wal_id} is the newest WAL object")
+            _check(wal_id <= latest.replay_after_wal_id, f"wal {wal_id} is above replay_after_wal_id")
+            _check(not wal_kept(wal_id, latest, pinned), f"wal {wal_id} is pinned by a checkpoint (READ-2)")
+            await self._delete(wal_key(wal_id), "wal_fence" if fences else "wal", opts, tally,
+                               "wal_fences_deleted" if fences else "wal_deleted", id=wal_id)
+
+    async def _collect_ssts(self, tally: "GcTally") -> None:
+        """checkpoints-gc.md step 8. ``.compactions`` is read *before* the manifests: a
+        compaction that commits in between then has its outputs in the manifest read after;
+        read the other way round, its outputs could be in neither (RFC 002 issue #604)."""
+        opts = self.options.compacted_options
+        assert opts is not None
+        stored_compactions = await self.compactions.read_latest()
+        compactions = stored_compactions.compactions if stored_compactions is not None else None
+        snap = await self.snapshot()
+        referenced: set[ULID] = set()
+        for m in snap.manifests:
+            referenced |= manifest_sst_ids(m)
+        in_flight = in_flight_sst_ids(compactions, snap.manifests)
+        cutoff_ms = sst_ulid_cutoff_ms(snap.latest.manifest, compactions)
+        metas = await retry_transient(self.runtime, lambda: self.store.list(COMPACTED_DIR), what=f"list {COMPACTED_DIR}")
+        now_ms = self.runtime.now_ms()
+        for meta in metas:
+            sst_id = _parse_sst_ulid(meta.key)
+            if sst_id is None or sst_id in referenced or sst_id in in_flight:
+                continue
+            if sst_id.milliseconds >= cutoff_ms or not older_than(meta, now_ms, opts.min_age):
+                continue
+            _check(sst_id not in referenced, f"SST {sst_id} is referenced (GC-1)")
+            _check(sst_id not in in_flight, f"SST {sst_id} belongs to an in-flight compaction (GC-3)")
+            await self._delete(sst_key(sst_id), "sst", opts, tally, "ssts_deleted", id=str(sst_id))
+
+    async def _detach_clones(self, tally: "GcTally") -> None:
+        """RFC 000 "Detach the clone if possible": an external database none of whose SSTs the
+        latest manifest or any checkpointed manifest references releases its final checkpoint
+        on the parent, then leaves our manifest (CAS; re-checked on the fresh manifest)."""
+        snap = await self.snapshot()
+
+        def same(a: ExternalDb, b: ExternalDb) -> bool:
+            return a.path == b.path and a.source_checkpoint_id == b.source_checkpoint_id
+
+        for db in snap.latest.manifest.external_dbs:
+            if any(e.sst_ids for m in snap.manifests for e in m.external_dbs if same(e, db)):
+                continue
+            await release_parent_checkpoint(self.locator, self.runtime, db)
+            detached: list[ExternalDb] = []
+
+            def change(cur: StoredManifest, db: ExternalDb = db) -> ManifestV2 | None:
+                gone = [e for e in cur.manifest.external_dbs if same(e, db) and not e.sst_ids]
+                detached[:] = gone
+                if not gone:
+                    return None
+                return attrs.evolve(cur.manifest, external_dbs=tuple(
+                    e for e in cur.manifest.external_dbs if not (same(e, db) and not e.sst_ids)))
+
+            await self.manifests.update(change)
+            if detached:
+                tally.add("clones_detached")
+                self.runtime.event("clone_detached", path=db.path, source_checkpoint=str(db.source_checkpoint_id))
+
+
+class GcTally:
+    """The mutable counts of one pass, frozen into :class:`GcStats` at its end."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._flags: dict[str, object] = {}
+
+    def add(self, name: str, n: int = 1) -> None:
+        self._counts[name] += n
+
+    def set(self, **values: object) -> None:
+        self._flags.update(values)
+
+    def freeze(self) -> GcStats:
+        return GcStats(**dict(self._counts), **self._flags)  # type: ignore[arg-type]
+
+
+async def run_gc(store: ObjectStore, runtime: Runtime, options: GarbageCollectorOptions | None = None,
+                 once: bool = False, *, db_delete_grace_s: float = DEFAULT_DB_DELETE_GRACE_S) -> GcStats:
+    """Collect the database at ``store``: one pass (``once``) or until cancelled, the database
+    is removed, or it has no manifest (the admin API's and ``slatedb run-gc [--once]``'s entry
+    point). Returns the stats of the pass, or the totals of every pass."""
+    gc = GarbageCollector(store, runtime, options, db_delete_grace_s=db_delete_grace_s)
+    try:
+        if once:
+            return await gc.run_once()
+        await gc.run()
+        return gc.totals
+    finally:
+        await gc.locator.aclose()

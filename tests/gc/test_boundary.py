@@ -1,0 +1,201 @@
+"""RFC 004 boundary files with the real GarbageCollector and ManifestStore: monotonic advance,
+concurrent collectors, BOUNDARY-1 at every delete, the stalled-writer sequence of RFC 004
+§ "Motivation", and a boundary file deleted behind GC's back."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import trio
+
+from slatedb.errors import BoundaryVanishedError, ObjectVersionBehindBoundaryError
+from slatedb.format.types import ManifestV2
+from slatedb.gc import GarbageCollector, run_gc
+from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.objstore.memory import MemoryStore
+
+from .helpers import DbBuilder, VirtualRuntime, gc_options, memory_store, run_virtual
+
+MIN_AGE_S = 60.0
+
+
+class BoundaryCheckingStore(MemoryStore):
+    """Asserts BOUNDARY-1 at the store: a delete of ``<ns>/i`` finds the durable boundary >= i."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
+        self.checked = 0
+
+    async def delete(self, key: str) -> None:
+        for ns in ("manifest", "compactions"):
+            if key.startswith(f"{ns}/") and key.endswith(f".{ns}"):
+                file_id = int(key.split("/")[1].split(".")[0])
+                boundary = int(bytes(self.get_now(f"gc/{ns}.boundary").data))
+                assert file_id <= boundary, (key, boundary)
+                self.checked += 1
+        await super().delete(key)
+
+
+def test_boundary_only_moves_forward() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(5)
+        rt.advance(MIN_AGE_S + 1)
+        await GarbageCollector(db.store, rt, gc_options(MIN_AGE_S)).run_once()
+        assert db.boundary() == 4
+        await db.commits(3)  # 6, 7, 8: young
+        # a collector with a larger min_age wants less: the boundary stays
+        stats = await GarbageCollector(db.store, rt, gc_options(10 * MIN_AGE_S)).run_once()
+        assert db.boundary() == 4 and stats.boundary_advances == 0
+        rt.advance(MIN_AGE_S + 1)
+        await GarbageCollector(db.store, rt, gc_options(MIN_AGE_S)).run_once()
+        assert db.boundary() == 7 and db.manifest_ids() == [8]
+        writes = [f["boundary"] for f in rt.kinds("boundary_advance")]
+        assert writes == sorted(writes) == [4, 7]  # BOUNDARY-2
+
+    run_virtual(main)
+
+
+def test_concurrent_collectors_agree_on_the_boundary_and_check_it_before_deleting() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        store = BoundaryCheckingStore(memory_store(rt))
+        db = DbBuilder(store, rt)
+        await db.commits(6)
+        for _ in range(4):
+            await db.write_compactions()
+        rt.advance(MIN_AGE_S + 1)
+        await db.commits(2)
+        gcs = [GarbageCollector(store, VirtualRuntime(f"gc{i}", seed=i, events=rt.events), gc_options(MIN_AGE_S))
+               for i in range(3)]
+        for gc in gcs:
+            gc.runtime.offset_ms = rt.offset_ms  # one wall clock
+        async with trio.open_nursery() as nursery:
+            for gc in gcs:
+                nursery.start_soon(gc.run_once)
+        assert db.boundary() == 6 and db.boundary("compactions") == 3
+        assert db.manifest_ids() == [7, 8] and db.compactions_ids() == [4]
+        assert store.checked >= 6 + 3  # every delete checked (some twice: deletes are idempotent)
+        assert sum(gc.totals.boundary_advances for gc in gcs) >= 2
+
+    run_virtual(main)
+
+
+def test_rfc004_stalled_writer_create_succeeds_but_does_not_commit() -> None:
+    """RFC 004 § "Motivation", step by step: writer A prepares N+1 and stalls past min_age;
+    others advance the namespace; GC deletes N+1; A's create of N+1 succeeds (the slot is free)
+    but its boundary check rejects it; ``update`` retries from a fresh read and commits later."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(3)  # N = 3
+        rt_a = VirtualRuntime("writer-a", seed=7, events=rt.events)
+        writer_a = ManifestStore(db.store, rt_a)
+        prepared = trio.Event()
+        resume = trio.Event()
+        outcome: list[StoredManifest] = []
+        attempts: list[int] = []
+
+        async def change(cur: StoredManifest) -> ManifestV2:
+            attempts.append(cur.id + 1)
+            if len(attempts) == 1:
+                prepared.set()
+                await resume.wait()  # the stall: A holds its N+1 for manifest 4
+            return attrs.evolve(cur.manifest, last_l0_seq=cur.manifest.last_l0_seq + 100)
+
+        async def run_a() -> None:
+            outcome.append(await writer_a.update(change))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_a)
+            await prepared.wait()
+            await db.commits(3)  # B: 4, 5, 6
+            rt.advance(MIN_AGE_S + 1)
+            stats = await GarbageCollector(db.store, rt, gc_options(MIN_AGE_S)).run_once()
+            assert db.boundary() == 5 and 4 not in db.manifest_ids() and stats.manifests_deleted == 5
+            resume.set()
+        creates = [f for f in rt.kinds("create") if f["path"].endswith("00004.manifest")]
+        assert [c["outcome"] for c in creates] == ["ok", "ok"]  # B's, then A's stale one on the freed slot
+        assert attempts == [4, 7] and outcome[0].id == 7
+        commits = [f["id"] for f in rt.kinds("commit") if f["ns"] == "manifest"]
+        assert commits.count(4) == 1 and len(commits) == len(set(commits))  # SEQMETA-1
+        assert (await db.latest()).manifest.last_l0_seq == 100  # applied once, on top of B's work
+
+    run_virtual(main)
+
+
+def test_stale_try_write_raises_behind_boundary() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(3)
+        stale = (await db.latest()).manifest
+        await db.commits(3)
+        rt.advance(MIN_AGE_S + 1)
+        await GarbageCollector(db.store, rt, gc_options(MIN_AGE_S)).run_once()
+        with pytest.raises(ObjectVersionBehindBoundaryError) as info:
+            await ManifestStore(db.store, VirtualRuntime("stale")).try_write(4, stale)
+        assert info.value.boundary == 5 and info.value.object_id == 4
+
+    run_virtual(main)
+
+
+def test_boundary_deleted_behind_gc_makes_the_next_sequenced_write_fail() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(4)
+        rt.advance(MIN_AGE_S + 1)
+        gc = GarbageCollector(db.store, rt, gc_options(MIN_AGE_S))
+        await gc.run_once()
+        await db.commit()  # the writer reads the boundary after its create: it has seen it
+        db.store.delete_now("gc/manifest.boundary")
+        with pytest.raises(BoundaryVanishedError):
+            await db.commit()
+        assert rt.kinds("boundary_vanished")
+        # GC too refuses to go on (RFC 004: a process that saw the boundary and finds it gone stops)
+        rt.advance(MIN_AGE_S + 1)
+        with pytest.raises(BoundaryVanishedError):
+            await gc.run_once()
+
+    run_virtual(main)
+
+
+def test_run_waits_one_interval_then_collects_each_directory_on_its_own_schedule() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(4)
+        for i in range(1, 4):
+            db.put_wal(i)
+        await db.commit(lambda m: attrs.evolve(m, replay_after_wal_id=3))
+        rt.advance(MIN_AGE_S + 1)
+        opts = gc_options(MIN_AGE_S, interval_s=100.0)
+        opts = attrs.evolve(opts, wal_options=attrs.evolve(opts.wal_options, interval=30.0))
+        gc = GarbageCollector(db.store, rt, opts)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            await trio.sleep(29)
+            assert db.manifest_ids() == [1, 2, 3, 4, 5] and db.wal_ids() == [1, 2, 3]  # not yet
+            await trio.sleep(2)
+            assert db.wal_ids() == [3] and len(db.manifest_ids()) == 5  # WAL at 30 s
+            await trio.sleep(70)
+            assert db.manifest_ids() == [5]  # manifests at 100 s
+            nursery.cancel_scope.cancel()
+        assert gc.totals.wal_deleted == 2 and gc.totals.manifests_deleted == 4
+
+    run_virtual(main)
+
+
+def test_run_gc_stops_once_the_database_is_destroyed() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commit(lambda m: attrs.evolve(m, destroyed_at_s=rt.now_ms() // 1000))
+        with trio.fail_after(10_000):
+            totals = await run_gc(db.store, rt, gc_options(MIN_AGE_S, interval_s=50.0), False, db_delete_grace_s=120)
+        assert totals.db_destroyed and db.store.list_now("") == []
+        assert (await run_gc(db.store, rt, gc_options(), True)).deleted == 0  # nothing left: no-op
+
+    run_virtual(main)

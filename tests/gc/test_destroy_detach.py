@@ -1,0 +1,135 @@
+"""Soft-destroyed databases (RFC 000 § "Deleting a Database", "Garbage Collector" step 2) and
+clone detach (RFC 000 "Detach the clone if possible")."""
+
+from __future__ import annotations
+
+import attrs
+
+from slatedb.format.types import ExternalDb
+from slatedb.gc import GarbageCollector
+from slatedb.objstore.memory import MemoryRegistry
+
+from .helpers import DbBuilder, VirtualRuntime, gc_options, memory_store, run_virtual
+
+GRACE_S = 120.0
+
+
+async def parent_and_clone(rt: VirtualRuntime, *, clone_ssts: bool) -> tuple[DbBuilder, DbBuilder, object]:
+    """``parent`` holding a final checkpoint of ``clone``, which references one parent SST
+    (``clone_ssts``) or none any more."""
+    registry = MemoryRegistry()
+    parent = DbBuilder(memory_store(rt, registry, "parent"), rt)
+    clone = DbBuilder(memory_store(rt, registry, "clone"), rt)
+    shared = parent.put_sst()
+    await parent.add_l0(shared)
+    source, _ = await parent.add_checkpoint()
+    final, _ = await parent.add_checkpoint(source.manifest_id)
+    ext = ExternalDb("parent", source.id, final.id, (shared,) if clone_ssts else ())
+    await clone.commit(lambda m: attrs.evolve(m, external_dbs=(ext,)))
+    return parent, clone, final
+
+
+def test_soft_destroyed_clone_is_removed_after_grace_and_releases_its_parent_checkpoint() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        parent, clone, final = await parent_and_clone(rt, clone_ssts=True)
+        own = clone.put_sst()
+        clone.put_wal(1)
+        await clone.add_l0(own)
+        await clone.commits(2)
+        now_s = rt.now_ms() // 1000
+        await clone.commit(lambda m: attrs.evolve(m, destroyed_at_s=now_s))
+        gc = GarbageCollector(clone.store, rt, gc_options(), db_delete_grace_s=GRACE_S)
+        rt.advance(GRACE_S / 2)
+        stats = await gc.run_once()
+        assert not stats.db_destroyed and clone.manifest_ids()  # within the grace period
+        rt.advance(GRACE_S)
+        stats = await gc.run_once()
+        assert stats.db_destroyed and gc.finished
+        assert clone.store.list_now("") == []
+        assert stats.destroyed_objects == 5 + 1 + 1  # 5 manifests, 1 SST, 1 WAL
+        left = (await parent.latest()).manifest.checkpoints
+        assert final.id not in {c.id for c in left} and len(left) == 1
+        # the manifest went last
+        deletes = [f["path"] for f in rt.kinds("gc_delete") if f["what"] == "destroy"]
+        assert deletes[-1].startswith("manifest/") and deletes[-1].endswith("5.manifest")
+
+    run_virtual(main)
+
+
+def test_soft_destroy_waits_for_active_checkpoints() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commit()
+        await db.add_checkpoint(expire_in_s=3 * GRACE_S)
+        now_s = rt.now_ms() // 1000
+        await db.commit(lambda m: attrs.evolve(m, destroyed_at_s=now_s))
+        gc = GarbageCollector(db.store, rt, gc_options(), db_delete_grace_s=GRACE_S)
+        rt.advance(2 * GRACE_S)
+        assert not (await gc.run_once()).db_destroyed  # a live checkpoint holds it
+        rt.advance(2 * GRACE_S)
+        stats = await gc.run_once()  # the checkpoint expired: the database goes
+        assert stats.db_destroyed and db.store.list_now("") == []
+
+    run_virtual(main)
+
+
+def test_dry_run_never_destroys() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        now_s = rt.now_ms() // 1000
+        await db.commit(lambda m: attrs.evolve(m, destroyed_at_s=now_s))
+        rt.advance(GRACE_S + 1)
+        gc = GarbageCollector(db.store, rt, gc_options(dry_run=True), db_delete_grace_s=GRACE_S)
+        assert not (await gc.run_once()).db_destroyed and db.manifest_ids() == [1]
+        assert rt.kinds("gc_would_destroy")
+
+    run_virtual(main)
+
+
+def test_nested_objects_that_are_not_slatedb_directories_survive_a_destroy() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commit(lambda m: attrs.evolve(m, destroyed_at_s=rt.now_ms() // 1000))
+        db.store.put_now("nested/manifest/00000000000000000001.manifest", b"another db")
+        rt.advance(GRACE_S + 1)
+        stats = await GarbageCollector(db.store, rt, gc_options(), db_delete_grace_s=GRACE_S).run_once()
+        assert stats.db_destroyed and [m.key for m in db.store.list_now("")] == [
+            "nested/manifest/00000000000000000001.manifest"]
+
+    run_virtual(main)
+
+
+def test_clone_detaches_once_no_manifest_references_parent_ssts() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        parent, clone, final = await parent_and_clone(rt, clone_ssts=True)
+        gc = GarbageCollector(clone.store, rt, gc_options())
+        assert (await gc.run_once()).clones_detached == 0  # the latest manifest references a parent SST
+        # the compaction drops the parent SST; a checkpoint still pins the manifest that has it
+        cp, _ = await clone.add_checkpoint()
+        await clone.commit(lambda m: attrs.evolve(m, external_dbs=(attrs.evolve(m.external_dbs[0], sst_ids=()),)))
+        assert (await gc.run_once()).clones_detached == 0
+        assert final.id in {c.id for c in (await parent.latest()).manifest.checkpoints}
+        await clone.commit(lambda m: attrs.evolve(m, checkpoints=()))
+        stats = await gc.run_once()
+        assert stats.clones_detached == 1
+        assert (await clone.latest()).manifest.external_dbs == ()
+        assert final.id not in {c.id for c in (await parent.latest()).manifest.checkpoints}
+        assert (await gc.run_once()).clones_detached == 0  # idempotent
+
+    run_virtual(main)
+
+
+def test_detach_tolerates_a_parent_checkpoint_already_gone() -> None:
+    async def main() -> None:
+        rt = VirtualRuntime()
+        parent, clone, final = await parent_and_clone(rt, clone_ssts=False)
+        await parent.commit(lambda m: attrs.evolve(m, checkpoints=tuple(c for c in m.checkpoints if c.id != final.id)))
+        stats = await GarbageCollector(clone.store, rt, gc_options()).run_once()
+        assert stats.clones_detached == 1 and (await clone.latest()).manifest.external_dbs == ()
+
+    run_virtual(main)
