@@ -332,6 +332,24 @@ class DbCore:
                 self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
             self.stats["compactor_errors"] = self.stats.get("compactor_errors", 0) + 1
 
+    async def _gc_loop(self) -> None:
+        """The in-process garbage collector (``garbage_collector_options``, slatedb/gc/): each
+        directory on its own interval, the first pass one interval after open (a short-lived
+        database is never collected under itself). A GC failure is reported as an event and
+        counted; it never stops the writer."""
+        from slatedb.gc import GarbageCollector
+
+        options = self.settings.garbage_collector_options
+        self.gc = GarbageCollector(self.store, self.runtime, options)
+        try:
+            await self.gc.run()
+        except* SlateDBError as group:
+            for e in group.exceptions:
+                self.runtime.event("gc_error", error=f"{type(e).__name__}: {e}")
+            self.stats["gc_errors"] = self.stats.get("gc_errors", 0) + 1
+        finally:
+            await self.gc.locator.aclose()
+
     def _kick_flush(self) -> None:
         """Wake the WAL flusher from any thread (called with ``_lock`` held)."""
         if self._kicked:
@@ -884,6 +902,8 @@ class _Background:
         tg.spawn(self._guard, core._poll_loop, name="manifest-poll")
         if core.settings.compactor_options is not None:
             tg.spawn(core._compactor_loop, name="compactor")
+        if core.settings.garbage_collector_options is not None:
+            tg.spawn(core._gc_loop, name="gc")
         return core
 
     async def _guard(self, fn: Callable[[], Any]) -> None:
