@@ -34,7 +34,7 @@ MODELS_DIR = Path(__file__).resolve().parent
 
 #: Invariant ids look like ``FENCE-2``; keep in sync with spec/protocols/README.md.
 ID_PREFIXES = ("FENCE", "SEQMETA", "BOUNDARY", "CKPT", "GC", "COMPACT", "CFENCE",
-               "RESUME", "CLONE", "PROJ", "DUR", "READ")
+               "RESUME", "CLONE", "PROJ", "DUR", "READ", "DESTROY")
 ID_RE = re.compile(r"\b(?:%s)-[0-9]+\b" % "|".join(ID_PREFIXES))
 
 SAFE = "safe"
@@ -84,6 +84,15 @@ MODELS: dict[str, dict] = {
         "bounds": "parent manifests 1..2, SSTs 1..3, WAL ids 1..4, GC 2 rounds",
         "variants": {"UNSAFE_CLONE_NO_FINAL_CHECKPOINT": "CLONE-2",
                      "UNSAFE_CLONE_COPY_ALL_WAL": "CLONE-3"},
+    },
+    "destroy": {
+        "file": "destroy.pml",
+        "bounds": "WAL ids 1..4, 2 objects + manifest, 1 crash of the hard destroy",
+        "variants": {"UNSAFE_SOFT_NO_FENCE": "DESTROY-2",
+                     "UNSAFE_OPEN_IGNORES_DESTROYED": "DESTROY-3",
+                     "UNSAFE_HARD_CHECK_OUTSIDE_CAS": "DESTROY-1",
+                     "UNSAFE_DELETE_MANIFEST_FIRST": "DESTROY-4",
+                     "UNSAFE_RELEASE_AFTER_DELETE": "DESTROY-5"},
     },
     "projection_union": {
         "file": "projection_union.pml",
