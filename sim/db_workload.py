@@ -68,12 +68,12 @@ import trio
 
 import slatedb.aio as aio
 from slatedb.config import KiB, MiB, Settings
-from slatedb.errors import ClosedError, FencedError, SlateDBError
+from slatedb.errors import ClosedError, CorruptionError, FencedError, SlateDBError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
 from .checks import WriterChecks
 from .linearizability import PENDING, LinResult, Op, check_history
-from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
+from .objstore import FLIP_CLASSES, BitFlip, ProcessCrashed, SimObjectStore, StoreFaults, flip_one_bit
 from .runtime import SIM_EPOCH_MS, SimRuntime, derive_rng, run_deterministic
 from .trace import Trace
 
@@ -93,6 +93,10 @@ SETTINGS = {
 N_KEYS = 200
 READ_RATE = 0.15
 DELETE_RATE = 0.05
+
+#: Swarm seeds with one flipped bit in a stored object (drawn from their own stream, so that
+#: seeds without a flip run exactly as before). See :class:`FlipOracle`.
+BITFLIP_RATE = 0.1
 
 #: Draw small ``max_unflushed_bytes`` (back-pressure) in some seeds. It found a hang, now fixed
 #: (a writer whose WAL replay left more than ``max_unflushed_bytes`` in its live memtable never
@@ -139,6 +143,10 @@ class DbWorkloadResult:
     #: Operations of the history LIN checked, and reads it had to leave out (see the model).
     lin_ops: int = 0
     lin_reads_dropped: int = 0
+    #: What failed after a bit flip the format cannot detect (``bitflip.silent-damage``).
+    silent_damage: tuple[str, ...] = ()
+    #: The bit flip of the run, as ``<kind>:<how>:<key>`` (see :class:`sim.objstore.BitFlip`).
+    flip: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +311,57 @@ class History:
 
 
 # ---------------------------------------------------------------------------------------------
+# Bit flips
+# ---------------------------------------------------------------------------------------------
+
+
+class FlipOracle:
+    """What a flipped bit may do, and what it did.
+
+    After a bit of a stored object flipped (:func:`sim.objstore.flip_one_bit`), a read that
+    returns data must still match the model (DUR-1, LIN: unchanged), but a
+    :class:`~slatedb.errors.CorruptionError` is an acceptable answer: the process that meets it
+    stops (event ``corruption``, counted as ``bitflip.detected``) and the final check skips what
+    it cannot read (a database whose manifest or replayed WAL object is damaged cannot be
+    opened at all). For an SST or WAL SST, whose every block and metadata carry a CRC32, the
+    error must name the flipped object (FLIP-1). A flipped manifest or ``.compactions`` object
+    that still *decodes*, to different values, cannot be detected (flatbuffers, no checksum):
+    what goes wrong after such a flip is reported as ``bitflip.silent-damage``, not as the
+    run's failure. Without a flip, a CorruptionError is a failure as before."""
+
+    def __init__(self) -> None:
+        self.flip: BitFlip | None = None
+        self.detected: list[str] = []
+
+    def allows(self, e: CorruptionError, process: str, trace: Trace) -> bool:
+        """Account for a CorruptionError ``process`` met; False if it must fail the run."""
+        if self.flip is None:
+            return False
+        trace.record(process, "corruption", object=e.object_name, reason=e.reason)
+        self.detected.append(e.object_name)
+        if self.flip.how == "crc" and e.object_name != self.flip.key:
+            raise AssertionError(f"FLIP-1: {process} met corruption in {e.object_name!r} ({e.reason}) but the "
+                                 f"flipped object is {self.flip.key!r}") from e
+        return True
+
+    def silent(self) -> bool:
+        return self.flip is not None and self.flip.how == "silent"
+
+
+async def _flipper(world: World, rng: random.Random, at_s: float, kind: str) -> None:
+    await trio.sleep(at_s)
+    flip = flip_one_bit(world.bucket, rng, kind)
+    for _ in range(20):  # nothing stored yet (the first requests stalled): a little later
+        if flip is not None:
+            break
+        await trio.sleep(0.5)
+        flip = flip_one_bit(world.bucket, rng, kind)
+    if flip is not None and world.flips is not None:
+        world.flips.flip = flip
+        world.trace.record("world", "fault.bitflip", key=flip.key, bit=flip.bit, how=flip.how)
+
+
+# ---------------------------------------------------------------------------------------------
 # Writers
 # ---------------------------------------------------------------------------------------------
 
@@ -319,6 +378,7 @@ class World:
     history: History
     bugs: frozenset[str]
     plan: Any = None  # a shrunk schedule (sim.shrink.Plan), or None: every step the seed draws
+    flips: "FlipOracle | None" = None
     acked: dict = attrs.Factory(dict)  # (writer, seq) -> (key, value or None) acknowledged durable
     written: dict = attrs.Factory(dict)  # value -> seq of every put (values are unique)
     deleted: dict = attrs.Factory(dict)  # key -> seqs of every delete of it
@@ -410,6 +470,11 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
                     me.sweep()  # what it acknowledged before it learned it was fenced
             except* ProcessCrashed:
                 outcome = "crashed"
+            except* CorruptionError as group:
+                if world.flips is None or not all(world.flips.allows(e, name, world.trace)
+                                                  for e in _leaves(group)):
+                    raise
+                outcome = "corrupt"
             nursery.cancel_scope.cancel()
         return outcome
     # Cancelled by the crasher: the process is dead. Restart it once (same host, same clock;
@@ -450,8 +515,11 @@ def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = 
         plan.trace = trace
     checks = WriterChecks().attach(trace)
     history = History()
+    flips = FlipOracle()
     try:
-        return run_deterministic(_world, seed, faults, trace, checks, history, frozenset(bugs), plan, seed=seed)
+        result = run_deterministic(_world, seed, faults, trace, checks, history, frozenset(bugs), plan, flips,
+                                   seed=seed)
+        return _after_flip(result, flips)
     except (AssertionError, SlateDBError) as e:
         errors: list[BaseException] = [e]
     except BaseExceptionGroup as group:
@@ -461,9 +529,22 @@ def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = 
     violations = tuple(f"{type(e).__name__}: {e}" for e in errors)
     if not lin.ok:
         violations += ("LIN: " + lin.describe(),)
-    return DbWorkloadResult(seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
-                            _fault_counts(checks), violations, last_events=trace.render(last=30),
-                            lin_ops=n_ops, lin_reads_dropped=dropped)
+    return _after_flip(DbWorkloadResult(
+        seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
+        _fault_counts(checks), violations, last_events=trace.render(last=30), lin_ops=n_ops,
+        lin_reads_dropped=dropped), flips)
+
+
+def _after_flip(result: DbWorkloadResult, flips: FlipOracle) -> DbWorkloadResult:
+    """A run that failed after a flip the format cannot detect (a manifest or .compactions that
+    decodes to other values) is counted as silent damage, not as the run's failure."""
+    if flips.flip is not None:
+        f = flips.flip
+        result = attrs.evolve(result, flip=f"{f.kind}:{f.how}:{f.key}")
+    if result.ok or not flips.silent() or any(v.startswith("AssertionError: FLIP-") for v in result.violations):
+        return result
+    faults = dict(result.faults, **{"bitflip.silent-damage": 1})
+    return attrs.evolve(result, ok=True, faults=faults, violations=(), silent_damage=result.violations)
 
 
 def _leaves(group: BaseExceptionGroup):
@@ -474,15 +555,19 @@ def _leaves(group: BaseExceptionGroup):
             yield e
 
 
-_FAULT_KINDS = ("fault.transient", "store.reply-lost", "fault.stall", "crash", "clock.skew", "clock.jump")
+_FAULT_KINDS = ("fault.transient", "store.reply-lost", "fault.stall", "crash", "clock.skew", "clock.jump",
+                "fault.bitflip")
 
 
 def _fault_counts(checks: WriterChecks) -> dict:
-    return {k: checks.counts[k] for k in _FAULT_KINDS if checks.counts[k]}
+    counts = {k: checks.counts[k] for k in _FAULT_KINDS if checks.counts[k]}
+    if checks.counts["corruption"]:
+        counts["bitflip.detected"] = checks.counts["corruption"]
+    return counts
 
 
 async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, history: History,
-                 bugs: frozenset[str], plan: Any = None) -> DbWorkloadResult:
+                 bugs: frozenset[str], plan: Any = None, flips: FlipOracle | None = None) -> DbWorkloadResult:
     rng = derive_rng(seed, "world")
     store_faults = StoreFaults.swarm(rng) if faults == "swarm" else StoreFaults()
     crash_rate = rng.choice([0.0, 0.5, 1.0]) if faults == "swarm" else 0.0  # swarm: crashes on or off
@@ -492,7 +577,15 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, his
     trace.record("world", "settings", **{k: v for k, v in sorted(raw_settings.items())})
     skew = faults == "swarm" and swarm_rng.random() < 0.5
     jumps = faults == "swarm" and swarm_rng.random() < 0.3
-    world = World(seed, trace, MemoryBucket(), store_faults, settings, history, bugs, plan)
+    world = World(seed, trace, MemoryBucket(), store_faults, settings, history, bugs, plan, flips)
+    # A bit flip in a stored object on some swarm seeds, from its own stream.
+    flip_rng = derive_rng(seed, "bitflip")
+    flip_at: tuple[float, str] | None = None
+    if faults == "swarm" and flip_rng.random() < BITFLIP_RATE:
+        kind = flip_rng.choices([c[0] for c in FLIP_CLASSES], weights=[c[3] for c in FLIP_CLASSES])[0]
+        flip_at = (flip_rng.uniform(0.2, 4.0), kind)
+        if plan is not None and not plan.on("flip:world"):
+            flip_at = None
     hosts = {name: Host(name, _clock_plan(seed, name, skew, jumps, plan), seed, trace) for name in ("w1", "w2", "w3")}
     outcomes: dict[str, str] = {}
 
@@ -508,6 +601,8 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, his
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         async with trio.open_nursery() as nursery:
+            if flip_at is not None:
+                nursery.start_soon(_flipper, world, flip_rng, *flip_at)
             nursery.start_soon(run, "w1", 0.0, 400)
             nursery.start_soon(run, "w2", rng.uniform(0.05, 2.0), 200)
             nursery.start_soon(run, "w3", rng.uniform(1.0, 4.0), 200)
@@ -519,19 +614,38 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, his
     final = Host("final", _clock_plan(seed, "final", skew, False, plan), seed, trace)
     final_rt = final.runtime("final")
     inner = MemoryStore(world.bucket, final_rt.now_ms, url="memory://sim")
-    async with aio.Db.open("memory://sim", settings, store=inner, runtime=final_rt) as db:
-        for (_name, seq), (key, value) in world.acked.items():
-            got = await db.get(key)
-            if got is None:
-                assert value is None or any(s > seq for s in world.deleted.get(key, ())), (
-                    f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost")
-            else:
-                assert got == value or world.written.get(got, -1) > seq, (
-                    f"DUR-1: {key!r} holds {got!r} (seq {world.written.get(got)}), older than acknowledged "
-                    f"{'delete' if value is None else repr(value)} (seq {seq})")
-        me = history.opened("final", db.core.epoch)
-        for i in range(N_KEYS):
-            await me.read(db, _key(i))
+
+    def corrupt(e: CorruptionError) -> bool:
+        return world.flips is not None and world.flips.allows(e, "final", trace)
+
+    try:
+        async with aio.Db.open("memory://sim", settings, store=inner, runtime=final_rt) as db:
+            for (_name, seq), (key, value) in world.acked.items():
+                try:
+                    got = await db.get(key)
+                except CorruptionError as e:
+                    if not corrupt(e):
+                        raise
+                    continue
+                if got is None:
+                    assert value is None or any(s > seq for s in world.deleted.get(key, ())), (
+                        f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost")
+                else:
+                    assert got == value or world.written.get(got, -1) > seq, (
+                        f"DUR-1: {key!r} holds {got!r} (seq {world.written.get(got)}), older than acknowledged "
+                        f"{'delete' if value is None else repr(value)} (seq {seq})")
+            me = history.opened("final", db.core.epoch)
+            for i in range(N_KEYS):
+                try:
+                    await me.read(db, _key(i))
+                except CorruptionError as e:
+                    if not corrupt(e):
+                        raise
+    except* CorruptionError as group:
+        # The database cannot be opened (its manifest, or a WAL object to replay, is damaged),
+        # or closing it met the damage: detected, nothing more to check end to end.
+        if not all(corrupt(e) for e in _leaves(group)):
+            raise
     lin, n_ops, dropped = history.check()
     violations = () if lin.ok else ("LIN: " + lin.describe(),)
     fenced = sum(1 for o in outcomes.values() if o.endswith("fenced"))

@@ -192,6 +192,59 @@ class SimObjectStore(ObjectStore):
         return bit
 
 
+#: Stored objects a bit flip may hit: (kind, key prefix, key suffix, weight).
+FLIP_CLASSES = (("wal", "wal/", ".sst", 0.35), ("sst", "compacted/", ".sst", 0.35),
+                ("manifest", "manifest/", ".manifest", 0.2), ("compactions", "compactions/", ".compactions", 0.1))
+
+
+@attrs.frozen
+class BitFlip:
+    """One flipped bit: which object, which bit, and what the format makes of it (``how``):
+    ``crc`` (an SST or WAL SST: every block and the metadata carry a CRC32, so the decoder
+    raises or reads the same rows), and for the flatbuffers metadata files, decoded by the
+    simulator itself before and after: ``detectable`` (the decoder raises), ``silent`` (it
+    decodes to a *different* valid object: the format cannot tell) or ``no-op`` (same value)."""
+
+    key: str
+    bit: int
+    kind: str
+    how: str
+
+
+def flip_one_bit(bucket: Any, rng: random.Random, kind: str) -> BitFlip | None:
+    """Flip one random bit of a non-empty stored object of ``kind`` (another kind if there is
+    none yet): the newest one (highest key: the latest manifest, the last WAL object -- the
+    ones still to be read) half of the time, else any; None when there is nothing to flip."""
+    order = [c for c in FLIP_CLASSES if c[0] == kind] + [c for c in FLIP_CLASSES if c[0] != kind]
+    for k, prefix, suffix, _w in order:
+        keys = sorted(key for key, (data, _m) in bucket.objects.items()
+                      if key.startswith(prefix) and key.endswith(suffix) and data)
+        if keys:
+            key = keys[-1] if rng.random() < 0.5 else rng.choice(keys)
+            before = bucket.objects[key][0]
+            bit = rng.randrange(len(before) * 8)
+            after = bytearray(before)
+            after[bit // 8] ^= 1 << (bit % 8)
+            MemoryStore(bucket, lambda: 0).corrupt_now(key, bytes(after))
+            return BitFlip(key, bit, k, _how(k, key, before, bytes(after)))
+    return None
+
+
+def _how(kind: str, key: str, before: bytes, after: bytes) -> str:
+    if kind in ("wal", "sst"):
+        return "crc"
+    from slatedb.errors import CorruptionError
+    from slatedb.format.compactions import decode_compactions
+    from slatedb.format.manifest import decode_manifest_v2
+
+    decode = decode_manifest_v2 if kind == "manifest" else decode_compactions
+    try:
+        changed = decode(after, key) != decode(before, key)
+    except CorruptionError:
+        return "detectable"
+    return "silent" if changed else "no-op"
+
+
 def _describe(result: object) -> str:
     if isinstance(result, ObjectMeta):
         return f"ok etag={result.etag}"
