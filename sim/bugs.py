@@ -56,7 +56,7 @@ class Bug:
 
 #: Invariant ids, as in ``spec/protocols/README.md``, and the simulator's own whole-history
 #: oracles (``LIN``: linearizability of the db workload's client history).
-INVARIANT_ID = re.compile(r"\b(?:(?:FENCE|SEQMETA|BOUNDARY|CKPT|GC|COMPACT|CFENCE|RESUME|CLONE|PROJ|DUR|READ)-[0-9]+|LIN)\b")
+INVARIANT_ID = re.compile(r"\b(?:(?:FENCE|SEQMETA|BOUNDARY|CKPT|GC|COMPACT|CFENCE|RESUME|CLONE|PROJ|DUR|READ|FLIP)-[0-9]+|LIN)\b")
 
 #: Scenario name -> ``module:function`` running one seed as ``fn(seed, bugs=frozenset)``.
 #: Imported lazily: the catalogue is read by the CLI and by tests without running anything.
