@@ -5,6 +5,7 @@ API with the same shape is :mod:`slatedb.aio`.
 """
 
 from slatedb.batch import NO_EXPIRY, WriteBatch
+from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
 from slatedb.db import Db, DbIterator, Snapshot, WriteHandle
 from slatedb.errors import (
@@ -19,6 +20,9 @@ from slatedb.errors import (
 
 __all__ = [
     "NO_EXPIRY",
+    "CheckpointCreateResult",
+    "CheckpointOptions",
+    "CheckpointScope",
     "ClosedError",
     "CorruptionError",
     "Db",

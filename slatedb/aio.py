@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
 from slatedb.batch import WriteBatch, validate_key
+from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
 from slatedb.db.common import SnapshotLifecycle, coerce_settings, prefix_bounds, scan_bounds
 from slatedb.db.core import DbCore, MustWait, ReadState
@@ -226,6 +227,12 @@ class Db(_ReadMixin):
 
     async def flush_memtable(self) -> None:
         await self.flush(wal=False)
+
+    async def create_checkpoint(self, scope: CheckpointScope = CheckpointScope.ALL,
+                                options: CheckpointOptions = CheckpointOptions()) -> CheckpointCreateResult:
+        """See :meth:`slatedb.Db.create_checkpoint`."""
+        self._core.check_open()
+        return await self._core.create_checkpoint(scope, options)
 
     async def refresh_manifest(self) -> None:
         await self._core.refresh_manifest()

@@ -734,6 +734,93 @@ class DbCore:
             await self._adopt(latest)
 
     # ------------------------------------------------------------------------------------------
+    # Checkpoints (runtime thread)
+    # ------------------------------------------------------------------------------------------
+
+    async def create_checkpoint(self, scope: Any, options: Any) -> Any:
+        """RFC 000 ``Db::create_checkpoint``. ``ALL``: write the WAL buffer, cut the memtable and
+        flush the frozen memtables to L0 unless L0 is full (best effort: back-pressure is not
+        waited out); ``DURABLE``: nothing is flushed. Then one manifest update (fenced by the
+        writer epoch) adds the checkpoint, pinning the very manifest that adds it, and raises
+        its ``wal_id_last_seen`` to the last WAL object written: a reader of the pinned manifest
+        (its SSTs, then WAL ids in ``(replay_after_wal_id, wal_id_last_seen]``) sees every write
+        issued before the call (``ALL``) or every write durable at the call (``DURABLE``)."""
+        from slatedb.checkpoint import (
+            CheckpointCreateResult,
+            CheckpointScope,
+            check_writable_state,
+            find_checkpoint,
+            is_expired,
+            new_checkpoint,
+        )
+        from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError
+
+        if not isinstance(scope, CheckpointScope):
+            raise InvalidArgumentError(f"scope must be a CheckpointScope, got {scope!r}")
+        if self._error is not None:
+            raise self._error
+        if scope is CheckpointScope.ALL:
+            await self.flush_wal(freeze=True)
+            await self._flush_l0_unless_blocked()
+        async with self._manifest_lock:
+            if self._error is not None:
+                raise self._error
+            with trio.CancelScope(shield=True):
+                epoch = self.epoch
+                assert self._wal is not None
+                wal_last = self._wal.last_id
+                made: list[Checkpoint] = []
+
+                def change(cur: StoredManifest) -> ManifestV2:
+                    m = cur.manifest
+                    if m.writer_epoch > epoch:
+                        raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
+                    if options.source is None:
+                        check_writable_state(m, "create a checkpoint")
+                        manifest_id = cur.id + 1
+                    else:
+                        if m.destroyed_at_s:
+                            raise InvalidDbStateError(
+                                f"cannot create a checkpoint: the database was destroyed at {m.destroyed_at_s} s")
+                        source = find_checkpoint(m, options.source)
+                        if source is None:
+                            raise CheckpointNotFoundError(options.source, "the latest manifest (source checkpoint)")
+                        if is_expired(source, self.runtime.now_ms() // 1000):
+                            raise InvalidDbStateError(f"source checkpoint {options.source} has expired")
+                        manifest_id = source.manifest_id
+                    cp = new_checkpoint(self.runtime, manifest_id, lifetime_s=options.lifetime_s, name=options.name)
+                    made[:] = [cp]
+                    return attrs.evolve(m, checkpoints=m.checkpoints + (cp,),
+                                        wal_id_last_seen=max(m.wal_id_last_seen, wal_last))
+
+                try:
+                    stored = await self.manifests.update(change, current=self._stored)
+                except FencedError as e:
+                    self.runtime.event("halt", epoch=epoch, reason="manifest")
+                    self._fail(e)
+                    raise
+                self.stats["manifest_writes"] += 1
+                await self._adopt(stored)
+        cp = made[0]
+        self.runtime.event("checkpoint_create", id=str(cp.id), manifest_id=cp.manifest_id,
+                           expire_s=cp.checkpoint_expire_time_s, scope=scope.value)
+        return CheckpointCreateResult(cp.id, cp.manifest_id)
+
+    async def _flush_l0_unless_blocked(self) -> None:
+        """Flush the frozen memtables to L0, oldest first, stopping (without waiting) as soon as
+        L0 holds ``l0_max_ssts`` SSTs: RFC 000's best-effort flush of ``CheckpointScope.ALL``."""
+        targets = list(self._imms)
+        while any(e in self._imms for e in targets):
+            if self._error is not None:
+                raise self._error
+            if len(self._read_state.view.l0) >= self._l0_max_ssts:
+                self.runtime.event("checkpoint_flush_blocked", l0=len(self._read_state.view.l0))
+                return
+            progress = self._l0_progress
+            self._l0_wakeup.set()
+            await progress.wait()
+
+    # ------------------------------------------------------------------------------------------
     # Reads (any thread; synchronous parts)
     # ------------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator, Mapping
 import trio
 
 from slatedb.batch import WriteBatch, validate_key
+from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
 from slatedb.errors import ClosedError, ReadOnlyError
 from slatedb.format.sst_reader import NEED_IO
@@ -335,6 +336,17 @@ class Db(_ReadMixin):
 
     def flush_memtable(self) -> None:
         self.flush(wal=False)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def create_checkpoint(self, scope: CheckpointScope = CheckpointScope.ALL,
+                          options: CheckpointOptions = CheckpointOptions()) -> CheckpointCreateResult:
+        """Pin the current state with a checkpoint (RFC 000). ``CheckpointScope.ALL``: every write
+        issued so far (the WAL is written and memtables flushed to L0 unless L0 is full);
+        ``DURABLE``: the writes already durable. ``options``: lifetime, source checkpoint, name.
+        Returns the checkpoint's id and the manifest id it pins."""
+        self._core.check_open()
+        return self._portal(self._core.create_checkpoint, scope, options)
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -1,0 +1,185 @@
+"""slatedb.checkpoint: RFC 000's procedures on the manifest (create from the current manifest or
+from a source checkpoint, refresh, delete, list), expiry, lost CAS races, refused states."""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+import pytest
+import trio
+
+from slatedb.checkpoint import (
+    CheckpointOptions,
+    active_checkpoints,
+    create_checkpoint,
+    delete_checkpoint,
+    format_duration,
+    is_expired,
+    list_checkpoints,
+    parse_duration,
+    refresh_checkpoint,
+)
+from slatedb.errors import CheckpointNotFoundError, InvalidArgumentError, InvalidDbStateError, NotFoundError
+from slatedb.format.manifest import encode_manifest
+from slatedb.format.types import ManifestV2
+from slatedb.manifest.store import ManifestStore, manifest_key
+from slatedb.objstore.base import OVERWRITE
+from slatedb.objstore.memory import MemoryBucket, MemoryStore
+
+from .helpers import ClockRuntime, manifest_at
+
+
+def new_db(manifest: ManifestV2 = ManifestV2(initialized=True, writer_epoch=1)) -> tuple[MemoryStore, ClockRuntime]:
+    rt = ClockRuntime()
+    store = MemoryStore(MemoryBucket(), rt.now_ms, url="memory://ckpt")
+    store.put_now(manifest_key(1), encode_manifest(manifest))
+    return store, rt
+
+
+def run(fn, *args, **kwargs):
+    return trio.run(lambda: fn(*args, **kwargs))
+
+
+def latest_id(store: MemoryStore) -> int:
+    return max(int(m.key[len("manifest/"):].split(".")[0]) for m in store.list_now("manifest/"))
+
+
+def test_create_from_the_current_manifest_pins_the_manifest_that_adds_it():
+    store, rt = new_db()
+    ms = ManifestStore(store, rt)
+    got = run(create_checkpoint, ms, rt, CheckpointOptions(name="nightly"))
+    assert got.manifest_id == 2 == latest_id(store)
+    (cp,) = manifest_at(store, 2).checkpoints
+    assert (cp.id, cp.manifest_id, cp.name, cp.metadata) == (got.id, 2, "nightly", None)
+    assert cp.id.version == 4
+    assert cp.checkpoint_expire_time_s == 0  # no lifetime: never expires
+    assert cp.checkpoint_create_time_s == rt.now // 1000
+    # The rest of the manifest is carried over unchanged.
+    assert attrs.evolve(manifest_at(store, 2), checkpoints=()) == manifest_at(store, 1)
+
+
+def test_lifetime_and_expiry_semantics():
+    store, rt = new_db()
+    ms = ManifestStore(store, rt)
+    rt.now = 1_700_000_000_500  # half a second past a whole second: the expiry rounds up
+    got = run(create_checkpoint, ms, rt, CheckpointOptions(lifetime_s=parse_duration("1min 30s")))
+    (cp,) = run(list_checkpoints, ms)
+    assert cp.id == got.id and cp.checkpoint_expire_time_s == 1_700_000_091
+    assert not is_expired(cp, 1_700_000_091)  # expired only once the expire time is older than now
+    assert is_expired(cp, 1_700_000_092)
+    assert active_checkpoints(manifest_at(store, 2), 1_700_000_092) == ()
+    # An expired checkpoint is still listed until GC removes it.
+    rt.advance(3600)
+    assert [c.id for c in run(list_checkpoints, ms)] == [got.id]
+    with pytest.raises(InvalidArgumentError):
+        CheckpointOptions(lifetime_s=0)
+    assert parse_duration("7days 30min 10s") == 7 * 86400 + 1810 and format_duration(93610) == "1day 2h 10s"
+    for bad in ("", "7 parsecs", "10", "abc"):
+        with pytest.raises(InvalidArgumentError):
+            parse_duration(bad)
+
+
+def test_create_from_a_source_checkpoint_copies_its_manifest_id():
+    store, rt = new_db()
+    ms = ManifestStore(store, rt)
+    src = run(create_checkpoint, ms, rt, CheckpointOptions(lifetime_s=60, name="src"))
+    copy = run(create_checkpoint, ms, rt, CheckpointOptions(source=src.id, name="copy"))
+    assert copy.manifest_id == src.manifest_id == 2 and copy.id != src.id and latest_id(store) == 3
+    by_id = {c.id: c for c in run(list_checkpoints, ms)}
+    assert by_id[copy.id].checkpoint_expire_time_s == 0 and by_id[copy.id].name == "copy"
+    with pytest.raises(CheckpointNotFoundError):
+        run(create_checkpoint, ms, rt, CheckpointOptions(source=uuid.uuid4()))
+    rt.advance(61)
+    with pytest.raises(InvalidDbStateError, match="expired"):
+        run(create_checkpoint, ms, rt, CheckpointOptions(source=src.id))
+    assert latest_id(store) == 3  # refused: nothing written
+
+
+def test_refresh_sets_a_new_expiry_or_none():
+    store, rt = new_db()
+    ms = ManifestStore(store, rt)
+    got = run(create_checkpoint, ms, rt, CheckpointOptions(lifetime_s=10))
+    rt.advance(100)  # expired, but not collected: it can still be refreshed
+    new = run(refresh_checkpoint, ms, rt, got.id, 3600)
+    assert new.checkpoint_expire_time_s == rt.now // 1000 + 3600 and new.manifest_id == got.manifest_id
+    assert run(refresh_checkpoint, ms, rt, str(got.id), None).checkpoint_expire_time_s == 0
+    assert [c.checkpoint_expire_time_s for c in run(list_checkpoints, ms)] == [0]
+    with pytest.raises(CheckpointNotFoundError) as e:
+        run(refresh_checkpoint, ms, rt, uuid.uuid4(), 10)
+    assert isinstance(e.value, NotFoundError)
+    with pytest.raises(InvalidArgumentError, match="not a UUID"):
+        run(refresh_checkpoint, ms, rt, "not-a-uuid", 10)
+    with pytest.raises(InvalidArgumentError):
+        run(refresh_checkpoint, ms, rt, got.id, -5)
+
+
+def test_delete_and_list_by_name():
+    store, rt = new_db()
+    ms = ManifestStore(store, rt)
+    a = run(create_checkpoint, ms, rt, CheckpointOptions(name="x"))
+    b = run(create_checkpoint, ms, rt, CheckpointOptions(name="x"))
+    c = run(create_checkpoint, ms, rt, CheckpointOptions(name="y"))
+    run(create_checkpoint, ms, rt, CheckpointOptions())
+    assert [k.id for k in run(list_checkpoints, ms, "x")] == [a.id, b.id]  # names are not unique
+    assert [k.id for k in run(list_checkpoints, ms, "y")] == [c.id]
+    assert run(list_checkpoints, ms, "nope") == [] and len(run(list_checkpoints, ms)) == 4
+    run(delete_checkpoint, ms, rt, a.id)
+    assert [k.id for k in run(list_checkpoints, ms, "x")] == [b.id]
+    before = latest_id(store)
+    with pytest.raises(CheckpointNotFoundError):
+        run(delete_checkpoint, ms, rt, a.id)
+    run(delete_checkpoint, ms, rt, a.id, missing_ok=True)
+    assert latest_id(store) == before  # nothing to delete: nothing written
+
+
+class RacingStore(MemoryStore):
+    """Before the next ``n`` manifest creates, a concurrent writer commits that very id first
+    (bumping ``writer_epoch``): each create loses its CAS race."""
+
+    races = 0
+
+    async def put(self, key, data, mode=OVERWRITE):
+        if key.startswith("manifest/") and self.races > 0:
+            self.races -= 1
+            prev = manifest_at(self, latest_id(self))
+            self.put_now(key, encode_manifest(attrs.evolve(prev, writer_epoch=prev.writer_epoch + 1)))
+        return await super().put(key, data, mode)
+
+
+def test_a_lost_cas_race_retries_from_a_fresh_read():
+    rt = ClockRuntime()
+    store = RacingStore(MemoryBucket(), rt.now_ms, url="memory://race")
+    store.put_now(manifest_key(1), encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
+    ms = ManifestStore(store, rt)
+    store.races = 2
+    got = run(create_checkpoint, ms, rt, CheckpointOptions(name="r"))
+    # Manifests 2 and 3 were the concurrent writer's; ours is 4, on top of both of its changes.
+    assert got.manifest_id == 4 == latest_id(store)
+    m = manifest_at(store, 4)
+    assert m.writer_epoch == 3 and [c.id for c in m.checkpoints] == [got.id]
+    store.races = 1
+    run(delete_checkpoint, ms, rt, got.id)
+    assert manifest_at(store, 6).checkpoints == () and manifest_at(store, 6).writer_epoch == 4
+
+
+@pytest.mark.parametrize("state", [{"initialized": False}, {"destroyed_at_s": 1_600_000_000}])
+def test_uninitialized_or_destroyed_databases_are_refused(state):
+    store, rt = new_db(ManifestV2(initialized=True))
+    ms = ManifestStore(store, rt)
+    src = run(create_checkpoint, ms, rt, CheckpointOptions())
+    m = manifest_at(store, 2)
+    store.put_now(manifest_key(3), encode_manifest(attrs.evolve(m, **state)))
+    with pytest.raises(InvalidDbStateError):
+        run(create_checkpoint, ms, rt, CheckpointOptions())
+    if "destroyed_at_s" in state:
+        with pytest.raises(InvalidDbStateError, match="destroyed"):
+            run(create_checkpoint, ms, rt, CheckpointOptions(source=src.id))
+    assert latest_id(store) == 3
+
+
+def test_no_database_at_all():
+    rt = ClockRuntime()
+    ms = ManifestStore(MemoryStore(MemoryBucket(), rt.now_ms), rt)
+    with pytest.raises(InvalidDbStateError, match="no manifest"):
+        run(list_checkpoints, ms)
