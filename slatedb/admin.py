@@ -2,17 +2,29 @@
 
 Compactions (RFC 002 "External Process Integration"): :func:`submit_compaction`,
 :func:`read_compaction`, :func:`read_compactions`, :func:`list_compactions`,
-:func:`run_compactor`. Checkpoints, GC, clones and destroy join here with their issue.
+:func:`run_compactor`.
 
-Every function takes an :class:`~slatedb.objstore.base.ObjectStore` of the database root.
+Checkpoints (RFC 000 "Public API" ``mod admin``): :func:`create_checkpoint`,
+:func:`refresh_checkpoint`, :func:`delete_checkpoint`, :func:`list_checkpoints`. Manifests:
+:func:`read_manifest`, :func:`list_manifests`. Garbage collection: :func:`run_gc`. Clones and
+destroy: :func:`create_clone`, :func:`destroy`. See docs/admin.md.
+
+Every function but :func:`create_clone` takes an :class:`~slatedb.objstore.base.ObjectStore` of
+the database root; time, ids and sleeps come from ``runtime`` (``ProductionRuntime("admin")``
+by default).
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
+import attrs
 from ulid import ULID
+
+from slatedb import checkpoint as _ckpt
+from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions
 
 from slatedb.compactor import CompactionSpec, Compactor, full_spec
 from slatedb.compactor import submit_compaction as _submit
@@ -20,8 +32,8 @@ from slatedb.compactor.compactor import failed_reason_key
 from slatedb.compactor.store import CompactionsStore, StoredCompactions
 from slatedb.config import Settings
 from slatedb.errors import InvalidArgumentError, NotFoundError, ObjectNotFoundError, SlateDBError  # noqa: F401
-from slatedb.format.types import Compaction, TieredCompactionSpec
-from slatedb.manifest.store import ManifestStore
+from slatedb.format.types import Checkpoint, Compaction, ManifestV2, TieredCompactionSpec, WriterCheckpoint
+from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 from slatedb.runtime.production import ProductionRuntime
@@ -131,8 +143,208 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
 
 
 # ---------------------------------------------------------------------------------------------
+# Checkpoints and manifests
+# ---------------------------------------------------------------------------------------------
+
+
+def _admin_runtime(runtime: Runtime | None) -> Runtime:
+    return runtime or ProductionRuntime("admin")
+
+
+async def _latest(manifests: ManifestStore) -> StoredManifest:
+    latest = await manifests.read_latest()
+    if latest is None:
+        raise NotFoundError(f"no database at {manifests.store.url} (no manifest)")
+    return latest
+
+
+def as_checkpoint_id(value: Any) -> uuid.UUID:
+    """A checkpoint id from a UUID or its text; :class:`InvalidArgumentError` otherwise."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidArgumentError(f"checkpoint id {value!r} is not a UUID (e.g. 01740ee5-6459-44af-9a45-85deb6e468e3)") from None
+
+
+async def create_checkpoint(store: ObjectStore, options: CheckpointOptions = CheckpointOptions(),
+                            runtime: Runtime | None = None) -> CheckpointCreateResult:
+    """RFC 000 ``admin::create_checkpoint``: a checkpoint of the latest manifest (pinning the
+    manifest that adds it), or of ``options.source``'s manifest. There is no scope: nothing is
+    flushed (a writer's unflushed writes are not in it; use ``Db.create_checkpoint`` for that).
+    Errors: :class:`NotFoundError` (no database), :class:`CheckpointNotFoundError` (unknown
+    source), :class:`InvalidDbStateError` (not initialized, destroyed, expired source)."""
+    rt = _admin_runtime(runtime)
+    manifests = ManifestStore(store, rt)
+    await _latest(manifests)
+    return await _ckpt.create_checkpoint(manifests, rt, options)
+
+
+async def refresh_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, lifetime_s: float | None = None,
+                             runtime: Runtime | None = None) -> Checkpoint:
+    """Set the checkpoint's expiry to now + ``lifetime_s`` (None: never expires); returns it."""
+    rt = _admin_runtime(runtime)
+    cid = as_checkpoint_id(checkpoint_id)
+    manifests = ManifestStore(store, rt)
+    await _latest(manifests)
+    return await _ckpt.refresh_checkpoint(manifests, rt, cid, lifetime_s)
+
+
+async def delete_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, runtime: Runtime | None = None) -> None:
+    """Remove the checkpoint (:class:`CheckpointNotFoundError` when there is none with that id)."""
+    rt = _admin_runtime(runtime)
+    cid = as_checkpoint_id(checkpoint_id)
+    manifests = ManifestStore(store, rt)
+    await _latest(manifests)
+    await _ckpt.delete_checkpoint(manifests, rt, cid)
+
+
+async def list_checkpoints(store: ObjectStore, name: str | None = None, runtime: Runtime | None = None) -> list[Checkpoint]:
+    """The checkpoints of the latest manifest (only those named ``name`` when given), writer
+    checkpoints and expired ones (until GC removes them) included."""
+    manifests = ManifestStore(store, _admin_runtime(runtime))
+    latest = await _latest(manifests)
+    return [c for c in latest.manifest.checkpoints if name is None or c.name == name]
+
+
+async def read_manifest(store: ObjectStore, manifest_id: int | None = None, runtime: Runtime | None = None) -> StoredManifest:
+    """The manifest ``manifest_id``, or the latest when None. :class:`NotFoundError` when it does
+    not exist (never written, or deleted by GC)."""
+    manifests = ManifestStore(store, _admin_runtime(runtime))
+    if manifest_id is None:
+        return await _latest(manifests)
+    if not isinstance(manifest_id, int) or not 0 <= manifest_id < 2**64:
+        raise InvalidArgumentError(f"manifest id must be an integer in [0, 2^64), got {manifest_id!r}")
+    try:
+        return await manifests.read(manifest_id)
+    except ObjectNotFoundError:
+        raise NotFoundError(f"manifest {manifest_id} does not exist at {store.url}") from None
+
+
+@attrs.frozen
+class ManifestInfo:
+    """One manifest file as listed: its id, key, size and last-modified time."""
+
+    id: int
+    key: str
+    size_bytes: int
+    last_modified_ms: int
+
+
+async def list_manifests(store: ObjectStore, start: int | None = None, end: int | None = None,
+                         runtime: Runtime | None = None) -> list[ManifestInfo]:
+    """The manifest files with ``start <= id <= end`` (both inclusive, None: open), by id."""
+    from slatedb.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, parse_id
+    from slatedb.objstore.retry import retry_transient
+
+    rt = _admin_runtime(runtime)
+    metas = await retry_transient(rt, lambda: store.list(MANIFEST_DIR), what=f"list {MANIFEST_DIR}")
+    out = []
+    for m in metas:
+        i = parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX)
+        if i is not None and (start is None or i >= start) and (end is None or i <= end):
+            out.append(ManifestInfo(i, m.key, m.size_bytes, m.last_modified_ms))
+    return sorted(out, key=lambda info: info.id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Garbage collection, clones, destroy (the engines are slatedb.gc, slatedb.clone, slatedb.destroy)
+# ---------------------------------------------------------------------------------------------
+
+
+async def run_gc(store: ObjectStore, settings: Settings | None = None, once: bool = False, *,
+                 db_delete_grace_s: float | None = None, runtime: Runtime | None = None) -> Any:
+    """Run the garbage collector with ``settings.garbage_collector_options`` (the defaults when
+    unset): one pass (``once``) or until cancelled or the database is gone. Returns its
+    :class:`~slatedb.gc.GcStats` (of the pass, or the totals)."""
+    from slatedb.config import GarbageCollectorOptions
+    from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
+    from slatedb.gc import run_gc as _run_gc
+
+    options = (settings or Settings()).garbage_collector_options or GarbageCollectorOptions()
+    grace = DEFAULT_DB_DELETE_GRACE_S if db_delete_grace_s is None else db_delete_grace_s
+    if grace < 0:
+        raise InvalidArgumentError(f"db_delete_grace_s must be >= 0, got {grace!r}")
+    return await _run_gc(store, runtime or ProductionRuntime("gc"), options, once, db_delete_grace_s=grace)
+
+
+async def create_clone(clone_url: str, parent_url: str, parent_checkpoint: uuid.UUID | str | None = None,
+                       runtime: Runtime | None = None) -> StoredManifest:
+    """RFC 000 ``admin::create_clone``: make the database at ``clone_url`` a clone of the one at
+    ``parent_url``, from ``parent_checkpoint`` or from the parent's current state. Returns the
+    clone's manifest. See docs/clones.md."""
+    from slatedb.clone import create_clone_url
+
+    cp = None if parent_checkpoint is None else as_checkpoint_id(parent_checkpoint)
+    return await create_clone_url(clone_url, parent_url, cp, _admin_runtime(runtime))
+
+
+async def destroy(store: ObjectStore, soft: bool, runtime: Runtime | None = None) -> None:
+    """RFC 000 ``Db::destroy``: ``soft`` marks the database destroyed (GC removes it after the
+    grace period once no checkpoint is active); otherwise delete everything now, refused with
+    :class:`~slatedb.errors.InvalidDeletionError` while an unexpired checkpoint exists."""
+    from slatedb.destroy import destroy as _destroy
+
+    await _destroy(store, _admin_runtime(runtime), soft=bool(soft))
+
+
+# ---------------------------------------------------------------------------------------------
 # JSON views (the CLI prints these)
 # ---------------------------------------------------------------------------------------------
+
+
+def checkpoint_json(cp: Checkpoint, now_s: int | None = None) -> dict:
+    """A checkpoint: ``expire_time_s`` None means it never expires; ``writer_epoch`` is set for
+    a writer's own checkpoint; ``expired`` is given when ``now_s`` is."""
+    out: dict[str, Any] = {
+        "id": str(cp.id),
+        "manifest_id": cp.manifest_id,
+        "expire_time_s": cp.checkpoint_expire_time_s or None,
+        "create_time_s": cp.checkpoint_create_time_s,
+        "name": cp.name,
+    }
+    if isinstance(cp.metadata, WriterCheckpoint):
+        out["writer_epoch"] = cp.metadata.epoch
+    if now_s is not None:
+        out["expired"] = _ckpt.is_expired(cp, now_s)
+    return out
+
+
+def manifest_json(stored: StoredManifest, now_s: int | None = None) -> dict:
+    m: ManifestV2 = stored.manifest
+    return {
+        "id": stored.id,
+        "writer_epoch": m.writer_epoch,
+        "compactor_epoch": m.compactor_epoch,
+        "initialized": m.initialized,
+        "destroyed_at_s": m.destroyed_at_s or None,
+        "replay_after_wal_id": m.replay_after_wal_id,
+        "wal_id_last_seen": m.wal_id_last_seen,
+        "last_l0_seq": m.last_l0_seq,
+        "last_l0_clock_tick": m.last_l0_clock_tick,
+        "recent_snapshot_min_seq": m.recent_snapshot_min_seq,
+        "last_compacted_l0_sst_view_id": None if m.last_compacted_l0_sst_view_id is None else str(m.last_compacted_l0_sst_view_id),
+        "l0": [str(v.sst_id) for v in m.l0],
+        "compacted": [{"id": run.id, "ssts": [str(v.sst_id) for v in run.ssts]} for run in m.compacted],
+        "checkpoints": [checkpoint_json(c, now_s) for c in m.checkpoints],
+        "external_dbs": [
+            {"path": e.path, "source_checkpoint_id": str(e.source_checkpoint_id),
+             "final_checkpoint_id": None if e.final_checkpoint_id is None else str(e.final_checkpoint_id),
+             "sst_ids": [str(i) for i in e.sst_ids]}
+            for e in m.external_dbs
+        ],
+    }
+
+
+def manifest_info_json(info: ManifestInfo) -> dict:
+    return {"id": info.id, "key": info.key, "size_bytes": info.size_bytes, "last_modified_ms": info.last_modified_ms}
+
+
+def gc_stats_json(stats: Any) -> dict:
+    out = attrs.asdict(stats)
+    out["deleted"] = stats.deleted
+    return out
 
 
 def compaction_json(c: Compaction, reason: str | None = None) -> dict:

@@ -1,48 +1,95 @@
-"""The admin command line: ``slatedb --path URL <command>``.
+"""The admin command line: ``slatedb --path URL [--json] <command> [options]`` (docs/admin.md).
 
-It grows with the database (checkpoints, GC, compactions, clones, destroy). Errors print one
-line, never a traceback, and exit with status 2 (bad usage or input) or 1 (operation failed).
+Output: readable text, or JSON with ``--json`` (before or after the command; lists print one
+JSON object per line). The compaction commands print JSON either way (their output always was).
+
+Errors print one line, ``slatedb: error: ...``, never a traceback (unless ``SLATEDB_DEBUG=1``),
+and exit with status 2 (bad usage or input: a malformed URL, UUID, duration or number) or 1 (the
+operation failed: no database, no such checkpoint or manifest, a refused state, a store error).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
+from pathlib import Path
+from typing import Any, Callable, NoReturn
 
 import trio
 
 from slatedb.config import Settings
-from slatedb.errors import InvalidArgumentError, SlateDBError
+from slatedb.errors import InvalidArgumentError, SlateDBError, sole_exception
 from slatedb.objstore import resolve_store
 
+DEBUG_ENV = "SLATEDB_DEBUG"
 
-async def _list_objects(url: str, prefix: str, as_json: bool) -> int:
-    store = resolve_store(url)
-    try:
-        metas = await store.list(prefix)
-    finally:
-        await store.aclose()
-    for m in metas:
-        if as_json:
-            print(json.dumps({"key": m.key, "size_bytes": m.size_bytes,
-                              "last_modified_ms": m.last_modified_ms, "etag": m.etag}))
-        else:
-            print(f"{m.size_bytes:>12}  {m.key}")
-    return 0
+
+# ---------------------------------------------------------------------------------------------
+# Output helpers
+# ---------------------------------------------------------------------------------------------
 
 
 def _emit(obj: object) -> None:
     print(json.dumps(obj, indent=None, sort_keys=False))
 
 
-async def _with_store(url: str, fn) -> int:
+def _when(epoch_s: int | None) -> str:
+    if not epoch_s:
+        return "never"
+    return datetime.datetime.fromtimestamp(epoch_s, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _checkpoint_text(c: dict) -> str:
+    expires = _when(c["expire_time_s"]) + (" (expired)" if c.get("expired") else "")
+    extra = f"  writer epoch {c['writer_epoch']}" if "writer_epoch" in c else ""
+    name = c["name"] if c["name"] is not None else "-"
+    return f"{c['id']}  manifest {c['manifest_id']:<6}  created {_when(c['create_time_s'])}  expires {expires:<31}  name {name}{extra}"
+
+
+def _manifest_text(m: dict) -> str:
+    lines = [
+        f"manifest {m['id']}",
+        f"  writer epoch {m['writer_epoch']}, compactor epoch {m['compactor_epoch']}, "
+        f"initialized {str(m['initialized']).lower()}, destroyed at {_when(m['destroyed_at_s']) if m['destroyed_at_s'] else '-'}",
+        f"  WAL: replay after {m['replay_after_wal_id']}, last seen {m['wal_id_last_seen']}; last L0 seq {m['last_l0_seq']}",
+        f"  L0 ({len(m['l0'])}): {' '.join(m['l0']) or '-'}",
+        f"  sorted runs ({len(m['compacted'])}):",
+    ]
+    lines += [f"    run {r['id']} ({len(r['ssts'])} SSTs): {' '.join(r['ssts'])}" for r in m["compacted"]]
+    lines.append(f"  checkpoints ({len(m['checkpoints'])}):")
+    lines += ["    " + _checkpoint_text(c) for c in m["checkpoints"]]
+    lines.append(f"  external dbs ({len(m['external_dbs'])}):")
+    lines += [f"    {e['path']}  source checkpoint {e['source_checkpoint_id']}  final checkpoint "
+              f"{e['final_checkpoint_id'] or '-'}  {len(e['sst_ids'])} SSTs" for e in m["external_dbs"]]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------------------------
+
+
+async def _with_store(url: str, fn: Callable[[Any], Any]) -> int:
     store = resolve_store(url)
     try:
         return await fn(store)
     finally:
         await store.aclose()
+
+
+async def _list_objects(ns: argparse.Namespace) -> int:
+    async def body(store) -> int:
+        for m in await store.list(ns.prefix):
+            if ns.as_json:
+                _emit({"key": m.key, "size_bytes": m.size_bytes, "last_modified_ms": m.last_modified_ms, "etag": m.etag})
+            else:
+                print(f"{m.size_bytes:>12}  {m.key}")
+        return 0
+
+    return await _with_store(ns.path, body)
 
 
 async def _compactions_command(ns: argparse.Namespace) -> int:
@@ -63,7 +110,7 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
             for stored in await admin.list_compactions(store, ns.start, ns.end):
                 _emit(admin.compactions_json(stored))
         elif ns.command == "run-compactor":
-            settings = Settings.load(ns.settings, os.environ)
+            settings = _settings(ns.settings)
             c = await admin.run_compactor(store, settings, once=ns.once)
             _emit({"epoch": c.epoch, **c.stats, "fenced": c.fenced})
         return 0
@@ -71,50 +118,281 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
     return await _with_store(ns.path, body)
 
 
+def _lifetime(text: str | None) -> float | None:
+    from slatedb.checkpoint import parse_duration
+
+    return None if text is None else parse_duration(text)
+
+
+def _now_s() -> int:
+    from slatedb.runtime.production import ProductionRuntime
+
+    return ProductionRuntime("admin").now_ms() // 1000
+
+
+def _settings(path: str | None) -> Settings:
+    if path is not None and not Path(path).is_file():
+        raise InvalidArgumentError(f"settings file {path!r} does not exist")
+    return Settings.load(path, os.environ)
+
+
+async def _checkpoint_command(ns: argparse.Namespace) -> int:
+    from slatedb import admin
+    from slatedb.checkpoint import CheckpointOptions
+
+    # Validate the input before touching the store (exit 2 even when the path is wrong too).
+    lifetime = _lifetime(getattr(ns, "lifetime", None))
+    cid = admin.as_checkpoint_id(ns.id) if getattr(ns, "id", None) is not None else None
+    source = admin.as_checkpoint_id(ns.source) if getattr(ns, "source", None) is not None else None
+
+    async def body(store) -> int:
+        if ns.command == "create-checkpoint":
+            got = await admin.create_checkpoint(store, CheckpointOptions(lifetime_s=lifetime, source=source, name=ns.name))
+            cps = [c for c in await admin.list_checkpoints(store) if c.id == got.id]
+            view = admin.checkpoint_json(cps[0]) if cps else {"id": str(got.id), "manifest_id": got.manifest_id}
+            if ns.as_json:
+                _emit(view)
+            else:
+                print(f"created checkpoint {got.id} pinning manifest {got.manifest_id}, expires {_when(view.get('expire_time_s'))}")
+        elif ns.command == "refresh-checkpoint":
+            cp = await admin.refresh_checkpoint(store, cid, lifetime)  # type: ignore[arg-type]
+            if ns.as_json:
+                _emit(admin.checkpoint_json(cp))
+            else:
+                print(f"checkpoint {cp.id} now expires {_when(cp.checkpoint_expire_time_s)}")
+        elif ns.command == "delete-checkpoint":
+            await admin.delete_checkpoint(store, cid)  # type: ignore[arg-type]
+            if ns.as_json:
+                _emit({"deleted": str(cid)})
+            else:
+                print(f"deleted checkpoint {cid}")
+        elif ns.command == "list-checkpoints":
+            now = _now_s()
+            for c in await admin.list_checkpoints(store, ns.name):
+                view = admin.checkpoint_json(c, now)
+                _emit(view) if ns.as_json else print(_checkpoint_text(view))
+        return 0
+
+    return await _with_store(ns.path, body)
+
+
+async def _manifest_command(ns: argparse.Namespace) -> int:
+    from slatedb import admin
+
+    async def body(store) -> int:
+        if ns.command == "read-manifest":
+            view = admin.manifest_json(await admin.read_manifest(store, ns.id), _now_s())
+            _emit(view) if ns.as_json else print(_manifest_text(view))
+        else:
+            for info in await admin.list_manifests(store, ns.start, ns.end):
+                if ns.as_json:
+                    _emit(admin.manifest_info_json(info))
+                else:
+                    print(f"{info.id:>8}  {info.size_bytes:>8} B  {_when(info.last_modified_ms // 1000)}  {info.key}")
+        return 0
+
+    return await _with_store(ns.path, body)
+
+
+async def _gc_command(ns: argparse.Namespace) -> int:
+    from slatedb import admin
+
+    settings = _settings(ns.settings)
+    grace = _lifetime(ns.db_delete_grace)
+
+    async def body(store) -> int:
+        stats = await admin.run_gc(store, settings, once=ns.once, db_delete_grace_s=grace)
+        view = admin.gc_stats_json(stats)
+        if ns.as_json:
+            _emit(view)
+        else:
+            done = ", ".join(f"{k} {v}" for k, v in view.items() if v and k != "deleted") or "nothing to do"
+            print(f"gc: {view['deleted']} objects deleted ({done})")
+        return 0
+
+    return await _with_store(ns.path, body)
+
+
+async def _clone_command(ns: argparse.Namespace) -> int:
+    from slatedb import admin
+
+    cp = admin.as_checkpoint_id(ns.parent_checkpoint) if ns.parent_checkpoint is not None else None
+    stored = await admin.create_clone(ns.path, ns.parent_path, cp)
+    view = {"clone": ns.path, "parent": ns.parent_path, "manifest": admin.manifest_json(stored)}
+    if ns.as_json:
+        _emit(view)
+    else:
+        ext = stored.manifest.external_dbs
+        print(f"cloned {ns.parent_path} into {ns.path} (manifest {stored.id}, "
+              f"{sum(len(e.sst_ids) for e in ext)} parent SSTs read in place, from checkpoint "
+              f"{ext[-1].source_checkpoint_id if ext else '-'})")
+    return 0
+
+
+async def _destroy_command(ns: argparse.Namespace) -> int:
+    from slatedb import admin
+
+    async def body(store) -> int:
+        await admin.destroy(store, ns.soft)
+        if ns.as_json:
+            _emit({"destroyed": ns.path, "soft": ns.soft})
+        elif ns.soft:
+            print(f"soft-destroyed {ns.path}: the garbage collector deletes it after the grace period, "
+                  "once no checkpoint is active")
+        else:
+            print(f"destroyed {ns.path}")
+        return 0
+
+    return await _with_store(ns.path, body)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parser
+# ---------------------------------------------------------------------------------------------
+
+_LIFETIME_HELP = ("a lifetime in a human-friendly format that uses years/days/min/s, e.g. \"7days 30min 10s\". The "
+                  "checkpoint's expiry time is set to the current wallclock time plus this lifetime. If not "
+                  "given, the checkpoint {} no expiry and must be explicitly removed")
+_ID_HELP = "the UUID of the checkpoint (e.g. 01740ee5-6459-44af-9a45-85deb6e468e3)"
+_NAME_HELP = ("a name for the checkpoint, usable to list checkpoints. Names need not be unique: listing by name "
+              "can return several checkpoints")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (``slatedb: error: ...``, exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _add(sub, name: str, description: str, json_help: str = "print JSON (lists: one object per line)"):
+    p = sub.add_parser(name, help=description.split(". ")[0], description=description)
+    p.add_argument("--json", action="store_true", dest="json_here", help=json_help)
+    return p
+
+
 def _add_compaction_commands(sub) -> None:
-    p = sub.add_parser("submit-compaction", help="submit a compaction: \"Full\" or a JSON spec")
+    note = "its output is JSON with or without --json"
+    p = _add(sub, "submit-compaction", "Submit a compaction: \"Full\" or a JSON spec. The running compactor validates "
+             "and runs it", note)
     p.add_argument("--request", required=True,
                    help='"Full", or {"Spec": {"sources": [{"Sst": "<ULID>"}, {"SortedRun": 3}], "destination": 3}}')
     p.add_argument("--scheduler", default="size-tiered", help="the scheduler that validates it (size-tiered)")
-    p = sub.add_parser("read-compaction", help="print one compaction (JSON), with its failure reason if any")
+    p = _add(sub, "read-compaction", "Print one compaction (JSON), with its failure reason if any", note)
     p.add_argument("--id", required=True, help="the compaction's ULID")
     p.add_argument("--compactions-id", type=int, default=None, help="read this .compactions file instead of the latest")
-    p = sub.add_parser("read-compactions", help="print the latest (or a given) .compactions file as JSON")
+    p = _add(sub, "read-compactions", "Print the latest (or a given) .compactions file as JSON", note)
     p.add_argument("--id", type=int, default=None, help="a .compactions file id (default: the latest)")
-    p = sub.add_parser("list-compactions", help="print the .compactions files in an id range, one JSON per line")
-    p.add_argument("--start", type=int, default=None)
-    p.add_argument("--end", type=int, default=None)
-    p = sub.add_parser("run-compactor", help="run a compactor in the foreground (fences any other compactor)")
+    p = _add(sub, "list-compactions", "Print the .compactions files in an id range, one JSON per line", note)
+    p.add_argument("--start", type=int, default=None, help="lowest id (inclusive)")
+    p.add_argument("--end", type=int, default=None, help="highest id (inclusive)")
+    p = _add(sub, "run-compactor", "Run a compactor in the foreground (fences any other compactor)", note)
     p.add_argument("--once", action="store_true", help="stop when there is nothing left to compact")
     p.add_argument("--settings", default=None, help="settings file (JSON or TOML); SLATEDB_* variables apply too")
 
 
+def _add_admin_commands(sub) -> None:
+    p = _add(sub, "create-checkpoint", "Create a new checkpoint pointing to the database's current state (the latest "
+             "manifest; a writer's unflushed writes are not in it), or to an existing checkpoint's")
+    p.add_argument("-l", "--lifetime", default=None, help="optionally, " + _LIFETIME_HELP.format("is created with"))
+    p.add_argument("-s", "--source", default=None, metavar="UUID",
+                   help="optionally, an existing checkpoint to use as the base for the new one (it must not have "
+                        "expired). If not given, the checkpoint is taken against the latest manifest")
+    p.add_argument("-n", "--name", default=None, help="optionally, " + _NAME_HELP)
+    p = _add(sub, "refresh-checkpoint", "Refresh an existing checkpoint's expiry time. This command looks for an "
+             "existing checkpoint and updates its expiry time using the specified lifetime")
+    p.add_argument("-i", "--id", required=True, help=_ID_HELP)
+    p.add_argument("-l", "--lifetime", default=None, help="optionally, a new " + _LIFETIME_HELP.format("is updated with"))
+    p = _add(sub, "delete-checkpoint", "Delete an existing checkpoint")
+    p.add_argument("-i", "--id", required=True, help=_ID_HELP)
+    p = _add(sub, "list-checkpoints", "List the current checkpoints of the db (writer checkpoints and expired ones "
+             "not yet collected included)")
+    p.add_argument("-n", "--name", default=None,
+                   help="optionally, only the checkpoints with this name (names need not be unique). If not given, "
+                        "all checkpoints are listed")
+    p = _add(sub, "read-manifest", "Print a manifest: epochs, WAL range, L0 and sorted runs with their SST ids, "
+             "checkpoints, external databases")
+    p.add_argument("--id", type=int, default=None, help="the manifest id (default: the latest)")
+    p = _add(sub, "list-manifests", "List the manifest files (id, size, last modified) in an id range")
+    p.add_argument("--start", type=int, default=None, help="lowest manifest id (inclusive)")
+    p.add_argument("--end", type=int, default=None, help="highest manifest id (inclusive)")
+    p = _add(sub, "run-gc", "Run the garbage collector in the foreground: expired checkpoints, old manifests, WAL "
+             "objects and SSTs no checkpoint needs, soft-destroyed databases (docs/gc.md)")
+    p.add_argument("--once", action="store_true", help="one pass over every directory, then exit")
+    p.add_argument("--settings", default=None,
+                   help="settings file (JSON or TOML) whose garbage_collector_options apply; SLATEDB_* variables too")
+    p.add_argument("--db-delete-grace", default=None, metavar="DURATION",
+                   help="how long after a soft destroy the database is removed (e.g. \"1day\"; default 24h)")
+    p = _add(sub, "clone", "Create (or finish) a clone at --path of the database at --parent-path, from a checkpoint "
+             "of the parent or its current state. The clone reads the parent's SSTs in place (docs/clones.md)")
+    p.add_argument("--parent-path", required=True, help="the parent database's URL")
+    p.add_argument("--parent-checkpoint", default=None, metavar="UUID",
+                   help="a checkpoint of the parent to clone from (default: a new one of its current state)")
+    p = _add(sub, "destroy", "Destroy the database. --soft marks it destroyed and leaves the deletion to the garbage "
+             "collector (after the grace period, once no checkpoint is active); without --soft every object is "
+             "deleted now (no writer may be running), refused while an unexpired checkpoint exists")
+    p.add_argument("--soft", action="store_true", help="mark destroyed only; GC deletes it later")
+
+
+CHECKPOINT_COMMANDS = ("create-checkpoint", "refresh-checkpoint", "delete-checkpoint", "list-checkpoints")
 COMPACTION_COMMANDS = ("submit-compaction", "read-compaction", "read-compactions", "list-compactions", "run-compactor")
+COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
+    "list-objects": _list_objects,
+    **{c: _compactions_command for c in COMPACTION_COMMANDS},
+    **{c: _checkpoint_command for c in CHECKPOINT_COMMANDS},
+    "read-manifest": _manifest_command,
+    "list-manifests": _manifest_command,
+    "run-gc": _gc_command,
+    "clone": _clone_command,
+    "destroy": _destroy_command,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="slatedb", description="slatedb admin tool: inspect and administer a database without "
+                     "opening a writer (docs/admin.md)")
+    parser.add_argument("--path", required=True, help="database URL: memory://name, file:///abs/dir, s3://bucket/prefix")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text (also accepted after the command)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>", parser_class=_Parser)
+    p = _add(sub, "list-objects", "List the objects under the database root")
+    p.add_argument("--prefix", default="", help="only keys starting with this (e.g. manifest/)")
+    _add_compaction_commands(sub)
+    _add_admin_commands(sub)
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"slatedb: error: {' '.join(str(message).split())}", file=sys.stderr)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="slatedb", description="slatedb admin tool")
-    parser.add_argument("--path", required=True, help="database URL: memory://name, file:///abs/dir, s3://bucket/prefix")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("list-objects", help="list the objects under the database root")
-    p.add_argument("--prefix", default="", help="only keys starting with this (e.g. manifest/)")
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
-    _add_compaction_commands(sub)
-    ns = parser.parse_args(argv)
+    ns = build_parser().parse_args(argv)
+    ns.as_json = ns.json or ns.json_here
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
-        if ns.command == "list-objects":
-            return trio.run(_list_objects, ns.path, ns.prefix, ns.json)
-        if ns.command in COMPACTION_COMMANDS:
-            return trio.run(_compactions_command, ns)
+        try:
+            return trio.run(COMMANDS[ns.command], ns)
+        except BaseExceptionGroup as group:  # a nursery's single error: report the error itself
+            error = sole_exception(group)
+            if error is group:
+                raise
+            raise error from None
     except KeyboardInterrupt:
         return 130
     except InvalidArgumentError as e:
-        print(f"slatedb: error: {e}", file=sys.stderr)
-        return 2
+        if debug:
+            raise
+        return _fail(str(e), 2)
     except SlateDBError as e:
-        print(f"slatedb: error: {e}", file=sys.stderr)
-        return 1
-    return 2
+        if debug:
+            raise
+        return _fail(str(e) or type(e).__name__, 1)
+    except Exception as e:  # noqa: BLE001 - the CLI's contract: one line, no traceback
+        if debug:
+            raise
+        return _fail(f"unexpected {type(e).__name__}: {e} (set {DEBUG_ENV}=1 for a traceback)", 1)
 
 
 if __name__ == "__main__":
