@@ -126,6 +126,12 @@ class GarbageCollector:
         #: Set once the database was removed or found without a manifest: :meth:`run` stops.
         self.finished = False
         self._lock = trio.Lock()
+        #: Decoded checkpointed manifests by id. A committed manifest never changes, and an id
+        #: pinned by an active checkpoint is never deleted (so never re-created by a stale
+        #: writer): the cache is exact. Entries no longer pinned are dropped at each snapshot.
+        self._pinned_cache: dict[int, StoredManifest] = {}
+        #: The latest manifest read by the current pass's preparation (see :meth:`snapshot`).
+        self._latest_hint: StoredManifest | None = None
 
     # ------------------------------------------------------------------------------------------
     # Entry points
@@ -190,8 +196,10 @@ class GarbageCollector:
     async def _pass(self, passes: list[tuple[str, Callable[["GcTally"], Awaitable[None]]]]) -> GcStats:
         tally = GcTally()
         async with self._lock:
-            if not self.finished and await self._prepare(tally):
+            latest = None if self.finished else await self._prepare(tally)
+            if latest is not None:
                 for name, fn in passes:
+                    self._latest_hint = latest
                     try:
                         await fn(tally)
                     except PinnedManifestMissingError as e:
@@ -205,27 +213,27 @@ class GarbageCollector:
     # Steps 1-3: the latest manifest, soft destroy, expired checkpoints
     # ------------------------------------------------------------------------------------------
 
-    async def _prepare(self, tally: "GcTally") -> bool:
-        """RFC 000 steps 1-3. False: nothing more to do (no database, or it was just removed)."""
+    async def _prepare(self, tally: "GcTally") -> StoredManifest | None:
+        """RFC 000 steps 1-3; the latest manifest after them, or None: nothing more to do (no
+        database, or it was just removed)."""
         latest = await self.manifests.read_latest()
         if latest is None:
             self.runtime.event("gc_no_database")
             self.finished = True
-            return False
+            return None
         if ready_to_destroy(latest, self.runtime.now_ms(), self.db_delete_grace_s):
             manifest_opts = self.options.manifest_options
             if manifest_opts is None or manifest_opts.dry_run:
                 self.runtime.event("gc_would_destroy", manifest=latest.id)
-                return False
+                return None
             count = await destroy_database(self.store, self.runtime, latest, self.locator,
                                            lambda key: self._delete(key, "destroy", None))
             tally.set(db_destroyed=True, destroyed_objects=count)
             self.finished = True
-            return False
-        await self._expire_checkpoints(tally)
-        return True
+            return None
+        return await self._expire_checkpoints(tally, latest)
 
-    async def _expire_checkpoints(self, tally: "GcTally") -> None:
+    async def _expire_checkpoints(self, tally: "GcTally", latest: StoredManifest) -> StoredManifest:
         """Remove every expired checkpoint in one manifest update (CAS; on a lost race the change
         is computed again from the fresh manifest, which may have refreshed or added some)."""
         removed: list[Checkpoint] = []
@@ -239,16 +247,22 @@ class GarbageCollector:
             keep = tuple(c for c in cur.manifest.checkpoints if not is_expired(c, now_s))
             return attrs.evolve(cur.manifest, checkpoints=keep)
 
-        stored = await self.manifests.update(change)
+        stored = await self.manifests.update(change, current=latest)
         for c in removed:
             self.runtime.event("checkpoint_expired", id=str(c.id), manifest_id=c.manifest_id, manifest=stored.id)
         tally.add("checkpoints_expired", len(removed))
+        return stored
 
-    async def snapshot(self) -> Snapshot:
-        """The latest manifest and the manifests its active checkpoints pin (RFC 000's M)."""
+    async def snapshot(self, *, fresh: bool = False) -> Snapshot:
+        """The latest manifest and the manifests its active checkpoints pin (RFC 000's M). The
+        manifest the pass started from is reused unless ``fresh`` (a newer one only adds
+        checkpoints on newer manifests, which the passes never delete, see
+        :meth:`_collect_manifests`)."""
         last_missing: ObjectNotFoundError | None = None
+        hint, self._latest_hint = (None if fresh else self._latest_hint), None
         for _ in range(_SNAPSHOT_ATTEMPTS):
-            latest = await self.manifests.read_latest()
+            latest = hint or await self.manifests.read_latest()
+            hint = None
             if latest is None:
                 raise PinnedManifestMissingError("the database has no manifest any more")
             active = active_checkpoints(latest.manifest, self.runtime.now_ms() // 1000)
@@ -258,10 +272,14 @@ class GarbageCollector:
                     if cp.manifest_id == latest.id:
                         pinned[cp.manifest_id] = latest
                     elif cp.manifest_id not in pinned:
-                        pinned[cp.manifest_id] = await self.manifests.read(cp.manifest_id)
+                        cached = self._pinned_cache.get(cp.manifest_id)
+                        if cached is None:
+                            cached = await self.manifests.read(cp.manifest_id)
+                        pinned[cp.manifest_id] = cached
             except ObjectNotFoundError as e:
                 last_missing = e
                 continue
+            self._pinned_cache = {i: p for i, p in pinned.items() if i != latest.id}
             return Snapshot(latest, active, tuple(pinned[i] for i in sorted(pinned)))
         raise PinnedManifestMissingError(f"a checkpointed manifest could not be read: {last_missing}")
 
@@ -371,7 +389,7 @@ class GarbageCollector:
         assert opts is not None
         stored_compactions = await self.compactions.read_latest()
         compactions = stored_compactions.compactions if stored_compactions is not None else None
-        snap = await self.snapshot()
+        snap = await self.snapshot(fresh=True)
         referenced: set[ULID] = set()
         for m in snap.manifests:
             referenced |= manifest_sst_ids(m)
