@@ -58,9 +58,9 @@ from .sequenced import list_namespace, settle_boundary
 from .stats import GcStats
 
 #: RFC 000 ``db_delete_grace``: how long a soft-destroyed database is kept before GC removes it.
-#: The RFC gives no default; ten minutes (one default GC interval) leaves time to notice a
-#: mistaken destroy without keeping garbage for long.
-DEFAULT_DB_DELETE_GRACE_S = 600.0
+#: The RFC gives no default; a day (as ``slatedb run-gc --db-delete-grace``) leaves time to
+#: notice a mistaken destroy.
+DEFAULT_DB_DELETE_GRACE_S = 86400.0
 
 #: Floor of a directory's interval in :meth:`GarbageCollector.run` (``interval: 0`` would spin).
 MIN_INTERVAL_S = 0.01
