@@ -127,6 +127,11 @@ async def create_checkpoint(manifests: ManifestStore, runtime: Runtime, options:
                 made[:] = [found]
                 existed[0] = True
                 return None
+        if made and find_checkpoint(m, made[0].id) is not None:
+            # An earlier attempt landed although it was reported failed (RFC 004's boundary
+            # check can say so when its read comes back late): do not add a second checkpoint,
+            # which would pin a manifest nobody knows about (forever, without a lifetime).
+            return None
         if options.source is None:
             check_writable_state(m, "create a checkpoint")
             manifest_id = cur.id + 1
@@ -180,12 +185,15 @@ async def delete_checkpoint(manifests: ManifestStore, runtime: Runtime, checkpoi
     """Write a manifest without the checkpoint."""
     cid = _as_uuid(checkpoint_id)
 
+    attempted = [False]
+
     def change(cur: StoredManifest) -> ManifestV2 | None:
         m = cur.manifest
         if find_checkpoint(m, cid) is None:
-            if missing_ok:
+            if missing_ok or attempted[0]:  # gone after our own attempt: that attempt landed
                 return None
             raise CheckpointNotFoundError(cid, "the latest manifest")
+        attempted[0] = True
         return attrs.evolve(m, checkpoints=tuple(c for c in m.checkpoints if c.id != cid))
 
     await manifests.update(change)

@@ -638,12 +638,24 @@ class DbCore:
                 if "replay-point-ahead" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     replay_after = wal_last  # past WAL objects whose rows are in later memtables
 
-                def apply(cur: StoredManifest) -> ManifestV2:
+                def apply(cur: StoredManifest) -> ManifestV2 | None:
                     m = cur.manifest
                     if m.writer_epoch > epoch:
                         raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
                     assert m.writer_epoch == epoch, (m.writer_epoch, epoch)
-                    last_l0_seq = max(m.last_l0_seq, entry.mem.last_seq or 0)
+                    entry_last_seq = entry.mem.last_seq or 0
+                    if (m.replay_after_wal_id >= replay_after and m.last_l0_seq >= entry_last_seq
+                            and "l0-reapply" not in self.runtime.bugs):
+                        # Already committed: RFC 004's boundary check can report a create that
+                        # landed as failed (its boundary read came back after GC passed it), and
+                        # update() then calls us again on a manifest holding our commit (which a
+                        # compactor may already have compacted away). Only this writer advances
+                        # replay_after_wal_id, one frozen memtable at a time, so reaching our
+                        # replay point means this flush is in. Adding the L0 again would put old
+                        # rows in front of newer ones (a stale read). (last_l0_seq too: both move
+                        # only with an L0 commit of this writer.)
+                        return None
+                    last_l0_seq = max(m.last_l0_seq, entry_last_seq)
                     return attrs.evolve(
                         m,
                         ssts=m.ssts + (CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),),
