@@ -17,6 +17,7 @@ from slatedb.errors import (
     ReadOnlyError,
     SlateDBError,
 )
+from slatedb.reader import DbReader, DbReaderOptions
 
 __all__ = [
     "NO_EXPIRY",
@@ -27,6 +28,8 @@ __all__ = [
     "CorruptionError",
     "Db",
     "DbIterator",
+    "DbReader",
+    "DbReaderOptions",
     "Fenced",
     "FencedError",
     "InvalidArgumentError",

@@ -30,7 +30,15 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
 
-__all__ = ["Db", "DbIterator", "Snapshot", "WriteHandle"]
+__all__ = ["Db", "DbIterator", "DbReader", "Snapshot", "WriteHandle"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DbReader":  # lazily: slatedb.reader.aio builds on this module's read mixin
+        from slatedb.reader.aio import DbReader
+
+        return DbReader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 ITER_BATCH_ROWS = 256
 

@@ -1,0 +1,104 @@
+"""The trio reader, the same shape as :class:`slatedb.DbReader`::
+
+    async with slatedb.aio.DbReader.open("file:///path/to/db") as r:
+        await r.get(b"k")
+        async for key, value in r.scan():
+            ...
+
+The maintenance task runs in a nursery owned by the ``async with`` block, on the caller's loop.
+Reads are :mod:`slatedb.aio`'s read mixin over :class:`~slatedb.reader.core.ReaderCore`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Mapping
+
+from slatedb.aio import _ReadMixin
+from slatedb.config import Settings
+from slatedb.db.common import coerce_settings
+from slatedb.db.core import ReadState
+from slatedb.errors import ReadOnlyError, sole_exception
+from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.url import resolve_store
+from slatedb.runtime import Runtime
+
+from .core import ReaderCore
+from .options import DbReaderOptions
+
+
+class DbReader(_ReadMixin):
+    """A read-only view of a database on the caller's trio loop; see :meth:`open`."""
+
+    def __init__(self, core: ReaderCore) -> None:
+        self._core = core
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        url: str,
+        checkpoint_id: uuid.UUID | str | None = None,
+        *,
+        options: DbReaderOptions = DbReaderOptions(),
+        settings: Settings | Mapping[str, Any] | str | Path | None = None,
+        store_options: Mapping[str, str] | None = None,
+        store: ObjectStore | None = None,
+        runtime: Runtime | None = None,
+    ) -> AsyncIterator["DbReader"]:
+        """Open a reader for the duration of the block (see :meth:`slatedb.DbReader.open`);
+        leaving the block deletes the reader's own checkpoint."""
+        settings = coerce_settings(settings)
+        if runtime is None:
+            from slatedb.runtime.production import ProductionRuntime
+
+            runtime = ProductionRuntime()
+        own_store = store is None
+        st = store if store is not None else resolve_store(url, options=store_options, clock_ms=runtime.now_ms)
+        try:
+            core = await ReaderCore.open(st, runtime, options, settings, checkpoint_id)
+            try:
+                async with core.background():
+                    yield cls(core)
+            except BaseExceptionGroup as group:
+                error = sole_exception(group)
+                if error is group:
+                    raise
+                raise error from None
+        finally:
+            if own_store:
+                await st.aclose()
+
+    async def close(self) -> None:
+        await self._core.aclose()
+
+    def _state(self) -> tuple[ReadState, int | None]:
+        return self._core.read_state, None
+
+    async def put(self, *args: Any, **kwargs: Any) -> None:
+        raise ReadOnlyError("a DbReader is read-only: write through the Db")
+
+    delete = write = put
+
+    async def refresh(self) -> None:
+        """One maintenance round now (see :meth:`slatedb.DbReader.refresh`)."""
+        self._core.check_open()
+        await self._core.maintain()
+
+    @property
+    def checkpoint_id(self) -> uuid.UUID | None:
+        return self._core.checkpoint_id
+
+    @property
+    def manifest_id(self) -> int:
+        return self._core.manifest_id
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self._core.stats)
+
+    @property
+    def core(self) -> ReaderCore:
+        return self._core
