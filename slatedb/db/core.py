@@ -644,8 +644,7 @@ class DbCore:
                         raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
                     assert m.writer_epoch == epoch, (m.writer_epoch, epoch)
                     entry_last_seq = entry.mem.last_seq or 0
-                    if (m.replay_after_wal_id >= replay_after and m.last_l0_seq >= entry_last_seq
-                            and "l0-reapply" not in self.runtime.bugs):
+                    if m.replay_after_wal_id >= replay_after and m.last_l0_seq >= entry_last_seq:
                         # Already committed: RFC 004's boundary check can report a create that
                         # landed as failed (its boundary read came back after GC passed it), and
                         # update() then calls us again on a manifest holding our commit (which a
