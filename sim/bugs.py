@@ -66,6 +66,7 @@ WORKLOADS: dict[str, str] = {
     "seqmeta": "sim.seqmeta_workload:run_seqmeta_workload",
     "store": "sim.store_workload:run_store_workload",
     "compactor": "sim.compactor_workload:run_compactor_workload",
+    "gc": "sim.gc_workload:run_gc_workload",
     # "gc": ..., "reader": ..., "clone": ...  (later issues)
 }
 
@@ -75,6 +76,7 @@ _REPLAY_CLASS = ("Crash during WAL replay, or the replay point advanced past dat
 _RESUME_CLASS = "Compaction resume re-emits or skips the entry at the last written key (RFC 002 ResumingIterator)"
 _TWO_COMPACTORS_CLASS = "Two compactors both commit (compactor fencing on `.manifest` then `.compactions`, RFC 002)"
 _INPUTS_CHANGED_CLASS = "Compaction finishes after its inputs changed (validation on resume, RFC 002)"
+_GC_CLASS = "GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction (RFC 000 / RFC 002)"
 _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
                   "deleted N+1 and believes it committed (RFC 004)")
 
@@ -134,6 +136,33 @@ CATALOGUE: tuple[Bug, ...] = (
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
         "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._start_submitted",
         "compactor", ("COMPACT-3",), 32),
+    # -- GC, checkpoints, readers, clones (sim/gc_workload.py; figures in docs/simulation.md) --
+    Bug("gc-ignores-checkpoints", "GC takes no checkpoint as active: it keeps only what the latest manifest "
+        "references and deletes the manifests, SSTs and WAL objects that checkpoints pin",
+        _GC_CLASS, "RFC 000 Garbage Collector (set M); checkpoints-gc.md steps 6-8 (model UNSAFE_GC_IGNORES_CHECKPOINTS)",
+        "slatedb/gc/collector.py GarbageCollector.snapshot", "gc", ("GC-1", "GC-2", "CKPT-1", "CKPT-2", "READ-2"), 8),
+    Bug("gc-no-min-age", "GC deletes unreferenced SSTs whatever their age (no min_age, no ULID cutoff): an L0 "
+        "SST or a compaction output uploaded but not yet committed or recorded goes",
+        _GC_CLASS, "RFC 000 Garbage Collector (older than min_age); checkpoints-gc.md step 8 (model "
+        "UNSAFE_GC_IGNORES_MIN_AGE)", "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-4", "GC-3"), 8),
+    Bug("gc-ignores-inflight-compaction", "GC ignores what compactions are in flight (their recorded outputs and "
+        "inputs, and the compactions watermark of the ULID cutoff): only min_age protects an uncommitted output",
+        _GC_CLASS, "RFC 002 Garbage Collection Integration (issue #604); checkpoints-gc.md GC-3",
+        "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-3", "GC-4"), 16),
+    Bug("gc-delete-before-boundary", "GC deletes .manifest / .compactions files up to the boundary it wants without "
+        "first making that boundary durable",
+        _SEQMETA_CLASS, "RFC 004 Boundary Files; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",
+        "slatedb/gc/sequenced.py settle_boundary", "gc", ("BOUNDARY-1",), 8),
+    Bug("expired-checkpoint-fatal", "a managed DbReader whose checkpoint expired or was collected (it froze past its "
+        "lifetime) fails for good instead of establishing a new one",
+        "An expired checkpoint breaks a reader that still uses it (RFC 000 Readers)",
+        "RFC 000 Checkpoint Maintenance; issue 6 (a reader re-establishes after expiry)",
+        "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-4",), 45),
+    Bug("clone-copies-all-wal", "a clone copies every parent WAL object above the source manifest's replay point, "
+        "not only those up to its wal_id_last_seen: parent writes made after the checkpoint leak into the clone",
+        "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",
+        "RFC 000 Clones (copy the WAL range); clone.md step 6 (model UNSAFE_CLONE_COPY_ALL_WAL)",
+        "slatedb/clone/ops.py _copy_wal", "gc", ("CLONE-3", "READ-2"), 20),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}

@@ -315,6 +315,8 @@ async def _copy_wal(dbs: _Dbs, m: ManifestV2) -> None:
     """Step 6 (CLONE-3): parent WAL ids in ``(replay_after_wal_id, wal_id_last_seen]`` only."""
     rt = dbs.runtime
     copied = 0
+    if "clone-copies-all-wal" in rt.bugs:  # catalogued bug (sim/bugs.py): every parent WAL object above the replay point
+        m = attrs.evolve(m, wal_id_last_seen=max([m.wal_id_last_seen, *await list_wal_ids(dbs.parent_store, rt)]))
     for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
         key = wal_key(wal_id)
         try:
