@@ -11,7 +11,15 @@ The model (:class:`Model`) holds, per key, the set of values a read may return: 
 the current writer wrote it; after a crash or a takeover, the last write its writer knew durable
 (``WriteHandle.durable``) or any later one (an unacknowledged write may or may not have been
 replayed). A read narrows the set to what it saw. Rules: put, delete, get, scan, flush,
-crash + restart, a second writer taking over, a standalone compactor run.
+crash + restart, a second writer taking over, a standalone compactor run, checkpoints (created by
+the writer with scope ALL, refreshed and deleted through the admin functions), readers on a
+checkpoint and managed readers, and a garbage-collector pass with small ``min_age``.
+
+A checkpoint (scope ALL) holds every write issued before it: the model remembers, per key, the
+values :attr:`Model.possible` allowed then; a checkpoint reader's scan must match that, and a
+checkpoint neither deleted nor near its expiry must stay readable (after GC too). A managed reader
+sees a prefix of durable history: a key's last value known durable (``Model.before``) or any later
+write (:meth:`Model.reader_may_see`).
 
 To add rules (readers, GC, checkpoints -- later helpers): add a ``@rule`` method that calls
 ``self.world.call(async_fn)`` and checks the result against ``self.model`` (a reader's view is
@@ -31,6 +39,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import slatedb.aio as aio
+from slatedb.checkpoint import CheckpointOptions, CheckpointScope
+from slatedb.checkpoint.ops import delete_checkpoint, refresh_checkpoint
+from slatedb.config import GarbageCollectorDirectoryOptions, GarbageCollectorOptions
+from slatedb.gc.collector import GarbageCollector
+from slatedb.manifest.store import ManifestStore
 from slatedb.compactor.compactor import Compactor, CompactorEpochError
 from slatedb.errors import ClosedError, FencedError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
@@ -151,10 +164,42 @@ class SimWorld:
 
         return await self.nursery.start(run)
 
+    def admin_runtime(self, prefix: str) -> tuple[SimRuntime, SimObjectStore]:
+        """A one-off process (reader, admin, GC); call it in the world."""
+        self.incarnations += 1
+        name = f"{prefix}{self.incarnations}"
+        rt = SimRuntime(name, self.seed, self.trace)
+        return rt, self.store_view(name, rt)
+
+    async def read_checkpoint(self, cid) -> dict:
+        """Open a reader on checkpoint ``cid`` and scan the whole key range."""
+        rt, store = self.admin_runtime("r")
+        async with aio.DbReader.open("memory://sim", cid, settings=SETTINGS, store=store, runtime=rt) as reader:
+            return dict([kv async for kv in reader.scan(KEYS[0], b"k99")])
+
+    async def managed_get(self, key: bytes):
+        rt, store = self.admin_runtime("m")
+        async with aio.DbReader.open("memory://sim", settings=SETTINGS, store=store, runtime=rt) as reader:
+            return await reader.get(key)
+
+    async def run_gc(self, min_age: float):
+        rt, store = self.admin_runtime("gc")
+        d = GarbageCollectorDirectoryOptions(interval=None, min_age=min_age)
+        opts = GarbageCollectorOptions(manifest_options=d, wal_options=d, compacted_options=d, compactions_options=d)
+        return await GarbageCollector(store, rt, opts).run_once()
+
     async def run_compactor(self) -> int:
         name = f"c{self.incarnations}"
         rt = SimRuntime(name, self.seed, self.trace)
         return await Compactor(self.store_view(name, rt), rt, aio_settings()).run_until_idle()
+
+
+#: A checkpoint with less virtual time than this left may be gone (expired, collected).
+CHECKPOINT_MARGIN_S = 5.0
+
+
+async def _now() -> float:
+    return trio.current_time()
 
 
 def aio_settings():
@@ -200,6 +245,11 @@ class Model:
                 self.before[key] = {writes[durable[-1]][0]}
                 del writes[: durable[-1] + 1]
 
+    def reader_may_see(self, key: bytes) -> set:
+        """What a reader of durable history may return for ``key``: what it held before the
+        current writer's writes not known durable, or one of those."""
+        return set(self.possible[key]) | set(self.before[key]) | {v for v, _h in self.unsure[key]}
+
     def observed(self, key: bytes, got: bytes | None) -> None:
         assert got in self.possible[key], f"{key!r} read {got!r}, model allows {self.possible[key]!r}"
         self.possible[key] = {got}
@@ -219,6 +269,8 @@ class DbMachine(RuleBasedStateMachine):
         self.model = Model()
         self.model.before = {k: {None} for k in KEYS}
         self.values = 0
+        #: checkpoint id -> (per key the values it may hold, virtual expiry time or None)
+        self.checkpoints: dict = {}
         self.proc = self.world.call(self.world.open_writer)
 
     def teardown(self) -> None:
@@ -328,6 +380,97 @@ class DbMachine(RuleBasedStateMachine):
                 return -1
 
         self.world.call(go)
+
+    # -- checkpoints, readers, GC ------------------------------------------------------------
+
+    def _live(self, cid) -> bool:
+        """Present and far from expiry (a checkpoint near its expiry may be gone or not)."""
+        _expect, expire = self.checkpoints[cid]
+        return expire is None or self.world.call(_now) + CHECKPOINT_MARGIN_S < expire
+
+    @rule(lifetime=st.sampled_from([None, 10.0, 60.0]))
+    def create_checkpoint(self, lifetime: float | None) -> None:
+        db = self.proc.db
+
+        async def go():
+            r = await db.create_checkpoint(CheckpointScope.ALL, CheckpointOptions(lifetime_s=lifetime))
+            return r, trio.current_time()
+
+        r, now = self.world.call(go)
+        # Scope ALL flushed every write issued so far: it is durable now.
+        self.model.settle()
+        expect = {k: set(v) for k, v in self.model.possible.items()}
+        self.checkpoints[r.id] = (expect, None if lifetime is None else now + lifetime)
+
+    def _check_checkpoint(self, cid) -> None:
+        expect, _expire = self.checkpoints[cid]
+        rows = self.world.call(self.world.read_checkpoint, cid)
+        assert set(rows) <= set(KEYS), rows
+        for key in KEYS:
+            got = rows.get(key)
+            assert got in expect[key], f"checkpoint {cid}: {key!r} read {got!r}, model allows {expect[key]!r}"
+            expect[key] = {got}
+
+    @rule(data=st.data())
+    def read_checkpoint(self, data) -> None:
+        live = [c for c in self.checkpoints if self._live(c)]
+        if not live:
+            return
+        self._check_checkpoint(data.draw(st.sampled_from(live)))
+
+    @rule(key=st.sampled_from(KEYS))
+    def managed_reader_get(self, key: bytes) -> None:
+        got = self.world.call(self.world.managed_get, key)
+        allowed = self.model.reader_may_see(key)
+        assert got in allowed, f"managed reader: {key!r} read {got!r}, model allows {allowed!r}"
+
+    @rule(data=st.data())
+    def delete_checkpoint(self, data) -> None:
+        if not self.checkpoints:
+            return
+        cid = data.draw(st.sampled_from(sorted(self.checkpoints)))
+
+        async def go():
+            rt, store = self.world.admin_runtime("a")
+            # missing_ok: one near its expiry may already be collected.
+            await delete_checkpoint(ManifestStore(store, rt), rt, cid, missing_ok=True)
+
+        self.world.call(go)
+        del self.checkpoints[cid]
+
+    @rule(data=st.data(), lifetime=st.sampled_from([None, 30.0]))
+    def refresh_checkpoint(self, data, lifetime: float | None) -> None:
+        live = [c for c in self.checkpoints if self._live(c)]
+        if not live:
+            return
+        cid = data.draw(st.sampled_from(live))
+
+        async def go():
+            rt, store = self.world.admin_runtime("a")
+            await refresh_checkpoint(ManifestStore(store, rt), rt, cid, lifetime)
+            return trio.current_time()
+
+        now = self.world.call(go)
+        expect, _old = self.checkpoints[cid]
+        self.checkpoints[cid] = (expect, None if lifetime is None else now + lifetime)
+
+    @rule(seconds=st.sampled_from([0.5, 3.0, 20.0]))
+    def wait(self, seconds: float) -> None:
+        """Let virtual time pass (background tasks run; checkpoints age, objects pass min_age)."""
+        self.world.call(trio.sleep, seconds)
+
+    @rule(min_age=st.sampled_from([0.0, 0.1, 1.0]))
+    def run_gc(self, min_age: float) -> None:
+        self.world.call(self.world.run_gc, min_age)
+        for cid in [c for c in self.checkpoints if self._live(c)]:
+            self._check_checkpoint(cid)
+
+        async def go():
+            return dict([kv async for kv in self.proc.db.scan(KEYS[0], b"k99")])
+
+        rows = self.world.call(go)
+        for key in KEYS:
+            self.model.observed(key, rows.get(key))
 
     @invariant()
     def writer_alive(self) -> None:
