@@ -138,3 +138,58 @@ def sole_exception(group: BaseExceptionGroup) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
+
+
+# --- Projection and union (RFC 000 "Manifest Projection and Union"; spec/protocols/projection-union.md)
+
+
+class InvalidProjectionError(InvalidArgumentError):
+    """A projection range or a projected source is not acceptable (an empty range, a start bound
+    that is not inclusive, a source with segments)."""
+
+
+class InvalidUnionError(InvalidArgumentError):
+    """The official ``InvalidUnion``: the sources of a union cannot be combined (overlapping key
+    ranges, given ranges that are not adjacent, colliding SST ids, segments)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"invalid union: {reason}")
+
+
+class UnionSetEmptyError(InvalidArgumentError):
+    """The official ``InvalidUnionSetEmpty``: a clone or union without any source."""
+
+    def __init__(self) -> None:
+        super().__init__("Source manifest set must not be empty")
+
+
+class SstIdCollisionError(InvalidUnionError):
+    """Two sources of a union hold different physical SSTs under one ULID. The 0.17 format
+    resolves an SST's object from its id alone (no ``original_id``), so they cannot share a
+    manifest; see docs/rescaling.md."""
+
+
+class CloneSourceWithWalError(InvalidArgumentError):
+    """The official ``InvalidCloneSourceWithWal``: a source of a projection or union still has
+    rows in its WAL (not yet in L0); flush its memtable (or write with the WAL off) first."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = list(paths)
+        super().__init__(f"Projection and/or union with WAL is not supported, sources with WAL: {self.paths!r}")
+
+
+class DuplicateCloneSourceError(InvalidArgumentError):
+    """The official ``DuplicatedCloneSourcePath``: one source path named twice."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"clone source paths must be unique, found duplicate: {path!r}")
+
+
+class IdenticalClonePathsError(InvalidArgumentError):
+    """The official ``IdenticalClonePaths``: the destination is one of its own sources."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"the destination must differ from every source, both are {path!r}")
