@@ -43,6 +43,12 @@ sim-bench *args:
 sim-spark *args:
     .venv/bin/sim sweep --engine spark {{args}}
 
+# Mutation testing of the protocol modules: cosmic-ray's operators, each mutant judged in a copy of
+# the tree by a campaign over every scenario plus its package's tests (e.g. ./just mutate --sample 6
+# --jobs 2; ./just mutate --mutant ID replays one; see docs/simulation.md).
+mutate *args:
+    .venv/bin/sim mutate "$@"
+
 # Run the admin CLI.
 slatedb *args:
     .venv/bin/slatedb {{args}}

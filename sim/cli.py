@@ -1,7 +1,8 @@
 """The simulator's command line: ``sim run --seed S``, ``sim dst`` and ``sim sweep`` (campaigns
 over seeds), ``sim bench`` (time compression on one core), ``sim bugs`` (the bug catalogue of
 :mod:`sim.bugs`), ``sim hunt`` (seeds until the simulator catches a catalogued bug) and
-``sim shrink`` (a failing run minimised, :mod:`sim.shrink`).
+``sim shrink`` (a failing run minimised, :mod:`sim.shrink`) and ``sim mutate`` (mutation testing
+of the protocol modules, :mod:`sim.mutate`).
 
 ``--workload`` names any scenario of the one registry, :data:`sim.bugs.WORKLOADS`: ``store``
 (object-store CAS, claims and private keys, :mod:`sim.store_workload`), ``db`` (writers fencing
@@ -319,6 +320,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="hunt in this scenario instead of the entry's own")
     p_hunt.add_argument("--rate", action="store_true", help="run every seed and report the detection rate too")
     p_hunt.set_defaults(fn=cmd_hunt)
+
+    from . import mutate as mutate_mod
+
+    p_mutate = sub.add_parser("mutate", help="mutation testing of the protocol modules, each mutant judged by a "
+                                             "campaign over every scenario plus its package's tests")
+    mutate_mod.add_arguments(p_mutate)
+    p_mutate.set_defaults(fn=mutate_mod.cmd_mutate)
 
     ns = parser.parse_args(argv)
     return ns.fn(ns)
