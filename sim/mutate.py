@@ -82,6 +82,12 @@ FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
     "destroy": ("tests/clone/test_destroy.py", "tests/gc/test_destroy_detach.py"),
 }
 
+#: Tests of a package left out of the judge, and why (passed to pytest as ``--ignore``).
+JUDGE_IGNORED_TESTS: dict[str, str] = {
+    "tests/gc/test_live.py": "runs on the real clock: its work grows with the machine's load (over 5 CPU minutes at "
+                             "nice 19 on a loaded machine) and its verdict depends on timing",
+}
+
 #: CPU seconds one seed of each scenario costs (measured on the project machine, seeds 0..1);
 #: a scenario registered later without an entry counts as 1 s.
 COST_S: dict[str, float] = {"db": 0.15, "seqmeta": 0.15, "takeover": 0.35, "store": 0.3, "compactor": 1.0,
@@ -538,7 +544,8 @@ def _run_check(check: dict) -> dict:
                 self.failed.append(f"collecting {report.nodeid}")
 
     plugin = Failures()
-    rc = pytest.main([*check["paths"], "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+    ignored = [f"--ignore={p}" for p in JUDGE_IGNORED_TESTS]
+    rc = pytest.main([*check["paths"], *ignored, "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                       "--hypothesis-seed=0", "-o", "addopts=", "-W", "ignore::DeprecationWarning"], plugins=[plugin])
     ok = int(rc) in (0, 5)
     return {"ok": ok, "violation": "" if ok else f"pytest exit {int(rc)}: {', '.join(plugin.failed[:3]) or 'failed'}"}
