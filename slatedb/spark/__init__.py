@@ -1,0 +1,85 @@
+"""SlateDB as a Spark data source (docs/spark.md).
+
+* :func:`register` makes ``spark.read.format("slatedb")`` and ``df.write.format("slatedb")``
+  available in a session.
+* :func:`read` is the driver-owned snapshot: a checkpoint made now, refreshed while the block
+  runs, deleted when it ends (failure included), and a DataFrame pinned to it.
+* :func:`bulk_load` range-partitions and sorts a DataFrame by key, then loads it.
+
+pyspark is imported only by the functions that need it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Mapping
+
+from .io import run_io
+from .load import SEQ_HEADROOM, DuplicateKeyError, LoadRefusedError
+from .options import DEFAULT_CHECKPOINT_LIFETIME_S, parse_options
+from .plan import Split, plan_splits
+from .snapshot import establish, refresh_if_due, release
+
+__all__ = ["DuplicateKeyError", "LoadRefusedError", "SEQ_HEADROOM", "Split", "bulk_load", "plan_splits", "read",
+           "register"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``slatedb`` data source in ``spark`` (a SparkSession)."""
+    from .source import SlateDbDataSource
+
+    spark.dataSource.register(SlateDbDataSource)
+
+
+def _str_options(options: Mapping[str, Any]) -> dict[str, str]:
+    return {k: (v if isinstance(v, str) else str(v)) for k, v in options.items() if v is not None}
+
+
+@contextlib.contextmanager
+def read(spark: Any, url: str, *, checkpoint_lifetime_s: float = DEFAULT_CHECKPOINT_LIFETIME_S,
+         **options: Any) -> Iterator[Any]:
+    """``with slatedb.spark.read(spark, url) as df:`` a DataFrame of the database as of now.
+
+    The driver makes a checkpoint (lifetime ``checkpoint_lifetime_s``), refreshes it from a
+    thread every quarter lifetime while the block runs (so long jobs keep their snapshot), and
+    deletes it when the block exits, by an exception too. Every action on ``df`` in the block
+    reads the same rows. ``options`` are the read options of docs/spark.md.
+    """
+    opts = parse_options({"url": url, "checkpoint_lifetime_s": str(checkpoint_lifetime_s), **_str_options(options)})
+    cid, _stored = run_io(opts.url, opts.store_dict, lambda s, rt: establish(s, rt, checkpoint_lifetime_s))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def keep() -> None:
+        while not stop.wait(max(0.5, checkpoint_lifetime_s / 4)):
+            try:
+                run_io(opts.url, opts.store_dict, lambda s, rt: refresh_if_due(s, rt, cid, checkpoint_lifetime_s))
+            except BaseException as e:  # noqa: BLE001 - reported when the block ends
+                errors.append(e)
+                return
+
+    thread = threading.Thread(target=keep, name="slatedb-spark-checkpoint", daemon=True)
+    thread.start()
+    try:
+        register(spark)
+        read_options = {"url": url, "checkpoint": str(cid), **_str_options(options)}
+        yield spark.read.format("slatedb").options(**read_options).load()
+    finally:
+        stop.set()
+        thread.join()
+        run_io(opts.url, opts.store_dict, lambda s, rt: release(s, rt, cid))
+    if errors:
+        raise errors[0]
+
+
+def bulk_load(df: Any, url: str, *, mode: str = "append", partitions: int | None = None, **options: Any) -> None:
+    """Load ``df`` (columns ``key``, ``value``: binary) into the database at ``url``:
+    range-partitioned by key into ``partitions`` (default: the DataFrame's), sorted within each,
+    so every task writes SSTs of its own key range and the commit has nothing to cross-check."""
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    register(df.sparkSession)
+    n = partitions or max(1, df.rdd.getNumPartitions())
+    ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
+    ordered.write.format("slatedb").mode(mode).options(url=url, **_str_options(options)).save()

@@ -1,0 +1,404 @@
+"""Bulk load: SSTs written by many tasks, made visible by one manifest update.
+
+The protocol (spec/protocols/bulk-load.md; ids at the lines):
+
+1. **Begin** (driver, :func:`begin_load`): read the latest manifest (create the database if
+   there is none) and the WAL above its replay point; choose the load's sequence number
+   ``seq = max(last_l0_seq, highest seq in the WAL) + SEQ_HEADROOM`` and a load id. Nothing is
+   written: a live writer keeps writing while the job runs (its seqs stay far below ``seq``).
+2. **Stage** (each task attempt, :func:`stage_sorted`): rows sorted by key, duplicate keys
+   refused (LOAD-2), written as compacted SSTs all carrying ``seq``, each under a fresh ULID
+   (attempt-unique: a retried or speculative attempt never overwrites another's files). Before
+   each SST, an empty intent object ``bulk-load/<load id>/<partition>-<attempt>-<ulid>`` records
+   it, so abort and commit can find every staged SST of every attempt. A failing attempt
+   deletes its own SSTs. The task returns the SSTs' handles (id, info, key range).
+3. **Commit** (driver, once, :func:`commit_load`): check duplicate keys across tasks (LOAD-2),
+   check every staged SST exists (LOAD-3); fence any live writer exactly as a new writer does
+   (writer epoch bump, WAL fence object: LOAD-4); read the WAL below the fence and refuse when
+   any seq there, or ``last_l0_seq``, reached ``seq`` (LOAD-5); then **one** manifest update,
+   guarded by the load's epoch, adds every staged SST as a new L0 view in front of the older
+   ones and raises ``last_l0_seq`` to ``seq`` (LOAD-1: all rows visible, or none). Overwrite
+   also drops every older L0 view, sorted run and WAL row (``replay_after_wal_id`` = the fence).
+4. **Clean up** (:func:`cleanup_load`, after commit or as abort): delete the staged SSTs the
+   latest manifest does not reference (other attempts', or all of them on abort: LOAD-6), then
+   the intents. What a crashed driver leaves is unreferenced: GC collects the SSTs once
+   ``min_age`` has passed and a newer L0 exists (its ULID cutoff).
+
+Later writes shadow loaded rows: the next writer starts its seqs at ``last_l0_seq`` + 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Iterable, Sequence
+
+import attrs
+from ulid import ULID
+
+from slatedb.checkpoint import check_writable_state
+from slatedb.db.view import sst_key
+from slatedb.errors import (
+    FencedError,
+    InvalidArgumentError,
+    InvalidDbStateError,
+    ObjectNotFoundError,
+    SlateDBError,
+)
+from slatedb.format.sst import SstOptions
+from slatedb.format.sst_reader import SstReader
+from slatedb.format.sst_writer import SstWriter, write_sst
+from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SsTableInfo
+from slatedb.gc.retention import manifest_sst_ids, newest_l0_ms
+from slatedb.memtable import Memtable
+from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.objstore.base import CREATE_IF_ABSENT, OVERWRITE, ObjectStore
+from slatedb.objstore.retry import retry_transient
+from slatedb.row import Row, RowKind
+from slatedb.runtime import Runtime
+from slatedb.wal.writer import WalWriter, list_wal_ids, replay_wal
+
+#: Seqs a live writer may use while a load runs, between the load's begin and its commit.
+SEQ_HEADROOM = 2**32
+LOAD_DIR = "bulk-load/"
+
+
+class LoadRefusedError(SlateDBError):
+    """The commit was refused; nothing was made visible (LOAD-1). The message says why."""
+
+
+class DuplicateKeyError(InvalidArgumentError):
+    """A key appears more than once in one load (LOAD-2)."""
+
+    def __init__(self, key: bytes, where: str) -> None:
+        super().__init__(f"key {key!r} appears more than once in the load ({where}); "
+                         "a load takes each key once: deduplicate the DataFrame first")
+        self.key = key
+
+
+@attrs.frozen
+class LoadPlan:
+    """What every task of one load shares (pickled to the executors)."""
+
+    load_id: str
+    seq: int
+    overwrite: bool
+    base_manifest_id: int
+
+
+@attrs.frozen
+class StagedSst:
+    """A staged SST's handle, returned by a task and recorded by the commit."""
+
+    sst_id: str
+    info: SsTableInfo
+    format_version: int
+    first_key: bytes
+    last_key: bytes
+    rows: int
+    size_bytes: int
+
+
+@attrs.frozen
+class TaskResult:
+    partition: int
+    attempt: int
+    ssts: tuple[StagedSst, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.ssts)
+
+
+@attrs.frozen
+class CommitResult:
+    manifest_id: int | None  # None: nothing to commit (an empty append)
+    epoch: int | None
+    ssts: int
+    rows: int
+    seq: int
+
+
+def intent_prefix(load_id: str) -> str:
+    return f"{LOAD_DIR}{load_id}/"
+
+
+def intent_key(load_id: str, partition: int, attempt: int, sst_id: str) -> str:
+    return f"{intent_prefix(load_id)}{partition:06d}-{attempt}-{sst_id}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Begin
+# ---------------------------------------------------------------------------------------------
+
+
+async def _wal_max_seq(store: ObjectStore, rt: Runtime, after_id: int, before_id: int | None = None) -> int:
+    if before_id is None:
+        ids = await list_wal_ids(store, rt)
+        before_id = (max(ids) + 1) if ids else after_id + 1
+    rows, _count = await replay_wal(store, rt, after_id, before_id)
+    return max((r.seq for r in rows), default=0)
+
+
+async def begin_load(store: ObjectStore, rt: Runtime, *, overwrite: bool) -> LoadPlan:
+    manifests = ManifestStore(store, rt)
+    latest = await manifests.read_latest()
+    if latest is None:
+        latest = await manifests.create_initial(ManifestV2(initialized=True)) or await manifests.read_latest()
+        assert latest is not None
+    m = latest.manifest
+    check_writable_state(m, "bulk load")
+    wal_seq = await _wal_max_seq(store, rt, m.replay_after_wal_id)
+    seq = max(m.last_l0_seq, wal_seq) + SEQ_HEADROOM
+    if seq >= 2**63:
+        raise InvalidDbStateError(f"sequence numbers are exhausted (last {max(m.last_l0_seq, wal_seq)})")
+    plan = LoadPlan(str(rt.new_ulid()), seq, bool(overwrite), latest.id)
+    rt.event("load_begin", load_id=plan.load_id, seq=seq, manifest_id=latest.id, overwrite=plan.overwrite)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Stage
+# ---------------------------------------------------------------------------------------------
+
+
+def check_sorted_unique(keys: Sequence[bytes], where: str) -> None:
+    """LOAD-2 within one task: keys strictly ascending (after the task sorted them)."""
+    for i in range(1, len(keys)):
+        if keys[i] <= keys[i - 1]:
+            if keys[i] == keys[i - 1]:
+                raise DuplicateKeyError(keys[i], where)
+            raise InvalidArgumentError(f"keys are not sorted at {keys[i]!r} ({where})")
+
+
+async def stage_sorted(store: ObjectStore, rt: Runtime, plan: LoadPlan, partition: int, attempt: int,
+                       keys: Sequence[bytes], values: Sequence[bytes | None], *, sst_options: SstOptions,
+                       sst_size_bytes: int) -> TaskResult:
+    """Write ``keys``/``values`` (sorted, unique; a None value is a delete) as staged SSTs."""
+    where = f"partition {partition}"
+    check_sorted_unique(keys, where)
+    staged: list[StagedSst] = []
+    written: list[str] = []
+    now = rt.now_ms()
+    seq = plan.seq
+
+    async def put(key: str, data: bytes, mode: Any) -> None:
+        await retry_transient(rt, lambda: store.put(key, data, mode), what=f"put {key}")
+
+    async def flush(writer: SstWriter) -> None:
+        encoded = writer.finish()
+        sst_id = str(rt.new_ulid())
+        intent = intent_key(plan.load_id, partition, attempt, sst_id)
+        await put(intent, b"", OVERWRITE)  # first the intent: abort and commit find the SST by it
+        written.append(sst_id)
+        await put(sst_key(ULID.from_str(sst_id)), encoded.data, CREATE_IF_ABSENT)
+        info = encoded.info
+        staged.append(StagedSst(sst_id, info, encoded.format_version, info.first_entry or b"",
+                                info.last_entry or b"", encoded.num_rows, encoded.size_bytes))
+        rt.event("load_stage", load_id=plan.load_id, partition=partition, attempt=attempt, sst=sst_id,
+                 rows=encoded.num_rows, size=encoded.size_bytes)
+
+    try:
+        writer = SstWriter(sst_options)
+        for key, value in zip(keys, values):
+            if value is None:
+                writer.add(Row(key, seq, RowKind.TOMBSTONE, b"", None, now))
+            else:
+                writer.add(Row(key, seq, RowKind.VALUE, value, None, now))
+            if writer.estimated_size_bytes() >= sst_size_bytes:
+                await flush(writer)
+                writer = SstWriter(sst_options)
+        if len(writer):
+            await flush(writer)
+    except BaseException:
+        # A failing attempt removes what it staged (a killed one cannot: intents and GC then).
+        for sst_id in written:
+            try:
+                await store.delete(sst_key(ULID.from_str(sst_id)))
+                await store.delete(intent_key(plan.load_id, partition, attempt, sst_id))
+            except Exception:
+                pass
+        raise
+    return TaskResult(partition, attempt, tuple(staged))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Commit
+# ---------------------------------------------------------------------------------------------
+
+
+async def check_no_duplicates_across_tasks(store: ObjectStore, rt: Runtime, results: Sequence[TaskResult]) -> None:
+    """LOAD-2 across tasks: SSTs of different tasks whose key ranges overlap are merged and
+    checked key by key (nothing to read when the input was range-partitioned)."""
+    spans = sorted((s.first_key, s.last_key, r.partition, s.sst_id) for r in results for s in r.ssts)
+    groups: list[list[tuple]] = []
+    hi: bytes | None = None
+    for span in spans:
+        if groups and hi is not None and span[0] <= hi:
+            groups[-1].append(span)
+            hi = max(hi, span[1])
+        else:
+            groups.append([span])
+            hi = span[1]
+    for group in groups:
+        if len({g[2] for g in group}) < 2:
+            continue
+        keys: list[tuple[bytes, int]] = []
+        for _first, _last, partition, sst_id in group:
+            reader = await retry_transient(rt, lambda sid=sst_id: SstReader.open(store, sst_key(ULID.from_str(sid))),
+                                           what=f"open staged {sst_id}")
+            keys.extend([(row.key, partition) async for row in reader.scan()])
+        keys.sort()
+        for (k1, p1), (k2, p2) in zip(keys, keys[1:]):
+            if k1 == k2:
+                raise DuplicateKeyError(k1, f"partitions {p1} and {p2}")
+
+
+async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: Sequence[TaskResult | None],
+                      *, before_commit: Callable[[], Awaitable[None]] | None = None) -> CommitResult:
+    """Steps 3.1-3.5 of the module docstring. Raises :class:`LoadRefusedError` (nothing visible)."""
+    if any(r is None for r in results):
+        raise LoadRefusedError("a task of the load has no result (it failed): nothing committed")
+    done: list[TaskResult] = [r for r in results if r is not None]
+    parts = [r.partition for r in done]
+    if len(parts) != len(set(parts)):
+        raise LoadRefusedError(f"two results for one partition ({sorted(parts)}): nothing committed")
+    staged = [s for r in done for s in r.ssts]
+    rows = sum(s.rows for s in staged)
+    manifests = ManifestStore(store, rt)
+    if not staged and not plan.overwrite:
+        rt.event("load_commit", load_id=plan.load_id, manifest_id=None, ssts=0, rows=0)
+        return CommitResult(None, None, 0, 0, plan.seq)
+    await check_no_duplicates_across_tasks(store, rt, done)  # LOAD-2
+    for s in staged:  # LOAD-3, before fencing anyone: every staged SST is there
+        try:
+            await retry_transient(rt, lambda s=s: store.head(sst_key(ULID.from_str(s.sst_id))), what="head staged SST")
+        except ObjectNotFoundError:
+            raise LoadRefusedError(f"staged SST {s.sst_id} is gone (collected by GC? a load must commit "
+                                   "within GC's min_age of staging): nothing committed") from None
+
+    # LOAD-4: fence any live writer as a new writer would (epoch bump, then the WAL fence).
+    def bump(cur: StoredManifest) -> ManifestV2:
+        m = cur.manifest
+        check_writable_state(m, "bulk load")
+        return attrs.evolve(m, writer_epoch=m.writer_epoch + 1)
+
+    bumped = await manifests.update(bump)
+    epoch = bumped.manifest.writer_epoch
+    m0 = bumped.manifest
+    try:
+        wal = await WalWriter.fence(store=store, runtime=rt, manifests=manifests, epoch=epoch,
+                                    floor_id=max(m0.replay_after_wal_id, m0.wal_id_last_seen),
+                                    sst_options=SstOptions(min_filter_keys=2**31))
+    except FencedError as e:
+        raise LoadRefusedError(f"a writer opened while the load committed ({e}): nothing committed") from None
+    fence_id = wal.fence_id
+    rt.event("load_fenced", load_id=plan.load_id, epoch=epoch, fence=fence_id)
+    fenced = await manifests.read_latest()
+    assert fenced is not None
+    # LOAD-5: no row below the fence may carry a seq at or above the load's.
+    tail, _count = await replay_wal(store, rt, m0.replay_after_wal_id, fence_id)
+    wal_seq = max((r.seq for r in tail), default=0)
+    made: list[ULID] = []  # SSTs this commit wrote: deleted again if it is refused
+    try:
+        # LOAD-7: the WAL rows below the fence go to L0 in the same update (append), so that
+        # last_l0_seq = seq keeps its meaning "every seq up to here is in L0": the official
+        # engine's replay skips WAL rows at or below last_l0_seq.
+        tail_view: tuple[CompactedSsTableView, ...] = ()
+        tail_sst: tuple[CompactedSsTableV2, ...] = ()
+        if tail and not plan.overwrite:
+            mem = Memtable()
+            for row in tail:
+                mem.put(row)
+            encoded = write_sst(mem.iter_range(), SstOptions())
+            tail_id = rt.new_ulid()
+            made.append(tail_id)
+            await retry_transient(rt, lambda: store.put(sst_key(tail_id), encoded.data, CREATE_IF_ABSENT),
+                                  what="put WAL-tail SST")
+            tail_view = (CompactedSsTableView(tail_id, tail_id, None),)
+            tail_sst = (CompactedSsTableV2(tail_id, encoded.info, encoded.format_version),)
+        # LOAD-3: every SST the commit references exists, and GC may not take it before the
+        # commit lands: a staged SST minted before the newest L0 (a live writer flushed after
+        # the task wrote it) is below GC's ULID cutoff, so it is copied under an id minted now
+        # (after the fence no L0 newer than it can appear before this commit).
+        newest_ms = newest_l0_ms(fenced.manifest)
+        ids: list[ULID] = []
+        for s in staged:
+            old = ULID.from_str(s.sst_id)
+            try:
+                if old.milliseconds < newest_ms:
+                    new_id = rt.new_ulid()
+                    made.append(new_id)
+                    await retry_transient(rt, lambda: store.copy(sst_key(old), sst_key(new_id)), what="copy staged SST")
+                    ids.append(new_id)
+                else:
+                    await retry_transient(rt, lambda: store.head(sst_key(old)), what="head staged SST")
+                    ids.append(old)
+            except ObjectNotFoundError:
+                raise LoadRefusedError(f"staged SST {s.sst_id} is gone (collected by GC? a load must commit "
+                                       "within GC's min_age of staging): nothing committed") from None
+        if before_commit is not None:
+            await before_commit()
+        views = [CompactedSsTableView(rt.new_ulid(), sid, None) for sid in ids]
+        now = rt.now_ms()
+
+        def change(cur: StoredManifest) -> ManifestV2 | None:
+            m = cur.manifest
+            if m.writer_epoch != epoch:
+                raise LoadRefusedError(f"writer epoch {m.writer_epoch} opened after the load's fence (epoch {epoch}): "
+                                       "nothing committed")
+            check_writable_state(m, "bulk load")
+            have = {x.id for x in m.ssts}
+            if ids and all(i in have for i in ids):
+                return None  # our own earlier attempt landed (RFC 004 false negative): do not add twice
+            if max(m.last_l0_seq, wal_seq) >= plan.seq:
+                raise LoadRefusedError(f"sequence number {max(m.last_l0_seq, wal_seq)} reached the load's {plan.seq} "
+                                       "(another load committed, or a writer wrote more than the headroom): nothing committed")
+            new_ssts = tuple(CompactedSsTableV2(i, s.info, s.format_version) for i, s in zip(ids, staged))
+            common = dict(last_l0_seq=plan.seq, last_l0_clock_tick=max(m.last_l0_clock_tick, now),
+                          replay_after_wal_id=max(m.replay_after_wal_id, fence_id),
+                          wal_id_last_seen=max(m.wal_id_last_seen, fence_id))
+            if plan.overwrite:
+                return attrs.evolve(m, ssts=new_ssts, l0=tuple(views), compacted=(), **common)
+            return attrs.evolve(m, ssts=m.ssts + new_ssts + tail_sst, l0=tuple(views) + tail_view + m.l0, **common)
+
+        stored = await manifests.update(change)  # LOAD-1: the one update that makes the rows visible
+    except BaseException:
+        for sid in made:
+            try:
+                await store.delete(sst_key(sid))
+            except Exception:  # noqa: BLE001 - unreferenced: GC takes it otherwise
+                pass
+        raise
+    rt.event("load_commit", load_id=plan.load_id, manifest_id=stored.id, ssts=len(staged), rows=rows, seq=plan.seq)
+    return CommitResult(stored.id, epoch, len(staged), rows, plan.seq)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Clean up / abort
+# ---------------------------------------------------------------------------------------------
+
+
+async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
+    """Delete the load's staged SSTs that the latest manifest does not reference, then its
+    intents. Returns the number of SSTs deleted. Safe to run again (and after a crash)."""
+    prefix = intent_prefix(load_id)
+    intents = await retry_transient(rt, lambda: store.list(prefix), what=f"list {prefix}")
+    if not intents:
+        return 0
+    latest = await ManifestStore(store, rt).read_latest()
+    referenced = manifest_sst_ids(latest.manifest) if latest is not None else set()
+    deleted = 0
+    for meta in intents:
+        sst_id = ULID.from_str(meta.key.rsplit("-", 1)[1])
+        if sst_id not in referenced:  # LOAD-6: never delete what the manifest references
+            try:
+                await retry_transient(rt, lambda: store.delete(sst_key(sst_id)), what="delete staged SST")
+                deleted += 1
+            except ObjectNotFoundError:
+                pass
+        try:
+            await retry_transient(rt, lambda: store.delete(meta.key), what="delete intent")
+        except ObjectNotFoundError:
+            pass
+    rt.event("load_cleanup", load_id=load_id, deleted=deleted)
+    return deleted
+

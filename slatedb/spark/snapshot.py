@@ -1,0 +1,94 @@
+"""The checkpoint a Spark read is pinned to: given, or made by the driver.
+
+:func:`establish` makes a checkpoint the way a managed ``DbReader`` does (RFC 000
+"Establishing the Checkpoint"): inside the manifest CAS it lists the WAL and raises
+``wal_id_last_seen`` to the newest WAL object, so the pinned manifest's WAL range holds every
+write durable at planning time (WAL-only rows included). The checkpoint carries a lifetime;
+:func:`refresh_if_due` extends it once less than half remains, :func:`release` deletes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+
+from slatedb.checkpoint import (
+    check_writable_state,
+    delete_checkpoint,
+    find_checkpoint,
+    is_expired,
+    new_checkpoint,
+    refresh_checkpoint,
+)
+from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError, ObjectNotFoundError
+from slatedb.format.types import Checkpoint, ManifestV2
+from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.objstore.base import ObjectStore
+from slatedb.runtime import Runtime
+from slatedb.wal.writer import list_wal_ids
+
+#: The name of checkpoints made by Spark reads (``slatedb list-checkpoints --name spark-read``).
+CHECKPOINT_NAME = "spark-read"
+
+
+async def _latest(manifests: ManifestStore, url: str) -> StoredManifest:
+    latest = await manifests.read_latest()
+    if latest is None:
+        raise InvalidDbStateError(f"no database at {url} (no manifest)")
+    return latest
+
+
+async def establish(store: ObjectStore, rt: Runtime, lifetime_s: float) -> tuple[uuid.UUID, StoredManifest]:
+    """A new checkpoint pinning the manifest that adds it; returns its id and that manifest."""
+    manifests = ManifestStore(store, rt)
+    made: list[Checkpoint] = []
+
+    async def change(cur: StoredManifest) -> ManifestV2:
+        m = cur.manifest
+        check_writable_state(m, "read a database with Spark")
+        ids = await list_wal_ids(store, rt)
+        last_seen = max(m.wal_id_last_seen, m.replay_after_wal_id, ids[-1] if ids else 0)
+        cp = new_checkpoint(rt, cur.id + 1, lifetime_s=lifetime_s, name=CHECKPOINT_NAME)
+        made[:] = [cp]
+        return attrs.evolve(m, wal_id_last_seen=last_seen, checkpoints=m.checkpoints + (cp,))
+
+    stored = await manifests.update(change, current=await _latest(manifests, store.url))
+    rt.event("spark_checkpoint", id=str(made[0].id), manifest_id=stored.id)
+    return made[0].id, stored
+
+
+async def pinned(store: ObjectStore, rt: Runtime, checkpoint_id: uuid.UUID) -> StoredManifest:
+    """The manifest a given checkpoint pins (it must be in the latest manifest and unexpired)."""
+    manifests = ManifestStore(store, rt)
+    latest = await _latest(manifests, store.url)
+    cp = find_checkpoint(latest.manifest, checkpoint_id)
+    if cp is None:
+        raise CheckpointNotFoundError(checkpoint_id, f"the latest manifest ({latest.id}) of {store.url}")
+    if is_expired(cp, rt.now_ms() // 1000):
+        raise InvalidDbStateError(f"checkpoint {checkpoint_id} expired at {cp.checkpoint_expire_time_s} s")
+    if cp.manifest_id == latest.id:
+        return latest
+    try:
+        return await manifests.read(cp.manifest_id)
+    except ObjectNotFoundError:
+        raise InvalidDbStateError(f"checkpoint {checkpoint_id} pins manifest {cp.manifest_id}, which is gone") from None
+
+
+async def refresh_if_due(store: ObjectStore, rt: Runtime, checkpoint_id: uuid.UUID, lifetime_s: float) -> bool:
+    """Extend the checkpoint to now + ``lifetime_s`` once less than half of it remains.
+    True when it refreshed. A checkpoint that is gone raises :class:`CheckpointNotFoundError`."""
+    manifests = ManifestStore(store, rt)
+    latest = await _latest(manifests, store.url)
+    cp = find_checkpoint(latest.manifest, checkpoint_id)
+    if cp is None:
+        raise CheckpointNotFoundError(checkpoint_id, f"the latest manifest ({latest.id}) of {store.url}")
+    remaining_s = cp.checkpoint_expire_time_s - rt.now_ms() / 1000
+    if cp.checkpoint_expire_time_s == 0 or remaining_s >= lifetime_s / 2:
+        return False
+    await refresh_checkpoint(manifests, rt, checkpoint_id, lifetime_s)
+    return True
+
+
+async def release(store: ObjectStore, rt: Runtime, checkpoint_id: uuid.UUID) -> None:
+    await delete_checkpoint(ManifestStore(store, rt), rt, checkpoint_id, missing_ok=True)

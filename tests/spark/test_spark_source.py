@@ -1,0 +1,339 @@
+"""The ``slatedb`` data source in a real Spark session (local[2], no UI, bound to 127.0.0.1;
+one session for the module): reads equal a single-process scan at the same checkpoint while a
+writer writes and GC runs at min_age 0; options; the pushdown leak; bulk loads (append,
+overwrite, unsorted input, a failed job); S3 through SeaweedFS."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+import slatedb
+from slatedb.checkpoint import list_checkpoints
+from slatedb.manifest.store import ManifestStore
+from slatedb.spark.io import run_io
+from slatedb.spark.snapshot import CHECKPOINT_NAME
+from tests import servers
+
+pytestmark = pytest.mark.xdist_group("spark")
+
+QUIET = slatedb.DbReaderOptions(manifest_poll_interval_s=3600, checkpoint_lifetime_s=7201)
+AGGRESSIVE = {"interval": "10ms", "min_age": "0s", "dry_run": False}
+LIVE = {
+    "flush_interval": "10ms",
+    "manifest_poll_interval": "50ms",
+    "l0_sst_size_bytes": 4096,
+    "compactor_options": {"poll_interval": "50ms", "scheduler_options": {
+        "min_compaction_sources": "2", "max_compaction_sources": "4"}},
+    "garbage_collector_options": {
+        "manifest_options": AGGRESSIVE, "wal_options": AGGRESSIVE, "wal_fence_options": AGGRESSIVE,
+        "compacted_options": AGGRESSIVE, "compactions_options": AGGRESSIVE},
+}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    spark_engine = pytest.importorskip("sim.spark_engine")
+    with spark_engine.spark_session("local[2]", app_name="slatedb-spark-test") as session:
+        slatedb.spark.register(session)
+        yield session
+
+
+def url_of(tmp_path: Path) -> str:
+    return f"file://{tmp_path}/db"
+
+
+def spark_read(spark, url: str, **options):
+    return spark.read.format("slatedb").options(url=url, **{k: str(v) for k, v in options.items()}).load()
+
+
+def as_dict(rows) -> dict[bytes, bytes]:
+    return {bytes(r["key"]): bytes(r["value"]) for r in rows}
+
+
+def single_scan(url: str, checkpoint=None, **store) -> dict[bytes, bytes]:
+    with slatedb.DbReader.open(url, checkpoint, options=QUIET, store_options=store or None) as r:
+        return dict(r.scan())
+
+
+def spark_checkpoints(url: str, **store) -> list:
+    return run_io(url, store or None, lambda s, rt: list_checkpoints(ManifestStore(s, rt), CHECKPOINT_NAME))
+
+
+def test_rows_equal_a_single_process_scan_while_a_writer_writes_and_gc_runs(spark, tmp_path) -> None:
+    url = url_of(tmp_path)
+    db = slatedb.Db.open(url, settings=LIVE)
+    for i in range(3000):
+        db.put(b"k%05d" % i, b"v%d." % i + b"x" * 40)
+    db.flush_memtable()
+    stop, going = threading.Event(), threading.Event()
+    written = [0]
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            db.put(b"k%05d" % (i * 7 % 4000), b"w%d" % i)
+            if i % 50 == 0:
+                db.delete(b"k%05d" % (i % 3000))
+                db.flush()  # durable WAL objects the L0s do not cover yet
+            i += 1
+            if i % 20 == 0:
+                stop.wait(0.002)  # a steady stream, not a flood holding the driver's GIL
+            if i == 300:
+                going.set()
+        written[0] = i
+
+    t = threading.Thread(target=writer)
+    t.start()
+    going.wait()
+    try:
+        with slatedb.spark.read(spark, url, include_seq="true", split_size_bytes=16384) as df:
+            (cp,) = spark_checkpoints(url)
+            rows = df.collect()
+            parts = df.rdd.getNumPartitions()
+            again = df.count()
+            expected = single_scan(url, cp.id)
+            pinned = run_io(url, None, lambda s, rt: ManifestStore(s, rt).read(cp.manifest_id)).manifest
+    finally:
+        stop.set()
+        t.join()
+        db.close()
+    assert written[0] > 100
+    assert parts > 1
+    assert pinned.wal_id_last_seen > pinned.replay_after_wal_id  # rows only in the WAL are part of it
+    got = as_dict(rows)
+    assert len(rows) == len(got) == again  # every key once, the same snapshot for every action
+    assert got == expected
+    assert all(0 < r["seq"] <= max(pinned.last_l0_seq, 10**12) for r in rows)
+    assert spark_checkpoints(url) == []  # deleted when the block ended
+
+
+def test_the_read_checkpoint_is_deleted_when_the_block_fails(spark, tmp_path) -> None:
+    url = url_of(tmp_path)
+    with slatedb.Db.open(url) as db:
+        db.put(b"a", b"1")
+    with pytest.raises(RuntimeError, match="boom"):
+        with slatedb.spark.read(spark, url):
+            assert len(spark_checkpoints(url)) == 1
+            raise RuntimeError("boom")
+    assert spark_checkpoints(url) == []
+
+
+def test_options_bounds_given_checkpoint_and_a_lease_without_one(spark, tmp_path) -> None:
+    url = url_of(tmp_path)
+    with slatedb.Db.open(url) as db:
+        for i in range(1000):
+            db.put(b"k%04d" % i, b"v%d" % i)
+        db.flush_memtable()
+        cp = db.create_checkpoint()
+        db.put(b"k0000", b"after-checkpoint")
+        db.put(b"wal-only", b"w", durable=True)
+    df = spark_read(spark, url, split_size_bytes=4096)
+    got = as_dict(df.collect())
+    assert got == single_scan(url) and got[b"wal-only"] == b"w" and got[b"k0000"] == b"after-checkpoint"
+    (lease,) = spark_checkpoints(url)  # made by the planner, lapses after its lifetime
+    assert lease.checkpoint_expire_time_s > 0
+    assert spark_read(spark, url, start="k0100", end="k0200").count() == 100
+    assert spark_read(spark, url, start_hex=b"k0990".hex()).count() == 11  # up to k0999, then wal-only
+    old = as_dict(spark_read(spark, url, checkpoint=cp.id).collect())
+    assert old[b"k0000"] == b"v0" and b"wal-only" not in old and len(old) == 1000
+    with pytest.raises(Exception, match="CheckpointNotFoundError|not in the latest manifest|checkpoint"):
+        spark_read(spark, url, checkpoint=uuid.uuid4()).count()
+    for bad, match in [({"nonsense": "1"}, "unknown slatedb read option"), ({"split_size_bytes": "0"}, "split_size_bytes"),
+                       ({"checkpoint": "nope"}, "UUID")]:
+        with pytest.raises(Exception, match=match):
+            spark_read(spark, url, **bad)
+
+
+class LeakyReader:
+    """What a naive pushFilters does: keep the pushed key filter on the reader object."""
+
+
+def test_an_unfiltered_count_after_a_filtered_one_is_whole(spark, tmp_path) -> None:
+    """The 4.x pushdown path keeps pushed filters on the reader of the DataFrame object: a
+    reader that honoured them statefully would answer the next, unfiltered count with the
+    filtered one. Ours takes bounds as options only; the leaky source shows the trap is live."""
+    from pyspark.sql import functions as F
+
+    url = url_of(tmp_path)
+    with slatedb.Db.open(url) as db:
+        for i in range(300):
+            db.put(b"k%04d" % i, b"v")
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        spark.dataSource.register(leaky_source())
+        for fmt, whole in (("slatedb", 300), ("slatedb_leaky", 50)):
+            df = spark.read.format(fmt).option("url", url).load()
+            assert df.filter(F.col("key") < F.lit(b"k0050")).count() == 50
+            assert df.count() == whole, fmt
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+
+
+def leaky_source():
+    from pyspark.sql.datasource import LessThan
+
+    from slatedb.spark.source import SlateDbDataSource, SlateDbReader
+
+    class LeakySlateDbReader(SlateDbReader):
+        def pushFilters(self, filters):
+            for f in filters:
+                if isinstance(f, LessThan) and f.attribute == ("key",):
+                    import attrs
+
+                    self.opts = attrs.evolve(self.opts, end=bytes(f.value))
+                else:
+                    yield f
+
+    class LeakySource(SlateDbDataSource):
+        @classmethod
+        def name(cls):
+            return "slatedb_leaky"
+
+        def reader(self, schema):
+            from slatedb.spark.options import parse_options
+
+            return LeakySlateDbReader(parse_options(self.options))
+
+    return LeakySource
+
+
+def test_bulk_load_append_overwrite_unsorted_input_and_shadowing(spark, tmp_path) -> None:
+    url = url_of(tmp_path)
+    with slatedb.Db.open(url) as db:
+        db.put(b"k00001", b"old")
+        db.put(b"keep", b"old")
+        db.flush_memtable()
+    rows = [(b"k%05d" % i, b"load-%d" % i) for i in range(2000)]
+    src = spark.createDataFrame(rows[::-1], "key binary, value binary").repartition(3)  # unsorted, overlapping
+    src.write.format("slatedb").mode("append").option("url", url).option("sst_size_bytes", 8192).save()
+    expected = {**dict(rows), b"keep": b"old"}
+    assert single_scan(url) == expected
+    assert as_dict(spark_read(spark, url).collect()) == expected
+    more = spark.createDataFrame([(b"z%03d" % i, b"z") for i in range(300)], "key binary, value binary")
+    slatedb.spark.bulk_load(more, url, mode="overwrite", partitions=2)
+    assert single_scan(url) == {b"z%03d" % i: b"z" for i in range(300)}
+    with slatedb.Db.open(url) as db:
+        db.put(b"z001", b"later")
+        assert db.get(b"z001") == b"later" and db.get(b"keep") is None
+    assert list(Path(str(tmp_path / "db" / "bulk-load")).rglob("*-*")) == []  # intents cleaned
+    dup = spark.createDataFrame([(b"a", b"1"), (b"a", b"2")], "key binary, value binary")
+    with pytest.raises(Exception, match="more than once"):
+        dup.write.format("slatedb").mode("append").option("url", url).save()
+    with pytest.raises(Exception, match="key and value"):
+        spark.createDataFrame([(b"a", b"1", 1)], "key binary, value binary, x int").write.format(
+            "slatedb").mode("append").option("url", url).save()
+
+
+def test_a_failed_job_leaves_the_manifest_unchanged_and_deletes_what_it_staged(spark, tmp_path) -> None:
+    url = url_of(tmp_path)
+    with slatedb.Db.open(url) as db:
+        db.put(b"base", b"1")
+        db.flush_memtable()
+    manifest_before = run_io(url, None, lambda s, rt: ManifestStore(s, rt).read_latest())
+    ssts_before = sorted(p.name for p in (tmp_path / "db" / "compacted").iterdir())
+
+    def fail_in_partition_1(batches):
+        from pyspark import TaskContext
+
+        for b in batches:
+            yield b
+        if TaskContext.get().partitionId() == 1:
+            raise RuntimeError("injected task failure")
+
+    src = spark.createDataFrame([(b"k%05d" % i, b"v") for i in range(2000)], "key binary, value binary").repartitionByRange(
+        2, "key").sortWithinPartitions("key")
+    src = src.mapInArrow(fail_in_partition_1, src.schema)
+    with pytest.raises(Exception, match="injected task failure"):
+        src.write.format("slatedb").mode("append").option("url", url).option("sst_size_bytes", 4096).save()
+    assert run_io(url, None, lambda s, rt: ManifestStore(s, rt).read_latest()) == manifest_before
+    assert sorted(p.name for p in (tmp_path / "db" / "compacted").iterdir()) == ssts_before
+    assert list(Path(str(tmp_path / "db" / "bulk-load")).rglob("*-*")) == []
+    assert single_scan(url) == {b"base": b"1"}
+
+
+@pytest.fixture(scope="module")
+def seaweedfs():
+    gen = servers.seaweedfs()
+    server = next(gen)
+    servers.create_bucket(server, "spark")
+    yield server
+    gen.close()
+
+
+def test_s3_read_and_load(spark, seaweedfs) -> None:
+    url = f"s3://spark/db-{uuid.uuid4().hex[:8]}"
+    store = seaweedfs.options()
+    with slatedb.Db.open(url, store_options=store) as db:
+        for i in range(500):
+            db.put(b"s%04d" % i, b"db")
+        db.flush_memtable()
+        db.put(b"wal", b"only", durable=True)
+    src = spark.createDataFrame([(b"s%04d" % i, b"load") for i in range(0, 1000, 2)], "key binary, value binary")
+    src.write.format("slatedb").mode("append").options(url=url, **store).save()
+    got = as_dict(spark.read.format("slatedb").options(url=url, split_size_bytes="2048", **store).load().collect())
+    assert got == single_scan(url, **store)
+    assert got[b"s0002"] == b"load" and got[b"s0001"] == b"db" and got[b"s0998"] == b"load" and got[b"wal"] == b"only"
+    assert len(got) == 500 + 250 + 1
+
+
+@pytest.fixture(scope="module")
+def official():
+    from tests.interop.official import Official, OfficialUnavailable, ensure_official_venv
+
+    try:
+        return Official(ensure_official_venv())
+    except OfficialUnavailable as e:
+        pytest.fail(str(e))
+
+
+@pytest.mark.interop
+def test_reads_a_database_written_by_the_official_wheel_and_a_clone_of_it(spark, official, tmp_path) -> None:
+    import trio
+
+    from slatedb import admin
+    from tests.interop.test_db_interop import official_apply
+
+    ops = [{"op": "put", "key": b"o%04d" % i, "value": b"official-%d" % i + b"." * 30} for i in range(600)]
+    ops += [{"op": "flush_l0"}, {"op": "put", "key": b"o0001", "value": b"wal"}, {"op": "delete", "key": b"o0002"},
+            {"op": "flush_wal"}]
+    official_apply(official, tmp_path, ops, {"l0_sst_size_bytes": 4096, "flush_interval": "10ms"}, "crash", "ops")
+    parent = f"file://{tmp_path}/db"
+    clone = f"file://{tmp_path}/clone"
+    trio.run(admin.create_clone, clone, parent)
+    with slatedb.Db.open(clone) as db:
+        db.put(b"o0003", b"clone-only")
+    for url in (parent, clone):
+        got = as_dict(spark_read(spark, url, split_size_bytes=8192).collect())
+        assert got == single_scan(url) and len(got) == 599, url
+        assert got[b"o0001"] == b"wal"
+    assert got[b"o0003"] == b"clone-only"
+
+
+OFFICIAL_PROJECTION = """
+async def main(root):
+    db = await open_db(root, "src", overrides={"wal_enabled": False, "l0_sst_size_bytes": 4096,
+                                                "compactor_options": None})
+    for i in range(400):
+        await db.put(b"p%04d" % i, b"src-%d" % i)
+    await db.flush_with_options(u.FlushOptions(flush_type=u.FlushType.MEM_TABLE))
+    await db.shutdown()
+    admin = u.AdminBuilder("proj", store_at(root)).build()
+    rng = u.KeyRange(start=b"p0100", start_inclusive=True, end=b"p0300", end_inclusive=False)
+    builder = admin.create_clone_builder_from_source(u.CloneSourceSpec(path="src", checkpoint=None,
+                                                                       projection_range=rng))
+    await builder.build()
+    emit({})
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@pytest.mark.interop
+def test_reads_a_projection_built_by_the_official_wheel(spark, official, tmp_path) -> None:
+    official.run_json(OFFICIAL_PROJECTION, str(tmp_path))
+    url = f"file://{tmp_path}/proj"
+    got = as_dict(spark_read(spark, url, split_size_bytes=2048).collect())
+    assert got == single_scan(url) == {b"p%04d" % i: b"src-%d" % i for i in range(100, 300)}
