@@ -65,3 +65,8 @@ bench-compaction *args:
 # (e.g. ./just bench --runs 1 --n 10000; see docs/benchmarks.md).
 bench *args:
     {{python}} -m slatedb.bench.db {{args}}
+
+# Spark data source benchmark: bulk load and read rows/s with 1 and 2 executor cores against one
+# slatedb.Db (puts in batches, scan) in the same run, with ratios (see docs/spark.md).
+bench-spark *args:
+    {{python}} -m slatedb.bench.spark {{args}}
