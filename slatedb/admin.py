@@ -280,6 +280,37 @@ async def create_clone(clone_url: str, parent_url: str, parent_checkpoint: uuid.
     return await create_clone_url(clone_url, parent_url, cp, _admin_runtime(runtime))
 
 
+async def create_clone_from_sources(dest_url: str, sources: Any, runtime: Runtime | None = None) -> StoredManifest:
+    """RFC 000 projection and union (the official ``CloneBuilder`` with one ``CloneSourceSpec``
+    per source): make the database at ``dest_url`` from ``sources``, each a
+    :class:`~slatedb.projection.create.CloneSource` (url, checkpoint, key_range) or its text form
+    ``URL[@CHECKPOINT][:RANGE]`` (``a..m``, either side open, ``\\xNN`` escapes). One source
+    with a range is a projection, several a union. Safe to re-run after a crash. Returns the
+    new database's manifest. See docs/rescaling.md."""
+    from slatedb.projection.create import create_database_url
+
+    if isinstance(sources, (str, bytes)):
+        sources = [sources]
+    return await create_database_url(dest_url, list(sources), _admin_runtime(runtime))
+
+
+async def project(dest_url: str, source_url: str, key_range: Any, checkpoint: uuid.UUID | str | None = None,
+                  runtime: Runtime | None = None) -> StoredManifest:
+    """The projection of the database at ``source_url`` onto ``key_range`` (a
+    :class:`~slatedb.projection.KeyRange` or ``"a..m"``) as a new database at ``dest_url``."""
+    from slatedb.projection import parse_range
+    from slatedb.projection.create import CloneSource
+
+    rng = parse_range(key_range) if isinstance(key_range, str) else key_range
+    return await create_clone_from_sources(dest_url, [CloneSource(source_url, checkpoint, rng)], runtime)
+
+
+async def union(dest_url: str, source_urls: Any, runtime: Runtime | None = None) -> StoredManifest:
+    """The union of the databases at ``source_urls`` (non-overlapping key ranges; each may be
+    ``URL[@CHECKPOINT][:RANGE]``) as a new database at ``dest_url``."""
+    return await create_clone_from_sources(dest_url, source_urls, runtime)
+
+
 async def destroy(store: ObjectStore, soft: bool, runtime: Runtime | None = None) -> None:
     """RFC 000 ``Db::destroy``: ``soft`` marks the database destroyed (GC removes it after the
     grace period once no checkpoint is active); otherwise delete everything now, refused with

@@ -216,6 +216,25 @@ async def _gc_command(ns: argparse.Namespace) -> int:
 async def _clone_command(ns: argparse.Namespace) -> int:
     from slatedb import admin
 
+    if ns.source:
+        if ns.parent_path is not None or ns.parent_checkpoint is not None:
+            raise InvalidArgumentError("give either --source (one or more) or --parent-path, not both")
+        from slatedb.projection.create import parse_clone_source
+
+        sources = [parse_clone_source(s) for s in ns.source]
+        stored = await admin.create_clone_from_sources(ns.path, sources)
+        m = stored.manifest
+        view = {"clone": ns.path, "sources": [str(s) for s in sources], "manifest": admin.manifest_json(stored)}
+        if ns.as_json:
+            _emit(view)
+        else:
+            kind = "projected" if len(sources) == 1 else f"united {len(sources)} sources"
+            print(f"{kind} into {ns.path} (manifest {stored.id}, {len(m.l0)} L0 views, {len(m.compacted)} sorted runs, "
+                  f"{sum(len(e.sst_ids) for e in m.external_dbs)} SSTs read in place from {len(m.external_dbs)} "
+                  f"external databases, last_l0_seq {m.last_l0_seq})")
+        return 0
+    if ns.parent_path is None:
+        raise InvalidArgumentError("clone needs --parent-path or at least one --source URL[@CHECKPOINT][:RANGE]")
     cp = admin.as_checkpoint_id(ns.parent_checkpoint) if ns.parent_checkpoint is not None else None
     stored = await admin.create_clone(ns.path, ns.parent_path, cp)
     view = {"clone": ns.path, "parent": ns.parent_path, "manifest": admin.manifest_json(stored)}
@@ -325,10 +344,17 @@ def _add_admin_commands(sub) -> None:
     p.add_argument("--db-delete-grace", default=None, metavar="DURATION",
                    help="how long after a soft destroy the database is removed (e.g. \"1day\"; default 24h)")
     p = _add(sub, "clone", "Create (or finish) a clone at --path of the database at --parent-path, from a checkpoint "
-             "of the parent or its current state. The clone reads the parent's SSTs in place (docs/clones.md)")
-    p.add_argument("--parent-path", required=True, help="the parent database's URL")
+             "of the parent or its current state; or, with --source, a projection of one database onto a key range "
+             "or the union of several. The result reads its sources' SSTs in place (docs/clones.md, "
+             "docs/rescaling.md)")
+    p.add_argument("--parent-path", default=None, help="the parent database's URL")
     p.add_argument("--parent-checkpoint", default=None, metavar="UUID",
                    help="a checkpoint of the parent to clone from (default: a new one of its current state)")
+    p.add_argument("--source", action="append", default=[], metavar="URL[@CHECKPOINT][:RANGE]",
+                   help="instead of --parent-path: a source database, optionally at a checkpoint and projected onto "
+                        "a key range START..END (either side may be empty; \\xNN escapes a byte, \\x3a a ':' in a "
+                        "key). One --source with a range = a projection; several = their union, which must not "
+                        "overlap (docs/rescaling.md)")
     p = _add(sub, "destroy", "Destroy the database. --soft marks it destroyed and leaves the deletion to the garbage "
              "collector (after the grace period, once no checkpoint is active); without --soft every object is "
              "deleted now (no writer may be running), refused while an unexpired checkpoint exists")

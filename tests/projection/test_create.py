@@ -1,0 +1,233 @@
+"""Creating databases from projected and unioned sources (slatedb/projection/create.py) on
+memory stores: rows exact, typed errors, no stray checkpoint, resumable after a crash at any
+store call, reads and writes on the result, compaction and GC."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import trio
+
+import slatedb
+from slatedb.errors import (
+    CloneSourceWithWalError,
+    DuplicateCloneSourceError,
+    IdenticalClonePathsError,
+    InvalidUnionError,
+    UnionSetEmptyError,
+)
+from slatedb.manifest.store import ManifestStore
+from slatedb.projection import KeyRange
+from slatedb.projection.create import SourceSpec, create_database
+from slatedb.runtime.production import ProductionRuntime
+from tests.clone.helpers import (
+    NO_COMPACTOR,
+    Budget,
+    Crash,
+    CrashingStore,
+    bucket,
+    contents,
+    latest,
+    store,
+    write,
+    write_wal_only,
+)
+
+
+pytestmark = pytest.mark.xdist_group("projection")
+
+
+def rows(prefix: bytes, n: int, start: int = 0) -> dict[bytes, bytes]:
+    return {prefix + b"%03d" % i: b"v-" + prefix + b"%03d" % i for i in range(start, start + n)}
+
+
+def make(dest: str, *sources: tuple, store_of=store, runtime=None) -> slatedb.format.types.ManifestV2:
+    specs = [SourceSpec(store_of(url), cp, rng) for url, cp, rng in sources]
+
+    async def main():
+        got = await create_database(store_of(dest), specs, runtime or ProductionRuntime())
+        return got.manifest
+
+    return trio.run(main)
+
+
+def checkpoints(url: str):
+    """The checkpoints on ``url`` other than its writer's own (``metadata`` set)."""
+    return tuple(c for c in latest(url).manifest.checkpoints if c.metadata is None)
+
+
+def given_checkpoint(url: str) -> uuid.UUID:
+    from slatedb import admin
+    from slatedb.checkpoint import CheckpointOptions
+
+    return trio.run(admin.create_checkpoint, store(url), CheckpointOptions(lifetime_s=3600)).id
+
+
+def world(b: str) -> tuple[str, dict]:
+    src = f"{b}/src"
+    data = {**rows(b"a", 30), **rows(b"m", 30), **rows(b"x", 30)}
+    write(src, dict(list(data.items())[:45]))
+    write(src, dict(list(data.items())[45:]))  # two L0 SSTs
+    write(src, {b"a005": None, b"m010": b"new"})  # a third, newer, with a delete
+    data.pop(b"a005")
+    data[b"m010"] = b"new"
+    return src, data
+
+
+def test_split_then_merge_is_the_source_and_checkpoints_are_final_only():
+    b = bucket()
+    src, data = world(b)
+    cuts = [(None, b"m"), (b"m", b"x"), (b"x", None)]
+    cp = given_checkpoint(src)
+    for i, (lo, hi) in enumerate(cuts):
+        m = make(f"{b}/shard{i}", (src, cp if i else None, KeyRange(lo, hi)))
+        assert m.initialized and m.writer_epoch >= 1
+        assert contents(f"{b}/shard{i}") == {k: v for k, v in data.items() if KeyRange(lo, hi).contains(k)}  # PROJ-1
+    # each shard left exactly one (final, no expiry) checkpoint on the source: the ephemeral one is gone
+    cps = checkpoints(src)
+    assert len(cps) == 4 and sum(c.checkpoint_expire_time_s == 0 for c in cps) == 3
+    u = make(f"{b}/merged", *((f"{b}/shard{i}", None, None) for i in (2, 0, 1)))
+    assert u.initialized and u.writer_epoch == 0 and u.compactor_epoch == 0
+    assert contents(f"{b}/merged") == data  # PROJ-4
+    assert u.last_l0_seq == max(latest(f"{b}/shard{i}").manifest.last_l0_seq for i in range(3))  # PROJ-3
+    # the shards own no SSTs: one entry per source checkpoint (two shards were made at one)
+    assert sorted((e.path, e.source_checkpoint_id == cp) for e in u.external_dbs) == [("src", False), ("src", True)]
+    assert len(u.l0) == len(latest(src).manifest.l0)
+
+
+def test_several_sources_each_projected_in_one_call_and_writes_after_the_union():
+    b = bucket()
+    one, two = f"{b}/one", f"{b}/two"
+    write(one, {**rows(b"a", 10), **rows(b"k", 10)})
+    write(two, {**rows(b"a", 10), **rows(b"k", 10)} | {b"k001": b"two"})
+    u = make(f"{b}/u", (one, None, KeyRange(None, b"k")), (two, None, KeyRange(b"k", None)))
+    expect = {**rows(b"a", 10), **rows(b"k", 10), b"k001": b"two"}
+    assert contents(f"{b}/u") == expect
+    assert sorted(e.path for e in u.external_dbs) == ["one", "two"]
+    with slatedb.Db.open(f"{b}/u", settings=NO_COMPACTOR) as db:  # PROJ-3: new writes win
+        db.put(b"a001", b"after")
+        db.flush()
+    assert contents(f"{b}/u")[b"a001"] == b"after"
+    assert contents(one)[b"a001"] == rows(b"a", 10)[b"a001"]
+
+
+def test_typed_errors_leave_no_checkpoint_on_any_source():
+    b = bucket()
+    src, _ = world(b)
+    other = f"{b}/other"
+    write(other, rows(b"a", 5))
+    wal = f"{b}/wal"
+    write_wal_only(wal, rows(b"z", 3))
+    with pytest.raises(UnionSetEmptyError):
+        make(f"{b}/d")
+    with pytest.raises(DuplicateCloneSourceError):
+        make(f"{b}/d", (src, None, None), (src + "/", None, None))
+    with pytest.raises(IdenticalClonePathsError):
+        make(src, (src, None, KeyRange(b"a", b"b")))
+    with pytest.raises(InvalidUnionError, match="overlapping"):
+        make(f"{b}/d", (src, None, None), (other, None, None))
+    with pytest.raises(CloneSourceWithWalError, match="Projection and/or union with WAL is not supported"):
+        make(f"{b}/d", (wal, None, KeyRange(b"z", None)))
+    with pytest.raises(CloneSourceWithWalError):
+        make(f"{b}/d", (src, None, KeyRange(None, b"m")), (wal, None, KeyRange(b"z", None)))
+    for url in (src, other, wal):
+        assert checkpoints(url) == (), url
+    assert store(f"{b}/d").list_now("") == []
+
+
+def test_a_refusal_after_pinning_releases_the_checkpoints_it_made():
+    """A source that moves between the dry run and the pin (here: the WAL gets a row in
+    between) is refused after the ephemeral checkpoints exist; they are deleted."""
+    b = bucket()
+    src, _ = world(b)
+    other = f"{b}/other"
+    write(other, rows(b"zz", 5))
+
+    async def main():
+        rt = ProductionRuntime()
+        specs = [SourceSpec(store(src), None, KeyRange(None, b"m")), SourceSpec(store(other), None, None)]
+        from slatedb.projection import create as create_mod
+
+        real_pin = create_mod._Job._pin
+
+        async def pin_then_write(self):
+            pins = await real_pin(self)
+            await trio.to_thread.run_sync(write_wal_only, other, {b"zz999": b"late"})
+            return pins
+
+        create_mod._Job._pin = pin_then_write
+        try:
+            with pytest.raises(CloneSourceWithWalError):
+                await create_database(store(f"{b}/d"), specs, rt)
+        finally:
+            create_mod._Job._pin = real_pin
+
+    trio.run(main)
+    assert checkpoints(src) == () and checkpoints(other) == ()
+
+
+def test_a_crashed_attempt_leaks_only_an_ephemeral_checkpoint_that_gc_removes():
+    b = bucket()
+    src, _ = world(b)
+    budget = Budget(1, applied=True)  # the ephemeral checkpoint lands, then the process dies
+    with pytest.raises(Crash):
+        make(f"{b}/d", (src, None, KeyRange(b"m", None)), store_of=lambda url: CrashingStore(store(url), budget))
+    cps = checkpoints(src)
+    assert len(cps) == 1 and cps[0].checkpoint_expire_time_s > 0
+
+    from tests.projection.test_result import gc
+
+    gc(src, ahead_s=400)  # a GC pass after the ephemeral checkpoint's 300 s
+    assert checkpoints(src) == ()
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["before-call", "after-call"])
+def test_a_crash_at_any_store_call_then_a_rerun_finishes(applied: bool) -> None:
+    def setup():
+        b = bucket()
+        src, other = f"{b}/src", f"{b}/other"
+        data = {**rows(b"a", 3), **rows(b"m", 3)}
+        write(src, data)
+        write(other, rows(b"zz", 2))
+        return b, src, other, data
+
+    def run(b, src, other, budget):
+        make(f"{b}/d", (src, None, KeyRange(b"m", None)), (other, None, None),
+             store_of=lambda url: CrashingStore(store(url), budget))
+
+    b, src, other, data = setup()
+    count = Budget(None, applied=applied)
+    run(b, src, other, count)
+    expected = contents(f"{b}/d")
+    assert expected == {**{k: v for k, v in data.items() if k >= b"m"}, **rows(b"zz", 2)}
+    total = count.calls
+    assert total >= 6, total
+    for n in range(total):
+        b, src, other, _ = setup()
+        with pytest.raises(Crash):
+            run(b, src, other, Budget(n, applied=applied))
+        run(b, src, other, Budget(None, applied=applied))
+        m = latest(f"{b}/d").manifest
+        assert m.initialized, n
+        assert contents(f"{b}/d") == expected, n
+        for url in (src, other):  # one final checkpoint each; at most one leaked ephemeral (expires)
+            finals = [c for c in checkpoints(url) if c.checkpoint_expire_time_s == 0]
+            assert [c.id for c in finals] == [e.final_checkpoint_id for e in m.external_dbs
+                                              if e.path == url.rsplit("/", 1)[1]], (n, url)
+            assert len(checkpoints(url)) - len(finals) <= 1
+
+
+def test_given_checkpoints_are_used_and_checked_on_rerun():
+    b = bucket()
+    src, data = world(b)
+    cp = given_checkpoint(src)
+    write(src, {b"a000": b"after-checkpoint"})
+    make(f"{b}/d", (src, cp, KeyRange(None, b"m")))
+    got = contents(f"{b}/d")
+    assert got[b"a000"] == data[b"a000"]
+    make(f"{b}/d", (src, cp, KeyRange(None, b"m")))  # idempotent re-run
+    from slatedb.clone import CloneMismatchError
+
+    with pytest.raises(CloneMismatchError):
+        make(f"{b}/d", (src, uuid.uuid4(), KeyRange(None, b"m")))
