@@ -67,6 +67,7 @@ WORKLOADS: dict[str, str] = {
     "store": "sim.store_workload:run_store_workload",
     "compactor": "sim.compactor_workload:run_compactor_workload",
     "gc": "sim.gc_workload:run_gc_workload",
+    "rescale": "sim.rescale_workload:run_rescale_workload",
     # "gc": ..., "reader": ..., "clone": ...  (later issues)
 }
 
@@ -77,6 +78,7 @@ _RESUME_CLASS = "Compaction resume re-emits or skips the entry at the last writt
 _TWO_COMPACTORS_CLASS = "Two compactors both commit (compactor fencing on `.manifest` then `.compactions`, RFC 002)"
 _INPUTS_CHANGED_CLASS = "Compaction finishes after its inputs changed (validation on resume, RFC 002)"
 _GC_CLASS = "GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction (RFC 000 / RFC 002)"
+_PROJ_CLASS = "Clone/projection leaks rows outside the visible range, or union seqs collide (RFC 000)"
 _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
                   "deleted N+1 and believes it committed (RFC 004)")
 
@@ -163,6 +165,25 @@ CATALOGUE: tuple[Bug, ...] = (
         "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",
         "RFC 000 Clones (copy the WAL range); clone.md step 6 (model UNSAFE_CLONE_COPY_ALL_WAL)",
         "slatedb/clone/ops.py _copy_wal", "gc", ("CLONE-3", "READ-2"), 20),
+    # -- projection and union (sim/rescale_workload.py) --
+    Bug("projection-widens-view", "a projection sets each view's visible range to the projection range (bounded by "
+        "the next run SST's start) without intersecting it with what the view showed: a view can widen past its "
+        "SST's keys or past an earlier projection's range",
+        _PROJ_CLASS, "RFC 000 Projection (visible ranges only narrow); projection-union.md step P3 "
+        "(model UNSAFE_PROJECT_NO_NARROW)", "slatedb/projection/ops.py _narrow", "rescale", ("PROJ-2",), 4),
+    Bug("union-seq-not-max", "a union takes last_l0_seq from the first source (in key order), not the maximum: "
+        "new writes can get seqs below carried-over rows and be shadowed by them",
+        _PROJ_CLASS, "RFC 000 Union (last_l0_seq is the maximum); projection-union.md step U4 "
+        "(model UNSAFE_UNION_SEQ_FIRST)", "slatedb/projection/ops.py union", "rescale", ("PROJ-3",), 8),
+    Bug("union-external-dbs-not-merged", "a union copies every source's external_dbs entries without merging "
+        "those with one (path, source_checkpoint_id): entries multiply with every split/merge cycle",
+        _PROJ_CLASS, "RFC 000 Union (external_dbs deduplicated); projection-union.md step U2",
+        "slatedb/projection/ops.py _merge_external", "rescale", ("PROJ-5",), 4),
+    Bug("union-releases-source-checkpoint-early", "the creator of a union deletes its ephemeral source checkpoints "
+        "as soon as the new manifest is written, before the final checkpoints exist: the final checkpoints "
+        "cannot be made from them and the new database never initializes",
+        _PROJ_CLASS, "RFC 000 Clones (final checkpoint from the source checkpoint); projection-union.md steps C6-C7",
+        "slatedb/projection/create.py _Job.run", "rescale", ("CLONE-1",), 4),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}

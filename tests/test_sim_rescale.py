@@ -1,0 +1,55 @@
+"""The rescale scenario (``sim/rescale_workload.py``): split by projection, shard writers, merge
+by union, crashes of the rescaler and the union, GC everywhere; PROJ-1..5, READ-3, CLONE-1/2."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim import bugs
+from sim.rescale_workload import run_rescale_workload
+from sim.shrink import shrink, supports_plan
+
+pytestmark = pytest.mark.xdist_group("rescale")
+
+#: Seeds that pass with every switch off (among them: rescaler and union restarts after crashes).
+CLEAN_SEEDS = (0, 2)
+
+#: First detecting seed of each catalogued projection/union bug (``sim hunt --bug NAME``).
+FIRST_DETECTION = {
+    "projection-widens-view": 0,
+    "union-seq-not-max": 0,
+    "union-external-dbs-not-merged": 1,
+    "union-releases-source-checkpoint-early": 0,
+}
+
+
+def test_every_rescale_entry_has_a_detection_within_its_budget() -> None:
+    assert set(FIRST_DETECTION) == {b.name for b in bugs.CATALOGUE if b.workload == "rescale"}
+    assert all(seed < bugs.BY_NAME[name].budget for name, seed in FIRST_DETECTION.items())
+    assert "rescale" in bugs.WORKLOADS and supports_plan("rescale")
+
+
+def test_clean_worlds_merge_back_with_restarts() -> None:
+    results = [run_rescale_workload(seed) for seed in CLEAN_SEEDS]
+    assert all(r.ok for r in results), [(r.seed, r.violations) for r in results if not r.ok]
+    assert all(r.outcome == "merged" and 2 <= r.shards <= 4 for r in results)
+    assert sum(r.restarts for r in results) >= 1
+
+
+def test_same_seed_same_trace() -> None:
+    a, b = run_rescale_workload(3), run_rescale_workload(3)
+    assert (a.ok, a.digest, a.events) == (b.ok, b.digest, b.events)
+
+
+@pytest.mark.parametrize("switch", sorted(FIRST_DETECTION))
+def test_each_rescale_bug_is_caught(switch: str) -> None:
+    result = bugs.run("rescale", FIRST_DETECTION[switch], [switch])
+    assert not result.ok
+    assert bugs.fired(result) in bugs.BY_NAME[switch].invariants, result.violations
+
+
+def test_shrink_works_on_the_rescale_scenario() -> None:
+    r = shrink("rescale", 0, ["union-seq-not-max"], max_runs=6)
+    assert r.invariant == "PROJ-3"
+    assert r.passes_without_bugs is True
+    assert sum(r.shrunk_steps.values()) <= sum(r.original_steps.values())
