@@ -1,9 +1,10 @@
 """RFC 004's sequence on the real :class:`~slatedb.manifest.store.ManifestStore`: stalled metadata
 writers against a GC that advances ``gc/manifest.boundary`` and deletes old manifests.
 
-Three metadata writers each commit a series of updates through ``ManifestStore.update`` (the code
-every writer, compactor and admin uses); every update adds one to a counter held in the manifest
-(``last_l0_seq``). Between reading manifest ``N`` and creating ``N+1`` a writer may pause (a
+Three metadata writers each commit a series of updates through ``ManifestStore.commit`` (the code
+every writer, compactor and admin uses), as the edit :class:`Increment`: it adds one to a counter
+held in the manifest (``last_l0_seq``) and, having no already-applied detection, is the
+non-idempotent change RFC 004's false negative applies twice. Between reading manifest ``N`` and creating ``N+1`` a writer may pause (a
 process stall: GC pause, descheduled VM), and any request may stall on the wire, so a create can
 land long after it was prepared. A GC stand-in (the real one comes with ``slatedb/gc/``) does what
 ``spec/protocols/sequenced-metadata.md`` prescribes: every interval it lists ``manifest/``, takes
@@ -26,19 +27,21 @@ Checked on every run (outcomes, not the boundary read itself, so that the catalo
 That upper bound is not slack: RFC 004's check has false negatives. A create that landed in time
 (fresh, at the head) but whose reply or post-create boundary read took longer than ``min_age``
 finds the boundary past its id -- others built on it meanwhile and GC moved on -- and reports
-"not committed"; ``ManifestStore.update`` then applies the change again. With stalls far above
+"not committed"; ``ManifestStore.commit`` then applies the edit again. With stalls far above
 ``min_age`` this happens in about a third of the seeds (seed 6: manifest 5 created at 2.4 s,
-its boundary read answered at 49.8 s with boundary 17). Harmless for this counter's bound, but a
-change that is not idempotent (adding an L0 SST) would be applied twice: something for the GC
-issue to settle (a large ``min_age``, or a retry that first looks for its own change).
+its boundary read answered at 49.8 s with boundary 17). Harmless for this counter's bound; the library's
+edits that are not idempotent (adding an L0 SST, a checkpoint, a compaction) look for their own
+change first (``Edit.landed``, slatedb/manifest/edit.py).
 """
 
 from __future__ import annotations
 
+import uuid
+from typing import ClassVar
+
 import attrs
 import trio
 
-from slatedb.db.core import writer_checkpoint
 from slatedb.errors import (
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -48,6 +51,8 @@ from slatedb.errors import (
 )
 from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
+from slatedb.manifest.checkpoints import writer_checkpoint
+from slatedb.manifest.edit import Attempt, Change, Edit
 from slatedb.manifest.store import (
     MANIFEST_BOUNDARY_KEY,
     MANIFEST_DIR,
@@ -71,6 +76,19 @@ N_WRITERS = 3
 UPDATES_PER_WRITER = 25
 #: A run that has not finished after this much virtual time is reported as stuck (liveness).
 VIRTUAL_LIMIT_S = 6 * 3600
+
+
+@attrs.frozen
+class Increment(Edit[None]):
+    """The scenario's edit: the counter (``last_l0_seq``) plus one, and a writer checkpoint
+    ``checkpoint_id`` pinning the manifest written (unique bytes per writer)."""
+
+    kind: ClassVar[str] = "increment"
+    checkpoint_id: uuid.UUID
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, 0, attempt.now_ms)
+        return Change(attrs.evolve(m, last_l0_seq=m.last_l0_seq + 1, checkpoints=(cp,)), None)
 
 
 class SeqmetaChecks:
@@ -159,20 +177,18 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
                                process=name, faults=faults)
         manifests = ManifestStore(store, rt)
 
-        async def incr(cur: StoredManifest) -> ManifestV2:
+        async def stall(cur: StoredManifest, _new: ManifestV2) -> None:
             if rt.rng.random() < knobs["pause_rate"]:
                 # The process stalls between preparing N+1 and creating it (RFC 004's writer A).
                 pause_s = rt.rng.uniform(0.0, knobs["pause_max_s"])
                 rt.event("pause", base=cur.id, seconds=round(pause_s, 6))
                 await rt.sleep(pause_s)
-            # A fresh checkpoint UUID, as every real update carries: create_if_absent tells its own
-            # create from another writer's by content (slatedb/objstore/retry.py).
-            return attrs.evolve(cur.manifest, last_l0_seq=cur.manifest.last_l0_seq + 1,
-                                checkpoints=(writer_checkpoint(rt, cur.id + 1, 0),))
 
         try:
             for _ in range(UPDATES_PER_WRITER):
-                stored = await manifests.update(incr)
+                # A fresh checkpoint UUID, as every real update carries: create_if_absent tells its
+                # own create from another writer's by content (slatedb/objstore/retry.py).
+                stored = (await manifests.commit(Increment(rt.new_uuid()), prepared=stall)).stored
                 commits.append((name, stored.id, stored.manifest.last_l0_seq))
                 await rt.sleep(rt.rng.uniform(0.0, 0.05))
         finally:

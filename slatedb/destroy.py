@@ -3,8 +3,9 @@
 A database may hold checkpoints that other databases (its clones) rely on, so it is not simply
 deleted. :func:`destroy` does one of:
 
-**soft** (``soft=True``): claim write ownership by bumping ``writer_epoch`` and fencing the WAL
-(any live writer is fenced, FENCE-2), then in one manifest write that only lands while that
+**soft** (``soft=True``): claim write ownership by bumping ``writer_epoch`` (with a writer
+checkpoint of that epoch, as a writer's open does, so that a retried bump recognises its own)
+and fencing the WAL (any live writer is fenced, FENCE-2), then in one manifest write that only lands while that
 epoch is still the latest: delete the writer checkpoint and set ``destroyed_at_s`` to now
 (DESTROY-2). Nothing is deleted; the garbage collector finishes once the grace period has
 passed and no checkpoint is active (it releases the clone's final checkpoints on its parents,
@@ -24,22 +25,17 @@ caller's guarantee (the soft path deletes the writer checkpoint explicitly for t
 
 from __future__ import annotations
 
-import attrs
-
-from slatedb.checkpoint import active_checkpoints, delete_checkpoint
+from slatedb.checkpoint import delete_checkpoint
 from slatedb.db.paths import SstLocator
-from slatedb.errors import FencedError, InvalidDeletionError, NotFoundError
+from slatedb.errors import FencedError, NotFoundError
 from slatedb.format.sst import SstOptions
-from slatedb.format.types import ManifestV2, WriterCheckpoint
+from slatedb.manifest.edit import WriterFence
+from slatedb.manifest.edits import BumpWriterEpoch, DeletionRefused, HardDestroy, SoftDestroy
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime
 from slatedb.wal.writer import WalWriter
-
-
-class _EpochMoved(Exception):
-    """Internal: a newer writer opened between our epoch bump and our destroy write."""
 
 
 def _now_s(runtime: Runtime) -> int:
@@ -89,7 +85,7 @@ async def _soft(store: ObjectStore, rt: Runtime) -> None:
             rt.event("destroy", destroy_step="already", soft=True, destroyed_at_s=latest.manifest.destroyed_at_s)
             return
         # Step 1: claim write ownership (epoch bump, then the WAL fence).
-        bumped = await ms.update(lambda cur: attrs.evolve(cur.manifest, writer_epoch=cur.manifest.writer_epoch + 1))
+        bumped = (await ms.commit(BumpWriterEpoch(rt.new_uuid(), allow_destroyed=True))).stored
         epoch = bumped.manifest.writer_epoch
         rt.event("destroy", destroy_step="epoch", soft=True, epoch=epoch, manifest=bumped.id)
         m = bumped.manifest
@@ -103,18 +99,9 @@ async def _soft(store: ObjectStore, rt: Runtime) -> None:
         rt.event("destroy", destroy_step="fence", soft=True, epoch=epoch, id=wal.fence_id)
 
         # Steps 2 and 3 in one write: drop the writer checkpoint, set destroyed_at_s.
-        def mark(cur: StoredManifest) -> ManifestV2 | None:
-            cm = cur.manifest
-            if cm.destroyed_at_s:
-                return None
-            if cm.writer_epoch != epoch:
-                raise _EpochMoved()
-            return attrs.evolve(cm, destroyed_at_s=_now_s(rt),
-                                checkpoints=tuple(c for c in cm.checkpoints if not isinstance(c.metadata, WriterCheckpoint)))
-
         try:
-            done = await ms.update(mark)
-        except _EpochMoved:
+            done = (await ms.commit(SoftDestroy(WriterFence(epoch)))).stored
+        except FencedError:
             rt.event("destroy", destroy_step="epoch_moved", soft=True, epoch=epoch)
             continue
         rt.event("destroy", destroy_step="marked", soft=True, manifest=done.id, destroyed_at_s=done.manifest.destroyed_at_s)
@@ -122,10 +109,6 @@ async def _soft(store: ObjectStore, rt: Runtime) -> None:
 
 
 # -- hard ------------------------------------------------------------------------------------
-
-
-def _blocking(m: ManifestV2, now_s: int) -> list:
-    return [c for c in active_checkpoints(m, now_s) if not isinstance(c.metadata, WriterCheckpoint)]
 
 
 async def _hard(store: ObjectStore, rt: Runtime) -> None:
@@ -139,20 +122,11 @@ async def _hard(store: ObjectStore, rt: Runtime) -> None:
         raise NotFoundError(f"{store.url} holds {len(left)} objects but no manifest: not a database, not deleting")
 
     # Steps 1 and 2: no active checkpoint, then destroyed_at_s (checked again on every CAS try).
-    def mark(cur: StoredManifest) -> ManifestV2 | None:
-        cm = cur.manifest
-        blocking = _blocking(cm, _now_s(rt))
-        if blocking:
-            rt.event("destroy", destroy_step="refused", soft=False, checkpoints=len(blocking))
-            raise InvalidDeletionError(
-                f"cannot hard-destroy {store.url}: {len(blocking)} active checkpoint(s)"
-                f" ({', '.join(str(c.id) for c in blocking[:3])}{', ...' if len(blocking) > 3 else ''});"
-                " delete them, wait for them to expire, or destroy softly")
-        if cm.destroyed_at_s:
-            return None
-        return attrs.evolve(cm, destroyed_at_s=_now_s(rt))
-
-    marked = await ms.update(mark)
+    try:
+        marked = (await ms.commit(HardDestroy(label=str(store.url)))).stored
+    except DeletionRefused as e:
+        rt.event("destroy", destroy_step="refused", soft=False, checkpoints=e.checkpoints)
+        raise
     rt.event("destroy", destroy_step="marked", soft=False, manifest=marked.id, destroyed_at_s=marked.manifest.destroyed_at_s)
 
     # Release the final checkpoints this database holds on its external databases.

@@ -36,11 +36,9 @@ from ulid import ULID
 
 from slatedb.checkpoint import (
     CheckpointOptions,
-    check_writable_state,
     create_checkpoint,
     find_checkpoint,
     is_expired,
-    new_checkpoint,
 )
 from slatedb.db.paths import SstLocator
 from slatedb.errors import (
@@ -49,10 +47,10 @@ from slatedb.errors import (
     InvalidDbStateError,
     NotFoundError,
     ObjectNotFoundError,
-    ObjectVersionBehindBoundaryError,
 )
 from slatedb.format.types import ExternalDb, ManifestV2
-from slatedb.manifest.store import ManifestConflict, ManifestStore, StoredManifest
+from slatedb.manifest.edits import AddReaderCheckpoint, MarkInitialized
+from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.objstore.url import relative_db_path
@@ -152,8 +150,7 @@ async def _create_clone(dbs: _Dbs, parent_checkpoint: uuid.UUID | None) -> Store
             # Step 3.
             source_id = parent_checkpoint
             if source_id is None:
-                parent = await _ephemeral_checkpoint(dbs, parent_ms)
-                source_id = parent.manifest.checkpoints[-1].id
+                parent, source_id = await _ephemeral_checkpoint(dbs, parent_ms)
             source = find_checkpoint(parent.manifest, source_id)
             if source is None:
                 raise CheckpointNotFoundError(source_id, f"the parent database at {dbs.parent_store.url}")
@@ -175,35 +172,23 @@ async def _create_clone(dbs: _Dbs, parent_checkpoint: uuid.UUID | None) -> Store
         await _ensure_final_checkpoints(dbs, clone.manifest)
         # Step 6.
         await _copy_wal(dbs, clone.manifest)
-        # Step 7.
-        try:
-            done = await clone_ms.try_write(clone.id + 1, attrs.evolve(clone.manifest, initialized=True))
-        except (ManifestConflict, ObjectVersionBehindBoundaryError):
-            rt.event("clone", clone_step="initialize_conflict", manifest=clone.id + 1)
-            continue
+        # Step 7 (a concurrent run of this clone may have done it: then nothing is written).
+        done = (await clone_ms.commit(MarkInitialized(), current=clone)).stored
         rt.event("clone", clone_step="done", manifest=done.id, resumed=False)
         return done
 
 
-async def _ephemeral_checkpoint(dbs: _Dbs, parent_ms: ManifestStore) -> StoredManifest:
+async def _ephemeral_checkpoint(dbs: _Dbs, parent_ms: ManifestStore) -> tuple[StoredManifest, uuid.UUID]:
     """Step 3 without a given checkpoint: RFC 000's procedure from the current manifest, plus
     (as a DbReader establishing its checkpoint does) ``wal_id_last_seen`` raised to the last WAL
     object in the parent's ``wal/``, so that the clone also gets the parent's durable writes not
-    yet in L0. Returns the manifest written; its last checkpoint is the new one."""
+    yet in L0. Returns the manifest written and the new checkpoint's id."""
     rt = dbs.runtime
-
-    async def change(cur: StoredManifest) -> ManifestV2:
-        m = cur.manifest
-        check_writable_state(m, "clone the database")
-        wal_ids = await list_wal_ids(dbs.parent_store, rt)
-        cp = new_checkpoint(rt, cur.id + 1, lifetime_s=EPHEMERAL_CHECKPOINT_LIFETIME_S)
-        return attrs.evolve(m, checkpoints=m.checkpoints + (cp,),
-                            wal_id_last_seen=max([m.wal_id_last_seen, *wal_ids[-1:]]))
-
-    stored = await parent_ms.update(change)
-    cp = stored.manifest.checkpoints[-1]
+    edit = AddReaderCheckpoint(rt.new_uuid(), lifetime_s=EPHEMERAL_CHECKPOINT_LIFETIME_S, refuse="clone the database")
+    added = await parent_ms.commit(edit, list_wal=lambda: list_wal_ids(dbs.parent_store, rt))
+    cp = added.result.checkpoint
     rt.event("checkpoint_create", id=str(cp.id), manifest_id=cp.manifest_id, expire_s=cp.checkpoint_expire_time_s)
-    return stored
+    return added.stored, cp.id
 
 
 def _check_parent(dbs: _Dbs, parent: StoredManifest | None) -> None:

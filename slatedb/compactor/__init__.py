@@ -8,7 +8,7 @@ Protocol: ``spec/protocols/compaction.md``.
 
 from .compactor import Compactor, CompactorEpochError, apply_compaction, failed_reason_key
 from .scheduler import SizeTieredOptions, SizeTieredScheduler
-from .spec import CompactionSpec, L0Source, RunSource, full_spec, validate_spec
+from slatedb.manifest.compaction import CompactionSpec, L0Source, RunSource, full_spec, validate_spec
 from .store import CompactionsStore, submit_compaction
 
 __all__ = [

@@ -48,15 +48,11 @@ from slatedb.errors import (
     sole_exception,
 )
 from slatedb.format.types import (
-    Checkpoint,
     CompactedSsTable,
-    CompactedSsTableV2,
-    CompactedSsTableView,
     Compaction,
     CompactionsV1,
     CompactionStatus,
     ManifestV2,
-    SortedRunV2,
     Subcompaction,
     TieredCompactionContext,
     TieredCompactionSpec,
@@ -64,14 +60,16 @@ from slatedb.format.types import (
     BytesRange,
     BoundType,
 )
-from slatedb.manifest.store import ManifestConflict, ManifestStore, StoredManifest
+from slatedb.manifest.compaction import CompactionSpec, validate_spec
+from slatedb.manifest.edit import CompactorFence
+from slatedb.manifest.edits import ApplyCompaction, ClaimCompactorEpoch, apply_compaction, committed_already
+from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime
 
 from .executor import CompactionFailed, Executor, Job, is_bottom
 from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler, sst_size_bytes
-from .spec import CompactionSpec, validate_spec
 from .store import TERMINAL, CompactionsConflict, CompactionsStore, StoredCompactions
 
 S = CompactionStatus
@@ -140,20 +138,13 @@ class Compactor:
         if latest is None:
             raise InvalidArgumentError("no database here: the compactor needs an existing manifest")
         epoch = latest.manifest.compactor_epoch + 1
-        while True:
-            if latest.manifest.compactor_epoch >= epoch:
-                raise self._fence(f"compactor epoch {epoch} lost to {latest.manifest.compactor_epoch} (manifest)")
-            try:
-                # The startup manifest carries a fresh checkpoint (pinning the manifest it
-                # replaces, like a commit's pin) so that its bytes are ours alone: two compactors
-                # starting from one manifest would otherwise write identical files, and an
-                # ambiguous create resolved by reading back would let both believe they won
-                # (found by the compactor simulation: two compactors with one epoch, CFENCE-3).
-                mine = attrs.evolve(latest.manifest, compactor_epoch=epoch, checkpoints=self._pinned(latest))
-                self._manifest = await self.manifests.try_write(latest.id + 1, mine)
-                break
-            except (ObjectVersionBehindBoundaryError, ManifestConflict):
-                latest = await self._read_manifest()
+        # The startup manifest carries a fresh checkpoint (pinning the manifest it replaces, like
+        # a commit's pin) so that its bytes are ours alone (ClaimCompactorEpoch, CFENCE-3).
+        claim = ClaimCompactorEpoch(epoch, self.runtime.new_uuid(), self.options.checkpoint_lifetime)
+        try:
+            self._manifest = (await self.manifests.commit(claim, current=latest)).stored
+        except FencedError as e:
+            raise self._fence(str(e)) from None
         self.epoch = epoch
         while True:
             cur = await self.cstore.read_latest()
@@ -183,19 +174,6 @@ class Compactor:
         latest = await self.manifests.read_latest()
         assert latest is not None
         return latest
-
-    def _pinned(self, cur: StoredManifest) -> tuple[Checkpoint, ...]:
-        """``cur``'s unexpired checkpoints plus a fresh one pinning ``cur`` for
-        ``checkpoint_lifetime`` (what the official compactor writes before each commit: readers
-        of the replaced manifest keep its SSTs). Its fresh UUID also makes every manifest the
-        compactor writes unique bytes."""
-        now_s = max(0, self.runtime.now_ms() // 1000)
-        live = tuple(c for c in cur.manifest.checkpoints
-                     if c.checkpoint_expire_time_s == 0 or c.checkpoint_expire_time_s > now_s)
-        pin = Checkpoint(id=self.runtime.new_uuid(), manifest_id=cur.id,
-                         checkpoint_expire_time_s=now_s + int(self.options.checkpoint_lifetime),
-                         checkpoint_create_time_s=now_s)
-        return live + (pin,)
 
     def _fence(self, why: str) -> FencedError:
         self.fenced = True
@@ -343,7 +321,7 @@ class Compactor:
                 busy = [CompactionSpec.from_format(self._state[i].spec) for i in self._running]
                 busy += [CompactionSpec.from_format(r.spec) for r in to_run]
                 reason = (validate_spec(spec, manifest, busy) or self.scheduler.validate(manifest, spec)
-                          or _committed_already(manifest, c.output_ssts))
+                          or committed_already(manifest, c.output_ssts))
                 if c.ctx is not None and "compaction-no-revalidate" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     reason = None
             if reason is not None:
@@ -421,23 +399,18 @@ class Compactor:
         """Manifest first, ``.compactions`` second (COMPACT-2)."""
         async with self._lock:
             epoch = self.epoch
-            invalid: list[str] = []
-
-            def apply(cur: StoredManifest) -> ManifestV2 | None:
-                m = cur.manifest
-                if m.compactor_epoch > epoch and "compactor-no-commit-fence" not in self.runtime.bugs:  # type: ignore[operator]
-                    raise self._fence(f"compactor epoch {epoch} fenced by {m.compactor_epoch} (at commit)")
-                reason = validate_spec(spec, m) or _committed_already(m, outputs)
-                if "compaction-no-revalidate" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
-                    reason = None
-                if reason is not None:
-                    invalid.append(reason)  # COMPACT-3: inputs changed (e.g. committed before a crash)
-                    return None
-                return apply_compaction(m, spec, outputs, checkpoints=self._pinned(cur))
-
-            stored = await self.manifests.update(apply, current=self._manifest)
+            edit = ApplyCompaction(
+                None if "compactor-no-commit-fence" in self.runtime.bugs else CompactorFence(epoch),  # catalogued bug
+                spec, outputs, pin_id=self.runtime.new_uuid(), pin_lifetime_s=self.options.checkpoint_lifetime,
+                revalidate="compaction-no-revalidate" not in self.runtime.bugs,  # catalogued bug (sim/bugs.py)
+            )
+            try:
+                committed = await self.manifests.commit(edit, current=self._manifest)
+            except FencedError as e:
+                raise self._fence(str(e)) from None
+            stored, invalid = committed.stored, committed.result  # COMPACT-3: inputs changed (e.g. committed before a crash)
             if invalid:
-                await self._record_reason(compaction_id, f"at commit: {invalid[0]}")
+                await self._record_reason(compaction_id, f"at commit: {invalid}")
                 self._set(self._state[compaction_id], status=S.FAILED)
                 self.stats["failed"] += 1
             else:
@@ -458,40 +431,4 @@ class Compactor:
             del self._state[cid]
 
 
-def _committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> str | None:
-    """A compaction whose output SSTs the manifest already holds was committed (before a crash
-    or a takeover): running it again would commit it twice (COMPACT-3). Its sources need not be
-    gone: ``[SR:k] -> k`` leaves a run ``k`` behind, its own output."""
-    referenced = {v.sst_id for r in m.compacted for v in r.ssts}
-    if any(o.id in referenced for o in outputs):
-        return "its output SSTs are already in the manifest (committed before a restart)"
-    return None
-
-
-
-
-def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...], *,
-                     checkpoints: tuple[Checkpoint, ...] | None = None) -> ManifestV2:
-    """``m`` with ``spec``'s sources replaced by a run ``spec.destination`` of ``outputs``."""
-    l0_ids = set(spec.l0_view_ids)
-    run_ids = set(spec.run_ids)
-    l0 = tuple(v for v in m.l0 if v.id not in l0_ids)
-    runs = [r for r in m.compacted if r.id not in run_ids]
-    if outputs:
-        runs.append(SortedRunV2(spec.destination, tuple(CompactedSsTableView(o.id, o.id, None) for o in outputs)))
-    runs.sort(key=lambda r: r.id, reverse=True)
-    ids = {r.id for r in runs}
-    assert len(ids) == len(runs), f"two sorted runs with one id after {spec.render()}"
-    referenced = {v.sst_id for v in l0} | {v.sst_id for r in runs for v in r.ssts}
-    ssts = tuple(s for s in m.ssts if s.id in referenced)
-    ssts += tuple(CompactedSsTableV2(o.id, o.info, o.format_version) for o in outputs)
-    # RFC 000 "Compactions": an external SST no longer referenced leaves its external_dbs entry
-    # (an entry with no SSTs left is detached by GC, which releases its final checkpoint).
-    external = tuple(attrs.evolve(db, sst_ids=tuple(i for i in db.sst_ids if i in referenced)) for db in m.external_dbs)
-    last_l0 = m.last_compacted_l0_sst_view_id
-    if spec.l0_view_ids:
-        last_l0 = spec.l0_view_ids[0]
-    return attrs.evolve(m, l0=l0, compacted=tuple(runs), ssts=ssts, last_compacted_l0_sst_view_id=last_l0,
-                        external_dbs=external,
-                        checkpoints=m.checkpoints if checkpoints is None else checkpoints)
 

@@ -49,7 +49,7 @@ from slatedb.runtime import Runtime
 
 from slatedb.db.paths import SstLocator
 
-from .spec import CompactionSpec, L0Source
+from slatedb.manifest.compaction import CompactionSpec, L0Source
 
 _TOMBSTONE = RowKind.TOMBSTONE
 _MERGE = RowKind.MERGE_OPERAND

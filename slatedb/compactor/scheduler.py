@@ -28,7 +28,7 @@ import attrs
 from slatedb.errors import InvalidArgumentError
 from slatedb.format.types import ManifestV2, SsTableInfo
 
-from .spec import CompactionSpec, L0Source, RunSource, Source, validate_spec
+from slatedb.manifest.compaction import CompactionSpec, L0Source, RunSource, Source, validate_spec
 
 
 class CompactionScheduler(Protocol):

@@ -21,7 +21,7 @@ from slatedb.manifest.store import SequenceConflict, SequencedStore
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 
-from .spec import CompactionSpec
+from slatedb.manifest.compaction import CompactionSpec
 
 COMPACTIONS_DIR = "compactions/"
 COMPACTIONS_SUFFIX = ".compactions"

@@ -45,6 +45,7 @@ from slatedb.errors import (
     ClosedError,
     FencedError,
     InvalidArgumentError,
+    InvalidDbStateError,
     SlateDBError,
 )
 from slatedb.format.compression import codec_from_name
@@ -52,12 +53,12 @@ from slatedb.format.sst import SstOptions, decode_layout
 from slatedb.format.sst_reader import NEED_IO, SstReader
 from slatedb.format.sst_writer import write_sst
 from slatedb.format.types import (
-    Checkpoint,
     CompactedSsTableV2,
-    CompactedSsTableView,
     ManifestV2,
-    WriterCheckpoint,
 )
+from slatedb.checkpoint import CheckpointCreateResult, CheckpointScope
+from slatedb.manifest.edit import WriterFence
+from slatedb.manifest.edits import AddCheckpoint, AddL0, AdvanceReplay, BumpWriterEpoch, RefreshWriterCheckpoint
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.memtable import ROW_OVERHEAD_BYTES, Memtable
 from slatedb.merge import resolve_row, visible
@@ -108,22 +109,6 @@ def sst_options_of(settings: Settings, *, min_filter_keys: int | None = None) ->
         filter_bits_per_key=settings.filter_bits_per_key,
         compression=codec_from_name(settings.compression_codec),
     )
-
-
-def writer_checkpoint(runtime: Runtime, manifest_id: int, epoch: int) -> Checkpoint:
-    """The writer's checkpoint (RFC 000): pins ``manifest_id``, never expires, names the epoch."""
-    return Checkpoint(
-        id=runtime.new_uuid(),
-        manifest_id=manifest_id,
-        checkpoint_expire_time_s=0,
-        checkpoint_create_time_s=max(0, runtime.now_ms() // 1000),
-        metadata=WriterCheckpoint(epoch=epoch),
-    )
-
-
-def replace_writer_checkpoint(m: ManifestV2, cp: Checkpoint) -> tuple[Checkpoint, ...]:
-    """``m``'s checkpoints without any writer checkpoint, plus ``cp``."""
-    return tuple(c for c in m.checkpoints if not isinstance(c.metadata, WriterCheckpoint)) + (cp,)
 
 
 class DbCore:
@@ -211,17 +196,11 @@ class DbCore:
                 f"database at {self.store.url} is not initialized (a clone that never finished opening)"
             )
 
-        def bump(cur: StoredManifest) -> ManifestV2:
-            m = cur.manifest
-            if m.destroyed_at_s:  # RFC 000 "Deleting a Database" (DESTROY-3): checked in the CAS
-                from slatedb.errors import InvalidDbStateError
-
-                raise InvalidDbStateError(f"database at {self.store.url} was destroyed at {m.destroyed_at_s} s")
-            epoch = m.writer_epoch + 1
-            cp = writer_checkpoint(rt, cur.id + 1, epoch)
-            return attrs.evolve(m, writer_epoch=epoch, checkpoints=replace_writer_checkpoint(m, cp))
-
-        stored = await self.manifests.update(bump)
+        try:
+            bumped = await self.manifests.commit(BumpWriterEpoch(checkpoint_id=rt.new_uuid()))
+        except InvalidDbStateError as e:  # RFC 000 "Deleting a Database" (DESTROY-3): checked in the CAS
+            raise InvalidDbStateError(f"database at {self.store.url}: {e}") from None
+        stored = bumped.stored
         self.epoch = stored.manifest.writer_epoch
         rt.event("writer_epoch", epoch=self.epoch, manifest=stored.id)
         m = stored.manifest
@@ -256,10 +235,7 @@ class DbCore:
             self._imms.insert(0, entry)
             mem = self._memtable = Memtable()
         if "replay-progress-early" in rt.bugs:  # catalogued bug (sim/bugs.py): replay point persisted before L0
-            stored = await self.manifests.update(
-                lambda cur: attrs.evolve(cur.manifest, replay_after_wal_id=max(cur.manifest.replay_after_wal_id,
-                                                                               self._wal.fence_id - 1))  # type: ignore[union-attr]
-                if cur.manifest.writer_epoch == self.epoch else None)
+            stored = (await self.manifests.commit(AdvanceReplay(self.epoch, self._wal.fence_id - 1))).stored
             self._stored = stored
         await self.locator.update(stored.manifest)
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
@@ -638,37 +614,13 @@ class DbCore:
                 if "replay-point-ahead" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     replay_after = wal_last  # past WAL objects whose rows are in later memtables
 
-                def apply(cur: StoredManifest) -> ManifestV2 | None:
-                    m = cur.manifest
-                    if m.writer_epoch > epoch:
-                        raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
-                    assert m.writer_epoch == epoch, (m.writer_epoch, epoch)
-                    entry_last_seq = entry.mem.last_seq or 0
-                    if m.replay_after_wal_id >= replay_after and m.last_l0_seq >= entry_last_seq:
-                        # Already committed: RFC 004's boundary check can report a create that
-                        # landed as failed (its boundary read came back after GC passed it), and
-                        # update() then calls us again on a manifest holding our commit (which a
-                        # compactor may already have compacted away). Only this writer advances
-                        # replay_after_wal_id, one frozen memtable at a time, so reaching our
-                        # replay point means this flush is in. Adding the L0 again would put old
-                        # rows in front of newer ones (a stale read). (last_l0_seq too: both move
-                        # only with an L0 commit of this writer.)
-                        return None
-                    last_l0_seq = max(m.last_l0_seq, entry_last_seq)
-                    return attrs.evolve(
-                        m,
-                        ssts=m.ssts + (CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),),
-                        l0=(CompactedSsTableView(sst_id, sst_id, None),) + m.l0,
-                        replay_after_wal_id=max(m.replay_after_wal_id, replay_after),  # type: ignore[type-var]
-                        wal_id_last_seen=max(m.wal_id_last_seen, wal_last),
-                        last_l0_seq=last_l0_seq,
-                        last_l0_clock_tick=self.runtime.now_ms(),
-                        recent_snapshot_min_seq=self._min_snapshot_seq(last_l0_seq),
-                        checkpoints=replace_writer_checkpoint(m, writer_checkpoint(self.runtime, cur.id + 1, epoch)),
-                    )
-
+                edit = AddL0(
+                    WriterFence(epoch), CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),
+                    replay_after=replay_after, wal_last=wal_last, last_seq=entry.mem.last_seq or 0,
+                    checkpoint_id=self.runtime.new_uuid(), snapshot_floor=min(self._snapshot_seqs.values(), default=None),
+                )
                 try:
-                    stored = await self.manifests.update(apply, current=self._stored)
+                    stored = (await self.manifests.commit(edit, current=self._stored)).stored
                 except FencedError as e:
                     self.runtime.event("halt", epoch=epoch, reason="manifest")
                     self._fail(e)
@@ -681,9 +633,6 @@ class DbCore:
                     self.store, decode_layout(encoded.data, key), block_cache=self.cache, cache_id=str(sst_id)
                 )
                 await self._adopt(stored, flushed=entry)
-
-    def _min_snapshot_seq(self, default: int) -> int:
-        return min([default, *self._snapshot_seqs.values()])
 
     # ------------------------------------------------------------------------------------------
     # Manifest adoption (runtime thread, _manifest_lock held)
@@ -728,16 +677,10 @@ class DbCore:
             if changed:
                 epoch = self.epoch
 
-                def refresh(cur: StoredManifest) -> ManifestV2:
-                    m = cur.manifest
-                    if m.writer_epoch > epoch:
-                        raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
-                    cp = writer_checkpoint(self.runtime, cur.id + 1, epoch)
-                    return attrs.evolve(m, checkpoints=replace_writer_checkpoint(m, cp))
-
                 with trio.CancelScope(shield=True):
                     try:
-                        latest = await self.manifests.update(refresh, current=latest)
+                        edit = RefreshWriterCheckpoint(WriterFence(epoch), self.runtime.new_uuid())
+                        latest = (await self.manifests.commit(edit, current=latest)).stored
                     except FencedError as e:
                         self._fail(e)
                         return
@@ -756,16 +699,6 @@ class DbCore:
         its ``wal_id_last_seen`` to the last WAL object written: a reader of the pinned manifest
         (its SSTs, then WAL ids in ``(replay_after_wal_id, wal_id_last_seen]``) sees every write
         issued before the call (``ALL``) or every write durable at the call (``DURABLE``)."""
-        from slatedb.checkpoint import (
-            CheckpointCreateResult,
-            CheckpointScope,
-            check_writable_state,
-            find_checkpoint,
-            is_expired,
-            new_checkpoint,
-        )
-        from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError
-
         if not isinstance(scope, CheckpointScope):
             raise InvalidArgumentError(f"scope must be a CheckpointScope, got {scope!r}")
         if self._error is not None:
@@ -780,39 +713,17 @@ class DbCore:
                 epoch = self.epoch
                 assert self._wal is not None
                 wal_last = self._wal.last_id
-                made: list[Checkpoint] = []
-
-                def change(cur: StoredManifest) -> ManifestV2:
-                    m = cur.manifest
-                    if m.writer_epoch > epoch:
-                        raise FencedError(f"writer epoch {epoch} was fenced by epoch {m.writer_epoch}")
-                    if options.source is None:
-                        check_writable_state(m, "create a checkpoint")
-                        manifest_id = cur.id + 1
-                    else:
-                        if m.destroyed_at_s:
-                            raise InvalidDbStateError(
-                                f"cannot create a checkpoint: the database was destroyed at {m.destroyed_at_s} s")
-                        source = find_checkpoint(m, options.source)
-                        if source is None:
-                            raise CheckpointNotFoundError(options.source, "the latest manifest (source checkpoint)")
-                        if is_expired(source, self.runtime.now_ms() // 1000):
-                            raise InvalidDbStateError(f"source checkpoint {options.source} has expired")
-                        manifest_id = source.manifest_id
-                    cp = new_checkpoint(self.runtime, manifest_id, lifetime_s=options.lifetime_s, name=options.name)
-                    made[:] = [cp]
-                    return attrs.evolve(m, checkpoints=m.checkpoints + (cp,),
-                                        wal_id_last_seen=max(m.wal_id_last_seen, wal_last))
-
+                edit = AddCheckpoint(self.runtime.new_uuid(), lifetime_s=options.lifetime_s, name=options.name,
+                                     source=options.source, wal_last_seen=wal_last, fence=WriterFence(epoch))
                 try:
-                    stored = await self.manifests.update(change, current=self._stored)
+                    added = await self.manifests.commit(edit, current=self._stored)
                 except FencedError as e:
                     self.runtime.event("halt", epoch=epoch, reason="manifest")
                     self._fail(e)
                     raise
                 self.stats["manifest_writes"] += 1
-                await self._adopt(stored)
-        cp = made[0]
+                await self._adopt(added.stored)
+        cp = added.result.checkpoint
         self.runtime.event("checkpoint_create", id=str(cp.id), manifest_id=cp.manifest_id,
                            expire_s=cp.checkpoint_expire_time_s, scope=scope.value)
         return CheckpointCreateResult(cp.id, cp.manifest_id)

@@ -32,13 +32,14 @@ import attrs
 import trio
 from ulid import ULID
 
-from slatedb.checkpoint import active_checkpoints, is_expired
+from slatedb.checkpoint import active_checkpoints
 from slatedb.compactor.store import CompactionsStore
 from slatedb.config import GarbageCollectorDirectoryOptions, GarbageCollectorOptions
 from slatedb.db.paths import SstLocator
 from slatedb.db.view import COMPACTED_DIR, sst_key
 from slatedb.errors import BoundaryVanishedError, ObjectNotFoundError, SlateDBError, sole_exception
 from slatedb.format.types import Checkpoint, ExternalDb, ManifestV2
+from slatedb.manifest.edits import DetachExternalDb, ExpireCheckpoints
 from slatedb.manifest.store import ManifestStore, SequencedStore, StoredManifest, parse_id
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
@@ -236,18 +237,8 @@ class GarbageCollector:
     async def _expire_checkpoints(self, tally: "GcTally", latest: StoredManifest) -> StoredManifest:
         """Remove every expired checkpoint in one manifest update (CAS; on a lost race the change
         is computed again from the fresh manifest, which may have refreshed or added some)."""
-        removed: list[Checkpoint] = []
-
-        def change(cur: StoredManifest) -> ManifestV2 | None:
-            now_s = self.runtime.now_ms() // 1000
-            expired = [c for c in cur.manifest.checkpoints if is_expired(c, now_s)]
-            removed[:] = expired
-            if not expired:
-                return None
-            keep = tuple(c for c in cur.manifest.checkpoints if not is_expired(c, now_s))
-            return attrs.evolve(cur.manifest, checkpoints=keep)
-
-        stored = await self.manifests.update(change, current=latest)
+        expired = await self.manifests.commit(ExpireCheckpoints(), current=latest)
+        stored, removed = expired.stored, expired.result
         for c in removed:
             self.runtime.event("checkpoint_expired", id=str(c.id), manifest_id=c.manifest_id, manifest=stored.id)
         tally.add("checkpoints_expired", len(removed))
@@ -424,17 +415,8 @@ class GarbageCollector:
             if any(e.sst_ids for m in snap.manifests for e in m.external_dbs if same(e, db)):
                 continue
             await release_parent_checkpoint(self.locator, self.runtime, db)
-            detached: list[ExternalDb] = []
-
-            def change(cur: StoredManifest, db: ExternalDb = db) -> ManifestV2 | None:
-                gone = [e for e in cur.manifest.external_dbs if same(e, db) and not e.sst_ids]
-                detached[:] = gone
-                if not gone:
-                    return None
-                return attrs.evolve(cur.manifest, external_dbs=tuple(
-                    e for e in cur.manifest.external_dbs if not (same(e, db) and not e.sst_ids)))
-
-            await self.manifests.update(change)
+            edit = DetachExternalDb(db.path, db.source_checkpoint_id)
+            detached = (await self.manifests.commit(edit)).result
             if detached:
                 tally.add("clones_detached")
                 self.runtime.event("clone_detached", path=db.path, source_checkpoint=str(db.source_checkpoint_id))

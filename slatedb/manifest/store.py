@@ -4,17 +4,20 @@ read the latest, write the next with create-if-absent CAS.
 The protocol (spec/protocols/sequenced-metadata.md, RFC 001 "Manifest Updates", RFC 004):
 
 1. list ``manifest/`` and read the file with the highest id ``N``;
-2. apply the change in memory;
+2. apply the edit in memory (:func:`slatedb.manifest.edit.apply_edit`: guards, already-applied
+   detection, the change; :mod:`slatedb.manifest.edits` lists the edits);
 3. create ``N+1`` with create-if-absent; "already exists" means another process won: go to 1;
 4. read ``gc/manifest.boundary`` (missing = 0); if ``N+1 <= B`` the create landed behind the
    GC boundary and did **not** commit (a stalled writer's stale update): go to 1.
 
-Only after step 4 is the update reported committed (BOUNDARY-3, SEQMETA-1).
+Only after step 4 is the update reported committed (BOUNDARY-3, SEQMETA-1). A create reported
+not committed may still have landed (RFC 004's false negative): the retry re-applies the same
+edit, whose already-applied detection then finds it (:meth:`ManifestStore.commit`).
 """
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Generic, TypeVar
+from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 import attrs
 
@@ -32,6 +35,8 @@ from slatedb.format.types import ManifestV2
 from slatedb.objstore.base import CREATE_IF_ABSENT, ObjectStore, PutMode
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.runtime import Runtime
+
+from .edit import Attempt, Edit, apply_edit
 
 MANIFEST_DIR = "manifest/"
 MANIFEST_SUFFIX = ".manifest"
@@ -59,6 +64,20 @@ class StoredManifest:
 
     id: int
     manifest: ManifestV2
+
+
+R = TypeVar("R")
+
+
+@attrs.frozen
+class Committed(Generic[R]):
+    """What :meth:`ManifestStore.commit` returns: the manifest now stored (the one written, or
+    the one read when the edit had nothing to write), the edit's result, and whether this call
+    wrote it (False: nothing to do, or an earlier attempt of this call had landed)."""
+
+    stored: StoredManifest
+    result: R
+    written: bool
 
 
 class SequenceConflict(Exception):
@@ -187,24 +206,31 @@ class SequencedStore(Generic[V, S]):
             except ObjectNotFoundError:
                 continue
 
-    async def try_write(self, file_id: int, value: V) -> S:
+    async def try_write(self, file_id: int, value: V, *, edit: str | None = None) -> S:
         """Create ``file_id`` and check the boundary; raise :attr:`conflict` when the id was
-        taken, :class:`ObjectVersionBehindBoundaryError` when behind the boundary."""
+        taken, :class:`ObjectVersionBehindBoundaryError` when behind the boundary. ``edit`` (the
+        edit's kind) is recorded in the ``create`` and ``commit`` events."""
         key = self.key(file_id)
         extra = self.event_fields(value)
+        if edit is not None:
+            extra["edit"] = edit
         if not await create_if_absent(self.store, self.runtime, key, self.encode(value)):
             self.runtime.event("create", path=key, outcome="exists", **extra)
             raise self.conflict(key)
         self.runtime.event("create", path=key, outcome="ok", **extra)
         if "no-boundary-check" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): RFC 004's stale commit
-            self.runtime.event("commit", ns=self.namespace, id=file_id)
+            self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
             return self.stored(file_id, value)
         boundary, _etag = await self.read_boundary()
         self.runtime.event("boundary_read", ns=self.namespace, boundary=boundary)
         if file_id <= boundary:
             raise ObjectVersionBehindBoundaryError(self.namespace, file_id, boundary)
-        self.runtime.event("commit", ns=self.namespace, id=file_id)
+        self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
         return self.stored(file_id, value)
+
+    @staticmethod
+    def _edit_field(edit: str | None) -> dict:
+        return {} if edit is None else {"edit": edit}
 
 
 class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
@@ -232,30 +258,47 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
         except ManifestConflict:
             return None
 
-    async def update(
+    async def commit(
         self,
-        change: Callable[[StoredManifest], Awaitable[ManifestV2 | None] | ManifestV2 | None],
+        edit: Edit[R],
         *,
         current: StoredManifest | None = None,
-    ) -> StoredManifest:
-        """Apply ``change`` to the latest manifest and commit it as the next id, retrying on
-        conflict from a fresh read. ``change`` returns the new manifest, or None for "nothing
-        to write" (then the manifest it was given is returned). ``current`` is a guess of the
-        latest (saves a read when right; a wrong guess just costs a conflict).
+        list_wal: Callable[[], Awaitable[list[int]]] | None = None,
+        prepared: Callable[[StoredManifest, ManifestV2], Awaitable[Any]] | None = None,
+    ) -> Committed[R]:
+        """The one way to change a manifest: apply ``edit`` to the latest manifest
+        (:func:`~slatedb.manifest.edit.apply_edit`) and commit the result as the next id; on a
+        lost race or a boundary check, re-apply the same edit to a fresh read (its
+        already-applied detection recognises an attempt that landed although reported failed).
 
-        ``change`` may raise to abort (e.g. :class:`~slatedb.errors.FencedError`).
+        ``current``: a guess of the latest (saves a read when right; a wrong guess costs a
+        conflict). ``list_wal``: lists the WAL after each read, for edits with ``lists_wal``.
+        ``prepared``: awaited between the apply and the create (a simulation or test stalls
+        there: RFC 004's stalled writer). The edit's guards and preconditions raise (e.g.
+        :class:`~slatedb.errors.FencedError`) and abort the commit.
         """
+        retried = maybe_landed = False
+        prior: object = None
         while True:
             if current is None:
                 current = await self.read_latest()
                 if current is None:
                     raise CorruptionError(MANIFEST_DIR, None, "the database has no manifest")
-            new = change(current)
-            if hasattr(new, "__await__"):
-                new = await new  # type: ignore[misc]
-            if new is None:
-                return current
+            wal_ids = None
+            if edit.lists_wal:
+                assert list_wal is not None, f"{edit.kind} lists the WAL: pass list_wal"
+                wal_ids = tuple(await list_wal())
+            attempt = Attempt(base_id=current.id, now_ms=self.runtime.now_ms(), retried=retried,
+                              maybe_landed=maybe_landed, prior=prior, wal_ids=wal_ids)
+            change = apply_edit(current.manifest, edit, attempt)
+            if change.manifest is None:
+                return Committed(current, change.result, written=False)
+            if prepared is not None:
+                await prepared(current, change.manifest)
             try:
-                return await self.try_write(current.id + 1, new)  # type: ignore[arg-type]
-            except (ManifestConflict, ObjectVersionBehindBoundaryError):
-                current = None
+                stored = await self.try_write(current.id + 1, change.manifest, edit=edit.kind)
+                return Committed(stored, change.result, written=True)
+            except ManifestConflict:
+                current, retried = None, True  # another process took the id: ours did not land
+            except ObjectVersionBehindBoundaryError:
+                current, retried, maybe_landed, prior = None, True, True, change.result

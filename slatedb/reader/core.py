@@ -29,16 +29,13 @@ import threading
 import uuid
 from typing import Any
 
-import attrs
 import trio
 from ulid import ULID
 
 from slatedb.checkpoint import (
-    check_writable_state,
     delete_checkpoint,
     find_checkpoint,
     is_expired,
-    new_checkpoint,
     refresh_checkpoint,
 )
 from slatedb.config import Settings
@@ -58,6 +55,7 @@ from slatedb.errors import (
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
 from slatedb.format.wal_sst import decode_wal_sst
+from slatedb.manifest.edits import AddReaderCheckpoint
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
@@ -192,22 +190,12 @@ class ReaderCore:
     async def _establish(self, reason: str) -> None:
         """RFC 000 "Establishing the Checkpoint" (steps 1-5), then adopt the new manifest."""
         rt = self.runtime
-        made: list[Any] = []
-
-        async def change(cur: StoredManifest) -> ManifestV2:
-            m = cur.manifest
-            check_writable_state(m, "open a reader")
-            # Only now list the WAL (RFC 001 NOTE): GC deletes WAL ids <= the replay point of a
-            # newer manifest only, and a newer manifest fails our CAS.
-            ids = await list_wal_ids(self.store, rt)
-            last_seen = max(m.wal_id_last_seen, m.replay_after_wal_id, ids[-1] if ids else 0)
-            cp = new_checkpoint(rt, cur.id + 1, lifetime_s=self.options.checkpoint_lifetime_s)
-            made[:] = [cp]
-            return attrs.evolve(m, wal_id_last_seen=last_seen, checkpoints=m.checkpoints + (cp,))
-
+        # Only after the manifest read is the WAL listed (RFC 001 NOTE): GC deletes WAL ids <= the
+        # replay point of a newer manifest only, and a newer manifest fails our CAS.
+        edit = AddReaderCheckpoint(rt.new_uuid(), lifetime_s=self.options.checkpoint_lifetime_s, refuse="open a reader")
         current = await self._latest("open a reader")
-        stored = await self.manifests.update(change, current=current)
-        cp = made[0]
+        added = await self.manifests.commit(edit, current=current, list_wal=lambda: list_wal_ids(self.store, rt))
+        stored, cp = added.stored, added.result.checkpoint
         old = self.checkpoint_id
         self.checkpoint_id = cp.id
         self._expire_s = cp.checkpoint_expire_time_s

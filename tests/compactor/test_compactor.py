@@ -160,11 +160,11 @@ def test_startup_outcomes_of_a_lost_race() -> None:
     class RacingManifests(ManifestStore):
         raced = False
 
-        async def try_write(self, manifest_id, manifest):
+        async def try_write(self, manifest_id, manifest, **kw):
             if not self.raced:
                 self.raced = True
                 _write_manifest_after(store, lambda m: attrs.evolve(m, compactor_epoch=m.compactor_epoch + 5))
-            return await super().try_write(manifest_id, manifest)
+            return await super().try_write(manifest_id, manifest, **kw)
 
     c = Compactor(store, RecordingRuntime(), compactor_settings())
     c.manifests = RacingManifests(store, c.runtime)
@@ -177,11 +177,11 @@ def test_startup_outcomes_of_a_lost_race() -> None:
     class WriterInTheWay(ManifestStore):
         raced = False
 
-        async def try_write(self, manifest_id, manifest):
+        async def try_write(self, manifest_id, manifest, **kw):
             if not self.raced:
                 self.raced = True
                 _write_manifest_after(store, lambda m: attrs.evolve(m, last_l0_seq=m.last_l0_seq + 1))
-            return await super().try_write(manifest_id, manifest)
+            return await super().try_write(manifest_id, manifest, **kw)
 
     c.manifests = WriterInTheWay(store, c.runtime)
     assert trio.run(c.start) == before + 1

@@ -4,6 +4,8 @@ concurrent collectors, BOUNDARY-1 at every delete, the stalled-writer sequence o
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 import pytest
 import trio
@@ -11,12 +13,24 @@ import trio
 from slatedb.errors import BoundaryVanishedError, ObjectVersionBehindBoundaryError
 from slatedb.format.types import ManifestV2
 from slatedb.gc import GarbageCollector, run_gc
+from slatedb.manifest.edit import Attempt, Change, Edit
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.memory import MemoryStore
 
 from .helpers import DbBuilder, VirtualRuntime, gc_options, memory_store, run_virtual
 
 MIN_AGE_S = 60.0
+
+
+@attrs.frozen
+class AddToCounter(Edit[None]):
+    """A test edit: ``last_l0_seq + amount`` (no already-applied detection)."""
+
+    kind: ClassVar[str] = "add_to_counter"
+    amount: int
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        return Change(attrs.evolve(m, last_l0_seq=m.last_l0_seq + self.amount), None)
 
 
 class BoundaryCheckingStore(MemoryStore):
@@ -85,7 +99,7 @@ def test_concurrent_collectors_agree_on_the_boundary_and_check_it_before_deletin
 def test_rfc004_stalled_writer_create_succeeds_but_does_not_commit() -> None:
     """RFC 004 § "Motivation", step by step: writer A prepares N+1 and stalls past min_age;
     others advance the namespace; GC deletes N+1; A's create of N+1 succeeds (the slot is free)
-    but its boundary check rejects it; ``update`` retries from a fresh read and commits later."""
+    but its boundary check rejects it; ``commit`` retries from a fresh read and commits later."""
     async def main() -> None:
         rt = VirtualRuntime()
         db = DbBuilder(memory_store(rt), rt)
@@ -97,15 +111,14 @@ def test_rfc004_stalled_writer_create_succeeds_but_does_not_commit() -> None:
         outcome: list[StoredManifest] = []
         attempts: list[int] = []
 
-        async def change(cur: StoredManifest) -> ManifestV2:
+        async def stall(cur: StoredManifest, _new: ManifestV2) -> None:
             attempts.append(cur.id + 1)
             if len(attempts) == 1:
                 prepared.set()
                 await resume.wait()  # the stall: A holds its N+1 for manifest 4
-            return attrs.evolve(cur.manifest, last_l0_seq=cur.manifest.last_l0_seq + 100)
 
         async def run_a() -> None:
-            outcome.append(await writer_a.update(change))
+            outcome.append((await writer_a.commit(AddToCounter(100), prepared=stall)).stored)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_a)

@@ -1,0 +1,174 @@
+"""What a compaction is (RFC 003): an ordered list of sources and a destination sorted run.
+
+Sources are named in the database's *logical order*: L0 views newest first, then sorted runs
+from the highest id down to 0 (the order in which a reader consults them). A compaction must
+take a contiguous slice of that order, so that the output can be put back where its inputs were
+without reordering anything a reader depends on:
+
+* L0 only: the slice must end at the oldest L0 view, and the output becomes a new sorted run
+  whose id is above every existing run (RFC 003: ``[SST-4, SST-3] -> 101`` is invalid because it
+  skips the older ``SST-2`` and ``SST-1``).
+* With sorted runs: the output replaces the lowest-id run among the sources (the destination
+  must be that id; ``[100, 50] -> 2`` is invalid).
+
+The same rule decides whether a spec submitted from outside (``slatedb submit-compaction``) is
+run or ends ``Failed``; :func:`validate_spec` returns the reason, which is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import attrs
+from ulid import ULID
+
+from slatedb.errors import InvalidArgumentError
+from slatedb.format.types import ManifestV2, TieredCompactionSpec
+
+_U32_MAX = 2**32 - 1
+
+
+@attrs.frozen
+class L0Source:
+    """An L0 SST view, by its view id (equal to the SST's ULID for views the writer made)."""
+
+    view_id: ULID
+
+    def render(self) -> str:
+        return f"L0:{self.view_id}"
+
+
+@attrs.frozen
+class RunSource:
+    """A whole sorted run, by id."""
+
+    run_id: int
+
+    def render(self) -> str:
+        return f"SR:{self.run_id}"
+
+
+Source = L0Source | RunSource
+
+
+@attrs.frozen
+class CompactionSpec:
+    """Sources in logical order (L0 newest first, then runs by descending id) and a destination."""
+
+    sources: tuple[Source, ...]
+    destination: int
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.destination <= _U32_MAX:
+            raise InvalidArgumentError(f"destination sorted run {self.destination} is not a u32")
+        for s in self.sources:
+            if isinstance(s, RunSource) and not 0 <= s.run_id <= _U32_MAX:
+                raise InvalidArgumentError(f"sorted run id {s.run_id} is not a u32")
+
+    @property
+    def l0_view_ids(self) -> tuple[ULID, ...]:
+        return tuple(s.view_id for s in self.sources if isinstance(s, L0Source))
+
+    @property
+    def run_ids(self) -> tuple[int, ...]:
+        return tuple(s.run_id for s in self.sources if isinstance(s, RunSource))
+
+    def render(self) -> str:
+        return "[" + ", ".join(s.render() for s in self.sources) + f"] -> {self.destination}"
+
+    # -- the on-store form -----------------------------------------------------------------
+
+    def to_format(self) -> TieredCompactionSpec:
+        return TieredCompactionSpec(sorted_runs=self.run_ids, l0_view_ids=self.l0_view_ids, destination=self.destination)
+
+    @classmethod
+    def from_format(cls, spec: TieredCompactionSpec) -> "CompactionSpec":
+        """The stored form lists L0 views and runs separately; each list keeps its order."""
+        sources: list[Source] = [L0Source(v) for v in spec.l0_view_ids]
+        sources += [RunSource(r) for r in spec.sorted_runs]
+        return cls(tuple(sources), spec.destination)
+
+    # -- JSON (admin API and CLI) -----------------------------------------------------------
+
+    def to_json(self) -> dict:
+        return {"sources": [_source_json(s) for s in self.sources], "destination": self.destination}
+
+    @classmethod
+    def from_json(cls, data: object) -> "CompactionSpec":
+        """``{"sources": [{"Sst": "<ULID>"} | {"SortedRun": 3}, ...], "destination": 3}``."""
+        if not isinstance(data, dict) or set(data) - {"sources", "destination"}:
+            raise InvalidArgumentError(f"a compaction spec is {{'sources': [...], 'destination': N}}, got {data!r}")
+        raw_sources = data.get("sources")
+        if not isinstance(raw_sources, list):
+            raise InvalidArgumentError("compaction spec: 'sources' must be a list")
+        dest = data.get("destination")
+        if not isinstance(dest, int) or isinstance(dest, bool):
+            raise InvalidArgumentError("compaction spec: 'destination' must be an integer")
+        return cls(tuple(_source_from_json(s) for s in raw_sources), dest)
+
+
+def _source_json(s: Source) -> dict:
+    return {"Sst": str(s.view_id)} if isinstance(s, L0Source) else {"SortedRun": s.run_id}
+
+
+def _source_from_json(s: object) -> Source:
+    if isinstance(s, dict) and len(s) == 1:
+        ((kind, value),) = s.items()
+        if kind in ("Sst", "SstView", "sst") and isinstance(value, str):
+            try:
+                return L0Source(ULID.from_str(value))
+            except ValueError as e:
+                raise InvalidArgumentError(f"compaction source {value!r} is not a ULID") from e
+        if kind in ("SortedRun", "sorted_run") and isinstance(value, int) and not isinstance(value, bool):
+            return RunSource(value)
+    raise InvalidArgumentError(f"a compaction source is {{'Sst': '<ULID>'}} or {{'SortedRun': N}}, got {s!r}")
+
+
+def logical_order(manifest: ManifestV2) -> list[Source]:
+    """Every source of ``manifest`` in read order: L0 newest first, then runs (highest id first)."""
+    return [L0Source(v.id) for v in manifest.l0] + [RunSource(r.id) for r in manifest.compacted]
+
+
+def full_spec(manifest: ManifestV2) -> CompactionSpec | None:
+    """Everything into one run: the lowest existing run id, or 0 when there is no run yet."""
+    sources = logical_order(manifest)
+    if not sources:
+        return None
+    runs = [r.id for r in manifest.compacted]
+    return CompactionSpec(tuple(sources), min(runs) if runs else 0)
+
+
+def validate_spec(spec: CompactionSpec, manifest: ManifestV2, busy: Iterable[CompactionSpec] = ()) -> str | None:
+    """Why ``spec`` cannot run against ``manifest`` (None: it can). ``busy`` are the specs of
+    other active compactions: a source or destination they use cannot be used again."""
+    if not spec.sources:
+        return "a compaction needs at least one source"
+    if len(set(spec.sources)) != len(spec.sources):
+        return f"duplicate sources in {spec.render()}"
+    order = logical_order(manifest)
+    n = len(spec.sources)
+    try:
+        start = order.index(spec.sources[0])
+    except ValueError:
+        return f"source {spec.sources[0].render()} is not in the database"
+    if tuple(order[start : start + n]) != spec.sources:
+        missing = [s.render() for s in spec.sources if s not in order]
+        if missing:
+            return f"sources {', '.join(missing)} are not in the database"
+        return f"sources of {spec.render()} are not a contiguous slice of L0 (newest first) then runs (highest id first)"
+    runs_in_manifest = [r.id for r in manifest.compacted]
+    if spec.run_ids:
+        if spec.destination != min(spec.run_ids):
+            return f"destination {spec.destination} must be the lowest sorted run among the sources ({min(spec.run_ids)})"
+    else:
+        if order[start + n - 1] != order[len(manifest.l0) - 1]:
+            return "an L0-only compaction must include the oldest L0 SST (it may not skip older ones)"
+        if runs_in_manifest and spec.destination <= max(runs_in_manifest):
+            return (f"an L0-only compaction must write a new sorted run above the highest existing one "
+                    f"({max(runs_in_manifest)}), not {spec.destination}")
+    for other in busy:
+        used = set(other.sources) | {RunSource(other.destination)}
+        clash = [s.render() for s in spec.sources if s in used]
+        if clash or RunSource(spec.destination) in used:
+            return f"conflicts with running compaction {other.render()} over {', '.join(clash) or f'SR:{spec.destination}'}"
+    return None

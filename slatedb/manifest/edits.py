@@ -1,0 +1,487 @@
+"""The manifest edits: every change any process makes to a manifest, as a frozen value applied by
+:func:`slatedb.manifest.edit.apply_edit` through :meth:`ManifestStore.commit` (see
+:mod:`slatedb.manifest.edit` for the order: guards, already applied, change).
+
+==========================  ============================================  =====================
+edit                        who                                            already applied when
+==========================  ============================================  =====================
+:class:`BumpWriterEpoch`    writer open (writer.md 2), soft destroy 1     its writer checkpoint is there
+:class:`AddL0`              L0 flush (writer.md 9)                         replay point and last L0 seq reached
+:class:`RefreshWriterCheckpoint`  manifest follower (writer.md 11)        its writer checkpoint is there
+:class:`AdvanceReplay`      the ``replay-progress-early`` bug only         (idempotent)
+:class:`AddCheckpoint`      Db / admin / reader / clone (ckpt 1, 2)        its checkpoint id is there
+:class:`RefreshCheckpoint`  reader, admin (ckpt 3)                         (idempotent)
+:class:`DeleteCheckpoint`   reader, admin, GC, destroy (ckpt 4)            retried and the id is gone
+:class:`ExpireCheckpoints`  GC (ckpt 5)                                    retried and what it removed is gone
+:class:`DetachExternalDb`   GC (ckpt 9)                                    retried and what it removed is gone
+:class:`ClaimCompactorEpoch`  compactor start (compaction.md 1)            its pin is there with its epoch
+:class:`ApplyCompaction`    compactor commit (compaction.md)               retried and its outputs are there
+:class:`SoftDestroy`        destroy (destroy.md soft 2-3)                  ``destroyed_at_s`` set
+:class:`HardDestroy`        destroy (destroy.md hard 1-2)                  retried and ``destroyed_at_s`` set
+:class:`MarkInitialized`    clone (clone.md 7)                             ``initialized`` set
+==========================  ============================================  =====================
+
+To add an edit: a frozen attrs subclass of :class:`~slatedb.manifest.edit.Edit` with a ``kind``,
+an optional ``fence`` field, :meth:`landed` if a repeated application would not be a no-op, and
+a pure :meth:`apply`; a row in the table above and in ``tests/manifest/test_edits.py``'s
+false-negative test; ``ManifestStore.commit(edit)`` at the call site.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+import attrs
+from ulid import ULID
+
+from slatedb.errors import (
+    CheckpointNotFoundError,
+    FencedError,
+    InvalidDbStateError,
+    InvalidDeletionError,
+)
+from slatedb.format.types import (
+    Checkpoint,
+    CompactedSsTable,
+    CompactedSsTableV2,
+    CompactedSsTableView,
+    ExternalDb,
+    ManifestV2,
+    SortedRunV2,
+    WriterCheckpoint,
+)
+
+from .checkpoints import (
+    active_checkpoints,
+    check_writable_state,
+    expire_time_s,
+    find_checkpoint,
+    is_expired,
+    make_checkpoint,
+    pinned_for_commit,
+    replace_writer_checkpoint,
+    without_writer_checkpoints,
+    writer_checkpoint,
+)
+from .compaction import CompactionSpec, validate_spec
+from .edit import Attempt, Change, CompactorFence, Edit, WriterFence
+
+NOT_LANDED: tuple[bool, None] = (False, None)
+
+
+# -- the writer ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class BumpWriterEpoch(Edit[int]):
+    """``writer_epoch + 1`` with the writer checkpoint ``checkpoint_id`` of the new epoch in
+    place of any other (writer.md step 2; a soft destroy's claim, destroy.md step 1, which its
+    mark then drops). Refuses a destroyed database (DESTROY-3) unless ``allow_destroyed``.
+    Already applied when its checkpoint is there with the manifest's epoch. Result: the epoch."""
+
+    kind: ClassVar[str] = "bump_writer_epoch"
+    checkpoint_id: uuid.UUID
+    allow_destroyed: bool = False
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, int | None]:
+        cp = find_checkpoint(m, self.checkpoint_id)
+        if cp is not None and isinstance(cp.metadata, WriterCheckpoint) and cp.metadata.epoch == m.writer_epoch:
+            return True, m.writer_epoch
+        return NOT_LANDED
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[int]:
+        if m.destroyed_at_s and not self.allow_destroyed:
+            raise InvalidDbStateError(f"the database was destroyed at {m.destroyed_at_s} s")
+        epoch = m.writer_epoch + 1
+        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, epoch, attempt.now_ms)
+        return Change(attrs.evolve(m, writer_epoch=epoch, checkpoints=replace_writer_checkpoint(m, cp)), epoch)
+
+
+@attrs.frozen
+class AddL0(Edit[None]):
+    """An L0 flush (writer.md step 9): the SST, its view in front of L0, the replay point
+    ``replay_after`` (the last WAL id of the flushed memtable), ``wal_id_last_seen`` raised to
+    ``wal_last``, ``last_l0_seq`` to ``last_seq``, ``recent_snapshot_min_seq`` to the oldest of
+    that and ``snapshot_floor`` (open snapshots), and a refreshed writer checkpoint.
+
+    Already applied when the replay point and ``last_l0_seq`` are reached: only this writer moves
+    them, one frozen memtable at a time, so reaching them means this flush is in (a compactor may
+    have compacted the L0 away since). Adding it again would put old rows in front of newer ones."""
+
+    kind: ClassVar[str] = "add_l0"
+    fence: WriterFence
+    sst: CompactedSsTableV2
+    replay_after: int
+    wal_last: int
+    last_seq: int
+    checkpoint_id: uuid.UUID
+    snapshot_floor: int | None = None
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        return (m.replay_after_wal_id >= self.replay_after and m.last_l0_seq >= self.last_seq), None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        last_l0_seq = max(m.last_l0_seq, self.last_seq)
+        snapshot_min = last_l0_seq if self.snapshot_floor is None else min(last_l0_seq, self.snapshot_floor)
+        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms)
+        return Change(attrs.evolve(
+            m,
+            ssts=m.ssts + (self.sst,),
+            l0=(CompactedSsTableView(self.sst.id, self.sst.id, None),) + m.l0,
+            replay_after_wal_id=max(m.replay_after_wal_id, self.replay_after),
+            wal_id_last_seen=max(m.wal_id_last_seen, self.wal_last),
+            last_l0_seq=last_l0_seq,
+            last_l0_clock_tick=attempt.now_ms,
+            recent_snapshot_min_seq=snapshot_min,
+            checkpoints=replace_writer_checkpoint(m, cp),
+        ), None)
+
+
+@attrs.frozen
+class RefreshWriterCheckpoint(Edit[None]):
+    """Re-establish the writer checkpoint on the manifest being written (RFC 000 "Refreshing
+    the Checkpoint", writer.md step 11)."""
+
+    kind: ClassVar[str] = "refresh_writer_checkpoint"
+    fence: WriterFence
+    checkpoint_id: uuid.UUID
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        return find_checkpoint(m, self.checkpoint_id) is not None, None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms)
+        return Change(attrs.evolve(m, checkpoints=replace_writer_checkpoint(m, cp)), None)
+
+
+@attrs.frozen
+class AdvanceReplay(Edit[None]):
+    """``replay_after_wal_id`` raised to ``wal_id`` while ``epoch`` is the writer's (else
+    nothing). Used only by the catalogued bug ``replay-progress-early`` (sim/bugs.py), which
+    persists the replay point before the replayed rows reach L0."""
+
+    kind: ClassVar[str] = "advance_replay"
+    epoch: int
+    wal_id: int
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        if m.writer_epoch != self.epoch:
+            return Change(None, None)
+        return Change(attrs.evolve(m, replay_after_wal_id=max(m.replay_after_wal_id, self.wal_id)), None)
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CheckpointAdded:
+    """The result of :class:`AddCheckpoint`: the checkpoint, and whether it was there before
+    this commit started (a clone's ``final_checkpoint_id`` made by an earlier run)."""
+
+    checkpoint: Checkpoint
+    existed: bool = False
+
+
+@attrs.frozen
+class AddCheckpoint(Edit[CheckpointAdded]):
+    """RFC 000 "Creating a Checkpoint" (checkpoints-gc.md steps 1-2): a checkpoint
+    ``checkpoint_id`` pinning the manifest being written (``base + 1``), or the manifest of the
+    unexpired checkpoint ``source``. ``wal_last_seen`` raises ``wal_id_last_seen`` (a writer's
+    checkpoint covers the WAL it wrote); ``lists_wal``-style edits (:class:`AddReaderCheckpoint`)
+    raise it to the listed WAL. ``refuse`` names the operation in the error for an uninitialized
+    or destroyed database. Already applied when ``checkpoint_id`` is in the manifest."""
+
+    kind: ClassVar[str] = "add_checkpoint"
+    checkpoint_id: uuid.UUID
+    lifetime_s: float | None = None
+    name: str | None = None
+    source: uuid.UUID | None = None
+    wal_last_seen: int | None = None
+    fence: WriterFence | None = None
+    refuse: str = "create a checkpoint"
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, CheckpointAdded | None]:
+        found = find_checkpoint(m, self.checkpoint_id)
+        if found is None:
+            return NOT_LANDED
+        return True, CheckpointAdded(found, existed=not attempt.maybe_landed)
+
+    def _last_seen(self, m: ManifestV2, attempt: Attempt) -> int:
+        return m.wal_id_last_seen if self.wal_last_seen is None else max(m.wal_id_last_seen, self.wal_last_seen)
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[CheckpointAdded]:
+        if self.source is None:
+            check_writable_state(m, self.refuse)
+            manifest_id = attempt.base_id + 1
+        else:
+            if m.destroyed_at_s:
+                raise InvalidDbStateError(f"cannot {self.refuse}: the database was destroyed at {m.destroyed_at_s} s")
+            source = find_checkpoint(m, self.source)
+            if source is None:
+                raise CheckpointNotFoundError(self.source, "the latest manifest (source checkpoint)")
+            if is_expired(source, attempt.now_ms // 1000):
+                raise InvalidDbStateError(f"source checkpoint {self.source} has expired")
+            manifest_id = source.manifest_id
+        cp = make_checkpoint(self.checkpoint_id, manifest_id, attempt.now_ms, lifetime_s=self.lifetime_s, name=self.name)
+        return Change(attrs.evolve(m, checkpoints=m.checkpoints + (cp,), wal_id_last_seen=self._last_seen(m, attempt)),
+                      CheckpointAdded(cp))
+
+
+@attrs.frozen
+class AddReaderCheckpoint(AddCheckpoint):
+    """:class:`AddCheckpoint` from the current manifest with ``wal_id_last_seen`` raised to the
+    highest WAL id listed *after* the manifest read (RFC 000 "Establishing the Checkpoint",
+    RFC 001 NOTE): a DbReader's checkpoint, and a clone's ephemeral one on its parent."""
+
+    kind: ClassVar[str] = "add_reader_checkpoint"
+    lists_wal: ClassVar[bool] = True
+
+    def _last_seen(self, m: ManifestV2, attempt: Attempt) -> int:
+        listed = attempt.wal_ids or ()
+        return max(m.wal_id_last_seen, m.replay_after_wal_id, listed[-1] if listed else 0)
+
+
+@attrs.frozen
+class RefreshCheckpoint(Edit[Checkpoint]):
+    """Set the checkpoint's expiry to now + ``lifetime_s`` (None: never). Gone (deleted, or
+    expired and collected) raises :class:`CheckpointNotFoundError`. Result: the new entry."""
+
+    kind: ClassVar[str] = "refresh_checkpoint"
+    checkpoint_id: uuid.UUID
+    lifetime_s: float | None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[Checkpoint]:
+        old = find_checkpoint(m, self.checkpoint_id)
+        if old is None:
+            raise CheckpointNotFoundError(self.checkpoint_id, "the latest manifest")
+        new = attrs.evolve(old, checkpoint_expire_time_s=expire_time_s(attempt.now_ms, self.lifetime_s))
+        return Change(attrs.evolve(m, checkpoints=tuple(new if c.id == self.checkpoint_id else c for c in m.checkpoints)),
+                      new)
+
+
+@attrs.frozen
+class DeleteCheckpoint(Edit[None]):
+    """A manifest without the checkpoint (checkpoints-gc.md step 4). Missing raises
+    :class:`CheckpointNotFoundError` unless ``missing_ok``; missing after a retry is our own
+    delete that landed."""
+
+    kind: ClassVar[str] = "delete_checkpoint"
+    checkpoint_id: uuid.UUID
+    missing_ok: bool = False
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        return (attempt.retried and find_checkpoint(m, self.checkpoint_id) is None), None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        if find_checkpoint(m, self.checkpoint_id) is None:
+            if self.missing_ok:
+                return Change(None, None)
+            raise CheckpointNotFoundError(self.checkpoint_id, "the latest manifest")
+        return Change(attrs.evolve(m, checkpoints=tuple(c for c in m.checkpoints if c.id != self.checkpoint_id)), None)
+
+
+@attrs.frozen
+class ExpireCheckpoints(Edit[tuple[Checkpoint, ...]]):
+    """GC: remove every checkpoint expired now (checkpoints-gc.md step 5). Result: the removed."""
+
+    kind: ClassVar[str] = "expire_checkpoints"
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, tuple[Checkpoint, ...] | None]:
+        prior = attempt.prior
+        if attempt.maybe_landed and isinstance(prior, tuple) and prior:
+            if all(find_checkpoint(m, c.id) is None for c in prior):
+                return True, prior
+        return NOT_LANDED
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[tuple[Checkpoint, ...]]:
+        now_s = attempt.now_ms // 1000
+        expired = tuple(c for c in m.checkpoints if is_expired(c, now_s))
+        if not expired:
+            return Change(None, ())
+        return Change(attrs.evolve(m, checkpoints=active_checkpoints(m, now_s)), expired)
+
+
+# -- clones ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class DetachExternalDb(Edit[tuple[ExternalDb, ...]]):
+    """GC: drop the external database ``(path, source_checkpoint_id)`` once none of its SSTs is
+    referenced (checkpoints-gc.md step 9). Result: the entries removed (none: already gone)."""
+
+    kind: ClassVar[str] = "detach_external_db"
+    path: str
+    source_checkpoint_id: uuid.UUID
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, tuple[ExternalDb, ...] | None]:
+        prior = attempt.prior
+        if attempt.maybe_landed and isinstance(prior, tuple) and prior and not any(e in m.external_dbs for e in prior):
+            return True, prior
+        return NOT_LANDED
+
+    def _gone(self, e: ExternalDb) -> bool:
+        return e.path == self.path and e.source_checkpoint_id == self.source_checkpoint_id and not e.sst_ids
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[tuple[ExternalDb, ...]]:
+        gone = tuple(e for e in m.external_dbs if self._gone(e))
+        if not gone:
+            return Change(None, ())
+        return Change(attrs.evolve(m, external_dbs=tuple(e for e in m.external_dbs if not self._gone(e))), gone)
+
+
+@attrs.frozen
+class MarkInitialized(Edit[None]):
+    """A clone's last step (clone.md step 7): ``initialized = true``."""
+
+    kind: ClassVar[str] = "mark_initialized"
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        return m.initialized, None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        return Change(attrs.evolve(m, initialized=True), None)
+
+
+# -- the compactor ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ClaimCompactorEpoch(Edit[None]):
+    """Compactor start (compaction.md step 1): ``compactor_epoch = epoch`` with a fresh pin
+    ``pin_id`` on the replaced manifest (its UUID makes the bytes ours alone: two compactors
+    starting from one manifest would otherwise write identical files, and an ambiguous create
+    resolved by reading back would let both believe they won, CFENCE-3). An epoch ``>= epoch``
+    already there is another compactor's: :class:`FencedError`."""
+
+    kind: ClassVar[str] = "claim_compactor_epoch"
+    epoch: int
+    pin_id: uuid.UUID
+    pin_lifetime_s: float
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        return (m.compactor_epoch == self.epoch and find_checkpoint(m, self.pin_id) is not None), None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        if m.compactor_epoch >= self.epoch:
+            raise FencedError(f"compactor epoch {self.epoch} lost to {m.compactor_epoch} (manifest)")
+        pins = pinned_for_commit(m, attempt.base_id, attempt.now_ms, self.pin_id, self.pin_lifetime_s)
+        return Change(attrs.evolve(m, compactor_epoch=self.epoch, checkpoints=pins), None)
+
+
+@attrs.frozen
+class ApplyCompaction(Edit["str | None"]):
+    """A finished compaction (compaction.md, COMPACT-2/3): ``spec``'s sources replaced by the run
+    ``spec.destination`` of ``outputs``, with a fresh pin ``pin_id`` on the replaced manifest.
+    Result: None when committed, else why it no longer applies (its sources changed, or its
+    outputs are already in the manifest: committed before a restart), which fails it.
+    ``revalidate=False`` is the catalogued bug ``compaction-no-revalidate``. Already applied when
+    a retried attempt finds its outputs in the manifest (RFC 004's false negative)."""
+
+    kind: ClassVar[str] = "apply_compaction"
+    fence: CompactorFence | None
+    spec: CompactionSpec
+    outputs: tuple[CompactedSsTable, ...]
+    pin_id: uuid.UUID
+    pin_lifetime_s: float
+    revalidate: bool = True
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        return (attempt.maybe_landed and committed_already(m, self.outputs) is not None), None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[str | None]:
+        reason = (validate_spec(self.spec, m) or committed_already(m, self.outputs)) if self.revalidate else None
+        if reason is not None:
+            return Change(None, reason)
+        pins = pinned_for_commit(m, attempt.base_id, attempt.now_ms, self.pin_id, self.pin_lifetime_s)
+        return Change(apply_compaction(m, self.spec, self.outputs, checkpoints=pins), None)
+
+
+def committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> str | None:
+    """A compaction whose output SSTs the manifest already holds was committed (before a crash
+    or a takeover): running it again would commit it twice (COMPACT-3). Its sources need not be
+    gone: ``[SR:k] -> k`` leaves a run ``k`` behind, its own output."""
+    referenced = {v.sst_id for r in m.compacted for v in r.ssts}
+    if any(o.id in referenced for o in outputs):
+        return "its output SSTs are already in the manifest (committed before a restart)"
+    return None
+
+
+def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...], *,
+                     checkpoints: tuple[Checkpoint, ...] | None = None) -> ManifestV2:
+    """``m`` with ``spec``'s sources replaced by a run ``spec.destination`` of ``outputs``."""
+    l0_ids = set(spec.l0_view_ids)
+    run_ids = set(spec.run_ids)
+    l0 = tuple(v for v in m.l0 if v.id not in l0_ids)
+    runs = [r for r in m.compacted if r.id not in run_ids]
+    if outputs:
+        runs.append(SortedRunV2(spec.destination, tuple(CompactedSsTableView(o.id, o.id, None) for o in outputs)))
+    runs.sort(key=lambda r: r.id, reverse=True)
+    ids = {r.id for r in runs}
+    assert len(ids) == len(runs), f"two sorted runs with one id after {spec.render()}"
+    referenced = {v.sst_id for v in l0} | {v.sst_id for r in runs for v in r.ssts}
+    ssts = tuple(s for s in m.ssts if s.id in referenced)
+    ssts += tuple(CompactedSsTableV2(o.id, o.info, o.format_version) for o in outputs)
+    # RFC 000 "Compactions": an external SST no longer referenced leaves its external_dbs entry
+    # (an entry with no SSTs left is detached by GC, which releases its final checkpoint).
+    external = tuple(attrs.evolve(db, sst_ids=tuple(i for i in db.sst_ids if i in referenced)) for db in m.external_dbs)
+    last_l0: ULID | None = m.last_compacted_l0_sst_view_id
+    if spec.l0_view_ids:
+        last_l0 = spec.l0_view_ids[0]
+    return attrs.evolve(m, l0=l0, compacted=tuple(runs), ssts=ssts, last_compacted_l0_sst_view_id=last_l0,
+                        external_dbs=external,
+                        checkpoints=m.checkpoints if checkpoints is None else checkpoints)
+
+
+# -- destroy ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SoftDestroy(Edit[int]):
+    """Soft destroy steps 2-3 in one write (destroy.md, DESTROY-2): drop the writer checkpoint
+    and set ``destroyed_at_s``, only while ``fence.epoch`` (the destroyer's) is the latest.
+    Result: ``destroyed_at_s``."""
+
+    kind: ClassVar[str] = "soft_destroy"
+    fence: WriterFence
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, int | None]:
+        return (True, m.destroyed_at_s) if m.destroyed_at_s else NOT_LANDED
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[int]:
+        now_s = max(1, attempt.now_ms // 1000)
+        return Change(attrs.evolve(m, destroyed_at_s=now_s, checkpoints=without_writer_checkpoints(m)), now_s)
+
+
+class DeletionRefused(InvalidDeletionError):
+    """:class:`InvalidDeletionError` of :class:`HardDestroy`, with the number of checkpoints."""
+
+    def __init__(self, message: str, checkpoints: int) -> None:
+        super().__init__(message)
+        self.checkpoints = checkpoints
+
+
+@attrs.frozen
+class HardDestroy(Edit[int]):
+    """Hard destroy steps 1-2 (destroy.md, DESTROY-1): refuse while any unexpired checkpoint
+    other than a writer checkpoint exists (:class:`InvalidDeletionError` naming ``label`` and
+    the checkpoints, checked on every attempt), then set ``destroyed_at_s`` if unset. Result:
+    ``destroyed_at_s``."""
+
+    kind: ClassVar[str] = "hard_destroy"
+    label: str = "the database"
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, int | None]:
+        return (True, m.destroyed_at_s) if attempt.maybe_landed and m.destroyed_at_s else NOT_LANDED
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[int]:
+        now_s = max(1, attempt.now_ms // 1000)
+        blocking = [c for c in active_checkpoints(m, now_s) if not isinstance(c.metadata, WriterCheckpoint)]
+        if blocking:
+            raise DeletionRefused(
+                f"cannot hard-destroy {self.label}: {len(blocking)} active checkpoint(s)"
+                f" ({', '.join(str(c.id) for c in blocking[:3])}{', ...' if len(blocking) > 3 else ''});"
+                " delete them, wait for them to expire, or destroy softly", len(blocking))
+        if m.destroyed_at_s:
+            return Change(None, m.destroyed_at_s)
+        return Change(attrs.evolve(m, destroyed_at_s=now_s), now_s)

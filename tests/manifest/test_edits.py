@@ -1,0 +1,252 @@
+"""Typed manifest edits (slatedb/manifest/edit.py, edits.py) through the one entry point,
+``ManifestStore.commit``.
+
+The RFC 004 rule, once for every edit kind: a create that *landed* but whose boundary read came
+back after another process built on it and GC passed it is reported not committed; the retry
+re-applies the same edit to the fresh manifest (which holds its change). The state after that
+must be the state one clean commit gives, with the same result: nothing applied twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+import pytest
+import trio
+from ulid import ULID
+
+from slatedb.errors import CheckpointNotFoundError, FencedError, InvalidDbStateError, InvalidDeletionError
+from slatedb.format.manifest import decode_manifest_v2, encode_manifest
+from slatedb.format.types import (
+    Checkpoint,
+    CompactedSsTable,
+    CompactedSsTableV2,
+    CompactedSsTableView,
+    ExternalDb,
+    ManifestV2,
+    SsTableInfo,
+    WriterCheckpoint,
+)
+from slatedb.manifest import Attempt, CompactorFence, ManifestStore, WriterFence, apply_edit, manifest_key
+from slatedb.manifest.compaction import CompactionSpec, L0Source
+from slatedb.manifest.edits import (
+    AddCheckpoint,
+    AddL0,
+    AddReaderCheckpoint,
+    AdvanceReplay,
+    ApplyCompaction,
+    BumpWriterEpoch,
+    ClaimCompactorEpoch,
+    DeleteCheckpoint,
+    DetachExternalDb,
+    ExpireCheckpoints,
+    HardDestroy,
+    MarkInitialized,
+    RefreshCheckpoint,
+    RefreshWriterCheckpoint,
+    SoftDestroy,
+    committed_already,
+)
+from slatedb.objstore.base import OVERWRITE
+from slatedb.objstore.memory import MemoryBucket, MemoryStore
+
+from ..checkpoint.helpers import ClockRuntime
+
+NOW_MS = 1_700_000_000_000
+BOUNDARY = "gc/manifest.boundary"
+
+
+def _uuid(n: int) -> uuid.UUID:
+    return uuid.UUID(int=n)
+
+
+def _ulid(n: int) -> ULID:
+    return ULID.from_int((1_600_000_000_000 + n) << 80)
+
+
+def _sst(n: int) -> CompactedSsTableV2:
+    return CompactedSsTableV2(_ulid(n), SsTableInfo(first_entry=b"k%d" % n))
+
+
+USER_CP = Checkpoint(_uuid(1), 1, checkpoint_expire_time_s=NOW_MS // 1000 + 3600, checkpoint_create_time_s=1)
+EXPIRED_CP = Checkpoint(_uuid(2), 1, checkpoint_expire_time_s=NOW_MS // 1000 - 10, checkpoint_create_time_s=1)
+WRITER_CP = Checkpoint(_uuid(3), 1, checkpoint_create_time_s=1, metadata=WriterCheckpoint(3))
+L0 = (_sst(2), _sst(1))  # newest first
+
+BASE = ManifestV2(
+    initialized=True, writer_epoch=3, compactor_epoch=2, replay_after_wal_id=5, wal_id_last_seen=7,
+    ssts=L0, l0=tuple(CompactedSsTableView(s.id, s.id, None) for s in L0), last_l0_seq=40,
+    checkpoints=(WRITER_CP, USER_CP, EXPIRED_CP),
+    external_dbs=(ExternalDb("parent", _uuid(9), _uuid(10), ()),),
+)
+COMPACTION = CompactionSpec((L0Source(L0[0].id), L0Source(L0[1].id)), 0)
+OUTPUT = CompactedSsTable(_ulid(50), SsTableInfo(first_entry=b"k1"))
+
+#: (name, base manifest, edit); every kind of edit at least once.
+CASES = [
+    ("bump_writer_epoch", BASE, BumpWriterEpoch(checkpoint_id=_uuid(20))),
+    ("bump_writer_epoch_destroyer", attrs.evolve(BASE, destroyed_at_s=5), BumpWriterEpoch(_uuid(29), allow_destroyed=True)),
+    ("add_l0", BASE, AddL0(WriterFence(3), _sst(3), replay_after=8, wal_last=9, last_seq=55, checkpoint_id=_uuid(21))),
+    ("refresh_writer_checkpoint", BASE, RefreshWriterCheckpoint(WriterFence(3), _uuid(22))),
+    ("advance_replay", BASE, AdvanceReplay(3, 7)),
+    ("add_checkpoint", BASE, AddCheckpoint(_uuid(23), lifetime_s=60, name="n")),
+    ("add_checkpoint_writer", BASE, AddCheckpoint(_uuid(24), wal_last_seen=9, fence=WriterFence(3))),
+    ("add_checkpoint_from_source", BASE, AddCheckpoint(_uuid(25), source=USER_CP.id)),
+    ("add_reader_checkpoint", BASE, AddReaderCheckpoint(_uuid(26), lifetime_s=600)),
+    ("refresh_checkpoint", BASE, RefreshCheckpoint(USER_CP.id, 120)),
+    ("delete_checkpoint", BASE, DeleteCheckpoint(USER_CP.id)),
+    ("expire_checkpoints", BASE, ExpireCheckpoints()),
+    ("detach_external_db", BASE, DetachExternalDb("parent", _uuid(9))),
+    ("mark_initialized", attrs.evolve(BASE, initialized=False), MarkInitialized()),
+    ("claim_compactor_epoch", BASE, ClaimCompactorEpoch(3, _uuid(27), 900)),
+    ("apply_compaction", BASE, ApplyCompaction(CompactorFence(2), COMPACTION, (OUTPUT,), pin_id=_uuid(28),
+                                               pin_lifetime_s=900)),
+    ("soft_destroy", BASE, SoftDestroy(WriterFence(3))),
+    ("hard_destroy", attrs.evolve(BASE, checkpoints=(WRITER_CP,)), HardDestroy()),
+]
+
+
+class LateBoundaryStore(MemoryStore):
+    """While ``armed``: the next manifest create lands; before its boundary read returns another
+    process writes the next manifest on top of it (a copy) and GC moves the boundary to it."""
+
+    armed = False
+    created: int | None = None
+    fired = 0
+
+    async def put(self, key, data, mode=OVERWRITE):
+        out = await super().put(key, data, mode)
+        if self.armed and key.startswith("manifest/"):
+            self.created = int(key.split("/")[1].split(".")[0])
+        return out
+
+    async def get(self, key, byte_range=None):
+        if key == BOUNDARY and self.armed and self.created is not None:
+            n, self.armed, self.created = self.created, False, None
+            self.fired += 1
+            self.put_now(manifest_key(n + 1), self.get_now(manifest_key(n)).data)
+            self.put_now(BOUNDARY, str(n).encode("ascii"))
+        return await super().get(key, byte_range)
+
+
+def _store(base: ManifestV2) -> tuple[LateBoundaryStore, ManifestStore]:
+    rt = ClockRuntime("edits", start_ms=NOW_MS)
+    store = LateBoundaryStore(MemoryBucket(), rt.now_ms, url="memory://edits")
+    store.put_now(manifest_key(1), encode_manifest(base))
+    store.put_now("wal/00000000000000000011.sst", b"")  # a WAL object for the listing edits
+    return store, ManifestStore(store, rt)
+
+
+async def _list_wal() -> list[int]:
+    return [11]
+
+
+def _latest(store: MemoryStore) -> ManifestV2:
+    ids = sorted(int(m.key.split("/")[1].split(".")[0]) for m in store.list_now("manifest/"))
+    return decode_manifest_v2(store.get_now(manifest_key(ids[-1])).data, manifest_key(ids[-1]))
+
+
+@pytest.mark.parametrize("name,base,edit", CASES, ids=[c[0] for c in CASES])
+def test_a_landed_edit_reported_failed_is_not_applied_twice(name, base, edit) -> None:
+    clean_store, clean_ms = _store(base)
+    clean = trio.run(lambda: clean_ms.commit(edit, list_wal=_list_wal))
+    assert clean.written, f"{name}: the case must change the manifest"
+
+    store, ms = _store(base)
+    store.armed = True
+    got = trio.run(lambda: ms.commit(edit, list_wal=_list_wal))
+    assert store.fired == 1  # the create landed and was reported not committed
+    assert _latest(store) == _latest(clean_store), f"{name}: applied twice (or not at all)"
+    assert got.result == clean.result
+
+
+def test_every_edit_kind_is_covered() -> None:
+    import slatedb.manifest.edits as edits
+    from slatedb.manifest.edit import Edit
+
+    kinds = {c.kind for c in vars(edits).values() if isinstance(c, type) and issubclass(c, Edit) and c is not Edit}
+    assert kinds == {edit.kind for _, _, edit in CASES}
+
+
+def test_the_writer_fence_is_checked_before_anything_else() -> None:
+    fenced = attrs.evolve(BASE, writer_epoch=4)
+    for edit in (AddL0(WriterFence(3), _sst(3), 8, 9, 55, _uuid(21)), RefreshWriterCheckpoint(WriterFence(3), _uuid(1)),
+                 AddCheckpoint(USER_CP.id, fence=WriterFence(3)), SoftDestroy(WriterFence(3))):
+        with pytest.raises(FencedError, match="writer epoch 3 was fenced by epoch 4"):
+            apply_edit(fenced, edit, Attempt(1, NOW_MS))
+
+
+def test_the_compactor_fence_and_claim() -> None:
+    edit = ApplyCompaction(CompactorFence(2), COMPACTION, (OUTPUT,), _uuid(28), 900)
+    with pytest.raises(FencedError, match="compactor epoch 2 fenced by 3"):
+        apply_edit(attrs.evolve(BASE, compactor_epoch=3), edit, Attempt(1, NOW_MS))
+    with pytest.raises(FencedError, match="lost to 3"):
+        apply_edit(attrs.evolve(BASE, compactor_epoch=3), ClaimCompactorEpoch(3, _uuid(27), 900), Attempt(1, NOW_MS))
+    # Without the fence (the catalogued compactor-no-commit-fence) a stale compactor commits.
+    unfenced = attrs.evolve(edit, fence=None)
+    assert apply_edit(attrs.evolve(BASE, compactor_epoch=3), unfenced, Attempt(1, NOW_MS)).manifest is not None
+
+
+def test_a_compaction_whose_inputs_changed_is_not_applied() -> None:
+    edit = ApplyCompaction(CompactorFence(2), COMPACTION, (OUTPUT,), _uuid(28), 900)
+    gone = attrs.evolve(BASE, l0=BASE.l0[:1])
+    change = apply_edit(gone, edit, Attempt(1, NOW_MS))
+    assert change.manifest is None and change.result is not None
+    # On a first attempt, outputs already there mean "committed before a restart": failed.
+    done = apply_edit(BASE, edit, Attempt(1, NOW_MS)).manifest
+    again = apply_edit(done, edit, Attempt(2, NOW_MS))
+    assert again.manifest is None and again.result is not None and not again.landed
+    assert "already in the manifest" in committed_already(done, (OUTPUT,))
+    # After a false negative they are our own commit.
+    landed = apply_edit(done, edit, Attempt(2, NOW_MS, retried=True, maybe_landed=True))
+    assert landed.landed and landed.result is None
+
+
+def test_preconditions_raise_typed_errors() -> None:
+    destroyed = attrs.evolve(BASE, destroyed_at_s=5)
+    with pytest.raises(InvalidDbStateError, match="destroyed"):
+        apply_edit(destroyed, BumpWriterEpoch(checkpoint_id=_uuid(20)), Attempt(1, NOW_MS))
+    with pytest.raises(InvalidDbStateError, match="destroyed"):
+        apply_edit(destroyed, AddCheckpoint(_uuid(23)), Attempt(1, NOW_MS))
+    with pytest.raises(CheckpointNotFoundError):
+        apply_edit(BASE, DeleteCheckpoint(_uuid(77)), Attempt(1, NOW_MS))
+    assert apply_edit(BASE, DeleteCheckpoint(_uuid(77), missing_ok=True), Attempt(1, NOW_MS)).manifest is None
+    with pytest.raises(CheckpointNotFoundError):
+        apply_edit(BASE, RefreshCheckpoint(_uuid(77), 5), Attempt(1, NOW_MS))
+    with pytest.raises(InvalidDeletionError, match=str(USER_CP.id)):
+        apply_edit(BASE, HardDestroy(), Attempt(1, NOW_MS))
+    with pytest.raises(InvalidDbStateError, match="expired"):
+        apply_edit(BASE, AddCheckpoint(_uuid(23), source=EXPIRED_CP.id), Attempt(1, NOW_MS))
+
+
+def test_a_hard_destroy_after_a_lost_race_still_checks_checkpoints() -> None:
+    # Someone else destroyed the database (soft) while a checkpoint is active: our hard destroy
+    # lost the race, did not land, and must still refuse (DESTROY-1).
+    destroyed = attrs.evolve(BASE, destroyed_at_s=5)
+    with pytest.raises(InvalidDeletionError):
+        apply_edit(destroyed, HardDestroy(), Attempt(1, NOW_MS, retried=True, maybe_landed=False))
+
+
+def test_edits_are_values_and_applying_is_pure() -> None:
+    edit = AddCheckpoint(_uuid(23), lifetime_s=60)
+    assert edit == AddCheckpoint(_uuid(23), lifetime_s=60) and hash(edit) == hash(AddCheckpoint(_uuid(23), lifetime_s=60))
+    a = apply_edit(BASE, edit, Attempt(1, NOW_MS))
+    b = apply_edit(BASE, edit, Attempt(1, NOW_MS))
+    assert a == b and a.manifest.checkpoints[-1].manifest_id == 2
+
+
+def test_commit_events_name_the_edit() -> None:
+    from ..gc.helpers import VirtualRuntime
+
+    rt = VirtualRuntime()
+
+    async def main() -> None:
+        store = MemoryStore(MemoryBucket(), rt.now_ms, url="memory://ev")
+        store.put_now(manifest_key(1), encode_manifest(attrs.evolve(BASE, checkpoints=(EXPIRED_CP,))))
+        await ManifestStore(store, rt).commit(ExpireCheckpoints())
+
+    trio.run(main)
+    creates = [f for f in rt.kinds("create") if f["path"].startswith("manifest/")]
+    commits = [f for f in rt.kinds("commit") if f["ns"] == "manifest"]
+    assert [c["edit"] for c in creates] == ["expire_checkpoints"] and [c["edit"] for c in commits] == ["expire_checkpoints"]
