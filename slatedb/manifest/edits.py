@@ -16,6 +16,7 @@ edit                        who                                            alrea
 :class:`DetachExternalDb`   GC (ckpt 9)                                    retried and what it removed is gone
 :class:`ClaimCompactorEpoch`  compactor start (compaction.md 1)            its pin is there with its epoch
 :class:`ApplyCompaction`    compactor commit (compaction.md)               retried and its outputs are there
+:class:`CommitBulkLoad`   bulk load commit (bulk-load.md 6)             every load SST is in ``ssts``
 :class:`SoftDestroy`        destroy (destroy.md soft 2-3)                  ``destroyed_at_s`` set
 :class:`HardDestroy`        destroy (destroy.md hard 1-2)                  retried and ``destroyed_at_s`` set
 :class:`MarkInitialized`    clone (clone.md 7)                             ``initialized`` set
@@ -434,6 +435,49 @@ def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[Compact
 
 
 # -- destroy ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CommitBulkLoad(Edit[None]):
+    """A bulk load's one commit (bulk-load.md step 6), fenced by the epoch the load's own
+    :class:`BumpWriterEpoch` got: the load's SSTs (``ssts``, views ``views`` minted when the edit
+    was built) in front of L0, with the WAL rows below the load's fence ``fence_id`` as one more
+    L0 SST (``tail``; append only), ``last_l0_seq`` = the load's ``load_seq`` and the replay point
+    at the fence. ``overwrite`` drops every older L0 view, SST and sorted run. Refused (nothing
+    written) when a seq reached ``load_seq`` (LOAD-5: ``wal_seq`` is the highest seq below the
+    fence). Already applied when every load SST is in ``ssts``."""
+
+    kind: ClassVar[str] = "commit_bulk_load"
+    fence: WriterFence
+    load_seq: int
+    fence_id: int
+    wal_seq: int
+    ssts: tuple[CompactedSsTableV2, ...]
+    views: tuple[CompactedSsTableView, ...]
+    tail: CompactedSsTableV2 | None = None
+    overwrite: bool = False
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        have = {s.id for s in m.ssts}
+        if self.ssts:
+            return all(s.id in have for s in self.ssts), None
+        return (m.replay_after_wal_id >= self.fence_id and m.last_l0_seq >= self.load_seq), None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        check_writable_state(m, "bulk load")
+        reached = max(m.last_l0_seq, self.wal_seq)
+        if reached >= self.load_seq:  # LOAD-5
+            raise InvalidDbStateError(f"sequence number {reached} reached the load's {self.load_seq} (another "
+                                      "load committed, or a writer wrote more than the headroom): nothing committed")
+        common = dict(last_l0_seq=self.load_seq, last_l0_clock_tick=max(m.last_l0_clock_tick, attempt.now_ms),
+                      replay_after_wal_id=max(m.replay_after_wal_id, self.fence_id),
+                      wal_id_last_seen=max(m.wal_id_last_seen, self.fence_id))
+        if self.overwrite:
+            return Change(attrs.evolve(m, ssts=self.ssts, l0=self.views, compacted=(), **common), None)
+        tail_sst = () if self.tail is None else (self.tail,)
+        tail_view = () if self.tail is None else (CompactedSsTableView(self.tail.id, self.tail.id, None),)
+        return Change(attrs.evolve(m, ssts=m.ssts + self.ssts + tail_sst, l0=self.views + tail_view + m.l0,
+                                   **common), None)
 
 
 @attrs.frozen

@@ -302,27 +302,3 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
                 current, retried = None, True  # another process took the id: ours did not land
             except ObjectVersionBehindBoundaryError:
                 current, retried, maybe_landed, prior = None, True, True, change.result
-
-    async def update(
-        self,
-        change: Callable[[StoredManifest], Awaitable[ManifestV2 | None] | ManifestV2 | None],
-        *,
-        current: StoredManifest | None = None,
-    ) -> StoredManifest:
-        """Transitional (to be removed): a change closure, for code written before the typed
-        edits landed (``slatedb/spark/load.py``). It has no already-applied detection of its
-        own; new code commits an :class:`~slatedb.manifest.edit.Edit` with :meth:`commit`."""
-        while True:
-            if current is None:
-                current = await self.read_latest()
-                if current is None:
-                    raise CorruptionError(MANIFEST_DIR, None, "the database has no manifest")
-            new = change(current)
-            if hasattr(new, "__await__"):
-                new = await new  # type: ignore[misc]
-            if new is None:
-                return current
-            try:
-                return await self.try_write(current.id + 1, new, edit="closure")  # type: ignore[arg-type]
-            except (ManifestConflict, ObjectVersionBehindBoundaryError):
-                current = None

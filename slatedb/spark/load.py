@@ -49,7 +49,9 @@ from slatedb.format.sst_writer import SstWriter, write_sst
 from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SsTableInfo
 from slatedb.gc.retention import manifest_sst_ids, newest_l0_ms
 from slatedb.memtable import Memtable
-from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.manifest.edit import WriterFence
+from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
+from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import CREATE_IF_ABSENT, OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
@@ -276,14 +278,9 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
                                    "within GC's min_age of staging): nothing committed") from None
 
     # LOAD-4: fence any live writer as a new writer would (epoch bump, then the WAL fence).
-    def bump(cur: StoredManifest) -> ManifestV2:
-        m = cur.manifest
-        check_writable_state(m, "bulk load")
-        return attrs.evolve(m, writer_epoch=m.writer_epoch + 1)
-
-    bumped = await manifests.update(bump)
-    epoch = bumped.manifest.writer_epoch
-    m0 = bumped.manifest
+    bumped = await manifests.commit(BumpWriterEpoch(checkpoint_id=rt.new_uuid()))
+    epoch = bumped.result
+    m0 = bumped.stored.manifest
     try:
         wal = await WalWriter.fence(store=store, runtime=rt, manifests=manifests, epoch=epoch,
                                     floor_id=max(m0.replay_after_wal_id, m0.wal_id_last_seen),
@@ -302,7 +299,6 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
         # LOAD-7: the WAL rows below the fence go to L0 in the same update (append), so that
         # last_l0_seq = seq keeps its meaning "every seq up to here is in L0": the official
         # engine's replay skips WAL rows at or below last_l0_seq.
-        tail_view: tuple[CompactedSsTableView, ...] = ()
         tail_sst: tuple[CompactedSsTableV2, ...] = ()
         if tail and not plan.overwrite:
             mem = Memtable()
@@ -313,7 +309,6 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
             made.append(tail_id)
             await retry_transient(rt, lambda: store.put(sst_key(tail_id), encoded.data, CREATE_IF_ABSENT),
                                   what="put WAL-tail SST")
-            tail_view = (CompactedSsTableView(tail_id, tail_id, None),)
             tail_sst = (CompactedSsTableV2(tail_id, encoded.info, encoded.format_version),)
         # LOAD-3: every SST the commit references exists, and GC may not take it before the
         # commit lands: a staged SST minted before the newest L0 (a live writer flushed after
@@ -337,30 +332,18 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
                                        "within GC's min_age of staging): nothing committed") from None
         if before_commit is not None:
             await before_commit()
-        views = [CompactedSsTableView(rt.new_ulid(), sid, None) for sid in ids]
-        now = rt.now_ms()
-
-        def change(cur: StoredManifest) -> ManifestV2 | None:
-            m = cur.manifest
-            if m.writer_epoch != epoch:
-                raise LoadRefusedError(f"writer epoch {m.writer_epoch} opened after the load's fence (epoch {epoch}): "
-                                       "nothing committed")
-            check_writable_state(m, "bulk load")
-            have = {x.id for x in m.ssts}
-            if ids and all(i in have for i in ids):
-                return None  # our own earlier attempt landed (RFC 004 false negative): do not add twice
-            if max(m.last_l0_seq, wal_seq) >= plan.seq:
-                raise LoadRefusedError(f"sequence number {max(m.last_l0_seq, wal_seq)} reached the load's {plan.seq} "
-                                       "(another load committed, or a writer wrote more than the headroom): nothing committed")
-            new_ssts = tuple(CompactedSsTableV2(i, s.info, s.format_version) for i, s in zip(ids, staged))
-            common = dict(last_l0_seq=plan.seq, last_l0_clock_tick=max(m.last_l0_clock_tick, now),
-                          replay_after_wal_id=max(m.replay_after_wal_id, fence_id),
-                          wal_id_last_seen=max(m.wal_id_last_seen, fence_id))
-            if plan.overwrite:
-                return attrs.evolve(m, ssts=new_ssts, l0=tuple(views), compacted=(), **common)
-            return attrs.evolve(m, ssts=m.ssts + new_ssts + tail_sst, l0=tuple(views) + tail_view + m.l0, **common)
-
-        stored = await manifests.update(change)  # LOAD-1: the one update that makes the rows visible
+        edit = CommitBulkLoad(
+            fence=WriterFence(epoch), load_seq=plan.seq, fence_id=fence_id, wal_seq=wal_seq,
+            ssts=tuple(CompactedSsTableV2(i, s.info, s.format_version) for i, s in zip(ids, staged)),
+            views=tuple(CompactedSsTableView(rt.new_ulid(), i, None) for i in ids),
+            tail=tail_sst[0] if tail_sst else None, overwrite=plan.overwrite)
+        try:  # LOAD-1: the one update that makes the rows visible
+            stored = (await manifests.commit(edit)).stored
+        except FencedError as e:
+            raise LoadRefusedError(f"a writer opened after the load's fence (epoch {epoch}; {e}): "
+                                   "nothing committed") from None
+        except InvalidDbStateError as e:
+            raise LoadRefusedError(str(e)) from None
     except BaseException:
         for sid in made:
             try:

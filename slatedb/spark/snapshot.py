@@ -11,18 +11,9 @@ from __future__ import annotations
 
 import uuid
 
-import attrs
-
-from slatedb.checkpoint import (
-    check_writable_state,
-    delete_checkpoint,
-    find_checkpoint,
-    is_expired,
-    new_checkpoint,
-    refresh_checkpoint,
-)
+from slatedb.checkpoint import delete_checkpoint, find_checkpoint, is_expired, refresh_checkpoint
 from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError, ObjectNotFoundError
-from slatedb.format.types import Checkpoint, ManifestV2
+from slatedb.manifest.edits import AddReaderCheckpoint
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
@@ -42,20 +33,13 @@ async def _latest(manifests: ManifestStore, url: str) -> StoredManifest:
 async def establish(store: ObjectStore, rt: Runtime, lifetime_s: float) -> tuple[uuid.UUID, StoredManifest]:
     """A new checkpoint pinning the manifest that adds it; returns its id and that manifest."""
     manifests = ManifestStore(store, rt)
-    made: list[Checkpoint] = []
-
-    async def change(cur: StoredManifest) -> ManifestV2:
-        m = cur.manifest
-        check_writable_state(m, "read a database with Spark")
-        ids = await list_wal_ids(store, rt)
-        last_seen = max(m.wal_id_last_seen, m.replay_after_wal_id, ids[-1] if ids else 0)
-        cp = new_checkpoint(rt, cur.id + 1, lifetime_s=lifetime_s, name=CHECKPOINT_NAME)
-        made[:] = [cp]
-        return attrs.evolve(m, wal_id_last_seen=last_seen, checkpoints=m.checkpoints + (cp,))
-
-    stored = await manifests.update(change, current=await _latest(manifests, store.url))
-    rt.event("spark_checkpoint", id=str(made[0].id), manifest_id=stored.id)
-    return made[0].id, stored
+    edit = AddReaderCheckpoint(rt.new_uuid(), lifetime_s=lifetime_s, name=CHECKPOINT_NAME,
+                               refuse="read a database with Spark")
+    added = await manifests.commit(edit, current=await _latest(manifests, store.url),
+                                   list_wal=lambda: list_wal_ids(store, rt))
+    stored, cp = added.stored, added.result.checkpoint
+    rt.event("spark_checkpoint", id=str(cp.id), manifest_id=stored.id)
+    return cp.id, stored
 
 
 async def pinned(store: ObjectStore, rt: Runtime, checkpoint_id: uuid.UUID) -> StoredManifest:

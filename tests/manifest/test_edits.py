@@ -38,6 +38,7 @@ from slatedb.manifest.edits import (
     ApplyCompaction,
     BumpWriterEpoch,
     ClaimCompactorEpoch,
+    CommitBulkLoad,
     DeleteCheckpoint,
     DetachExternalDb,
     ExpireCheckpoints,
@@ -102,6 +103,14 @@ CASES = [
     ("claim_compactor_epoch", BASE, ClaimCompactorEpoch(3, _uuid(27), 900)),
     ("apply_compaction", BASE, ApplyCompaction(CompactorFence(2), COMPACTION, (OUTPUT,), pin_id=_uuid(28),
                                                pin_lifetime_s=900)),
+    ("commit_bulk_load", BASE, CommitBulkLoad(WriterFence(3), load_seq=2**32 + 40, fence_id=8, wal_seq=41,
+                                              ssts=(_sst(4), _sst(5)),
+                                              views=tuple(CompactedSsTableView(_ulid(60 + i), s.id, None)
+                                                          for i, s in enumerate((_sst(4), _sst(5)))),
+                                              tail=_sst(6))),
+    ("commit_bulk_load_overwrite", BASE, CommitBulkLoad(WriterFence(3), load_seq=2**32 + 40, fence_id=8, wal_seq=0,
+                                                        ssts=(_sst(7),), views=(CompactedSsTableView(_ulid(70), _sst(7).id, None),),
+                                                        overwrite=True)),
     ("soft_destroy", BASE, SoftDestroy(WriterFence(3))),
     ("hard_destroy", attrs.evolve(BASE, checkpoints=(WRITER_CP,)), HardDestroy()),
 ]
