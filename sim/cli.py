@@ -55,19 +55,23 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print(f"sim: {e}", file=sys.stderr)
         return 2
     plan = None
-    if getattr(ns, "keep", None) is not None:
-        from . import shrink as shrink_mod
+    from . import trace as trace_mod
 
-        try:
-            plan = shrink_mod.Plan.parse(ns.keep)
-            result, wall_s = shrink_mod.simulate_plan(scenario, ns.seed, plan)
-        except ValueError as e:
-            print(f"sim: {e}", file=sys.stderr)
-            return 2
-        replay = shrink_mod.replay_command(scenario, ns.seed, plan)
-    else:
-        result, wall_s = sweep_mod.simulate(scenario, ns.seed)
-        replay = scenario.replay(ns.seed)
+    with trace_mod.capture() as traces:
+        if getattr(ns, "keep", None) is not None:
+            from . import shrink as shrink_mod
+
+            try:
+                plan = shrink_mod.Plan.parse(ns.keep)
+                result, wall_s = shrink_mod.simulate_plan(scenario, ns.seed, plan)
+            except ValueError as e:
+                print(f"sim: {e}", file=sys.stderr)
+                return 2
+            replay = shrink_mod.replay_command(scenario, ns.seed, plan)
+        else:
+            result, wall_s = sweep_mod.simulate(scenario, ns.seed)
+            replay = scenario.replay(ns.seed)
+    events = max(traces, key=len).events if traces else []
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
@@ -75,11 +79,37 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if plan is not None and getattr(ns, "trace", False):
         print("trace:\n" + plan.trace_text)
     elif not result.ok:
-        if getattr(result, "last_events", ""):
-            print("last events:\n" + result.last_events)  # type: ignore[attr-defined]
+        _print_around(events, result)
+    if getattr(ns, "timeline", None):
+        _write_timeline(ns.timeline, events, result, scenario, ns.seed, replay, wall_s)
     if not result.ok:
         print(f"replay: {replay}")
     return 0 if result.ok else 1
+
+
+def _print_around(events: list, result) -> None:
+    """The protocol events and faults around the (first) violation, the violating one marked."""
+    from . import timeline
+
+    if not events:
+        if getattr(result, "last_events", ""):
+            print("last events:\n" + result.last_events)
+        return
+    idx, how = timeline.violation_index(events, result.violations[0]) if result.violations else (None, "end")
+    what = {"event": "the violating event", "related": "the last event naming what the violation names",
+            "end": "the end of the run"}[how]
+    print(f"protocol events and faults around {what} (marked >>; spawns and the store's ordinary traffic left out):")
+    print(timeline.format_around(events, idx))
+
+
+def _write_timeline(path: str, events: list, result, scenario, seed: int, replay: str, wall_s: float | None,
+                    title: str | None = None) -> None:
+    from . import timeline
+
+    title = title or f"sim run: {scenario.workload} seed {seed} {'PASS' if result.ok else 'FAIL'}"
+    timeline.write(path, events, title=title, header=timeline.header_for(result, scenario, seed, replay, wall_s),
+                   violations=list(result.violations))
+    print(f"timeline: {path}")
 
 
 def cmd_bugs(ns: argparse.Namespace) -> int:
@@ -233,6 +263,14 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
         print(f"sim: {e}", file=sys.stderr)
         return 2
     print(shrink_mod.format_report(r, trace_lines=ns.trace_lines))
+    if ns.timeline:
+        from . import trace as trace_mod
+
+        scenario = Scenario(workload=r.workload, faults=ns.faults if ns.faults == "none" else "swarm", bugs=r.bugs)
+        with trace_mod.capture() as traces:
+            shrunk, wall_s = shrink_mod.simulate_plan(scenario, r.seed, shrink_mod.Plan(r.keep))
+        _write_timeline(ns.timeline, max(traces, key=len).events if traces else [], shrunk, scenario, r.seed,
+                        r.replay, wall_s, title=f"sim shrink: {r.workload} seed {r.seed}, shrunk run, fires {r.invariant}")
     if ns.write_test:
         path = ns.write_test
         name = os.path.splitext(os.path.basename(path))[0]
@@ -266,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--keep", default=None, metavar="PLAN",
                        help="replay a shrunk run: only these steps of the world's schedule (from `sim shrink`)")
     p_run.add_argument("--trace", action="store_true", help="with --keep: print the whole (short) trace")
+    p_run.add_argument("--timeline", metavar="HTML", help="write a picture of the run (one self-contained HTML page)")
     common(p_run)
     p_run.set_defaults(fn=cmd_run)
 
@@ -301,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     p_shrink.add_argument("--max-runs", type=int, default=400, help="candidate runs at most (default 400)")
     p_shrink.add_argument("--max-seconds", type=float, default=300.0, help="wall seconds at most (default 300)")
     p_shrink.add_argument("--trace-lines", type=int, default=60, help="readable trace lines to print (default 60)")
+    p_shrink.add_argument("--timeline", metavar="HTML", help="write a picture of the shrunk run (one HTML page)")
     p_shrink.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     common(p_shrink)
     p_shrink.set_defaults(fn=cmd_shrink, workload="db")

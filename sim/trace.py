@@ -7,8 +7,10 @@ produce the same trace; :meth:`Trace.digest` is what the determinism checks comp
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import attrs
 
@@ -27,12 +29,33 @@ class Event:
         return f"{self.time_s:12.6f} {self.process:<12} {self.kind:<18} {body}"
 
 
+#: Where :func:`capture` collects the traces made in its context (None: nowhere). A context
+#: variable, not a global: it reaches only the code run inside ``with capture()`` (trio copies
+#: the caller's context into the run), and nothing in a run reads it.
+_CAPTURE: contextvars.ContextVar[list | None] = contextvars.ContextVar("sim_trace_capture", default=None)
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[list["Trace"]]:
+    """Collect every :class:`Trace` created inside the block (``sim run --timeline`` draws the
+    run's trace after the workload returned its result)."""
+    traces: list[Trace] = []
+    token = _CAPTURE.set(traces)
+    try:
+        yield traces
+    finally:
+        _CAPTURE.reset(token)
+
+
 class Trace:
     """Append-only list of events with a rolling SHA-256 digest."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self.events: list[Event] = []
+        sink = _CAPTURE.get()
+        if sink is not None:
+            sink.append(self)
         self._hash = hashlib.sha256()
         #: Optional observer called on every event (the invariant checkers attach here).
         self.listeners: list[Callable[[Event], None]] = []
