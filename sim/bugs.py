@@ -249,6 +249,11 @@ class HuntResult:
     wall_s: float  # wall time from the start of the hunt to the detecting seed's verdict
     violation: str = ""
     detections: int | None = None  # with ``rate``: how many of the seeds failed
+    # For the campaign ledger (sim/ledger.py): every seed that ran.
+    failing_seeds: tuple[int, ...] = ()
+    faults: dict = attrs.field(factory=dict)  # fault kind -> injected, summed over the seeds run
+    virtual_s: float = 0.0
+    total_wall_s: float = 0.0
 
     @property
     def replay(self) -> str:
@@ -258,10 +263,11 @@ class HuntResult:
 _WALL = ProductionRuntime("sim-bugs")  # wall time is reported, never fed into a run
 
 
-def _hunt_one(args: tuple[str, int, str]) -> tuple[int, bool, str, str]:
+def _hunt_one(args: tuple[str, int, str]) -> tuple[int, bool, str, str, dict, float]:
     workload, seed, bug = args
     result = run(workload, seed, [bug])
-    return seed, result.ok, fired(result), (result.violations[0] if result.violations else "")
+    return (seed, result.ok, fired(result), (result.violations[0] if result.violations else ""),
+            dict(result.faults), float(result.virtual_s))
 
 
 def _verdicts(work: list[tuple[str, int, str]], jobs: int):
@@ -297,18 +303,27 @@ def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | 
     first: tuple[int, str, str, float] | None = None
     detections = 0
     ran = 0
-    for seed, ok, inv, violation in _verdicts([(workload, s, name) for s in range(n)], jobs):
+    failing: list[int] = []
+    faults: dict[str, int] = {}
+    virtual_s = 0.0
+    for seed, ok, inv, violation, seed_faults, seed_virtual_s in _verdicts([(workload, s, name) for s in range(n)], jobs):
         ran += 1
+        virtual_s += seed_virtual_s
+        for k, v in seed_faults.items():
+            faults[k] = faults.get(k, 0) + int(v)
         if ok:
             continue
+        failing.append(seed)
         detections += 1
         if first is None:
             first = (seed, inv, violation, _WALL.monotonic_s() - start)
             if not rate:
                 break
+    ledger = {"failing_seeds": tuple(failing), "faults": faults, "virtual_s": virtual_s,
+              "total_wall_s": _WALL.monotonic_s() - start}
     if first is None:
         return HuntResult(name, workload, ran, None, "-", False, _WALL.monotonic_s() - start,
-                          detections=0 if rate else None)
+                          detections=0 if rate else None, **ledger)
     seed, inv, violation, wall_s = first
     return HuntResult(name, workload, ran if rate else seed + 1, seed, inv, inv in bug.invariants, wall_s,
-                      violation, detections=detections if rate else None)
+                      violation, detections=detections if rate else None, **ledger)

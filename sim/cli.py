@@ -21,6 +21,7 @@ import sys
 from slatedb.runtime.production import ProductionRuntime
 
 from . import bugs as bugs_mod
+from . import ledger as ledger_mod
 from . import sweep as sweep_mod
 from .store_workload import StoreRunResult
 from .sweep import Scenario, parse_seeds
@@ -138,6 +139,7 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
     for name in names:
         r = bugs_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate)
         results.append(r)
+        ledger_mod.record(ledger_mod.from_hunt(r))
         if not ns.all:
             if r.detected_seed is None:
                 print(f"{name}: NOT detected in seeds 0..{r.seeds_run - 1} of {r.workload} ({r.wall_s:.1f} s wall)")
@@ -203,7 +205,8 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
             from .spark_engine import SparkUnavailable, sweep_spark
 
             try:
-                report = sweep_spark(scenario, seeds, master=ns.master, parquet=ns.parquet, out=out)
+                report = sweep_spark(scenario, seeds, master=ns.master, parquet=ns.parquet, out=out,
+                                     ledger_parquet=ledger_mod.parquet_path(), ledger_kind=ns.command)
             except SparkUnavailable as e:
                 print(f"sim: {e}", file=sys.stderr)
                 return 2
@@ -213,6 +216,13 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if out:
             out.close()
     print(sweep_mod.format_summary(sweep_mod.summarize(report), scenario))
+    if report.engine == "spark":
+        if ledger_mod.parquet_path():
+            print(f"{'ledger':<15} {ledger_mod.parquet_path()}")
+    else:
+        recorded = ledger_mod.record(ledger_mod.from_report(report, scenario, ns.command))
+        if recorded:
+            print(f"{'ledger':<15} {recorded}")
     if getattr(ns, "engine", "local") == "spark":
         print(f"{'parquet':<15} {ns.parquet}")
     if ns.out:
@@ -284,6 +294,31 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ledger(ns: argparse.Namespace) -> int:
+    """Cumulative seeds per scenario and commit, from the local SQLite ledger and the Spark
+    engine's Parquet ledger."""
+    sqlite = ns.sqlite or ledger_mod.sqlite_path() or ledger_mod.DEFAULT_SQLITE
+    parquet = ns.parquet or ledger_mod.parquet_path() or ledger_mod.DEFAULT_PARQUET
+    rows = ledger_mod.read_all(sqlite, parquet)
+    if ns.scenario:
+        rows = [r for r in rows if r["scenario"] == ns.scenario]
+    if ns.commit:
+        rows = [r for r in rows if r["commit_id"].startswith(ns.commit)]
+    if not rows:
+        print(f"no campaign recorded in {sqlite} or {parquet}")
+        return 0
+    if ns.campaigns:
+        print(f"{'recorded (UTC)':<20} {'commit':<18} {'kind':<6} {'engine':<6} {'scenario':<10} {'bugs':<24} "
+              f"{'seeds':>6} {'failures':>8} {'faults':>7} {'wall s':>8}")
+        for r in rows:
+            print(f"{r['recorded_utc']:<20} {r['commit_id']:<18} {r['kind']:<6} {r['engine']:<6} {r['scenario']:<10} "
+                  f"{(r['bugs'] or '-')[:24]:<24} {r['seeds']:>6} {r['failures']:>8} {r['faults']:>7} {r['wall_s']:>8.1f}")
+        print()
+    print(ledger_mod.format_cumulative(ledger_mod.cumulative(rows)))
+    print(f"\n{len(rows)} campaign(s) from {sqlite}" + (f" and {parquet}" if os.path.isdir(parquet) else ""))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sim", description="Deterministic simulation of slatedb.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -344,6 +379,14 @@ def main(argv: list[str] | None = None) -> int:
     p_shrink.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     common(p_shrink)
     p_shrink.set_defaults(fn=cmd_shrink, workload="db")
+
+    p_ledger = sub.add_parser("ledger", help="cumulative seeds per scenario and commit, from every recorded campaign")
+    p_ledger.add_argument("--sqlite", help=f"the local ledger (default $SIM_LEDGER or {ledger_mod.DEFAULT_SQLITE})")
+    p_ledger.add_argument("--parquet", help=f"the Spark engine's ledger (default {ledger_mod.DEFAULT_PARQUET})")
+    p_ledger.add_argument("--scenario", help="only this scenario")
+    p_ledger.add_argument("--commit", help="only commits starting with this")
+    p_ledger.add_argument("--campaigns", action="store_true", help="also list every campaign")
+    p_ledger.set_defaults(fn=cmd_ledger)
 
     p_bugs = sub.add_parser("bugs", help="list the bug catalogue (bugs the simulator must catch)")
     p_bugs.add_argument("-v", "--verbose", action="store_true", help="also the bug class, source and switch site")

@@ -202,10 +202,16 @@ def _plain(row: dict) -> dict:
 
 def sweep_spark(scenario: Scenario, seeds: Iterable[int], *, master: str = DEFAULT_MASTER,
                 parquet: str | None = "sim-results.parquet", out: IO[str] | None = None,
-                progress: bool = True) -> SweepReport:
-    """Start a session on ``master``, sweep, stop it. Session start-up is reported apart."""
+                progress: bool = True, ledger_parquet: str | None = None, ledger_kind: str = "sweep") -> SweepReport:
+    """Start a session on ``master``, sweep, stop it. Session start-up is reported apart. With
+    ``ledger_parquet``, the campaign's summary row is appended to that Parquet ledger
+    (:mod:`sim.ledger`) through the same session."""
     start = _WALL.monotonic_s()
     with spark_session(master) as spark:
         started = _WALL.monotonic_s() - start
         report = sweep_on(spark, scenario, seeds, parquet=parquet, out=out, progress=progress)
+        if ledger_parquet:
+            from . import ledger
+
+            ledger.append_parquet(spark, ledger_parquet, ledger.from_report(report, scenario, ledger_kind))
     return SweepReport(report.rows, report.wall_s, report.cores, report.engine, startup_s=started)
