@@ -425,6 +425,8 @@ def _layout(events: Sequence[Any], indexes: list[int], violation: int | None, *,
                 continue
         shape = {"crash": "x", "bitflip": "star"}.get(cat, "dot")
         label = kind if (detail or kind in _LABELLED or i == violation) else ""
+        if label and kind == "fault.bitflip":
+            label = f"bit flip {f.get('key', '')}"
         ln.marks.append({"x": X(e.time_s, i), "cls": cat, "shape": shape, "hit": i == violation, "label": label,
                          "title": e.render().strip()})
 
@@ -443,13 +445,13 @@ def _layout(events: Sequence[Any], indexes: list[int], violation: int | None, *,
     out = []
     for k in final:
         ln = lanes[k]
-        ln.height = (34.0 if detail else 22.0) if ln.group != "clock" else 18.0
+        ln.height = (34.0 if detail else 22.0) if ln.group != "clock" else 26.0
         if detail and ln.group == "process" and any(m["label"] for m in ln.marks):
             ln.height = 58.0
         ln.y = y
         y += ln.height
         # Labels that would overlap go on another row.
-        rows = 4 if ln.height >= 58 else (2 if ln.height >= 30 else 1)
+        rows = 2 if ln.group == "clock" else (4 if ln.height >= 58 else (2 if ln.height >= 30 else 1))
         ends = [-1e9] * rows
         for m in sorted(ln.marks, key=lambda m: m["x"]):
             m["row"] = 0

@@ -116,7 +116,7 @@ def test_shrink_writes_the_shrunk_runs_timeline(tmp_path, capsys) -> None:
     html = open(page, encoding="utf-8").read()
     assert "shrunk run, fires DUR-1" in html and "--keep" in html
     # Only the shrunk run's processes: two writers of round 0.
-    lanes = set(re.findall(r'<g class="lane process" data-lane="([^"]+)"', html))
+    lanes = set(re.findall(r'<g class="lane lane-process" data-lane="([^"]+)"', html))
     assert {"r0w1", "r0w3"} <= lanes and "r0w2" not in lanes
     check = _dom_check(page)
     assert check["empty_lanes"] == [] and check["violation_marks"] >= 1
