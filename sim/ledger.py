@@ -41,7 +41,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("recorded_utc", "TEXT"), ("commit_id", "TEXT"), ("kind", "TEXT"), ("engine", "TEXT"), ("scenario", "TEXT"),
     ("faults_mode", "TEXT"), ("bugs", "TEXT"), ("seed_ranges", "TEXT"), ("seeds", "INTEGER"),
     ("failures", "INTEGER"), ("failing_seeds", "TEXT"), ("by_invariant", "TEXT"), ("faults", "INTEGER"),
-    ("faults_by_kind", "TEXT"), ("virtual_s", "REAL"), ("wall_s", "REAL"),
+    ("faults_by_kind", "TEXT"), ("virtual_s", "REAL"), ("wall_s", "REAL"), ("core_s", "REAL"),
 )
 NAMES = tuple(name for name, _ in COLUMNS)
 
@@ -95,8 +95,9 @@ def _now_utc() -> str:
 
 def entry(*, kind: str, engine: str, scenario: str, faults_mode: str, bugs: Sequence[str], seeds: Iterable[int],
           failing_seeds: Iterable[int], by_invariant: dict, faults_by_kind: dict, virtual_s: float, wall_s: float,
-          commit: str | None = None, recorded_utc: str | None = None) -> dict:
-    """One ledger row."""
+          core_s: float | None = None, commit: str | None = None, recorded_utc: str | None = None) -> dict:
+    """One ledger row. ``wall_s``: the campaign's wall time (shared by the scenarios of one
+    ``sim dst``); ``core_s``: the seeds' own wall times added up (busy core-seconds)."""
     seeds = list(seeds)
     failing = sorted(int(s) for s in failing_seeds)
     faults = {str(k): int(v) for k, v in sorted(faults_by_kind.items())}
@@ -107,18 +108,32 @@ def entry(*, kind: str, engine: str, scenario: str, faults_mode: str, bugs: Sequ
         "failing_seeds": json.dumps(failing), "by_invariant": json.dumps(dict(by_invariant), sort_keys=True),
         "faults": sum(faults.values()), "faults_by_kind": json.dumps(faults, sort_keys=True),
         "virtual_s": float(virtual_s), "wall_s": float(wall_s),
+        "core_s": float(wall_s if core_s is None else core_s),
     }
+
+
+def from_rows(rows: Sequence[dict], scenario: Any, *, kind: str, engine: str, wall_s: float) -> dict:
+    """The row of one scenario's part of a campaign: its result rows (:func:`sim.sweep.run_seed`)
+    of a :class:`sim.sweep.Scenario`."""
+    from collections import Counter
+
+    from .sweep import invariant_of
+
+    by_invariant: Counter = Counter()
+    faults: Counter = Counter()
+    for r in rows:
+        faults.update(r["faults"])
+        if not r["ok"]:
+            by_invariant.update(set(r.get("invariants") or [invariant_of(v) for v in r["violations"]]) or {"?"})
+    return entry(kind=kind, engine=engine, scenario=scenario.workload, faults_mode=scenario.faults,
+                 bugs=scenario.bugs, seeds=[r["seed"] for r in rows], failing_seeds=[r["seed"] for r in rows if not r["ok"]],
+                 by_invariant=dict(by_invariant), faults_by_kind=dict(faults),
+                 virtual_s=sum(r["virtual_s"] for r in rows), wall_s=wall_s, core_s=sum(r["wall_s"] for r in rows))
 
 
 def from_report(report: Any, scenario: Any, kind: str) -> dict:
     """The row of a sweep (:class:`sim.sweep.SweepReport` of a :class:`sim.sweep.Scenario`)."""
-    from .sweep import summarize
-
-    s = summarize(report)
-    return entry(kind=kind, engine=report.engine, scenario=scenario.workload, faults_mode=scenario.faults,
-                 bugs=scenario.bugs, seeds=[r["seed"] for r in report.rows],
-                 failing_seeds=[r["seed"] for r in report.rows if not r["ok"]], by_invariant=s.by_invariant,
-                 faults_by_kind=s.faults, virtual_s=s.virtual_s, wall_s=s.wall_s)
+    return from_rows(report.rows, scenario, kind=kind, engine=report.engine, wall_s=report.wall_s)
 
 
 def from_hunt(result: Any) -> dict:

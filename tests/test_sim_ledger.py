@@ -37,7 +37,7 @@ def test_dst_sweep_and_hunt_append_one_row_each(ledger_file, capsys) -> None:
     dst, sweep, hunt = rows
     assert json.loads(dst["seed_ranges"]) == [[0, 3]] and dst["seeds"] == 4 and dst["failures"] == 0
     assert dst["faults"] == sum(json.loads(dst["faults_by_kind"]).values()) and dst["faults"] > 0
-    assert dst["virtual_s"] > 0 and dst["wall_s"] > 0 and dst["bugs"] == ""
+    assert dst["virtual_s"] > 0 and dst["wall_s"] > 0 and 0 < dst["core_s"] <= dst["wall_s"] and dst["bugs"] == ""
     assert json.loads(sweep["seed_ranges"]) == [[5, 6]]
     # The commit of the code that ran (this checkout), dirty or not.
     assert all(r["commit_id"] == ledger.current_commit() for r in rows) and rows[0]["commit_id"] != "unknown"
