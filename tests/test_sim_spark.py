@@ -81,8 +81,9 @@ def test_cli_sweep_engine_spark_wiring(tmp_path, monkeypatch, capsys) -> None:
 
     calls = []
 
-    def stand_in(scenario, seeds, *, master, parquet, out):
+    def stand_in(scenario, seeds, *, master, parquet, out, ledger_parquet, ledger_kind):
         calls.append((master, parquet, list(seeds)))
+        assert ledger_parquet is None and ledger_kind == "sweep"  # the test suite records no campaign
         rows = [run_seed(scenario, seed) for seed in seeds]
         for row in rows:
             _write_row(out, row)
