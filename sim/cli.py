@@ -233,7 +233,36 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     return 1 if any(not row["ok"] for row in report.rows) else 0
 
 
-cmd_dst = cmd_sweep
+def cmd_dst(ns: argparse.Namespace) -> int:
+    """The main job (:mod:`sim.dst`): every scenario of the registry (or ``--workload``) in one
+    time-boxed campaign balanced by measured cost (or exactly ``--seeds``); one table, then a
+    replay command per failing seed; non-zero if any seed failed."""
+    from . import dst as dst_mod
+
+    names = list(bugs_mod.WORKLOADS) if ns.workload == "all" else [ns.workload]
+    try:
+        scenarios = [Scenario(workload=n, ops=ns.ops, clients=ns.clients, faults=ns.faults,
+                              bugs=tuple(ns.bug or ())) for n in names]
+        seeds = parse_seeds(ns.seeds) if ns.seeds is not None else None
+    except ValueError as e:
+        print(f"sim: {e}", file=sys.stderr)
+        return 2
+    if ns.minutes is not None and ns.minutes <= 0:
+        print("sim: --minutes must be positive", file=sys.stderr)
+        return 2
+    budget_s = (ns.minutes * 60.0 if ns.minutes is not None
+                else dst_mod.QUICK_BUDGET_S if ns.quick else dst_mod.DEFAULT_BUDGET_S)
+    out = open(ns.out, "w") if ns.out else None
+    try:
+        campaign = dst_mod.run_campaign(scenarios, budget_s=budget_s, seeds=seeds, start=ns.start, jobs=ns.jobs,
+                                        out=out, progress=not ns.no_progress)
+    finally:
+        if out:
+            out.close()
+    print(dst_mod.format_table(campaign))
+    if ns.out:
+        print(f"results: {ns.out}")
+    return 0 if campaign.ok else 1
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -349,9 +378,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--out", help="write one JSON line per seed to this file")
         common(p, allow_all=True)
 
-    p_dst = sub.add_parser("dst", help="a campaign over many seeds, on all cores")
-    campaign(p_dst)
-    p_dst.set_defaults(fn=cmd_sweep, engine="local")
+    p_dst = sub.add_parser("dst", help="the main job: every scenario, seeds balanced by cost in a time budget; one table")
+    p_dst.add_argument("--seeds", default=None,
+                       help="N or A..B (inclusive): exactly these seeds of each scenario, no time budget")
+    length = p_dst.add_mutually_exclusive_group()
+    length.add_argument("--quick", action="store_true", help="a 30 s budget (the before-stop check)")
+    length.add_argument("--minutes", type=float, default=None, help="a budget of N minutes (soaks; default 9)")
+    p_dst.add_argument("--from", dest="start", type=int, default=0, help="first seed of every scenario (default 0)")
+    p_dst.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    p_dst.add_argument("--out", help="write one JSON line per seed to this file")
+    p_dst.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    common(p_dst, allow_all=True)
+    p_dst.set_defaults(fn=cmd_dst, workload="all")
 
     p_sweep = sub.add_parser("sweep", help="a campaign over seeds in worker processes or on Spark; summary, JSON lines")
     campaign(p_sweep)

@@ -1,0 +1,120 @@
+"""The main job (``sim dst`` / ``./just dst``, :mod:`sim.dst`): every registered scenario, seeds
+balanced by measured cost inside a time budget, one table, a replay command per failing seed."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from sim import bugs as bugs_mod
+from sim import cli
+from sim import dst as dst_mod
+from sim import sweep as sweep_mod
+from sim.sweep import Scenario
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Fake wall cost of one seed per scenario (seconds).
+COSTS = {"db": 0.2, "store": 0.25, "takeover": 0.25, "seqmeta": 0.1, "compactor": 1.0, "gc": 2.5}
+
+
+class FakeWorld:
+    """A run function whose seeds cost COSTS on a fake clock, failing the seeds in ``fail``."""
+
+    def __init__(self, fail=()):
+        self.now = 0.0
+        self.fail = set(fail)
+        self.ran = []
+
+    def clock(self):
+        return self.now
+
+    def run(self, scenario, seed):
+        cost = COSTS.get(scenario.workload, 0.5)
+        self.now += cost
+        self.ran.append((scenario.workload, seed))
+        bad = (scenario.workload, seed) in self.fail
+        violations = ["InvariantViolation: FENCE-3 violated at wal/3"] if bad else []
+        return sweep_mod._row(scenario, seed, not bad, "d" * 16, 10, 100.0 * cost, {"fault.transient": 2},
+                              violations, cost)
+
+
+def test_budget_is_shared_by_measured_cost():
+    world = FakeWorld()
+    scenarios = [Scenario(workload=w) for w in COSTS]
+    c = dst_mod.run_campaign(scenarios, budget_s=60.0, jobs=1, progress=False, run=world.run, clock=world.clock)
+    by = {s.scenario.workload: s for s in c.results}
+    # Each scenario gets about a sixth of the budget, so seeds are inversely proportional to cost.
+    for w, cost in COSTS.items():
+        core_s = by[w].core_s
+        assert 10.0 - cost <= core_s <= 10.0 + cost, (w, core_s)
+        assert by[w].seeds == list(range(len(by[w].seeds))), "each scenario runs a contiguous range from 0"
+    assert len(by["seqmeta"].rows) >= 20 * len(by["gc"].rows) // 2
+    # The budget holds: the last seed started while its expected cost still (mostly) fitted.
+    assert c.wall_s <= 60.0 + max(COSTS.values()) / 2
+    assert c.ok
+
+
+def test_every_scenario_runs_at_least_one_seed_even_in_a_tiny_budget():
+    world = FakeWorld()
+    c = dst_mod.run_campaign([Scenario(workload=w) for w in COSTS], budget_s=0.5, jobs=1, progress=False,
+                             run=world.run, clock=world.clock)
+    assert sorted(s.scenario.workload for s in c.results if len(s.rows) >= 1) == sorted(COSTS)
+
+
+def test_fixed_seeds_run_exactly(monkeypatch):
+    world = FakeWorld()
+    c = dst_mod.run_campaign([Scenario(workload="db"), Scenario(workload="gc")], seeds=range(3, 6), jobs=1,
+                             progress=False, run=world.run, clock=world.clock)
+    assert sorted(world.ran) == sorted((w, s) for w in ("db", "gc") for s in (3, 4, 5))
+    assert c.budget_s is None
+
+
+def test_cli_runs_every_registered_scenario_and_reports_failures(monkeypatch, capsys):
+    """`sim dst` with no --workload runs every scenario of the registry, including one registered
+    after the fact; the table has one row each, failures by invariant, and a replay per failing seed."""
+    world = FakeWorld(fail={("gc", 1), ("newscenario", 0)})
+    monkeypatch.setitem(bugs_mod.WORKLOADS, "newscenario", "tests.test_sim_dst:_never_called")
+    monkeypatch.setattr(sweep_mod, "run_seed", world.run)
+    rc = cli.main(["dst", "--seeds", "0..2", "--jobs", "1", "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert {w for w, _ in world.ran} == set(bugs_mod.WORKLOADS)
+    for w in bugs_mod.WORKLOADS:
+        assert re.search(rf"^{w}\s+0\.\.2\s+3\s", out, re.M), out
+    assert re.search(r"^gc\s+0\.\.2\s+3\s+1\s+FENCE-3 1\s", out, re.M), out
+    assert re.search(r"^total\s+\S*\s*21\s+2\s+FENCE-3 2\s", out, re.M), out
+    assert "faults by kind" in out and "fault.transient 6" in out
+    assert "replay: ./just sim run --seed 1 --workload gc" in out
+    assert "replay: ./just sim run --seed 0 --workload newscenario" in out
+
+
+def test_cli_quick_and_minutes_set_the_budget(monkeypatch, capsys):
+    seen = []
+
+    def fake_campaign(scenarios, **kw):
+        seen.append(kw)
+        return dst_mod.Campaign([], 0.0, 1, kw["budget_s"])
+
+    monkeypatch.setattr(dst_mod, "run_campaign", fake_campaign)
+    assert cli.main(["dst", "--quick"]) == 0
+    assert cli.main(["dst", "--minutes", "30"]) == 0
+    assert cli.main(["dst"]) == 0
+    assert [kw["budget_s"] for kw in seen] == [dst_mod.QUICK_BUDGET_S, 1800.0, dst_mod.DEFAULT_BUDGET_S]
+    # Well inside the before-stop hook's `timeout 55`, and the default within ten minutes.
+    assert dst_mod.QUICK_BUDGET_S <= 35 and dst_mod.DEFAULT_BUDGET_S <= 570
+
+
+def test_justfile_dst_is_the_whole_registry():
+    text = open(os.path.join(ROOT, "Justfile")).read()
+    recipe = text.split("\ndst *args:\n", 1)[1].split("\n\n", 1)[0]
+    assert recipe.strip() == '.venv/bin/sim dst "$@"', recipe
+
+
+def test_real_quick_campaign_of_two_scenarios():
+    """The real thing on a small scale: two scenarios, a 3 s budget, one process."""
+    c = dst_mod.run_campaign([Scenario(workload="seqmeta"), Scenario(workload="db")], budget_s=3.0, jobs=1,
+                             progress=False)
+    assert c.ok and all(len(s.rows) >= 1 for s in c.results)
+    table = dst_mod.format_table(c)
+    assert table.splitlines()[0].split()[:4] == ["scenario", "seeds", "runs", "failed"]
