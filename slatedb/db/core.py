@@ -211,7 +211,8 @@ class DbCore:
         stored = await self.manifests.read_latest()
         assert stored is not None
         self._stored = stored
-        rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id)
+        rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id,
+                                        manifests=self.manifests, epoch=self.epoch)
         if "replay-skip" in rt.bugs:  # catalogued bug (sim/bugs.py): open without replaying the WAL
             rows = []
         mem = self._memtable

@@ -149,13 +149,18 @@ class WalWriter:
 
 
 async def replay_wal(
-    store: ObjectStore, runtime: Runtime, after_id: int, before_id: int
+    store: ObjectStore, runtime: Runtime, after_id: int, before_id: int,
+    *, manifests: ManifestStore | None = None, epoch: int | None = None,
 ) -> tuple[list[Row], int]:
     """Rows of WAL objects with ``after_id < id < before_id``, in id order (fences are empty).
 
     Returns the rows and the number of objects read. A missing id inside the range is
     corruption: WAL ids are contiguous (FENCE-1) and GC keeps everything above
-    ``replay_after_wal_id``.
+    ``replay_after_wal_id``. Unless we were fenced meanwhile: a writer replaying at open
+    (``manifests`` and its ``epoch`` given) whose read of an object stalls while a newer writer
+    opens, flushes the same rows to L0, advances ``replay_after_wal_id`` past it and its GC
+    deletes it, finds the object gone; that is :class:`FencedError`, not corruption (the rows
+    are safe in the newer writer's L0; found by db seed 581).
     """
     rows: list[Row] = []
     count = 0
@@ -164,6 +169,8 @@ async def replay_wal(
         try:
             got = await retry_transient(runtime, lambda: store.get(key), what=f"get {key}")
         except ObjectNotFoundError:
+            if manifests is not None and epoch is not None:
+                await WalWriter._halt_if_newer(manifests, runtime, epoch)  # FencedError when fenced
             raise CorruptionError(key, None, f"WAL object missing from the replay range ({after_id}, {before_id})") from None
         wal = decode_wal_sst(bytes(got.data), key)
         rows.extend(wal.rows)
