@@ -252,10 +252,15 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
         return StoredManifest(file_id, value)
 
     async def create_initial(self, manifest: ManifestV2) -> StoredManifest | None:
-        """Write manifest 1 of a new database; None when another process created it first."""
+        """Write manifest 1 of a new database; None when another process created it first.
+
+        Also None when the create landed but GC's boundary had already passed id 1 when we read
+        it (RFC 004's false negative: our boundary read stalled while other processes opened
+        the database, wrote newer manifests and GC collected id 1): the database exists, and
+        the caller goes on from the latest manifest (db seed 2077)."""
         try:
             return await self.try_write(1, manifest)
-        except ManifestConflict:
+        except (ManifestConflict, ObjectVersionBehindBoundaryError):
             return None
 
     async def commit(
