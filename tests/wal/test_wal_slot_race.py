@@ -1,0 +1,78 @@
+"""RFC 001's race at a writer's next WAL slot: an older writer that listed ``wal/`` late puts its
+fence exactly where the current writer writes next (wal-fencing.md step 7).
+
+The current writer's create finds the slot taken; it must read the manifest epoch before doing
+anything else: still its own epoch -> the object is an older writer's fence (that writer halts
+at its epoch re-check), skip to the next id; a newer epoch -> halt with ``FencedError``, write
+nothing more. ``fence-ignored`` (sim/bugs.py) is the switch that skips without reading.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import trio
+
+from slatedb.errors import FencedError
+from slatedb.format.sst import SstOptions
+from slatedb.format.types import ManifestV2
+from slatedb.format.wal_sst import decode_wal_sst
+from slatedb.manifest.store import ManifestStore
+from slatedb.row import Row, RowKind
+from slatedb.runtime.production import ProductionRuntime
+from slatedb.wal.writer import WalWriter, wal_key
+from tests.db.helpers import memory_store
+
+
+def _setup(manifest_epoch: int):
+    store = memory_store()
+    rt = ProductionRuntime()
+    ms = ManifestStore(store, rt)
+    trio.run(ms.try_write, 1, ManifestV2(initialized=True, writer_epoch=2))
+    w = trio.run(lambda: WalWriter.fence(store, rt, ms, 2, 0, SstOptions()))
+    assert w.fence_id == 1
+    if manifest_epoch != 2:
+        trio.run(ms.try_write, 2, attrs.evolve(ManifestV2(initialized=True), writer_epoch=manifest_epoch))
+    return store, rt, ms, w
+
+
+ROWS = [Row(b"k", 7, RowKind.VALUE, b"v")]
+
+
+def test_an_older_writers_fence_in_our_next_slot_is_skipped():
+    store, rt, ms, w = _setup(manifest_epoch=2)
+    store.put_now(wal_key(2), b"")  # epoch 1's late fence lands in our next slot
+    assert trio.run(w.write, ROWS) == 3
+    assert store.get_now(wal_key(2)).data == b""  # the fence is left as it was
+    got = decode_wal_sst(bytes(store.get_now(wal_key(3)).data), wal_key(3))
+    assert [r.key for r in got.rows] == [b"k"] and not w.halted
+    # And on: the next write takes the next id.
+    assert trio.run(w.write, ROWS) == 4
+
+
+def test_a_newer_writers_fence_in_our_next_slot_halts_us():
+    store, rt, ms, w = _setup(manifest_epoch=3)
+    store.put_now(wal_key(2), b"")  # epoch 3's fence
+    with pytest.raises(FencedError, match="epoch 2 was fenced by a writer with epoch 3"):
+        trio.run(w.write, ROWS)
+    assert w.halted and [m.key for m in store.list_now("wal/")] == [wal_key(1), wal_key(2)]
+    with pytest.raises(FencedError):
+        trio.run(w.write, ROWS)
+
+
+class _Bugged:
+    """The production runtime with catalogue switches on (as the simulator's runtime has)."""
+
+    def __init__(self, rt, bugs):
+        self._rt, self.bugs = rt, bugs
+
+    def __getattr__(self, name):
+        return getattr(self._rt, name)
+
+
+def test_the_fence_ignored_switch_writes_above_a_newer_fence():
+    """The catalogue switch at this site, shown doing the wrong thing the check exists for."""
+    store, rt, ms, w = _setup(manifest_epoch=3)
+    w.runtime = _Bugged(rt, frozenset({"fence-ignored"}))
+    store.put_now(wal_key(2), b"")
+    assert trio.run(w.write, ROWS) == 3  # a zombie wrote above the newer writer's fence
