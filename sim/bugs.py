@@ -220,11 +220,14 @@ def fired(result: Any) -> str:
     stuck run, else the exception type of the first violation (``-`` for a passing run)."""
     if result.ok:
         return "-"
-    for v in result.violations:
+    from .sweep import name_violation  # sweep imports this module
+
+    violations = [name_violation(str(v)) for v in result.violations]
+    for v in violations:
         m = INVARIANT_ID.search(v)
         if m:
             return m.group(0)
-    first = result.violations[0]
+    first = violations[0]
     if "liveness" in first:
         return "liveness"
     return first.split(":", 1)[0] if ":" in first else "oracle"

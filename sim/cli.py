@@ -76,7 +76,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
-        print(f"  violation: {v}")
+        print(f"  violation: {sweep_mod.name_violation(str(v))}")
     if plan is not None and getattr(ns, "trace", False):
         print("trace:\n" + plan.trace_text)
     elif not result.ok:

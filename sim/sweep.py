@@ -134,7 +134,8 @@ def run_seed(scenario: Scenario, seed: int) -> dict:
     try:
         result, wall_s = simulate(scenario, seed)
     except Exception as e:  # noqa: BLE001 - reported as the seed's verdict, replayable
-        violations = [f"{type(e).__name__}: {e}"]
+        # The scenario function itself raised: its own handling failed, a harness defect.
+        violations = [f"harness: the scenario raised {type(e).__name__}: {e}"]
         return _row(scenario, seed, False, "", 0, 0.0, {}, violations, _WALL.monotonic_s() - start)
     return _row(scenario, seed, bool(result.ok), result.digest, result.events, result.virtual_s,
                 result.faults, list(result.violations), wall_s)
@@ -142,6 +143,7 @@ def run_seed(scenario: Scenario, seed: int) -> dict:
 
 def _row(scenario: Scenario, seed: int, ok: bool, digest: str, events: int, virtual_s: float, faults: dict,
          violations: list[str], wall_s: float) -> dict:
+    violations = [name_violation(str(v)) for v in violations]
     return {
         "seed": int(seed), "workload": scenario.workload, "ok": ok, "digest": digest, "events": int(events),
         "virtual_s": float(virtual_s), "faults": {str(k): int(v) for k, v in sorted(faults.items())},
@@ -174,6 +176,21 @@ def invariant_of(violation: str) -> str:
         if m:
             return m["label"]
     return exc or "oracle"
+
+
+#: The simulator's oracle for exceptions (spec/simulation.md): a simulated process ends only
+#: with an outcome its scenario expects, so an exception that escapes one is a named failure.
+ESCAPE = "ESCAPE-1"
+
+
+def name_violation(violation: str) -> str:
+    """A violation that names no invariant or oracle, only the type of the exception that
+    escaped a simulated process (``CorruptionError: ...``), becomes an ``ESCAPE-1`` violation
+    with that text; anything else is returned as it is (``harness: ...`` is a harness defect)."""
+    m = _EXC_PREFIX.match(violation)
+    if m and invariant_of(violation) == m["exc"]:
+        return f"{ESCAPE}: a simulated process ended with an exception: {violation}"
+    return violation
 
 
 # --- the local engine -----------------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_failures_are_counted_by_invariant_and_each_prints_its_replay(jobs: int)
     s = summarize(report)
     assert s.runs == 10 and s.failures == 3
     # A seed counts once per invariant it violated (seed 5 violated two).
-    assert s.by_invariant == {"FENCE-3": 2, "DUR-1": 1, "ValueError": 1}
+    assert s.by_invariant == {"FENCE-3": 2, "DUR-1": 1, "ESCAPE-1": 1}
     assert s.faults == {"fault.transient": 20, "crash": 5}
     assert s.virtual_s == pytest.approx(450.0)
     table = sweep.format_summary(s, db)
@@ -98,7 +98,8 @@ def test_failures_are_counted_by_invariant_and_each_prints_its_replay(jobs: int)
     assert failures == [
         "FAIL seed 3: " + FAKE[3][0], "  replay: ./just sim run --seed 3 --workload db",
         "FAIL seed 5: " + FAKE[5][0], "  replay: ./just sim run --seed 5 --workload db",
-        "FAIL seed 8: " + FAKE[8][0], "  replay: ./just sim run --seed 8 --workload db",
+        "FAIL seed 8: ESCAPE-1: a simulated process ended with an exception: " + FAKE[8][0],
+        "  replay: ./just sim run --seed 8 --workload db",
     ]
 
 
@@ -127,8 +128,27 @@ def test_a_seed_that_raises_is_a_failure_named_by_its_exception(monkeypatch) -> 
 
     monkeypatch.setattr(sweep, "run_store_workload", boom)
     row = run_seed(STORE, 4)
-    assert not row["ok"] and row["violations"] == ["RuntimeError: boom"] and row["invariants"] == ["RuntimeError"]
+    assert not row["ok"] and row["violations"] == ["harness: the scenario raised RuntimeError: boom"]
+    assert row["invariants"] == ["harness"]
     assert row["replay"].startswith("./just sim run --seed 4 --workload store")
+
+
+@pytest.mark.parametrize("violation, named", [
+    ("CorruptionError: corrupt object wal/6.sst: missing", "ESCAPE-1: a simulated process ended with an exception: "
+                                                          "CorruptionError: corrupt object wal/6.sst: missing"),
+    ("KeyError: 'k001'", "ESCAPE-1: a simulated process ended with an exception: KeyError: 'k001'"),
+    ("InvariantViolation: FENCE-3 violated at 1.0 w1 ack", "InvariantViolation: FENCE-3 violated at 1.0 w1 ack"),
+    ("AssertionError: liveness: stuck", "AssertionError: liveness: stuck"),
+    ("LIN: key k1 not linearizable", "LIN: key k1 not linearizable"),
+    ("harness: the scenario raised RuntimeError: boom", "harness: the scenario raised RuntimeError: boom"),
+    ("c2 read k3=b'x', possible {b'y'}", "c2 read k3=b'x', possible {b'y'}"),
+])
+def test_an_escaping_exception_is_named_never_a_bare_type(violation: str, named: str) -> None:
+    assert sweep.name_violation(violation) == named
+    inv = invariant_of(named)
+    assert inv in ("ESCAPE-1", "FENCE-3", "liveness", "LIN", "harness", "oracle")
+    row = sweep._row(STORE, 1, False, "", 0, 0.0, {}, [violation], 0.0)
+    assert row["invariants"] == [inv] and row["violations"] == [named]
 
 
 def test_replay_commands_carry_what_the_run_depends_on() -> None:
