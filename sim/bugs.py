@@ -116,6 +116,10 @@ CATALOGUE: tuple[Bug, ...] = (
         "another writer's object for its own (RFC 001 / RFC 004 create-if-absent CAS)",
         "RFC 001 Manifest Updates; wal-fencing.md FENCE-4", "slatedb/objstore/retry.py create_if_absent",
         "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 20, also=("db", "takeover", "store")),
+    Bug("boundary-put-trusted", "GC takes a boundary-file write that failed ambiguously (transient error or lost "
+        "reply) as applied, without reading the boundary back, and deletes metadata files above the durable boundary",
+        _SEQMETA_CLASS, "RFC 004 Advancing Boundaries; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",
+        "slatedb/manifest/store.py SequencedStore.advance_boundary", "seqmeta", ("BOUNDARY-1",), 10),
     # -- compaction (sim/compactor_workload.py; budgets from `sim hunt --rate --seeds 200`) --
     Bug("resume-reemit", "a resumed compaction skips only the versions of the cursor key newer than the "
         "cursor (seq > last_seq), so it writes the last row of its last output SST again",

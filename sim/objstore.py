@@ -81,6 +81,7 @@ class SimObjectStore(ObjectStore):
         *,
         process: str,
         faults: StoreFaults = StoreFaults(),
+        key_faults: tuple[tuple[str, StoreFaults], ...] = (),
     ) -> None:
         self.inner = inner
         self.url = inner.url
@@ -88,6 +89,10 @@ class SimObjectStore(ObjectStore):
         self.trace = trace
         self.process = process
         self.faults = faults
+        #: Fault rates for keys under these prefixes instead of ``faults`` (e.g. the seqmeta
+        #: scenario's ``gc/`` boundary files); the first matching prefix wins.
+        self.key_faults = key_faults
+        self._request_faults = faults  # the rates of the request being decided
         #: When False, the layer injects nothing but latency (used to heal the world).
         self.faults_enabled = True
         self.op_counter = 0
@@ -108,8 +113,14 @@ class SimObjectStore(ObjectStore):
         self.crashed = True
         self.trace.record(self.process, "crash")
 
+    def _faults_for(self, key: str) -> StoreFaults:
+        for prefix, faults in self.key_faults:
+            if key.startswith(prefix):
+                return faults
+        return self.faults
+
     def _leg_s(self) -> float:
-        f = self.faults
+        f = self._request_faults
         delay = self.rng.uniform(f.latency_min_s, f.latency_max_s)
         if self.faults_enabled and f.stall_rate and self.rng.random() < f.stall_rate:
             stall_s = self.rng.uniform(0.0, f.stall_max_s)
@@ -120,12 +131,13 @@ class SimObjectStore(ObjectStore):
         return delay
 
     def _decide(self) -> str:
+        f = self._request_faults
         if not self.faults_enabled:
             return "ok"
         r = self.rng.random()
-        if r < self.faults.transient_rate:
+        if r < f.transient_rate:
             return "transient" if self._fault_kept() else "ok"
-        if r < self.faults.transient_rate + self.faults.ambiguous_rate:
+        if r < f.transient_rate + f.ambiguous_rate:
             return "ambiguous" if self._fault_kept() else "ok"
         return "ok"
 
@@ -134,6 +146,7 @@ class SimObjectStore(ObjectStore):
             raise ProcessCrashed(self.process)
         self.op_counter += 1
         n = self._n = self.op_counter
+        self._request_faults = self._faults_for(key) if self.key_faults else self.faults
         decision = self._decide()
         out_s, back_s = self._leg_s(), self._leg_s()
         self.trace.record(self.process, f"store.{op}", n=n, key=key, decision=decision, **fields)

@@ -42,13 +42,7 @@ from typing import ClassVar
 import attrs
 import trio
 
-from slatedb.errors import (
-    ObjectAlreadyExistsError,
-    ObjectNotFoundError,
-    PreconditionFailedError,
-    SlateDBError,
-    TransientObjectStoreError,
-)
+from slatedb.errors import SlateDBError
 from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
 from slatedb.manifest.checkpoints import writer_checkpoint
@@ -62,7 +56,7 @@ from slatedb.manifest.store import (
     manifest_key,
     parse_id,
 )
-from slatedb.objstore import CREATE_IF_ABSENT, PutMode
+from slatedb.objstore import CREATE_IF_ABSENT
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.objstore.retry import retry_transient
 
@@ -160,10 +154,20 @@ def _faults(rng) -> tuple[StoreFaults, dict]:
     return faults, knobs
 
 
+def _boundary_faults(rng, faults: StoreFaults) -> StoreFaults:
+    """Every seed puts transient errors and lost replies on ``gc/*.boundary`` reads and writes
+    (the writers' post-create reads, GC's read-then-conditional-put), on top of the seed's
+    stalls: RFC 004's boundary protocol must hold when its own requests fail either way."""
+    transient = rng.uniform(0.05, 0.3)
+    return attrs.evolve(faults, transient_rate=transient, ambiguous_rate=rng.uniform(0.05, min(0.3, 1 - transient)))
+
+
 async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: frozenset[str]) -> DbWorkloadResult:
     rng = derive_rng(seed, "seqmeta")
     faults, knobs = _faults(rng)
-    trace.record("world", "config", faults=repr(faults), **knobs)
+    boundary_faults = _boundary_faults(rng, faults)
+    key_faults = (("gc/", boundary_faults),)
+    trace.record("world", "config", faults=repr(faults), boundary_faults=repr(boundary_faults), **knobs)
     bucket = MemoryBucket()
     world_rt = SimRuntime("world", seed, trace)
     direct = MemoryStore(bucket, world_rt.now_ms)
@@ -174,7 +178,7 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
     async def writer(name: str) -> None:
         rt = SimRuntime(name, seed, trace, bugs=bugs)
         store = SimObjectStore(MemoryStore(bucket, rt.now_ms), derive_rng(seed, "store", name), trace,
-                               process=name, faults=faults)
+                               process=name, faults=faults, key_faults=key_faults)
         manifests = ManifestStore(store, rt)
 
         async def stall(cur: StoredManifest, _new: ManifestV2) -> None:
@@ -195,9 +199,10 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
             writers_left[0] -= 1
 
     async def gc() -> None:
-        rt = SimRuntime("gc", seed, trace)
+        rt = SimRuntime("gc", seed, trace, bugs=bugs)
         store = SimObjectStore(MemoryStore(bucket, rt.now_ms), derive_rng(seed, "store", "gc"), trace,
-                               process="gc", faults=faults)
+                               process="gc", faults=faults, key_faults=key_faults)
+        gc_manifests = ManifestStore(store, rt)  # the engine's boundary code (RFC 004 "Advancing Boundaries")
         min_age_ms = int(knobs["min_age_s"] * 1000)
         boundary_seen = 0
         while writers_left[0] > 0:
@@ -209,13 +214,19 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
             old = [i for i, modified in files[:-1] if now - modified >= min_age_ms]
             if not old:
                 continue
-            boundary = await _advance_boundary(rt, store, max(old))
+            boundary = await gc_manifests.advance_boundary(max(old))
             # BOUNDARY-2 (of this stand-in): the boundary never moves backward.
             assert boundary >= boundary_seen, f"BOUNDARY-2: boundary went from {boundary_seen} to {boundary}"
             boundary_seen = boundary
             for i in old:
                 if i <= boundary:
                     key = manifest_key(i)
+                    # BOUNDARY-1 against the store itself: the durable boundary covers the id.
+                    durable = int(bytes(direct.get_now(MANIFEST_BOUNDARY_KEY).data)) \
+                        if direct.list_now(MANIFEST_BOUNDARY_KEY) else 0
+                    if durable < i:
+                        raise AssertionError(f"BOUNDARY-1: GC deletes {key} while the durable boundary is {durable} "
+                                             f"(it believes {boundary})")
                     await retry_transient(rt, lambda: store.delete(key), what=f"delete {key}")
                     rt.event("delete", path=key, boundary=boundary)
 
@@ -240,25 +251,6 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
                     if counts.get(k)}
     return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), fault_counts, (),
                             acked=n, fenced=rejected)
-
-
-async def _advance_boundary(rt: SimRuntime, store: SimObjectStore, target: int) -> int:
-    """Move ``gc/manifest.boundary`` up to ``target`` (conditional put, retried); its new value."""
-    while True:
-        try:
-            got = await retry_transient(rt, lambda: store.get(MANIFEST_BOUNDARY_KEY), what="get boundary")
-        except ObjectNotFoundError:
-            got = None
-        current = int(bytes(got.data)) if got is not None else 0
-        if current >= target:
-            return current
-        mode = CREATE_IF_ABSENT if got is None else PutMode.update_if_match(got.meta.etag)
-        try:
-            await store.put(MANIFEST_BOUNDARY_KEY, str(target).encode(), mode)
-        except (ObjectAlreadyExistsError, PreconditionFailedError, ObjectNotFoundError, TransientObjectStoreError):
-            continue  # lost a race, or an ambiguous outcome: read again
-        rt.event("boundary_written", ns="manifest", boundary=target)
-        return target
 
 
 def run_seqmeta_workload(seed: int, *, bugs: frozenset[str] = frozenset(), trace_checks: bool = True) -> DbWorkloadResult:
