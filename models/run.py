@@ -47,7 +47,8 @@ MODELS: dict[str, dict] = {
         "file": "wal_fencing.pml",
         "bounds": "3 writers, WAL ids 0..5, 1 data write each",
         "variants": {"UNSAFE_SKIP_FENCE": "DUR-1",
-                     "UNSAFE_NO_EPOCH_RECHECK": "DUR-1"},
+                     "UNSAFE_NO_EPOCH_RECHECK": "DUR-1",
+                     "UNSAFE_L0_UNFENCED": "FENCE-5"},
     },
     "seqmeta_boundary": {
         "file": "seqmeta_boundary.pml",

@@ -16,6 +16,8 @@
  * Unsafe variant UNSAFE_SKIP_FENCE: the writer replays up to the listed
  * position and starts writing data without writing a fence first.
  * Unsafe variant UNSAFE_NO_EPOCH_RECHECK: no manifest re-read after the fence.
+ * Unsafe variant UNSAFE_L0_UNFENCED: the L0 flush's manifest CAS does not compare
+ * writer_epoch with the writer's own (FENCE-5; switch l0-commit-unfenced).
  */
 #define NW     3
 #define NSLOT  6
@@ -27,6 +29,7 @@ byte epoch_ctr = 0;         /* writer_epoch in the latest manifest       */
 byte fence_at[NW + 1];      /* per epoch: id of its fence (replay point)  */
 bool opened[NW + 1];        /* per epoch: fence written, replay done      */
 bool halted[NW + 1];        /* per epoch: lost a create to a newer epoch  */
+bool l0_done[NW + 1];       /* per epoch: committed an L0 flush            */
 byte done = 0;
 
 /* create-if-absent of WAL object n by epoch e; checks FENCE-1/2/3/4 */
@@ -95,6 +98,27 @@ fence:
         :: epoch_ctr > e -> halted[e] = true; break      /* fenced */
         :: else -> n++                                   /* a zombie's empty fence */
         fi
+     fi
+  :: k > 0 && !l0_done[e] ->
+     /* L0 flush: a manifest CAS (latest manifest read and written in one step) that
+        must find writer_epoch still ours; a newer epoch halts the writer. */
+     atomic {
+#ifndef UNSAFE_L0_UNFENCED
+       if
+       :: epoch_ctr > e -> halted[e] = true
+       :: else
+       fi;
+#endif
+       if
+       :: !halted[e] ->
+          assert(epoch_ctr <= e);                          /* FENCE-5 */
+          l0_done[e] = true
+       :: else
+       fi
+     };
+     if
+     :: halted[e] -> break
+     :: else
      fi
   :: else -> break
   od;

@@ -94,6 +94,10 @@ CATALOGUE: tuple[Bug, ...] = (
         "older writer that listed wal/ late fences above a newer one and acknowledges writes it never replays",
         _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 5 (model UNSAFE_NO_EPOCH_RECHECK)",
         "slatedb/wal/writer.py WalWriter.fence", "takeover", ("DUR-1",), 24, also=("db",)),
+    Bug("l0-commit-unfenced", "a writer commits its L0 flush to the manifest without comparing the manifest's "
+        "writer epoch with its own: a fenced zombie's L0 SST lands after a newer writer took over",
+        _WAL_CLASS, "RFC 001 Manifest Updates (fencing of manifest writes); wal-fencing.md FENCE-5",
+        "slatedb/db/core.py DbCore._flush_imm", "db", ("FENCE-5",), 40),
     Bug("replay-skip", "open does not replay the WAL above replay_after_wal_id",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
         "db", ("DUR-1", "LIN"), 8, also=("takeover",)),

@@ -62,6 +62,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
+from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .checks import WriterChecks
 from .compactor_checks import CompactorChecks
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
@@ -523,6 +524,7 @@ def run_compactor_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[
     trace = Trace(trio.current_time)
     writer_checks = WriterChecks().attach(trace)
     bucket = MemoryBucket()
+    ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
     checks = CompactorChecks(MemoryStore(bucket, lambda: 0, url="memory://sim")).attach(trace)
     try:
         return run_deterministic(_world, seed, faults, trace, writer_checks, checks, bucket, frozenset(bugs), seed=seed)

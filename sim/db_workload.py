@@ -72,6 +72,7 @@ from slatedb.errors import ClosedError, CorruptionError, FencedError, SlateDBErr
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
 from .checks import WriterChecks
+from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .linearizability import PENDING, LinResult, Op, check_history
 from .objstore import FLIP_CLASSES, BitFlip, ProcessCrashed, SimObjectStore, StoreFaults, flip_one_bit
 from .runtime import SIM_EPOCH_MS, SimRuntime, derive_rng, run_deterministic
@@ -578,6 +579,7 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, his
     skew = faults == "swarm" and swarm_rng.random() < 0.5
     jumps = faults == "swarm" and swarm_rng.random() < 0.3
     world = World(seed, trace, MemoryBucket(), store_faults, settings, history, bugs, plan, flips)
+    ManifestFenceChecks(bucket_reader(world.bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
     # A bit flip in a stored object on some swarm seeds, from its own stream.
     flip_rng = derive_rng(seed, "bitflip")
     flip_at: tuple[float, str] | None = None

@@ -87,6 +87,7 @@ from slatedb.reader.aio import DbReader
 
 from .compactor_workload import PausableStore
 from .gc_checks import GcChecks
+from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
 from .runtime import SIM_EPOCH_MS, SimRuntime, derive_rng, run_deterministic
 from .trace import Trace
@@ -731,6 +732,7 @@ def run_gc_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = 
     if plan is not None:
         plan.trace = trace
     bucket = MemoryBucket()
+    ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
 
     def db_of(process: str) -> str:
         return "clone/" if process.startswith("cw") else "parent/"

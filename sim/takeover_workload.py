@@ -35,6 +35,7 @@ import slatedb.aio as aio
 from slatedb.errors import ClosedError, FencedError, SlateDBError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
+from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .checks import WriterChecks
 from .db_workload import DbWorkloadResult
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
@@ -96,6 +97,7 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
     trace.record("world", "config", faults=repr(faults), spread_s=spread_s, crash_rate=crash_rate,
                  pause_rate=pause_rate, settings=repr(settings))
     bucket = MemoryBucket()
+    ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
     acked: dict[tuple[str, int], tuple[bytes, bytes]] = {}
     written: dict[bytes, int] = {}
     outcomes: dict[str, str] = {}

@@ -615,8 +615,10 @@ class DbCore:
                 if "replay-point-ahead" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     replay_after = wal_last  # past WAL objects whose rows are in later memtables
 
+                # catalogued bug (sim/bugs.py): no writer-epoch guard on the L0 commit (FENCE-5)
+                fence = _UncheckedFence(epoch) if "l0-commit-unfenced" in self.runtime.bugs else WriterFence(epoch)
                 edit = AddL0(
-                    WriterFence(epoch), CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),
+                    fence, CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),
                     replay_after=replay_after, wal_last=wal_last, last_seq=entry.mem.last_seq or 0,
                     checkpoint_id=self.runtime.new_uuid(), snapshot_floor=min(self._snapshot_seqs.values(), default=None),
                 )
@@ -942,3 +944,10 @@ class _Background:
         if close_error is not None:
             raise close_error
         return result
+
+
+class _UncheckedFence(WriterFence):
+    """The ``l0-commit-unfenced`` catalogue switch's fence: carries the epoch, checks nothing."""
+
+    def check(self, m) -> None:
+        return None
