@@ -168,6 +168,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "An expired checkpoint breaks a reader that still uses it (RFC 000 Readers)",
         "RFC 000 Checkpoint Maintenance; issue 6 (a reader re-establishes after expiry)",
         "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-4",), 45),
+    Bug("reader-ignores-new-ssts", "a managed DbReader does not re-establish its checkpoint when the SST set of the "
+        "latest manifest changes (an L0 flush, a compaction): it stays a valid prefix but stops catching up",
+        "A reader that stops following the database serves an ever older state (RFC 000 Readers)",
+        "RFC 000 Readers (poll the manifest, re-establish on change); reader.md READ-5",
+        "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-5",), 12),
     Bug("clone-copies-all-wal", "a clone copies every parent WAL object above the source manifest's replay point, "
         "not only those up to its wal_id_last_seen: parent writes made after the checkpoint leak into the clone",
         "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",

@@ -44,7 +44,11 @@ Checked on every run:
   checkpoints; the writer writes a little more (it must be acknowledged and compacted) and GC
   runs on. After every remaining checkpoint's lifetime plus a few GC rounds, no garbage is left:
   no SST, manifest or WAL object that the latest manifest and its active checkpoints do not
-  need, older than the heal; the whole world within 6 virtual hours;
+  need, older than the heal; the whole world within 6 virtual hours. A managed reader ``rfinal``
+  opened at the heal stays open through that check (what it pins is needed, nothing more);
+* **READ-5** (reader liveness): once the final writes are durable and in L0, ``rfinal`` serves
+  exactly the writer's state within 4 polls, and at the garbage check the latest manifest holds
+  no checkpoint it replaced other than the one of its last round;
 * contents: a fresh Db reads every key's last acknowledged value or a later one.
 
 Same seed, same trace digest. Catalogued GC / reader / clone bugs (``sim/bugs.py``) are switched
@@ -820,7 +824,22 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
     slack = 3 * max(o.min_age + (o.interval or 0) for o in (gc_opts.manifest_options, gc_opts.wal_options,
                                                             gc_opts.compacted_options)) + 10
     parent = checks.dbs["parent/"]
-    async with aio.Db.open(PARENT, world.settings_map, store=store, runtime=rt) as db:
+    # READ-5: a managed reader opened now must catch up with the writer's durable state within
+    # a few polls and hold no checkpoint it replaced; it stays open through the garbage check.
+    r_rt = world.runtime("rfinal")
+    r_rng = derive_rng(world.seed, "workload", "rfinal")
+    r_poll = r_rng.choice([0.5, 1.0, 2.0])
+    r_opts = DbReaderOptions(manifest_poll_interval_s=r_poll, checkpoint_lifetime_s=r_rng.choice([6.0, 15.0, 60.0]),
+                             follow_latest=r_rng.random() < 0.5)
+    made: set[str] = set()  # the checkpoints the reader made (its reader_checkpoint events)
+
+    def note(e) -> None:
+        if e.process == "rfinal" and e.kind == "reader_checkpoint":
+            made.add(dict(e.fields)["id"])
+
+    world.trace.listeners.append(note)
+    async with aio.Db.open(PARENT, world.settings_map, store=store, runtime=rt) as db, \
+            DbReader.open(PARENT, options=r_opts, store=world.store("rfinal", PARENT), runtime=r_rt) as reader:
         for i in range(40):
             key = b"k%03d" % (i % N_KEYS)
             value = b"wfinal:%d:" % i + b"z" * 40
@@ -837,6 +856,7 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
                 raise AssertionError(f"liveness: L0 still holds {len(parent.manifests[parent.latest].l0)} SSTs 300 "
                                      "virtual s after faults stopped")
             await trio.sleep(0.5)
+        await _reader_catches_up(world, reader, r_opts, await _scan(db))
         # GC goes on for a few rounds (what checkpoints still pin is not garbage).
         await trio.sleep(slack)
         await db.flush(wal=False)  # a fresh L0 moves GC's ULID cutoff past the heal
@@ -845,9 +865,42 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
         # before the check, the objects it pinned were still there).
         since = parent.latest
         await trio.sleep(slack)
-        _no_garbage(world, checks, healed_at, since)
+        _no_garbage(world, checks, healed_at, since)  # with the reader still open
+        _reader_holds_only_what_it_needs(parent, reader, made)
         # Contents: the final state is the whole durable history.
         h.observations.append(("final", "final read", await _scan(db), (mine[-1][0], 2**62)))
+
+
+#: READ-5's bound: polls a managed reader may take to reach the writer's durable state.
+READER_CATCH_UP_POLLS = 4
+
+
+async def _reader_catches_up(world: World, reader, opts: DbReaderOptions, durable: dict) -> None:
+    """READ-5 (reader.md): after the heal, with every write durable and flushed to L0, the
+    managed reader serves exactly the writer's durable state within READER_CATCH_UP_POLLS polls."""
+    deadline = trio.current_time() + READER_CATCH_UP_POLLS * opts.manifest_poll_interval_s + 1.0
+    while True:
+        state = await _scan(reader)
+        if state == durable:
+            return
+        if trio.current_time() > deadline:
+            missing = sorted(k for k in durable if state.get(k) != durable[k])
+            raise AssertionError(f"READ-5: managed reader still behind the writer's durable state "
+                                 f"{READER_CATCH_UP_POLLS} polls ({opts.manifest_poll_interval_s} s each) after the "
+                                 f"heal: {len(missing)} keys differ, e.g. {missing[:3]} (manifest "
+                                 f"{getattr(reader, 'manifest_id', '?')}, stats {reader.stats})")
+        await trio.sleep(opts.manifest_poll_interval_s / 4)
+
+
+def _reader_holds_only_what_it_needs(parent, reader, made: set[str]) -> None:
+    """READ-5, second half: the latest manifest holds the reader's current checkpoint and at most
+    the one it replaced in its last round (deleted one round later), no older one."""
+    latest = parent.manifests[parent.latest]
+    ours = {str(c.id) for c in latest.checkpoints} & made
+    ours.discard(str(reader.checkpoint_id))
+    if len(ours) > 1:
+        raise AssertionError(f"READ-5: the managed reader still holds {len(ours)} checkpoints it replaced "
+                             f"(latest manifest {parent.latest}): {sorted(ours)[:3]}")
 
 
 def _no_garbage(world: World, checks: GcChecks, healed_at: float, since: int | None = None) -> None:

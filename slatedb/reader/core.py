@@ -331,7 +331,8 @@ class ReaderCore:
                                    expired=cp is not None)
                 await self._establish("lost")
                 return
-            if _sst_set(m) != _sst_set(self._pinned.manifest):
+            if _sst_set(m) != _sst_set(self._pinned.manifest) \
+                    and "reader-ignores-new-ssts" not in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                 await self._establish("changed")
                 return
             lifetime = self.options.checkpoint_lifetime_s
