@@ -340,6 +340,7 @@ class World:
         self.read_failures_excused = 0
         self.reestablished = 0
         self.reader_scans = 0
+        self.snapshot_reads = 0
         self.checkpoint_scans = 0
         self.clone_outcome = ""
 
@@ -430,13 +431,28 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
     h = world.history
     mine = h.new_incarnation()
     done = 0
+    srng = derive_rng(world.seed, "workload", name, "snapshots")  # its own stream: other draws unchanged
 
     async def body() -> str:
         nonlocal done
         async with aio.Db.open(PARENT, world.settings_map, store=store, runtime=rt) as db:
             unacked: list[tuple[bytes, int]] = []
             i = 0
+            held = None  # READ-6: (snapshot, its first scan, op index to re-read it at)
             while i < n_ops:
+                if held is None and srng.random() < 0.05:
+                    snap = db.snapshot()
+                    held = (snap, await _scan(snap), i + srng.randint(10, 80))
+                elif held is not None and i >= held[2]:
+                    snap, first, _ = held
+                    again = await _scan(snap)
+                    snap.close()
+                    held = None
+                    world.snapshot_reads += 1
+                    if again != first:
+                        diff = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
+                        raise AssertionError(f"READ-6: snapshot at seq {snap.seq} of {name} reads differently after "
+                                             f"compactions and GC: {len(diff)} keys differ, e.g. {diff[:3]}")
                 if world.plan is not None and not world.plan.on(f"op:{name}:{i}"):
                     i += 1
                     done = i

@@ -107,7 +107,7 @@ def test_lin_alone_catches_a_writer_that_loses_unreplayed_rows(monkeypatch) -> N
     """Without WAL replay, LIN sees the loss too (next to the durability oracle)."""
     from slatedb.db import core
 
-    async def replay_nothing(store, runtime, after_id, before_id):
+    async def replay_nothing(store, runtime, after_id, before_id, **kwargs):
         return [], 0
 
     monkeypatch.setattr(core, "replay_wal", replay_nothing)
