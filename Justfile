@@ -25,7 +25,7 @@ gen:
     {{python}} -m slatedb.format.gen
 
 # The main job: every registered simulation scenario, seeds balanced by measured cost in a 9-minute
-# budget; one table and a replay command per failing seed (--quick: 30 s; --minutes N: a soak).
+# budget; one table and a replay command per failing seed (--quick: 20 s; --minutes N: a soak).
 dst *args:
     .venv/bin/sim dst "$@"
 

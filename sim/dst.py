@@ -22,8 +22,9 @@ per failing seed. Wall time is only reported and scheduled on, never fed into a 
 
 from __future__ import annotations
 
-import concurrent.futures
+import multiprocessing
 import os
+import queue
 from collections import Counter
 from typing import IO, Callable, Iterable, Sequence
 
@@ -39,7 +40,12 @@ _WALL = ProductionRuntime("sim-dst")
 #: Wall seconds of the default main job: with the tail of the seeds in flight, under ten minutes.
 DEFAULT_BUDGET_S = 540.0
 #: ``--quick``: the before-stop hook runs ``timeout 55 ./just dst --quick``.
-QUICK_BUDGET_S = 30.0
+QUICK_BUDGET_S = 20.0
+def grace_s(budget_s: float) -> float:
+    """How long seeds in flight may overrun the budget before they are cut."""
+    return min(30.0, budget_s / 2)
+
+
 #: Assumed cost of a scenario's first seed until one has been measured.
 _PRIOR_COST_S = 1.0
 
@@ -97,6 +103,7 @@ class Campaign:
     wall_s: float
     jobs: int
     budget_s: float | None  # None: fixed seeds
+    cut: tuple = ()  # (scenario, seed) still running at the hard stop, terminated
 
     @property
     def rows(self) -> list[dict]:
@@ -143,11 +150,14 @@ class _Lane:
 def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFAULT_BUDGET_S,
                  seeds: Iterable[int] | None = None, start: int = 0, jobs: int = 0, out: IO[str] | None = None,
                  progress: bool = True, run: Callable[[Scenario, int], dict] | None = None,
-                 clock: Callable[[], float] | None = None) -> Campaign:
+                 clock: Callable[[], float] | None = None, hard_stop_s: float | None = None) -> Campaign:
     """Run ``scenarios`` together: exactly ``seeds`` of each, or (``seeds`` None) as many of each
     as a fair share of ``budget_s`` wall seconds buys at its measured cost, from seed ``start``.
-    ``jobs`` worker processes (0: all cores; 1: in this process). ``run`` and ``clock`` (wall
-    seconds) are for tests."""
+    ``jobs`` worker processes (0: all cores; 1: in this process). With a budget, seeds still
+    running ``hard_stop_s`` wall seconds after the start (default: the budget plus
+    :func:`grace_s`) are cut: their workers are terminated and they count as neither passed nor
+    failed (so that ``--quick`` ends inside the before-stop hook's timeout even when the cores
+    are shared). ``run`` and ``clock`` (wall seconds) are for tests."""
     if not scenarios:
         raise ValueError("no scenario to run")
     if seeds is None and (budget_s is None or budget_s <= 0):
@@ -157,6 +167,9 @@ def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFA
     seed_list = list(seeds) if seeds is not None else None
     lanes = [_Lane(s, seed_list, start) for s in scenarios]
     total = len(seed_list) * len(lanes) if seed_list is not None else 0
+    if hard_stop_s is None and seed_list is None and budget_s is not None:
+        hard_stop_s = budget_s + grace_s(budget_s)
+    cut: list = []
     bar = Progress(total or 100, enabled=progress, label="dst" if total else "dst, % of the budget")
     clock = clock or _WALL.monotonic_s
     t0 = clock()
@@ -193,27 +206,52 @@ def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFA
                 seed = lane.take()
                 done(lane, run(lane.scenario, seed))
         else:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-                pending: dict[concurrent.futures.Future, _Lane] = {}
-                try:
-                    while True:
-                        while len(pending) < jobs and (lane := pick()) is not None:
-                            pending[pool.submit(run, lane.scenario, lane.take())] = lane
-                        if not pending:
-                            break
-                        finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
-                        for fut in finished:
-                            done(pending.pop(fut), fut.result())
-                except BaseException:
-                    for fut in pending:
-                        fut.cancel()
-                    raise
+            cut = _run_pool(run, jobs, pick, done, hard_stop_s, elapsed)
     finally:
         if not total:
             bar.update(100, failures)
         bar.close()
     results = [ScenarioResult(ln.scenario, sorted(ln.rows, key=lambda r: r["seed"])) for ln in lanes]
-    return Campaign(results, elapsed(), jobs, budget_s if seed_list is None else None)
+    return Campaign(results, elapsed(), jobs, budget_s if seed_list is None else None,
+                    cut=tuple((lane.scenario.workload, seed) for lane, seed in cut))
+
+
+def _run_pool(run, jobs: int, pick, done, hard_stop_s: float | None, elapsed) -> list:
+    """Worker processes: keep ``jobs`` seeds in flight, hand each finished row to ``done``; at
+    ``hard_stop_s`` (wall seconds since the start) terminate the workers and return the
+    ``(lane, seed)`` pairs still running (cut: neither passed nor failed)."""
+    results: queue.Queue = queue.Queue()
+    pending: dict[int, tuple] = {}
+    pool = multiprocessing.get_context().Pool(jobs)
+    terminated = False
+    try:
+        ticket = 0
+        while True:
+            while len(pending) < jobs and (lane := pick()) is not None:
+                seed = lane.take()
+                ticket += 1
+                pending[ticket] = (lane, seed)
+                pool.apply_async(run, (lane.scenario, seed),
+                                 callback=lambda row, t=ticket: results.put((t, row, None)),
+                                 error_callback=lambda e, t=ticket: results.put((t, None, e)))
+            if not pending:
+                break
+            wait_s = None if hard_stop_s is None else max(0.0, hard_stop_s - elapsed())
+            try:
+                t, row, error = results.get(timeout=wait_s)
+            except queue.Empty:
+                pool.terminate()
+                terminated = True
+                return list(pending.values())
+            lane, _seed = pending.pop(t)
+            if error is not None:
+                raise error
+            done(lane, row)
+        return []
+    finally:
+        if not terminated:
+            pool.close()
+        pool.join()
 
 
 def _seed_range(seeds: list[int]) -> str:
@@ -259,6 +297,9 @@ def format_table(c: Campaign) -> str:
     lines.append(f"wall {c.wall_s:.1f} s ({budget}{c.jobs} worker{'s' if c.jobs != 1 else ''}); "
                  f"{len(rows) * 60.0 / max(c.wall_s, 1e-9):.0f} seeds/min overall; "
                  f"compression = virtual s per busy core-second")
+    if c.cut:
+        lines.append(f"cut at the hard stop (still running, neither passed nor failed): "
+                     + ", ".join(f"{w} seed {seed}" for w, seed in c.cut))
     failing = [r for r in rows if not r["ok"]]
     if failing:
         lines.append("")

@@ -118,3 +118,26 @@ def test_real_quick_campaign_of_two_scenarios():
     assert c.ok and all(len(s.rows) >= 1 for s in c.results)
     table = dst_mod.format_table(c)
     assert table.splitlines()[0].split()[:4] == ["scenario", "seeds", "runs", "failed"]
+
+
+def _sleepy_run(scenario, seed):
+    """A seed that costs real wall time: gc seeds hang, others are quick (picklable for workers)."""
+    import time
+
+    time.sleep(60.0 if scenario.workload == "gc" else 0.05)
+    return sweep_mod._row(scenario, seed, True, "d" * 16, 1, 1.0, {}, [], 0.05)
+
+
+def test_seeds_running_at_the_hard_stop_are_cut():
+    """A seed that hangs (or a core shared with others) cannot hold the campaign past budget + grace:
+    its worker is terminated and the seed reported as cut, not as passed or failed."""
+    import time
+
+    start = time.monotonic()
+    c = dst_mod.run_campaign([Scenario(workload="db"), Scenario(workload="gc")], budget_s=1.0, jobs=2,
+                             progress=False, run=_sleepy_run)
+    assert time.monotonic() - start < 20
+    assert ("gc", 0) in c.cut and all(w == "gc" for w, _ in c.cut)
+    by = {s.scenario.workload: s for s in c.results}
+    assert by["gc"].rows == [] and len(by["db"].rows) >= 1 and c.ok
+    assert "cut at the hard stop" in dst_mod.format_table(c) and "gc seed 0" in dst_mod.format_table(c)
