@@ -382,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     p_dst.add_argument("--seeds", default=None,
                        help="N or A..B (inclusive): exactly these seeds of each scenario, no time budget")
     length = p_dst.add_mutually_exclusive_group()
-    length.add_argument("--quick", action="store_true", help="a 20 s budget, seeds still running at 30 s cut (the before-stop check)")
+    length.add_argument("--quick", action="store_true",
+                        help="a 20 s budget, seeds still running at 30 s cut (the before-stop check)")
     length.add_argument("--minutes", type=float, default=None, help="a budget of N minutes (soaks; default 9)")
     p_dst.add_argument("--from", dest="start", type=int, default=0, help="first seed of every scenario (default 0)")
     p_dst.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
