@@ -27,6 +27,7 @@ FIRST_DETECTION = {
     "gc-delete-before-boundary": 0,
     "expired-checkpoint-fatal": 5,
     "clone-copies-all-wal": 2,
+    "reader-ignores-new-ssts": 1,
 }
 
 
