@@ -83,7 +83,8 @@ def test_cli_runs_every_registered_scenario_and_reports_failures(monkeypatch, ca
     for w in bugs_mod.WORKLOADS:
         assert re.search(rf"^{w}\s+0\.\.2\s+3\s", out, re.M), out
     assert re.search(r"^gc\s+0\.\.2\s+3\s+1\s+FENCE-3 1\s", out, re.M), out
-    assert re.search(r"^total\s+\S*\s*21\s+2\s+FENCE-3 2\s", out, re.M), out
+    n = len(bugs_mod.WORKLOADS)
+    assert re.search(rf"^total\s+\S*\s*{3 * n}\s+2\s+FENCE-3 2\s", out, re.M), out
     assert "faults by kind" in out and "fault.transient 6" in out
     assert "replay: ./just sim run --seed 1 --workload gc" in out
     assert "replay: ./just sim run --seed 0 --workload newscenario" in out
