@@ -260,6 +260,11 @@ def cmd_dst(ns: argparse.Namespace) -> int:
         if out:
             out.close()
     print(dst_mod.format_table(campaign))
+    for result in campaign.results:  # the ledger (sim/ledger.py): one row per scenario of the campaign
+        recorded = ledger_mod.record(ledger_mod.from_rows(result.rows, result.scenario, kind="dst", engine="local",
+                                                          wall_s=campaign.wall_s))
+    if campaign.results and recorded:
+        print(f"ledger: {recorded}")
     if ns.out:
         print(f"results: {ns.out}")
     return 0 if campaign.ok else 1
