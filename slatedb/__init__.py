@@ -14,6 +14,8 @@ from slatedb.errors import (
     Fenced,
     FencedError,
     InvalidArgumentError,
+    ManifestsMissingError,
+    NotFoundError,
     ReadOnlyError,
     SlateDBError,
 )
@@ -33,6 +35,8 @@ __all__ = [
     "Fenced",
     "FencedError",
     "InvalidArgumentError",
+    "ManifestsMissingError",
+    "NotFoundError",
     "ReadOnlyError",
     "Settings",
     "SlateDBError",

@@ -152,10 +152,11 @@ def _admin_runtime(runtime: Runtime | None) -> Runtime:
 
 
 async def _latest(manifests: ManifestStore) -> StoredManifest:
-    latest = await manifests.read_latest()
-    if latest is None:
-        raise NotFoundError(f"no database at {manifests.store.url} (no manifest)")
-    return latest
+    """The latest manifest; NotFoundError (no database) or ManifestsMissingError (data left
+    without a manifest)."""
+    from slatedb.manifest.missing import require_latest
+
+    return await require_latest(manifests)
 
 
 def as_checkpoint_id(value: Any) -> uuid.UUID:

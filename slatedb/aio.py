@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Mapping
 from slatedb.batch import WriteBatch, validate_key
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
-from slatedb.db.common import SnapshotLifecycle, coerce_settings, prefix_bounds, scan_bounds
+from slatedb.db.common import SnapshotLifecycle, check_create_mode, coerce_settings, prefix_bounds, scan_bounds
 from slatedb.db.core import DbCore, MustWait, ReadState
 from slatedb.db.scan import MergeScan, NeedIO
 from slatedb.db.view import KeyBounds
@@ -171,10 +171,13 @@ class Db(_ReadMixin):
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
         runtime: Runtime | None = None,
+        create: str = "if_missing",
     ) -> AsyncIterator["Db"]:
         """Open the database at ``url`` as its writer for the duration of the block; leaving the
-        block closes it (flushing everything) -- or, on an exception, stops it without flushing."""
+        block closes it (flushing everything) -- or, on an exception, stops it without flushing.
+        ``create`` as in :meth:`slatedb.Db.open`."""
         settings = coerce_settings(settings)
+        create = check_create_mode(create)
         if runtime is None:
             from slatedb.runtime.production import ProductionRuntime
 
@@ -182,7 +185,7 @@ class Db(_ReadMixin):
         own_store = store is None
         st = store if store is not None else resolve_store(url, options=store_options, clock_ms=runtime.now_ms)
         try:
-            core = await DbCore.open(st, settings, runtime)
+            core = await DbCore.open(st, settings, runtime, create)
             try:
                 async with core.background():
                     yield cls(core)

@@ -55,6 +55,26 @@ class InvalidDbStateError(SlateDBError):
     never finished), destroyed, or a source checkpoint that has expired (RFC 000)."""
 
 
+class ManifestsMissingError(InvalidDbStateError):
+    """A database path holds WAL objects, SSTs, ``.compactions`` or GC boundary files but no
+    manifest: its manifests were lost or deleted. Opening refuses rather than create a new
+    database over the data (``Db.open(..., create="force")`` asks for one anyway).
+
+    ``found`` maps each directory (``"wal/"``, ``"compacted/"``...) to how many objects it holds.
+    """
+
+    def __init__(self, url: str, found: dict[str, int], examples: list[str]) -> None:
+        self.url = url
+        self.found = dict(found)
+        self.examples = list(examples)
+        names = {"wal/": "WAL object", "compacted/": "SST", "compactions/": ".compactions file", "gc/": "GC boundary file"}
+        what = ", ".join(f"{n} {names.get(d, 'object')}{'s' if n != 1 else ''} under {d}" for d, n in found.items())
+        super().__init__(
+            f"database at {url} has no manifest under manifest/ but holds {what} (e.g. {', '.join(examples)}): "
+            "its manifests were lost or deleted. Refusing to create a new database over that data; restore "
+            'manifest/, or open with create="force" to start a new, empty database there anyway')
+
+
 class InvalidDeletionError(SlateDBError):
     """A hard destroy was refused: the database still has active (unexpired) checkpoints."""
 

@@ -27,6 +27,17 @@ def coerce_settings(settings: Settings | Mapping[str, Any] | str | Path | None) 
     )
 
 
+def check_create_mode(create: object) -> str:
+    """``Db.open(create=...)``: ``"if_missing"`` (default) creates a database where the path holds
+    nothing of one; ``"never"`` opens an existing database only; ``"force"`` also creates one
+    where a database's data is left without its manifests (slatedb/manifest/missing.py)."""
+    from slatedb.manifest.missing import CREATE_MODES
+
+    if create not in CREATE_MODES:
+        raise InvalidArgumentError(f"create must be one of {', '.join(map(repr, CREATE_MODES))}, not {create!r}")
+    return create  # type: ignore[return-value]
+
+
 def _bound(value: object, name: str) -> bytes | None:
     if value is None:
         return None

@@ -59,6 +59,7 @@ from slatedb.format.types import (
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointScope
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddCheckpoint, AddL0, AdvanceReplay, BumpWriterEpoch, RefreshWriterCheckpoint
+from slatedb.manifest.missing import initial_over_leftovers, latest_or_refuse
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.memtable import ROW_OVERHEAD_BYTES, Memtable
 from slatedb.merge import resolve_row, visible
@@ -178,19 +179,24 @@ class DbCore:
         self.compactor: Any = None
 
     @classmethod
-    async def open(cls, store: ObjectStore, settings: Settings, runtime: Runtime) -> "DbCore":
-        """The writer's open protocol: epoch bump with writer checkpoint, WAL fence, replay."""
+    async def open(cls, store: ObjectStore, settings: Settings, runtime: Runtime, create: str = "if_missing") -> "DbCore":
+        """The writer's open protocol: epoch bump with writer checkpoint, WAL fence, replay.
+        ``create``: see :func:`slatedb.manifest.missing.latest_or_refuse`."""
         if not settings.wal_enabled:
             raise InvalidArgumentError("wal_enabled=false is not supported: every write goes through the WAL")
         core = cls(store, settings, runtime)
-        await core._open()
+        await core._open(create)
         return core
 
-    async def _open(self) -> None:
+    async def _open(self, create: str = "if_missing") -> None:
         rt = self.runtime
-        latest = await self.manifests.read_latest()
+        latest = await latest_or_refuse(self.manifests, create=create)
         if latest is None:
-            await self.manifests.create_initial(ManifestV2(initialized=True))
+            first_id, replay_after = 1, 0
+            if create == "force":
+                first_id, replay_after = await initial_over_leftovers(self.manifests)
+            await self.manifests.create_initial(
+                ManifestV2(initialized=True, replay_after_wal_id=replay_after, wal_id_last_seen=replay_after), first_id)
         elif not latest.manifest.initialized:
             raise InvalidArgumentError(
                 f"database at {self.store.url} is not initialized (a clone that never finished opening)"

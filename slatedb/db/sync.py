@@ -29,7 +29,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
 
-from .common import SnapshotLifecycle, coerce_settings, prefix_bounds, scan_bounds
+from .common import SnapshotLifecycle, check_create_mode, coerce_settings, prefix_bounds, scan_bounds
 from .core import DbCore, MustWait, ReadState
 from .scan import MergeScan, NeedIO
 from .view import KeyBounds
@@ -202,14 +202,23 @@ class Db(_ReadMixin):
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
         runtime: Callable[[], Runtime] | None = None,
+        create: str = "if_missing",
     ) -> "Db":
         """Open (or create) the database at ``url`` (``file:///dir``, ``s3://bucket/prefix``,
         ``memory://name``) as its writer, fencing any previous writer.
+
+        ``create``: ``"if_missing"`` (default) creates a new database where the path holds
+        nothing of one; ``"never"`` only opens an existing one (:class:`NotFoundError`);
+        ``"force"`` creates a new, empty database even where WAL objects, SSTs or boundary files
+        are left without a manifest. Without it such a path raises
+        :class:`~slatedb.errors.ManifestsMissingError` naming what it holds (its manifests were
+        lost: a new database would orphan the SSTs).
 
         ``store`` overrides the store ``url`` names; ``runtime`` is a factory for the runtime
         (production by default), called on the runtime thread.
         """
         settings = coerce_settings(settings)
+        create = check_create_mode(create)
         started = threading.Event()
         box: dict[str, Any] = {}
 
@@ -224,7 +233,7 @@ class Db(_ReadMixin):
             st = None
             try:
                 st = store if store is not None else resolve_store(url, options=store_options, clock_ms=rt.now_ms)
-                core = await DbCore.open(st, settings, rt)
+                core = await DbCore.open(st, settings, rt, create)
             except BaseException as e:
                 box["error"] = e
                 started.set()

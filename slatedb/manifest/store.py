@@ -225,6 +225,7 @@ class SequencedStore(Generic[V, S]):
         boundary, _etag = await self.read_boundary()
         self.runtime.event("boundary_read", ns=self.namespace, boundary=boundary)
         if file_id <= boundary:
+            await self._check_boundary_below_latest(boundary, file_id)
             raise ObjectVersionBehindBoundaryError(self.namespace, file_id, boundary)
         self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
         return self.stored(file_id, value)
@@ -232,6 +233,22 @@ class SequencedStore(Generic[V, S]):
     @staticmethod
     def _edit_field(edit: str | None) -> dict:
         return {} if edit is None else {"edit": edit}
+
+
+    async def _check_boundary_below_latest(self, boundary: int, created_id: int) -> None:
+        """The corrupt boundary rule (spec/protocols/sequenced-metadata.md): GC sets the boundary below the latest file it listed and never deletes
+        the latest, so some file above the boundary always exists. A create that landed behind
+        the boundary lists again (after the boundary read): finding no id above it means the
+        boundary file is corrupt. Raised at once instead of climbing one id per round up to it."""
+        ids = await self.list_ids()
+        latest = ids[-1] if ids else 0
+        if latest <= boundary:
+            self.runtime.event("boundary_corrupt", ns=self.namespace, boundary=boundary, latest=latest)
+            raise CorruptionError(
+                self.boundary_key, None,
+                f"GC boundary {boundary} is at or above the latest {self.namespace} {latest} (just created "
+                f"{self.namespace} {created_id}); GC only sets it below an existing file, so the file was "
+                f"damaged or written by hand. Fix or delete it once no writer, compactor or GC is running")
 
 
 class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
@@ -252,15 +269,17 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
     def stored(self, file_id: int, value: ManifestV2) -> StoredManifest:
         return StoredManifest(file_id, value)
 
-    async def create_initial(self, manifest: ManifestV2) -> StoredManifest | None:
-        """Write manifest 1 of a new database; None when another process created it first.
+    async def create_initial(self, manifest: ManifestV2, first_id: int = 1) -> StoredManifest | None:
+        """Write manifest ``first_id`` (1 but for ``Db.open(create="force")``) of a new database;
+        None when another process created it first.
 
-        Also None when the create landed but GC's boundary had already passed id 1 when we read
+        Also None when the create landed but GC's boundary had already passed the id when we read
         it (RFC 004's false negative: our boundary read stalled while other processes opened
-        the database, wrote newer manifests and GC collected id 1): the database exists, and
-        the caller goes on from the latest manifest (db seed 2077)."""
+        the database, wrote newer manifests and GC collected it): the database exists, and
+        the caller goes on from the latest manifest (db seed 2077). A boundary above every
+        manifest is corruption and raises (the corrupt boundary rule)."""
         try:
-            return await self.try_write(1, manifest)
+            return await self.try_write(first_id, manifest)
         except (ManifestConflict, ObjectVersionBehindBoundaryError):
             return None
 
