@@ -134,7 +134,13 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
                         runtime: Runtime | None = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
     to compact; otherwise until cancelled or fenced."""
-    c = Compactor(store, runtime or ProductionRuntime("compactor"), settings or Settings())
+    from slatedb.runtime import with_max_retries
+
+    settings = settings or Settings()
+    rt = runtime or ProductionRuntime("compactor")
+    own = settings.compactor_options.object_store_max_retries if settings.compactor_options else None
+    with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
+    c = Compactor(store, rt, settings)
     if once:
         await c.run_until_idle()
     else:
@@ -263,11 +269,17 @@ async def run_gc(store: ObjectStore, settings: Settings | None = None, once: boo
     from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
     from slatedb.gc import run_gc as _run_gc
 
-    options = (settings or Settings()).garbage_collector_options or GarbageCollectorOptions()
+    from slatedb.runtime import with_max_retries
+
+    settings = settings or Settings()
+    options = settings.garbage_collector_options or GarbageCollectorOptions()
     grace = DEFAULT_DB_DELETE_GRACE_S if db_delete_grace_s is None else db_delete_grace_s
     if grace < 0:
         raise InvalidArgumentError(f"db_delete_grace_s must be >= 0, got {grace!r}")
-    return await _run_gc(store, runtime or ProductionRuntime("gc"), options, once, db_delete_grace_s=grace)
+    rt = runtime or ProductionRuntime("gc")
+    own = options.object_store_max_retries
+    with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
+    return await _run_gc(store, rt, options, once, db_delete_grace_s=grace)
 
 
 async def create_clone(clone_url: str, parent_url: str, parent_checkpoint: uuid.UUID | str | None = None,

@@ -143,6 +143,38 @@ class TransientObjectStoreError(ObjectStoreError):
     """
 
 
+class PermanentObjectStoreError(ObjectStoreError):
+    """A failure that retrying cannot fix: the request itself is refused (invalid request, an
+    unexpected 4xx). Raised at once; the message names the bucket and endpoint."""
+
+
+class AccessDeniedError(PermanentObjectStoreError):
+    """The store refused the credentials or the permission (S3 403: wrong key or secret,
+    signature mismatch, missing permission)."""
+
+
+class BucketNotFoundError(PermanentObjectStoreError):
+    """The bucket does not exist (it must be created before a database is opened in it)."""
+
+    def __init__(self, key: str, bucket: str, endpoint: str) -> None:
+        self.bucket = bucket
+        self.endpoint = endpoint
+        super().__init__(key, f"bucket {bucket} does not exist at {endpoint} (create it first)")
+
+
+class ObjectStoreRetriesExhaustedError(ObjectStoreError):
+    """Transient failures went on past the retry bound (``object_store_max_retries`` attempts
+    after the first, or the retry deadline). Not itself transient: callers stop here."""
+
+    def __init__(self, key: str, what: str, attempts: int, elapsed_s: float, last: BaseException, bound: str = "") -> None:
+        self.what = what
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
+        self.last_error = last
+        super().__init__(key, f"gave up on {what} after {attempts} attempts in {elapsed_s:.1f} s"
+                              f"{' (' + bound + ')' if bound else ''}; last error: {last}")
+
+
 class InvalidPathError(ObjectStoreError, InvalidArgumentError):
     """An object key or store URL is malformed (``..``, empty segment, leading ``/``, ...)."""
 

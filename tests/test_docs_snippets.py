@@ -9,8 +9,8 @@ The convention (also stated in ``README.md``, section "Documentation"):
   runs as ``file://<tmp>/data/prod``, so a page can show realistic absolute paths.
   ``memory://`` stores work as they are.
 * A block preceded by ``<!-- doc-test: s3 -->`` runs against a SeaweedFS server started for
-  the test (the standard ``AWS_*`` variables point at it, and every ``s3://bucket`` the page
-  names is created first).
+  the test: the standard ``AWS_*`` variables point at it. The server starts with no bucket, as
+  a user's does: the block creates the buckets it uses.
 * A block that genuinely cannot run here is preceded by ``<!-- doc-test: skip REASON -->`` (for
   example ``needs a Spark session``); the reason is required and is shown as the skip reason.
   Prefer making a block runnable (a temporary directory, the in-process store) to skipping it.
@@ -119,10 +119,6 @@ def test_page_snippets_run(page: Path, tmp_path: Path, request) -> None:
     env["PYTHONPATH"] = str(ROOT)
     if any(b.directive == "s3" for b in runnable):
         server = request.getfixturevalue("doc_s3_server")
-        from tests import servers
-
-        for bucket in sorted(set(re.findall(r"s3://([a-z0-9][a-z0-9.-]+)", "\n".join(b.code for b in runnable)))):
-            servers.create_bucket(server, bucket)
         opts = server.options()
         env.update(AWS_ENDPOINT_URL=opts["endpoint_url"], AWS_REGION=opts["region"],
                    AWS_ACCESS_KEY_ID=opts["access_key_id"], AWS_SECRET_ACCESS_KEY=opts["secret_access_key"])

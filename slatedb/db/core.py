@@ -66,7 +66,7 @@ from slatedb.merge import resolve_row, visible
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, with_max_retries
 from slatedb.wal.writer import WalWriter, replay_wal, wal_key
 
 from .cache import BlockCache
@@ -184,6 +184,14 @@ class DbCore:
         ``create``: see :func:`slatedb.manifest.missing.latest_or_refuse`."""
         if not settings.wal_enabled:
             raise InvalidArgumentError("wal_enabled=false is not supported: every write goes through the WAL")
+        for part in ("compactor_options", "garbage_collector_options"):
+            sub = getattr(settings, part)
+            own = None if sub is None else sub.object_store_max_retries
+            if own is not None and own != settings.object_store_max_retries:
+                raise InvalidArgumentError(
+                    f"setting {part}.object_store_max_retries={own} applies to a standalone process only: the "
+                    f"in-process one shares the writer's object_store_max_retries ({settings.object_store_max_retries})")
+        with_max_retries(runtime, settings.object_store_max_retries)
         core = cls(store, settings, runtime)
         await core._open(create)
         return core

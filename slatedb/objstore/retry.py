@@ -8,14 +8,30 @@ we won it. :func:`create_if_absent` tells the two apart by reading the object ba
 bytes: the objects we create with it (WAL SSTs, manifests) carry content no other writer
 produces (sequence numbers, a fresh checkpoint UUID). The one exception, the 0-byte WAL fence,
 is handled by the fencing protocol itself (see ``slatedb/wal/fencing.py``).
+
+Bounds: the runtime's :class:`~slatedb.runtime.RetryPolicy` says how long to keep trying.
+Production stops after ``max_retries`` retries (``object_store_max_retries``, default 10) or its
+deadline and raises :class:`~slatedb.errors.ObjectStoreRetriesExhaustedError` (not transient,
+so no caller loops on it), logging every wait on the ``slatedb.objstore`` logger. The simulator
+keeps the unbounded policy: its faults end when the scenario heals them, and a bound there would
+change which seeds pass. Permanent errors (403, missing bucket, invalid request) are never
+retried: they are not :class:`~slatedb.errors.TransientObjectStoreError`.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Awaitable, Callable, TypeVar
 
-from slatedb.errors import ObjectAlreadyExistsError, ObjectNotFoundError, TransientObjectStoreError
+from slatedb.errors import (
+    ObjectAlreadyExistsError,
+    ObjectNotFoundError,
+    ObjectStoreRetriesExhaustedError,
+    TransientObjectStoreError,
+)
 from slatedb.runtime import Runtime
+
+LOG = logging.getLogger("slatedb.objstore")
 
 from .base import CREATE_IF_ABSENT, ObjectStore
 
@@ -27,15 +43,44 @@ BACKOFF_MAX_S = 2.0
 
 
 class _Backoff:
-    """Capped exponential backoff with jitter, drawn from the runtime's random stream."""
+    """Capped exponential backoff with jitter, drawn from the runtime's random stream, within
+    the runtime's retry policy."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, max_attempts: int | None = None) -> None:
         self.runtime = runtime
         self.pause_s = BACKOFF_MIN_S
+        self.policy = runtime.retry_policy
+        self.max_attempts = max_attempts
+        self.started_s: float | None = None
+
+    def _bounded(self) -> bool:
+        return self.max_attempts is not None or self.policy.max_retries is not None or self.policy.deadline_s is not None
 
     async def wait(self, what: str, attempt: int, error: Exception) -> None:
+        """Pause before retry number ``attempt`` (``attempt`` attempts have failed), or raise
+        :class:`ObjectStoreRetriesExhaustedError` (or ``error`` itself for an explicit
+        ``max_attempts``) when the bound is reached."""
+        if self.max_attempts is not None and attempt >= self.max_attempts:
+            raise error
+        policy = self.policy
+        if self._bounded():  # the simulator's unbounded policy reads no clock here
+            now = self.runtime.monotonic_s()
+            if self.started_s is None:
+                self.started_s = now
+            elapsed = now - self.started_s
+            out_of_retries = policy.max_retries is not None and attempt > policy.max_retries
+            if out_of_retries or (policy.deadline_s is not None and elapsed >= policy.deadline_s):
+                self.runtime.event("retry_exhausted", what=what, attempt=attempt, error=type(error).__name__)
+                bound = (f"object_store_max_retries={policy.max_retries}, retry deadline {policy.deadline_s:g} s"
+                         if policy.deadline_s is not None else f"object_store_max_retries={policy.max_retries}")
+                raise ObjectStoreRetriesExhaustedError(getattr(error, "key", what), what, attempt, elapsed, error,
+                                                       bound) from error
+        pause = self.pause_s * (0.5 + self.runtime.rng.random())
         self.runtime.event("retry", what=what, attempt=attempt, error=type(error).__name__)
-        await self.runtime.sleep(self.pause_s * (0.5 + self.runtime.rng.random()))
+        if policy.log:
+            limit = f"/{policy.max_retries}" if policy.max_retries is not None else ""
+            LOG.warning("%s failed (%s); retry %d%s in %.2f s", what, error, attempt, limit, pause)
+        await self.runtime.sleep(pause)
         self.pause_s = min(BACKOFF_MAX_S, self.pause_s * 2)
 
 
@@ -48,18 +93,18 @@ async def retry_transient(
 ) -> T:
     """``await op()``, retrying transient errors with capped exponential backoff and jitter.
 
-    ``max_attempts=None`` retries until the call succeeds or fails for good (cancellation
-    still interrupts it). Every retry is reported as a ``retry`` runtime event.
+    The runtime's retry policy bounds it (production: :class:`ObjectStoreRetriesExhaustedError`
+    after ``object_store_max_retries`` retries or the deadline; the simulator: until the call
+    succeeds or fails for good). An explicit ``max_attempts`` re-raises the transient error
+    itself after that many attempts. Every retry is reported as a ``retry`` runtime event.
     """
     attempt = 0
-    backoff = _Backoff(runtime)
+    backoff = _Backoff(runtime, max_attempts)
     while True:
         attempt += 1
         try:
             return await op()
         except TransientObjectStoreError as e:
-            if max_attempts is not None and attempt >= max_attempts:
-                raise
             await backoff.wait(what, attempt, e)
 
 
@@ -81,7 +126,7 @@ async def create_if_absent(
     """
     ambiguous = False
     attempt = 0
-    backoff = _Backoff(runtime)
+    backoff = _Backoff(runtime, max_attempts)
     while True:
         attempt += 1
         if attempt > 1 and stop is not None:
@@ -104,7 +149,5 @@ async def create_if_absent(
             runtime.event("create.resolved", key=key, mine=mine)
             return mine
         except TransientObjectStoreError as e:
-            if max_attempts is not None and attempt >= max_attempts:
-                raise
             ambiguous = True
             await backoff.wait(f"create {key}", attempt, e)

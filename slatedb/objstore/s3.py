@@ -10,10 +10,17 @@ Servers disagree in their error shapes, so we classify on the botocore error s3f
   the key to tell "not found" from "precondition failed".
 - 409 ``ConditionalRequestConflict`` (a concurrent conditional write in flight), 5xx, throttling
   and connection errors are transient.
+- Permanent, raised at once and never retried (issue 16): ``NoSuchBucket`` ->
+  :class:`BucketNotFoundError` ("bucket X does not exist at ENDPOINT"); 403 and the credential
+  codes -> :class:`AccessDeniedError`; any other 4xx, and a request botocore refuses to send
+  (parameter validation) -> :class:`PermanentObjectStoreError`. Every message names the bucket
+  and the endpoint.
 
-s3fs's own retries are disabled (``retries=1``): retrying a conditional put inside the client
-would turn an applied-but-unanswered request into a false "lost the race". Callers retry with
-knowledge of that ambiguity.
+s3fs's and botocore's own retries are disabled (``retries=1``, ``total_max_attempts=1``):
+retrying a conditional put inside the client would turn an applied-but-unanswered request into a
+false "lost the race". Callers retry with knowledge of that ambiguity, bounded by the runtime's
+retry policy (slatedb/objstore/retry.py). Connecting times out after
+:data:`CONNECT_TIMEOUT_S`, a socket read after :data:`READ_TIMEOUT_S`.
 
 s3fs runs its requests on its own asyncio loop thread; each call here hops to a worker thread
 with ``trio.to_thread`` and from there into that loop.
@@ -26,12 +33,15 @@ import calendar
 from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from slatedb.errors import (
+    AccessDeniedError,
+    BucketNotFoundError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
     ObjectStoreError,
+    PermanentObjectStoreError,
     PreconditionFailedError,
     TransientObjectStoreError,
 )
@@ -55,8 +65,14 @@ _PRECONDITION_CODES = {"PreconditionFailed", "412"}
 _TRANSIENT_CODES = {
     "ConditionalRequestConflict", "409", "SlowDown", "Throttling", "ThrottlingException",
     "RequestTimeout", "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable", "500", "502",
-    "503", "504",
+    "503", "504", "429", "TooManyRequests",
 }
+_ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
+                 "AllAccessDisabled", "AccountProblem", "InvalidSecurity", "403", "Forbidden"}
+
+#: Seconds to establish a connection, and to wait for a socket read, before a transient error.
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 60.0
 
 
 def _client_error(exc: BaseException) -> tuple[str, int] | None:
@@ -98,6 +114,7 @@ class S3Store(ObjectStore):
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.url = url or f"s3://{bucket}/{self.prefix}"
+        self.endpoint = endpoint_url or f"AWS S3{' ' + region if region else ''}"
         client_kwargs: dict[str, Any] = {}
         if endpoint_url:
             client_kwargs["endpoint_url"] = endpoint_url
@@ -108,6 +125,8 @@ class S3Store(ObjectStore):
             secret=secret_access_key,
             token=session_token,
             client_kwargs=client_kwargs,
+            config_kwargs={"retries": {"total_max_attempts": 1}, "connect_timeout": CONNECT_TIMEOUT_S,
+                           "read_timeout": READ_TIMEOUT_S},
             skip_instance_cache=True,
             use_listings_cache=False,
         )
@@ -134,18 +153,33 @@ class S3Store(ObjectStore):
             # I/O failures become typed errors; programming errors (TypeError, ...) propagate.
             raise self._classify(key, exc) from exc
 
+    def _where(self) -> str:
+        return f"bucket {self.bucket} at {self.endpoint}"
+
     def _classify(self, key: str, exc: Exception) -> ObjectStoreError:
+        """The typed error for ``exc`` (see the module docstring for the rules)."""
         err = _client_error(exc)
         if err is None:
+            if isinstance(exc, ParamValidationError):
+                return PermanentObjectStoreError(key, f"invalid request to {self._where()}: {exc}")
             if isinstance(exc, FileNotFoundError):
                 return ObjectNotFoundError(key, "no such object")
-            return TransientObjectStoreError(key, f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, PermissionError):
+                return AccessDeniedError(key, f"access denied to {self._where()}: {exc}")
+            return TransientObjectStoreError(key, f"{type(exc).__name__}: {exc} ({self._where()})")
         code, status = err
+        if code == "NoSuchBucket":
+            return BucketNotFoundError(key, self.bucket, self.endpoint)
         if code in _NOT_FOUND_CODES or status == 404:
             return ObjectNotFoundError(key, "no such object")
-        if code in _TRANSIENT_CODES or status >= 500 or status == 409:
-            return TransientObjectStoreError(key, f"S3 {status} {code}")
-        return TransientObjectStoreError(key, f"unexpected S3 error {status} {code}: {exc}")
+        if code in _TRANSIENT_CODES or status >= 500 or status in (409, 429):
+            return TransientObjectStoreError(key, f"S3 {status} {code} from {self._where()}")
+        if code in _ACCESS_CODES or status == 403:
+            return AccessDeniedError(key, f"S3 {status} {code}: access denied to {self._where()} "
+                                          "(check the access key, secret and permissions)")
+        if 400 <= status < 500:
+            return PermanentObjectStoreError(key, f"S3 {status} {code}: request refused by {self._where()}: {exc}")
+        return TransientObjectStoreError(key, f"unexpected S3 error {status} {code} from {self._where()}: {exc}")
 
     def _meta(self, key: str, resp: dict[str, Any], size: int) -> ObjectMeta:
         return ObjectMeta(key, size, _ms(resp["LastModified"]), resp["ETag"])

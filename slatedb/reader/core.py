@@ -145,6 +145,9 @@ class ReaderCore:
         if not isinstance(options, DbReaderOptions):
             raise InvalidArgumentError(f"options must be a DbReaderOptions, not {type(options).__name__}")
         cid = None if checkpoint_id is None else as_checkpoint_id(checkpoint_id)
+        from slatedb.runtime import with_max_retries
+
+        with_max_retries(runtime, settings.object_store_max_retries)
         core = cls(store, runtime, options, settings, cid)
         try:
             if cid is None:

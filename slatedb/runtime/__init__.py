@@ -15,6 +15,7 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable
 
+import attrs
 import trio
 from ulid import ULID
 
@@ -36,8 +37,36 @@ class TaskGroup:
         self.nursery.cancel_scope.cancel()
 
 
+@attrs.frozen
+class RetryPolicy:
+    """How long object-store calls keep retrying transient errors (slatedb/objstore/retry.py).
+
+    ``max_retries``: retries after the first attempt (None: no bound); ``deadline_s``: stop
+    retrying once this much of the process's monotonic time has passed since the first attempt
+    (None: no bound); ``log``: log each wait (logger ``slatedb.objstore``, WARNING).
+    """
+
+    max_retries: int | None = None
+    deadline_s: float | None = None
+    log: bool = False
+
+
+def with_max_retries(runtime: "Runtime", max_retries: int | None) -> "Runtime":
+    """Apply the ``object_store_max_retries`` setting to ``runtime`` (None: keep its policy)."""
+    if max_retries is not None:
+        runtime.retry_policy = attrs.evolve(runtime.retry_policy, max_retries=max_retries)
+    return runtime
+
+
+#: The simulator's (and the base class's) policy: retry until success; faults end when it says.
+UNBOUNDED_RETRIES = RetryPolicy()
+
+
 class Runtime(abc.ABC):
     """Clock, randomness, identifiers and task spawning for one process."""
+
+    #: How transient object-store errors are retried in this process (production bounds it).
+    retry_policy: RetryPolicy = UNBOUNDED_RETRIES
 
     #: A name for logs and traces ("prod", or the simulated process name).
     name: str
@@ -119,4 +148,4 @@ def uuid4_from_int(bits128: int) -> uuid.UUID:
     return uuid.UUID(int=bits128 & ((1 << 128) - 1), version=4)
 
 
-__all__ = ["Runtime", "TaskGroup", "ulid_from_parts", "uuid4_from_int"]
+__all__ = ["with_max_retries", "UNBOUNDED_RETRIES", "RetryPolicy", "Runtime", "TaskGroup", "ulid_from_parts", "uuid4_from_int"]

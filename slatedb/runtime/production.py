@@ -13,15 +13,20 @@ import uuid
 import trio
 from ulid import ULID
 
-from . import Runtime
+from . import RetryPolicy, Runtime
+
+#: The default in production: 10 retries (the official engine's object_store default; the
+#: ``object_store_max_retries`` setting overrides it) within 180 s, each wait logged.
+PRODUCTION_RETRIES = RetryPolicy(max_retries=10, deadline_s=180.0, log=True)
 
 
 class ProductionRuntime(Runtime):
     """Real time, OS randomness; tasks run on the current trio event loop."""
 
-    def __init__(self, name: str = "prod") -> None:
+    def __init__(self, name: str = "prod", retry_policy: RetryPolicy = PRODUCTION_RETRIES) -> None:
         self.name = name
         self._rng = random.SystemRandom()
+        self.retry_policy = retry_policy
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000

@@ -1,0 +1,138 @@
+"""Issue 16 item 1: S3 errors are classified and retries are bounded, against a real server.
+
+Before: a wrong secret (403), an unreachable endpoint and a missing bucket each hung forever
+without a word (every unexpected error was "transient" and retried without bound). Now
+permanent errors raise at once with a typed error naming the bucket and endpoint; transient
+ones retry with backoff up to ``object_store_max_retries`` (default 10) or a deadline, logging
+each wait, then raise :class:`ObjectStoreRetriesExhaustedError`.
+
+Every test runs its body in a daemon thread joined with a time limit, so a regression fails
+the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+import trio
+
+import slatedb
+from slatedb.errors import (
+    AccessDeniedError,
+    BucketNotFoundError,
+    ObjectStoreRetriesExhaustedError,
+    PermanentObjectStoreError,
+)
+from slatedb.objstore import resolve_store
+from tests import servers
+
+LIMIT_S = 30.0
+
+
+def within(limit_s: float, fn: Callable[[], Any]) -> tuple[BaseException | None, float]:
+    """Run ``fn`` in a daemon thread; (the exception it raised, seconds taken). Fails the test
+    when it has not returned after ``limit_s``."""
+    box: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001
+            box["e"] = e
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    took = time.monotonic() - t0
+    if thread.is_alive():
+        pytest.fail(f"still running after {limit_s} s (hangs)")
+    return box.get("e"), took
+
+
+def _list(url: str, options: dict[str, str]) -> None:
+    """Read the latest manifest as the admin tools do (through the retry layer, production policy)."""
+    from slatedb.manifest.store import ManifestStore
+    from slatedb.runtime.production import ProductionRuntime
+
+    async def main() -> None:
+        store = resolve_store(url, options=options)
+        try:
+            await ManifestStore(store, ProductionRuntime("test")).read_latest()
+        finally:
+            await store.aclose()
+
+    trio.run(main)
+
+
+def _open(url: str, options: dict[str, str], settings: dict | None = None) -> None:
+    with slatedb.Db.open(url, settings={"compactor_options": None, "garbage_collector_options": None, **(settings or {})},
+                         store_options=options):
+        pass
+
+
+@pytest.mark.parametrize("how", ["list", "open"])
+def test_wrong_secret_is_access_denied_at_once(seaweedfs_server, how) -> None:
+    options = {**seaweedfs_server.options(), "secret_access_key": "wrong-secret"}
+    fn = (lambda: _list("s3://contract/denied", options)) if how == "list" else (lambda: _open("s3://contract/denied", options))
+    err, took = within(LIMIT_S, fn)
+    assert isinstance(err, AccessDeniedError), repr(err)
+    assert isinstance(err, PermanentObjectStoreError)
+    msg = str(err)
+    assert "bucket contract" in msg and seaweedfs_server.endpoint_url in msg and "403" in msg, msg
+    assert took < 10, took
+
+
+@pytest.mark.parametrize("how", ["list", "open"])
+def test_missing_bucket_says_so(seaweedfs_server, how) -> None:
+    options = seaweedfs_server.options()
+    url = "s3://no-such-bucket-16/db"
+    fn = (lambda: _list(url, options)) if how == "list" else (lambda: _open(url, options))
+    err, took = within(LIMIT_S, fn)
+    assert isinstance(err, BucketNotFoundError), repr(err)
+    assert "bucket no-such-bucket-16 does not exist" in str(err) and seaweedfs_server.endpoint_url in str(err), str(err)
+    assert err.bucket == "no-such-bucket-16"
+    assert took < 10, took
+
+
+def test_closed_port_retries_up_to_object_store_max_retries_then_raises(caplog) -> None:
+    (port,) = servers.free_port_pairs(1)
+    endpoint = f"http://127.0.0.1:{port}"
+    options = {"endpoint_url": endpoint, "region": "us-east-1", "access_key_id": "k", "secret_access_key": "s"}
+    caplog.set_level(logging.WARNING, logger="slatedb.objstore")
+    err, took = within(LIMIT_S, lambda: _open("s3://bucket/db", options, {"object_store_max_retries": 2}))
+    assert isinstance(err, ObjectStoreRetriesExhaustedError), repr(err)
+    msg = str(err)
+    assert "after 3 attempts" in msg and endpoint in msg and "bucket bucket" in msg, msg
+    assert took < 10, took
+    waits = [r.getMessage() for r in caplog.records if r.name.startswith("slatedb.objstore")]
+    assert len(waits) == 2 and all("retry" in w and endpoint in w for w in waits), waits
+
+
+def test_closed_port_with_default_settings_returns_within_seconds() -> None:
+    (port,) = servers.free_port_pairs(1)
+    options = {"endpoint_url": f"http://127.0.0.1:{port}", "region": "us-east-1", "access_key_id": "k",
+               "secret_access_key": "s"}
+    err, took = within(LIMIT_S, lambda: _list("s3://bucket/db", options))
+    assert isinstance(err, ObjectStoreRetriesExhaustedError), repr(err)
+    assert "after 11 attempts" in str(err) and "object_store_max_retries=10" in str(err), str(err)
+    assert took < 20, took
+
+
+def test_invalid_request_is_permanent() -> None:
+    from botocore.exceptions import ClientError, ParamValidationError
+
+    from slatedb.objstore.s3 import S3Store
+
+    store = S3Store("b", "p", endpoint_url="http://127.0.0.1:1", region="us-east-1", access_key_id="k",
+                    secret_access_key="s")
+    bad = ClientError({"Error": {"Code": "InvalidRequest", "Message": "nope"},
+                       "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutObject")
+    got = store._classify("k", bad)
+    assert type(got) is PermanentObjectStoreError and "400 InvalidRequest" in str(got) and "bucket b" in str(got)
+    got = store._classify("k", ParamValidationError(report="bad bucket"))
+    assert type(got) is PermanentObjectStoreError
