@@ -29,7 +29,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Callable, Final
 
 import attrs
 
@@ -127,8 +127,35 @@ def format_duration(seconds: float) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+_MODULE_READY = False
+
+
+class _Validated:
+    """Validation at construction: every field goes through the loader's conversion
+    (:func:`_convert`), so ``Settings(flush_interval="10ms")``, ``Settings.from_dict(...)`` and
+    ``attrs.evolve(...)`` accept and refuse exactly the same values; a nested table may be given
+    as a dict. The top-level :class:`Settings` then refuses the official settings this engine
+    does not implement unless they hold their default (:data:`NOT_IMPLEMENTED`)."""
+
+    __slots__ = ()
+
+    def __attrs_post_init__(self) -> None:
+        if not _MODULE_READY:  # defaults built while this module loads are known good
+            return
+        for field in attrs.fields(type(self)):
+            value = getattr(self, field.name)
+            meta = field.metadata
+            if meta["kind"] == _NESTED and isinstance(value, meta["cls"]):
+                continue
+            converted = _convert(field, value, field.name)
+            if converted is not value:
+                object.__setattr__(self, field.name, converted)
+        if type(self).__name__ == "Settings":
+            _check_not_implemented(self)
+
+
 @attrs.frozen
-class CompactorWorkerOptions:
+class CompactorWorkerOptions(_Validated):
     """``compactor_options.worker``."""
 
     max_concurrent_compactions: int = _f(_INT, 4, min=1)
@@ -144,7 +171,7 @@ class CompactorWorkerOptions:
 
 
 @attrs.frozen
-class CompactorOptions:
+class CompactorOptions(_Validated):
     """``compactor_options``."""
 
     poll_interval: float = _f(_DURATION, 5.0, min=0)
@@ -163,7 +190,7 @@ class CompactorOptions:
 
 
 @attrs.frozen
-class ObjectStoreCacheOptions:
+class ObjectStoreCacheOptions(_Validated):
     """``object_store_cache_options`` (the local-disk object-store cache)."""
 
     root_folder: str | None = _f(_STR, None, optional=True)
@@ -177,7 +204,7 @@ class ObjectStoreCacheOptions:
 
 
 @attrs.frozen
-class GarbageCollectorDirectoryOptions:
+class GarbageCollectorDirectoryOptions(_Validated):
     """One directory's garbage-collection schedule (``garbage_collector_options.*_options``)."""
 
     interval: float | None = _f(_DURATION, 600.0, min=0, optional=True)
@@ -186,14 +213,14 @@ class GarbageCollectorDirectoryOptions:
 
 
 @attrs.frozen
-class GarbageCollectorDetachOptions:
+class GarbageCollectorDetachOptions(_Validated):
     """``garbage_collector_options.detach_options``."""
 
     interval: float | None = _f(_DURATION, 600.0, min=0, optional=True)
 
 
 @attrs.frozen
-class GarbageCollectorOptions:
+class GarbageCollectorOptions(_Validated):
     """``garbage_collector_options``. A directory's options set to ``None`` disable its GC."""
 
     manifest_options: GarbageCollectorDirectoryOptions | None = _nested(GarbageCollectorDirectoryOptions, optional=True)
@@ -212,7 +239,7 @@ class GarbageCollectorOptions:
 
 
 @attrs.frozen
-class Settings:
+class Settings(_Validated):
     """All database settings (official 0.17.0 names; durations in float seconds).
 
     Build with ``Settings()`` (defaults), :meth:`from_dict`, :meth:`from_file`,
@@ -279,15 +306,21 @@ class Settings:
 
     @classmethod
     def load(
-        cls, path: str | Path | None = None, environ: Mapping[str, str] | None = None, prefix: str = "SLATEDB_"
+        cls, path: str | Path | None = None, environ: Mapping[str, str] | None = None, prefix: str = "SLATEDB_",
+        *, on_unrelated: Callable[[str], None] | None = None,
     ) -> Settings:
         """Defaults, overridden by the file at ``path`` (if given), overridden by the variables
-        of ``environ`` starting with ``prefix`` (pass ``os.environ`` to use the process's)."""
+        of ``environ`` starting with ``prefix`` (pass ``os.environ`` to use the process's).
+
+        Variables the project uses for other things (:data:`NON_SETTING_VARIABLES`, e.g. the
+        CLI's ``SLATEDB_DEBUG``) are never settings. Another unknown name is an error, unless
+        ``on_unrelated`` is given: then a name that is not close to any setting's (so not a
+        misspelling) is passed to it (to warn) and skipped."""
         merged: dict[str, Any] = {}
         if path is not None:
             merged = _read_file(Path(path))
         if environ is not None:
-            merged = _deep_merge(merged, _env_dict(cls, environ, prefix))
+            merged = _deep_merge(merged, _env_dict(cls, environ, prefix, on_unrelated))
         return cls.from_dict(merged)
 
     def to_dict(self, *, include_ours: bool = True) -> dict[str, Any]:
@@ -300,6 +333,58 @@ class Settings:
 
     def to_json(self, *, include_ours: bool = True) -> str:
         return json.dumps(self.to_dict(include_ours=include_ours))
+
+
+#: Official settings this engine does not implement, with what it does instead. Each is accepted
+#: (so a settings file written for the official engine loads) only at the official default; any
+#: other value raises :class:`InvalidArgumentError`, never silently ignored. docs/db.md lists them.
+NOT_IMPLEMENTED: Final[dict[str, str]] = {
+    "manifest_update_timeout": "a manifest update retries until it commits or fails for good, within the object-store retry bound",
+    "max_wal_flushes_before_l0_flush": "memtables go to L0 by size (l0_sst_size_bytes) and on flush(wal=False)",
+    "l0_max_ssts_per_key": "back-pressure counts L0 SSTs (l0_max_ssts) only",
+    "l0_flush_parallelism": "memtables are flushed to L0 one at a time",
+    "object_store_cache_options": "there is no local-disk object cache (the in-memory block cache is block_cache_size_bytes)",
+    "metric_level": "there are no metrics",
+    "compactor_options.manifest_update_timeout": "see manifest_update_timeout",
+    "compactor_options.enable_trivial_move": "every compaction rewrites its sources",
+    "compactor_options.metric_level": "there are no metrics",
+    "compactor_options.commit_compacted_interval": "each compaction is committed when it finishes",
+    "compactor_options.worker_heartbeat_timeout": "compactions run in the compactor process itself, without remote workers",
+    "compactor_options.worker.max_concurrent_compactions": "use compactor_options.max_concurrent_compactions",
+    "compactor_options.worker.compactions_poll_interval": "the compactor polls at compactor_options.poll_interval",
+    "compactor_options.worker.heartbeat_interval": "compactions run in the compactor process itself, without remote workers",
+    "compactor_options.worker.max_fetch_tasks": "a compaction reads its sources block by block, without prefetch tasks",
+    "compactor_options.worker.bytes_to_fetch": "a compaction reads its sources block by block, without prefetch tasks",
+    "compactor_options.worker.max_subcompactions": "a compaction is not split into subcompactions",
+    "compactor_options.worker.metric_level": "there are no metrics",
+    "garbage_collector_options.metric_level": "there are no metrics",
+}
+
+
+def _check_not_implemented(settings: Any) -> None:
+    defaults = Settings.__new__(Settings)  # the defaults, without recursing into validation
+    for field in attrs.fields(Settings):
+        object.__setattr__(defaults, field.name, field.default.factory() if isinstance(field.default, attrs.Factory)
+                           else field.default)  # type: ignore[union-attr]
+    for path, instead in NOT_IMPLEMENTED.items():
+        value, default = settings, defaults
+        parts = path.split(".")
+        for part in parts[:-1]:  # a disabled table (compactor_options None) holds nothing to check
+            value = None if value is None else getattr(value, part)
+            default = getattr(default, part)
+        if value is None:
+            continue
+        value, default = getattr(value, parts[-1]), getattr(default, parts[-1])
+        if value is not None and value != default:
+            raise InvalidArgumentError(
+                f"setting {path} = {_show(value)} is not implemented here ({instead}); it is accepted only at the "
+                f"official default {_show(default)} (docs/db.md lists the settings)")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return format_duration(value)
+    return repr(value)
 
 
 #: Names of the top-level settings that are ours, not the official engine's.
@@ -438,19 +523,32 @@ def _dump(obj: Any, include_ours: bool) -> dict[str, Any]:
     return out
 
 
-def _env_dict(cls: type, environ: Mapping[str, str], prefix: str) -> dict[str, Any]:
+#: ``SLATEDB_*`` environment variables that are not settings (the CLI's traceback switch).
+NON_SETTING_VARIABLES: Final = frozenset({"SLATEDB_DEBUG"})
+
+
+def _env_dict(cls: type, environ: Mapping[str, str], prefix: str,
+              on_unrelated: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The typed partial dict that the variables of ``environ`` under ``prefix`` describe."""
+    import difflib
+
     out: dict[str, Any] = {}
-    for var, text in environ.items():
-        if not var.startswith(prefix):
+    for var, text in sorted(environ.items()):
+        if not var.startswith(prefix) or var in NON_SETTING_VARIABLES:
             continue
         path = var[len(prefix) :].lower().split("__")
         target_cls: type = cls
         node = out
+        names = list(attrs.fields_dict(cls))
+        if path[0] not in names and on_unrelated is not None and not difflib.get_close_matches(path[0], names, 1, 0.8):
+            on_unrelated(var)
+            continue
         for i, part in enumerate(path):
             field = attrs.fields_dict(target_cls).get(part)
             if field is None:
-                raise InvalidArgumentError(f"unknown setting {'.'.join(path[: i + 1])} (environment variable {var})")
+                close = difflib.get_close_matches(part, list(attrs.fields_dict(target_cls)), 1, 0.8)
+                hint = f" (did you mean {prefix}{'__'.join(path[:i] + close).upper()}?)" if close else ""
+                raise InvalidArgumentError(f"unknown setting {'.'.join(path[: i + 1])} (environment variable {var}){hint}")
             kind = field.metadata["kind"]
             last = i == len(path) - 1
             if kind == _NESTED and not last:
@@ -495,3 +593,6 @@ def _env_value(kind: str, text: str, optional: bool, var: str) -> Any:
         except json.JSONDecodeError:
             raise InvalidArgumentError(f"environment variable {var} must be a JSON object, got {text!r}") from None
     return text
+
+
+_MODULE_READY = True
