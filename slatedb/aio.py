@@ -152,6 +152,12 @@ class Snapshot(SnapshotLifecycle, _ReadMixin):
     async def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a snapshot is read-only: write through the Db")
 
+    async def __aenter__(self) -> "Snapshot":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.release()
+
     delete = write = put
 
 

@@ -154,13 +154,11 @@ class WriteBatch:
         self._size_bytes += len(key)
 
     def merge(self, key: bytes, operand: bytes, ttl_s: float | None = None) -> None:
-        """Record a merge operand (applied by a merge operator the engine does not have yet)."""
-        key = validate_key(key)
-        operand = validate_value(operand)
-        if ttl_s is not None:
-            ttl_s = validate_ttl_s(ttl_s)
-        self._ops.append(BatchOp(OpKind.MERGE, key, operand, ttl_s))
-        self._size_bytes += len(key) + len(operand)
+        """Refused: merge operands need a merge operator, which this engine does not have yet
+        (a batch holding one could never be written). Raises :class:`InvalidArgumentError`."""
+        raise InvalidArgumentError(
+            "WriteBatch.merge is not supported: merge operands need a merge operator, which slatedb-py does "
+            "not have yet (use put with the merged value)")
 
     @property
     def ops(self) -> tuple[BatchOp, ...]:

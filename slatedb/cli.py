@@ -4,8 +4,15 @@ Output: readable text, or JSON with ``--json`` (before or after the command; lis
 JSON object per line). The compaction commands print JSON either way (their output always was).
 
 Errors print one line, ``slatedb: error: ...``, never a traceback (unless ``SLATEDB_DEBUG=1``),
-and exit with status 2 (bad usage or input: a malformed URL, UUID, duration or number) or 1 (the
-operation failed: no database, no such checkpoint or manifest, a refused state, a store error).
+and exit with status 2 (bad usage or input: a malformed URL, UUID, duration or number, an id
+outside ``[0, 2^64)``, an inverted range) or 1 (the operation failed: no database, no such
+checkpoint or manifest, a refused state, a store error). Output cut short by its reader (``| head``)
+ends quietly with status 141 (128 + SIGPIPE, like other Unix tools).
+
+Durations (``--lifetime``, ``--db-delete-grace``): ``"7days 30min 10s"``, ``"1.5h"``, ``"90s"``;
+a bare number is seconds. ``SLATEDB_*`` variables set settings for ``run-gc`` / ``run-compactor``;
+the CLI's own ``SLATEDB_DEBUG`` is not a setting, a name close to a setting's is an error (a
+misspelling), and any other ``SLATEDB_*`` name is ignored with a warning.
 """
 
 from __future__ import annotations
@@ -95,6 +102,8 @@ async def _list_objects(ns: argparse.Namespace) -> int:
 async def _compactions_command(ns: argparse.Namespace) -> int:
     from slatedb import admin
 
+    if ns.command == "list-compactions":
+        _check_range(ns)
     async def body(store) -> int:
         if ns.command == "submit-compaction":
             if ns.scheduler != "size-tiered":
@@ -107,6 +116,7 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
         elif ns.command == "read-compactions":
             _emit(admin.compactions_json(await admin.read_compactions(store, ns.id)))
         elif ns.command == "list-compactions":
+            await _require_db(store)
             for stored in await admin.list_compactions(store, ns.start, ns.end):
                 _emit(admin.compactions_json(stored))
         elif ns.command == "run-compactor":
@@ -133,7 +143,25 @@ def _now_s() -> int:
 def _settings(path: str | None) -> Settings:
     if path is not None and not Path(path).is_file():
         raise InvalidArgumentError(f"settings file {path!r} does not exist")
-    return Settings.load(path, os.environ)
+
+    def unrelated(var: str) -> None:
+        print(f"slatedb: warning: ignoring {var}: not a setting", file=sys.stderr)
+
+    return Settings.load(path, os.environ, on_unrelated=unrelated)
+
+
+def _check_range(ns: argparse.Namespace) -> None:
+    if ns.start is not None and ns.end is not None and ns.start > ns.end:
+        raise InvalidArgumentError(f"--start {ns.start} is above --end {ns.end}: the range is empty")
+
+
+async def _require_db(store) -> None:
+    """NotFoundError (exit 1) when the path holds no database, like every other command."""
+    from slatedb.manifest.missing import require_latest
+    from slatedb.manifest.store import ManifestStore
+    from slatedb.runtime.production import ProductionRuntime
+
+    await require_latest(ManifestStore(store, ProductionRuntime("admin")))
 
 
 async def _checkpoint_command(ns: argparse.Namespace) -> int:
@@ -179,11 +207,14 @@ async def _checkpoint_command(ns: argparse.Namespace) -> int:
 async def _manifest_command(ns: argparse.Namespace) -> int:
     from slatedb import admin
 
+    if ns.command == "list-manifests":
+        _check_range(ns)
     async def body(store) -> int:
         if ns.command == "read-manifest":
             view = admin.manifest_json(await admin.read_manifest(store, ns.id), _now_s())
             _emit(view) if ns.as_json else print(_manifest_text(view))
         else:
+            await _require_db(store)
             for info in await admin.list_manifests(store, ns.start, ns.end):
                 if ns.as_json:
                     _emit(admin.manifest_info_json(info))
@@ -277,6 +308,22 @@ _NAME_HELP = ("a name for the checkpoint, usable to list checkpoints. Names need
               "can return several checkpoints")
 
 
+def _u64(flag: str) -> Callable[[str], int]:
+    """An argparse type: a manifest/compactions id, an integer in [0, 2^64)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be an integer id, got {text!r}") from None
+        if not 0 <= value < 2**64:
+            raise argparse.ArgumentTypeError(f"{flag} must be an id in [0, 2^64), got {text}")
+        return value
+
+    parse.__name__ = "id"
+    return parse
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error (``slatedb: error: ...``, exit 2) instead of usage + error."""
 
@@ -300,12 +347,12 @@ def _add_compaction_commands(sub) -> None:
     p.add_argument("--scheduler", default="size-tiered", help="the scheduler that validates it (size-tiered)")
     p = _add(sub, "read-compaction", "Print one compaction (JSON), with its failure reason if any", note)
     p.add_argument("--id", required=True, help="the compaction's ULID")
-    p.add_argument("--compactions-id", type=int, default=None, help="read this .compactions file instead of the latest")
+    p.add_argument("--compactions-id", type=_u64("--compactions-id"), default=None, help="read this .compactions file instead of the latest")
     p = _add(sub, "read-compactions", "Print the latest (or a given) .compactions file as JSON", note)
-    p.add_argument("--id", type=int, default=None, help="a .compactions file id (default: the latest)")
+    p.add_argument("--id", type=_u64("--id"), default=None, help="a .compactions file id (default: the latest)")
     p = _add(sub, "list-compactions", "Print the .compactions files in an id range, one JSON per line", note)
-    p.add_argument("--start", type=int, default=None, help="lowest id (inclusive)")
-    p.add_argument("--end", type=int, default=None, help="highest id (inclusive)")
+    p.add_argument("--start", type=_u64("--start"), default=None, help="lowest id (inclusive)")
+    p.add_argument("--end", type=_u64("--end"), default=None, help="highest id (inclusive)")
     p = _add(sub, "run-compactor", "Run a compactor in the foreground (fences any other compactor)", note)
     p.add_argument("--once", action="store_true", help="stop when there is nothing left to compact")
     p.add_argument("--settings", default=None, help="settings file (JSON or TOML); SLATEDB_* variables apply too")
@@ -332,10 +379,10 @@ def _add_admin_commands(sub) -> None:
                         "all checkpoints are listed")
     p = _add(sub, "read-manifest", "Print a manifest: epochs, WAL range, L0 and sorted runs with their SST ids, "
              "checkpoints, external databases")
-    p.add_argument("--id", type=int, default=None, help="the manifest id (default: the latest)")
+    p.add_argument("--id", type=_u64("--id"), default=None, help="the manifest id (default: the latest)")
     p = _add(sub, "list-manifests", "List the manifest files (id, size, last modified) in an id range")
-    p.add_argument("--start", type=int, default=None, help="lowest manifest id (inclusive)")
-    p.add_argument("--end", type=int, default=None, help="highest manifest id (inclusive)")
+    p.add_argument("--start", type=_u64("--start"), default=None, help="lowest manifest id (inclusive)")
+    p.add_argument("--end", type=_u64("--end"), default=None, help="highest manifest id (inclusive)")
     p = _add(sub, "run-gc", "Run the garbage collector in the foreground: expired checkpoints, old manifests, WAL "
              "objects and SSTs no checkpoint needs, soft-destroyed databases (docs/gc.md)")
     p.add_argument("--once", action="store_true", help="one pass over every directory, then exit")
@@ -407,6 +454,12 @@ def main(argv: list[str] | None = None) -> int:
             raise error from None
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, and keep the interpreter's final
+        # flush of stdout from complaining too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except InvalidArgumentError as e:
         if debug:
             raise

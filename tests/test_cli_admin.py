@@ -98,7 +98,7 @@ def test_errors_are_one_line_with_meaningful_exit_codes(tmp_path, capsys):
     one_line_error(slatedb_cli(url, "delete-checkpoint", "-i", cid), 1, f"no checkpoint {cid}")
     one_line_error(slatedb_cli(url, "create-checkpoint", "-l", "7 parsecs"), 2, "malformed duration")
     one_line_error(slatedb_cli(url, "refresh-checkpoint", "-i", "not-a-uuid"), 2, "is not a UUID")
-    one_line_error(slatedb_cli(url, "list-manifests", "--start", "two"), 2, "invalid int value")
+    one_line_error(slatedb_cli(url, "list-manifests", "--start", "two"), 2, "--start must be an integer id")
     # ... and the rest in-process (same code path, without the interpreter start-up).
     cases = [
         ((f"file://{tmp_path}/none", "create-checkpoint"), 1, "no database"),

@@ -1,5 +1,8 @@
-"""Human-friendly durations for checkpoint lifetimes: ``"7days 30min 10s"`` (the official CLI's
-``humantime`` format: a sequence of ``<number><unit>`` terms, spaces optional)."""
+"""Human-friendly durations for checkpoint lifetimes and the CLI: ``"7days 30min 10s"`` (the
+official CLI's ``humantime`` format: a sequence of ``<number><unit>`` terms, spaces optional),
+plus what people type besides: decimals (``"1.5h"``, ``"0.5 days"``) and a bare number, which
+is **seconds** (``"90"`` = ``"90s"``). Negative, non-finite and unit-less terms after the first
+are refused."""
 
 from __future__ import annotations
 
@@ -23,13 +26,17 @@ for names, seconds in (
     for name in names:
         _UNITS_S[name] = seconds
 
-_TERM = re.compile(r"\s*(\d+)\s*([A-Za-z]+)\s*")
+_TERM = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]+)\s*")
+_BARE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*")
 
 
 def parse_duration(text: str) -> float:
     """Seconds in ``text``; :class:`InvalidArgumentError` naming the bad part otherwise."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgumentError(f"duration must be a non-empty string like '7days 30min 10s', got {text!r}")
+    bare = _BARE.fullmatch(text)
+    if bare is not None:  # a bare number: seconds
+        return float(bare.group(1))
     total = 0.0
     pos = 0
     while pos < len(text):
@@ -40,7 +47,7 @@ def parse_duration(text: str) -> float:
         number, unit = m.groups()
         if unit not in _UNITS_S:
             raise InvalidArgumentError(f"malformed duration {text!r}: unknown unit {unit!r}")
-        total += int(number) * _UNITS_S[unit]
+        total += float(number) * _UNITS_S[unit]
         pos = m.end()
     return total
 

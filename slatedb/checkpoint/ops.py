@@ -17,6 +17,8 @@ import attrs
 from slatedb.errors import InvalidArgumentError, InvalidDbStateError
 from slatedb.format.types import Checkpoint, WriterCheckpoint
 from slatedb.manifest.checkpoints import (  # noqa: F401 (re-exported by slatedb.checkpoint)
+    MAX_U32,
+    absurd_lifetime,
     active_checkpoints,
     check_writable_state,
     expire_time_s,
@@ -50,10 +52,14 @@ class CheckpointOptions:
         if self.lifetime_s is not None:
             if not isinstance(self.lifetime_s, (int, float)) or not math.isfinite(self.lifetime_s) or self.lifetime_s <= 0:
                 raise InvalidArgumentError(f"checkpoint lifetime_s must be a positive number of seconds, got {self.lifetime_s!r}")
+            if self.lifetime_s >= MAX_U32:
+                raise InvalidArgumentError(absurd_lifetime(self.lifetime_s))
         if self.source is not None and not isinstance(self.source, uuid.UUID):
             raise InvalidArgumentError(f"checkpoint source must be a UUID, got {self.source!r}")
         if self.name is not None and not isinstance(self.name, str):
             raise InvalidArgumentError(f"checkpoint name must be a string, got {self.name!r}")
+        if self.name is not None and not self.name.strip():
+            raise InvalidArgumentError("checkpoint name must not be empty (leave it out for an unnamed checkpoint)")
 
 
 @attrs.frozen

@@ -54,7 +54,13 @@ def scan_bounds(start: object, end: object) -> KeyBounds:
 
 
 def prefix_bounds(prefix: object) -> KeyBounds:
-    """The keys starting with ``prefix`` (which must be non-empty bytes)."""
+    """The keys starting with ``prefix`` (bytes; ``b""`` is every key, as any prefix of them)."""
+    if isinstance(prefix, (bytearray, memoryview)):
+        prefix = bytes(prefix)
+    if not isinstance(prefix, bytes):
+        raise InvalidArgumentError(f"scan prefix must be bytes, not {type(prefix).__name__}")
+    if not prefix:
+        return KeyBounds(None, True, None, False)
     prefix = validate_key(prefix)
     end = prefix_successor(prefix)
     return KeyBounds(prefix, True, end, False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import uuid
 
-from slatedb.errors import InvalidDbStateError
+from slatedb.errors import InvalidArgumentError, InvalidDbStateError
 from slatedb.format.types import Checkpoint, ManifestV2, WriterCheckpoint
 
 #: ``checkpoint_expire_time_s`` is a u32 in the format.
@@ -23,11 +23,21 @@ def active_checkpoints(m: ManifestV2, now_s: int) -> tuple[Checkpoint, ...]:
     return tuple(c for c in m.checkpoints if not is_expired(c, now_s))
 
 
+def absurd_lifetime(lifetime_s: float) -> str:
+    """The refusal of a lifetime that ends past the u32 expiry range."""
+    return (f"checkpoint lifetime {lifetime_s:g} s ends after 2106-02-07T06:28:15Z, the latest expiry time a "
+            "manifest can hold (u32 seconds); leave the lifetime out for a checkpoint that never expires")
+
+
 def expire_time_s(now_ms: int, lifetime_s: float | None) -> int:
-    """The ``checkpoint_expire_time_s`` of a checkpoint made now with ``lifetime_s`` (0: never)."""
+    """The ``checkpoint_expire_time_s`` of a checkpoint made now with ``lifetime_s`` (0: never).
+    A lifetime ending past the u32 range is refused, not clamped."""
     if lifetime_s is None:
         return 0
-    return min(MAX_U32, max(1, math.ceil(now_ms / 1000 + lifetime_s)))
+    expire = max(1, math.ceil(now_ms / 1000 + lifetime_s))
+    if expire > MAX_U32:
+        raise InvalidArgumentError(absurd_lifetime(lifetime_s))
+    return expire
 
 
 def make_checkpoint(checkpoint_id: uuid.UUID, manifest_id: int, now_ms: int, *, lifetime_s: float | None = None,

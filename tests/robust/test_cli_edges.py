@@ -1,0 +1,127 @@
+"""Issue 16 item 5: CLI edges. Bad ids and ranges are bad input (exit 2) with a one-line error;
+list commands on a path without a database answer like the other commands (exit 1); output
+piped into ``head`` ends quietly; durations accept what people type; absurd lifetimes and empty
+checkpoint names are refused. Item 4's last point: unrelated ``SLATEDB_*`` variables (the CLI's
+own ``SLATEDB_DEBUG``) do not break ``run-gc`` / ``run-compactor``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import slatedb
+from slatedb import cli
+from slatedb.checkpoint import parse_duration
+from slatedb.errors import InvalidArgumentError
+
+BIN = os.path.join(os.path.dirname(sys.executable), "slatedb")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as e:  # argparse's usage errors
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(err: str, *fragments: str) -> None:
+    assert err.startswith("slatedb") and ": error: " in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "unexpected" not in err, err
+    for f in fragments:
+        assert f in err, (f, err)
+
+
+@pytest.fixture(scope="module")
+def db_url(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("clidb")
+    url = f"file://{path}"
+    with slatedb.Db.open(url, {"l0_sst_size_bytes": 1024, "garbage_collector_options": None}) as db:
+        for i in range(200):
+            db.put(b"k%04d" % i, b"v" * 50)
+        db.flush(wal=False)
+    return url
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["read-compactions", "--id", "-1"], "--id"),
+    (["read-compactions", "--id", "1" * 24], "--id"),
+    (["read-compaction", "--id", "01K000000000000000000000AA", "--compactions-id", "-4"], "--compactions-id"),
+    (["read-manifest", "--id", "-3"], "--id"),
+    (["read-manifest", "--id", "9" * 30], "--id"),
+    (["list-manifests", "--start", "-1"], "--start"),
+    (["list-compactions", "--end", "-2"], "--end"),
+    (["list-manifests", "--start", "5", "--end", "3"], "--start 5 is above --end 3"),
+    (["list-compactions", "--start", "9", "--end", "2"], "--start 9 is above --end 2"),
+    (["create-checkpoint", "--name", ""], "name"),
+    (["create-checkpoint", "--lifetime", "1000000years"], "lifetime"),
+    (["create-checkpoint", "--lifetime", "0s"], "lifetime"),
+    (["create-checkpoint", "--lifetime", "soon"], "duration"),
+])
+def test_bad_input_is_exit_2(capsys, db_url, argv, fragment) -> None:
+    code, out, err = run(capsys, "--path", db_url, *argv)
+    assert code == 2, (code, out, err)
+    one_line(err, fragment)
+    assert out == ""
+
+
+@pytest.mark.parametrize("argv", [["list-manifests"], ["list-compactions"], ["read-manifest"], ["list-checkpoints"]])
+def test_no_database_is_exit_1_for_every_command(capsys, tmp_path, argv) -> None:
+    code, out, err = run(capsys, "--path", f"file://{tmp_path}/nothing", *argv)
+    assert code == 1, (code, out, err)
+    one_line(err, "no database at")
+
+
+def test_ranges_that_are_fine(capsys, db_url) -> None:
+    code, out, err = run(capsys, "--path", db_url, "--json", "list-manifests", "--start", "1", "--end", "1")
+    assert code == 0 and [json.loads(line)["id"] for line in out.splitlines()] == [1], (out, err)
+    code, out, err = run(capsys, "--path", db_url, "list-manifests", "--start", "10000", "--end", "10000")
+    assert code == 0 and out == "" and err == ""  # a valid range with nothing in it
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("1.5h", 5400.0), ("90s", 90.0), ("5", 5.0), ("2.5", 2.5), ("1day 30min", 88200.0), ("1h30m", 5400.0),
+    ("0.5 days", 43200.0), ("100ms", 0.1),
+])
+def test_durations_people_type(text, seconds) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "h", "1.2.3h", "-5s", "5 parsecs", "1e400", "nan"])
+def test_bad_durations(bad) -> None:
+    with pytest.raises(InvalidArgumentError):
+        parse_duration(bad)
+
+
+def test_lifetime_as_typed_reaches_the_checkpoint(capsys, db_url) -> None:
+    import time
+
+    code, out, err = run(capsys, "--path", db_url, "--json", "create-checkpoint", "-l", "1.5h", "-n", "x")
+    assert code == 0, err
+    got = json.loads(out)
+    assert abs(got["expire_time_s"] - (time.time() + 5400)) < 60
+
+
+def test_output_piped_into_head_ends_quietly(db_url) -> None:
+    got = subprocess.run(f"'{BIN}' --path '{db_url}' list-objects | head -1", shell=True, capture_output=True,
+                         text=True, timeout=120)
+    assert got.stdout.count("\n") == 1, got.stdout
+    assert got.stderr == "", got.stderr
+
+
+@pytest.mark.parametrize("command", [["run-gc", "--once"], ["run-compactor", "--once"]])
+def test_unrelated_slatedb_variables_do_not_break_run_commands(db_url, command) -> None:
+    env = {**os.environ, "SLATEDB_DEBUG": "1", "SLATEDB_SOMETHING_ELSE": "x"}
+    got = subprocess.run([BIN, "--path", db_url, *command], capture_output=True, text=True, timeout=120, env=env)
+    assert got.returncode == 0, got.stderr
+    # A misspelt *setting* still fails loudly (exit 2), naming the variable.
+    env = {**os.environ, "SLATEDB_FLUSH_INTERVALL": "1s"}
+    got = subprocess.run([BIN, "--path", db_url, *command], capture_output=True, text=True, timeout=120, env=env)
+    assert got.returncode == 2 and "SLATEDB_FLUSH_INTERVALL" in got.stderr, got.stderr
