@@ -42,24 +42,24 @@ def test_a_plan_that_keeps_everything_is_the_seed_itself() -> None:
 
 
 def test_shrinking_takeover_no_epoch_recheck() -> None:
-    r = shrink("takeover", 2, ["no-epoch-recheck"], max_runs=150)
+    r = shrink("takeover", 9, ["no-epoch-recheck"], max_runs=150)
     assert r.invariant == "DUR-1" and bugs.INVARIANT_ID.search(r.violation).group(0) == "DUR-1"
-    assert r.shrunk_steps.get("writer") == 2 and r.original_steps["writer"] == 4
+    assert r.shrunk_steps.get("writer") == 2 and r.original_steps["writer"] > 2
     assert r.shrunk_steps.get("f", 0) <= 3 < r.original_steps["f"]
     assert r.shrunk_events < r.original_events / 2
     assert r.passes_without_bugs is True
     report = format_report(r)
-    assert "--keep '" in report and "replay: ./just sim run --seed 2 --workload takeover --bug no-epoch-recheck" in report
+    assert "--keep '" in report and "replay: ./just sim run --seed 9 --workload takeover --bug no-epoch-recheck" in report
     # The replay command reproduces it, from the command line.
     argv = r.replay.split("./just sim ", 1)[1]
     keep = r.replay.split("--keep ", 1)[1].strip("'")
-    assert cli.main(["run", "--seed", "2", "--workload", "takeover", "--bug", "no-epoch-recheck", "--keep", keep]) == 1
-    assert cli.main(["run", "--seed", "2", "--workload", "takeover", "--keep", keep]) == 0
-    assert argv.startswith("run --seed 2")
+    assert cli.main(["run", "--seed", "9", "--workload", "takeover", "--bug", "no-epoch-recheck", "--keep", keep]) == 1
+    assert cli.main(["run", "--seed", "9", "--workload", "takeover", "--keep", keep]) == 0
+    assert argv.startswith("run --seed 9")
 
 
 def test_shrinking_db_zombie_ack_is_much_shorter() -> None:
-    r = shrink("db", 1, ["zombie-ack"], max_runs=250)
+    r = shrink("db", 9, ["zombie-ack"], max_runs=250)
     assert r.invariant == "FENCE-3"
     assert r.shrunk_steps["op"] * 3 <= r.original_steps["op"]
     assert r.shrunk_steps["writer"] < r.original_steps["writer"]
@@ -69,7 +69,7 @@ def test_shrinking_db_zombie_ack_is_much_shorter() -> None:
     # The readable trace keeps the protocol story and drops the store's ordinary traffic.
     lines = readable(r.trace.splitlines())
     assert len(lines) < r.shrunk_events and any(" ack " in line for line in lines)
-    result, _ = simulate_plan(Scenario(workload="db", bugs=("zombie-ack",)), 1, Plan(r.keep))
+    result, _ = simulate_plan(Scenario(workload="db", bugs=("zombie-ack",)), 9, Plan(r.keep))
     assert not result.ok and bugs.fired(result) == "FENCE-3"
 
 

@@ -1,9 +1,9 @@
 """Regression test written by `sim shrink` (name takeover_no_epoch_recheck).
 
-Shrunk from `./just sim run --seed 2 --workload takeover --bug no-epoch-recheck`:
-1 crashes, 28 faulted requests, 2 ops, 4 pauses, 4 processes, 196 trace events, down to
-2 faulted requests, 1 ops, 2 processes, 87 trace events. Fires DUR-1.
-Replay: ./just sim run --seed 2 --workload takeover --bug no-epoch-recheck --keep 'f:r0w1:2 f:r0w3:8 op:r0w3:0 writer:r0w1 writer:r0w3' --trace
+Shrunk from `./just sim run --seed 1 --workload takeover --bug no-epoch-recheck`:
+6 crashes, 284 faulted requests, 80 ops, 12 pauses, 13 processes, 2596 trace events, down to
+1 ops, 1 pauses, 2 processes, 118 trace events. Fires DUR-1.
+Replay: ./just sim run --seed 1 --workload takeover --bug no-epoch-recheck --keep 'op:r1w2:0 pause:r1w2 writer:r1w1 writer:r1w2' --trace
 """
 
 from sim import bugs
@@ -11,9 +11,9 @@ from sim.shrink import Plan, simulate_plan
 from sim.sweep import Scenario
 
 WORKLOAD = 'takeover'
-SEED = 2
+SEED = 1
 BUGS = ('no-epoch-recheck',)
-KEEP = 'f:r0w1:2 f:r0w3:8 op:r0w3:0 writer:r0w1 writer:r0w3'
+KEEP = 'op:r1w2:0 pause:r1w2 writer:r1w1 writer:r1w2'
 INVARIANT = 'DUR-1'
 
 
