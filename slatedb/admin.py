@@ -81,6 +81,8 @@ async def read_compactions(store: ObjectStore, compactions_id: int | None = None
         if got is None:
             raise NotFoundError("the database has no .compactions file yet")
         return got
+    if isinstance(compactions_id, bool) or not isinstance(compactions_id, int) or not 0 <= compactions_id < 2**64:
+        raise InvalidArgumentError(f"compactions id must be an integer in [0, 2^64), got {compactions_id!r}")
     try:
         return await cs.read(compactions_id)
     except ObjectNotFoundError:

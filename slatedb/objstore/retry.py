@@ -31,9 +31,10 @@ from slatedb.errors import (
 )
 from slatedb.runtime import Runtime
 
-LOG = logging.getLogger("slatedb.objstore")
-
 from .base import CREATE_IF_ABSENT, ObjectStore
+
+#: Each wait of a bounded (production) retry is logged here at WARNING: what, why, how long.
+LOG = logging.getLogger("slatedb.objstore")
 
 T = TypeVar("T")
 

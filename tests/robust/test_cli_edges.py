@@ -125,3 +125,16 @@ def test_unrelated_slatedb_variables_do_not_break_run_commands(db_url, command) 
     env = {**os.environ, "SLATEDB_FLUSH_INTERVALL": "1s"}
     got = subprocess.run([BIN, "--path", db_url, *command], capture_output=True, text=True, timeout=120, env=env)
     assert got.returncode == 2 and "SLATEDB_FLUSH_INTERVALL" in got.stderr, got.stderr
+
+
+async def test_the_admin_api_refuses_bad_ids_too(tmp_path) -> None:
+    """The same checks one level down (what the CLI's AssertionError came from)."""
+    from slatedb import admin
+    from slatedb.objstore import resolve_store
+
+    store = resolve_store(f"file://{tmp_path}")
+    for bad in (-1, 10**24, "3"):
+        with pytest.raises(InvalidArgumentError, match="compactions id"):
+            await admin.read_compactions(store, bad)
+        with pytest.raises(InvalidArgumentError, match="manifest id"):
+            await admin.read_manifest(store, bad)
