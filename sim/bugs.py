@@ -154,11 +154,11 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug("gc-no-min-age", "GC deletes unreferenced SSTs whatever their age (no min_age, no ULID cutoff): an L0 "
         "SST or a compaction output uploaded but not yet committed or recorded goes",
         _GC_CLASS, "RFC 000 Garbage Collector (older than min_age); checkpoints-gc.md step 8 (model "
-        "UNSAFE_GC_IGNORES_MIN_AGE)", "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-4", "GC-3", "GC-1"), 8),
+        "UNSAFE_GC_IGNORES_MIN_AGE)", "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-4", "GC-3", "GC-1", "READ-4"), 8),
     Bug("gc-ignores-inflight-compaction", "GC ignores what compactions are in flight (their recorded outputs and "
         "inputs, and the compactions watermark of the ULID cutoff): only min_age protects an uncommitted output",
         _GC_CLASS, "RFC 002 Garbage Collection Integration (issue #604); checkpoints-gc.md GC-3",
-        "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-3", "GC-4", "GC-1"), 16),
+        "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-3", "GC-4", "GC-1", "READ-4"), 16),
     Bug("gc-delete-before-boundary", "GC deletes .manifest / .compactions files up to the boundary it wants without "
         "first making that boundary durable",
         _SEQMETA_CLASS, "RFC 004 Boundary Files; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",

@@ -41,9 +41,9 @@ def test_dst_sweep_and_hunt_append_one_row_each(ledger_file, capsys) -> None:
     assert json.loads(sweep["seed_ranges"]) == [[5, 6]]
     # The commit of the code that ran (this checkout), dirty or not.
     assert all(r["commit_id"] == ledger.current_commit() for r in rows) and rows[0]["commit_id"] != "unknown"
-    # The hunt: seeds 0..1, seed 1 detects zombie-ack with FENCE-3 (docs/simulation.md).
-    assert hunt["bugs"] == "zombie-ack" and json.loads(hunt["seed_ranges"]) == [[0, 1]]
-    assert hunt["failures"] == 1 and json.loads(hunt["failing_seeds"]) == [1]
+    # The hunt: seeds 0..2, seed 2 detects zombie-ack with FENCE-3 (docs/simulation.md).
+    assert hunt["bugs"] == "zombie-ack" and json.loads(hunt["seed_ranges"]) == [[0, 2]]
+    assert hunt["failures"] == 1 and json.loads(hunt["failing_seeds"]) == [2]
     assert json.loads(hunt["by_invariant"]) == {"FENCE-3": 1} and hunt["faults"] > 0
 
 
@@ -52,7 +52,7 @@ def test_a_failing_campaign_records_its_failures_by_invariant(ledger_file) -> No
     (row,) = _rows(ledger_file)
     assert row["bugs"] == "zombie-ack" and row["failures"] >= 1
     failing = json.loads(row["failing_seeds"])
-    assert 1 in failing and len(failing) == row["failures"]
+    assert 2 in failing and len(failing) == row["failures"]
     assert json.loads(row["by_invariant"]).get("FENCE-3", 0) >= 1
 
 

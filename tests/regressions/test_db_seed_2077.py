@@ -27,7 +27,10 @@ def test_create_initial_behind_the_boundary_is_not_an_error():
     ms = ManifestStore(store, ProductionRuntime())
 
     async def main():
-        await ms.advance_boundary(4)  # GC passed id 1 before our post-create boundary read
+        # Others opened and wrote manifests up to 5 (GC never deletes the latest) and GC passed
+        # id 1 before our post-create boundary read.
+        await ms.try_write(5, ManifestV2(initialized=True))
+        await ms.advance_boundary(4)
         return await ms.create_initial(ManifestV2(initialized=True))
 
     assert trio.run(main) is None
