@@ -84,7 +84,7 @@ _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a 
 
 CATALOGUE: tuple[Bug, ...] = (
     Bug("zombie-ack", "a writer that halted while its WAL write was in flight still acknowledges it",
-        _WAL_CLASS, "RFC 001 Acknowledgements; writer.md step 8", "slatedb/db/core.py DbCore._write_wal",
+        _WAL_CLASS, "RFC 001 Acknowledgements; writer.md step 8", "slatedb/db/flushers.py Flushers._write_wal",
         "db", ("FENCE-3",), 30, also=("takeover",)),
     Bug("fence-ignored", "a WAL write that finds its id taken skips to the next id without reading the "
         "manifest epoch: a zombie writes on above the newer writer's fence",
@@ -97,13 +97,13 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug("l0-commit-unfenced", "a writer commits its L0 flush to the manifest without comparing the manifest's "
         "writer epoch with its own: a fenced zombie's L0 SST lands after a newer writer took over",
         _WAL_CLASS, "RFC 001 Manifest Updates (fencing of manifest writes); wal-fencing.md FENCE-5",
-        "slatedb/db/core.py DbCore._flush_imm", "db", ("FENCE-5",), 40),
+        "slatedb/db/flushers.py Flushers._flush_imm", "db", ("FENCE-5",), 40),
     Bug("replay-skip", "open does not replay the WAL above replay_after_wal_id",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
         "db", ("DUR-1", "LIN"), 8, also=("takeover",)),
     Bug("replay-point-ahead", "an L0 flush advances replay_after_wal_id to the writer's last WAL id instead "
         "of its memtable's cut, past rows still only in later memtables",
-        _REPLAY_CLASS, "RFC 003; writer.md steps 7 and 9", "slatedb/db/core.py DbCore._flush_imm",
+        _REPLAY_CLASS, "RFC 003; writer.md steps 7 and 9", "slatedb/db/flushers.py Flushers._flush_imm",
         "takeover", ("DUR-1", "LIN"), 30, also=("db",)),
     Bug("replay-progress-early", "open records replay progress (replay_after_wal_id = fence - 1) in the "
         "manifest before the replayed rows reach L0; a crash or fence before that flush loses them",

@@ -28,14 +28,21 @@ from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions
 
 from slatedb.compactor import CompactionSpec, Compactor, full_spec
 from slatedb.compactor import submit_compaction as _submit
-from slatedb.compactor.compactor import failed_reason_key
+from slatedb.format.layout import failed_reason_key
 from slatedb.compactor.store import CompactionsStore, StoredCompactions
-from slatedb.config import Settings
+from slatedb.clone import create_clone_url
+from slatedb.config import GarbageCollectorOptions, Settings
+from slatedb.destroy import destroy as _destroy
 from slatedb.errors import InvalidArgumentError, NotFoundError, ObjectNotFoundError, SlateDBError  # noqa: F401
 from slatedb.format.types import Checkpoint, Compaction, ManifestV2, TieredCompactionSpec, WriterCheckpoint
+from slatedb.format.layout import MANIFEST_DIR, MANIFEST_SUFFIX, parse_id
+from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
+from slatedb.gc import run_gc as _run_gc
+from slatedb.manifest.missing import require_latest
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
-from slatedb.runtime import Runtime
+from slatedb.objstore.retry import retry_transient
+from slatedb.runtime import Runtime, with_max_retries
 from slatedb.runtime.production import ProductionRuntime
 
 
@@ -136,8 +143,6 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
                         runtime: Runtime | None = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
     to compact; otherwise until cancelled or fenced."""
-    from slatedb.runtime import with_max_retries
-
     settings = settings or Settings()
     rt = runtime or ProductionRuntime("compactor")
     own = settings.compactor_options.object_store_max_retries if settings.compactor_options else None
@@ -162,8 +167,6 @@ def _admin_runtime(runtime: Runtime | None) -> Runtime:
 async def _latest(manifests: ManifestStore) -> StoredManifest:
     """The latest manifest; NotFoundError (no database) or ManifestsMissingError (data left
     without a manifest)."""
-    from slatedb.manifest.missing import require_latest
-
     return await require_latest(manifests)
 
 
@@ -244,9 +247,6 @@ class ManifestInfo:
 async def list_manifests(store: ObjectStore, start: int | None = None, end: int | None = None,
                          runtime: Runtime | None = None) -> list[ManifestInfo]:
     """The manifest files with ``start <= id <= end`` (both inclusive, None: open), by id."""
-    from slatedb.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, parse_id
-    from slatedb.objstore.retry import retry_transient
-
     rt = _admin_runtime(runtime)
     metas = await retry_transient(rt, lambda: store.list(MANIFEST_DIR), what=f"list {MANIFEST_DIR}")
     out = []
@@ -267,12 +267,6 @@ async def run_gc(store: ObjectStore, settings: Settings | None = None, once: boo
     """Run the garbage collector with ``settings.garbage_collector_options`` (the defaults when
     unset): one pass (``once``) or until cancelled or the database is gone. Returns its
     :class:`~slatedb.gc.GcStats` (of the pass, or the totals)."""
-    from slatedb.config import GarbageCollectorOptions
-    from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
-    from slatedb.gc import run_gc as _run_gc
-
-    from slatedb.runtime import with_max_retries
-
     settings = settings or Settings()
     options = settings.garbage_collector_options or GarbageCollectorOptions()
     grace = DEFAULT_DB_DELETE_GRACE_S if db_delete_grace_s is None else db_delete_grace_s
@@ -289,8 +283,6 @@ async def create_clone(clone_url: str, parent_url: str, parent_checkpoint: uuid.
     """RFC 000 ``admin::create_clone``: make the database at ``clone_url`` a clone of the one at
     ``parent_url``, from ``parent_checkpoint`` or from the parent's current state. Returns the
     clone's manifest. See docs/clones.md."""
-    from slatedb.clone import create_clone_url
-
     cp = None if parent_checkpoint is None else as_checkpoint_id(parent_checkpoint)
     return await create_clone_url(clone_url, parent_url, cp, _admin_runtime(runtime))
 
@@ -330,8 +322,6 @@ async def destroy(store: ObjectStore, soft: bool, runtime: Runtime | None = None
     """RFC 000 ``Db::destroy``: ``soft`` marks the database destroyed (GC removes it after the
     grace period once no checkpoint is active); otherwise delete everything now, refused with
     :class:`~slatedb.errors.InvalidDeletionError` while an unexpired checkpoint exists."""
-    from slatedb.destroy import destroy as _destroy
-
     await _destroy(store, _admin_runtime(runtime), soft=bool(soft))
 
 

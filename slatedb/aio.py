@@ -17,30 +17,20 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
-from slatedb.batch import WriteBatch, validate_key
+from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # noqa: F401 (DbIterator: public)
+from slatedb.api.portal import RuntimeArg, serve
+from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
-from slatedb.db.common import SnapshotLifecycle, check_create_mode, coerce_settings, prefix_bounds, scan_bounds
-from slatedb.db.core import DbCore, MustWait, ReadState
-from slatedb.db.scan import MergeScan, NeedIO
-from slatedb.db.view import KeyBounds
-from slatedb.errors import ClosedError, ReadOnlyError, sole_exception
-from slatedb.format.sst_reader import NEED_IO
+from slatedb.db.common import SnapshotLifecycle, check_create_mode, coerce_settings
+from slatedb.db.core import DbCore, MustWait
+from slatedb.db.read_path import ReadState
+from slatedb.errors import ClosedError, ReadOnlyError
 from slatedb.objstore.base import ObjectStore
-from slatedb.objstore.url import resolve_store
+from slatedb.reader.aio import DbReader
 from slatedb.runtime import Runtime
 
 __all__ = ["Db", "DbIterator", "DbReader", "Snapshot", "WriteHandle"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "DbReader":  # lazily: slatedb.reader.aio builds on this module's read mixin
-        from slatedb.reader.aio import DbReader
-
-        return DbReader
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-ITER_BATCH_ROWS = 256
 
 
 class WriteHandle:
@@ -64,89 +54,7 @@ class WriteHandle:
         return f"WriteHandle(seq={self.seq}, durable={self.durable})"
 
 
-class DbIterator:
-    """Async iterator of ``(key, value)`` pairs; also :meth:`next_batch`."""
-
-    def __init__(self, core: DbCore, merge: MergeScan | None, gen: Any) -> None:
-        self._core = core
-        self._merge = merge
-        self._gen = gen
-        self._buf: list[tuple[bytes, bytes]] = []
-        self._pos = 0
-
-    def __aiter__(self) -> "DbIterator":
-        return self
-
-    async def __anext__(self) -> tuple[bytes, bytes]:
-        if self._gen is not None:
-            try:
-                return next(self._gen)
-            except StopIteration:
-                raise StopAsyncIteration from None
-        if self._pos >= len(self._buf):
-            self._buf = await self._pull(ITER_BATCH_ROWS)
-            self._pos = 0
-            if not self._buf:
-                raise StopAsyncIteration
-        item = self._buf[self._pos]
-        self._pos += 1
-        return item
-
-    async def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
-        if self._gen is not None:
-            out = []
-            for item in self._gen:
-                out.append(item)
-                if len(out) >= n:
-                    break
-            return out
-        out = self._buf[self._pos : self._pos + n]
-        self._pos += len(out)
-        if len(out) < n:
-            out.extend(await self._pull(n - len(out)))
-        return out
-
-    async def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
-        merge = self._merge
-        assert merge is not None
-        while True:
-            try:
-                return merge.next_batch(n)
-            except NeedIO as e:
-                source = e.source
-                reader, first, last = source.io_request()
-                source.supply(first, await self._core.load_blocks(reader, first, last))
-
-
-class _ReadMixin:
-    _core: DbCore
-
-    def _state(self) -> tuple[ReadState, int | None]:
-        raise NotImplementedError
-
-    async def get(self, key: bytes) -> bytes | None:
-        key = validate_key(key)
-        rs, max_seq = self._state()
-        value = self._core.get_fast(key, rs, max_seq)
-        if value is NEED_IO:
-            value = await self._core.get_slow(key, rs, max_seq)
-        return value  # type: ignore[return-value]
-
-    def _scan(self, bounds: KeyBounds, reverse: bool) -> DbIterator:
-        rs, max_seq = self._state()
-        if max_seq is None:
-            max_seq = self._core.last_seq
-        merge, gen = self._core.scan_merge(rs, bounds, reverse, max_seq)
-        return DbIterator(self._core, merge, gen)
-
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> DbIterator:
-        return self._scan(scan_bounds(start, end), bool(reverse))
-
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> DbIterator:
-        return self._scan(prefix_bounds(prefix), bool(reverse))
-
-
-class Snapshot(SnapshotLifecycle, _ReadMixin):
+class Snapshot(SnapshotLifecycle, AsyncReads):
     """A consistent read view (see :meth:`Db.snapshot`)."""
 
     async def put(self, *args: Any, **kwargs: Any) -> None:
@@ -161,7 +69,7 @@ class Snapshot(SnapshotLifecycle, _ReadMixin):
     delete = write = put
 
 
-class Db(_ReadMixin):
+class Db(AsyncReads):
     """An open database on the caller's trio loop. Use :meth:`open` as ``async with``."""
 
     def __init__(self, core: DbCore) -> None:
@@ -176,7 +84,7 @@ class Db(_ReadMixin):
         *,
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
-        runtime: Runtime | None = None,
+        runtime: RuntimeArg = None,
         create: str = "if_missing",
     ) -> AsyncIterator["Db"]:
         """Open the database at ``url`` as its writer for the duration of the block; leaving the
@@ -184,27 +92,12 @@ class Db(_ReadMixin):
         ``create`` as in :meth:`slatedb.Db.open`."""
         settings = coerce_settings(settings)
         create = check_create_mode(create)
-        if runtime is None:
-            from slatedb.runtime.production import ProductionRuntime
 
-            runtime = ProductionRuntime()
-        own_store = store is None
-        st = store if store is not None else resolve_store(url, options=store_options, clock_ms=runtime.now_ms)
-        try:
-            core = await DbCore.open(st, settings, runtime, create)
-            try:
-                async with core.background():
-                    yield cls(core)
-            except BaseExceptionGroup as group:
-                # The background tasks never raise (a failure stops the database instead), so
-                # a group here wraps the block's own exception: give it back as it was raised.
-                error = sole_exception(group)
-                if error is group:
-                    raise
-                raise error from None
-        finally:
-            if own_store:
-                await st.aclose()
+        async def open_core(st: ObjectStore, rt: Runtime) -> DbCore:
+            return await DbCore.open(st, settings, rt, create)
+
+        async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
+            yield cls(core)
 
     async def close(self) -> None:
         """Flush and stop (the ``async with`` block does this on exit)."""

@@ -34,7 +34,9 @@ from slatedb.manifest.edits import BumpWriterEpoch, DeletionRefused, HardDestroy
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
+from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
+from slatedb.runtime.production import default_runtime
 from slatedb.wal.writer import WalWriter
 
 
@@ -54,12 +56,8 @@ async def destroy(store: ObjectStore, runtime: Runtime, *, soft: bool) -> None:
 
 async def destroy_url(url: str, *, soft: bool, runtime: Runtime | None = None) -> None:
     """:func:`destroy` of the database at ``url``; the store is opened and closed here."""
-    from slatedb.objstore import resolve_store
-
     if runtime is None:
-        from slatedb.runtime.production import ProductionRuntime
-
-        runtime = ProductionRuntime()
+        runtime = default_runtime()
     store = resolve_store(url, clock_ms=runtime.now_ms)
     try:
         await destroy(store, runtime, soft=soft)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import uuid
 
 from slatedb.manifest.store import StoredManifest
+from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
+from slatedb.runtime.production import default_runtime
 
 from .ops import EPHEMERAL_CHECKPOINT_LIFETIME_S, CloneMismatchError, create_clone
 
@@ -20,12 +22,8 @@ async def create_clone_url(clone_url: str, parent_url: str, parent_checkpoint: u
                            runtime: Runtime | None = None) -> StoredManifest:
     """:func:`create_clone` with both databases named by URL (``memory://``, ``file:///``,
     ``s3://``); the stores are opened here and closed on return."""
-    from slatedb.objstore import resolve_store
-
     if runtime is None:
-        from slatedb.runtime.production import ProductionRuntime
-
-        runtime = ProductionRuntime()
+        runtime = default_runtime()
     clone_store = resolve_store(clone_url, clock_ms=runtime.now_ms)
     try:
         parent_store = clone_store.open_url(parent_url)

@@ -38,7 +38,6 @@ import trio
 from ulid import ULID
 
 from slatedb.config import CompactorOptions, Settings
-from slatedb.db.core import sst_options_of
 from slatedb.errors import (
     FencedError,
     InvalidArgumentError,
@@ -60,6 +59,8 @@ from slatedb.format.types import (
     BytesRange,
     BoundType,
 )
+from slatedb.format.layout import FAILED_REASONS_DIR, failed_reason_key  # noqa: F401 (re-exported)
+from slatedb.format.sst import sst_options_of
 from slatedb.manifest.compaction import CompactionSpec, validate_spec
 from slatedb.manifest.edit import CompactorFence
 from slatedb.manifest.edits import ApplyCompaction, ClaimCompactorEpoch, apply_compaction, committed_already
@@ -74,7 +75,6 @@ from .store import TERMINAL, CompactionsConflict, CompactionsStore, StoredCompac
 
 S = CompactionStatus
 ACTIVE = frozenset({S.SUBMITTED, S.RUNNING})
-FAILED_REASONS_DIR = "compactions/failed/"
 
 _FULL_RANGE = BytesRange(BytesBound(None, BoundType.UNBOUNDED), BytesBound(None, BoundType.UNBOUNDED))
 
@@ -82,10 +82,6 @@ _FULL_RANGE = BytesRange(BytesBound(None, BoundType.UNBOUNDED), BytesBound(None,
 class CompactorEpochError(SlateDBError):
     """A ``.compactions`` file carries our own epoch at startup, or an older one after it:
     compactor epochs went backwards (CFENCE-3). Never expected; the compactor stops."""
-
-
-def failed_reason_key(compaction_id: ULID) -> str:
-    return f"{FAILED_REASONS_DIR}{compaction_id}.json"
 
 
 class Compactor:

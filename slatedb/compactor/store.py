@@ -17,23 +17,21 @@ from ulid import ULID
 from slatedb.errors import ObjectVersionBehindBoundaryError
 from slatedb.format.compactions import decode_compactions, encode_compactions
 from slatedb.format.types import Compaction, CompactionsV1, CompactionStatus
+from slatedb.format.layout import (  # noqa: F401 (re-exported)
+    COMPACTIONS_BOUNDARY_KEY,
+    COMPACTIONS_DIR,
+    COMPACTIONS_SUFFIX,
+    compactions_key,
+)
 from slatedb.manifest.store import SequenceConflict, SequencedStore
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 
 from slatedb.manifest.compaction import CompactionSpec
 
-COMPACTIONS_DIR = "compactions/"
-COMPACTIONS_SUFFIX = ".compactions"
-COMPACTIONS_BOUNDARY_KEY = "gc/compactions.boundary"
 
 #: Statuses after which a compaction never changes again (RFC 002 lifecycle).
 TERMINAL = frozenset({CompactionStatus.COMPLETED, CompactionStatus.FAILED})
-
-
-def compactions_key(compactions_id: int) -> str:
-    assert 0 <= compactions_id < 2**64, compactions_id
-    return f"{COMPACTIONS_DIR}{compactions_id:020d}{COMPACTIONS_SUFFIX}"
 
 
 @attrs.frozen

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ulid import ULID
 
+from slatedb.format.layout import MANIFEST_DIR
 from slatedb.format.types import ManifestV2
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
@@ -60,7 +61,7 @@ class SstLocator:
         chosen: ObjectStore | None = None
         for url in candidates:
             store = self.store.open_url(url)
-            metas = await retry_transient(self.runtime, lambda: store.list("manifest/"), what=f"list {url}/manifest/")
+            metas = await retry_transient(self.runtime, lambda: store.list(MANIFEST_DIR), what=f"list {url}/{MANIFEST_DIR}")
             if metas:
                 chosen = store
                 break

@@ -1,7 +1,8 @@
 """The synchronous API: ``with slatedb.Db.open(url) as db: db.put(b"k", b"v")``.
 
 The engine's background work (WAL and L0 flushes, manifest polling, and every object-store
-call) runs on a trio event loop in a **runtime thread** owned by the :class:`Db`. Calls that
+call) runs on a trio event loop in a **runtime thread** owned by the :class:`Db`
+(:class:`slatedb.api.portal.RuntimeThread`, shared with ``DbReader``). Calls that
 can be answered from memory -- a write into the memtable, a ``get`` served by a memtable or the
 block cache, an iterator step over rows already loaded -- run on the caller's thread without
 touching that loop. Only a cache miss, an explicit flush, a durability wait's wake-up and
@@ -14,29 +15,21 @@ writes die with the process, and reopening replays every WAL object written befo
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
-import trio
-
-from slatedb.batch import WriteBatch, validate_key
+from slatedb.api.portal import RuntimeArg, RuntimeThread
+from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noqa: F401 (DbIterator: public)
+from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
 from slatedb.errors import ClosedError, ReadOnlyError
-from slatedb.format.sst_reader import NEED_IO
 from slatedb.objstore.base import ObjectStore
-from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
 
-from .common import SnapshotLifecycle, check_create_mode, coerce_settings, prefix_bounds, scan_bounds
-from .core import DbCore, MustWait, ReadState
-from .scan import MergeScan, NeedIO
-from .view import KeyBounds
-
-#: Rows pulled per refill by iterators that merge several sources.
-ITER_BATCH_ROWS = 256
-
+from .common import SnapshotLifecycle, check_create_mode, coerce_settings
+from .core import DbCore, MustWait
+from .read_path import ReadState
 
 class WriteHandle:
     """What a write returns: its sequence number, and a way to wait until it is durable."""
@@ -61,115 +54,7 @@ class WriteHandle:
         return f"WriteHandle(seq={self.seq}, durable={self.durable})"
 
 
-class _Portal:
-    """Runs coroutine functions on the runtime thread's event loop."""
-
-    def __init__(self, token: trio.lowlevel.TrioToken) -> None:
-        self.token = token
-
-    def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return trio.from_thread.run(fn, *args, trio_token=self.token)
-        except trio.RunFinishedError:
-            raise ClosedError("the database is closed") from None
-
-
-class DbIterator:
-    """Iterator of ``(key, value)`` pairs of a scan, in key order (or reverse order).
-
-    Also offers :meth:`next_batch`. Rows are produced lazily; the scan sees the database as of
-    the moment it was created (a snapshot bound by sequence number).
-    """
-
-    def __init__(self, portal: _Portal, core: DbCore, merge: MergeScan | None, gen: Iterator[tuple[bytes, bytes]] | None) -> None:
-        self._portal = portal
-        self._core = core
-        self._merge = merge
-        self._gen = gen
-        self._buf: list[tuple[bytes, bytes]] = []
-        self._pos = 0
-
-    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
-        if self._gen is not None:
-            return self._gen  # fast path: the memtable's own generator, no wrapper per step
-        return self
-
-    def __next__(self) -> tuple[bytes, bytes]:
-        if self._gen is not None:
-            return next(self._gen)
-        if self._pos >= len(self._buf):
-            self._buf = self._pull(ITER_BATCH_ROWS)
-            self._pos = 0
-            if not self._buf:
-                raise StopIteration
-        item = self._buf[self._pos]
-        self._pos += 1
-        return item
-
-    def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
-        """Up to ``n`` pairs; an empty list at the end of the scan."""
-        if self._gen is not None:
-            out = []
-            append = out.append
-            for item in self._gen:
-                append(item)
-                if len(out) >= n:
-                    break
-            return out
-        out = self._buf[self._pos : self._pos + n]
-        self._pos += len(out)
-        if len(out) < n:
-            out.extend(self._pull(n - len(out)))
-        return out
-
-    def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
-        merge = self._merge
-        assert merge is not None
-        while True:
-            try:
-                return merge.next_batch(n)
-            except NeedIO as e:
-                source = e.source
-                reader, first, last = source.io_request()
-                source.supply(first, self._portal(self._core.load_blocks, reader, first, last))
-
-
-class _ReadMixin:
-    """``get`` / ``scan`` / ``scan_prefix`` over a read state and a sequence bound."""
-
-    _core: DbCore
-    _portal: _Portal
-
-    def _state(self) -> tuple[ReadState, int | None]:
-        raise NotImplementedError
-
-    def get(self, key: bytes) -> bytes | None:
-        """The value of ``key``, or None if absent, deleted or expired."""
-        key = validate_key(key)
-        rs, max_seq = self._state()
-        value = self._core.get_fast(key, rs, max_seq)
-        if value is NEED_IO:
-            value = self._portal(self._core.get_slow, key, rs, max_seq)
-        return value  # type: ignore[return-value]
-
-    def _scan(self, bounds: KeyBounds, reverse: bool) -> DbIterator:
-        rs, max_seq = self._state()
-        if max_seq is None:
-            max_seq = self._core.last_seq
-        merge, gen = self._core.scan_merge(rs, bounds, reverse, max_seq)
-        return DbIterator(self._portal, self._core, merge, gen)
-
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> DbIterator:
-        """``(key, value)`` pairs with ``start <= key < end`` (None: open), ascending unless
-        ``reverse``. Deleted and expired keys are skipped."""
-        return self._scan(scan_bounds(start, end), bool(reverse))
-
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> DbIterator:
-        """``(key, value)`` pairs whose key starts with ``prefix``."""
-        return self._scan(prefix_bounds(prefix), bool(reverse))
-
-
-class Snapshot(SnapshotLifecycle, _ReadMixin):
+class Snapshot(SnapshotLifecycle, SyncReads):
     """A consistent read view: every read sees the database as of :meth:`Db.snapshot`."""
 
     def __init__(self, db: "Db", token: int, seq: int, rs: ReadState) -> None:
@@ -182,14 +67,12 @@ class Snapshot(SnapshotLifecycle, _ReadMixin):
     delete = write = put
 
 
-class Db(_ReadMixin):
+class Db(SyncReads):
     """An open database (the writer). Build it with :meth:`open`; see the module docstring."""
 
-    def __init__(self, core: DbCore, portal: _Portal, thread: threading.Thread, stop: Callable[[], None]) -> None:
-        self._core = core
+    def __init__(self, portal: RuntimeThread) -> None:
+        self._core: DbCore = portal.core
         self._portal = portal
-        self._thread = thread
-        self._stop = stop
 
     # -- opening and closing -------------------------------------------------------------------
 
@@ -201,7 +84,7 @@ class Db(_ReadMixin):
         *,
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
-        runtime: Callable[[], Runtime] | None = None,
+        runtime: RuntimeArg = None,
         create: str = "if_missing",
     ) -> "Db":
         """Open (or create) the database at ``url`` (``file:///dir``, ``s3://bucket/prefix``,
@@ -214,89 +97,29 @@ class Db(_ReadMixin):
         :class:`~slatedb.errors.ManifestsMissingError` naming what it holds (its manifests were
         lost: a new database would orphan the SSTs).
 
-        ``store`` overrides the store ``url`` names; ``runtime`` is a factory for the runtime
-        (production by default), called on the runtime thread.
+        ``store`` overrides the store ``url`` names; ``runtime`` is a runtime, or a factory of
+        one called on the runtime thread (None: production; see :func:`slatedb.api.portal.make_runtime`).
         """
         settings = coerce_settings(settings)
         create = check_create_mode(create)
-        started = threading.Event()
-        box: dict[str, Any] = {}
 
-        async def main() -> None:
-            if runtime is None:
-                from slatedb.runtime.production import ProductionRuntime
+        async def open_core(st: ObjectStore, rt: Runtime) -> DbCore:
+            return await DbCore.open(st, settings, rt, create)
 
-                rt: Runtime = ProductionRuntime()
-            else:
-                rt = runtime()
-            own_store = store is None
-            st = None
-            try:
-                st = store if store is not None else resolve_store(url, options=store_options, clock_ms=rt.now_ms)
-                core = await DbCore.open(st, settings, rt, create)
-            except BaseException as e:
-                box["error"] = e
-                started.set()
-                if st is not None and own_store:
-                    await st.aclose()
-                return
-            stop = trio.Event()
-            try:
-                async with core.background():
-                    box["core"] = core
-                    box["token"] = trio.lowlevel.current_trio_token()
-                    box["stop"] = stop
-                    started.set()
-                    await stop.wait()
-            finally:
-                if own_store:
-                    with trio.CancelScope(shield=True):
-                        await st.aclose()
-
-        thread = threading.Thread(target=trio.run, args=(main,), name="slatedb-runtime", daemon=True)
-        thread.start()
-        started.wait()
-        if "error" in box:
-            thread.join()
-            raise box["error"]
-        token = box["token"]
-        stop_event = box["stop"]
-
-        def stop() -> None:
-            try:
-                token.run_sync_soon(stop_event.set)
-            except trio.RunFinishedError:
-                pass
-
-        return cls(box["core"], _Portal(token), thread, stop)
+        return cls(RuntimeThread.start("slatedb-runtime", open_core, url, store=store, store_options=store_options,
+                                       runtime=runtime, closed_message="the database is closed"))
 
     def close(self) -> None:
         """Flush everything (WAL, then memtables to L0), stop the runtime thread. Idempotent.
 
         A fenced database closes without flushing and raises nothing here.
         """
-        if not self._thread.is_alive():
-            return
-        try:
-            if not self._core.closed:
-                self._portal(self._core.aclose)
-        except ClosedError:
-            pass
-        finally:
-            self._stop()
-            self._thread.join()
+        self._portal.close()
 
     def abort(self) -> None:
         """Stop at once without flushing anything: what a crash looks like to the store
         (for tests and fault drills). Unflushed writes are lost; durable ones are not."""
-        if not self._thread.is_alive():
-            return
-        try:
-            trio.from_thread.run_sync(self._core.abort, trio_token=self._portal.token)
-        except trio.RunFinishedError:
-            pass
-        self._stop()
-        self._thread.join()
+        self._portal.abort()
 
     def __enter__(self) -> "Db":
         return self

@@ -16,13 +16,8 @@ from ulid import ULID
 
 from slatedb.errors import CorruptionError
 from slatedb.format.sst_reader import SstReader
+from slatedb.format.layout import COMPACTED_DIR, manifest_key, sst_key  # noqa: F401 (re-exported)
 from slatedb.format.types import BoundType, BytesRange, ManifestV2
-
-COMPACTED_DIR = "compacted/"
-
-
-def sst_key(sst_id: ULID) -> str:
-    return f"{COMPACTED_DIR}{sst_id}.sst"
 
 
 @attrs.frozen
@@ -134,7 +129,7 @@ async def build_view(
 
     async def handle(view) -> SstHandle:
         if view.sst_id not in known:
-            raise CorruptionError(f"manifest/{manifest_id:020d}.manifest", None, f"view {view.id} names unknown SST {view.sst_id}")
+            raise CorruptionError(manifest_key(manifest_id), None, f"view {view.id} names unknown SST {view.sst_id}")
         reader = readers.get(view.sst_id)
         if reader is None:
             reader = await open_reader(view.sst_id)

@@ -19,13 +19,15 @@ import struct
 import zlib
 from bisect import bisect_right
 
+from typing import Any
+
 import attrs
 
 from slatedb.errors import CorruptionError, InvalidArgumentError
 from slatedb.format import fbcodec
 from slatedb.format.bloom import DEFAULT_BITS_PER_KEY, DEFAULT_MIN_FILTER_KEYS, BloomFilter, decode_filter_block
 from slatedb.format.block import DEFAULT_BLOCK_SIZE_BYTES, Block, decode_block
-from slatedb.format.compression import unframe_block
+from slatedb.format.compression import codec_from_name, unframe_block
 from slatedb.format.types import BlockMeta, CompressionFormat, SsTableInfo, SstStats, SstType
 
 TRAILER_SIZE_BYTES = 10
@@ -59,6 +61,17 @@ class SstOptions:
         if self.min_filter_keys < 0:
             raise InvalidArgumentError("min_filter_keys must be >= 0")
         CompressionFormat(self.compression)
+
+
+def sst_options_of(settings: Any, *, min_filter_keys: int | None = None) -> SstOptions:
+    """The SST writer options of a database's settings (``slatedb.config.Settings``:
+    ``block_size_bytes``, ``min_filter_keys``, ``filter_bits_per_key``, ``compression_codec``)."""
+    return SstOptions(
+        block_size_bytes=settings.block_size_bytes,
+        min_filter_keys=settings.min_filter_keys if min_filter_keys is None else min_filter_keys,
+        filter_bits_per_key=settings.filter_bits_per_key,
+        compression=codec_from_name(settings.compression_codec),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from slatedb.config import GarbageCollectorDirectoryOptions, GarbageCollectorOpt
 from slatedb.db.paths import SstLocator
 from slatedb.db.view import COMPACTED_DIR, sst_key
 from slatedb.errors import BoundaryVanishedError, ObjectNotFoundError, SlateDBError, sole_exception
+from slatedb.format.layout import parse_sst_ulid
 from slatedb.format.types import Checkpoint, ExternalDb, ManifestV2
 from slatedb.manifest.edits import DetachExternalDb, ExpireCheckpoints
 from slatedb.manifest.store import ManifestStore, SequencedStore, StoredManifest, parse_id
@@ -91,14 +92,7 @@ def _check(ok: bool, what: str) -> None:
         raise GcInvariantError(f"GC refused to delete: {what}")
 
 
-def _parse_sst_ulid(key: str) -> ULID | None:
-    name = key[len(COMPACTED_DIR):]
-    if not (key.startswith(COMPACTED_DIR) and name.endswith(".sst") and "/" not in name):
-        return None
-    try:
-        return ULID.from_str(name[: -len(".sst")])
-    except ValueError:
-        return None
+_parse_sst_ulid = parse_sst_ulid
 
 
 class GarbageCollector:

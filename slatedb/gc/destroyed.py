@@ -22,11 +22,12 @@ from slatedb.db.paths import SstLocator
 from slatedb.format.types import ExternalDb
 from slatedb.manifest.store import MANIFEST_DIR, ManifestStore, StoredManifest, parse_id, MANIFEST_SUFFIX
 from slatedb.objstore.base import ObjectStore
+from slatedb.format.layout import DB_DIRECTORIES as _LAYOUT_DIRECTORIES
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime
 
 #: The top-level directories a SlateDB database writes.
-DB_DIRECTORIES = ("manifest/", "wal/", "compacted/", "compactions/", "gc/")
+DB_DIRECTORIES = _LAYOUT_DIRECTORIES
 
 
 def ready_to_destroy(latest: StoredManifest, now_ms: int, grace_s: float) -> bool:

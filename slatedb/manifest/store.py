@@ -30,6 +30,14 @@ from slatedb.errors import (
     PreconditionFailedError,
     TransientObjectStoreError,
 )
+from slatedb.format.layout import (  # noqa: F401 (re-exported: the manifest names)
+    MANIFEST_BOUNDARY_KEY,
+    MANIFEST_DIR,
+    MANIFEST_SUFFIX,
+    manifest_key,
+    parse_id,
+    sequenced_key,
+)
 from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
 from slatedb.objstore.base import CREATE_IF_ABSENT, ObjectStore, PutMode
@@ -37,26 +45,6 @@ from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.runtime import Runtime
 
 from .edit import Attempt, Edit, apply_edit
-
-MANIFEST_DIR = "manifest/"
-MANIFEST_SUFFIX = ".manifest"
-MANIFEST_BOUNDARY_KEY = "gc/manifest.boundary"
-
-
-def manifest_key(manifest_id: int) -> str:
-    assert 0 <= manifest_id < 2**64, manifest_id
-    return f"{MANIFEST_DIR}{manifest_id:020d}{MANIFEST_SUFFIX}"
-
-
-def parse_id(key: str, directory: str, suffix: str) -> int | None:
-    """The id of ``<directory><id:020><suffix>``; None for any other name (temp files...)."""
-    if not (key.startswith(directory) and key.endswith(suffix)):
-        return None
-    digits = key[len(directory) : len(key) - len(suffix)]
-    if len(digits) != 20 or not digits.isdigit():
-        return None
-    return int(digits)
-
 
 @attrs.frozen
 class StoredManifest:
@@ -180,8 +168,7 @@ class SequencedStore(Generic[V, S]):
     # -- the protocol -----------------------------------------------------------------------
 
     def key(self, file_id: int) -> str:
-        assert 0 <= file_id < 2**64, file_id
-        return f"{self.directory}{file_id:020d}{self.suffix}"
+        return sequenced_key(self.directory, file_id, self.suffix)
 
     async def list_ids(self) -> list[int]:
         metas = await retry_transient(self.runtime, lambda: self.store.list(self.directory), what=f"list {self.directory}")

@@ -6,7 +6,8 @@
             ...
 
 The maintenance task runs in a nursery owned by the ``async with`` block, on the caller's loop.
-Reads are :mod:`slatedb.aio`'s read mixin over :class:`~slatedb.reader.core.ReaderCore`.
+Reads are :class:`slatedb.api.async_reads.AsyncReads` over :class:`~slatedb.reader.core.ReaderCore`;
+the service runner is :func:`slatedb.api.portal.serve`, as for :class:`slatedb.aio.Db`.
 """
 
 from __future__ import annotations
@@ -16,20 +17,20 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
-from slatedb.aio import _ReadMixin
+from slatedb.api.async_reads import AsyncReads
+from slatedb.api.portal import RuntimeArg, serve
 from slatedb.config import Settings
 from slatedb.db.common import coerce_settings
-from slatedb.db.core import ReadState
-from slatedb.errors import ReadOnlyError, sole_exception
+from slatedb.db.read_path import ReadState
+from slatedb.errors import ReadOnlyError
 from slatedb.objstore.base import ObjectStore
-from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
 
 from .core import ReaderCore
 from .options import DbReaderOptions
 
 
-class DbReader(_ReadMixin):
+class DbReader(AsyncReads):
     """A read-only view of a database on the caller's trio loop; see :meth:`open`."""
 
     def __init__(self, core: ReaderCore) -> None:
@@ -46,30 +47,17 @@ class DbReader(_ReadMixin):
         settings: Settings | Mapping[str, Any] | str | Path | None = None,
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
-        runtime: Runtime | None = None,
+        runtime: RuntimeArg = None,
     ) -> AsyncIterator["DbReader"]:
         """Open a reader for the duration of the block (see :meth:`slatedb.DbReader.open`);
         leaving the block deletes the reader's own checkpoint."""
         settings = coerce_settings(settings)
-        if runtime is None:
-            from slatedb.runtime.production import ProductionRuntime
 
-            runtime = ProductionRuntime()
-        own_store = store is None
-        st = store if store is not None else resolve_store(url, options=store_options, clock_ms=runtime.now_ms)
-        try:
-            core = await ReaderCore.open(st, runtime, options, settings, checkpoint_id)
-            try:
-                async with core.background():
-                    yield cls(core)
-            except BaseExceptionGroup as group:
-                error = sole_exception(group)
-                if error is group:
-                    raise
-                raise error from None
-        finally:
-            if own_store:
-                await st.aclose()
+        async def open_core(st: ObjectStore, rt: Runtime) -> ReaderCore:
+            return await ReaderCore.open(st, rt, options, settings, checkpoint_id)
+
+        async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
+            yield cls(core)
 
     async def close(self) -> None:
         await self._core.aclose()

@@ -18,7 +18,7 @@ Two modes:
 The read state (tables newest first, then the SST view of the pinned manifest) is swapped as one
 object, and what it holds is always the rows of the WAL objects up to some id -- the SSTs hold
 those ``<= replay_after_wal_id``, the tables the rest -- so every read sees a prefix of the
-durable history (READ-3). Reads are served by :class:`~slatedb.db.core.DbCore`'s read paths
+durable history (READ-3). Reads are served by the read path it shares with the writer (:class:`~slatedb.db.read_path.ReadPath`)
 (``get_fast`` / ``get_slow`` / ``scan_merge`` / ``load_blocks``), which need only ``runtime``
 and ``_lock`` of the object they run on.
 """
@@ -40,7 +40,7 @@ from slatedb.checkpoint import (
 )
 from slatedb.config import Settings
 from slatedb.db.cache import BlockCache
-from slatedb.db.core import DbCore, ReadState
+from slatedb.db.read_path import ReadPath, ReadState
 from slatedb.db.paths import SstLocator
 from slatedb.db.view import EMPTY_VIEW, LsmView, build_view
 from slatedb.errors import (
@@ -96,15 +96,9 @@ def _sst_set(m: ManifestV2) -> tuple:
     return (m.l0, m.compacted)
 
 
-class ReaderCore:
+class ReaderCore(ReadPath):
     """One open reader of one database (see the module docstring). Build it with :meth:`open`,
     run its maintenance with :meth:`background`, stop it with :meth:`aclose`."""
-
-    # The read paths of the writer, shared as they are (they use ``runtime`` and ``_lock``).
-    get_fast = DbCore.get_fast
-    get_slow = DbCore.get_slow
-    scan_merge = DbCore.scan_merge
-    load_blocks = DbCore.load_blocks
 
     def __init__(self, store: ObjectStore, runtime: Runtime, options: DbReaderOptions, settings: Settings,
                  checkpoint_id: uuid.UUID | None) -> None:

@@ -3,42 +3,37 @@
 As with :class:`slatedb.Db`, the reader's background work (checkpoint maintenance, WAL
 following) and every object-store call run on a trio loop in a runtime thread owned by the
 reader; a ``get`` served by an in-memory table or the block cache, and an iterator step over
-loaded rows, run on the caller's thread. Reads are the writer's own (``slatedb.db.sync``'s read
-mixin and iterator over :class:`~slatedb.reader.core.ReaderCore`).
+loaded rows, run on the caller's thread. The runtime thread is :class:`slatedb.api.portal.RuntimeThread`
+and the reads :class:`slatedb.api.sync_reads.SyncReads`, as for :class:`slatedb.Db`.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-import trio
-
+from slatedb.api.portal import RuntimeArg, RuntimeThread
+from slatedb.api.sync_reads import SyncReads
 from slatedb.config import Settings
 from slatedb.db.common import coerce_settings
-from slatedb.db.core import ReadState
-from slatedb.db.sync import _Portal, _ReadMixin
-from slatedb.errors import ClosedError, ReadOnlyError
+from slatedb.db.read_path import ReadState
+from slatedb.errors import ReadOnlyError
 from slatedb.objstore.base import ObjectStore
-from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
 
 from .core import ReaderCore
 from .options import DbReaderOptions
 
 
-class DbReader(_ReadMixin):
+class DbReader(SyncReads):
     """A read-only view of a database (RFC 000 ``DbReader``). Build it with :meth:`open`."""
 
-    _core: ReaderCore  # type: ignore[assignment]
+    _core: ReaderCore
 
-    def __init__(self, core: ReaderCore, portal: _Portal, thread: threading.Thread, stop: Callable[[], None]) -> None:
-        self._core = core
+    def __init__(self, portal: RuntimeThread) -> None:
+        self._core = portal.core
         self._portal = portal
-        self._thread = thread
-        self._stop = stop
 
     @classmethod
     def open(
@@ -50,7 +45,7 @@ class DbReader(_ReadMixin):
         settings: Settings | Mapping[str, Any] | str | Path | None = None,
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
-        runtime: Callable[[], Runtime] | None = None,
+        runtime: RuntimeArg = None,
     ) -> "DbReader":
         """Open a reader of the database at ``url``.
 
@@ -59,71 +54,19 @@ class DbReader(_ReadMixin):
         :class:`~slatedb.errors.InvalidDbStateError` if expired). None: establish and maintain
         a checkpoint of the reader's own (deleted by :meth:`close`). ``settings`` matter only
         for the block cache (``block_cache_size_bytes``). ``store`` overrides the store ``url``
-        names; ``runtime`` is a factory for the runtime, called on the runtime thread.
+        names; ``runtime`` is a runtime, or a factory of one called on the runtime thread.
         """
         settings = coerce_settings(settings)
-        started = threading.Event()
-        box: dict[str, Any] = {}
 
-        async def main() -> None:
-            if runtime is None:
-                from slatedb.runtime.production import ProductionRuntime
+        async def open_core(st: ObjectStore, rt: Runtime) -> ReaderCore:
+            return await ReaderCore.open(st, rt, options, settings, checkpoint_id)
 
-                rt: Runtime = ProductionRuntime()
-            else:
-                rt = runtime()
-            own_store = store is None
-            st = None
-            try:
-                st = store if store is not None else resolve_store(url, options=store_options, clock_ms=rt.now_ms)
-                core = await ReaderCore.open(st, rt, options, settings, checkpoint_id)
-            except BaseException as e:
-                box["error"] = e
-                started.set()
-                if st is not None and own_store:
-                    await st.aclose()
-                return
-            stop = trio.Event()
-            try:
-                async with core.background():
-                    box["core"] = core
-                    box["token"] = trio.lowlevel.current_trio_token()
-                    box["stop"] = stop
-                    started.set()
-                    await stop.wait()
-            finally:
-                if own_store:
-                    with trio.CancelScope(shield=True):
-                        await st.aclose()
-
-        thread = threading.Thread(target=trio.run, args=(main,), name="slatedb-reader", daemon=True)
-        thread.start()
-        started.wait()
-        if "error" in box:
-            thread.join()
-            raise box["error"]
-        token, stop_event = box["token"], box["stop"]
-
-        def stop() -> None:
-            try:
-                token.run_sync_soon(stop_event.set)
-            except trio.RunFinishedError:
-                pass
-
-        return cls(box["core"], _Portal(token), thread, stop)
+        return cls(RuntimeThread.start("slatedb-reader", open_core, url, store=store, store_options=store_options,
+                                       runtime=runtime, closed_message="the database is closed"))
 
     def close(self) -> None:
         """Stop maintenance, delete the reader's own checkpoint, stop the runtime thread. Idempotent."""
-        if not self._thread.is_alive():
-            return
-        try:
-            if not self._core.closed:
-                self._portal(self._core.aclose)
-        except ClosedError:
-            pass
-        finally:
-            self._stop()
-            self._thread.join()
+        self._portal.close()
 
     def __enter__(self) -> "DbReader":
         return self

@@ -46,3 +46,9 @@ class ProductionRuntime(Runtime):
 
     def new_uuid(self) -> uuid.UUID:
         return uuid.uuid4()
+
+
+def default_runtime(name: str = "prod") -> Runtime:
+    """The runtime of an API called without one (``Db.open``, ``DbReader.open``, clones,
+    destroy...): production."""
+    return ProductionRuntime(name)

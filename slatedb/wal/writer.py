@@ -27,20 +27,12 @@ from typing import Sequence
 from slatedb.errors import CorruptionError, FencedError, ObjectNotFoundError
 from slatedb.format.sst import SstOptions
 from slatedb.format.wal_sst import FENCE_BYTES, decode_wal_sst, encode_wal_sst_fast
-from slatedb.manifest.store import ManifestStore, parse_id
+from slatedb.format.layout import WAL_DIR, WAL_SUFFIX, parse_id, wal_key  # noqa: F401 (re-exported)
+from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.row import Row
 from slatedb.runtime import Runtime
-
-WAL_DIR = "wal/"
-WAL_SUFFIX = ".sst"
-
-
-def wal_key(wal_id: int) -> str:
-    assert 0 <= wal_id < 2**64, wal_id
-    return f"{WAL_DIR}{wal_id:020d}{WAL_SUFFIX}"
-
 
 async def list_wal_ids(store: ObjectStore, runtime: Runtime) -> list[int]:
     metas = await retry_transient(runtime, lambda: store.list(WAL_DIR), what="list wal/")

@@ -1,0 +1,102 @@
+"""The asynchronous (trio) read API over any engine with the read interface
+(:class:`slatedb.db.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
+``scan_prefix`` and their async iterator. A read answered from memory does not yield to the loop;
+a block read (``NeedIO`` / ``NEED_IO``) awaits the engine's loader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slatedb.batch import validate_key
+from slatedb.db.common import prefix_bounds, scan_bounds
+from slatedb.db.scan import MergeScan, NeedIO
+from slatedb.db.view import KeyBounds
+from slatedb.format.sst_reader import NEED_IO
+
+#: Rows pulled per refill by iterators that merge several sources.
+ITER_BATCH_ROWS = 256
+
+
+class DbIterator:
+    """Async iterator of ``(key, value)`` pairs; also :meth:`next_batch`."""
+
+    def __init__(self, core: Any, merge: MergeScan | None, gen: Any) -> None:
+        self._core = core
+        self._merge = merge
+        self._gen = gen
+        self._buf: list[tuple[bytes, bytes]] = []
+        self._pos = 0
+
+    def __aiter__(self) -> "DbIterator":
+        return self
+
+    async def __anext__(self) -> tuple[bytes, bytes]:
+        if self._gen is not None:
+            try:
+                return next(self._gen)
+            except StopIteration:
+                raise StopAsyncIteration from None
+        if self._pos >= len(self._buf):
+            self._buf = await self._pull(ITER_BATCH_ROWS)
+            self._pos = 0
+            if not self._buf:
+                raise StopAsyncIteration
+        item = self._buf[self._pos]
+        self._pos += 1
+        return item
+
+    async def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
+        if self._gen is not None:
+            out = []
+            for item in self._gen:
+                out.append(item)
+                if len(out) >= n:
+                    break
+            return out
+        out = self._buf[self._pos : self._pos + n]
+        self._pos += len(out)
+        if len(out) < n:
+            out.extend(await self._pull(n - len(out)))
+        return out
+
+    async def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
+        merge = self._merge
+        assert merge is not None
+        while True:
+            try:
+                return merge.next_batch(n)
+            except NeedIO as e:
+                source = e.source
+                reader, first, last = source.io_request()
+                source.supply(first, await self._core.load_blocks(reader, first, last))
+
+
+class AsyncReads:
+    _core: Any
+
+    def _state(self) -> tuple[Any, int | None]:
+        raise NotImplementedError
+
+    async def get(self, key: bytes) -> bytes | None:
+        key = validate_key(key)
+        rs, max_seq = self._state()
+        value = self._core.get_fast(key, rs, max_seq)
+        if value is NEED_IO:
+            value = await self._core.get_slow(key, rs, max_seq)
+        return value  # type: ignore[return-value]
+
+    def _scan(self, bounds: KeyBounds, reverse: bool) -> DbIterator:
+        rs, max_seq = self._state()
+        if max_seq is None:
+            max_seq = self._core.last_seq
+        merge, gen = self._core.scan_merge(rs, bounds, reverse, max_seq)
+        return DbIterator(self._core, merge, gen)
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> DbIterator:
+        return self._scan(scan_bounds(start, end), bool(reverse))
+
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> DbIterator:
+        return self._scan(prefix_bounds(prefix), bool(reverse))
+
+

@@ -1,0 +1,118 @@
+"""The synchronous read API over any engine with the read interface
+(:class:`slatedb.db.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
+``scan_prefix`` and their iterator. A read answered from memory runs on the caller's thread; a
+block read (``NeedIO`` from the I/O-free merge, ``NEED_IO`` from ``get_fast``) crosses to the
+runtime thread through the front-end's :class:`~slatedb.api.portal.RuntimeThread`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from slatedb.batch import validate_key
+from slatedb.db.common import prefix_bounds, scan_bounds
+from slatedb.db.scan import MergeScan, NeedIO
+from slatedb.db.view import KeyBounds
+from slatedb.format.sst_reader import NEED_IO
+
+from .portal import RuntimeThread
+
+#: Rows pulled per refill by iterators that merge several sources.
+ITER_BATCH_ROWS = 256
+
+
+class DbIterator:
+    """Iterator of ``(key, value)`` pairs of a scan, in key order (or reverse order).
+
+    Also offers :meth:`next_batch`. Rows are produced lazily; the scan sees the database as of
+    the moment it was created (a snapshot bound by sequence number).
+    """
+
+    def __init__(self, portal: RuntimeThread, core: Any, merge: MergeScan | None, gen: Iterator[tuple[bytes, bytes]] | None) -> None:
+        self._portal = portal
+        self._core = core
+        self._merge = merge
+        self._gen = gen
+        self._buf: list[tuple[bytes, bytes]] = []
+        self._pos = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        if self._gen is not None:
+            return self._gen  # fast path: the memtable's own generator, no wrapper per step
+        return self
+
+    def __next__(self) -> tuple[bytes, bytes]:
+        if self._gen is not None:
+            return next(self._gen)
+        if self._pos >= len(self._buf):
+            self._buf = self._pull(ITER_BATCH_ROWS)
+            self._pos = 0
+            if not self._buf:
+                raise StopIteration
+        item = self._buf[self._pos]
+        self._pos += 1
+        return item
+
+    def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
+        """Up to ``n`` pairs; an empty list at the end of the scan."""
+        if self._gen is not None:
+            out = []
+            append = out.append
+            for item in self._gen:
+                append(item)
+                if len(out) >= n:
+                    break
+            return out
+        out = self._buf[self._pos : self._pos + n]
+        self._pos += len(out)
+        if len(out) < n:
+            out.extend(self._pull(n - len(out)))
+        return out
+
+    def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
+        merge = self._merge
+        assert merge is not None
+        while True:
+            try:
+                return merge.next_batch(n)
+            except NeedIO as e:
+                source = e.source
+                reader, first, last = source.io_request()
+                source.supply(first, self._portal(self._core.load_blocks, reader, first, last))
+
+
+class SyncReads:
+    """``get`` / ``scan`` / ``scan_prefix`` over a read state and a sequence bound."""
+
+    _core: Any
+    _portal: RuntimeThread
+
+    def _state(self) -> tuple[Any, int | None]:
+        raise NotImplementedError
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or None if absent, deleted or expired."""
+        key = validate_key(key)
+        rs, max_seq = self._state()
+        value = self._core.get_fast(key, rs, max_seq)
+        if value is NEED_IO:
+            value = self._portal(self._core.get_slow, key, rs, max_seq)
+        return value  # type: ignore[return-value]
+
+    def _scan(self, bounds: KeyBounds, reverse: bool) -> DbIterator:
+        rs, max_seq = self._state()
+        if max_seq is None:
+            max_seq = self._core.last_seq
+        merge, gen = self._core.scan_merge(rs, bounds, reverse, max_seq)
+        return DbIterator(self._portal, self._core, merge, gen)
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> DbIterator:
+        """``(key, value)`` pairs with ``start <= key < end`` (None: open), ascending unless
+        ``reverse``. Deleted and expired keys are skipped."""
+        return self._scan(scan_bounds(start, end), bool(reverse))
+
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> DbIterator:
+        """``(key, value)`` pairs whose key starts with ``prefix``."""
+        return self._scan(prefix_bounds(prefix), bool(reverse))
+
+

@@ -1,0 +1,210 @@
+"""The writer's flushers (writer.md steps 8, 9, 12): the WAL flusher (group commit of the WAL
+buffer, and of the memtables cut with it, as WAL SSTs) and the L0 flusher (a frozen memtable as an
+L0 SST, committed with the manifest edit :class:`~slatedb.manifest.edits.AddL0`).
+
+REQUIRES: the engine's loop (trio tasks); ``_flush_lock`` serialises WAL writes,
+``_manifest_lock`` every manifest commit of the writer. Part of
+:class:`~slatedb.db.core.DbCore` (a mixin: the state is the engine's).
+"""
+
+from __future__ import annotations
+
+import trio
+
+from slatedb.errors import ClosedError, FencedError
+from slatedb.format.sst import decode_layout
+from slatedb.format.sst_reader import SstReader
+from slatedb.format.sst_writer import write_sst
+from slatedb.format.types import CompactedSsTableV2
+from slatedb.manifest.edit import WriterFence
+from slatedb.manifest.edits import AddL0
+from slatedb.memtable import Memtable
+from slatedb.objstore.base import OVERWRITE
+from slatedb.objstore.retry import retry_transient
+from slatedb.row import Row
+from slatedb.wal.writer import wal_key
+
+from .read_path import ReadState
+from .view import sst_key
+
+
+class ImmEntry:
+    """A frozen memtable waiting for its L0 flush. ``last_wal_id`` is set once every row of it
+    is in a WAL object (then it may be flushed to L0 and ``replay_after_wal_id`` advanced)."""
+
+    __slots__ = ("mem", "last_wal_id", "size_bytes")
+
+    def __init__(self, mem: Memtable) -> None:
+        self.mem = mem
+        self.last_wal_id: int | None = None
+        self.size_bytes = mem.size_bytes
+
+
+
+class Flushers:
+    """The WAL and L0 flush tasks and the explicit flushes."""
+
+    async def _flush_loop(self) -> None:
+        interval = self.settings.flush_interval
+        while True:
+            await self.runtime.wait_event(self._flush_wakeup, interval)
+            self._flush_wakeup = trio.Event()
+            await self.flush_wal()
+
+    async def _l0_loop(self) -> None:
+        while True:
+            entry = self._next_imm_to_flush()
+            if entry is None:
+                await self._l0_wakeup.wait()
+                self._l0_wakeup = trio.Event()
+                continue
+            await self._flush_imm(entry)
+
+    def _next_imm_to_flush(self) -> ImmEntry | None:
+        if not self._imms or self._error is not None:
+            return None
+        entry = self._imms[-1]  # oldest
+        if entry.last_wal_id is None:
+            return None
+        if len(self._read_state.view.l0) >= self._l0_max_ssts and not (self._closing or self._force_l0):
+            return None  # back-pressure: wait for a compactor to drain L0
+        return entry
+
+    # ------------------------------------------------------------------------------------------
+    # Flushing
+    # ------------------------------------------------------------------------------------------
+
+    async def flush_wal(self, *, freeze: bool = False) -> None:
+        """Write the WAL buffer as WAL SSTs (group commit: one per memtable cut, usually one);
+        with ``freeze`` also cut the live memtable for its L0 flush."""
+        async with self._flush_lock:
+            if self._error is not None:
+                raise self._error
+            with self._lock:
+                if freeze and not self._memtable.is_empty:
+                    self._cut_memtable()
+                cuts = self._wal_cuts
+                self._wal_cuts = []
+                if self._wal_rows:
+                    cuts.append((self._wal_rows, None))
+                self._wal_rows = []
+                self._wal_bytes = 0
+                self._kicked = False
+                self._recompute_thresholds()
+            assert self._wal is not None
+            for rows, entry in cuts:
+                if rows:
+                    await self._write_wal(rows)
+                if entry is not None:
+                    entry.last_wal_id = self._wal.last_id
+                    self._l0_wakeup.set()
+
+    def _cut_memtable(self) -> None:
+        """Freeze the live memtable together with the WAL buffer (``_lock`` held): the frozen
+        memtable's rows are exactly those of the WAL objects up to this cut."""
+        mem = self._memtable
+        mem.freeze()
+        entry = ImmEntry(mem)
+        self._imms.insert(0, entry)
+        self._wal_cuts.append((self._wal_rows, entry))
+        self._wal_rows = []
+        self._memtable = Memtable()
+        self._read_state = ReadState((self._memtable, *[e.mem for e in self._imms]), self._read_state.view)
+
+    async def _write_wal(self, rows: list[Row]) -> None:
+        assert self._wal is not None
+        with trio.CancelScope(shield=True):
+            try:
+                wal_id = await self._wal.write(rows)
+            except FencedError as e:
+                self._fail(e)
+                raise
+            self.stats["wal_ssts"] += 1
+            with self._lock:
+                # FENCE-3: nothing is acknowledged after a halt (unless the catalogued bug is on).
+                if self._error is None or "zombie-ack" in self.runtime.bugs:
+                    self._durable_seq = rows[-1].seq
+                    self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
+                    self._durable_cv.notify_all()
+            self._durable_event.set()
+            self._durable_event = trio.Event()
+
+    async def flush_memtable(self) -> None:
+        """Freeze the live memtable at a WAL cut and wait until every frozen memtable is in L0
+        (ignoring ``l0_max_ssts``: an explicit flush is the caller's decision)."""
+        await self.flush_wal(freeze=True)
+        self._force_l0 += 1
+        try:
+            while self._imms:
+                if self._error is not None:
+                    raise self._error
+                progress = self._l0_progress
+                self._l0_wakeup.set()
+                await progress.wait()
+        finally:
+            self._force_l0 -= 1
+
+    async def _flush_imm(self, entry: ImmEntry) -> None:
+        """Write the oldest frozen memtable as an L0 SST and commit it to the manifest."""
+        assert entry.last_wal_id is not None
+        if self._error is not None:
+            raise self._error
+        encoded = write_sst(entry.mem.iter_range(), self.sst_options)
+        sst_id = self.runtime.new_ulid()
+        key = sst_key(sst_id)
+        await retry_transient(self.runtime, lambda: self.store.put(key, encoded.data, OVERWRITE), what=f"put {key}")
+        async with self._manifest_lock:
+            if entry not in self._imms:
+                # Only this task removes flushed entries, so the database closed (memory released)
+                # while we waited for the lock -- e.g. the poller halted it, and the lock was handed
+                # to us just before the close cancelled us.
+                raise self._error or ClosedError("the database closed during an L0 flush")
+            with trio.CancelScope(shield=True):
+                epoch = self.epoch
+                wal_last = self._wal.last_id if self._wal is not None else 0
+                replay_after = entry.last_wal_id
+                if "replay-point-ahead" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                    replay_after = wal_last  # past WAL objects whose rows are in later memtables
+
+                # catalogued bug (sim/bugs.py): no writer-epoch guard on the L0 commit (FENCE-5)
+                fence = _UncheckedFence(epoch) if "l0-commit-unfenced" in self.runtime.bugs else WriterFence(epoch)
+                edit = AddL0(
+                    fence, CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),
+                    replay_after=replay_after, wal_last=wal_last, last_seq=entry.mem.last_seq or 0,
+                    checkpoint_id=self.runtime.new_uuid(), snapshot_floor=min(self._snapshot_seqs.values(), default=None),
+                )
+                try:
+                    stored = (await self.manifests.commit(edit, current=self._stored)).stored
+                except FencedError as e:
+                    self.runtime.event("halt", epoch=epoch, reason="manifest")
+                    self._fail(e)
+                    raise
+                self.stats["manifest_writes"] += 1
+                self.stats["l0_ssts"] += 1
+                if self.compactor is not None:
+                    self.compactor.wake()  # a new L0 SST may be what the scheduler waits for
+                self._readers[sst_id] = SstReader(
+                    self.store, decode_layout(encoded.data, key), block_cache=self.cache, cache_id=str(sst_id)
+                )
+                await self._adopt(stored, flushed=entry)
+
+    async def _flush_l0_unless_blocked(self) -> None:
+        """Flush the frozen memtables to L0, oldest first, stopping (without waiting) as soon as
+        L0 holds ``l0_max_ssts`` SSTs: RFC 000's best-effort flush of ``CheckpointScope.ALL``."""
+        targets = list(self._imms)
+        while any(e in self._imms for e in targets):
+            if self._error is not None:
+                raise self._error
+            if len(self._read_state.view.l0) >= self._l0_max_ssts:
+                self.runtime.event("checkpoint_flush_blocked", l0=len(self._read_state.view.l0))
+                return
+            progress = self._l0_progress
+            self._l0_wakeup.set()
+            await progress.wait()
+
+
+class _UncheckedFence(WriterFence):
+    """The ``l0-commit-unfenced`` catalogue switch's fence: carries the epoch, checks nothing."""
+
+    def check(self, m) -> None:
+        return None

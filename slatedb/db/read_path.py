@@ -1,0 +1,109 @@
+"""The read path shared by the writer (``DbCore``) and ``DbReader`` (``ReaderCore``).
+
+A read consults a :class:`ReadState` (memtables newest first, then the SST view), taken in one
+attribute read. The synchronous parts (memtables, cached blocks, building a merge) run on the
+caller's thread; block reads run on the engine's loop. The front-ends
+(:mod:`slatedb.api.sync_reads`, :mod:`slatedb.api.async_reads`) call only what
+:class:`ReadPath` declares.
+
+REQUIRES of a class using :class:`ReadPath`: ``runtime`` (its clock decides TTL expiry) and
+``_lock`` (a ``threading.Lock`` held by whoever mutates the live memtable: creating a memtable
+iterator orders its new keys, a mutation), plus ``read_state``, ``last_seq`` and ``check_open``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator
+
+import attrs
+
+from slatedb.format.sst_reader import NEED_IO, SstReader
+from slatedb.memtable import Memtable
+from slatedb.merge import resolve_row, visible
+from slatedb.objstore.retry import retry_transient
+from slatedb.runtime import Runtime
+
+from .scan import MemSource, MergeScan, SstSource
+from .view import KeyBounds, LsmView
+
+
+@attrs.frozen(eq=False)
+class ReadState:
+    """What a read consults, swapped as one object: memtables newest first (the live one
+    first), then the SST view."""
+
+    mems: tuple[Memtable, ...]
+    view: LsmView
+
+
+class ReadPath:
+    """``get`` (fast and slow halves), ``scan`` merges and block loads over a :class:`ReadState`."""
+
+    # REQUIRES (declared here, provided by the engine):
+    runtime: Runtime
+    _lock: threading.Lock
+    read_state: ReadState  # the current state (a property of the engine)
+    last_seq: int  # the newest sequence number a read may see
+
+    def check_open(self) -> None:  # pragma: no cover - declared
+        raise NotImplementedError
+
+    def get_fast(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None | object:
+        """``get`` from memtables and cached blocks; :data:`NEED_IO` when a block must be read.
+        Any thread; no I/O."""
+        now = self.runtime.now_ms()
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                return resolve_row(row, now)
+        for h in rs.view.point_candidates(key):
+            row = h.reader.get_cached(key, max_seq)
+            if row is NEED_IO:
+                return NEED_IO
+            if row is not None:
+                return resolve_row(row, now)  # type: ignore[arg-type]
+        return None
+
+    async def get_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None:
+        """``get`` with block reads (REQUIRES: the engine's loop)."""
+        now = self.runtime.now_ms()
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                return resolve_row(row, now)
+        for h in rs.view.point_candidates(key):
+            reader = h.reader
+            row = await retry_transient(self.runtime, lambda: reader.get(key, max_seq), what=f"get {reader.object_name}")
+            if row is not None:
+                return resolve_row(row, now)
+        return None
+
+    def scan_merge(
+        self, rs: ReadState, bounds: KeyBounds, reverse: bool, max_seq: int
+    ) -> tuple[MergeScan | None, Iterator[tuple[bytes, bytes]] | None]:
+        """A merge over every source of ``rs`` within ``bounds``; for a scan served by one
+        memtable alone, a plain generator instead (the fast path). Any thread; no I/O (the merge
+        raises ``NeedIO`` for a block, which the caller loads with :meth:`load_blocks`)."""
+        now = self.runtime.now_ms()
+        with self._lock:  # iterator creation orders the live memtable's new keys (a mutation)
+            mem_iters = [
+                m.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive,
+                             end_inclusive=bounds.hi_inclusive, reverse=reverse, max_seq=max_seq)
+                for m in rs.mems
+                if not m.is_empty
+            ]
+        view = rs.view
+        if not view.l0 and not view.runs and len(mem_iters) <= 1:
+            it = mem_iters[0] if mem_iters else iter(())
+            return None, visible(it, snapshot_seq=max_seq, now_ms=now)
+        sources: list[Any] = [MemSource(it) for it in mem_iters]
+        sources.extend(SstSource([h], bounds, reverse) for h in view.l0)
+        sources.extend(SstSource(run.ssts, bounds, reverse) for run in view.runs)
+        return MergeScan(sources, reverse=reverse, max_seq=max_seq, now_ms=now), None
+
+    async def load_blocks(self, reader: SstReader, first: int, last_exclusive: int):
+        """Blocks ``[first, last_exclusive)`` of ``reader`` (REQUIRES: the engine's loop)."""
+        return await retry_transient(
+            self.runtime, lambda: reader.read_blocks(first, last_exclusive), what=f"read {reader.object_name}"
+        )

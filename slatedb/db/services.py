@@ -1,0 +1,113 @@
+"""The writer's services: the background tasks of an open writer (the WAL flusher, the L0
+flusher, the manifest poller) and, when its settings ask for them, the in-process compactor and
+garbage collector. ``async with core.background():`` runs them for the block's duration; a
+failure of a flusher or the poller stops the database (typed), one of a service is reported as
+an event and counted.
+
+REQUIRES: the engine's loop. :class:`Services` is part of :class:`~slatedb.db.core.DbCore`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+
+import trio
+
+from slatedb.compactor import Compactor
+from slatedb.errors import SlateDBError
+from slatedb.gc import GarbageCollector
+
+if TYPE_CHECKING:
+    from .core import DbCore
+
+
+class Services:
+    """The in-process compactor and garbage collector loops."""
+
+    def background(self):
+        """Async context manager running the WAL flusher, the L0 flusher and the manifest poller."""
+        return Background(self)
+
+    async def _compactor_loop(self) -> None:
+        """The in-process compactor (RFC 003: "the compactor will run alongside the main
+        writer"). Its commits wake the manifest poller, so back-pressure eases at once. A
+        compactor fenced by another one just stops; a compactor failure is reported as an
+        event and does not stop the writer (it only stops compacting)."""
+        def adopted(_stored: Any) -> None:
+            self._poll_wakeup.set()
+
+        self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted)
+        try:
+            await self.compactor.run()
+        except* SlateDBError as group:  # from the compactor's nursery: a group
+            for e in group.exceptions:
+                self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
+            self.stats["compactor_errors"] = self.stats.get("compactor_errors", 0) + 1
+
+    async def _gc_loop(self) -> None:
+        """The in-process garbage collector (``garbage_collector_options``, slatedb/gc/): each
+        directory on its own interval, the first pass one interval after open (a short-lived
+        database is never collected under itself). A GC failure is reported as an event and
+        counted; it never stops the writer."""
+        options = self.settings.garbage_collector_options
+        self.gc = GarbageCollector(self.store, self.runtime, options)
+        try:
+            await self.gc.run()
+        except* SlateDBError as group:
+            for e in group.exceptions:
+                self.runtime.event("gc_error", error=f"{type(e).__name__}: {e}")
+            self.stats["gc_errors"] = self.stats.get("gc_errors", 0) + 1
+        finally:
+            await self.gc.locator.aclose()
+
+
+class Background:
+    """``async with core.background():`` runs the background tasks for the block's duration."""
+
+    def __init__(self, core: DbCore) -> None:
+        self.core = core
+        self._cm: Any = None
+
+    async def __aenter__(self) -> DbCore:
+        core = self.core
+        core._trio_token = trio.lowlevel.current_trio_token()
+        core._trio_thread = threading.get_ident()
+        self._cm = core.runtime.task_group()
+        tg = await self._cm.__aenter__()
+        core._tasks_scope = tg.nursery.cancel_scope
+        tg.spawn(self._guard, core._flush_loop, name="wal-flush")
+        tg.spawn(self._guard, core._l0_loop, name="l0-flush")
+        tg.spawn(self._guard, core._poll_loop, name="manifest-poll")
+        if core.settings.compactor_options is not None:
+            tg.spawn(core._compactor_loop, name="compactor")
+        if core.settings.garbage_collector_options is not None:
+            tg.spawn(core._gc_loop, name="gc")
+        return core
+
+    async def _guard(self, fn: Callable[[], Any]) -> None:
+        """Run a loop; a failure stops the database (typed) instead of tearing down the caller."""
+        try:
+            await fn()
+        except SlateDBError as e:
+            self.core._fail(e)
+        except AssertionError as e:  # pragma: no cover - engine bug
+            self.core._fail(SlateDBError(f"background task failed: {e!r}"))
+            raise
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        core = self.core
+        close_error: BaseException | None = None
+        try:
+            if not core._closed:
+                if exc[0] is None:
+                    await core.aclose()
+                else:
+                    core.abort()
+        except BaseException as e:  # the nursery below must be exited whatever happens
+            close_error = e
+            core.abort()
+        result = await self._cm.__aexit__(*exc)
+        if close_error is not None:
+            raise close_error
+        return result

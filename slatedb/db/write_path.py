@@ -1,0 +1,216 @@
+"""The writer's write path (writer.md steps 6, 7, 10): ``put`` / ``delete`` / ``write`` into the
+live memtable and the WAL buffer under the write lock, the thresholds that cut the memtable at a
+WAL cut and wake the WAL flusher, back-pressure, and durability waits.
+
+Hot path: plain synchronous methods on the caller's thread, under ``_lock`` (REQUIRES: every
+mutation of ``_memtable``, ``_wal_rows``, ``_wal_bytes``, ``_unflushed_bytes`` and ``_last_seq``
+holds ``_lock``). Part of :class:`~slatedb.db.core.DbCore` (a mixin: the state is the engine's,
+set up in ``DbCore.__init__``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+
+import slatedb.batch as _batch
+from slatedb.batch import (
+    OpKind,
+    WriteBatch,
+    expire_ts_ms,
+    validate_key,
+    validate_ttl_s,
+    validate_value,
+)
+from slatedb.errors import ClosedError, InvalidArgumentError
+from slatedb.memtable import ROW_OVERHEAD_BYTES
+from slatedb.row import Row, RowKind
+
+_VALUE = RowKind.VALUE
+_TOMBSTONE = RowKind.TOMBSTONE
+
+
+class MustWait(Exception):
+    """Internal: the write must wait for room (back-pressure); the wrapper waits and retries."""
+
+
+
+class WritePath:
+    """``put`` / ``delete`` / ``write``, thresholds, back-pressure and durability waits."""
+
+    def _kick_flush(self) -> None:
+        """Wake the WAL flusher from any thread (called with ``_lock`` held)."""
+        if self._kicked:
+            return
+        self._kicked = True
+        if threading.get_ident() == self._trio_thread:
+            self._flush_wakeup.set()
+        elif self._trio_token is not None:
+            try:
+                self._trio_token.run_sync_soon(lambda: self._flush_wakeup.set())
+            except trio.RunFinishedError:
+                pass
+
+    # ------------------------------------------------------------------------------------------
+    # Write path (any thread)
+    # ------------------------------------------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> int:
+        # The checks of validate_key/validate_value, inlined for the common case (hot path).
+        if type(key) is not bytes or not key or len(key) > _batch.MAX_KEY_SIZE_BYTES:
+            key = validate_key(key)
+        if type(value) is not bytes or len(value) > _batch.MAX_VALUE_SIZE_BYTES:
+            value = validate_value(value)
+        now = self._now_ms()
+        if ttl_s is None and self._default_ttl_ms is None:
+            expire = None
+        else:
+            expire = expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)
+        return self._append(key, _VALUE, value, expire, now)
+
+    def delete(self, key: bytes) -> int:
+        key = validate_key(key)
+        return self._append(key, _TOMBSTONE, b"", None, self._now_ms())
+
+    def _append(self, key: bytes, kind: RowKind, value: bytes, expire: int | None, now: int) -> int:
+        """One validated row into the live memtable and the WAL buffer, under the write lock."""
+        with self._lock:
+            if self._gate:
+                self._check_gate()
+            seq = self._last_seq + 1
+            row = Row(key, seq, kind, value, expire, now)
+            self._memtable.put(row)
+            self._last_seq = seq
+            self._wal_rows.append(row)
+            size = len(key) + len(value) + ROW_OVERHEAD_BYTES
+            self._wal_bytes += size
+            self._unflushed_bytes += size
+            if self._unflushed_bytes >= self._next_check_bytes:
+                self._on_threshold()
+        return seq
+
+    def write(self, batch: WriteBatch) -> int:
+        """Apply ``batch`` atomically (consecutive seqs, one lock hold); returns the last seq."""
+        if not isinstance(batch, WriteBatch):
+            raise InvalidArgumentError(f"write() takes a WriteBatch, not {type(batch).__name__}")
+        ops = batch._ops  # validated when added
+        if not ops:
+            raise InvalidArgumentError("write() of an empty WriteBatch")
+        for op in ops:
+            if op.kind is OpKind.MERGE:
+                raise InvalidArgumentError("merge operands need a merge operator, which this database does not have")
+        now = self._now_ms()
+        default_ttl = self._default_ttl_ms
+        put_kind = OpKind.PUT
+        with self._lock:
+            if self._gate:
+                self._check_gate()
+            seq = self._last_seq
+            mem_put = self._memtable.put
+            wal_append = self._wal_rows.append
+            size = 0
+            for kind, key, value, ttl_s in ops:
+                seq += 1
+                if kind is put_kind:
+                    if ttl_s is None and default_ttl is None:
+                        row = Row(key, seq, _VALUE, value, None, now)
+                    else:
+                        row = Row(key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now)
+                else:
+                    row = Row(key, seq, _TOMBSTONE, b"", None, now)
+                mem_put(row)
+                wal_append(row)
+                size += len(key) + len(value)
+            size += ROW_OVERHEAD_BYTES * len(ops)
+            self._last_seq = seq
+            self._wal_bytes += size
+            self._unflushed_bytes += size
+            if self._unflushed_bytes >= self._next_check_bytes:
+                self._on_threshold()
+        return seq
+
+    def _check_gate(self) -> None:
+        """Slow path of a write (``_lock`` held): raise when closed or fenced, or
+        :class:`MustWait` under back-pressure."""
+        if self._error is not None:
+            raise self._error
+        if self._closing:
+            raise ClosedError("the database is closed")
+        if self._blocked:
+            raise MustWait()
+
+    def _on_threshold(self) -> None:
+        """A size threshold was crossed (``_lock`` held): cut a full memtable, kick the
+        flusher, maybe block."""
+        if self._memtable.size_bytes >= self._l0_size:
+            self._cut_memtable()
+            self._kicked = False
+            self._kick_flush()
+        elif self._wal_bytes >= self._l0_size:
+            self._kick_flush()
+        self._recompute_thresholds()
+
+    def _recompute_thresholds(self) -> None:
+        """Recompute ``_blocked``, ``_gate`` and the next byte count at which a write must call
+        :meth:`_on_threshold` (``_lock`` held, or before the database is shared)."""
+        # A full L0 stops the L0 flusher (see _next_imm_to_flush), not writes: memtables pile
+        # up until max_unflushed_bytes, and only then do writes wait. Blocking writes on the L0
+        # count itself would stall forever after an explicit flush pushed L0 past the limit.
+        self._blocked = self._unflushed_bytes > self._max_unflushed
+        self._gate = self._blocked or self._closing or self._error is not None
+        u = self._unflushed_bytes
+        deltas = [self._max_unflushed - u + 1]
+        deltas.append(self._l0_size - self._memtable.size_bytes)
+        if not self._kicked:
+            deltas.append(self._l0_size - self._wal_bytes)
+        self._next_check_bytes = u + max(1, min(deltas))
+
+    def wait_for_room_sync(self) -> None:
+        with self._lock:
+            while self._blocked and self._error is None and not self._closing:
+                self._room_cv.wait(timeout=1.0)
+
+    async def wait_for_room(self) -> None:
+        while self._blocked and self._error is None and not self._closing:
+            event = self._room_event
+            await event.wait()
+
+    def _signal_room(self) -> None:
+        """(runtime thread, ``_lock`` not held) Wake writers waiting for room."""
+        with self._lock:
+            self._recompute_thresholds()
+            self._room_cv.notify_all()
+        self._room_event.set()
+        self._room_event = trio.Event()
+
+    # ------------------------------------------------------------------------------------------
+    # Durability
+    # ------------------------------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable_seq
+
+    def wait_durable_sync(self, seq: int, timeout_s: float | None = None) -> None:
+        with self._lock:
+            while self._durable_seq < seq:
+                if self._error is not None:
+                    raise self._error
+                if self._closed:
+                    raise ClosedError(f"the database closed before seq {seq} was durable")
+                if not self._durable_cv.wait(timeout=timeout_s):
+                    raise TimeoutError(f"seq {seq} not durable after {timeout_s} s")
+
+    async def wait_durable(self, seq: int) -> None:
+        while self._durable_seq < seq:
+            if self._error is not None:
+                raise self._error
+            if self._closed:
+                raise ClosedError(f"the database closed before seq {seq} was durable")
+            await self._durable_event.wait()
+
