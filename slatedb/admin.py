@@ -42,6 +42,8 @@ from slatedb.manifest.missing import require_latest
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
+from slatedb.projection import parse_range
+from slatedb.projection.create import CloneSource, create_database_url
 from slatedb.runtime import Runtime, with_max_retries
 from slatedb.runtime.production import ProductionRuntime
 
@@ -294,8 +296,6 @@ async def create_clone_from_sources(dest_url: str, sources: Any, runtime: Runtim
     ``URL[@CHECKPOINT][:RANGE]`` (``a..m``, either side open, ``\\xNN`` escapes). One source
     with a range is a projection, several a union. Safe to re-run after a crash. Returns the
     new database's manifest. See docs/rescaling.md."""
-    from slatedb.projection.create import create_database_url
-
     if isinstance(sources, (str, bytes)):
         sources = [sources]
     return await create_database_url(dest_url, list(sources), _admin_runtime(runtime))
@@ -305,9 +305,6 @@ async def project(dest_url: str, source_url: str, key_range: Any, checkpoint: uu
                   runtime: Runtime | None = None) -> StoredManifest:
     """The projection of the database at ``source_url`` onto ``key_range`` (a
     :class:`~slatedb.projection.KeyRange` or ``"a..m"``) as a new database at ``dest_url``."""
-    from slatedb.projection import parse_range
-    from slatedb.projection.create import CloneSource
-
     rng = parse_range(key_range) if isinstance(key_range, str) else key_range
     return await create_clone_from_sources(dest_url, [CloneSource(source_url, checkpoint, rng)], runtime)
 

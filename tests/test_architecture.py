@@ -19,6 +19,7 @@ LOCAL_IMPORTS_ALLOWED = {
     "slatedb.objstore.url": "backends are imported when a URL names them (s3fs is optional)",
     "slatedb.objstore.base": "ObjectStore.open_url resolves through objstore.url, which imports base",
     "slatedb.objstore.memory": "MemoryStore.open_url resolves through objstore.url, which imports memory",
+    "slatedb.spark": "the data source (slatedb.spark.source) imports pyspark, an optional extra: register() alone needs it",
 }
 GENERATED = ("slatedb/format/fb/",)
 MAX_LINES = 600

@@ -50,21 +50,23 @@ from slatedb.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
     ObjectNotFoundError,
-    ObjectVersionBehindBoundaryError,
     SlateDBError,
     UnionSetEmptyError,
 )
 from slatedb.format.types import ExternalDb, ManifestV2
 from slatedb.format.wal_sst import decode_wal_sst
-from slatedb.manifest.store import ManifestConflict, ManifestStore, StoredManifest
+from slatedb.manifest.edits import MarkInitialized
+from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.objstore import resolve_store
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.objstore.url import relative_db_path
 from slatedb.runtime import Runtime
+from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import list_wal_ids, wal_key
 
 from .ops import UnionSource, project, referencing, union
-from .ranges import KeyRange, as_bounds
+from .ranges import KeyRange, as_bounds, format_range, parse_range
 
 #: Catalogued bug (sim/bugs.py): the ephemeral source checkpoints are deleted before the
 #: destination is initialized (its final checkpoints may not exist yet).
@@ -182,11 +184,11 @@ class _Job:
             # C6.
             await self._ensure_finals(made.manifest)
             # C7.
-            try:
-                done = await self.dest_ms.try_write(made.id + 1, attrs.evolve(made.manifest, initialized=True))
-            except (ManifestConflict, ObjectVersionBehindBoundaryError):
+            committed = await self.dest_ms.commit(MarkInitialized(), current=made)
+            if not committed.written:  # another run initialized it (or ours landed reported failed)
                 self.event("initialize_conflict", manifest=made.id + 1)
                 continue
+            done = committed.stored
             self.event("done", manifest=done.id, resumed=False)
             await self._release()
             return done
@@ -355,8 +357,6 @@ class CloneSource:
     key_range: KeyRange | None = None
 
     def __str__(self) -> str:
-        from .ranges import format_range
-
         return (self.url + (f"@{self.checkpoint}" if self.checkpoint else "")
                 + (f":{format_range(self.key_range)}" if self.key_range is not None else ""))
 
@@ -365,8 +365,6 @@ def parse_clone_source(text: str) -> CloneSource:
     """``URL[@CHECKPOINT][:RANGE]``: the range follows the last ``:`` when what follows holds
     ``..`` (write a ``:`` inside a key as ``\\x3a``); the checkpoint (a UUID) follows the last
     ``@`` before it."""
-    from .ranges import parse_range
-
     if not isinstance(text, str) or not text:
         raise InvalidArgumentError(f"a source is URL[@CHECKPOINT][:RANGE], not {text!r}")
     rest, key_range = text, None
@@ -389,14 +387,10 @@ async def create_database_url(dest_url: str, sources: Sequence[CloneSource | str
                               ) -> StoredManifest:
     """:func:`create_database` with every database named by URL (``memory://``, ``file:///``,
     ``s3://``); sources may be given as ``URL[@CHECKPOINT][:RANGE]`` strings."""
-    from slatedb.objstore import resolve_store
-
     srcs = [parse_clone_source(s) if isinstance(s, str) else s for s in sources]
     if not srcs:
         raise UnionSetEmptyError()
     if runtime is None:
-        from slatedb.runtime.production import ProductionRuntime
-
         runtime = ProductionRuntime()
     dest = resolve_store(dest_url, clock_ms=runtime.now_ms)
     opened: list[ObjectStore] = []
