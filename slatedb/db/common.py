@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from slatedb.batch import validate_key
 from slatedb.config import Settings
 from slatedb.errors import ClosedError, InvalidArgumentError
+from slatedb.manifest.missing import CREATE_MODES
 
 from .view import KeyBounds
 
@@ -31,8 +32,6 @@ def check_create_mode(create: object) -> str:
     """``Db.open(create=...)``: ``"if_missing"`` (default) creates a database where the path holds
     nothing of one; ``"never"`` opens an existing database only; ``"force"`` also creates one
     where a database's data is left without its manifests (slatedb/manifest/missing.py)."""
-    from slatedb.manifest.missing import CREATE_MODES
-
     if create not in CREATE_MODES:
         raise InvalidArgumentError(f"create must be one of {', '.join(map(repr, CREATE_MODES))}, not {create!r}")
     return create  # type: ignore[return-value]

@@ -61,7 +61,7 @@ from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, with_max_retries
 from slatedb.wal.writer import list_wal_ids, wal_key
 
 from .options import DbReaderOptions
@@ -139,8 +139,6 @@ class ReaderCore(ReadPath):
         if not isinstance(options, DbReaderOptions):
             raise InvalidArgumentError(f"options must be a DbReaderOptions, not {type(options).__name__}")
         cid = None if checkpoint_id is None else as_checkpoint_id(checkpoint_id)
-        from slatedb.runtime import with_max_retries
-
         with_max_retries(runtime, settings.object_store_max_retries)
         core = cls(store, runtime, options, settings, cid)
         try:
