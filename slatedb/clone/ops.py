@@ -54,6 +54,7 @@ from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.objstore.url import relative_db_path
+from slatedb.projection.ops import referenced_sst_ids
 from slatedb.runtime import Runtime
 from slatedb.wal.writer import list_wal_ids, wal_key
 
@@ -222,17 +223,6 @@ async def _check_final_checkpoints(dbs: _Dbs, m: ManifestV2) -> None:
                 f" on the external database {e.path!r} is gone")
 
 
-def _all_sst_ids(m: ManifestV2) -> list[ULID]:
-    """Every SST id ``m`` references (L0 views, then sorted runs), each once, in that order."""
-    seen: dict[ULID, None] = {}
-    for v in m.l0:
-        seen.setdefault(v.sst_id, None)
-    for run in m.compacted:
-        for v in run.ssts:
-            seen.setdefault(v.sst_id, None)
-    return list(seen)
-
-
 async def _clone_manifest(dbs: _Dbs, base: ManifestV2, source_id: uuid.UUID) -> ManifestV2:
     """Step 4: the clone's first manifest, from the parent manifest ``base`` (``M_p'``)."""
     rt = dbs.runtime
@@ -245,7 +235,7 @@ async def _clone_manifest(dbs: _Dbs, base: ManifestV2, source_id: uuid.UUID) -> 
                                    source_checkpoint_id=e.source_checkpoint_id,
                                    final_checkpoint_id=final_id, sst_ids=e.sst_ids))
         tracked.update(e.sst_ids)
-    owned = tuple(i for i in _all_sst_ids(base) if i not in tracked)
+    owned = tuple(i for i in referenced_sst_ids(base) if i not in tracked)
     external.append(ExternalDb(path=dbs.parent_path, source_checkpoint_id=source_id,
                                final_checkpoint_id=final_id, sst_ids=owned))
     return attrs.evolve(
