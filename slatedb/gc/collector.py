@@ -401,6 +401,11 @@ class GarbageCollector:
         latest manifest or any checkpointed manifest references releases its final checkpoint
         on the parent, then leaves our manifest (CAS; re-checked on the fresh manifest)."""
         snap = await self.snapshot()
+        if not snap.latest.manifest.initialized:
+            # An unfinished clone or union (clone.md step 5, projection-union.md C6): its
+            # creator is about to make the final checkpoints of these entries; detaching one now
+            # would leak that checkpoint on the parent and leave the creator unable to resume.
+            return
 
         def same(a: ExternalDb, b: ExternalDb) -> bool:
             return a.path == b.path and a.source_checkpoint_id == b.source_checkpoint_id

@@ -21,7 +21,9 @@ C4. Pin every source without a given checkpoint with an ephemeral checkpoint (30
     expired checkpoints).
 C5. Write destination manifest 1 (create-if-absent; taken: back to C2): one source with a range
     = its projection as a clone (``writer_epoch`` + 1); several = :func:`union` (epochs 0).
-    ``initialized = false``; every ``external_dbs`` entry with a new ``final_checkpoint_id``.
+    ``initialized = false``; every ``external_dbs`` entry with a new ``final_checkpoint_id``; a
+    result that references no SST names every source with an empty entry (else a re-run could
+    not tell its own empty result from another database at C2).
 C6. On every external database (recursively: nested entries are in the list too) create the
     final checkpoint from the entry's source checkpoint (no expiry, fixed id: idempotent,
     CLONE-1); a nested entry whose source checkpoint is gone falls back to a source's own final
@@ -288,6 +290,15 @@ class _Job:
                                    path, cp)
                        for b, s, path, cp in zip(bases, self.specs, self.paths, checkpoint_of)]
             m = union(sources, new_uuid=self.rt.new_uuid, new_ulid=self.rt.new_ulid, bugs=self.rt.bugs)
+        if not m.external_dbs:
+            # C5: a result that references no SST (project/union drop empty entries) still names
+            # its sources, with empty entries: a re-run after a crash recognises its own result
+            # by them (C2); the official wheel keeps such an entry for a single-source
+            # projection. GC detaches them once the database is initialized (checkpoints-gc.md
+            # step 9).
+            m = attrs.evolve(m, external_dbs=tuple(
+                ExternalDb(path=path, source_checkpoint_id=cp, final_checkpoint_id=self.rt.new_uuid())
+                for path, cp in zip(self.paths, checkpoint_of)))
         return m
 
     async def _pin(self) -> list[uuid.UUID]:

@@ -231,3 +231,57 @@ def test_given_checkpoints_are_used_and_checked_on_rerun():
 
     with pytest.raises(CloneMismatchError):
         make(f"{b}/d", (src, uuid.uuid4(), KeyRange(None, b"m")))
+
+
+def test_an_empty_projection_names_its_source_and_a_rerun_finishes():
+    """Sim rescale seed 79: a shard whose range held no SST was created with no ``external_dbs``
+    entry (project drops empty ones), so the rescaler's re-run after a crash past C7 met "a
+    database exists ... and was not made from other databases". The official wheel keeps the
+    source's entry here (sst_ids empty, a final checkpoint) and its re-run succeeds."""
+    b = bucket()
+    src, _ = world(b)
+    m = make(f"{b}/empty", (src, None, KeyRange(b"y", None)))  # no row, no SST at or after y
+    assert (m.l0, m.compacted) == ((), ())
+    assert [(e.path, e.sst_ids, e.final_checkpoint_id is not None) for e in m.external_dbs] == [("src", (), True)]
+    again = make(f"{b}/empty", (src, None, KeyRange(b"y", None)))  # the re-run after a crash past C7
+    assert again == latest(f"{b}/empty").manifest and again.initialized
+    assert contents(f"{b}/empty") == {}
+    finals = [c.id for c in checkpoints(src) if c.checkpoint_expire_time_s == 0]
+    assert finals == [m.external_dbs[0].final_checkpoint_id]
+
+
+def test_a_union_of_sources_contributing_nothing_names_them_all_and_reruns():
+    """Better than the official 0.17 wheel, whose re-run of such a union fails with "the cloned
+    database is not attached to any external database"."""
+    b = bucket()
+    one, two = f"{b}/one", f"{b}/two"
+    write(one, rows(b"a", 5))
+    write(two, rows(b"z", 5))
+    spec = ((one, None, KeyRange(b"m", b"n")), (two, None, KeyRange(b"n", b"o")))
+    m = make(f"{b}/u", *spec)
+    assert sorted((e.path, e.sst_ids) for e in m.external_dbs) == [("one", ()), ("two", ())]
+    assert make(f"{b}/u", *spec).initialized
+    assert contents(f"{b}/u") == {}
+
+
+def test_gc_detaches_unused_entries_only_once_the_database_is_initialized():
+    """checkpoints-gc.md step 9: an unfinished creation (crashed between C5 and C6) keeps its
+    empty entries; detaching them would leak the final checkpoint C6 makes next and leave the
+    re-run unable to recognise its own database."""
+    from tests.projection.test_result import gc
+
+    b = bucket()
+    src, _ = world(b)
+    budget = Budget(1, applied=True)  # C4's checkpoint on src, then destination manifest 1 lands: crash
+    with pytest.raises(Crash):
+        make(f"{b}/d", (src, None, KeyRange(b"y", None)), store_of=lambda url: CrashingStore(store(url), budget))
+    assert not latest(f"{b}/d").manifest.initialized
+    entries = latest(f"{b}/d").manifest.external_dbs
+    assert [e.path for e in entries] == ["src"]
+    gc(f"{b}/d", ahead_s=400)
+    assert latest(f"{b}/d").manifest.external_dbs == entries  # not detached while unfinished
+    m = make(f"{b}/d", (src, None, KeyRange(b"y", None)))  # the re-run finishes
+    assert m.initialized and m.external_dbs[0].final_checkpoint_id == entries[0].final_checkpoint_id
+    gc(f"{b}/d", ahead_s=400)  # now the unused entry goes, with its final checkpoint on src
+    assert latest(f"{b}/d").manifest.external_dbs == ()
+    assert [c for c in checkpoints(src) if c.checkpoint_expire_time_s == 0] == []
