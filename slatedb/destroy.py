@@ -40,10 +40,6 @@ from slatedb.runtime.production import default_runtime
 from slatedb.wal.writer import WalWriter
 
 
-def _now_s(runtime: Runtime) -> int:
-    return max(1, runtime.now_ms() // 1000)
-
-
 async def destroy(store: ObjectStore, runtime: Runtime, *, soft: bool) -> None:
     """Destroy the database at ``store`` (see the module docstring). A soft destroy of a
     database already destroyed does nothing; a hard destroy of an empty path does nothing.

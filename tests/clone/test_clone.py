@@ -77,6 +77,7 @@ def test_a_clone_starts_as_its_parent_and_reads_its_ssts_in_place(b: str) -> Non
     pm = latest(parent).manifest
     rt = Recorder()
     done = clone(child, parent, runtime=rt)
+    assert done == latest(child)  # what create_clone returns is what the store holds
     m = done.manifest
     assert m.initialized and not m.checkpoints and not m.destroyed_at_s
     assert m.writer_epoch == latest(parent).manifest.writer_epoch + 1

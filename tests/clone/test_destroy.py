@@ -5,6 +5,8 @@ and can be re-run after a crash."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import trio
 
@@ -20,7 +22,9 @@ from slatedb.errors import (
     SlateDBError,
 )
 from slatedb.format.types import WriterCheckpoint
+from slatedb.manifest.edits import BumpWriterEpoch
 from slatedb.manifest.store import ManifestStore
+from slatedb.objstore.base import OVERWRITE, PutMode
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import list_wal_ids
 
@@ -168,3 +172,64 @@ def test_hard_destroy_of_a_non_database_path_refuses() -> None:
         soft(u)
     assert keys_under(u) == ["some/file"]
     assert issubclass(InvalidDeletionError, SlateDBError)
+
+
+class Recorder(ProductionRuntime):
+    """The production runtime, keeping the protocol events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, dict]] = []
+
+    def event(self, kind, **fields):
+        self.events.append((kind, fields))
+
+    def steps(self) -> list[dict]:
+        return [f for k, f in self.events if k == "destroy"]
+
+
+class WriterOpensAfterFence(CrashingStore):
+    """``inner`` where a writer's open (an epoch bump) lands between a soft destroy's WAL fence
+    and its mark: just before the first manifest write that follows a WAL write."""
+
+    def __init__(self, inner, rt) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+        self.rt = rt
+        self.fenced = self.bumped = False
+
+    async def put(self, key, data, mode: PutMode = OVERWRITE):
+        if key.startswith("manifest/") and self.fenced and not self.bumped:
+            self.bumped = True
+            await ManifestStore(self.inner, self.rt).commit(BumpWriterEpoch(uuid.uuid4()))
+        self.fenced |= key.startswith("wal/")
+        return await self.inner.put(key, data, mode)
+
+
+def test_soft_destroy_claims_again_when_a_writer_opens_between_fence_and_mark(url: str) -> None:
+    """destroy.md step 3 lands only while the destroy's epoch is the latest: a writer that opened
+    after the fence makes the mark fail fenced, and the destroy claims ownership again."""
+    rt = Recorder()
+    epoch0 = latest(url).manifest.writer_epoch
+    trio.run(lambda: destroy(WriterOpensAfterFence(store(url), rt), rt, soft=True))
+    m = latest(url).manifest
+    assert m.destroyed_at_s > 0
+    assert m.writer_epoch == epoch0 + 3  # our claim, the writer's open, our second claim
+    assert [s["destroy_step"] for s in rt.steps()] == ["epoch", "fence", "epoch_moved", "epoch", "fence", "marked"]
+    assert all(s["soft"] is True for s in rt.steps())
+    assert not any(isinstance(c.metadata, WriterCheckpoint) for c in m.checkpoints)
+
+
+def test_hard_destroy_events_say_what_was_done(url: str) -> None:
+    """The trace of a hard destroy (read by the simulator's oracles and the timeline): the
+    object count of ``deleted`` is every object under the root, the latest manifest included;
+    an empty path is ``already`` done, and every step is marked ``soft=False``."""
+    objects = keys_under(url)
+    rt = Recorder()
+    trio.run(lambda: destroy(store(url), rt, soft=False))
+    assert keys_under(url) == []
+    # every object there was, plus the manifest that marked the database destroyed (step 2)
+    assert rt.steps()[-1] == {"destroy_step": "deleted", "soft": False, "objects": len(objects) + 1}
+    assert all(s["soft"] is False for s in rt.steps())
+    rt = Recorder()
+    trio.run(lambda: destroy(store(url), rt, soft=False))
+    assert rt.steps() == [{"destroy_step": "already", "soft": False}]
