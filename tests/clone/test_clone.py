@@ -15,6 +15,7 @@ from slatedb.clone import CloneMismatchError, create_clone, create_clone_url
 from slatedb.errors import CheckpointNotFoundError, InvalidArgumentError, InvalidDbStateError, SlateDBError
 from slatedb.format.types import WriterCheckpoint
 from slatedb.manifest.store import ManifestStore
+from slatedb.objstore.base import OVERWRITE, PutMode
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import wal_key
 
@@ -92,6 +93,7 @@ def test_a_clone_starts_as_its_parent_and_reads_its_ssts_in_place(b: str) -> Non
     steps = [f["clone_step"] for k, f in rt.events if k == "clone"]
     assert steps[:3] == ["read", "source_checkpoint", "manifest_written"]
     assert steps[-2:] == ["wal_copied", "done"] and "final_checkpoint" in steps
+    assert rt.events[-1] == ("clone", {"clone_step": "done", "manifest": done.id, "resumed": False})
     assert contents(child) == {**rows(b"l0-", 50), **rows(b"wal-", 5)}
 
 
@@ -173,8 +175,9 @@ def test_create_clone_is_idempotent_on_a_finished_clone(b: str) -> None:
     first = clone(child, parent)
     rt = Recorder()
     again = clone(child, parent, runtime=rt)
-    assert again.id == first.id
+    assert again == first
     assert [f["clone_step"] for k, f in rt.events if k == "clone"] == ["read", "done"]
+    assert rt.events[-1][1]["resumed"] is True
     assert len(final_checkpoints(parent)) == 1
     src = first.manifest.external_dbs[-1].source_checkpoint_id
     assert clone(child, parent, src).id == first.id
@@ -267,3 +270,34 @@ def test_a_crash_at_any_store_call_then_reruns_finish_the_clone(applied: bool) -
         finals = final_checkpoints(parent)
         assert [c.id for c in finals] == [m.external_dbs[-1].final_checkpoint_id], n
         assert contents(child) == expected, n
+
+
+class AnotherRunCreatesFirst(CrashingStore):
+    """The clone's store, where another run of the same clone (another process) makes and
+    finishes the clone just before our run's manifest create (step 4)."""
+
+    def __init__(self, inner, parent_url: str) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+        self.parent_url = parent_url
+        self.raced = False
+
+    async def put(self, key, data, mode: PutMode = OVERWRITE):
+        if key.startswith("manifest/") and not self.raced:
+            self.raced = True
+            await create_clone(self.inner, store(self.parent_url), ProductionRuntime())
+        return await self.inner.put(key, data, mode)
+
+
+def test_a_clone_whose_manifest_create_loses_to_another_run_goes_on_from_that_run(b: str) -> None:
+    """Step 4's create is create-if-absent: losing it to a concurrent run of the same clone is
+    not an error; the run starts over (step 1) and finds the clone that run finished."""
+    parent, child = f"{b}/parent", f"{b}/clone"
+    write(parent, rows(b"x", 5))
+    rt = Recorder()
+    got = trio.run(lambda: create_clone(AnotherRunCreatesFirst(store(child), parent), store(parent), rt))
+    assert got == latest(child) and got.manifest.initialized
+    steps = [f["clone_step"] for k, f in rt.events if k == "clone"]
+    assert steps == ["read", "source_checkpoint", "manifest_conflict", "read", "done"]
+    assert rt.events[-1][1]["resumed"] is True
+    assert len(final_checkpoints(parent)) == 1  # the other run's
+    assert contents(child) == rows(b"x", 5)
