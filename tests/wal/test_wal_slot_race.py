@@ -76,3 +76,39 @@ def test_the_fence_ignored_switch_writes_above_a_newer_fence():
     w.runtime = _Bugged(rt, frozenset({"fence-ignored"}))
     store.put_now(wal_key(2), b"")
     assert trio.run(w.write, ROWS) == 3  # a zombie wrote above the newer writer's fence
+
+
+class _Recording(ProductionRuntime):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, dict]] = []
+
+    def event(self, kind, **fields):
+        self.events.append((kind, fields))
+
+
+def test_a_fence_whose_slot_is_taken_moves_up_and_says_so_in_the_trace(monkeypatch):
+    """Steps 3-4 of the fence itself: the slot above the listing is taken (a racing writer's
+    fence, created after our listing); the manifest still holds our epoch, so we fence at the
+    next id. Both creates are traced as fence creates (the timeline and the FENCE checks tell a
+    fence from a data write by it)."""
+    from slatedb.wal import writer as writer_mod
+
+    store = memory_store()
+    rt = _Recording()
+    ms = ManifestStore(store, rt)
+    trio.run(ms.try_write, 1, ManifestV2(initialized=True, writer_epoch=2))
+    listed = writer_mod.list_wal_ids
+
+    async def list_then_race(s, r):
+        ids = await listed(s, r)
+        store.put_now(wal_key(1), b"")  # the racing writer's fence lands after our listing
+        return ids
+
+    monkeypatch.setattr(writer_mod, "list_wal_ids", list_then_race)
+    w = trio.run(lambda: WalWriter.fence(store, rt, ms, 2, 0, SstOptions()))
+    assert w.fence_id == 2
+    creates = [f for k, f in rt.events if k == "create" and f["path"].startswith("wal/")]
+    assert creates == [{"path": wal_key(1), "outcome": "exists", "epoch": 2, "fence": True},
+                       {"path": wal_key(2), "outcome": "ok", "epoch": 2, "fence": True}]
+    assert ("fence_written", {"epoch": 2, "id": 2}) in rt.events
