@@ -75,6 +75,7 @@ def test_lifetime_and_expiry_semantics():
     with pytest.raises(InvalidArgumentError):
         CheckpointOptions(lifetime_s=0)
     assert parse_duration("7days 30min 10s") == 7 * 86400 + 1810 and format_duration(93610) == "1day 2h 10s"
+    assert [format_duration(s) for s in (0, 0.9, -5, 1, 60, 2 * 86400)] == ["0s", "0s", "0s", "1s", "1min", "2days"]
     assert parse_duration("10") == 10.0  # a bare number is seconds (issue 16 item 5)
     for bad in ("", "7 parsecs", "-10", "abc"):
         with pytest.raises(InvalidArgumentError):

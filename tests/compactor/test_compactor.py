@@ -48,7 +48,7 @@ def test_compaction_drains_l0_into_sorted_runs_and_keeps_every_row() -> None:
     c = compact(store, compactor_settings(max_sst_size=8192))
     _, m = latest_manifest(store)
     assert len(m.l0) < 2 and m.compacted, "L0 was not drained"
-    assert c.stats["completed"] >= 2 and c.stats["failed"] == 0
+    assert c.stats["completed"] >= 2 and c.stats["failed"] == 0 and c.stats["resumed"] == 0
     assert m.compactor_epoch == c.epoch
     assert any(len(r.ssts) > 1 for r in m.compacted), "max_sst_size did not split the output"
     referenced = {v.sst_id for r in m.compacted for v in r.ssts} | {v.sst_id for v in m.l0}
@@ -261,8 +261,9 @@ def test_a_crash_after_each_output_sst_resumes_to_exactly_the_uninterrupted_resu
         (job,) = [c for c in cs.recent_compactions if c.status is S.RUNNING]
         assert len(job.output_ssts) == k
         rt = RecordingRuntime("restarted")
-        compact(store, compactor_settings(min_sources=100, max_sst_size=4096), rt)
+        c = compact(store, compactor_settings(min_sources=100, max_sst_size=4096), rt)
         assert any(kind == "compaction_resume" for _, kind, _ in rt.events), k
+        assert c.stats["resumed"] == 1 and c.stats["completed"] == 1, c.stats
         assert _final_rows(store) == want, f"resumed after output {k} differs"
         assert read_all(store) == expected
 
