@@ -498,3 +498,23 @@ def test_a_replay_range_past_the_tables_is_published_only_with_its_ssts() -> Non
             assert seen[-1] == history[-1]
             lo, hi = r.core.wal_range
             assert all(t.first_wal > lo for t in r.core.tables)
+
+
+def test_a_replay_that_continues_the_tables_publishes_each_wal_object_as_it_is_applied() -> None:
+    """READ-3 with freshness: when the new manifest's replay range continues the tables, each
+    replayed WAL object's rows are shown as soon as they are applied (over the old view they are
+    a prefix), so a read during a long replay sees the objects already replayed; the new SST view
+    comes last."""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings={**WRITER, "flush_interval": "1h"}, store=store) as db:
+        db.put(b"x", b"0")
+        db.flush(wal=False)  # an L0 SST for the compaction below
+        with open_reader(store, options=attrs.evolve(QUIET, follow_latest=False)) as r:
+            for k in (b"a", b"b", b"c"):
+                db.put(k, b"1")
+                db.flush()  # one WAL object each; L0 and the replay point stay
+            compact_all_l0(store)  # the SST set changes: the reader re-establishes, range continues
+            states = published_states(r)
+            r.refresh()
+            x, a, b, c = ((b"x", b"0"),), ((b"a", b"1"),), ((b"b", b"1"),), ((b"c", b"1"),)
+            assert states() == [dict(x + a), dict(x + a + b), dict(x + a + b + c), dict(x + a + b + c)]
