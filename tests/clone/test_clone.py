@@ -147,8 +147,9 @@ def test_a_clone_from_a_checkpoint_sees_that_state_only(b: str) -> None:
     assert fin.manifest_id == src.manifest_id  # CLONE-1
 
 
-def test_nested_clones_read_through_two_levels(b: str) -> None:
-    gp, p, c = f"{b}/gp", f"{b}/p", f"{b}/c"
+@pytest.mark.parametrize("gp_name", ["gp", "zz-gp"], ids=["gp-sorts-before-p", "gp-sorts-after-p"])
+def test_nested_clones_read_through_two_levels(b: str, gp_name: str) -> None:
+    gp, p, c = f"{b}/{gp_name}", f"{b}/p", f"{b}/c"
     write(gp, rows(b"g", 30))
     clone(p, gp)
     write(p, rows(b"p", 30))
@@ -159,7 +160,7 @@ def test_nested_clones_read_through_two_levels(b: str) -> None:
         trio.run(lambda: delete_checkpoint(ManifestStore(store(gp), ProductionRuntime()), ProductionRuntime(), cpt.id))
     done = clone(c, p)
     ext = done.manifest.external_dbs
-    assert [e.path for e in ext] == ["gp", "p"]
+    assert [e.path for e in ext] == [gp_name, "p"]
     assert ext[0].final_checkpoint_id == ext[1].final_checkpoint_id
     assert len(final_checkpoints(gp)) == 2  # p's and c's
     assert len(final_checkpoints(p)) == 1
