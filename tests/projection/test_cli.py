@@ -31,6 +31,9 @@ def test_parse_clone_source():
     assert parse_clone_source("http://h:9000/db:..\\x3a\\x00") == CloneSource("http://h:9000/db", None,
                                                                               KeyRange(None, b":\x00"))
     assert parse_clone_source("memory://x/y:k5..") == CloneSource("memory://x/y", None, KeyRange(b"k5", None))
+    # A port is not a range: the last ':' starts one only when ".." follows it.
+    assert parse_clone_source("http://h:9000/db") == CloneSource("http://h:9000/db")
+    assert parse_clone_source(f"http://h:9000/db@{cp}") == CloneSource("http://h:9000/db", cp)
     for bad in ("", "file:///db@not-a-uuid", "file:///db:m..a"):
         with pytest.raises(InvalidArgumentError):
             parse_clone_source(bad)
