@@ -9,20 +9,23 @@ one: ``sim hunt --bug NAME`` runs seeds until a run fails and reports which inva
 
 Adding an entry (compaction resume, two compactors, GC, readers, clones, ... as they are
 built) is one line in :data:`CATALOGUE` plus its switch at the site; a new scenario is one
-line in :data:`WORKLOADS` (a ``run(seed, bugs=...)`` function returning a result with
-``ok``, ``violations``, ``digest``, ``events``, ``virtual_s``, ``faults``).
+line in :data:`sim.scenarios.SCENARIOS` (a ``run(seed, bugs=..., choices=...)`` function
+returning a result with ``ok``, ``violations``, ``digest``, ``events``, ``virtual_s``,
+``faults``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import importlib
 import re
 from typing import Any, Callable, Iterable
 
 import attrs
 
+from slatedb.runtime import switches
 from slatedb.runtime.production import ProductionRuntime
+
+from . import invariants, scenarios
 
 
 @attrs.frozen
@@ -50,26 +53,15 @@ class Bug:
     def __attrs_post_init__(self) -> None:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", self.name), self.name
         assert self.workload in WORKLOADS and all(w in WORKLOADS for w in self.also), self
-        assert self.invariants and all(INVARIANT_ID.fullmatch(i) for i in self.invariants), self
+        assert self.invariants and all(invariants.is_id(i) for i in self.invariants), self
         assert self.budget > 0, self
 
 
-#: Invariant ids, as in ``spec/protocols/README.md``, and the simulator's own whole-history
-#: oracles (``LIN``: linearizability of the db workload's client history).
-INVARIANT_ID = re.compile(r"\b(?:(?:FENCE|SEQMETA|BOUNDARY|CKPT|GC|COMPACT|CFENCE|RESUME|CLONE|PROJ|DUR|READ|FLIP)-[0-9]+|LIN)\b")
+#: Any id a violation may name (:data:`sim.invariants.ID`: spec ids, the simulator's oracles).
+INVARIANT_ID = invariants.ID
 
-#: Scenario name -> ``module:function`` running one seed as ``fn(seed, bugs=frozenset)``.
-#: Imported lazily: the catalogue is read by the CLI and by tests without running anything.
-WORKLOADS: dict[str, str] = {
-    "db": "sim.db_workload:run_db_workload",
-    "takeover": "sim.takeover_workload:run_takeover_workload",
-    "seqmeta": "sim.seqmeta_workload:run_seqmeta_workload",
-    "store": "sim.store_workload:run_store_workload",
-    "compactor": "sim.compactor_workload:run_compactor_workload",
-    "gc": "sim.gc_workload:run_gc_workload",
-    "rescale": "sim.rescale_workload:run_rescale_workload",
-    # "gc": ..., "reader": ..., "clone": ...  (later issues)
-}
+#: Scenario name -> ``module:function`` of the one scenario table (:mod:`sim.scenarios`).
+WORKLOADS: dict[str, str] = {s.name: s.runner for s in scenarios.SCENARIOS}
 
 _WAL_CLASS = "Zombie writer: an old writer keeps acknowledging writes after a newer one fenced it (RFC 001)"
 _REPLAY_CLASS = ("Crash during WAL replay, or the replay point advanced past data not yet in L0: "
@@ -83,116 +75,116 @@ _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a 
                   "deleted N+1 and believes it committed (RFC 004)")
 
 CATALOGUE: tuple[Bug, ...] = (
-    Bug("zombie-ack", "a writer that halted while its WAL write was in flight still acknowledges it",
+    Bug(switches.ZOMBIE_ACK, "a writer that halted while its WAL write was in flight still acknowledges it",
         _WAL_CLASS, "RFC 001 Acknowledgements; writer.md step 8", "slatedb/db/flushers.py Flushers._write_wal",
         "db", ("FENCE-3",), 30, also=("takeover",)),
-    Bug("fence-ignored", "a WAL write that finds its id taken skips to the next id without reading the "
+    Bug(switches.FENCE_IGNORED, "a WAL write that finds its id taken skips to the next id without reading the "
         "manifest epoch: a zombie writes on above the newer writer's fence",
         _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 7", "slatedb/wal/writer.py WalWriter.write",
         "db", ("DUR-1", "FENCE-3"), 12, also=("takeover",)),
-    Bug("no-epoch-recheck", "after its fence lands the writer does not re-read the manifest epoch, so an "
+    Bug(switches.NO_EPOCH_RECHECK, "after its fence lands the writer does not re-read the manifest epoch, so an "
         "older writer that listed wal/ late fences above a newer one and acknowledges writes it never replays",
         _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 5 (model UNSAFE_NO_EPOCH_RECHECK)",
         "slatedb/wal/writer.py WalWriter.fence", "takeover", ("DUR-1",), 24, also=("db",)),
-    Bug("l0-commit-unfenced", "a writer commits its L0 flush to the manifest without comparing the manifest's "
+    Bug(switches.L0_COMMIT_UNFENCED, "a writer commits its L0 flush to the manifest without comparing the manifest's "
         "writer epoch with its own: a fenced zombie's L0 SST lands after a newer writer took over",
         _WAL_CLASS, "RFC 001 Manifest Updates (fencing of manifest writes); wal-fencing.md FENCE-5",
         "slatedb/db/flushers.py Flushers._flush_imm", "db", ("FENCE-5",), 40),
-    Bug("replay-skip", "open does not replay the WAL above replay_after_wal_id",
+    Bug(switches.REPLAY_SKIP, "open does not replay the WAL above replay_after_wal_id",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
         "db", ("DUR-1", "LIN"), 8, also=("takeover",)),
-    Bug("replay-point-ahead", "an L0 flush advances replay_after_wal_id to the writer's last WAL id instead "
+    Bug(switches.REPLAY_POINT_AHEAD, "an L0 flush advances replay_after_wal_id to the writer's last WAL id instead "
         "of its memtable's cut, past rows still only in later memtables",
         _REPLAY_CLASS, "RFC 003; writer.md steps 7 and 9", "slatedb/db/flushers.py Flushers._flush_imm",
         "takeover", ("DUR-1", "LIN"), 30, also=("db",)),
-    Bug("replay-progress-early", "open records replay progress (replay_after_wal_id = fence - 1) in the "
+    Bug(switches.REPLAY_PROGRESS_EARLY, "open records replay progress (replay_after_wal_id = fence - 1) in the "
         "manifest before the replayed rows reach L0; a crash or fence before that flush loses them",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
         "takeover", ("DUR-1", "LIN"), 40, also=("db",)),
-    Bug("no-boundary-check", "a .manifest (or .compactions) create that succeeded is reported committed without the post-create "
+    Bug(switches.NO_BOUNDARY_CHECK, "a .manifest (or .compactions) create that succeeded is reported committed without the post-create "
         "read of its gc/*.boundary file",
         _SEQMETA_CLASS, "RFC 004 Checking Boundaries After Writes; sequenced-metadata.md step 4",
         "slatedb/manifest/store.py ManifestStore.try_write", "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 8,
         also=("db",)),
-    Bug("ambiguous-create-trust", "after an ambiguous create-if-absent, \"already exists\" on a retry is taken "
+    Bug(switches.AMBIGUOUS_CREATE_TRUST, "after an ambiguous create-if-absent, \"already exists\" on a retry is taken "
         "as our own success without reading the object back",
         "Ambiguous outcomes (request applied, reply lost): a retried conditional create mistakes "
         "another writer's object for its own (RFC 001 / RFC 004 create-if-absent CAS)",
         "RFC 001 Manifest Updates; wal-fencing.md FENCE-4", "slatedb/objstore/retry.py create_if_absent",
         "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 20, also=("db", "takeover", "store")),
-    Bug("boundary-put-trusted", "GC takes a boundary-file write that failed ambiguously (transient error or lost "
+    Bug(switches.BOUNDARY_PUT_TRUSTED, "GC takes a boundary-file write that failed ambiguously (transient error or lost "
         "reply) as applied, without reading the boundary back, and deletes metadata files above the durable boundary",
         _SEQMETA_CLASS, "RFC 004 Advancing Boundaries; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",
         "slatedb/manifest/store.py SequencedStore.advance_boundary", "seqmeta", ("BOUNDARY-1",), 10),
     # -- compaction (sim/compactor_workload.py; budgets from `sim hunt --rate --seeds 200`) --
-    Bug("resume-reemit", "a resumed compaction skips only the versions of the cursor key newer than the "
+    Bug(switches.RESUME_REEMIT, "a resumed compaction skips only the versions of the cursor key newer than the "
         "cursor (seq > last_seq), so it writes the last row of its last output SST again",
         _RESUME_CLASS, "RFC 002 Resuming Partial Compactions; compaction.md step 7 (model UNSAFE_RESUME_REEMIT)",
         "slatedb/compactor/executor.py Executor.run", "compactor", ("RESUME-2",), 8),
-    Bug("resume-skip-entry", "a resumed compaction drops the first row after its cursor (the newest version "
+    Bug(switches.RESUME_SKIP_ENTRY, "a resumed compaction drops the first row after its cursor (the newest version "
         "of the next key) along with the rows already written",
         _RESUME_CLASS, "RFC 002 Resuming Partial Compactions; compaction.md step 7 (model UNSAFE_RESUME_SKIP_KEY)",
         "slatedb/compactor/executor.py Executor.run", "compactor", ("RESUME-1",), 25),
-    Bug("compactor-no-second-bump", "a starting compactor bumps the epoch in the manifest only, not in "
+    Bug(switches.COMPACTOR_NO_SECOND_BUMP, "a starting compactor bumps the epoch in the manifest only, not in "
         ".compactions (and takes a lower epoch there as normal): a zombie goes on writing .compactions",
         _TWO_COMPACTORS_CLASS, "RFC 002 On startup; compaction.md step 2 (model UNSAFE_NO_SECOND_BUMP)",
         "slatedb/compactor/compactor.py Compactor.start", "compactor", ("CFENCE-2",), 32),
-    Bug("compactor-no-commit-fence", "a compactor commits a finished compaction without comparing the "
+    Bug(switches.COMPACTOR_NO_COMMIT_FENCE, "a compactor commits a finished compaction without comparing the "
         "manifest's compactor epoch with its own: a zombie commits after a newer compactor started",
         _TWO_COMPACTORS_CLASS, "RFC 003 Compaction Executor epoch checks; compaction.md step 8",
         "slatedb/compactor/compactor.py Compactor._finish", "compactor", ("CFENCE-1",), 40),
-    Bug("compaction-no-revalidate", "a resumed compaction is not validated against the current manifest "
+    Bug(switches.COMPACTION_NO_REVALIDATE, "a resumed compaction is not validated against the current manifest "
         "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
         "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._start_submitted",
         "compactor", ("COMPACT-3",), 32),
     # -- GC, checkpoints, readers, clones (sim/gc_workload.py; figures in docs/simulation.md) --
-    Bug("gc-ignores-checkpoints", "GC takes no checkpoint as active: it keeps only what the latest manifest "
+    Bug(switches.GC_IGNORES_CHECKPOINTS, "GC takes no checkpoint as active: it keeps only what the latest manifest "
         "references and deletes the manifests, SSTs and WAL objects that checkpoints pin",
         _GC_CLASS, "RFC 000 Garbage Collector (set M); checkpoints-gc.md steps 6-8 (model UNSAFE_GC_IGNORES_CHECKPOINTS)",
         "slatedb/gc/collector.py GarbageCollector.snapshot", "gc", ("GC-1", "GC-2", "CKPT-1", "CKPT-2", "READ-2"), 8),
-    Bug("gc-no-min-age", "GC deletes unreferenced SSTs whatever their age (no min_age, no ULID cutoff): an L0 "
+    Bug(switches.GC_NO_MIN_AGE, "GC deletes unreferenced SSTs whatever their age (no min_age, no ULID cutoff): an L0 "
         "SST or a compaction output uploaded but not yet committed or recorded goes",
         _GC_CLASS, "RFC 000 Garbage Collector (older than min_age); checkpoints-gc.md step 8 (model "
         "UNSAFE_GC_IGNORES_MIN_AGE)", "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-4", "GC-3", "GC-1", "READ-4"), 8),
-    Bug("gc-ignores-inflight-compaction", "GC ignores what compactions are in flight (their recorded outputs and "
+    Bug(switches.GC_IGNORES_INFLIGHT_COMPACTION, "GC ignores what compactions are in flight (their recorded outputs and "
         "inputs, and the compactions watermark of the ULID cutoff): only min_age protects an uncommitted output",
         _GC_CLASS, "RFC 002 Garbage Collection Integration (issue #604); checkpoints-gc.md GC-3",
         "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-3", "GC-4", "GC-1", "READ-4"), 16),
-    Bug("gc-delete-before-boundary", "GC deletes .manifest / .compactions files up to the boundary it wants without "
+    Bug(switches.GC_DELETE_BEFORE_BOUNDARY, "GC deletes .manifest / .compactions files up to the boundary it wants without "
         "first making that boundary durable",
         _SEQMETA_CLASS, "RFC 004 Boundary Files; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",
         "slatedb/gc/sequenced.py settle_boundary", "gc", ("BOUNDARY-1",), 8),
-    Bug("expired-checkpoint-fatal", "a managed DbReader whose checkpoint expired or was collected (it froze past its "
+    Bug(switches.EXPIRED_CHECKPOINT_FATAL, "a managed DbReader whose checkpoint expired or was collected (it froze past its "
         "lifetime) fails for good instead of establishing a new one",
         "An expired checkpoint breaks a reader that still uses it (RFC 000 Readers)",
         "RFC 000 Checkpoint Maintenance; issue 6 (a reader re-establishes after expiry)",
         "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-4",), 45),
-    Bug("reader-ignores-new-ssts", "a managed DbReader does not re-establish its checkpoint when the SST set of the "
+    Bug(switches.READER_IGNORES_NEW_SSTS, "a managed DbReader does not re-establish its checkpoint when the SST set of the "
         "latest manifest changes (an L0 flush, a compaction): it stays a valid prefix but stops catching up",
         "A reader that stops following the database serves an ever older state (RFC 000 Readers)",
         "RFC 000 Readers (poll the manifest, re-establish on change); reader.md READ-5",
         "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-5",), 12),
-    Bug("clone-copies-all-wal", "a clone copies every parent WAL object above the source manifest's replay point, "
+    Bug(switches.CLONE_COPIES_ALL_WAL, "a clone copies every parent WAL object above the source manifest's replay point, "
         "not only those up to its wal_id_last_seen: parent writes made after the checkpoint leak into the clone",
         "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",
         "RFC 000 Clones (copy the WAL range); clone.md step 6 (model UNSAFE_CLONE_COPY_ALL_WAL)",
         "slatedb/clone/ops.py _copy_wal", "gc", ("CLONE-3", "READ-2"), 20),
     # -- projection and union (sim/rescale_workload.py) --
-    Bug("projection-widens-view", "a projection sets each view's visible range to the projection range (bounded by "
+    Bug(switches.PROJECTION_WIDENS_VIEW, "a projection sets each view's visible range to the projection range (bounded by "
         "the next run SST's start) without intersecting it with what the view showed: a view can widen past its "
         "SST's keys or past an earlier projection's range",
         _PROJ_CLASS, "RFC 000 Projection (visible ranges only narrow); projection-union.md step P3 "
         "(model UNSAFE_PROJECT_NO_NARROW)", "slatedb/projection/ops.py _narrow", "rescale", ("PROJ-2",), 4),
-    Bug("union-seq-not-max", "a union takes last_l0_seq from the first source (in key order), not the maximum: "
+    Bug(switches.UNION_SEQ_NOT_MAX, "a union takes last_l0_seq from the first source (in key order), not the maximum: "
         "new writes can get seqs below carried-over rows and be shadowed by them",
         _PROJ_CLASS, "RFC 000 Union (last_l0_seq is the maximum); projection-union.md step U4 "
         "(model UNSAFE_UNION_SEQ_FIRST)", "slatedb/projection/ops.py union", "rescale", ("PROJ-3",), 8),
-    Bug("union-external-dbs-not-merged", "a union copies every source's external_dbs entries without merging "
+    Bug(switches.UNION_EXTERNAL_DBS_NOT_MERGED, "a union copies every source's external_dbs entries without merging "
         "those with one (path, source_checkpoint_id): entries multiply with every split/merge cycle",
         _PROJ_CLASS, "RFC 000 Union (external_dbs deduplicated); projection-union.md step U2",
         "slatedb/projection/ops.py _merge_external", "rescale", ("PROJ-5",), 4),
-    Bug("union-releases-source-checkpoint-early", "the creator of a union deletes its ephemeral source checkpoints "
+    Bug(switches.UNION_RELEASES_SOURCE_CHECKPOINT_EARLY, "the creator of a union deletes its ephemeral source checkpoints "
         "as soon as the new manifest is written, before the final checkpoints exist: the final checkpoints "
         "cannot be made from them and the new database never initializes",
         _PROJ_CLASS, "RFC 000 Clones (final checkpoint from the source checkpoint); projection-union.md steps C6-C7",
@@ -201,6 +193,7 @@ CATALOGUE: tuple[Bug, ...] = (
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}
 assert len(BY_NAME) == len(CATALOGUE), "duplicate bug names"
+assert set(BY_NAME) == switches.ALL, "every switch name (slatedb/runtime/switches.py) has one entry"
 
 #: Known bug classes whose code does not exist yet: each becomes a catalogue entry (and a
 #: workload) in the issue that builds it. Listed so that ``sim bugs`` shows what is missing.
@@ -214,36 +207,27 @@ PLANNED: tuple[tuple[str, str], ...] = (
 
 
 def runner(workload: str) -> Callable[..., Any]:
-    """The ``run(seed, bugs=...)`` function of a scenario."""
-    module, _, fn = WORKLOADS[workload].partition(":")
-    return getattr(importlib.import_module(module), fn)
+    """The ``run(seed, bugs=..., choices=...)`` function of a scenario."""
+    return scenarios.BY_NAME[workload].function()
 
 
-def run(workload: str, seed: int, bugs: Iterable[str] = ()) -> Any:
-    """Run one seed of ``workload`` with ``bugs`` switched on; unknown names are refused."""
+def run(workload: str, seed: int, bugs: Iterable[str] = (), choices: Any = None) -> Any:
+    """Run one seed of ``workload`` with ``bugs`` switched on (``choices``: a replayed choice
+    sequence, :mod:`sim.choices`); unknown names are refused."""
     bugs = frozenset(bugs)
     unknown = bugs - BY_NAME.keys()
     if unknown:
         raise ValueError(f"unknown bug(s) {sorted(unknown)}; see `sim bugs`")
-    return runner(workload)(seed, bugs=bugs)
+    return scenarios.BY_NAME[workload].run(seed, bugs=bugs, choices=choices)
 
 
 def fired(result: Any) -> str:
-    """What a failed run reports: the first invariant id in its violations, ``liveness`` for a
-    stuck run, else the exception type of the first violation (``-`` for a passing run)."""
+    """What a failed run reports: the invariant of its first violation that names one,
+    ``liveness`` for a stuck run, else the exception type of the first violation (``-`` for a
+    passing run). Read from the :class:`sim.invariants.Violation` fields."""
     if result.ok:
         return "-"
-    from .sweep import name_violation  # sweep imports this module
-
-    violations = [name_violation(str(v)) for v in result.violations]
-    for v in violations:
-        m = INVARIANT_ID.search(v)
-        if m:
-            return m.group(0)
-    first = violations[0]
-    if "liveness" in first:
-        return "liveness"
-    return first.split(":", 1)[0] if ":" in first else "oracle"
+    return invariants.first_invariant(result.violations)
 
 
 def replay_command(workload: str, seed: int, bugs: Iterable[str]) -> str:

@@ -4,7 +4,7 @@ over seeds), ``sim bench`` (time compression on one core), ``sim bugs`` (the bug
 ``sim shrink`` (a failing run minimised, :mod:`sim.shrink`) and ``sim mutate`` (mutation testing
 of the protocol modules, :mod:`sim.mutate`).
 
-``--workload`` names any scenario of the one registry, :data:`sim.bugs.WORKLOADS`: ``store``
+``--workload`` names any scenario of the one table, :data:`sim.scenarios.SCENARIOS`: ``store``
 (object-store CAS, claims and private keys, :mod:`sim.store_workload`), ``db`` (writers fencing
 each other, :mod:`sim.db_workload`), ``takeover``, ``seqmeta``, ``compactor``, and whatever is
 appended there; ``sim sweep`` / ``sim dst`` also take ``--workload all``. A failing seed prints
@@ -22,8 +22,10 @@ from slatedb.runtime.production import ProductionRuntime
 
 from . import bugs as bugs_mod
 from . import ledger as ledger_mod
+from . import scenarios as scenarios_mod
 from . import sweep as sweep_mod
 from .store_workload import StoreRunResult
+from .invariants import as_violation
 from .sweep import Scenario, parse_seeds
 
 
@@ -55,20 +57,22 @@ def cmd_run(ns: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
-    plan = None
+    choices = None
     from . import trace as trace_mod
 
     with trace_mod.capture() as traces:
         if getattr(ns, "keep", None) is not None:
+            from . import choices as choices_mod
             from . import shrink as shrink_mod
 
             try:
-                plan = shrink_mod.Plan.parse(ns.keep)
-                result, wall_s = shrink_mod.simulate_plan(scenario, ns.seed, plan)
-            except ValueError as e:
-                print(f"sim: {e}", file=sys.stderr)
+                with open(ns.keep) as f:
+                    prefix = choices_mod.loads(f.read())
+            except (OSError, ValueError) as e:
+                print(f"sim: cannot read the choice sequence {ns.keep!r}: {e}", file=sys.stderr)
                 return 2
-            replay = shrink_mod.replay_command(scenario, ns.seed, plan)
+            result, choices, wall_s = shrink_mod.simulate_choices(scenario, ns.seed, prefix)
+            replay = shrink_mod.replay_command(scenario, ns.seed, ns.keep)
         else:
             result, wall_s = sweep_mod.simulate(scenario, ns.seed)
             replay = scenario.replay(ns.seed)
@@ -76,9 +80,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
-        print(f"  violation: {sweep_mod.name_violation(str(v))}")
-    if plan is not None and getattr(ns, "trace", False):
-        print("trace:\n" + plan.trace_text)
+        print(f"  violation: {as_violation(v)}")
+    if choices is not None and getattr(ns, "trace", False) and choices.trace is not None:
+        print("trace:\n" + choices.trace.render())
     elif not result.ok:
         _print_around(events, result)
     if getattr(ns, "timeline", None):
@@ -174,7 +178,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if getattr(ns, "engine", "local") == "spark" and ns.parquet:
             base = ns.parquet
         rc = 0
-        for i, name in enumerate(bugs_mod.WORKLOADS):
+        for i, name in enumerate(scenarios_mod.BY_NAME):
             if i:
                 print()
             print(f"== {name} ==")
@@ -239,7 +243,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     replay command per failing seed; non-zero if any seed failed."""
     from . import dst as dst_mod
 
-    names = list(bugs_mod.WORKLOADS) if ns.workload == "all" else [ns.workload]
+    names = list(scenarios_mod.BY_NAME) if ns.workload == "all" else [ns.workload]
     try:
         scenarios = [Scenario(workload=n, ops=ns.ops, clients=ns.clients, faults=ns.faults,
                               bugs=tuple(ns.bug or ())) for n in names]
@@ -293,12 +297,9 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 def cmd_shrink(ns: argparse.Namespace) -> int:
     """Minimise a failing run's schedule (:mod:`sim.shrink`); print the report and the replay
     command; with ``--write-test`` write it out as a pytest regression test."""
+    from . import choices as choices_mod
     from . import shrink as shrink_mod
 
-    if not shrink_mod.supports_plan(ns.workload):
-        print(f"sim: workload {ns.workload!r} cannot be shrunk yet (shrinkable: {', '.join(shrink_mod.shrinkable())})",
-              file=sys.stderr)
-        return 2
     log = (lambda m: print(m, file=sys.stderr)) if not ns.quiet else None
     try:
         r = shrink_mod.shrink(ns.workload, ns.seed, ns.bug or (), faults=ns.faults if ns.faults == "none" else "swarm",
@@ -306,15 +307,20 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
-    print(shrink_mod.format_report(r, trace_lines=ns.trace_lines))
+    path = ns.save or f"shrunk-{ns.workload}-{ns.seed}.json"
+    with open(path, "w") as f:
+        f.write(choices_mod.dumps(r.saved) + "\n")
+    print(shrink_mod.format_report(r, path, trace_lines=ns.trace_lines))
+    print(f"choice sequence saved to {path}")
     if ns.timeline:
         from . import trace as trace_mod
 
         scenario = Scenario(workload=r.workload, faults=ns.faults if ns.faults == "none" else "swarm", bugs=r.bugs)
         with trace_mod.capture() as traces:
-            shrunk, wall_s = shrink_mod.simulate_plan(scenario, r.seed, shrink_mod.Plan(r.keep))
+            shrunk, _, wall_s = shrink_mod.simulate_choices(scenario, r.seed, r.saved)
         _write_timeline(ns.timeline, max(traces, key=len).events if traces else [], shrunk, scenario, r.seed,
-                        r.replay, wall_s, title=f"sim shrink: {r.workload} seed {r.seed}, shrunk run, fires {r.invariant}")
+                        r.replay(path), wall_s,
+                        title=f"sim shrink: {r.workload} seed {r.seed}, shrunk run, fires {r.invariant}")
     if ns.write_test:
         path = ns.write_test
         name = os.path.splitext(os.path.basename(path))[0]
@@ -361,18 +367,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--ops", type=int, default=2000, help="operations per run (store; default 2000)")
         p.add_argument("--clients", type=int, default=6, help="concurrent clients (store; default 6)")
         p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm")
-        p.add_argument("--workload", choices=list(bugs_mod.WORKLOADS) + (["all"] if allow_all else []),
+        p.add_argument("--workload", choices=list(scenarios_mod.BY_NAME) + (["all"] if allow_all else []),
                        default="store",
-                       help="a scenario of the registry (sim.bugs.WORKLOADS): store, db, takeover, seqmeta, "
+                       help="a scenario of the table (sim.scenarios.SCENARIOS): store, db, takeover, seqmeta, "
                             "compactor, ..." + ("; all: every one of them in turn" if allow_all else ""))
         p.add_argument("--bug", action="append", choices=sorted(bugs_mod.BY_NAME), metavar="NAME",
                        help="switch on a catalogued bug (repeatable; see `sim bugs`)")
 
     p_run = sub.add_parser("run", help="run one seed and print its verdict and trace digest")
     p_run.add_argument("--seed", type=int, required=True)
-    p_run.add_argument("--keep", default=None, metavar="PLAN",
-                       help="replay a shrunk run: only these steps of the world's schedule (from `sim shrink`)")
-    p_run.add_argument("--trace", action="store_true", help="with --keep: print the whole (short) trace")
+    p_run.add_argument("--keep", default=None, metavar="FILE",
+                       help="replay a saved choice sequence (JSON, written by `sim shrink`) instead of the seed's own")
+    p_run.add_argument("--trace", action="store_true", help="with --keep: print the whole trace")
     p_run.add_argument("--timeline", metavar="HTML", help="write a picture of the run (one self-contained HTML page)")
     common(p_run)
     p_run.set_defaults(fn=cmd_run)
@@ -413,8 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     common(p_bench)
     p_bench.set_defaults(fn=cmd_bench, workload="db")
 
-    p_shrink = sub.add_parser("shrink", help="minimise a failing run's operations and faults; optionally write a test")
+    p_shrink = sub.add_parser("shrink", help="minimise a failing run's choices (any scenario); optionally write a test")
     p_shrink.add_argument("--seed", type=int, required=True)
+    p_shrink.add_argument("--save", metavar="FILE", help="where to save the shrunk choice sequence "
+                          "(default shrunk-<workload>-<seed>.json)")
     p_shrink.add_argument("--write-test", metavar="PATH", help="write a pytest regression test (tests/regressions/test_<name>.py)")
     p_shrink.add_argument("--max-runs", type=int, default=400, help="candidate runs at most (default 400)")
     p_shrink.add_argument("--max-seconds", type=float, default=300.0, help="wall seconds at most (default 300)")
@@ -443,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--all", action="store_true", help="every entry, then a table")
     p_hunt.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: each entry's budget)")
     p_hunt.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
-    p_hunt.add_argument("--workload", choices=list(bugs_mod.WORKLOADS), default=None,
+    p_hunt.add_argument("--workload", choices=list(scenarios_mod.BY_NAME), default=None,
                         help="hunt in this scenario instead of the entry's own")
     p_hunt.add_argument("--rate", action="store_true", help="run every seed and report the detection rate too")
     p_hunt.set_defaults(fn=cmd_hunt)

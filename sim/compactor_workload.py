@@ -62,11 +62,14 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
+from .invariants import Violation
+from .choices import Choices, boolean
 from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .checks import WriterChecks
 from .compactor_checks import CompactorChecks
+from .engine import Crash, PausableStore, crashable
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
-from .runtime import SimRuntime, derive_rng, run_deterministic
+from .runtime import SimRuntime, run_deterministic
 from .trace import Trace
 
 #: A run that has not finished after this much virtual time is reported as stuck.
@@ -146,11 +149,13 @@ class Model:
 
 
 class World:
-    def __init__(self, seed: int, faults: str, trace: Trace, bucket: MemoryBucket, bugs: frozenset[str]) -> None:
+    def __init__(self, seed: int, choices: Choices, faults: str, trace: Trace, bucket: MemoryBucket,
+                 bugs: frozenset[str]) -> None:
         self.seed = seed
+        self.choices = choices
         self.trace = trace
         self.bugs = bugs
-        self.rng = derive_rng(seed, "world")
+        self.rng = choices.stream("world")
         swarm = faults == "swarm"
         self.faults = StoreFaults.swarm(self.rng) if swarm else StoreFaults()
         # Stalls of up to a minute open every window a longer one would (poll intervals are
@@ -173,11 +178,11 @@ class World:
     def process(self, name: str) -> tuple[SimRuntime, SimObjectStore]:
         # Wall clocks agree with the world's virtual time (a restarted process does not start
         # at the epoch again), up to a skew of a second either way.
-        skew_ms = derive_rng(self.seed, "skew", name).randint(-1000, 1000)
-        rt = SimRuntime(name, self.seed, self.trace, bugs=self.bugs,
+        skew_ms = self.choices.stream("skew", name).randint(-1000, 1000)
+        rt = SimRuntime(name, self.choices, self.trace, bugs=self.bugs,
                         offset_ms=int(trio.current_time() * 1000) + skew_ms)
         inner = MemoryStore(self.bucket, rt.now_ms, url="memory://sim")
-        store = SimObjectStore(inner, derive_rng(self.seed, "store", name), self.trace, process=name,
+        store = SimObjectStore(inner, self.choices.stream("store", name), self.trace, process=name,
                                faults=self.faults)
         store.faults_enabled = not self.healed
         self.stores.append(store)
@@ -195,22 +200,14 @@ class World:
         moment or right after one of their own events: an output SST stored (its progress not
         yet recorded), a ``.compactions`` write committed, a compaction committed to the
         manifest (not yet recorded Completed: RFC 002's crash window), startup completed."""
-        if self.rng.random() >= self.crash_rate:
+        if not boolean(self.rng, self.crash_rate):
             return None
-        if compactor and self.rng.random() < 0.6:
-            if self.rng.random() < 0.5:  # RFC 002's crash window: committed, not yet recorded
+        if compactor and boolean(self.rng, 0.6):
+            if boolean(self.rng, 0.5):  # RFC 002's crash window: committed, not yet recorded
                 return Crash(None, "compaction_commit", None, 1)
             kind, ns = self.rng.choice(CRASH_POINTS)
             return Crash(None, kind, ns, self.rng.randint(1, 3))
         return Crash(self.rng.uniform(0.05, 4.0))
-
-
-@attrs.frozen
-class Crash:
-    after_s: float | None
-    kind: str = ""
-    ns: str | None = None
-    nth: int = 1
 
 
 #: Events of a compactor process right after which it may crash (kind, ``ns`` field), besides
@@ -222,48 +219,6 @@ TAKEOVER_POINTS = (("compaction_output", None), ("commit", "compactions"), ("com
                    ("compaction_state", None), ("pause", None), ("pause", None))
 
 
-async def _crashable(world: World, name: str, store: SimObjectStore, crash: Crash | None, body) -> str:
-    """Run ``body()`` as a process that may crash (unless healed by then): its store fails
-    every later call (a request already past the server still lands) and the process is
-    cancelled. Returns the outcome."""
-    seen = 0
-
-    def now() -> None:
-        if not world.healed and not store.crashed:
-            store.crash()
-            life.cancel()
-
-    def on_event(e) -> None:
-        nonlocal seen
-        if e.process == name and e.kind == crash.kind and (crash.ns is None or dict(e.fields).get("ns") == crash.ns):
-            seen += 1
-            if seen == crash.nth:
-                now()
-
-    with trio.CancelScope() as life:
-        async with trio.open_nursery() as nursery:
-            if crash is not None and crash.after_s is not None:
-
-                async def crasher() -> None:
-                    await trio.sleep(crash.after_s)
-                    now()
-
-                nursery.start_soon(crasher)
-            elif crash is not None:
-                world.trace.listeners.append(on_event)
-            try:
-                outcome = await body()
-            except* ProcessCrashed:
-                outcome = "crashed"
-            finally:
-                if on_event in world.trace.listeners:
-                    world.trace.listeners.remove(on_event)
-            nursery.cancel_scope.cancel()
-        return outcome
-    assert store.crashed, "a process was cancelled without a crash"
-    return "crashed"
-
-
 # -----------------------------------------------------------------------------------------------
 # The writer
 # -----------------------------------------------------------------------------------------------
@@ -271,7 +226,7 @@ async def _crashable(world: World, name: str, store: SimObjectStore, crash: Cras
 
 async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> None:
     rt, store = world.process(name)
-    rng = derive_rng(world.seed, "workload", name)
+    rng = world.choices.stream("workload", name)
     model = world.model
     own: dict[bytes, list[tuple[int, bytes | None]]] = {}  # this incarnation's writes
     done = 0
@@ -287,7 +242,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                 for _ in range(rng.randint(1, 8)):
                     key = b"k%03d" % rng.randrange(N_KEYS)
                     value: bytes | None
-                    if rng.random() < 0.2:
+                    if boolean(rng, 0.2):
                         value = None
                         h = await db.delete(key)
                     else:
@@ -300,20 +255,20 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                     i += 1
                     done = i
                 assert last is not None
-                if rng.random() < 0.8:
+                if boolean(rng, 0.8):
                     await last.wait_durable()
                     for key, seq in unacked:
                         if seq <= last.seq:
                             model.ack(key, seq)
                     unacked = [(k, s) for k, s in unacked if s > last.seq]
-                if rng.random() < 0.3:  # read your writes (through compacted runs by now)
+                if boolean(rng, 0.3):  # read your writes (through compacted runs by now)
                     key = rng.choice(list(own))
                     got = await db.get(key)
                     want = own[key][-1][1]
                     assert got == want, f"read: {name} reads {got!r} for {key!r}, its last write was {want!r}"
-                if rng.random() < 0.1 and len(snaps) < 3:
+                if boolean(rng, 0.1) and len(snaps) < 3:
                     snaps.append(db.snapshot())
-                if snaps and rng.random() < 0.15:
+                if snaps and boolean(rng, 0.15):
                     snap = snaps.pop(rng.randrange(len(snaps)))
                     keys = list(own)
                     for key in rng.sample(keys, min(6, len(keys))):
@@ -323,7 +278,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                             assert got == versions[-1], (f"snapshot: {name} at seq {snap.seq} reads {got!r} for "
                                                          f"{key!r}, expected {versions[-1]!r}")
                     snap.release()
-                if rng.random() < 0.6:  # paced: the compactors contend for ~10 virtual s or more
+                if boolean(rng, 0.6):  # paced: the compactors contend for ~10 virtual s or more
                     await rt.sleep(rng.uniform(0, 0.3))
             for snap in snaps:
                 snap.release()
@@ -335,7 +290,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
         except* (FencedError, ClosedError) as group:
             raise AssertionError(f"writer {name} stopped: {group.exceptions[0]!r}") from None
 
-    outcome = await _crashable(world, name, store, world.crash_plan(compactor=False) if restarts < 2 else None,
+    outcome = await crashable(world, name, store, world.crash_plan(compactor=False) if restarts < 2 else None,
                                guarded)
     world.outcomes[name] = outcome
     if outcome == "crashed":
@@ -353,56 +308,17 @@ async def _wait_for_db(store: SimObjectStore, rt: SimRuntime) -> None:
         await rt.sleep(0.1)
 
 
-class PausableStore(ObjectStore):
-    """A process's view of the store that can freeze (a long GC pause, a descheduled VM): while
-    paused, the process's requests wait before they leave. Everything else is the simulated
-    store's (faults, crashes)."""
-
-    def __init__(self, sim: SimObjectStore) -> None:
-        self.sim = sim
-        self.url = sim.url
-        self.paused_until = 0.0
-
-    def pause(self, seconds: float) -> None:
-        self.paused_until = max(self.paused_until, trio.current_time() + seconds)
-        self.sim.trace.record(self.sim.process, "pause", seconds=round(seconds, 6))
-
-    async def _wait(self) -> None:
-        while (left := self.paused_until - trio.current_time()) > 0:
-            await trio.sleep(left)
-
-    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        await self._wait()
-        return await self.sim.get(key, byte_range)
-
-    async def head(self, key: str) -> ObjectMeta:
-        await self._wait()
-        return await self.sim.head(key)
-
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        await self._wait()
-        return await self.sim.put(key, data, mode)
-
-    async def list(self, prefix: str = "") -> list[ObjectMeta]:
-        await self._wait()
-        return await self.sim.list(prefix)
-
-    async def delete(self, key: str) -> None:
-        await self._wait()
-        return await self.sim.delete(key)
-
-
 def _pause_plan(world: World, name: str, store: PausableStore) -> None:
     """In seeds with pauses, a compactor may freeze (0.05 to 20 virtual s) right after it
     records the progress of its n-th output SST (when that is a compaction's last output, the
     commit to the manifest comes next), and most often a replacement is started at once: the
     frozen one wakes up a zombie, maybe in the middle of its commit."""
-    if world.pause_rate == 0 or world.rng.random() >= world.pause_rate:
+    if world.pause_rate == 0 or not boolean(world.rng, world.pause_rate):
         return
     nth, seconds = world.rng.randint(1, 4), 10 ** world.rng.uniform(-1.3, 1.3)  # 0.05..20 s, log-uniform
     outputs = 0
 
-    replace = world.rng.random() < 0.7
+    replace = boolean(world.rng, 0.7)
 
     def on_event(e) -> None:
         nonlocal outputs
@@ -436,7 +352,7 @@ async def _compactor(world: World, name: str, *, crash: Crash | None = None, res
             raise
         return "fenced"
 
-    outcome = await _crashable(world, name, sim_store, crash, body)
+    outcome = await crashable(world, name, sim_store, crash, body)
     world.outcomes[name] = outcome
     if outcome == "crashed" and restarts < 3 and not world.healed:
         await trio.sleep(world.rng.uniform(0.0, 1.0))
@@ -490,7 +406,7 @@ def _invalid_spec(rng, m, rt) -> tuple[CompactionSpec | None, str]:
 
 async def _admin(world: World, n: int) -> None:
     rt, store = world.process("admin")
-    rng = derive_rng(world.seed, "workload", "admin")
+    rng = world.choices.stream("workload", "admin")
     manifests = ManifestStore(store, rt)
     for _ in range(n):
         await rt.sleep(rng.uniform(0.3, 3.0))
@@ -499,7 +415,7 @@ async def _admin(world: World, n: int) -> None:
         latest = await manifests.read_latest()
         if latest is None:
             continue
-        if rng.random() < 0.6:
+        if boolean(rng, 0.6):
             spec, wrong = full_spec(latest.manifest), ""
         else:
             spec, wrong = _invalid_spec(rng, latest.manifest, rt)
@@ -517,21 +433,25 @@ async def _admin(world: World, n: int) -> None:
 # -----------------------------------------------------------------------------------------------
 
 
-def run_compactor_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset()) -> CompactorWorkloadResult:
+def run_compactor_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
+                           choices: Choices | None = None) -> CompactorWorkloadResult:
     """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result.
 
-    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``)."""
+    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``); every
+    random choice comes from ``choices`` (default: generated from ``seed``)."""
+    choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
     writer_checks = WriterChecks().attach(trace)
     bucket = MemoryBucket()
     ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
     checks = CompactorChecks(MemoryStore(bucket, lambda: 0, url="memory://sim")).attach(trace)
     try:
-        return run_deterministic(_world, seed, faults, trace, writer_checks, checks, bucket, frozenset(bugs), seed=seed)
+        return run_deterministic(_world, seed, choices, faults, trace, writer_checks, checks, bucket, frozenset(bugs),
+                                 seed=choices)
     except (AssertionError, SlateDBError) as e:
-        return _failed(seed, trace, writer_checks, (f"{type(e).__name__}: {e}",))
+        return _failed(seed, trace, writer_checks, (Violation.of_exception(e),))
     except BaseExceptionGroup as group:
-        return _failed(seed, trace, writer_checks, tuple(f"{type(e).__name__}: {e}" for e in _leaves(group)))
+        return _failed(seed, trace, writer_checks, tuple(Violation.of_exception(e) for e in _leaves(group)))
 
 
 def _failed(seed: int, trace: Trace, wc: WriterChecks, violations: tuple[str, ...]) -> CompactorWorkloadResult:
@@ -552,9 +472,9 @@ def _fault_counts(checks: WriterChecks) -> dict:
     return {k: checks.counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "crash") if checks.counts[k]}
 
 
-async def _world(seed: int, faults: str, trace: Trace, writer_checks: WriterChecks, checks: CompactorChecks,
+async def _world(seed: int, choices: Choices, faults: str, trace: Trace, writer_checks: WriterChecks, checks: CompactorChecks,
                  bucket: MemoryBucket, bugs: frozenset[str]) -> CompactorWorkloadResult:
-    world = World(seed, faults, trace, bucket, bugs)
+    world = World(seed, choices, faults, trace, bucket, bugs)
     rng = world.rng
     drain_s = 0.0
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
@@ -564,9 +484,9 @@ async def _world(seed: int, faults: str, trace: Trace, writer_checks: WriterChec
             # the compactors already running (takeover in the middle of a compaction).
             t = 0.0
             for i in range(1, rng.randint(1, 5) + 1):
-                if i == 1 or rng.random() >= 0.25:
+                if i == 1 or not boolean(rng, 0.25):
                     t += rng.uniform(0.1, 3.0)
-                trigger = (*rng.choice(TAKEOVER_POINTS), rng.randint(1, 6)) if rng.random() < 0.5 else None
+                trigger = (*rng.choice(TAKEOVER_POINTS), rng.randint(1, 6)) if boolean(rng, 0.5) else None
                 everything.start_soon(_start_compactor, world, f"c{i}", t, trigger, world.crash_plan(compactor=True))
             everything.start_soon(_admin, world, rng.randint(2, 8))
             await _writer(world, "w", rng.randint(250, 450))
@@ -585,7 +505,7 @@ async def _world(seed: int, faults: str, trace: Trace, writer_checks: WriterChec
             drain_s = trio.current_time() - healed_at
             everything.cancel_scope.cancel()
     assert not limit.cancelled_caught, f"liveness: the world still runs after {VIRTUAL_LIMIT_S} virtual s"
-    final_rt = SimRuntime("final", seed, trace, offset_ms=int(trio.current_time() * 1000))
+    final_rt = SimRuntime("final", choices, trace, offset_ms=int(trio.current_time() * 1000))
     inner = MemoryStore(bucket, final_rt.now_ms, url="memory://sim")
     verified = await checks.verify_outputs(inner)  # RESUME-1/2
     # Contents: a fresh Db reads what the model allows.

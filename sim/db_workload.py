@@ -71,11 +71,13 @@ from slatedb.config import KiB, MiB, Settings
 from slatedb.errors import ClosedError, CorruptionError, FencedError, SlateDBError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
+from .invariants import ORACLE, Violation
+from .choices import Choices, boolean
 from .checks import WriterChecks
 from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .linearizability import PENDING, LinResult, Op, check_history
 from .objstore import FLIP_CLASSES, BitFlip, ProcessCrashed, SimObjectStore, StoreFaults, flip_one_bit
-from .runtime import SIM_EPOCH_MS, SimRuntime, derive_rng, run_deterministic
+from .runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
 from .trace import Trace
 
 #: A run that has not finished after this much virtual time is reported as stuck (liveness).
@@ -119,7 +121,7 @@ def draw_settings(rng: random.Random) -> dict[str, Any]:
     s["l0_max_ssts"] = 256 if l0 < 2048 else 64
     # Back-pressure: writes wait while unflushed bytes exceed this (kept above a memtable).
     small = rng.choice([4 * l0, 16 * l0])
-    s["max_unflushed_bytes"] = small if SMALL_MAX_UNFLUSHED and rng.random() < 0.5 else 1024 * MiB
+    s["max_unflushed_bytes"] = small if SMALL_MAX_UNFLUSHED and boolean(rng, 0.5) else 1024 * MiB
     s["compression_codec"] = rng.choice([None, "Snappy", "Zlib", "Lz4", "Zstd"])
     s["block_size_bytes"] = rng.choice([256, 1024, 4096])
     s["min_filter_keys"] = rng.choice([0, 8, 1000])
@@ -166,14 +168,14 @@ class ClockPlan:
     jump_ms: int = 0
 
     @staticmethod
-    def draw(seed: int, host: str, skew: bool, jumps: bool) -> "ClockPlan":
-        rng = derive_rng(seed, "clock", host)
+    def draw(choices: Choices, host: str, skew: bool, jumps: bool) -> "ClockPlan":
+        rng = choices.stream("clock", host)
         offset, drift = 0, 0.0
         if skew:
             offset = rng.choice([rng.randint(-50, 50), rng.randint(-5_000, 5_000), rng.randint(-600_000, 600_000)])
             drift = rng.choice([rng.uniform(-100.0, 100.0), rng.uniform(-20_000.0, 20_000.0)])
         jump_at, jump = None, 0
-        if jumps and rng.random() < 0.5:
+        if jumps and boolean(rng, 0.5):
             jump_at = rng.uniform(0.05, 4.0)
             jump = rng.choice([-1, 1]) * rng.choice([1_000, 60_000, 3_600_000])
         return ClockPlan(offset, drift, jump_at, jump)
@@ -183,10 +185,10 @@ class Host:
     """A machine: its clock survives a process restart (the new runtime carries on from the
     dead one's wall time; its monotonic clock starts again)."""
 
-    def __init__(self, name: str, plan: ClockPlan, seed: int, trace: Trace) -> None:
+    def __init__(self, name: str, plan: ClockPlan, choices: Choices, trace: Trace) -> None:
         self.name = name
         self.plan = plan
-        self.seed = seed
+        self.choices = choices
         self.trace = trace
         self.rt: SimRuntime | None = None
 
@@ -199,7 +201,7 @@ class Host:
                                   drift_ppm=round(self.plan.drift_ppm, 3))
         else:
             offset = self.rt.now_ms() - SIM_EPOCH_MS
-        self.rt = SimRuntime(process, self.seed, self.trace, offset_ms=offset, drift_ppm=self.plan.drift_ppm,
+        self.rt = SimRuntime(process, self.choices, self.trace, offset_ms=offset, drift_ppm=self.plan.drift_ppm,
                              bugs=bugs)
         return self.rt
 
@@ -372,13 +374,13 @@ class World:
     """What the processes of one world share."""
 
     seed: int
+    choices: Choices
     trace: Trace
     bucket: MemoryBucket
     faults: StoreFaults
     settings: Settings
     history: History
     bugs: frozenset[str]
-    plan: Any = None  # a shrunk schedule (sim.shrink.Plan), or None: every step the seed draws
     flips: "FlipOracle | None" = None
     acked: dict = attrs.Factory(dict)  # (writer, seq) -> (key, value or None) acknowledged durable
     written: dict = attrs.Factory(dict)  # value -> seq of every put (values are unique)
@@ -389,17 +391,32 @@ def _key(i: int) -> bytes:
     return b"k%03d" % i
 
 
+def _draw_op(rng: random.Random, recent: list[bytes]) -> tuple[bytes | None, bytes, bool, bool, float | None]:
+    """One writer operation's choices: an optional read first (of a recent key, mostly), the key
+    written (remembered in ``recent``), whether to wait for durability, put or delete, a pause."""
+    read_key = None
+    if boolean(rng, READ_RATE):
+        read_key = rng.choice(recent) if recent and boolean(rng, 0.6) else _key(rng.randrange(N_KEYS))
+    key = _key(rng.randrange(N_KEYS))
+    recent.append(key)
+    if len(recent) > 8:
+        del recent[0]
+    durable = boolean(rng, 0.2)
+    delete = boolean(rng, DELETE_RATE)
+    pause_s = rng.uniform(0, 0.05) if boolean(rng, 0.3) else None
+    return read_key, key, durable, delete, pause_s
+
+
 async def _writer(name: str, host: Host, world: World, n_writes: int, crash_after_s: float | None) -> str:
     """One writer process: open, write ``n_writes`` keys (reading some), close. With
     ``crash_after_s`` the process dies at that virtual time wherever it is (memory lost, nothing
     flushed) and is restarted once under the name ``<name>.r``, which reopens the database and
     goes on."""
     rt = host.runtime(name, world.bugs)
-    rng = derive_rng(world.seed, "workload", name)
+    rng = world.choices.stream("workload", name)
     inner = MemoryStore(world.bucket, rt.now_ms, url="memory://sim")
-    store = SimObjectStore(inner, derive_rng(world.seed, "store", name), world.trace, process=name,
+    store = SimObjectStore(inner, world.choices.stream("store", name), world.trace, process=name,
                            faults=world.faults)
-    store.plan = plan = world.plan
     done = 0
     me: Incarnation | None = None
     recent: list[bytes] = []
@@ -409,21 +426,8 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
         async with aio.Db.open("memory://sim", world.settings, store=store, runtime=rt) as db:
             me = world.history.opened(name, db.core.epoch)
             for i in range(n_writes):
-                # Every draw of step i first (a step left out by a shrunk plan draws them too, so
-                # the steps kept do exactly what they did in the full run), then the step.
-                read_key = None
-                if rng.random() < READ_RATE:
-                    read_key = rng.choice(recent) if recent and rng.random() < 0.6 else _key(rng.randrange(N_KEYS))
-                key = _key(rng.randrange(N_KEYS))
-                recent.append(key)
-                if len(recent) > 8:
-                    del recent[0]
-                durable = rng.random() < 0.2
-                delete = rng.random() < DELETE_RATE
-                pause_s = rng.uniform(0, 0.05) if rng.random() < 0.3 else None
-                if plan is not None and not plan.on(f"op:{name}:{i}"):
-                    done = i + 1
-                    continue
+                with rng.span("op"):  # the draws of one operation, first; then the operation
+                    read_key, key, durable, delete, pause_s = _draw_op(rng, recent)
                 me.sweep()
                 if read_key is not None:
                     await me.read(db, read_key)
@@ -491,35 +495,22 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
 # ---------------------------------------------------------------------------------------------
 
 
-def _clock_plan(seed: int, host: str, skew: bool, jumps: bool, plan: Any) -> ClockPlan:
-    """The host's drawn clock, less what a shrunk ``plan`` leaves out (``skew:``, ``jump:``)."""
-    cp = ClockPlan.draw(seed, host, skew, jumps)
-    if plan is not None:
-        if (cp.offset_ms or cp.drift_ppm) and not plan.on(f"skew:{host}"):
-            cp = attrs.evolve(cp, offset_ms=0, drift_ppm=0.0)
-        if cp.jump_at_s is not None and not plan.on(f"jump:{host}"):
-            cp = attrs.evolve(cp, jump_at_s=None, jump_ms=0)
-    return cp
-
-
 def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
-                    plan: Any = None) -> DbWorkloadResult:
+                    choices: Choices | None = None) -> DbWorkloadResult:
     """Run one world; a violated invariant, a lost write or a non-linearizable history is
     reported in the result.
 
-    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``). ``plan``
-    (:class:`sim.shrink.Plan`) leaves out the steps of the schedule it does not keep: writer
-    ``op:<process>:<i>`` steps, store faults ``f:<process>:<n>``, ``writer:``, ``crash:``,
-    ``skew:`` and ``jump:`` of a process (``sim shrink``)."""
+    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``). Every
+    random choice comes from ``choices`` (default: generated from ``seed``; a replayed or shrunk
+    sequence, :mod:`sim.choices`)."""
+    choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
-    if plan is not None:
-        plan.trace = trace
     checks = WriterChecks().attach(trace)
     history = History()
     flips = FlipOracle()
     try:
-        result = run_deterministic(_world, seed, faults, trace, checks, history, frozenset(bugs), plan, flips,
-                                   seed=seed)
+        result = run_deterministic(_world, seed, choices, faults, trace, checks, history, frozenset(bugs), flips,
+                                   seed=choices)
         return _after_flip(result, flips)
     except (AssertionError, SlateDBError) as e:
         errors: list[BaseException] = [e]
@@ -527,9 +518,9 @@ def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = 
         errors = list(_leaves(group))
     # The run stopped early: still check what the clients saw until then.
     lin, n_ops, dropped = history.check()
-    violations = tuple(f"{type(e).__name__}: {e}" for e in errors)
+    violations = tuple(Violation.of_exception(e) for e in errors)
     if not lin.ok:
-        violations += ("LIN: " + lin.describe(),)
+        violations += (Violation("LIN: " + lin.describe(), "LIN", ORACLE),)
     return _after_flip(DbWorkloadResult(
         seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
         _fault_counts(checks), violations, last_events=trace.render(last=30), lin_ops=n_ops,
@@ -567,53 +558,51 @@ def _fault_counts(checks: WriterChecks) -> dict:
     return counts
 
 
-async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, history: History,
-                 bugs: frozenset[str], plan: Any = None, flips: FlipOracle | None = None) -> DbWorkloadResult:
-    rng = derive_rng(seed, "world")
+async def _world(seed: int, choices: Choices, faults: str, trace: Trace, checks: WriterChecks, history: History,
+                 bugs: frozenset[str], flips: FlipOracle | None = None) -> DbWorkloadResult:
+    rng = choices.stream("world")
     store_faults = StoreFaults.swarm(rng) if faults == "swarm" else StoreFaults()
     crash_rate = rng.choice([0.0, 0.5, 1.0]) if faults == "swarm" else 0.0  # swarm: crashes on or off
-    swarm_rng = derive_rng(seed, "swarm")
-    raw_settings = draw_settings(derive_rng(seed, "settings"))
+    swarm_rng = choices.stream("swarm")
+    raw_settings = draw_settings(choices.stream("settings"))
     settings = Settings.from_dict(raw_settings)
     trace.record("world", "settings", **{k: v for k, v in sorted(raw_settings.items())})
-    skew = faults == "swarm" and swarm_rng.random() < 0.5
-    jumps = faults == "swarm" and swarm_rng.random() < 0.3
-    world = World(seed, trace, MemoryBucket(), store_faults, settings, history, bugs, plan, flips)
+    skew = faults == "swarm" and boolean(swarm_rng, 0.5)
+    jumps = faults == "swarm" and boolean(swarm_rng, 0.3)
+    world = World(seed, choices, trace, MemoryBucket(), store_faults, settings, history, bugs, flips)
     ManifestFenceChecks(bucket_reader(world.bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
     # A bit flip in a stored object on some swarm seeds, from its own stream.
-    flip_rng = derive_rng(seed, "bitflip")
+    flip_rng = choices.stream("bitflip")
     flip_at: tuple[float, str] | None = None
-    if faults == "swarm" and flip_rng.random() < BITFLIP_RATE:
+    if faults == "swarm" and boolean(flip_rng, BITFLIP_RATE):
         kind = flip_rng.choices([c[0] for c in FLIP_CLASSES], weights=[c[3] for c in FLIP_CLASSES])[0]
         flip_at = (flip_rng.uniform(0.2, 4.0), kind)
-        if plan is not None and not plan.on("flip:world"):
-            flip_at = None
-    hosts = {name: Host(name, _clock_plan(seed, name, skew, jumps, plan), seed, trace) for name in ("w1", "w2", "w3")}
+    hosts = {name: Host(name, ClockPlan.draw(choices, name, skew, jumps), choices, trace) for name in ("w1", "w2", "w3")}
     outcomes: dict[str, str] = {}
+    # The world's shape: three writers of 400, 200 and 200 operations in the seed's world; a
+    # shrunk world may have fewer of either (the last writers go first).
+    shape = choices.stream("shape")
+    n_writers = shape.count(1, 3)
+    n_ops = [shape.count(1, n) for n in (400, 200, 200)[:n_writers]]
 
     async def run(name: str, delay_s: float, n: int) -> None:
         await trio.sleep(delay_s)
-        crash_after = rng.uniform(0.05, 3.0) if rng.random() < crash_rate else None
-        if plan is not None:
-            if not plan.on(f"writer:{name}"):
-                return
-            if crash_after is not None and not plan.on(f"crash:{name}"):
-                crash_after = None
+        crash_after = rng.uniform(0.05, 3.0) if boolean(rng, crash_rate) else None
         outcomes[name] = await _writer(name, hosts[name], world, n, crash_after)
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         async with trio.open_nursery() as nursery:
             if flip_at is not None:
                 nursery.start_soon(_flipper, world, flip_rng, *flip_at)
-            nursery.start_soon(run, "w1", 0.0, 400)
-            nursery.start_soon(run, "w2", rng.uniform(0.05, 2.0), 200)
-            nursery.start_soon(run, "w3", rng.uniform(1.0, 4.0), 200)
+            delays = (0.0, rng.uniform(0.05, 2.0), rng.uniform(1.0, 4.0))
+            for i, n in enumerate(n_ops):
+                nursery.start_soon(run, f"w{i + 1}", delays[i], n)
     # Liveness: with faults healed by retries, every writer finishes or learns it was fenced.
     assert not limit.cancelled_caught, f"liveness: writers still running after {VIRTUAL_LIMIT_S} virtual s"
     # Every acknowledged-durable write must be readable by a last writer: its own value, or the
     # value of a write of the same key with a higher seq (superseded, never rolled back). The
     # last writer then reads every key, for LIN.
-    final = Host("final", _clock_plan(seed, "final", skew, False, plan), seed, trace)
+    final = Host("final", ClockPlan.draw(choices, "final", skew, False), choices, trace)
     final_rt = final.runtime("final")
     inner = MemoryStore(world.bucket, final_rt.now_ms, url="memory://sim")
 
@@ -649,7 +638,7 @@ async def _world(seed: int, faults: str, trace: Trace, checks: WriterChecks, his
         if not all(corrupt(e) for e in _leaves(group)):
             raise
     lin, n_ops, dropped = history.check()
-    violations = () if lin.ok else ("LIN: " + lin.describe(),)
+    violations = () if lin.ok else (Violation("LIN: " + lin.describe(), "LIN", ORACLE),)
     fenced = sum(1 for o in outcomes.values() if o.endswith("fenced"))
     return DbWorkloadResult(seed, lin.ok, trace.digest(), len(trace), trio.current_time(), _fault_counts(checks),
                             violations, acked=len(world.acked), fenced=fenced,

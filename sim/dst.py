@@ -1,7 +1,7 @@
 """The main job, ``sim dst`` (``./just dst``): every scenario of the one registry in one campaign.
 
-Every scenario of :data:`sim.bugs.WORKLOADS` runs (a scenario registered there later is in the
-main job at once). The campaign is time-boxed: ``budget_s`` wall seconds (default
+Every scenario of the one table, :data:`sim.scenarios.SCENARIOS`, runs (a scenario registered
+there later is in the main job at once). The campaign is time-boxed: ``budget_s`` wall seconds (default
 :data:`DEFAULT_BUDGET_S`, ``--quick`` :data:`QUICK_BUDGET_S`, ``--minutes N`` for soaks) shared
 equally between the scenarios, and each scenario's seed count follows from its *measured* cost:
 the scheduler always hands the next free worker the next seed of the scenario that has used the
@@ -32,6 +32,7 @@ import attrs
 
 from slatedb.runtime.production import ProductionRuntime
 
+from . import scenarios as scenarios_mod
 from . import sweep as sweep_mod
 from .sweep import Progress, Scenario, invariant_of
 
@@ -46,8 +47,11 @@ def grace_s(budget_s: float) -> float:
     return min(30.0, budget_s / 2)
 
 
-#: Assumed cost of a scenario's first seed until one has been measured.
-_PRIOR_COST_S = 1.0
+#: Assumed cost of a scenario's first seed until one has been measured: its table entry's
+#: ``cost_s`` (:class:`sim.scenarios.ScenarioSpec`).
+def prior_cost_s(workload: str) -> float:
+    spec = scenarios_mod.BY_NAME.get(workload)
+    return spec.cost_s if spec is not None else 1.0
 
 
 @attrs.frozen
@@ -126,9 +130,9 @@ class _Lane:
 
     @property
     def cost_s(self) -> float:
-        """Measured mean wall seconds of one seed (a prior until one has finished)."""
+        """Measured mean wall seconds of one seed (the table's prior until one has finished)."""
         if not self.rows:
-            return _PRIOR_COST_S
+            return prior_cost_s(self.scenario.workload)
         return max(sum(r["wall_s"] for r in self.rows) / len(self.rows), 1e-3)
 
     @property

@@ -2,7 +2,7 @@
 
 One bucket, two databases (``parent/``, and ``clone/`` in about half the seeds), swarm store
 faults (latency, transient errors, lost replies, stalls of up to a minute), processes that
-freeze for minutes of virtual time (:class:`~sim.compactor_workload.PausableStore`) and crash:
+freeze for minutes of virtual time (:class:`~sim.engine.PausableStore`) and crash:
 
 * the **writer** ``w`` of the parent: a Db with small L0 SSTs, its in-process compactor set to
   compact often and its in-process **GC as aggressive as the settings allow** (per directory an
@@ -89,11 +89,13 @@ from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader
 
-from .compactor_workload import PausableStore
+from .invariants import Violation
+from .choices import Choices, boolean
+from .engine import Crash, PausableStore, crashable
 from .gc_checks import GcChecks
 from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
-from .runtime import SIM_EPOCH_MS, SimRuntime, derive_rng, run_deterministic
+from .runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
 from .trace import Trace
 
 VIRTUAL_LIMIT_S = 6 * 3600
@@ -140,7 +142,7 @@ class RootedStore(SimObjectStore):
         self.root = url[len("memory://sim/"):].strip("/") + "/"
         rt_clock = world.clock_of(process)
         inner = MemoryStore(world.bucket, rt_clock, root=self.root, url=url)
-        super().__init__(inner, derive_rng(world.seed, "store", process, url), world.trace, process=process,
+        super().__init__(inner, world.choices.stream("store", process, url), world.trace, process=process,
                          faults=world.faults)
         self.faults_enabled = not world.healed
         world.stores.append(self)
@@ -169,11 +171,6 @@ class RootedStore(SimObjectStore):
             return self.inner.put_now(dst_key, self.inner.get_now(src_key).data, OVERWRITE)
 
         return await self._op("copy", self.root + src_key, apply, dst=dst_key)
-
-
-class Pausable(PausableStore):
-    def open_url(self, url: str):
-        return self.sim.open_url(url)
 
 
 # -----------------------------------------------------------------------------------------------
@@ -315,13 +312,13 @@ def _settings(rng) -> dict:
 
 
 class World:
-    def __init__(self, seed: int, faults: str, trace: Trace, bucket: MemoryBucket, bugs: frozenset[str],
-                 plan: Any) -> None:
+    def __init__(self, seed: int, choices: Choices, faults: str, trace: Trace, bucket: MemoryBucket,
+                 bugs: frozenset[str]) -> None:
         self.seed = seed
+        self.choices = choices
         self.trace = trace
         self.bugs = bugs
-        self.plan = plan
-        self.rng = derive_rng(seed, "world")
+        self.rng = choices.stream("world")
         swarm = faults == "swarm"
         f = StoreFaults.swarm(self.rng) if swarm else StoreFaults()
         self.faults = attrs.evolve(f, stall_max_s=min(f.stall_max_s, STALL_MAX_S))
@@ -347,8 +344,8 @@ class World:
     # -- processes ----------------------------------------------------------------------------
 
     def runtime(self, name: str) -> SimRuntime:
-        skew_ms = derive_rng(self.seed, "skew", name).randint(-1000, 1000)
-        rt = SimRuntime(name, self.seed, self.trace, bugs=self.bugs, offset_ms=int(trio.current_time() * 1000) + skew_ms)
+        skew_ms = self.choices.stream("skew", name).randint(-1000, 1000)
+        rt = SimRuntime(name, self.choices, self.trace, bugs=self.bugs, offset_ms=int(trio.current_time() * 1000) + skew_ms)
         self.runtimes[name] = rt
         return rt
 
@@ -357,9 +354,7 @@ class World:
         return rt.now_ms if rt is not None else (lambda: SIM_EPOCH_MS + int(trio.current_time() * 1000))
 
     def store(self, process: str, url: str) -> RootedStore:
-        s = RootedStore(self, process, url)
-        s.plan = self.plan
-        return s
+        return RootedStore(self, process, url)
 
     def heal(self) -> None:
         self.healed = True
@@ -370,17 +365,17 @@ class World:
     def now_wall_s(self) -> float:
         return SIM_EPOCH_MS / 1000 + trio.current_time()
 
-    def pause_plan(self, name: str, store: Pausable, nursery: trio.Nursery, max_s: float) -> None:
+    def pause_plan(self, name: str, store: PausableStore, nursery: trio.Nursery, max_s: float) -> None:
         """Freeze the process now and then (minutes of virtual time at most)."""
-        rng = derive_rng(self.seed, "pauses", name)
-        if self.pause_rate == 0 or rng.random() >= self.pause_rate:
+        rng = self.choices.stream("pauses", name)
+        if self.pause_rate == 0 or not boolean(rng, self.pause_rate):
             return
 
         async def pauser() -> None:
             for _ in range(rng.randint(1, 3)):
                 await trio.sleep(rng.uniform(1.0, 20.0))
                 seconds = 10 ** rng.uniform(0, math.log10(max_s))
-                if self.healed or (self.plan is not None and not self.plan.on(f"pause:{name}")):
+                if self.healed:
                     return
                 store.pause(seconds)
                 await trio.sleep(seconds)
@@ -388,37 +383,11 @@ class World:
         nursery.start_soon(pauser)
 
 
-async def _crashable(world: World, name: str, store: SimObjectStore, crash_after: float | None, body) -> str:
-    def now() -> None:
-        if not world.healed and not store.crashed:
-            store.crash()
-            life.cancel()
-
-    with trio.CancelScope() as life:
-        async with trio.open_nursery() as nursery:
-            if crash_after is not None:
-                async def crasher() -> None:
-                    await trio.sleep(crash_after)
-                    now()
-
-                nursery.start_soon(crasher)
-            try:
-                outcome = await body()
-            except* ProcessCrashed:
-                outcome = "crashed"
-            nursery.cancel_scope.cancel()
-        return outcome
-    return "crashed"
-
-
-def _crash_after(world: World, name: str) -> float | None:
-    rng = derive_rng(world.seed, "crash", name)
-    if rng.random() >= world.crash_rate:
+def _crash_after(world: World, name: str) -> Crash | None:
+    rng = world.choices.stream("crash", name)
+    if not boolean(rng, world.crash_rate):
         return None
-    after = rng.uniform(0.5, 20.0)
-    if world.plan is not None and not world.plan.on(f"crash:{name}"):
-        return None
-    return after
+    return Crash(rng.uniform(0.5, 20.0))
 
 
 # -- the writer ---------------------------------------------------------------------------------
@@ -427,11 +396,11 @@ def _crash_after(world: World, name: str) -> float | None:
 async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> None:
     rt = world.runtime(name)
     store = world.store(name, PARENT)
-    rng = derive_rng(world.seed, "workload", name)
+    rng = world.choices.stream("workload", name)
     h = world.history
     mine = h.new_incarnation()
     done = 0
-    srng = derive_rng(world.seed, "workload", name, "snapshots")  # its own stream: other draws unchanged
+    srng = world.choices.stream("workload", name, "snapshots")  # its own stream: other draws unchanged
 
     async def body() -> str:
         nonlocal done
@@ -440,7 +409,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
             i = 0
             held = None  # READ-6: (snapshot, its first scan, op index to re-read it at)
             while i < n_ops:
-                if held is None and srng.random() < 0.05:
+                if held is None and boolean(srng, 0.05):
                     snap = db.snapshot()
                     held = (snap, await _scan(snap), i + srng.randint(10, 80))
                 elif held is not None and i >= held[2]:
@@ -453,14 +422,10 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                         diff = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
                         raise AssertionError(f"READ-6: snapshot at seq {snap.seq} of {name} reads differently after "
                                              f"compactions and GC: {len(diff)} keys differ, e.g. {diff[:3]}")
-                if world.plan is not None and not world.plan.on(f"op:{name}:{i}"):
-                    i += 1
-                    done = i
-                    continue
                 last = None
                 for _ in range(rng.randint(1, 6)):
                     key = b"k%03d" % rng.randrange(N_KEYS)
-                    if rng.random() < 0.15:
+                    if boolean(rng, 0.15):
                         value = None
                         wh = await db.delete(key)
                     else:
@@ -472,14 +437,14 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                     last = wh
                     i += 1
                     done = i
-                if rng.random() < 0.8:
+                if boolean(rng, 0.8):
                     await last.wait_durable()
                     for key, seq in unacked:
                         h.acked += 1
                         h.acked_seq[key] = max(h.acked_seq.get(key, -1), seq)
                     h.acked_max = max(h.acked_max, last.seq)
                     unacked = []
-                    if rng.random() < 0.08 and not world.healed:  # quiescent: its contents are known
+                    if boolean(rng, 0.08) and not world.healed:  # quiescent: its contents are known
                         scope = rng.choice([CheckpointScope.ALL, CheckpointScope.DURABLE])
                         lifetime = rng.uniform(20, 90)
                         lo = h.acked_max if scope is CheckpointScope.DURABLE else last.seq
@@ -494,7 +459,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
         except* (FencedError, ClosedError) as group:
             raise AssertionError(f"writer {name} stopped: {group.exceptions[0]!r}") from None
 
-    outcome = await _crashable(world, name, store, _crash_after(world, name) if restarts < 2 else None, guarded)
+    outcome = await crashable(world, name, store, _crash_after(world, name) if restarts < 2 else None, guarded)
     if outcome == "crashed":
         await _writer(world, f"w.r{restarts + 1}", max(1, n_ops - done), restarts + 1)
 
@@ -505,7 +470,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
 async def _gc_process(world: World, name: str, restarts: int = 0) -> None:
     rt = world.runtime(name)
     sim = world.store(name, PARENT)
-    store = Pausable(sim)
+    store = PausableStore(sim)
 
     async def body() -> str:
         async with trio.open_nursery() as n:
@@ -519,7 +484,7 @@ async def _gc_process(world: World, name: str, restarts: int = 0) -> None:
             n.cancel_scope.cancel()
         return "done"
 
-    outcome = await _crashable(world, name, sim, _crash_after(world, name) if restarts < 2 else None, body)
+    outcome = await crashable(world, name, sim, _crash_after(world, name) if restarts < 2 else None, body)
     if outcome == "crashed" and not world.healed:
         await _gc_process(world, f"{name.split('.')[0]}.r{restarts + 1}", restarts + 1)
 
@@ -527,7 +492,7 @@ async def _gc_process(world: World, name: str, restarts: int = 0) -> None:
 async def _compactor_process(world: World, name: str) -> None:
     rt = world.runtime(name)
     sim = world.store(name, PARENT)
-    store = Pausable(sim)
+    store = PausableStore(sim)
 
     async def body() -> str:
         while await ManifestStore(sim, rt).read_latest() is None:
@@ -538,7 +503,7 @@ async def _compactor_process(world: World, name: str) -> None:
             n.cancel_scope.cancel()
         return "fenced"
 
-    await _crashable(world, name, sim, _crash_after(world, name), body)
+    await crashable(world, name, sim, _crash_after(world, name), body)
 
 
 # -- readers ------------------------------------------------------------------------------------
@@ -550,12 +515,12 @@ async def _scan(r) -> dict:
 
 async def _managed_reader(world: World, name: str) -> None:
     rt = world.runtime(name)
-    rng = derive_rng(world.seed, "workload", name)
+    rng = world.choices.stream("workload", name)
     sim = world.store(name, PARENT)
-    store = Pausable(sim)
+    store = PausableStore(sim)
     poll = rng.choice([0.5, 1.0, 2.0])
     opts = DbReaderOptions(manifest_poll_interval_s=poll, checkpoint_lifetime_s=rng.choice([6.0, 15.0, 60.0]),
-                           follow_latest=rng.random() < 0.5)
+                           follow_latest=boolean(rng, 0.5))
     h = world.history
     await trio.sleep(rng.uniform(0.5, 5.0))
     while await ManifestStore(sim, rt).read_latest() is None:
@@ -637,7 +602,7 @@ async def _read_fixed(world: World, who: str, rt: SimRuntime, store, cid: uuid.U
 async def _admin(world: World) -> None:
     name = "admin"
     rt = world.runtime(name)
-    rng = derive_rng(world.seed, "workload", name)
+    rng = world.choices.stream("workload", name)
     store = world.store(name, PARENT)
     ms = ManifestStore(store, rt)
     held: list[tuple[uuid.UUID, float]] = []
@@ -663,7 +628,7 @@ async def _admin(world: World) -> None:
             sources = [c for c, e in held if now < e - margin]
             if r < 0.5 or not held:
                 lifetime = rng.uniform(20, 90)
-                source = rng.choice(sources) if sources and rng.random() < 0.3 else None
+                source = rng.choice(sources) if sources and boolean(rng, 0.3) else None
                 try:
                     res = await create_checkpoint(ms, rt, CheckpointOptions(lifetime_s=lifetime, source=source,
                                                                             name="admin"))
@@ -699,7 +664,7 @@ async def _admin(world: World) -> None:
 
 
 async def _clone(world: World) -> None:
-    rng = derive_rng(world.seed, "workload", "clone")
+    rng = world.choices.stream("workload", "clone")
     await trio.sleep(rng.uniform(3.0, 25.0))
     if world.healed:
         return
@@ -710,7 +675,7 @@ async def _clone(world: World) -> None:
     source = None
     want = (h.acked_max, 2**62)
     usable = [c for c in world.writer_checkpoints if trio.current_time() < c[1] - STALL_MAX_S - 10]
-    if usable and rng.random() < 0.6:
+    if usable and boolean(rng, 0.6):
         source, _, want = usable[-1]
     try:
         await create_clone(clone_store, parent_store, rt, source)
@@ -727,9 +692,9 @@ async def _clone(world: World) -> None:
             key = b"c%03d" % rng.randrange(16)
             own[key] = b"cw:%d:" % i + b"x" * rng.randrange(48)
             wh = await db.put(key, own[key])
-            if rng.random() < 0.3:
+            if boolean(rng, 0.3):
                 await wh.wait_durable()
-            if rng.random() < 0.3:
+            if boolean(rng, 0.3):
                 await cw_rt.sleep(rng.uniform(0, 0.5))
         await db.flush()
         state = await _scan(db)
@@ -746,11 +711,11 @@ async def _clone(world: World) -> None:
 
 
 def run_gc_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
-                    plan: Any = None) -> GcWorkloadResult:
-    """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result."""
+                    choices: Choices | None = None) -> GcWorkloadResult:
+    """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result.
+    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
+    choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
-    if plan is not None:
-        plan.trace = trace
     bucket = MemoryBucket()
     ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
 
@@ -760,12 +725,12 @@ def run_gc_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = 
     checks = GcChecks(bucket, ("parent/", "clone/"), db_of).attach(trace)
     world_box: list[World] = []
     try:
-        return run_deterministic(_world, seed, faults, trace, checks, bucket, frozenset(bugs), plan, world_box,
-                                 seed=seed)
+        return run_deterministic(_world, seed, choices, faults, trace, checks, bucket, frozenset(bugs), world_box,
+                                 seed=choices)
     except (AssertionError, SlateDBError) as e:
-        return _failed(seed, trace, checks, world_box, (f"{type(e).__name__}: {e}",))
+        return _failed(seed, trace, checks, world_box, (Violation.of_exception(e),))
     except BaseExceptionGroup as group:
-        return _failed(seed, trace, checks, world_box, tuple(f"{type(e).__name__}: {e}" for e in _leaves(group)))
+        return _failed(seed, trace, checks, world_box, tuple(Violation.of_exception(e) for e in _leaves(group)))
 
 
 def _leaves(group: BaseExceptionGroup):
@@ -792,23 +757,23 @@ def _failed(seed, trace, checks, world_box, violations) -> GcWorkloadResult:
                             last_events=trace.render(last=40))
 
 
-async def _world(seed, faults, trace, checks: GcChecks, bucket, bugs, plan, world_box) -> GcWorkloadResult:
-    world = World(seed, faults, trace, bucket, bugs, plan)
+async def _world(seed, choices, faults, trace, checks: GcChecks, bucket, bugs, world_box) -> GcWorkloadResult:
+    world = World(seed, choices, faults, trace, bucket, bugs)
     world_box.append(world)
     rng = world.rng
     trace.record("world", "settings", gc=str(world.settings_map["garbage_collector_options"]),
                  crash_rate=world.crash_rate, pause_rate=world.pause_rate)
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         async with trio.open_nursery() as everything:
-            if rng.random() < 0.5:
+            if boolean(rng, 0.5):
                 everything.start_soon(_gc_process, world, "g1")
-            if rng.random() < 0.3:
+            if boolean(rng, 0.3):
                 everything.start_soon(_compactor_process, world, "c1")
             async with trio.open_nursery() as clients:
                 for i in range(1, rng.randint(1, 2) + 1):
                     clients.start_soon(_managed_reader, world, f"r{i}")
                 clients.start_soon(_admin, world)
-                if rng.random() < 0.5:
+                if boolean(rng, 0.5):
                     clients.start_soon(_clone, world)
                 await _writer(world, "w", rng.randint(100, 200))
                 world.writer_done.set()
@@ -843,10 +808,10 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
     # READ-5: a managed reader opened now must catch up with the writer's durable state within
     # a few polls and hold no checkpoint it replaced; it stays open through the garbage check.
     r_rt = world.runtime("rfinal")
-    r_rng = derive_rng(world.seed, "workload", "rfinal")
+    r_rng = world.choices.stream("workload", "rfinal")
     r_poll = r_rng.choice([0.5, 1.0, 2.0])
     r_opts = DbReaderOptions(manifest_poll_interval_s=r_poll, checkpoint_lifetime_s=r_rng.choice([6.0, 15.0, 60.0]),
-                             follow_latest=r_rng.random() < 0.5)
+                             follow_latest=boolean(r_rng, 0.5))
     made: set[str] = set()  # the checkpoints the reader made (its reader_checkpoint events)
 
     def note(e) -> None:

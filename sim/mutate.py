@@ -8,7 +8,7 @@ to ``<=``, ``True`` to ``False``, a number off by one, a ``for`` loop that runs 
 occurrence gives a different mutant each time and a run could not be repeated.
 
 Each mutant is judged by a **campaign**: seeds of every scenario of the registry
-(:data:`sim.bugs.WORKLOADS`, through :func:`sim.sweep.run_seed`, the entry point both sweep
+(:data:`sim.scenarios.SCENARIOS`, through :func:`sim.sweep.run_seed`, the entry point both sweep
 engines use), each scenario's seed count balanced by its cost (:data:`COST_S`), plus the tests of
 the mutated module's package (``tests/<package>``, :data:`FALLBACK_TESTS`). Checks run in a fixed
 order (round ``r`` runs seed ``r`` of every scenario, cheapest first; the tests come after the
@@ -64,6 +64,7 @@ import attrs
 from slatedb.runtime.production import ProductionRuntime
 
 from . import bugs as bugs_mod
+from . import scenarios as scenarios_mod
 
 _WALL = ProductionRuntime("sim-mutate")
 
@@ -88,10 +89,8 @@ JUDGE_IGNORED_TESTS: dict[str, str] = {
                              "nice 19 on a loaded machine) and its verdict depends on timing",
 }
 
-#: CPU seconds one seed of each scenario costs (measured on the project machine, seeds 0..1);
-#: a scenario registered later without an entry counts as 1 s.
-COST_S: dict[str, float] = {"db": 0.15, "seqmeta": 0.15, "takeover": 0.35, "store": 0.3, "compactor": 1.0,
-                            "gc": 3.0}
+#: CPU seconds one seed of each scenario costs: the scenario table's (:data:`sim.scenarios.SCENARIOS`).
+COST_S: dict[str, float] = {spec.name: spec.cost_s for spec in scenarios_mod.SCENARIOS}
 
 #: cosmic-ray core operators not used, and why.
 EXCLUDED_OPERATORS: dict[str, str] = {
@@ -356,10 +355,10 @@ class Campaign:
     @classmethod
     def make(cls, scenarios: Sequence[str] | None = None, budget_s: float = 2.0, seeds_per_scenario: int | None = None,
              tests: bool = True) -> "Campaign":
-        names = tuple(scenarios) if scenarios else tuple(bugs_mod.WORKLOADS)
-        unknown = [s for s in names if s not in bugs_mod.WORKLOADS]
+        names = tuple(scenarios) if scenarios else tuple(scenarios_mod.BY_NAME)
+        unknown = [s for s in names if s not in scenarios_mod.BY_NAME]
         if unknown:
-            raise ValueError(f"unknown scenario(s) {unknown} (one of {', '.join(bugs_mod.WORKLOADS)})")
+            raise ValueError(f"unknown scenario(s) {unknown} (one of {', '.join(scenarios_mod.BY_NAME)})")
         names = tuple(sorted(names, key=lambda s: (COST_S.get(s, 1.0), s)))
         seeds = tuple((s, seeds_per_scenario if seeds_per_scenario is not None
                        else max(1, round(budget_s / COST_S.get(s, 1.0)))) for s in names)
@@ -385,7 +384,7 @@ class Campaign:
         return f"seeds: {seeds}" + ("; plus the package's tests" if self.tests else "; no tests")
 
     def flags(self, budget_s: float, seeds_per_scenario: int | None) -> str:
-        f = f" --scenarios {','.join(self.scenarios)}" if set(self.scenarios) != set(bugs_mod.WORKLOADS) else ""
+        f = f" --scenarios {','.join(self.scenarios)}" if set(self.scenarios) != set(scenarios_mod.BY_NAME) else ""
         f += f" --seeds-per-scenario {seeds_per_scenario}" if seeds_per_scenario is not None else f" --budget-s {budget_s:g}"
         return f + ("" if self.tests else " --no-tests")
 

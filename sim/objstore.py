@@ -24,6 +24,7 @@ from slatedb.errors import ObjectStoreError, TransientObjectStoreError
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.memory import MemoryStore
 
+from .choices import boolean, outcome
 from .trace import Trace
 
 T = TypeVar("T")
@@ -51,7 +52,7 @@ class StoreFaults:
     def swarm(rng: random.Random) -> "StoreFaults":
         """A random subset of faults with random rates (swarm testing): each seed stresses
         a different mix, which finds more bugs than every fault at a fixed rate."""
-        on = lambda: rng.random() < 0.5  # noqa: E731
+        on = lambda: boolean(rng, 0.5)  # noqa: E731
         return StoreFaults(
             latency_min_s=0.0005,
             latency_max_s=rng.choice([0.002, 0.02, 0.2]),
@@ -60,6 +61,10 @@ class StoreFaults:
             stall_rate=rng.uniform(0.001, 0.02) if on() else 0.0,
             stall_max_s=rng.choice([5.0, 60.0, 900.0]),
         )
+
+
+#: A request's fate by :func:`sim.choices.outcome` index (0, the simplest, is no fault).
+_DECISIONS = ("ok", "transient", "ambiguous")
 
 
 class ProcessCrashed(BaseException):
@@ -98,14 +103,6 @@ class SimObjectStore(ObjectStore):
         self.op_counter = 0
         #: Set by :meth:`crash`: the process is dead; requests already sent still land.
         self.crashed = False
-        #: A shrunk schedule (:class:`sim.shrink.Plan`): a drawn fault of request ``n`` is
-        #: injected only if the plan keeps step ``f:<process>:<n>``. None: every drawn fault.
-        self.plan = None
-        self._n = 0
-
-    def _fault_kept(self) -> bool:
-        plan = self.plan
-        return plan is None or plan.on(f"f:{self.process}:{self._n}")
 
     def crash(self) -> None:
         """The process dies: later calls raise :class:`ProcessCrashed`; a request already on the
@@ -122,10 +119,8 @@ class SimObjectStore(ObjectStore):
     def _leg_s(self) -> float:
         f = self._request_faults
         delay = self.rng.uniform(f.latency_min_s, f.latency_max_s)
-        if self.faults_enabled and f.stall_rate and self.rng.random() < f.stall_rate:
+        if self.faults_enabled and f.stall_rate and boolean(self.rng, f.stall_rate):
             stall_s = self.rng.uniform(0.0, f.stall_max_s)
-            if not self._fault_kept():
-                return delay
             self.trace.record(self.process, "fault.stall", seconds=round(stall_s, 6))
             delay += stall_s
         return delay
@@ -134,18 +129,13 @@ class SimObjectStore(ObjectStore):
         f = self._request_faults
         if not self.faults_enabled:
             return "ok"
-        r = self.rng.random()
-        if r < f.transient_rate:
-            return "transient" if self._fault_kept() else "ok"
-        if r < f.transient_rate + f.ambiguous_rate:
-            return "ambiguous" if self._fault_kept() else "ok"
-        return "ok"
+        return _DECISIONS[outcome(self.rng, (f.transient_rate, f.ambiguous_rate))]
 
     async def _op(self, op: str, key: str, apply: Callable[[], T], **fields: Any) -> T:
         if self.crashed:
             raise ProcessCrashed(self.process)
         self.op_counter += 1
-        n = self._n = self.op_counter
+        n = self.op_counter
         self._request_faults = self._faults_for(key) if self.key_faults else self.faults
         decision = self._decide()
         out_s, back_s = self._leg_s(), self._leg_s()
@@ -233,7 +223,7 @@ def flip_one_bit(bucket: Any, rng: random.Random, kind: str) -> BitFlip | None:
         keys = sorted(key for key, (data, _m) in bucket.objects.items()
                       if key.startswith(prefix) and key.endswith(suffix) and data)
         if keys:
-            key = keys[-1] if rng.random() < 0.5 else rng.choice(keys)
+            key = keys[-1] if boolean(rng, 0.5) else rng.choice(keys)
             before = bucket.objects[key][0]
             bit = rng.randrange(len(before) * 8)
             after = bytearray(before)

@@ -57,8 +57,11 @@ from slatedb.projection.create import SourceSpec, create_database
 from slatedb.projection.ranges import effective_bounds
 from slatedb.reader.aio import DbReader
 
-from .gc_workload import Pausable, World, _crashable, _fault_counts, _leaves
-from .runtime import derive_rng, run_deterministic
+from . import invariants
+from .choices import Choices, boolean
+from .engine import Crash, PausableStore, crashable
+from .gc_workload import World, _fault_counts, _leaves
+from .runtime import run_deterministic
 from .trace import Trace
 
 VIRTUAL_LIMIT_S = 4 * 3600
@@ -87,8 +90,12 @@ class RescaleWorkloadResult:
 
 
 class Violation(AssertionError):
+    """An oracle of this scenario failed: ``invariant`` is its id (read by
+    :meth:`sim.invariants.Violation.of_exception`)."""
+
     def __init__(self, inv: str, message: str) -> None:
         super().__init__(f"{inv}: {message}")
+        self.invariant = inv
 
 
 class Rescale:
@@ -130,17 +137,18 @@ async def _read_all(world: World, who: str, url: str) -> dict[bytes, bytes]:
 async def _writer(world: World, rs: Rescale) -> None:
     rt = world.runtime("w")
     store = world.store("w", SRC)
-    rng = derive_rng(world.seed, "workload", "w")
+    rng = world.choices.stream("workload", "w")
     n_ops = rng.randint(60, 160)
     at = rng.randint(20, n_ops - 10)
     async with aio.Db.open(SRC, world.settings_map, store=store, runtime=rt) as db:
         for i in range(n_ops):
-            key = KEYS[rng.randrange(N_KEYS)]
-            if rng.random() < 0.15:
+            with rng.span("op"):  # one operation's draws: the shrinker may delete it whole
+                key = KEYS[rng.randrange(N_KEYS)]
+                value = None if boolean(rng, 0.15) else b"w:%d:" % i + b"v" * rng.randrange(48)
+            if value is None:
                 wh = await db.delete(key)
                 rs.model.pop(key, None)
             else:
-                value = b"w:%d:" % i + b"v" * rng.randrange(48)
                 wh = await db.put(key, value)
                 rs.model[key] = value
             if i == at:
@@ -150,7 +158,7 @@ async def _writer(world: World, rs: Rescale) -> None:
                                                                                        name="rescale"))
                 rs.checkpoint, rs.snapshot = res.id, dict(rs.model)
                 rs.checkpoint_ready.set()
-            elif rng.random() < 0.3:
+            elif boolean(rng, 0.3):
                 await rt.sleep(rng.uniform(0, 0.3))
     if not rs.checkpoint_ready.is_set():  # pragma: no cover - at < n_ops
         raise AssertionError("the writer took no checkpoint")
@@ -158,15 +166,13 @@ async def _writer(world: World, rs: Rescale) -> None:
 
 async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: list[tuple[str, Any, Any]]) -> bool:
     """Run one creation until it finishes, restarting after each crash. False: refused (WAL)."""
-    rng = derive_rng(world.seed, "crash", who)
+    rng = world.choices.stream("crash", who)
     for attempt in range(6):
         name = who if attempt == 0 else f"{who}.r{attempt}"
         rt = world.runtime(name)
         dest_store = world.store(name, dest)
         specs = [SourceSpec(world.store(name, url), cp, r) for url, cp, r in sources]
-        crash_after = rng.uniform(0.0, 3.0) if attempt < 4 and rng.random() < world.crash_rate else None
-        if crash_after is not None and world.plan is not None and not world.plan.on(f"crash:{name}"):
-            crash_after = None
+        crash = Crash(rng.uniform(0.0, 3.0)) if attempt < 4 and boolean(rng, world.crash_rate) else None
 
         async def body() -> str:
             try:
@@ -177,7 +183,7 @@ async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: li
                 raise Violation("CLONE-1", f"{who}: creating {dest} failed: {type(e).__name__}: {e}") from None
             return "done"
 
-        outcome = await _crashable(world, name, dest_store, crash_after, body)
+        outcome = await crashable(world, name, dest_store, crash, body)
         if outcome == "crashed":
             rs.restarts += 1
             continue
@@ -205,7 +211,7 @@ def _check_proj2(world: World, rs: Rescale, i: int) -> None:
 
 
 async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
-    rng = derive_rng(world.seed, "workload", "rs")
+    rng = world.choices.stream("workload", "rs")
     await rs.checkpoint_ready.wait()
     await trio.sleep(rng.uniform(0, 5))
     n = rng.randint(2, 4)
@@ -231,26 +237,27 @@ async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
 async def _shard_writer(world: World, rs: Rescale, i: int) -> None:
     name = f"s{i}w"
     rt = world.runtime(name)
-    rng = derive_rng(world.seed, "workload", name)
+    rng = world.choices.stream("workload", name)
     keys = [k for k in KEYS if rs.ranges[i].contains(k)]
     async with aio.Db.open(shard_url(i), world.settings_map, store=world.store(name, shard_url(i)), runtime=rt) as db:
         for j in range(rng.randint(0, 40)):
-            key = rng.choice(keys)
-            if rng.random() < 0.15:
+            with rng.span("op"):
+                key = rng.choice(keys)
+                value = None if boolean(rng, 0.15) else b"%s:%d:" % (name.encode(), j) + b"s" * rng.randrange(40)
+            if value is None:
                 await db.delete(key)
                 rs.expected[i].pop(key, None)
             else:
-                value = b"%s:%d:" % (name.encode(), j) + b"s" * rng.randrange(40)
                 await db.put(key, value)
                 rs.expected[i][key] = value
-            if rng.random() < 0.2:
+            if boolean(rng, 0.2):
                 await rt.sleep(rng.uniform(0, 0.5))
 
 
 async def _gc(world: World, name: str, url: str, ready) -> None:
     await ready()
     rt = world.runtime(name)
-    store = Pausable(world.store(name, url))
+    store = PausableStore(world.store(name, url))
     async with trio.open_nursery() as n:
         world.pause_plan(name, store, n, 60.0)
         gc = GarbageCollector(store, rt, world.settings.garbage_collector_options)
@@ -273,12 +280,12 @@ def _check_refs(world: World, root: str) -> None:
             raise Violation("CLONE-2", f"{root}'s latest manifest references {owner}/compacted/{sst}.sst, deleted")
 
 
-async def _world(seed, faults, trace, bucket, bugs, plan, world_box) -> RescaleWorkloadResult:
-    world = World(seed, faults, trace, bucket, bugs, plan)
+async def _world(seed, choices, faults, trace, bucket, bugs, world_box) -> RescaleWorkloadResult:
+    world = World(seed, choices, faults, trace, bucket, bugs)
     world_box.append(world)
     rs = Rescale()
     world_box.append(rs)
-    rng = derive_rng(seed, "workload", "main")
+    rng = choices.stream("workload", "main")
     shards_done = trio.Event()
     trace.record("world", "settings", crash_rate=world.crash_rate, pause_rate=world.pause_rate)
 
@@ -347,19 +354,20 @@ async def _union(world: World, rs: Rescale) -> None:
 
 
 def run_rescale_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
-                         plan: Any = None) -> RescaleWorkloadResult:
-    """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result."""
+                         choices: Choices | None = None) -> RescaleWorkloadResult:
+    """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result.
+    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
+    choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
-    if plan is not None:
-        plan.trace = trace
     bucket = MemoryBucket()
     world_box: list = []
     try:
-        return run_deterministic(_world, seed, faults, trace, bucket, frozenset(bugs), plan, world_box, seed=seed)
+        return run_deterministic(_world, seed, choices, faults, trace, bucket, frozenset(bugs), world_box,
+                                 seed=choices)
     except (AssertionError, SlateDBError) as e:
-        violations: tuple[str, ...] = (f"{type(e).__name__}: {e}",)
+        violations: tuple[str, ...] = (invariants.Violation.of_exception(e),)
     except BaseExceptionGroup as group:
-        violations = tuple(f"{type(e).__name__}: {e}" for e in _leaves(group))
+        violations = tuple(invariants.Violation.of_exception(e) for e in _leaves(group))
     rs = world_box[1] if len(world_box) > 1 else Rescale()
     return RescaleWorkloadResult(seed, False, trace.digest(), len(trace),
                                  trace.events[-1].time_s if trace.events else 0.0, _fault_counts(trace), violations,

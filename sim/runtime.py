@@ -8,7 +8,9 @@ interleaving, too, follows from the seed.
 
 Each simulated process gets its own :class:`SimRuntime` with its own clock (offset, drift,
 jumps) and its own random stream, derived from the world seed and the process name, so adding a
-process does not perturb the random choices of the others.
+process does not perturb the random choices of the others. Given the world's
+:class:`sim.choices.Choices` instead of a bare seed, those streams are recorded choices (the
+process's ``rng`` editable by the shrinker, its id stream fixed), with the same values.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ulid import ULID
 
 from slatedb.runtime import Runtime, ulid_from_parts, uuid4_from_int
 
+from .choices import Choices
 from .trace import Trace
 
 T = TypeVar("T")
@@ -48,7 +51,7 @@ class SimRuntime(Runtime):
     def __init__(
         self,
         name: str,
-        seed: int,
+        seed: "int | Choices",
         trace: Trace,
         *,
         offset_ms: int = 0,
@@ -59,8 +62,13 @@ class SimRuntime(Runtime):
         self.name = name
         self.trace = trace
         self.bugs = frozenset(bugs)
-        self._rng = derive_rng(seed, "process", name)
-        self._ids = derive_rng(seed, "ids", name)
+        if isinstance(seed, Choices):
+            seed.trace = trace  # the world's trace, for reports on a replayed sequence
+            self._rng: random.Random = seed.stream("process", name)
+            self._ids: random.Random = seed.stream("ids", name)
+        else:
+            self._rng = derive_rng(seed, "process", name)
+            self._ids = derive_rng(seed, "ids", name)
         self.offset_ms = offset_ms
         self.rate = 1.0 + drift_ppm / 1e6
         self._origin_s = trio.current_time()
@@ -124,11 +132,14 @@ def deterministic_scheduling(seed: int) -> Iterator[None]:
         _run._ALLOW_DETERMINISTIC_SCHEDULING = old_flag  # type: ignore[misc]
 
 
-def run_deterministic(async_fn: Callable[..., Awaitable[T]], *args: Any, seed: int) -> T:
-    """Run ``async_fn(*args)`` on a fresh virtual clock with seeded scheduling.
+def run_deterministic(async_fn: Callable[..., Awaitable[T]], *args: Any, seed: "int | Choices") -> T:
+    """Run ``async_fn(*args)`` on a fresh virtual clock with seeded scheduling (the seed, or
+    the scheduler's choice of a :class:`sim.choices.Choices`).
 
     Virtual time starts at 0 and auto-jumps as soon as every task is blocked.
     """
+    if isinstance(seed, Choices):
+        seed = seed.scheduler_seed()
     clock = trio.testing.MockClock(autojump_threshold=0)
     with deterministic_scheduling(seed):
         return trio.run(async_fn, *args, clock=clock, strict_exception_groups=True)

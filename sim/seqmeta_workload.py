@@ -60,10 +60,12 @@ from slatedb.objstore import CREATE_IF_ABSENT
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.objstore.retry import retry_transient
 
+from .invariants import Violation
+from .choices import Choices, boolean
 from .checks import InvariantViolation
 from .db_workload import DbWorkloadResult
 from .objstore import SimObjectStore, StoreFaults
-from .runtime import SimRuntime, derive_rng, run_deterministic
+from .runtime import SimRuntime, run_deterministic
 from .trace import Event, Trace
 
 N_WRITERS = 3
@@ -136,7 +138,7 @@ class SeqmetaChecks:
 
 
 def _faults(rng) -> tuple[StoreFaults, dict]:
-    on = lambda p: rng.random() < p  # noqa: E731
+    on = lambda p: boolean(rng, p)  # noqa: E731
     faults = StoreFaults(
         latency_min_s=0.0005,
         latency_max_s=rng.choice([0.002, 0.02, 0.2]),
@@ -162,34 +164,37 @@ def _boundary_faults(rng, faults: StoreFaults) -> StoreFaults:
     return attrs.evolve(faults, transient_rate=transient, ambiguous_rate=rng.uniform(0.05, min(0.3, 1 - transient)))
 
 
-async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: frozenset[str]) -> DbWorkloadResult:
-    rng = derive_rng(seed, "seqmeta")
+async def _world(seed: int, choices: Choices, trace: Trace, checks: SeqmetaChecks | None,
+                 bugs: frozenset[str]) -> DbWorkloadResult:
+    rng = choices.stream("seqmeta")
     faults, knobs = _faults(rng)
     boundary_faults = _boundary_faults(rng, faults)
     key_faults = (("gc/", boundary_faults),)
     trace.record("world", "config", faults=repr(faults), boundary_faults=repr(boundary_faults), **knobs)
     bucket = MemoryBucket()
-    world_rt = SimRuntime("world", seed, trace)
+    world_rt = SimRuntime("world", choices, trace)
     direct = MemoryStore(bucket, world_rt.now_ms)
     direct.put_now(manifest_key(1), encode_manifest(ManifestV2(initialized=True)), CREATE_IF_ABSENT)
     commits: list[tuple[str, int, int]] = []  # (process, id, counter value it committed)
-    writers_left = [N_WRITERS]
+    shape = choices.stream("shape")  # the seed's world is the full one; a shrunk one may be smaller
+    n_writers, n_updates = shape.count(1, N_WRITERS), shape.count(1, UPDATES_PER_WRITER)
+    writers_left = [n_writers]
 
     async def writer(name: str) -> None:
-        rt = SimRuntime(name, seed, trace, bugs=bugs)
-        store = SimObjectStore(MemoryStore(bucket, rt.now_ms), derive_rng(seed, "store", name), trace,
+        rt = SimRuntime(name, choices, trace, bugs=bugs)
+        store = SimObjectStore(MemoryStore(bucket, rt.now_ms), choices.stream("store", name), trace,
                                process=name, faults=faults, key_faults=key_faults)
         manifests = ManifestStore(store, rt)
 
         async def stall(cur: StoredManifest, _new: ManifestV2) -> None:
-            if rt.rng.random() < knobs["pause_rate"]:
+            if boolean(rt.rng, knobs["pause_rate"]):
                 # The process stalls between preparing N+1 and creating it (RFC 004's writer A).
                 pause_s = rt.rng.uniform(0.0, knobs["pause_max_s"])
                 rt.event("pause", base=cur.id, seconds=round(pause_s, 6))
                 await rt.sleep(pause_s)
 
         try:
-            for _ in range(UPDATES_PER_WRITER):
+            for _ in range(n_updates):
                 # A fresh checkpoint UUID, as every real update carries: create_if_absent tells its
                 # own create from another writer's by content (slatedb/objstore/retry.py).
                 stored = (await manifests.commit(Increment(rt.new_uuid()), prepared=stall)).stored
@@ -199,8 +204,8 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
             writers_left[0] -= 1
 
     async def gc() -> None:
-        rt = SimRuntime("gc", seed, trace, bugs=bugs)
-        store = SimObjectStore(MemoryStore(bucket, rt.now_ms), derive_rng(seed, "store", "gc"), trace,
+        rt = SimRuntime("gc", choices, trace, bugs=bugs)
+        store = SimObjectStore(MemoryStore(bucket, rt.now_ms), choices.stream("store", "gc"), trace,
                                process="gc", faults=faults, key_faults=key_faults)
         gc_manifests = ManifestStore(store, rt)  # the engine's boundary code (RFC 004 "Advancing Boundaries")
         min_age_ms = int(knobs["min_age_s"] * 1000)
@@ -232,7 +237,7 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
         async with trio.open_nursery() as nursery:
-            for w in range(N_WRITERS):
+            for w in range(n_writers):
                 nursery.start_soon(writer, f"m{w}")
             nursery.start_soon(gc)
     assert not limit.cancelled_caught, f"liveness: metadata writers still running after {VIRTUAL_LIMIT_S} virtual s"
@@ -253,19 +258,22 @@ async def _world(seed: int, trace: Trace, checks: SeqmetaChecks | None, bugs: fr
                             acked=n, fenced=rejected)
 
 
-def run_seqmeta_workload(seed: int, *, bugs: frozenset[str] = frozenset(), trace_checks: bool = True) -> DbWorkloadResult:
-    """Run one world. ``trace_checks=False`` leaves only the end-to-end oracle (no lost commit)."""
+def run_seqmeta_workload(seed: int, *, bugs: frozenset[str] = frozenset(), trace_checks: bool = True,
+                         choices: Choices | None = None) -> DbWorkloadResult:
+    """Run one world. ``trace_checks=False`` leaves only the end-to-end oracle (no lost commit).
+    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
+    choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
     checks = SeqmetaChecks().attach(trace) if trace_checks else None
     try:
-        return run_deterministic(_world, seed, trace, checks, frozenset(bugs), seed=seed)
+        return run_deterministic(_world, seed, choices, trace, checks, frozenset(bugs), seed=choices)
     except (AssertionError, SlateDBError) as e:
         errors: list[BaseException] = [e]
     except BaseExceptionGroup as group:
         errors = list(_leaves(group))
     last = trace.events[-1].time_s if trace.events else 0.0
     return DbWorkloadResult(seed, False, trace.digest(), len(trace), last, {},
-                            tuple(f"{type(e).__name__}: {e}" for e in errors), last_events=trace.render(last=30))
+                            tuple(Violation.of_exception(e) for e in errors), last_events=trace.render(last=30))
 
 
 def _leaves(group: BaseExceptionGroup):

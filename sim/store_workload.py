@@ -25,8 +25,10 @@ from slatedb.objstore import CREATE_IF_ABSENT, OVERWRITE, PutMode
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.objstore.retry import create_if_absent
 
+from .invariants import ORACLE, Violation
 from .objstore import SimObjectStore, StoreFaults
-from .runtime import SimRuntime, derive_rng, run_deterministic
+from .choices import Choices
+from .runtime import SimRuntime, run_deterministic
 from .trace import Trace
 
 
@@ -45,11 +47,12 @@ class StoreRunResult:
         return not self.violations
 
 
-async def _workload(seed: int, n_ops: int, n_clients: int, faults_mode: str, bugs: frozenset[str]) -> StoreRunResult:
+async def _workload(seed: int, choices: Choices, n_ops: int, n_clients: int, faults_mode: str,
+                    bugs: frozenset[str]) -> StoreRunResult:
     trace = Trace(trio.current_time)
     bucket = MemoryBucket()
-    world = SimRuntime("world", seed, trace)
-    fault_rng = derive_rng(seed, "faults")
+    world = SimRuntime("world", choices, trace)
+    fault_rng = choices.stream("faults")
     faults = {
         "swarm": lambda: StoreFaults.swarm(fault_rng),
         "all": lambda: StoreFaults(0.0005, 0.05, 0.05, 0.05, 0.01, 120.0),
@@ -62,14 +65,16 @@ async def _workload(seed: int, n_ops: int, n_clients: int, faults_mode: str, bug
     claims: dict[int, list[str]] = {}
     private_possible: dict[str, set[bytes | None]] = {}
     violations: list[str] = []
-    ops_left = [n_ops]
+    shape = choices.stream("shape")  # the seed's world is the full one; a shrunk one may be smaller
+    n_clients = shape.count(1, n_clients)
+    ops_left = [shape.count(1, n_ops)]
 
     async def client(i: int) -> None:
         nonlocal acked_incr, unknown_incr
         name = f"client{i}"
-        rt = SimRuntime(name, seed, trace, offset_ms=world.rng.randrange(-5000, 5000), bugs=bugs)
+        rt = SimRuntime(name, choices, trace, offset_ms=world.rng.randrange(-5000, 5000), bugs=bugs)
         store = SimObjectStore(
-            MemoryStore(bucket, rt.now_ms), derive_rng(seed, "store", name), trace, process=name, faults=faults
+            MemoryStore(bucket, rt.now_ms), choices.stream("store", name), trace, process=name, faults=faults
         )
         next_claim = 1
         while ops_left[0] > 0:
@@ -116,13 +121,13 @@ async def _workload(seed: int, n_ops: int, n_clients: int, faults_mode: str, bug
                         except ObjectNotFoundError:
                             data = None
                         if data not in possible:
-                            violations.append(f"{name} read {key}={data!r}, possible {possible!r}")
+                            violations.append(Violation(f"{name} read {key}={data!r}, possible {possible!r}", "oracle", ORACLE))
                         private_possible[key] = {data}
                 elif op == "list":
                     metas = await store.list("seq/")
                     keys = [m.key for m in metas]
                     if keys != sorted(keys):
-                        violations.append(f"{name} list not in key order: {keys}")
+                        violations.append(Violation(f"{name} list not in key order: {keys}", "oracle", ORACLE))
                 else:
                     await rt.sleep(rt.rng.choice([0.001, 0.01, 0.5]))
             except TransientObjectStoreError:
@@ -138,20 +143,20 @@ async def _workload(seed: int, n_ops: int, n_clients: int, faults_mode: str, bug
     # Oracle, on the final state (read directly, without faults).
     final = int(seed_store.get_now("counter").data)
     if not (acked_incr <= final <= acked_incr + unknown_incr):
-        violations.append(f"counter={final}, acked={acked_incr}, unknown={unknown_incr}")
+        violations.append(Violation(f"counter={final}, acked={acked_incr}, unknown={unknown_incr}", "oracle", ORACLE))
     for claim_id, winners in sorted(claims.items()):
         if len(winners) > 1:
-            violations.append(f"seq id {claim_id} claimed by {winners}")
+            violations.append(Violation(f"seq id {claim_id} claimed by {winners}", "oracle", ORACLE))
         owner = seed_store.get_now(f"seq/{claim_id:020d}").data.decode()
         if winners and owner != winners[0]:
-            violations.append(f"seq id {claim_id} acknowledged to {winners[0]} but holds {owner}")
+            violations.append(Violation(f"seq id {claim_id} acknowledged to {winners[0]} but holds {owner}", "oracle", ORACLE))
     for key, possible in sorted(private_possible.items()):
         try:
             data: bytes | None = seed_store.get_now(key).data
         except ObjectNotFoundError:
             data = None
         if data not in possible:
-            violations.append(f"final {key}={data!r}, possible {possible!r}")
+            violations.append(Violation(f"final {key}={data!r}, possible {possible!r}", "oracle", ORACLE))
 
     counts: dict[str, int] = {}
     for e in trace.events:
@@ -165,11 +170,13 @@ async def _workload(seed: int, n_ops: int, n_clients: int, faults_mode: str, bug
 
 
 def run_store_workload(seed: int, *, n_ops: int = 2000, n_clients: int = 6, faults: str = "swarm",
-                       bugs: frozenset[str] = frozenset()) -> StoreRunResult:
+                       bugs: frozenset[str] = frozenset(), choices: Choices | None = None) -> StoreRunResult:
     """Run the workload for ``seed`` on a fresh virtual clock with seeded scheduling.
 
     ``faults`` is ``"swarm"`` (a random subset of faults per seed), ``"all"`` or ``"none"``;
-    ``bugs`` switches on catalogued bugs (``sim bugs``) in every client.
+    ``bugs`` switches on catalogued bugs (``sim bugs``) in every client; every random choice
+    comes from ``choices`` (default: generated from ``seed``).
     """
     assert faults in ("swarm", "all", "none"), faults
-    return run_deterministic(_workload, seed, n_ops, n_clients, faults, frozenset(bugs), seed=seed)
+    choices = Choices(seed) if choices is None else choices
+    return run_deterministic(_workload, seed, choices, n_ops, n_clients, faults, frozenset(bugs), seed=choices)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import re
 import statistics
 import sys
 from collections import Counter
@@ -28,28 +27,21 @@ import attrs
 from slatedb.runtime.production import ProductionRuntime
 
 from . import bugs as bugs_mod
-from .db_workload import run_db_workload
-from .store_workload import run_store_workload
+from . import scenarios as scenarios_mod
+from . import invariants
+from .invariants import Violation, as_violation
 
 _WALL = ProductionRuntime("sim-sweep")
 
-#: Every scenario a sweep can run: the one registry of :data:`sim.bugs.WORKLOADS` (the same
-#: dict, so a scenario appended there -- gc, reader, clone -- is sweepable at once).
-WORKLOADS = bugs_mod.WORKLOADS
+#: Every scenario a sweep can run: the one table's (:data:`sim.scenarios.BY_NAME`, the same dict,
+#: so a scenario registered there is sweepable at once).
+WORKLOADS = scenarios_mod.BY_NAME
 
 #: Time compression the simulator aims for on one core (virtual seconds per wall second).
 TARGET_COMPRESSION = 1000.0
 
-DESCRIPTIONS = {
-    "db": "db-workload (three writers fencing each other; FENCE-*, DUR-1, BOUNDARY-3)",
-    "store": "store-workload (object-store CAS, claims, private keys)",
-    "takeover": "takeover (rounds of four writers, crash and pause points at protocol events; FENCE-*, DUR-1)",
-    "seqmeta": "seqmeta (stalled metadata writers vs a GC boundary, RFC 004; SEQMETA-1/2)",
-    "compactor": "compactor (writer, fencing compactors, crashes, admin submissions; CFENCE-*, COMPACT-*, RESUME-*)",
-}
-
-#: Scenarios whose run function takes ``faults=`` ("swarm" or "none").
-_TAKES_FAULTS = ("db", "compactor")
+#: One line per scenario (:mod:`sim.scenarios`), for summaries.
+DESCRIPTIONS = {s.name: s.description for s in scenarios_mod.SCENARIOS}
 
 #: The fields of one result row, in order (JSON lines and the Parquet schema).
 ROW_FIELDS = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults", "violations",
@@ -109,21 +101,17 @@ def parse_seeds(text: str) -> range:
     return seeds
 
 
-def simulate(scenario: Scenario, seed: int) -> tuple[Any, float]:
+def simulate(scenario: Scenario, seed: int, choices: Any = None) -> tuple[Any, float]:
     """Run one seed; the workload's own result (``DbWorkloadResult`` or ``StoreRunResult``) and
-    the wall seconds it took."""
+    the wall seconds it took. ``choices`` (:class:`sim.choices.Choices`) replays an edited or
+    saved choice sequence instead of generating the seed's own."""
     start = _WALL.monotonic_s()
-    bugs = frozenset(scenario.bugs)
-    if scenario.workload == "db":
-        result = run_db_workload(seed, faults="none" if scenario.faults == "none" else "swarm", bugs=bugs)
-    elif scenario.workload == "store":
-        result = run_store_workload(seed, n_ops=scenario.ops, n_clients=scenario.clients, faults=scenario.faults,
-                                    bugs=bugs)
-    elif scenario.workload in _TAKES_FAULTS and scenario.faults == "none":
-        result = bugs_mod.runner(scenario.workload)(seed, faults="none", bugs=bugs)
-    else:
-        # Every other scenario of the registry: ``run(seed, bugs=...)``, its own fault mix.
-        result = bugs_mod.run(scenario.workload, seed, bugs)
+    unknown = set(scenario.bugs) - bugs_mod.BY_NAME.keys()
+    if unknown:
+        raise ValueError(f"unknown bug(s) {sorted(unknown)}; see `sim bugs`")
+    result = scenarios_mod.BY_NAME[scenario.workload].run(
+        seed, bugs=frozenset(scenario.bugs), choices=choices, faults=scenario.faults, ops=scenario.ops,
+        clients=scenario.clients)
     return result, _WALL.monotonic_s() - start
 
 
@@ -135,7 +123,7 @@ def run_seed(scenario: Scenario, seed: int) -> dict:
         result, wall_s = simulate(scenario, seed)
     except Exception as e:  # noqa: BLE001 - reported as the seed's verdict, replayable
         # The scenario function itself raised: its own handling failed, a harness defect.
-        violations = [f"harness: the scenario raised {type(e).__name__}: {e}"]
+        violations = [Violation.harness(e)]
         return _row(scenario, seed, False, "", 0, 0.0, {}, violations, _WALL.monotonic_s() - start)
     return _row(scenario, seed, bool(result.ok), result.digest, result.events, result.virtual_s,
                 result.faults, list(result.violations), wall_s)
@@ -143,54 +131,35 @@ def run_seed(scenario: Scenario, seed: int) -> dict:
 
 def _row(scenario: Scenario, seed: int, ok: bool, digest: str, events: int, virtual_s: float, faults: dict,
          violations: list[str], wall_s: float) -> dict:
-    violations = [name_violation(str(v)) for v in violations]
+    violations = [as_violation(v) for v in violations]
     return {
         "seed": int(seed), "workload": scenario.workload, "ok": ok, "digest": digest, "events": int(events),
         "virtual_s": float(virtual_s), "faults": {str(k): int(v) for k, v in sorted(faults.items())},
-        "violations": [str(v) for v in violations], "invariants": sorted({invariant_of(v) for v in violations}),
+        "violations": [str(v) for v in violations], "invariants": sorted({v.invariant for v in violations}),
         "wall_s": float(wall_s), "replay": scenario.replay(seed),
     }
 
 
-# Violation strings look like "InvariantViolation: FENCE-3 violated at ...", "AssertionError: DUR-1:
-# ...", "AssertionError: liveness: ..." or "FencedError: ...". The id comes first after an
-# optional exception type; failing that, the exception type names the failure.
-_EXC_PREFIX = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Violation|Crashed|Exit|Interrupt|Group)): ")
-_ID = re.compile(r"^(?P<id>[A-Z][A-Z0-9]*(?:-[0-9]+)?)(?=:| violated|\s*$)")
-_LABEL = re.compile(r"^(?P<label>[a-z][a-z0-9_-]*):")
-
-
 def invariant_of(violation: str) -> str:
-    """The invariant a violation string names (``FENCE-3``, ``DUR-1``, ``LIN``...), else the label
-    of an oracle assertion (``liveness``), else the exception type, else ``oracle`` (the store
-    workload's oracle reports bare sentences)."""
-    rest, exc = violation, None
-    m = _EXC_PREFIX.match(violation)
-    if m:
-        exc, rest = m["exc"], violation[m.end():]
-    m = _ID.match(rest)
-    if m:
-        return m["id"]
-    if exc in (None, "AssertionError"):
-        m = _LABEL.match(rest)
-        if m:
-            return m["label"]
-    return exc or "oracle"
+    """The invariant a violation names (``FENCE-3``, ``DUR-1``, ``LIN``...), else ``liveness``,
+    else the exception type, else ``oracle``: the field of a :class:`sim.invariants.Violation`
+    (a plain string, e.g. a row read back from a file, is classified the same way once)."""
+    if isinstance(violation, Violation):
+        return violation.invariant
+    return Violation.of_message(violation).invariant
 
 
 #: The simulator's oracle for exceptions (spec/simulation.md): a simulated process ends only
 #: with an outcome its scenario expects, so an exception that escapes one is a named failure.
-ESCAPE = "ESCAPE-1"
+ESCAPE = invariants.ESCAPE
 
 
 def name_violation(violation: str) -> str:
     """A violation that names no invariant or oracle, only the type of the exception that
     escaped a simulated process (``CorruptionError: ...``), becomes an ``ESCAPE-1`` violation
-    with that text; anything else is returned as it is (``harness: ...`` is a harness defect)."""
-    m = _EXC_PREFIX.match(violation)
-    if m and invariant_of(violation) == m["exc"]:
-        return f"{ESCAPE}: a simulated process ended with an exception: {violation}"
-    return violation
+    with that text; anything else is returned as it is (``harness: ...`` is a harness defect).
+    The :class:`sim.invariants.Violation` (:func:`sim.invariants.as_violation`)."""
+    return as_violation(violation)
 
 
 # --- the local engine -----------------------------------------------------------------------

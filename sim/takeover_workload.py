@@ -35,11 +35,14 @@ import slatedb.aio as aio
 from slatedb.errors import ClosedError, FencedError, SlateDBError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
+from .engine import LatePauseStore
+from .invariants import Violation
+from .choices import Choices, boolean
 from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .checks import WriterChecks
 from .db_workload import DbWorkloadResult
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
-from .runtime import SimRuntime, derive_rng, run_deterministic
+from .runtime import SimRuntime, run_deterministic
 from .trace import Trace
 
 ROUNDS = 3
@@ -64,28 +67,15 @@ SETTINGS = {
 }
 
 
-class _PausableStore(SimObjectStore):
-    """A store view whose process can be paused: the next request leaves ``pause_s`` late."""
-
-    pause_s = 0.0
-
-    def _leg_s(self) -> float:
-        delay = super()._leg_s()
-        if self.pause_s:
-            self.trace.record(self.process, "fault.pause", seconds=round(self.pause_s, 6))
-            delay += self.pause_s
-            self.pause_s = 0.0
-        return delay
-
-
-async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[str], plan=None) -> DbWorkloadResult:
-    rng = derive_rng(seed, "takeover")
+async def _world(seed: int, choices: Choices, trace: Trace, checks: WriterChecks,
+                 bugs: frozenset[str]) -> DbWorkloadResult:
+    rng = choices.stream("takeover")
     faults = StoreFaults(
         latency_min_s=0.0005,
         latency_max_s=rng.choice([0.05, 0.2]),
-        transient_rate=rng.uniform(0.01, 0.1) if rng.random() < 0.5 else 0.0,
-        ambiguous_rate=rng.uniform(0.01, 0.1) if rng.random() < 0.5 else 0.0,
-        stall_rate=rng.uniform(0.05, 0.2) if rng.random() < 0.7 else 0.0,
+        transient_rate=rng.uniform(0.01, 0.1) if boolean(rng, 0.5) else 0.0,
+        ambiguous_rate=rng.uniform(0.01, 0.1) if boolean(rng, 0.5) else 0.0,
+        stall_rate=rng.uniform(0.05, 0.2) if boolean(rng, 0.7) else 0.0,
         stall_max_s=rng.choice([1.0, 5.0]),
     )
     # How far apart the writers of a round start: a storm (opens interleave) or a staggered
@@ -96,36 +86,33 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
     settings = dict(SETTINGS, l0_sst_size_bytes=rng.choice([128, 256, 512]))
     trace.record("world", "config", faults=repr(faults), spread_s=spread_s, crash_rate=crash_rate,
                  pause_rate=pause_rate, settings=repr(settings))
+    # The world's shape (the seed's is the full one; a shrunk world may have less of it).
+    shape = choices.stream("shape")
+    rounds = shape.count(1, ROUNDS)
+    writers = [shape.count(1, WRITERS_PER_ROUND) for _ in range(rounds)]
+    writes = shape.count(1, WRITES_PER_WRITER)
     bucket = MemoryBucket()
     ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
     acked: dict[tuple[str, int], tuple[bytes, bytes]] = {}
     written: dict[bytes, int] = {}
     outcomes: dict[str, str] = {}
 
-    async def writer(name: str, delay_s: float, n_writes: int = WRITES_PER_WRITER, restarts: int = 1) -> None:
+    async def writer(name: str, delay_s: float, n_writes: int = writes, restarts: int = 1) -> None:
         """One writer process; a crashed one restarts (as ``<name>.r``, reopening the database
         and replaying what it left) with the writes it had left."""
         await trio.sleep(delay_s)
-        if plan is not None and not plan.on(f"writer:{name}"):
-            return
-        rt = SimRuntime(name, seed, trace, bugs=bugs)
-        wrng = derive_rng(seed, "workload", name)
-        store = _PausableStore(MemoryStore(bucket, rt.now_ms, url="memory://sim"), derive_rng(seed, "store", name),
+        rt = SimRuntime(name, choices, trace, bugs=bugs)
+        wrng = choices.stream("workload", name)
+        store = LatePauseStore(MemoryStore(bucket, rt.now_ms, url="memory://sim"), choices.stream("store", name),
                                trace, process=name, faults=faults)
-        store.plan = plan
         # Fault points, at protocol events of this process (its n-th event of one kind): a crash
         # right there (memory lost; the moments after a manifest commit or an acknowledgement are
         # where what is durable and what is only in memory differ most), or a pause of the
         # process before its next request (e.g. between its epoch bump and its WAL listing: the
         # fencing race of RFC 001).
-        crash_at = wrng.choice(CRASH_POINTS) if wrng.random() < crash_rate else None
-        pause_at = wrng.choice(PAUSE_POINTS) if wrng.random() < pause_rate else None
+        crash_at = wrng.choice(CRASH_POINTS) if boolean(wrng, crash_rate) else None
+        pause_at = wrng.choice(PAUSE_POINTS) if boolean(wrng, pause_rate) else None
         pause_s = wrng.uniform(0.2, 5.0)
-        if plan is not None:
-            if crash_at is not None and not plan.on(f"crash:{name}"):
-                crash_at = None
-            if pause_at is not None and not plan.on(f"pause:{name}"):
-                pause_at = None
         life = trio.CancelScope()
         seen: dict[str, int] = {}
 
@@ -146,14 +133,11 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
             with life:
                 async with aio.Db.open("memory://sim", settings, store=store, runtime=rt) as db:
                     for i in range(n_writes):
-                        # The step's draws first: a step a shrunk plan leaves out draws them too.
-                        key = b"k%04d" % wrng.randrange(N_KEYS)
+                        with wrng.span("op"):  # one operation's draws, then the operation
+                            key = b"k%04d" % wrng.randrange(N_KEYS)
+                            durable = boolean(wrng, 0.5)
+                            pause = wrng.uniform(0.0, 0.02)
                         value = b"%s:%d" % (name.encode(), i)
-                        durable = wrng.random() < 0.5
-                        pause = wrng.uniform(0.0, 0.02)
-                        if plan is not None and not plan.on(f"op:{name}:{i}"):
-                            done = i + 1
-                            continue
                         h = await db.put(key, value)
                         written[value] = h.seq
                         if durable:
@@ -172,12 +156,12 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
             await writer(name + ".r", 0.0, max(1, n_writes - done), restarts - 1)
 
     with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
-        for r in range(ROUNDS):
+        for r in range(rounds):
             async with trio.open_nursery() as nursery:
-                for w in range(WRITERS_PER_ROUND):
+                for w in range(writers[r]):
                     nursery.start_soon(writer, f"r{r}w{w}", rng.uniform(0.0, spread_s))
     assert not limit.cancelled_caught, f"liveness: writers still running after {VIRTUAL_LIMIT_S} virtual s"
-    final_rt = SimRuntime("final", seed, trace)
+    final_rt = SimRuntime("final", choices, trace)
     async with aio.Db.open("memory://sim", SETTINGS, store=MemoryStore(bucket, final_rt.now_ms, url="memory://sim"),
                            runtime=final_rt) as db:
         for (_name, seq), (key, value) in acked.items():
@@ -189,24 +173,22 @@ async def _world(seed: int, trace: Trace, checks: WriterChecks, bugs: frozenset[
                             acked=len(acked), fenced=sum(1 for o in outcomes.values() if o == "fenced"))
 
 
-def run_takeover_workload(seed: int, *, bugs: frozenset[str] = frozenset(), plan=None) -> DbWorkloadResult:
+def run_takeover_workload(seed: int, *, bugs: frozenset[str] = frozenset(),
+                          choices: Choices | None = None) -> DbWorkloadResult:
     """Run one world of takeover storms; a violated invariant or a lost write is reported.
-    ``plan`` (:class:`sim.shrink.Plan`, ``sim shrink``) leaves out the steps it does not keep:
-    ``writer:``, ``crash:``, ``pause:`` of a writer, its ``op:<writer>:<i>`` and store faults
-    ``f:<process>:<n>``."""
+    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
+    choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
-    if plan is not None:
-        plan.trace = trace
     checks = WriterChecks().attach(trace)
     try:
-        return run_deterministic(_world, seed, trace, checks, frozenset(bugs), plan, seed=seed)
+        return run_deterministic(_world, seed, choices, trace, checks, frozenset(bugs), seed=choices)
     except (AssertionError, SlateDBError) as e:
         errors: list[BaseException] = [e]
     except BaseExceptionGroup as group:
         errors = list(_leaves(group))
     last = trace.events[-1].time_s if trace.events else 0.0
     return DbWorkloadResult(seed, False, trace.digest(), len(trace), last, _faults_seen(checks),
-                            tuple(f"{type(e).__name__}: {e}" for e in errors), last_events=trace.render(last=30))
+                            tuple(Violation.of_exception(e) for e in errors), last_events=trace.render(last=30))
 
 
 def _faults_seen(checks: WriterChecks) -> dict:

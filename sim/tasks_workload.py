@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import trio
 
+from .choices import boolean
 from .runtime import SimRuntime, run_deterministic
 from .trace import Trace
 
@@ -24,7 +25,7 @@ async def _tasks(seed: int, n_tasks: int) -> str:
                 # Few distinct durations, so many deadlines are exactly equal.
                 await rt.sleep(rt.rng.choice([0.1, 0.2, 0.3]))
                 trace.record("p0", "wake", task=i, step=step, draw=rt.rng.randrange(1000))
-                if rt.rng.random() < 0.1:
+                if boolean(rt.rng, 0.1):
                     victim = rt.rng.randrange(len(scopes))
                     scopes[victim].cancel()
                     trace.record("p0", "cancel", task=i, victim=victim)

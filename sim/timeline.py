@@ -251,7 +251,7 @@ def _category(kind: str, fields: dict[str, Any]) -> str:
         return "error"
     if kind in _FENCING:
         return "fencing"
-    if kind.startswith("gc") or kind in ("delete", "boundary_advance", "boundary_written", "db_destroyed", "destroy"):
+    if kind.startswith("gc") or kind in ("delete", "boundary_advance", "db_destroyed", "destroy"):
         return "gc"
     if kind.startswith("compaction") or kind.startswith("compactor"):
         return "compaction"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sim import bugs
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 from slatedb.runtime.production import ProductionRuntime
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,28 +23,34 @@ def test_production_runtime_switches_nothing_on() -> None:
     assert ProductionRuntime("prod").bugs == frozenset()
 
 
+#: A switch site: ``"name" in rt.bugs`` or ``switches.<NAME> in rt.bugs`` (slatedb/runtime/switches.py),
+#: or a module constant ``NAME = "name"`` then ``NAME in ...bugs``.
+_CONSTANTS = {k: v for k, v in vars(switches).items() if k.isupper() and isinstance(v, str)}
 
-def _switches_tested_in(text: str) -> set[str]:
-    """Switch names a module tests against a bug set: ``"name" in ...bugs``, or through a module
-    constant, ``NAME = "name"`` then ``NAME in ...bugs``."""
+
+def _sites(text: str) -> set[str]:
     names = set(re.findall(r'"([a-z0-9]+(?:-[a-z0-9]+)+)" (?:not )?in [\w.]*\bbugs\b', text))
+    names |= {_CONSTANTS.get(c, c) for c in re.findall(r'\bswitches\.([A-Z0-9_]+) (?:not )?in [\w.]*\bbugs\b', text)}
     consts = dict(re.findall(r'^([A-Z][A-Z0-9_]*) = "([a-z0-9]+(?:-[a-z0-9]+)+)"$', text, re.M))
-    for const in re.findall(r'\b([A-Z][A-Z0-9_]*) (?:not )?in [\w.]*\bbugs\b', text):
+    for const in re.findall(r'(?<!\.)\b([A-Z][A-Z0-9_]*) (?:not )?in [\w.]*\bbugs\b', text):
         if const in consts:
             names.add(consts[const])
     return names
 
+
 def test_catalogue_entries_are_well_formed_and_their_switches_exist() -> None:
     assert len({b.name for b in bugs.CATALOGUE}) == len(bugs.CATALOGUE)
+    # Every switch name is a constant of slatedb/runtime/switches.py, with one entry each.
+    assert set(bugs.BY_NAME) == switches.ALL == set(_CONSTANTS.values())
     for b in bugs.CATALOGUE:
         path = ROOT / b.site.split()[0]
         # The switch sits in the real code, tested exactly as documented.
-        assert b.name in _switches_tested_in(path.read_text()), (b.name, path)
+        assert b.name in _sites(path.read_text()), (b.name, path)
         assert b.workload in bugs.WORKLOADS
     # ... and every switch in the code is catalogued (a new switch needs its entry).
     used = set()
     for path in (ROOT / "slatedb").rglob("*.py"):
-        used |= _switches_tested_in(path.read_text())
+        used |= _sites(path.read_text())
     assert used <= set(bugs.BY_NAME), f"switches without a catalogue entry: {sorted(used - set(bugs.BY_NAME))}"
     assert used == set(bugs.BY_NAME), f"entries without a switch: {sorted(set(bugs.BY_NAME) - used)}"
 

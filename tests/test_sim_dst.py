@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from sim import bugs as bugs_mod
+from sim import scenarios as scenarios_mod
 from sim import cli
 from sim import dst as dst_mod
 from sim import sweep as sweep_mod
@@ -74,16 +74,17 @@ def test_cli_runs_every_registered_scenario_and_reports_failures(monkeypatch, ca
     """`sim dst` with no --workload runs every scenario of the registry, including one registered
     after the fact; the table has one row each, failures by invariant, and a replay per failing seed."""
     world = FakeWorld(fail={("gc", 1), ("newscenario", 0)})
-    monkeypatch.setitem(bugs_mod.WORKLOADS, "newscenario", "tests.test_sim_dst:_never_called")
+    monkeypatch.setitem(scenarios_mod.BY_NAME, "newscenario", scenarios_mod.ScenarioSpec(
+        "newscenario", "tests.test_sim_dst:_never_called", "a scenario registered after the fact"))
     monkeypatch.setattr(sweep_mod, "run_seed", world.run)
     rc = cli.main(["dst", "--seeds", "0..2", "--jobs", "1", "--no-progress"])
     out = capsys.readouterr().out
     assert rc == 1
-    assert {w for w, _ in world.ran} == set(bugs_mod.WORKLOADS)
-    for w in bugs_mod.WORKLOADS:
+    assert {w for w, _ in world.ran} == set(scenarios_mod.BY_NAME)
+    for w in scenarios_mod.BY_NAME:
         assert re.search(rf"^{w}\s+0\.\.2\s+3\s", out, re.M), out
     assert re.search(r"^gc\s+0\.\.2\s+3\s+1\s+FENCE-3 1\s", out, re.M), out
-    n = len(bugs_mod.WORKLOADS)
+    n = len(scenarios_mod.BY_NAME)
     assert re.search(rf"^total\s+\S*\s*{3 * n}\s+2\s+FENCE-3 2\s", out, re.M), out
     assert "faults by kind" in out and "fault.transient 6" in out
     assert "replay: ./just sim run --seed 1 --workload gc" in out

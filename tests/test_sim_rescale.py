@@ -7,7 +7,7 @@ import pytest
 
 from sim import bugs
 from sim.rescale_workload import run_rescale_workload
-from sim.shrink import shrink, supports_plan
+from sim import scenarios
 
 pytestmark = pytest.mark.xdist_group("rescale")
 
@@ -26,7 +26,7 @@ FIRST_DETECTION = {
 def test_every_rescale_entry_has_a_detection_within_its_budget() -> None:
     assert set(FIRST_DETECTION) == {b.name for b in bugs.CATALOGUE if b.workload == "rescale"}
     assert all(seed < bugs.BY_NAME[name].budget for name, seed in FIRST_DETECTION.items())
-    assert "rescale" in bugs.WORKLOADS and supports_plan("rescale")
+    assert "rescale" in scenarios.BY_NAME and "rescale" in bugs.WORKLOADS
 
 
 def test_clean_worlds_merge_back_with_restarts() -> None:
@@ -46,10 +46,3 @@ def test_each_rescale_bug_is_caught(switch: str) -> None:
     result = bugs.run("rescale", FIRST_DETECTION[switch], [switch])
     assert not result.ok
     assert bugs.fired(result) in bugs.BY_NAME[switch].invariants, result.violations
-
-
-def test_shrink_works_on_the_rescale_scenario() -> None:
-    r = shrink("rescale", 0, ["union-seq-not-max"], max_runs=6)
-    assert r.invariant == "PROJ-3"
-    assert r.passes_without_bugs is True
-    assert sum(r.shrunk_steps.values()) <= sum(r.original_steps.values())

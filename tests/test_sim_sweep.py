@@ -126,7 +126,7 @@ def test_a_seed_that_raises_is_a_failure_named_by_its_exception(monkeypatch) -> 
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(sweep, "run_store_workload", boom)
+    monkeypatch.setattr("sim.store_workload.run_store_workload", boom)  # looked up per run (sim.scenarios)
     row = run_seed(STORE, 4)
     assert not row["ok"] and row["violations"] == ["harness: the scenario raised RuntimeError: boom"]
     assert row["invariants"] == ["harness"]

@@ -55,7 +55,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.objstore.url import relative_db_path
 from slatedb.projection.ops import referenced_sst_ids
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 from slatedb.wal.writer import list_wal_ids, wal_key
 
 #: RFC 000: the ephemeral source checkpoint's lifetime, an upper bound for retrying a clone.
@@ -290,7 +290,7 @@ async def _copy_wal(dbs: _Dbs, m: ManifestV2) -> None:
     """Step 6 (CLONE-3): parent WAL ids in ``(replay_after_wal_id, wal_id_last_seen]`` only."""
     rt = dbs.runtime
     copied = 0
-    if "clone-copies-all-wal" in rt.bugs:  # catalogued bug (sim/bugs.py): every parent WAL object above the replay point
+    if switches.CLONE_COPIES_ALL_WAL in rt.bugs:  # catalogued bug (sim/bugs.py): every parent WAL object above the replay point
         m = attrs.evolve(m, wal_id_last_seen=max([m.wal_id_last_seen, *await list_wal_ids(dbs.parent_store, rt)]))
     for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
         key = wal_key(wal_id)

@@ -67,7 +67,7 @@ from slatedb.manifest.edits import ApplyCompaction, ClaimCompactorEpoch, apply_c
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 
 from .executor import CompactionFailed, Executor, Job, is_bottom
 from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler, sst_size_bytes
@@ -153,7 +153,7 @@ class Compactor:
                 if c.status is S.RUNNING:  # interrupted: resume it from its outputs
                     c = attrs.evolve(c, status=S.SUBMITTED)
                 self._state[c.id] = c
-            if "compactor-no-second-bump" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): manifest only
+            if switches.COMPACTOR_NO_SECOND_BUMP in self.runtime.bugs:  # catalogued bug (sim/bugs.py): manifest only
                 self._cid = cur.id if cur is not None else 0
                 break
             try:
@@ -262,7 +262,7 @@ class Compactor:
         e = cur.compactions.compactor_epoch
         if e > self.epoch:  # type: ignore[operator]
             raise self._fence(f"compactor epoch {self.epoch} fenced by {e} (.compactions)")
-        if e < self.epoch and "compactor-no-second-bump" not in self.runtime.bugs:  # type: ignore[operator]
+        if e < self.epoch and switches.COMPACTOR_NO_SECOND_BUMP not in self.runtime.bugs:  # type: ignore[operator]
             self.runtime.event("panic", what="compactor epoch went backwards", found=e, ours=self.epoch)
             raise CompactorEpochError(f".compactions {cur.id} has epoch {e} below ours {self.epoch}")
 
@@ -318,7 +318,7 @@ class Compactor:
                 busy += [CompactionSpec.from_format(r.spec) for r in to_run]
                 reason = (validate_spec(spec, manifest, busy) or self.scheduler.validate(manifest, spec)
                           or committed_already(manifest, c.output_ssts))
-                if c.ctx is not None and "compaction-no-revalidate" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                if c.ctx is not None and switches.COMPACTION_NO_REVALIDATE in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     reason = None
             if reason is not None:
                 await self._record_reason(c.id, reason)
@@ -396,9 +396,9 @@ class Compactor:
         async with self._lock:
             epoch = self.epoch
             edit = ApplyCompaction(
-                None if "compactor-no-commit-fence" in self.runtime.bugs else CompactorFence(epoch),  # catalogued bug
+                None if switches.COMPACTOR_NO_COMMIT_FENCE in self.runtime.bugs else CompactorFence(epoch),  # catalogued bug
                 spec, outputs, pin_id=self.runtime.new_uuid(), pin_lifetime_s=self.options.checkpoint_lifetime,
-                revalidate="compaction-no-revalidate" not in self.runtime.bugs,  # catalogued bug (sim/bugs.py)
+                revalidate=switches.COMPACTION_NO_REVALIDATE not in self.runtime.bugs,  # catalogued bug (sim/bugs.py)
             )
             try:
                 committed = await self.manifests.commit(edit, current=self._manifest)

@@ -45,7 +45,7 @@ from slatedb.format.types import CompactedSsTable, CompactedSsTableView, Manifes
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 
 from slatedb.db.paths import SstLocator
 
@@ -242,13 +242,13 @@ class Executor:
                 continue
             # -- resume: skip what the interrupted attempt already wrote ---------------------
             if cursor is not None:
-                if "resume-reemit" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the cursor row again
+                if switches.RESUME_REEMIT in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the cursor row again
                     if key < cursor[0] or (key == cursor[0] and row.seq > cursor[1]):
                         continue
                 elif key < cursor[0] or (key == cursor[0] and row.seq >= cursor[1]):
                     continue
                 cursor = None
-                if "resume-skip-entry" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the next row is lost
+                if switches.RESUME_SKIP_ENTRY in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the next row is lost
                     continue
             # -- output ------------------------------------------------------------------------
             if writer_last_key is not None and key != writer_last_key and writer.estimated_size_bytes() >= max_bytes:

@@ -48,7 +48,7 @@ from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime, with_max_retries
+from slatedb.runtime import Runtime, switches, with_max_retries
 from slatedb.wal.writer import WalWriter, replay_wal
 
 from .cache import BlockCache
@@ -178,7 +178,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._stored = stored
         rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id,
                                         manifests=self.manifests, epoch=self.epoch)
-        if "replay-skip" in rt.bugs:  # catalogued bug (sim/bugs.py): open without replaying the WAL
+        if switches.REPLAY_SKIP in rt.bugs:  # catalogued bug (sim/bugs.py): open without replaying the WAL
             rows = []
         mem = self._memtable
         for row in rows:
@@ -200,7 +200,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             entry.last_wal_id = self._wal.fence_id - 1
             self._imms.insert(0, entry)
             mem = self._memtable = Memtable()
-        if "replay-progress-early" in rt.bugs:  # catalogued bug (sim/bugs.py): replay point persisted before L0
+        if switches.REPLAY_PROGRESS_EARLY in rt.bugs:  # catalogued bug (sim/bugs.py): replay point persisted before L0
             stored = (await self.manifests.commit(AdvanceReplay(self.epoch, self._wal.fence_id - 1))).stored
             self._stored = stored
         await self.locator.update(stored.manifest)

@@ -23,6 +23,7 @@ from slatedb.objstore.base import OVERWRITE
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
 from slatedb.wal.writer import wal_key
+from slatedb.runtime import switches
 
 from .read_path import ReadState
 from .view import sst_key
@@ -122,7 +123,7 @@ class Flushers:
             self.stats["wal_ssts"] += 1
             with self._lock:
                 # FENCE-3: nothing is acknowledged after a halt (unless the catalogued bug is on).
-                if self._error is None or "zombie-ack" in self.runtime.bugs:
+                if self._error is None or switches.ZOMBIE_ACK in self.runtime.bugs:
                     self._durable_seq = rows[-1].seq
                     self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
                     self._durable_cv.notify_all()
@@ -163,11 +164,11 @@ class Flushers:
                 epoch = self.epoch
                 wal_last = self._wal.last_id if self._wal is not None else 0
                 replay_after = entry.last_wal_id
-                if "replay-point-ahead" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                if switches.REPLAY_POINT_AHEAD in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     replay_after = wal_last  # past WAL objects whose rows are in later memtables
 
                 # catalogued bug (sim/bugs.py): no writer-epoch guard on the L0 commit (FENCE-5)
-                fence = _UncheckedFence(epoch) if "l0-commit-unfenced" in self.runtime.bugs else WriterFence(epoch)
+                fence = _UncheckedFence(epoch) if switches.L0_COMMIT_UNFENCED in self.runtime.bugs else WriterFence(epoch)
                 edit = AddL0(
                     fence, CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),
                     replay_after=replay_after, wal_last=wal_last, last_seq=entry.mem.last_seq or 0,

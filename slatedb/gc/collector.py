@@ -44,7 +44,7 @@ from slatedb.manifest.edits import DetachExternalDb, ExpireCheckpoints
 from slatedb.manifest.store import ManifestStore, SequencedStore, StoredManifest, parse_id
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
-from slatedb.runtime import Runtime, TaskGroup
+from slatedb.runtime import Runtime, TaskGroup, switches
 from slatedb.wal.writer import WAL_DIR, WAL_SUFFIX, wal_key
 
 from .destroyed import destroy_database, release_parent_checkpoint, ready_to_destroy
@@ -251,7 +251,7 @@ class GarbageCollector:
             if latest is None:
                 raise PinnedManifestMissingError("the database has no manifest any more")
             active = active_checkpoints(latest.manifest, self.runtime.now_ms() // 1000)
-            active = () if "gc-ignores-checkpoints" in self.runtime.bugs else active  # catalogued bug (sim/bugs.py)
+            active = () if switches.GC_IGNORES_CHECKPOINTS in self.runtime.bugs else active  # catalogued bug (sim/bugs.py)
             pinned: dict[int, StoredManifest] = {}
             try:
                 for cp in active:
@@ -381,7 +381,7 @@ class GarbageCollector:
             referenced |= manifest_sst_ids(m)
         in_flight = in_flight_sst_ids(compactions, snap.manifests)
         cutoff_ms = sst_ulid_cutoff_ms(snap.latest.manifest, compactions)
-        if "gc-ignores-inflight-compaction" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): min_age alone
+        if switches.GC_IGNORES_INFLIGHT_COMPACTION in self.runtime.bugs:  # catalogued bug (sim/bugs.py): min_age alone
             in_flight, cutoff_ms = set(), 2**63
         metas = await retry_transient(self.runtime, lambda: self.store.list(COMPACTED_DIR), what=f"list {COMPACTED_DIR}")
         now_ms = self.runtime.now_ms()
@@ -390,7 +390,7 @@ class GarbageCollector:
             if sst_id is None or sst_id in referenced or sst_id in in_flight:
                 continue
             if sst_id.milliseconds >= cutoff_ms or not older_than(meta, now_ms, opts.min_age):
-                if "gc-no-min-age" not in self.runtime.bugs:  # catalogued bug (sim/bugs.py): no age rule
+                if switches.GC_NO_MIN_AGE not in self.runtime.bugs:  # catalogued bug (sim/bugs.py): no age rule
                     continue
             _check(sst_id not in referenced, f"SST {sst_id} is referenced (GC-1)")
             _check(sst_id not in in_flight, f"SST {sst_id} belongs to an in-flight compaction (GC-3)")

@@ -12,6 +12,7 @@ from slatedb.config import GarbageCollectorDirectoryOptions
 from slatedb.manifest.store import SequencedStore, parse_id
 from slatedb.objstore.base import ObjectMeta
 from slatedb.objstore.retry import retry_transient
+from slatedb.runtime import switches
 
 from .retention import desired_boundary
 
@@ -37,7 +38,7 @@ async def settle_boundary(ns: SequencedStore, listing: list[tuple[int, ObjectMet
     current, _etag = await ns.read_boundary()
     if desired is None or desired <= current:
         return current, False
-    if opts.dry_run or "gc-delete-before-boundary" in ns.runtime.bugs:  # catalogued bug (sim/bugs.py)
+    if opts.dry_run or switches.GC_DELETE_BEFORE_BOUNDARY in ns.runtime.bugs:  # catalogued bug (sim/bugs.py)
         return desired, False
     after = await ns.advance_boundary(desired)
     assert after >= desired, (ns.namespace, after, desired)

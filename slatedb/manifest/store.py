@@ -42,7 +42,7 @@ from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
 from slatedb.objstore.base import CREATE_IF_ABSENT, ObjectStore, PutMode
 from slatedb.objstore.retry import create_if_absent, retry_transient
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 
 from .edit import Attempt, Edit, apply_edit
 
@@ -143,7 +143,7 @@ class SequencedStore(Generic[V, S]):
             except (ObjectAlreadyExistsError, PreconditionFailedError, ObjectNotFoundError):
                 continue  # a concurrent GC moved it (or we lost an ambiguous race): read again
             except TransientObjectStoreError:
-                if "boundary-put-trusted" not in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                if switches.BOUNDARY_PUT_TRUSTED not in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     await self.runtime.sleep(0.05)
                     continue  # may or may not have applied: the next read tells
             self.boundary_seen = True
@@ -206,7 +206,7 @@ class SequencedStore(Generic[V, S]):
             self.runtime.event("create", path=key, outcome="exists", **extra)
             raise self.conflict(key)
         self.runtime.event("create", path=key, outcome="ok", **extra)
-        if "no-boundary-check" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): RFC 004's stale commit
+        if switches.NO_BOUNDARY_CHECK in self.runtime.bugs:  # catalogued bug (sim/bugs.py): RFC 004's stale commit
             self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
             return self.stored(file_id, value)
         boundary, _etag = await self.read_boundary()

@@ -29,7 +29,7 @@ from slatedb.errors import (
     ObjectStoreRetriesExhaustedError,
     TransientObjectStoreError,
 )
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 
 from .base import CREATE_IF_ABSENT, ObjectStore
 
@@ -140,7 +140,7 @@ async def create_if_absent(
         except ObjectAlreadyExistsError:
             if not ambiguous:
                 return False
-            if "ambiguous-create-trust" in runtime.bugs:  # catalogued bug (sim/bugs.py): no read-back
+            if switches.AMBIGUOUS_CREATE_TRUST in runtime.bugs:  # catalogued bug (sim/bugs.py): no read-back
                 return True
             try:
                 existing = await retry_transient(runtime, lambda: store.get(key), what=f"get {key}")

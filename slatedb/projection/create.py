@@ -63,7 +63,7 @@ from slatedb.objstore import resolve_store
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.objstore.url import relative_db_path
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import list_wal_ids, wal_key
 
@@ -72,7 +72,7 @@ from .ranges import KeyRange, as_bounds, format_range, parse_range
 
 #: Catalogued bug (sim/bugs.py): the ephemeral source checkpoints are deleted before the
 #: destination is initialized (its final checkpoints may not exist yet).
-BUG_RELEASE_EARLY = "union-releases-source-checkpoint-early"
+BUG_RELEASE_EARLY = switches.UNION_RELEASES_SOURCE_CHECKPOINT_EARLY
 
 
 @attrs.frozen
@@ -146,7 +146,7 @@ class _Job:
         for loc in self.locators:
             await loc.aclose()
 
-    def event(self, step: str, **fields) -> None:
+    def step(self, step: str, **fields) -> None:
         self.rt.event("union", union_step=step, dest=self.dest.url, **fields)
 
     async def run(self) -> StoredManifest:
@@ -155,14 +155,14 @@ class _Job:
             attempt += 1
             # C2.
             cur = await self.dest_ms.read_latest()
-            self.event("read", attempt=attempt, manifest=cur.id if cur else None)
+            self.step("read", attempt=attempt, manifest=cur.id if cur else None)
             if cur is not None:
                 self._check_attached(cur.manifest)
                 if cur.manifest.initialized:
                     await self._check_finals(cur.manifest)
-                    self.event("done", manifest=cur.id, resumed=True)
+                    self.step("done", manifest=cur.id, resumed=True)
                     return cur
-                self.event("resume", manifest=cur.id)
+                self.step("resume", manifest=cur.id)
                 made = cur
             else:
                 # C3 (dry run, nothing written), then C4.
@@ -176,22 +176,22 @@ class _Job:
                 # C5.
                 made = await self.dest_ms.create_initial(manifest)
                 if made is None:
-                    self.event("manifest_conflict")
+                    self.step("manifest_conflict")
                     await self._release()
                     continue
-                self.event("manifest_written", manifest=made.id, external_dbs=len(manifest.external_dbs),
+                self.step("manifest_written", manifest=made.id, external_dbs=len(manifest.external_dbs),
                            l0=len(manifest.l0), runs=len(manifest.compacted), last_l0_seq=manifest.last_l0_seq)
-                if BUG_RELEASE_EARLY in self.rt.bugs:  # catalogued bug: released before C6/C7
+                if switches.UNION_RELEASES_SOURCE_CHECKPOINT_EARLY in self.rt.bugs:  # catalogued bug: released before C6/C7
                     await self._release()
             # C6.
             await self._ensure_finals(made.manifest)
             # C7.
             committed = await self.dest_ms.commit(MarkInitialized(), current=made)
             if not committed.written:  # another run initialized it (or ours landed reported failed)
-                self.event("initialize_conflict", manifest=made.id + 1)
+                self.step("initialize_conflict", manifest=made.id + 1)
                 continue
             done = committed.stored
-            self.event("done", manifest=done.id, resumed=False)
+            self.step("done", manifest=done.id, resumed=False)
             await self._release()
             return done
 
@@ -309,7 +309,7 @@ class _Job:
                 continue
             made = await _ephemeral_checkpoint(s.store, self.rt)
             self.ephemeral.append((i, made))
-            self.event("source_checkpoint", source=s.store.url, id=str(made), ephemeral=True)
+            self.step("source_checkpoint", source=s.store.url, id=str(made), ephemeral=True)
             pins.append(made)
         return pins
 
@@ -317,7 +317,7 @@ class _Job:
         """Delete the ephemeral checkpoints this call made (missing ones are fine)."""
         for i, cid in self.ephemeral:
             await delete_checkpoint(ManifestStore(self.specs[i].store, self.rt), self.rt, cid, missing_ok=True)
-            self.event("source_checkpoint_released", source=self.specs[i].store.url, id=str(cid))
+            self.step("source_checkpoint_released", source=self.specs[i].store.url, id=str(cid))
         self.ephemeral.clear()
 
     # -- C6 ---------------------------------------------------------------------------------
@@ -346,7 +346,7 @@ class _Job:
                         e.source_checkpoint_id,
                         f"the external database {e.path!r} (a source checkpoint; an ephemeral one expires after"
                         f" {EPHEMERAL_CHECKPOINT_LIFETIME_S} s)") from None
-                self.event("final_checkpoint", path=e.path, id=str(made.id), manifest_id=made.manifest_id)
+                self.step("final_checkpoint", path=e.path, id=str(made.id), manifest_id=made.manifest_id)
                 break
 
 

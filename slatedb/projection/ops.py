@@ -49,13 +49,14 @@ from slatedb.format.types import (
     ManifestV2,
     SortedRunV2,
 )
+from slatedb.runtime import switches
 
 from .ranges import KeyRange, as_bounds, bytes_range, effective_bounds, hull, overlaps, physical_bounds, start_cmp_key
 
 #: Catalogued bugs (sim/bugs.py) these functions can re-introduce when the caller passes them.
-BUG_PROJECT_WIDENS = "projection-widens-view"
-BUG_UNION_SEQ_FIRST = "union-seq-not-max"
-BUG_UNION_EXTERNAL_DUP = "union-external-dbs-not-merged"
+BUG_PROJECT_WIDENS = switches.PROJECTION_WIDENS_VIEW
+BUG_UNION_SEQ_FIRST = switches.UNION_SEQ_NOT_MAX
+BUG_UNION_EXTERNAL_DUP = switches.UNION_EXTERNAL_DBS_NOT_MERGED
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +70,7 @@ def _sst_map(m: ManifestV2) -> dict[ULID, CompactedSsTableV2]:
 def _narrow(view: CompactedSsTableView, sst: CompactedSsTableV2, within: KeyBounds,
             bugs: frozenset[str]) -> CompactedSsTableView | None:
     """The view restricted to ``within`` (None when no physical key of the SST is left)."""
-    new = within if BUG_PROJECT_WIDENS in bugs else effective_bounds(view, sst).intersect(within)
+    new = within if switches.PROJECTION_WIDENS_VIEW in bugs else effective_bounds(view, sst).intersect(within)
     if new.is_empty() or physical_bounds(sst).intersect(new).is_empty():
         return None
     return attrs.evolve(view, visible_range=bytes_range(new))
@@ -226,7 +227,7 @@ def union(sources: Sequence[UnionSource], ranges: Sequence[KeyRange] | None = No
     # U2.
     external = _merge_external(srcs, new_uuid, bugs)
     # U4.
-    seq = srcs[0].manifest.last_l0_seq if BUG_UNION_SEQ_FIRST in bugs else max(s.manifest.last_l0_seq for s in srcs)
+    seq = srcs[0].manifest.last_l0_seq if switches.UNION_SEQ_NOT_MAX in bugs else max(s.manifest.last_l0_seq for s in srcs)
     merged = ManifestV2(
         external_dbs=external,
         initialized=False,
@@ -339,7 +340,7 @@ def _merge_external(srcs: list[UnionSource], new_uuid: Callable[[], uuid.UUID],
             entries.append(ExternalDb(path=s.path, source_checkpoint_id=s.checkpoint_id, sst_ids=owned))
     merged: dict[tuple, list] = {}
     for i, e in enumerate(entries):
-        key = (i,) if BUG_UNION_EXTERNAL_DUP in bugs else (e.path, e.source_checkpoint_id)
+        key = (i,) if switches.UNION_EXTERNAL_DBS_NOT_MERGED in bugs else (e.path, e.source_checkpoint_id)
         if key not in merged:
             merged[key] = [e, dict.fromkeys(e.sst_ids)]
         else:

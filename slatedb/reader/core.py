@@ -61,7 +61,7 @@ from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime, with_max_retries
+from slatedb.runtime import Runtime, switches, with_max_retries
 from slatedb.wal.writer import list_wal_ids, wal_key
 
 from .options import DbReaderOptions
@@ -319,7 +319,7 @@ class ReaderCore(ReadPath):
             cp = find_checkpoint(m, self.checkpoint_id)
             now_s = self.runtime.now_ms() // 1000
             if cp is None or is_expired(cp, now_s):
-                if "expired-checkpoint-fatal" in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                if switches.EXPIRED_CHECKPOINT_FATAL in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                     raise InvalidDbStateError(f"checkpoint {self.checkpoint_id} expired or is gone")
                 # GC (or someone) removed our checkpoint, or it lapsed: pin afresh (READ-4).
                 self.runtime.event("reader_checkpoint_lost", id=str(self.checkpoint_id),
@@ -327,7 +327,7 @@ class ReaderCore(ReadPath):
                 await self._establish("lost")
                 return
             if _sst_set(m) != _sst_set(self._pinned.manifest) \
-                    and "reader-ignores-new-ssts" not in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                    and switches.READER_IGNORES_NEW_SSTS not in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
                 await self._establish("changed")
                 return
             lifetime = self.options.checkpoint_lifetime_s

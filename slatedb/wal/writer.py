@@ -32,7 +32,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 
 async def list_wal_ids(store: ObjectStore, runtime: Runtime) -> list[int]:
     metas = await retry_transient(runtime, lambda: store.list(WAL_DIR), what="list wal/")
@@ -88,7 +88,7 @@ class WalWriter:
             await cls._halt_if_newer(manifests, runtime, epoch)
             n += 1
         # Step 5: a newer writer may have fenced below us before we listed (see module doc).
-        if "no-epoch-recheck" not in runtime.bugs:  # catalogued bug (sim/bugs.py) when set
+        if switches.NO_EPOCH_RECHECK not in runtime.bugs:  # catalogued bug (sim/bugs.py) when set
             await cls._halt_if_newer(manifests, runtime, epoch)
         runtime.event("fence_written", epoch=epoch, id=n)
         return cls(store, runtime, manifests, epoch, n, sst_options)
@@ -125,7 +125,7 @@ class WalWriter:
                 self.last_id = n
                 return n
             self.runtime.event("create", path=key, outcome="exists", epoch=self.epoch, fence=False)
-            if "fence-ignored" in self.runtime.bugs:  # catalogued bug (sim/bugs.py): skip without reading the epoch
+            if switches.FENCE_IGNORED in self.runtime.bugs:  # catalogued bug (sim/bugs.py): skip without reading the epoch
                 n += 1
                 continue
             try:

@@ -1,0 +1,44 @@
+"""Names of the catalogued bug switches (``sim/bugs.py`` describes each; ``sim bugs`` lists them).
+
+Protocol code tests ``switches.<NAME> in runtime.bugs`` (or the name's string) at the one site
+where the bug lives; ``Runtime.bugs`` is empty in production. ``tests/test_sim_bugs.py`` checks
+that every name here has a catalogue entry and a site, and every site's name is here.
+"""
+
+from __future__ import annotations
+
+# zombie writers (RFC 001)
+ZOMBIE_ACK = "zombie-ack"
+FENCE_IGNORED = "fence-ignored"
+NO_EPOCH_RECHECK = "no-epoch-recheck"
+L0_COMMIT_UNFENCED = "l0-commit-unfenced"
+# the replay point and WAL replay (RFC 001 / RFC 003)
+REPLAY_SKIP = "replay-skip"
+REPLAY_POINT_AHEAD = "replay-point-ahead"
+REPLAY_PROGRESS_EARLY = "replay-progress-early"
+# sequenced metadata and conditional creates (RFC 004)
+NO_BOUNDARY_CHECK = "no-boundary-check"
+AMBIGUOUS_CREATE_TRUST = "ambiguous-create-trust"
+BOUNDARY_PUT_TRUSTED = "boundary-put-trusted"
+# compaction (RFC 002 / RFC 003)
+RESUME_REEMIT = "resume-reemit"
+RESUME_SKIP_ENTRY = "resume-skip-entry"
+COMPACTOR_NO_SECOND_BUMP = "compactor-no-second-bump"
+COMPACTOR_NO_COMMIT_FENCE = "compactor-no-commit-fence"
+COMPACTION_NO_REVALIDATE = "compaction-no-revalidate"
+# GC, checkpoints, readers, clones (RFC 000 / RFC 004)
+GC_IGNORES_CHECKPOINTS = "gc-ignores-checkpoints"
+GC_NO_MIN_AGE = "gc-no-min-age"
+GC_IGNORES_INFLIGHT_COMPACTION = "gc-ignores-inflight-compaction"
+GC_DELETE_BEFORE_BOUNDARY = "gc-delete-before-boundary"
+EXPIRED_CHECKPOINT_FATAL = "expired-checkpoint-fatal"
+READER_IGNORES_NEW_SSTS = "reader-ignores-new-ssts"
+CLONE_COPIES_ALL_WAL = "clone-copies-all-wal"
+# projection and union (RFC 000)
+PROJECTION_WIDENS_VIEW = "projection-widens-view"
+UNION_SEQ_NOT_MAX = "union-seq-not-max"
+UNION_EXTERNAL_DBS_NOT_MERGED = "union-external-dbs-not-merged"
+UNION_RELEASES_SOURCE_CHECKPOINT_EARLY = "union-releases-source-checkpoint-early"
+
+#: Every switch name.
+ALL: frozenset[str] = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))
