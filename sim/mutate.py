@@ -175,13 +175,16 @@ def module_of(path: str) -> str:
 
 def _skipped_spans(tree: Any, lines: list[str]) -> tuple[list[tuple[tuple[int, int], tuple[int, int]]], set[int]]:
     """Source spans and lines that are not mutation sites: annotations; switch lines and the code
-    only a switch reaches; ``# pragma: no mutate`` lines."""
+    only a switch reaches (a catalogued bug's own function, named ``_bug_...``, included);
+    ``# pragma: no mutate`` lines."""
     from cosmic_ray.ast import ast_nodes
 
     spans: list[tuple[tuple[int, int], tuple[int, int]]] = []
     skip_lines = {i + 1 for i, text in enumerate(lines) if re.search(r"#.*pragma:.*no mutate", text)}
     for node in ast_nodes(tree):
         t = node.type
+        if t == "funcdef" and node.name.value.startswith("_bug_"):
+            spans.append((node.start_pos, node.end_pos))
         if t == "funcdef" and node.annotation is not None:
             spans.append((node.annotation.start_pos, node.annotation.end_pos))
         elif t == "param" and getattr(node, "annotation", None) is not None:

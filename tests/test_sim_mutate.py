@@ -52,11 +52,15 @@ def test_annotations_and_catalogue_switches_are_not_sites() -> None:
     # annotations (wal_key, the example before, now lives in slatedb/format/layout.py)
     sig = next(i + 1 for i, t in enumerate(source) if t.startswith("async def list_wal_ids("))
     assert sig not in lines
-    # the switch-on suite of `if "fence-ignored" in self.runtime.bugs:` is skipped too
+    # the switch-on suite of `if switches.GC_IGNORES_INFLIGHT_COMPACTION in self.runtime.bugs:` is skipped too
     collector = open(mutate.ROOT / "slatedb/gc/collector.py").read().splitlines()
-    on = next(i + 1 for i, t in enumerate(collector) if '"gc-ignores-inflight-compaction" in' in t)
+    on = next(i + 1 for i, t in enumerate(collector) if "switches.GC_IGNORES_INFLIGHT_COMPACTION in" in t)
     gc_lines = {m.line for m in mutate.enumerate_mutants("slatedb/gc/collector.py")}
     assert on not in gc_lines and on + 1 not in gc_lines
+    # ... and so is a catalogued bug's own function (`_bug_never_too_young`, what gc-no-min-age selects)
+    start = next(i + 1 for i, t in enumerate(collector) if t.startswith("def _bug_never_too_young("))
+    assert not {start, start + 1, start + 2} & gc_lines
+    assert any(collector[ln - 1].startswith("    return sst_id.milliseconds") for ln in gc_lines)  # _too_young is a site
 
 
 def test_selection_is_deterministic_and_spreads_over_sites() -> None:

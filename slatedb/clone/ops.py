@@ -286,12 +286,23 @@ async def _ensure_final_checkpoints(dbs: _Dbs, m: ManifestV2) -> None:
             break
 
 
+async def _pinned_wal_range(dbs: _Dbs, m: ManifestV2) -> ManifestV2:
+    """The WAL range the source checkpoint pins: ``m``'s own."""
+    return m
+
+
+async def _bug_every_parent_wal(dbs: _Dbs, m: ManifestV2) -> ManifestV2:
+    """Catalogued bug ``clone-copies-all-wal`` (sim/bugs.py): every parent WAL object above the
+    replay point, also those written after the checkpoint."""
+    return attrs.evolve(m, wal_id_last_seen=max([m.wal_id_last_seen, *await list_wal_ids(dbs.parent_store, dbs.runtime)]))
+
+
 async def _copy_wal(dbs: _Dbs, m: ManifestV2) -> None:
     """Step 6 (CLONE-3): parent WAL ids in ``(replay_after_wal_id, wal_id_last_seen]`` only."""
     rt = dbs.runtime
     copied = 0
-    if switches.CLONE_COPIES_ALL_WAL in rt.bugs:  # catalogued bug (sim/bugs.py): every parent WAL object above the replay point
-        m = attrs.evolve(m, wal_id_last_seen=max([m.wal_id_last_seen, *await list_wal_ids(dbs.parent_store, rt)]))
+    wal_range = _bug_every_parent_wal if switches.CLONE_COPIES_ALL_WAL in rt.bugs else _pinned_wal_range
+    m = await wal_range(dbs, m)
     for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
         key = wal_key(wal_id)
         try:

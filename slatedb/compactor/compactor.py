@@ -142,6 +142,7 @@ class Compactor:
         except FencedError as e:
             raise self._fence(str(e)) from None
         self.epoch = epoch
+        bump = self._bug_keep_compactions if switches.COMPACTOR_NO_SECOND_BUMP in self.runtime.bugs else self._bump_compactions
         while True:
             cur = await self.cstore.read_latest()
             base = cur.compactions if cur is not None else CompactionsV1(0, ())
@@ -153,18 +154,24 @@ class Compactor:
                 if c.status is S.RUNNING:  # interrupted: resume it from its outputs
                     c = attrs.evolve(c, status=S.SUBMITTED)
                 self._state[c.id] = c
-            if switches.COMPACTOR_NO_SECOND_BUMP in self.runtime.bugs:  # catalogued bug (sim/bugs.py): manifest only
-                self._cid = cur.id if cur is not None else 0
-                break
             try:
-                stored = await self.cstore.try_write((cur.id if cur else 0) + 1, CompactionsV1(epoch, tuple(self._state.values())))
-                self._cid = stored.id
+                self._cid = await bump(cur, epoch)
                 break
             except (CompactionsConflict, ObjectVersionBehindBoundaryError):
                 self._state.clear()
         self.stats["resumed"] += sum(1 for c in self._state.values() if c.status is S.SUBMITTED and c.output_ssts)
         self.runtime.event("compactor_started", epoch=epoch)
         return epoch
+
+    async def _bump_compactions(self, cur: StoredCompactions | None, epoch: int) -> int:
+        """Step 2: write the next ``.compactions`` with our epoch and the adopted state; its id."""
+        stored = await self.cstore.try_write((cur.id if cur else 0) + 1, CompactionsV1(epoch, tuple(self._state.values())))
+        return stored.id
+
+    async def _bug_keep_compactions(self, cur: StoredCompactions | None, epoch: int) -> int:
+        """Catalogued bug ``compactor-no-second-bump`` (sim/bugs.py): the epoch is bumped in the
+        manifest only; ``.compactions`` keeps the older compactor's epoch."""
+        return cur.id if cur is not None else 0
 
     async def _read_manifest(self) -> StoredManifest:
         latest = await self.manifests.read_latest()

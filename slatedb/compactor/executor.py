@@ -132,6 +132,30 @@ async def _run_blocks(readers: Sequence[tuple[SstReader, CompactedSsTableView]],
             yield rows
 
 
+def _written(key: bytes, seq: int, cursor: tuple[bytes, int]) -> bool:
+    """Whether a resumed compaction's interrupted attempt already wrote this row (RFC 002
+    "Resuming Partial Compactions"): every key before the cursor's, and the cursor key's
+    versions down to the cursor's seq (rows come newest first within a key)."""
+    return key < cursor[0] or (key == cursor[0] and seq >= cursor[1])
+
+
+def _bug_written_reemit(key: bytes, seq: int, cursor: tuple[bytes, int]) -> bool:
+    """Catalogued bug ``resume-reemit`` (sim/bugs.py): only versions newer than the cursor's seq
+    count as written, so the cursor row itself is written again."""
+    return key < cursor[0] or (key == cursor[0] and seq > cursor[1])
+
+
+def _keep_first() -> bool:
+    """The first row after the cursor is the next one to write."""
+    return True
+
+
+def _bug_drop_first() -> bool:
+    """Catalogued bug ``resume-skip-entry`` (sim/bugs.py): the first row after the cursor is
+    dropped along with the rows already written."""
+    return False
+
+
 class Executor:
     """Executes :class:`Job` s against one store. ``on_output`` is awaited after each output
     SST is stored, with every output so far (the compactor persists that progress)."""
@@ -207,6 +231,8 @@ class Executor:
             writer = SstWriter(job.sst_options)
             writer_last_key = None
 
+        written = _bug_written_reemit if switches.RESUME_REEMIT in self.runtime.bugs else _written
+        first_after_cursor_kept = _bug_drop_first if switches.RESUME_SKIP_ENTRY in self.runtime.bugs else _keep_first
         while heap:
             key, _nseq, _order, st = heap[0]
             row = st.rows[st.pos]
@@ -242,13 +268,10 @@ class Executor:
                 continue
             # -- resume: skip what the interrupted attempt already wrote ---------------------
             if cursor is not None:
-                if switches.RESUME_REEMIT in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the cursor row again
-                    if key < cursor[0] or (key == cursor[0] and row.seq > cursor[1]):
-                        continue
-                elif key < cursor[0] or (key == cursor[0] and row.seq >= cursor[1]):
+                if written(key, row.seq, cursor):
                     continue
                 cursor = None
-                if switches.RESUME_SKIP_ENTRY in self.runtime.bugs:  # catalogued bug (sim/bugs.py): the next row is lost
+                if not first_after_cursor_kept():
                     continue
             # -- output ------------------------------------------------------------------------
             if writer_last_key is not None and key != writer_last_key and writer.estimated_size_bytes() >= max_bytes:

@@ -63,6 +63,11 @@ from .write_path import MustWait, WritePath
 __all__ = ["DbCore", "ImmEntry", "MustWait", "ReadState"]
 
 
+async def _replay_point_kept(stored: StoredManifest) -> StoredManifest:
+    """Open leaves the replay point where it is: the L0 flush of the replayed rows moves it."""
+    return stored
+
+
 class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
     """One open writer of one database (see the module docstring). Build it with :meth:`open`,
     run its background tasks with :meth:`background`, stop it with :meth:`aclose`."""
@@ -200,13 +205,19 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             entry.last_wal_id = self._wal.fence_id - 1
             self._imms.insert(0, entry)
             mem = self._memtable = Memtable()
-        if switches.REPLAY_PROGRESS_EARLY in rt.bugs:  # catalogued bug (sim/bugs.py): replay point persisted before L0
-            stored = (await self.manifests.commit(AdvanceReplay(self.epoch, self._wal.fence_id - 1))).stored
-            self._stored = stored
+        # The replay point moves only with the L0 flush of the replayed rows (RFC 003).
+        progress = self._bug_record_replay_early if switches.REPLAY_PROGRESS_EARLY in rt.bugs else _replay_point_kept
+        stored = self._stored = await progress(stored)
         await self.locator.update(stored.manifest)
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
         self._read_state = ReadState((mem, *[e.mem for e in self._imms]), view)
         self._recompute_thresholds()
+
+    async def _bug_record_replay_early(self, stored: StoredManifest) -> StoredManifest:
+        """Catalogued bug ``replay-progress-early`` (sim/bugs.py): replay progress
+        (``replay_after_wal_id = fence - 1``) is committed before the replayed rows reach L0."""
+        assert self._wal is not None
+        return (await self.manifests.commit(AdvanceReplay(self.epoch, self._wal.fence_id - 1))).stored
 
     async def _open_reader(self, sst_id: ULID) -> SstReader:
         store, key = self.locator.locate(sst_id)

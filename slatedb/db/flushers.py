@@ -42,6 +42,17 @@ class ImmEntry:
 
 
 
+def _may_ack(error: BaseException | None) -> bool:
+    """FENCE-3: a WAL write is acknowledged only while the writer has not halted."""
+    return error is None
+
+
+def _bug_ack_anyway(error: BaseException | None) -> bool:
+    """Catalogued bug ``zombie-ack`` (sim/bugs.py): a writer that halted while its WAL write was
+    in flight still acknowledges it."""
+    return True
+
+
 class Flushers:
     """The WAL and L0 flush tasks and the explicit flushes."""
 
@@ -121,9 +132,10 @@ class Flushers:
                 self._fail(e)
                 raise
             self.stats["wal_ssts"] += 1
+            may_ack = _bug_ack_anyway if switches.ZOMBIE_ACK in self.runtime.bugs else _may_ack
             with self._lock:
-                # FENCE-3: nothing is acknowledged after a halt (unless the catalogued bug is on).
-                if self._error is None or switches.ZOMBIE_ACK in self.runtime.bugs:
+                # FENCE-3: nothing is acknowledged after a halt.
+                if may_ack(self._error):
                     self._durable_seq = rows[-1].seq
                     self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
                     self._durable_cv.notify_all()

@@ -42,7 +42,7 @@ from slatedb.format.layout import parse_sst_ulid
 from slatedb.format.types import Checkpoint, ExternalDb, ManifestV2
 from slatedb.manifest.edits import DetachExternalDb, ExpireCheckpoints
 from slatedb.manifest.store import ManifestStore, SequencedStore, StoredManifest, parse_id
-from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.base import ObjectMeta, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime, TaskGroup, switches
 from slatedb.wal.writer import WAL_DIR, WAL_SUFFIX, wal_key
@@ -93,6 +93,17 @@ def _check(ok: bool, what: str) -> None:
 
 
 _parse_sst_ulid = parse_sst_ulid
+
+
+def _too_young(sst_id: ULID, meta: ObjectMeta, cutoff_ms: int, now_ms: int, min_age_s: float) -> bool:
+    """An unreferenced SST GC must keep for now: its ULID is at or after the cutoff (a compaction
+    in flight or an L0 flush may still commit it), or it is younger than ``min_age_s``."""
+    return sst_id.milliseconds >= cutoff_ms or not older_than(meta, now_ms, min_age_s)
+
+
+def _bug_never_too_young(sst_id: ULID, meta: ObjectMeta, cutoff_ms: int, now_ms: int, min_age_s: float) -> bool:
+    """Catalogued bug ``gc-no-min-age`` (sim/bugs.py): no age rule and no ULID cutoff."""
+    return False
 
 
 class GarbageCollector:
@@ -385,13 +396,13 @@ class GarbageCollector:
             in_flight, cutoff_ms = set(), 2**63
         metas = await retry_transient(self.runtime, lambda: self.store.list(COMPACTED_DIR), what=f"list {COMPACTED_DIR}")
         now_ms = self.runtime.now_ms()
+        too_young = _bug_never_too_young if switches.GC_NO_MIN_AGE in self.runtime.bugs else _too_young
         for meta in metas:
             sst_id = _parse_sst_ulid(meta.key)
             if sst_id is None or sst_id in referenced or sst_id in in_flight:
                 continue
-            if sst_id.milliseconds >= cutoff_ms or not older_than(meta, now_ms, opts.min_age):
-                if switches.GC_NO_MIN_AGE not in self.runtime.bugs:  # catalogued bug (sim/bugs.py): no age rule
-                    continue
+            if too_young(sst_id, meta, cutoff_ms, now_ms, opts.min_age):
+                continue
             _check(sst_id not in referenced, f"SST {sst_id} is referenced (GC-1)")
             _check(sst_id not in in_flight, f"SST {sst_id} belongs to an in-flight compaction (GC-3)")
             await self._delete(sst_key(sst_id), "sst", opts, tally, "ssts_deleted", id=str(sst_id))

@@ -38,8 +38,20 @@ async def settle_boundary(ns: SequencedStore, listing: list[tuple[int, ObjectMet
     current, _etag = await ns.read_boundary()
     if desired is None or desired <= current:
         return current, False
-    if opts.dry_run or switches.GC_DELETE_BEFORE_BOUNDARY in ns.runtime.bugs:  # catalogued bug (sim/bugs.py)
+    if opts.dry_run:
         return desired, False
+    advance = _bug_boundary_unwritten if switches.GC_DELETE_BEFORE_BOUNDARY in ns.runtime.bugs else _advance
+    return await advance(ns, desired)
+
+
+async def _advance(ns: SequencedStore, desired: int) -> tuple[int, bool]:
+    """Make the boundary durable before anything at or below it is deleted (BOUNDARY-1)."""
     after = await ns.advance_boundary(desired)
     assert after >= desired, (ns.namespace, after, desired)
     return after, True
+
+
+async def _bug_boundary_unwritten(ns: SequencedStore, desired: int) -> tuple[int, bool]:
+    """Catalogued bug ``gc-delete-before-boundary`` (sim/bugs.py): GC deletes up to the boundary
+    it wants without first making that boundary durable."""
+    return desired, False

@@ -98,6 +98,24 @@ V = TypeVar("V")  # the decoded file
 S = TypeVar("S")  # the file together with its id
 
 
+async def _settle_by_reading(runtime: Runtime) -> bool:
+    """A boundary put that failed ambiguously may or may not have applied: wait a moment and let
+    the next read tell (False: not known to be applied)."""
+    await runtime.sleep(0.05)
+    return False
+
+
+async def _bug_put_trusted(runtime: Runtime) -> bool:
+    """Catalogued bug ``boundary-put-trusted`` (sim/bugs.py): an ambiguous boundary put is taken
+    as applied, without reading the boundary back."""
+    return True
+
+
+async def _bug_no_boundary_check(file_id: int) -> None:
+    """Catalogued bug ``no-boundary-check`` (sim/bugs.py): a create that succeeded is reported
+    committed without the post-create boundary read (RFC 004's stale commit)."""
+
+
 class SequencedStore(Generic[V, S]):
     """One namespace of ``<dir><id:020><suffix>`` files written by the protocol of the module
     docstring (steps 1, 3 and 4; ``.manifest`` and ``.compactions`` share it). Subclasses bind
@@ -132,6 +150,7 @@ class SequencedStore(Generic[V, S]):
         monotonic, by create-if-absent or update-if-match on the ETag just read, retried until
         the boundary read back is ``>= desired``. Returns the boundary now in force."""
         assert 0 <= desired < 2**64, desired
+        settle = _bug_put_trusted if switches.BOUNDARY_PUT_TRUSTED in self.runtime.bugs else _settle_by_reading
         while True:
             current, etag = await self.read_boundary()
             if desired <= current:
@@ -143,8 +162,7 @@ class SequencedStore(Generic[V, S]):
             except (ObjectAlreadyExistsError, PreconditionFailedError, ObjectNotFoundError):
                 continue  # a concurrent GC moved it (or we lost an ambiguous race): read again
             except TransientObjectStoreError:
-                if switches.BOUNDARY_PUT_TRUSTED not in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
-                    await self.runtime.sleep(0.05)
+                if not await settle(self.runtime):
                     continue  # may or may not have applied: the next read tells
             self.boundary_seen = True
             self.runtime.event("boundary_advance", ns=self.namespace, boundary=desired, previous=current)
@@ -206,16 +224,19 @@ class SequencedStore(Generic[V, S]):
             self.runtime.event("create", path=key, outcome="exists", **extra)
             raise self.conflict(key)
         self.runtime.event("create", path=key, outcome="ok", **extra)
-        if switches.NO_BOUNDARY_CHECK in self.runtime.bugs:  # catalogued bug (sim/bugs.py): RFC 004's stale commit
-            self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
-            return self.stored(file_id, value)
+        check = _bug_no_boundary_check if switches.NO_BOUNDARY_CHECK in self.runtime.bugs else self._check_boundary
+        await check(file_id)
+        self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
+        return self.stored(file_id, value)
+
+    async def _check_boundary(self, file_id: int) -> None:
+        """RFC 004 "Checking Boundaries After Writes": a create that succeeded counts only if GC's
+        boundary is still below it; else :class:`ObjectVersionBehindBoundaryError`."""
         boundary, _etag = await self.read_boundary()
         self.runtime.event("boundary_read", ns=self.namespace, boundary=boundary)
         if file_id <= boundary:
             await self._check_boundary_below_latest(boundary, file_id)
             raise ObjectVersionBehindBoundaryError(self.namespace, file_id, boundary)
-        self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
-        return self.stored(file_id, value)
 
     @staticmethod
     def _edit_field(edit: str | None) -> dict:

@@ -109,6 +109,24 @@ async def retry_transient(
             await backoff.wait(what, attempt, e)
 
 
+async def _read_back(store: ObjectStore, runtime: Runtime, key: str, data: bytes) -> bool | None:
+    """After an ambiguous create, "already exists": read the object back; identical bytes mean
+    our earlier attempt applied. None: the object is gone meanwhile (GC)."""
+    try:
+        existing = await retry_transient(runtime, lambda: store.get(key), what=f"get {key}")
+    except ObjectNotFoundError:
+        return None
+    mine = bytes(existing.data) == data
+    runtime.event("create.resolved", key=key, mine=mine)
+    return mine
+
+
+async def _bug_trust_existing(store: ObjectStore, runtime: Runtime, key: str, data: bytes) -> bool | None:
+    """Catalogued bug ``ambiguous-create-trust`` (sim/bugs.py): "already exists" after an
+    ambiguous create is taken as our own success, without reading the object back."""
+    return True
+
+
 async def create_if_absent(
     store: ObjectStore,
     runtime: Runtime,
@@ -128,6 +146,7 @@ async def create_if_absent(
     ambiguous = False
     attempt = 0
     backoff = _Backoff(runtime, max_attempts)
+    resolve = _bug_trust_existing if switches.AMBIGUOUS_CREATE_TRUST in runtime.bugs else _read_back
     while True:
         attempt += 1
         if attempt > 1 and stop is not None:
@@ -140,14 +159,9 @@ async def create_if_absent(
         except ObjectAlreadyExistsError:
             if not ambiguous:
                 return False
-            if switches.AMBIGUOUS_CREATE_TRUST in runtime.bugs:  # catalogued bug (sim/bugs.py): no read-back
-                return True
-            try:
-                existing = await retry_transient(runtime, lambda: store.get(key), what=f"get {key}")
-            except ObjectNotFoundError:
+            mine = await resolve(store, runtime, key, data)
+            if mine is None:
                 continue  # deleted meanwhile (GC): try again
-            mine = bytes(existing.data) == data
-            runtime.event("create.resolved", key=key, mine=mine)
             return mine
         except TransientObjectStoreError as e:
             ambiguous = True

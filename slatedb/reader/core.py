@@ -96,6 +96,18 @@ def _sst_set(m: ManifestV2) -> tuple:
     return (m.l0, m.compacted)
 
 
+def _sst_set_changed(latest: ManifestV2, pinned: ManifestV2) -> bool:
+    """Whether the latest manifest's SSTs differ from the pinned one's (an L0 flush, a
+    compaction): the reader re-establishes its checkpoint to catch up."""
+    return _sst_set(latest) != _sst_set(pinned)
+
+
+def _bug_never_changed(latest: ManifestV2, pinned: ManifestV2) -> bool:
+    """Catalogued bug ``reader-ignores-new-ssts`` (sim/bugs.py): the reader never notices that the
+    SST set changed; it stays a valid prefix but stops catching up (READ-5)."""
+    return False
+
+
 class ReaderCore(ReadPath):
     """One open reader of one database (see the module docstring). Build it with :meth:`open`,
     run its maintenance with :meth:`background`, stop it with :meth:`aclose`."""
@@ -300,6 +312,16 @@ class ReaderCore(ReadPath):
     # Maintenance (managed mode only)
     # ------------------------------------------------------------------------------------------
 
+    async def _lost(self, *, expired: bool) -> None:
+        """GC (or someone) removed our checkpoint, or it lapsed: pin afresh (READ-4)."""
+        self.runtime.event("reader_checkpoint_lost", id=str(self.checkpoint_id), expired=expired)
+        await self._establish("lost")
+
+    async def _bug_lost_is_fatal(self, *, expired: bool) -> None:
+        """Catalogued bug ``expired-checkpoint-fatal`` (sim/bugs.py): a lost or expired checkpoint
+        fails the reader for good instead of establishing a new one."""
+        raise InvalidDbStateError(f"checkpoint {self.checkpoint_id} expired or is gone")
+
     async def maintain(self) -> None:
         """One maintenance round (what the background task runs every poll interval)."""
         if self.fixed or self._closed:
@@ -319,15 +341,11 @@ class ReaderCore(ReadPath):
             cp = find_checkpoint(m, self.checkpoint_id)
             now_s = self.runtime.now_ms() // 1000
             if cp is None or is_expired(cp, now_s):
-                if switches.EXPIRED_CHECKPOINT_FATAL in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
-                    raise InvalidDbStateError(f"checkpoint {self.checkpoint_id} expired or is gone")
-                # GC (or someone) removed our checkpoint, or it lapsed: pin afresh (READ-4).
-                self.runtime.event("reader_checkpoint_lost", id=str(self.checkpoint_id),
-                                   expired=cp is not None)
-                await self._establish("lost")
+                lost = self._bug_lost_is_fatal if switches.EXPIRED_CHECKPOINT_FATAL in self.runtime.bugs else self._lost
+                await lost(expired=cp is not None)
                 return
-            if _sst_set(m) != _sst_set(self._pinned.manifest) \
-                    and switches.READER_IGNORES_NEW_SSTS not in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+            changed = _bug_never_changed if switches.READER_IGNORES_NEW_SSTS in self.runtime.bugs else _sst_set_changed
+            if changed(m, self._pinned.manifest):
                 await self._establish("changed")
                 return
             lifetime = self.options.checkpoint_lifetime_s

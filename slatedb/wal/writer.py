@@ -88,8 +88,8 @@ class WalWriter:
             await cls._halt_if_newer(manifests, runtime, epoch)
             n += 1
         # Step 5: a newer writer may have fenced below us before we listed (see module doc).
-        if switches.NO_EPOCH_RECHECK not in runtime.bugs:  # catalogued bug (sim/bugs.py) when set
-            await cls._halt_if_newer(manifests, runtime, epoch)
+        recheck = _bug_no_recheck if switches.NO_EPOCH_RECHECK in runtime.bugs else cls._halt_if_newer
+        await recheck(manifests, runtime, epoch)
         runtime.event("fence_written", epoch=epoch, id=n)
         return cls(store, runtime, manifests, epoch, n, sst_options)
 
@@ -116,6 +116,9 @@ class WalWriter:
             raise FencedError(f"writer epoch {self.epoch} is fenced")
         data = encode_wal_sst_fast(rows, self.sst_options).data
         n = self.last_id + 1
+        # A taken slot: read the manifest epoch (halt if newer), else skip it; the catalogued
+        # bug fence-ignored skips it without reading the epoch.
+        taken = _bug_no_recheck if switches.FENCE_IGNORED in self.runtime.bugs else self._halt_if_newer
         while True:
             if self.halted:  # FENCE-3: learned meanwhile (e.g. from the manifest poller)
                 raise FencedError(f"writer epoch {self.epoch} is fenced")
@@ -125,11 +128,8 @@ class WalWriter:
                 self.last_id = n
                 return n
             self.runtime.event("create", path=key, outcome="exists", epoch=self.epoch, fence=False)
-            if switches.FENCE_IGNORED in self.runtime.bugs:  # catalogued bug (sim/bugs.py): skip without reading the epoch
-                n += 1
-                continue
             try:
-                await self._halt_if_newer(self.manifests, self.runtime, self.epoch)
+                await taken(self.manifests, self.runtime, self.epoch)
             except FencedError:
                 self.halted = True
                 raise
@@ -138,6 +138,12 @@ class WalWriter:
 
     def _stop_reason(self) -> BaseException | None:
         return FencedError(f"writer epoch {self.epoch} is fenced") if self.halted else None
+
+
+async def _bug_no_recheck(manifests: ManifestStore, runtime: Runtime, epoch: int) -> None:
+    """Catalogued bugs ``no-epoch-recheck`` (after its fence lands) and ``fence-ignored`` (at a
+    taken WAL slot) (sim/bugs.py): the writer does not read the manifest epoch where
+    :meth:`WalWriter._halt_if_newer` would."""
 
 
 async def replay_wal(
