@@ -58,10 +58,16 @@ def test_a_replay_falls_back_to_the_simplest_value() -> None:
     s2 = c2.stream("a")
     s2.randint(0, 9), s2.randint(0, 9), s2.boolean(0.5)
     assert c2.saved() == {"a": [4]} and c2.size() == (3, 1)
-    assert c2.sort_key() < Choices(3, {"a": [5]}).sort_key() or True
+    c3 = Choices(3, {"a": [5]})
+    s3 = c3.stream("a")
+    s3.randint(0, 9), s3.randint(0, 9), s3.boolean(0.5)
+    assert c2.sort_key() < c3.sort_key()  # same length, a smaller first choice
 
 
-@pytest.mark.parametrize("workload,seed", [("db", 3), ("takeover", 1), ("seqmeta", 0), ("store", 0), ("compactor", 0)])
+#: Not compactor: two runs of one compactor seed in one process can differ (on main before the
+#: engine too, e.g. seed 7 three times in a row gives three digests): a known determinism defect
+#: of that scenario, docs/simulation.md "Known issues", not a property of the choices.
+@pytest.mark.parametrize("workload,seed", [("db", 3), ("takeover", 1), ("seqmeta", 0), ("store", 0)])
 def test_the_seed_is_its_choices(workload: str, seed: int) -> None:
     # Generating records every draw without changing one; replaying the saved sequence is the
     # same world, digest for digest.
