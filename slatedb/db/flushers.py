@@ -18,6 +18,7 @@ from slatedb.format.sst_writer import write_sst
 from slatedb.format.types import CompactedSsTableV2
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddL0
+from slatedb.manifest.sst_ids import newest_l0_ms, not_before
 from slatedb.memtable import Memtable
 from slatedb.objstore.base import OVERWRITE
 from slatedb.objstore.retry import retry_transient
@@ -163,7 +164,9 @@ class Flushers:
         if self._error is not None:
             raise self._error
         encoded = write_sst(entry.mem.iter_range(), self.sst_options)
-        sst_id = self.runtime.new_ulid()
+        # Never below the newest L0 this writer knows, whatever its clock says: GC's ULID cutoff
+        # protects the upload until it commits (slatedb/manifest/sst_ids.py; sim gc seed 86).
+        sst_id = not_before(self.runtime.new_ulid(), newest_l0_ms(self._stored.manifest))
         key = sst_key(sst_id)
         await retry_transient(self.runtime, lambda: self.store.put(key, encoded.data, OVERWRITE), what=f"put {key}")
         async with self._manifest_lock:

@@ -17,6 +17,7 @@ from slatedb.format.types import (
     ManifestV2,
     SortedRunV2,
 )
+from slatedb.manifest.sst_ids import newest_l0_ms  # noqa: F401 - re-exported: GC's L0 cutoff
 from slatedb.objstore.base import ObjectMeta
 
 #: Compactions whose outputs may still be landing (RFC 002 lifecycle: Submitted ⇄ Running).
@@ -92,18 +93,6 @@ def in_flight_sst_ids(compactions: CompactionsV1 | None, manifests: Iterable[Man
             runs = list(m.compacted) + [r for seg in m.segments for r in seg.compacted]
             ids |= _runs_sst_ids(r for r in runs if r.id in run_ids)
     return ids
-
-
-def newest_l0_ms(m: ManifestV2) -> int:
-    """The ULID time of the newest L0 SST of the latest manifest (else of the last L0 compacted
-    away; 0 when the database never had one). An SST minted after it may be an L0 uploaded but
-    not yet committed (the writer uploads, *then* writes the manifest)."""
-    views = list(m.l0) + [v for seg in m.segments for v in seg.l0]
-    if views:
-        return max(v.sst_id.milliseconds for v in views)
-    last = [m.last_compacted_l0_sst_view_id] + [seg.last_compacted_l0_sst_view_id for seg in m.segments]
-    known = [u.milliseconds for u in last if u is not None]
-    return max(known) if known else 0
 
 
 def compaction_low_watermark_ms(compactions: CompactionsV1 | None) -> int:
