@@ -83,6 +83,11 @@ FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
     "destroy": ("tests/clone/test_destroy.py", "tests/gc/test_destroy_detach.py"),
 }
 
+#: Tests elsewhere that test a package's code, run with the package's own tests.
+EXTRA_TESTS: dict[str, tuple[str, ...]] = {
+    "db": ("tests/checkpoint/test_db_checkpoint.py",),  # Db.create_checkpoint is slatedb/db/follower.py
+}
+
 #: Tests of a package left out of the judge, and why (passed to pytest as ``--ignore``).
 JUDGE_IGNORED_TESTS: dict[str, str] = {
     "tests/gc/test_live.py": "runs on the real clock: its work grows with the machine's load (over 5 CPU minutes at "
@@ -393,9 +398,8 @@ class Campaign:
 
 
 def test_paths(module: str, root: Path = ROOT) -> list[str]:
-    if (root / "tests" / module).is_dir():
-        return [f"tests/{module}"]
-    return [p for p in FALLBACK_TESTS.get(module, ()) if (root / p).exists()]
+    own = [f"tests/{module}"] if (root / "tests" / module).is_dir() else list(FALLBACK_TESTS.get(module, ()))
+    return [p for p in own + list(EXTRA_TESTS.get(module, ())) if (root / p).exists()]
 
 
 def check_label(check: dict) -> str:
