@@ -86,6 +86,11 @@ FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
 #: Tests elsewhere that test a package's code, run with the package's own tests.
 EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     "db": ("tests/checkpoint/test_db_checkpoint.py",),  # Db.create_checkpoint is slatedb/db/follower.py
+    # the WAL regressions (replay fenced mid-way, zombie acks, the epoch re-check)
+    "wal": ("tests/regressions/test_db_seed_581.py", "tests/regressions/test_db_zombie_ack.py",
+            "tests/regressions/test_takeover_no_epoch_recheck.py"),
+    # SequencedStore's boundary rules; a create behind the boundary (create_initial)
+    "manifest": ("tests/gc/test_boundary.py", "tests/regressions/test_db_seed_2077.py"),
 }
 
 #: Tests of a package left out of the judge, and why (passed to pytest as ``--ignore``).
