@@ -74,9 +74,17 @@ def test_lifetime_and_expiry_semantics():
     assert [c.id for c in run(list_checkpoints, ms)] == [got.id]
     with pytest.raises(InvalidArgumentError):
         CheckpointOptions(lifetime_s=0)
+    assert CheckpointOptions(lifetime_s=0.5).lifetime_s == 0.5  # any positive lifetime, under a second too
+    for bad in (float("nan"), float("inf"), -1, "60"):
+        with pytest.raises(InvalidArgumentError, match="lifetime_s"):
+            CheckpointOptions(lifetime_s=bad)
     assert parse_duration("7days 30min 10s") == 7 * 86400 + 1810 and format_duration(93610) == "1day 2h 10s"
     assert [format_duration(s) for s in (0, 0.9, -5, 1, 60, 2 * 86400)] == ["0s", "0s", "0s", "1s", "1min", "2days"]
     assert parse_duration("10") == 10.0  # a bare number is seconds (issue 16 item 5)
+    # ... with any whitespace the grammar's \s allows around it (the number alone is converted:
+    # float() itself refuses the ASCII separators \x1c-\x1f that \s matches).
+    assert parse_duration(" 2.5\t") == 2.5 and parse_duration("\x1f10\x1c") == 10.0
+    assert parse_duration("2w 1d") == 15 * 86400 and parse_duration("1 week") == 7 * 86400
     for bad in ("", "7 parsecs", "-10", "abc"):
         with pytest.raises(InvalidArgumentError):
             parse_duration(bad)

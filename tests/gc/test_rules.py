@@ -27,7 +27,9 @@ def test_no_manifest_means_nothing_to_do() -> None:
         rt, db = setup()
         db.put_wal(1)
         gc = collector(db)
-        assert await gc.run_once() == GcStats()
+        stats = await gc.run_once()
+        assert stats == GcStats()
+        assert set(attrs.asdict(stats).values()) <= {0, False}  # a pass that did nothing counts nothing
         assert gc.finished and db.wal_ids() == [1]
 
     run_virtual(main)
