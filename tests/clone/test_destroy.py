@@ -219,6 +219,33 @@ def test_soft_destroy_claims_again_when_a_writer_opens_between_fence_and_mark(ur
     assert not any(isinstance(c.metadata, WriterCheckpoint) for c in m.checkpoints)
 
 
+class WriterOpensDuringFence(CrashingStore):
+    """``inner`` where a writer's open (an epoch bump) lands right after a soft destroy's WAL fence
+    object: the fence's epoch re-check finds the newer epoch (wal-fencing.md step 5)."""
+
+    def __init__(self, inner, rt) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+        self.rt = rt
+        self.bumped = False
+
+    async def put(self, key, data, mode: PutMode = OVERWRITE):
+        out = await self.inner.put(key, data, mode)
+        if key.startswith("wal/") and not self.bumped:
+            self.bumped = True
+            await ManifestStore(self.inner, self.rt).commit(BumpWriterEpoch(uuid.uuid4()))
+        return out
+
+
+def test_soft_destroy_claims_again_when_its_wal_fence_finds_a_newer_writer(url: str) -> None:
+    rt = Recorder()
+    epoch0 = latest(url).manifest.writer_epoch
+    trio.run(lambda: destroy(WriterOpensDuringFence(store(url), rt), rt, soft=True))
+    m = latest(url).manifest
+    assert m.destroyed_at_s > 0 and m.writer_epoch == epoch0 + 3
+    assert [s["destroy_step"] for s in rt.steps()] == ["epoch", "fenced", "epoch", "fence", "marked"]
+    assert all(s["soft"] is True for s in rt.steps())
+
+
 def test_hard_destroy_events_say_what_was_done(url: str) -> None:
     """The trace of a hard destroy (read by the simulator's oracles and the timeline): the
     object count of ``deleted`` is every object under the root, the latest manifest included;
