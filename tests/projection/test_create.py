@@ -14,12 +14,13 @@ from slatedb.errors import (
     CloneSourceWithWalError,
     DuplicateCloneSourceError,
     IdenticalClonePathsError,
+    InvalidProjectionError,
     InvalidUnionError,
     UnionSetEmptyError,
 )
 from slatedb.manifest.store import ManifestStore
 from slatedb.projection import KeyRange
-from slatedb.projection.create import SourceSpec, create_database
+from slatedb.projection.create import SourceSpec, check_request, create_database
 from slatedb.runtime.production import ProductionRuntime
 from tests.clone.helpers import (
     NO_COMPACTOR,
@@ -125,6 +126,12 @@ def test_typed_errors_leave_no_checkpoint_on_any_source():
         make(f"{b}/d", (src, None, None), (src + "/", None, None))
     with pytest.raises(IdenticalClonePathsError):
         make(src, (src, None, KeyRange(b"a", b"b")))
+    with pytest.raises(InvalidProjectionError, match="KeyRange, not tuple"):
+        make(f"{b}/d", (src, None, (b"a", b"b")))
+    # C1 alone (check_request, public: a tool validates a request with it before opening anything).
+    with pytest.raises(InvalidProjectionError, match="KeyRange, not tuple"):
+        check_request(f"{b}/d", [SourceSpec(store(src), None, (b"a", b"b"))])
+    assert check_request(f"{b}/d", [SourceSpec(store(src), None, KeyRange(b"a", b"b"))])[0].key_range == KeyRange(b"a", b"b")
     with pytest.raises(InvalidUnionError, match="overlapping"):
         make(f"{b}/d", (src, None, None), (other, None, None))
     with pytest.raises(CloneSourceWithWalError, match="Projection and/or union with WAL is not supported"):
