@@ -490,10 +490,15 @@ class SoftDestroy(Edit[int]):
     fence: WriterFence
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, int | None]:
-        return (True, m.destroyed_at_s) if m.destroyed_at_s else NOT_LANDED
+        # Marked, and no writer checkpoint left: a destroyer that lost the race to another one
+        # bumped the epoch of the destroyed manifest (allow_destroyed) and must still drop its
+        # writer checkpoint, which never expires and would keep GC from ever removing the database.
+        if m.destroyed_at_s and len(without_writer_checkpoints(m)) == len(m.checkpoints):
+            return True, m.destroyed_at_s
+        return NOT_LANDED
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[int]:
-        now_s = max(1, attempt.now_ms // 1000)
+        now_s = m.destroyed_at_s or max(1, attempt.now_ms // 1000)  # the first destroy's time stays
         return Change(attrs.evolve(m, destroyed_at_s=now_s, checkpoints=without_writer_checkpoints(m)), now_s)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import uuid
 
+import attrs
+
 import pytest
 import trio
 
@@ -260,3 +262,50 @@ def test_hard_destroy_events_say_what_was_done(url: str) -> None:
     rt = Recorder()
     trio.run(lambda: destroy(store(url), rt, soft=False))
     assert rt.steps() == [{"destroy_step": "already", "soft": False}]
+
+
+class AnotherSoftDestroyFirst(CrashingStore):
+    """``inner`` where another soft destroy runs to the end just before our first manifest write
+    (our epoch bump): the bump then lands on a destroyed database."""
+
+    def __init__(self, inner, rt) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+        self.rt = rt
+        self.raced = False
+
+    async def put(self, key, data, mode: PutMode = OVERWRITE):
+        if key.startswith("manifest/") and not self.raced:
+            self.raced = True
+            await destroy(self.inner, ProductionRuntime(), soft=True)
+        return await self.inner.put(key, data, mode)
+
+
+def test_two_racing_soft_destroys_both_succeed_and_keep_the_first_time(url: str) -> None:
+    """The loser's claim (step 1) is applied again to the destroyed manifest: a destroyer's epoch
+    bump is allowed there (``allow_destroyed``), and its mark finds the database marked."""
+    rt = Recorder()
+    trio.run(lambda: destroy(AnotherSoftDestroyFirst(store(url), rt), rt, soft=True))
+    m = latest(url).manifest
+    assert m.destroyed_at_s > 0
+    assert [s["destroy_step"] for s in rt.steps()] == ["epoch", "fence", "marked"]
+    assert rt.steps()[-1]["destroyed_at_s"] == m.destroyed_at_s
+    assert not any(isinstance(c.metadata, WriterCheckpoint) for c in m.checkpoints)
+
+
+def test_hard_destroy_releases_final_checkpoints_past_an_entry_without_one(url: str) -> None:
+    """An ``external_dbs`` entry without a final checkpoint (a union source that contributed no
+    SST, or one written by another engine) is skipped, not the end of the list (DESTROY-5)."""
+    from slatedb.format.types import ExternalDb
+
+    child = url.replace("/db", "/clone")
+    trio.run(lambda: create_clone_url(child, url))
+    cur = latest(child)
+    no_final = ExternalDb("elsewhere", uuid.uuid4(), None, ())
+    edited = attrs.evolve(cur.manifest, external_dbs=(no_final, *cur.manifest.external_dbs))
+    trio.run(ManifestStore(store(child), ProductionRuntime()).try_write, cur.id + 1, edited)
+    assert [c for c in latest(url).manifest.checkpoints if c.checkpoint_expire_time_s == 0
+            and not isinstance(c.metadata, WriterCheckpoint)]  # the clone's final checkpoint
+    hard(child)
+    assert keys_under(child) == []
+    assert [c for c in latest(url).manifest.checkpoints if c.checkpoint_expire_time_s == 0
+            and not isinstance(c.metadata, WriterCheckpoint)] == []

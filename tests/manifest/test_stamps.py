@@ -101,3 +101,15 @@ def test_a_new_database_starts_at_manifest_1_and_a_second_create_loses() -> None
         assert other.get_now(manifest_key(4)).data == encode_manifest(ManifestV2())
 
     trio.run(main)
+
+
+def test_a_soft_destroy_that_lost_the_race_keeps_the_first_time_and_drops_its_writer_checkpoint() -> None:
+    """The loser of two soft destroys bumped the epoch of the destroyed manifest (a writer
+    checkpoint of its own); its mark keeps the winner's time and drops that checkpoint, which
+    never expires and would keep GC from ever removing the database (destroy.md S4)."""
+    user = _cp(2, NOW_S + 60)
+    m = ManifestV2(writer_epoch=5, destroyed_at_s=77, checkpoints=(user, _cp(1, 0, metadata=WriterCheckpoint(5))))
+    got = apply_edit(m, SoftDestroy(WriterFence(5)), Attempt(1, NOW_MS))
+    assert got.result == got.manifest.destroyed_at_s == 77 and got.manifest.checkpoints == (user,)
+    done = apply_edit(got.manifest, SoftDestroy(WriterFence(5)), Attempt(2, NOW_MS))
+    assert done.manifest is None and done.landed and done.result == 77  # nothing left to do
