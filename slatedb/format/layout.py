@@ -39,11 +39,12 @@ def sequenced_key(directory: str, file_id: int, suffix: str) -> str:
 
 
 def parse_id(key: str, directory: str, suffix: str) -> int | None:
-    """The id of ``<directory><id:020><suffix>``; None for any other name (temp files...)."""
+    """The id of ``<directory><id:020><suffix>``; None for any other name (temp files, and twenty
+    digits past the u64 range: no SlateDB id, and no id this engine could write after it)."""
     if not (key.startswith(directory) and key.endswith(suffix)):
         return None
     digits = key[len(directory) : len(key) - len(suffix)]
-    if len(digits) != 20 or not digits.isdigit():
+    if len(digits) != 20 or not digits.isdigit() or int(digits) >= 2**64:
         return None
     return int(digits)
 
