@@ -314,6 +314,7 @@ def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reas
     reason = json.loads(store.get_now(failed_reason_key(bad.id)).data)
     assert "SR:77" in reason["reason"] and "not in the database" in reason["reason"]
     assert c.stats["completed"] == 1 and c.stats["failed"] == 1
+    assert c.stats["output_ssts"] == len(m.compacted[0].ssts)
 
 
 def test_a_submission_racing_the_compactor_is_adopted_not_lost() -> None:
@@ -336,3 +337,28 @@ def test_a_submission_racing_the_compactor_is_adopted_not_lost() -> None:
     submitted = [f["id"] for _, kind, f in admin.events if kind == "compaction_submitted"]
     states = {(f["id"], f["status"]) for _, kind, f in rt.events if kind == "compaction_state"}
     assert submitted and any(s[0] == submitted[0] and s[1] in ("Completed", "Failed") for s in states)
+
+
+def test_a_restarted_compaction_into_its_own_source_run_already_committed_is_failed_before_running() -> None:
+    """COMPACT-3 where validation alone cannot tell: a full compaction of a lone sorted run writes
+    into that run's id, so after a crash between the manifest and ``.compactions`` writes its
+    source (the new run 0) is still there. Its outputs being in the manifest is what fails it, at
+    startup, before any output is written again."""
+    store, expected = filled_store(n_keys=200, rounds=2)
+    compact(store)  # L0 -> run 0
+    _, m0 = latest_manifest(store)
+    assert not m0.l0 and [r.id for r in m0.compacted] == [0]
+    rt0 = RecordingRuntime("admin")
+    trio.run(lambda: submit_compaction(store, rt0, full_spec(m0)))  # SR:0 -> 0
+    compact(store, compactor_settings(min_sources=100))
+    mid, m = latest_manifest(store)
+    cid, cs = latest_compactions(store)
+    (done,) = [c for c in cs.recent_compactions if c.status is S.COMPLETED]
+    store.put_now(compactions_key(cid + 1), encode_compactions(
+        attrs.evolve(cs, recent_compactions=(attrs.evolve(done, status=S.RUNNING),))))
+    rt = RecordingRuntime("restarted")
+    compact(store, compactor_settings(min_sources=100), rt)
+    assert not [kind for _, kind, f in rt.events if kind in ("compaction_resume", "compaction_output")]
+    assert [f for _, kind, f in rt.events if kind == "compaction_state" and f["status"] == "Failed"]
+    assert latest_manifest(store)[1].compacted == m.compacted
+    assert read_all(store) == expected

@@ -518,3 +518,31 @@ def test_a_replay_that_continues_the_tables_publishes_each_wal_object_as_it_is_a
             r.refresh()
             x, a, b, c = ((b"x", b"0"),), ((b"a", b"1"),), ((b"b", b"1"),), ((b"c", b"1"),)
             assert states() == [dict(x + a), dict(x + a + b), dict(x + a + b + c), dict(x + a + b + c)]
+
+
+def test_a_checkpoint_deleted_just_before_its_refresh_is_reestablished(monkeypatch) -> None:
+    """READ-4 in the race: the round found its checkpoint, but it was deleted (GC, an operator)
+    before the refresh's manifest read: the refresh finds it gone and the reader establishes a
+    new one, as when a round finds it gone."""
+    import slatedb.reader.core as reader_core
+
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings=WRITER, store=store) as db:
+        db.put(b"a", b"1")
+    clock = Clock()
+    opts = slatedb.DbReaderOptions(manifest_poll_interval_s=3600, checkpoint_lifetime_s=10_000)
+    refresh = reader_core.refresh_checkpoint
+
+    async def deleted_first(manifests, runtime, checkpoint_id, lifetime_s):
+        rt = ProductionRuntime("gc")
+        await delete_checkpoint(ManifestStore(store, rt), rt, checkpoint_id)
+        return await refresh(manifests, runtime, checkpoint_id, lifetime_s)
+
+    monkeypatch.setattr(reader_core, "refresh_checkpoint", deleted_first)
+    with open_reader(store, clock=clock, options=opts) as r:
+        first = r.checkpoint_id
+        clock.advance(6_000)  # 4000 s left < 5000: refresh
+        r.refresh()
+        assert r.checkpoint_id != first and r.checkpoint_id in {c.id for c in checkpoints(store)}
+        assert [e["expired"] for e in clock.kinds("reader_checkpoint_lost")] == [False]
+        assert r.get(b"a") == b"1" and r.stats["refreshes"] == 0
