@@ -1,0 +1,60 @@
+"""The scan's read-ahead (slatedb/db/scan.py ``SstSource.io_request``): each fetch takes as
+many consecutive blocks as fit in ``SCAN_READ_BYTES``, forward from the current block or
+backward to it, never past the planned range. A read-ahead one block short or long costs a
+request per block or reads past the buffer; one off the end of the index raises."""
+
+from __future__ import annotations
+
+import pytest
+
+from slatedb.db import scan
+from slatedb.db.scan import SstSource
+from slatedb.db.view import KeyBounds, SstHandle
+from slatedb.format.sst import SstOptions, decode_layout
+from slatedb.format.sst_reader import SstReader
+from slatedb.format.sst_writer import write_sst
+from slatedb.row import Row, RowKind
+from slatedb.runtime import ulid_from_parts
+
+
+def handle() -> SstHandle:
+    rows = [Row(b"k%03d" % i, i + 1, RowKind.VALUE, b"v" * 100) for i in range(60)]
+    encoded = write_sst(rows, SstOptions(block_size_bytes=512, min_filter_keys=0))
+    layout = decode_layout(encoded.data, "compacted/x.sst")
+    assert len(layout.index) >= 8  # several blocks to read ahead over
+    sid = ulid_from_parts(1, 1)
+    return SstHandle(sid, sid, SstReader(None, layout), KeyBounds())
+
+
+def span(reader: SstReader, lo: int, hi: int) -> int:
+    return reader.index.offsets[hi] - reader.index.offsets[lo]
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("blocks_per_read", [1, 3, 5])
+def test_each_fetch_takes_as_many_blocks_as_fit_and_no_more(monkeypatch, reverse: bool, blocks_per_read: int):
+    h = handle()
+    offsets = h.reader.index.offsets
+    n = len(h.reader.index)
+    widest = max(offsets[k + blocks_per_read] - offsets[k] for k in range(n - blocks_per_read + 1))
+    monkeypatch.setattr(scan, "SCAN_READ_BYTES", widest)
+    src = SstSource([h], KeyBounds(), reverse)
+    reader, lo, hi = src.io_request()
+    assert reader is h.reader
+    if reverse:
+        assert hi == n  # the last block first
+    else:
+        assert lo == 0
+    assert 1 <= hi - lo and span(reader, lo, hi) <= widest  # fits
+    grown = (lo - 1, hi) if reverse else (lo, hi + 1)
+    if 0 <= grown[0] and grown[1] <= n:
+        assert span(reader, *grown) > widest  # and one more block would not
+
+
+def test_a_reverse_fetch_reads_back_from_the_last_block_of_a_bounded_scan(monkeypatch):
+    h = handle()
+    monkeypatch.setattr(scan, "SCAN_READ_BYTES", 10**9)
+    src = SstSource([h], KeyBounds(hi=b"k030", hi_inclusive=False), True)
+    reader, lo, hi = src.io_request()
+    last = h.reader.index.find_block(b"k030")
+    assert (lo, hi) == (0, last + 1)
