@@ -27,6 +27,7 @@ from ulid import ULID
 from slatedb.runtime import Runtime, ulid_from_parts, uuid4_from_int
 
 from .choices import Choices
+from . import probes as probes_mod
 from .trace import Trace
 
 T = TypeVar("T")
@@ -108,6 +109,9 @@ class SimRuntime(Runtime):
 
     def event(self, kind: str, **fields: Any) -> None:
         self.trace.record(self.name, kind, **fields)
+
+    def probe(self, name: str) -> None:
+        probes_mod.hit(name)
 
 
 @contextlib.contextmanager

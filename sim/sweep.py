@@ -27,6 +27,7 @@ import attrs
 from slatedb.runtime.production import ProductionRuntime
 
 from . import bugs as bugs_mod
+from . import probes as probes_mod
 from . import scenarios as scenarios_mod
 from . import invariants
 from .invariants import Violation, as_violation
@@ -119,24 +120,27 @@ def run_seed(scenario: Scenario, seed: int) -> dict:
     """One seed as a result row (see :data:`ROW_FIELDS`). An exception that escapes the workload
     is a failure of that seed, named by its type, so one bad seed never stops a campaign."""
     start = _WALL.monotonic_s()
-    try:
-        result, wall_s = simulate(scenario, seed)
-    except Exception as e:  # noqa: BLE001 - reported as the seed's verdict, replayable
-        # The scenario function itself raised: its own handling failed, a harness defect.
-        violations = [Violation.harness(e)]
-        return _row(scenario, seed, False, "", 0, 0.0, {}, violations, _WALL.monotonic_s() - start)
+    with probes_mod.counting() as hits:  # coverage probes (sim/probes.py), beside the trace
+        try:
+            result, wall_s = simulate(scenario, seed)
+        except Exception as e:  # noqa: BLE001 - reported as the seed's verdict, replayable
+            # The scenario function itself raised: its own handling failed, a harness defect.
+            violations = [Violation.harness(e)]
+            return _row(scenario, seed, False, "", 0, 0.0, {}, violations, _WALL.monotonic_s() - start, hits)
     return _row(scenario, seed, bool(result.ok), result.digest, result.events, result.virtual_s,
-                result.faults, list(result.violations), wall_s)
+                result.faults, list(result.violations), wall_s, hits)
 
 
 def _row(scenario: Scenario, seed: int, ok: bool, digest: str, events: int, virtual_s: float, faults: dict,
-         violations: list[str], wall_s: float) -> dict:
+         violations: list[str], wall_s: float, probes: dict | None = None) -> dict:
     violations = [as_violation(v) for v in violations]
     return {
         "seed": int(seed), "workload": scenario.workload, "ok": ok, "digest": digest, "events": int(events),
         "virtual_s": float(virtual_s), "faults": {str(k): int(v) for k, v in sorted(faults.items())},
         "violations": [str(v) for v in violations], "invariants": sorted({v.invariant for v in violations}),
         "wall_s": float(wall_s), "replay": scenario.replay(seed),
+        # Not in ROW_FIELDS (the Parquet schema): probe hits of this seed, by probe name.
+        "probes": {str(k): int(v) for k, v in sorted((probes or {}).items())},
     }
 
 

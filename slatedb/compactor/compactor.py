@@ -67,7 +67,7 @@ from slatedb.manifest.edits import ApplyCompaction, ClaimCompactorEpoch, apply_c
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 
 from .executor import CompactionFailed, Executor, Job, is_bottom
 from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler, sst_size_bytes
@@ -180,6 +180,7 @@ class Compactor:
 
     def _fence(self, why: str) -> FencedError:
         self.fenced = True
+        self.runtime.probe(probes.COMPACTOR_FENCED)
         self.runtime.event("compactor_fenced", epoch=self.epoch, why=why)
         return FencedError(why)
 
@@ -277,6 +278,7 @@ class Compactor:
         for c in cur.compactions.recent_compactions:
             if c.status is S.SUBMITTED and c.id not in self._state:
                 self._state[c.id] = c
+                self.runtime.probe(probes.COMPACTOR_EXTERNAL_ADOPTED)
                 self.runtime.event("compaction_state", id=str(c.id), status="Submitted", external=True)
 
     async def _write_compactions(self) -> None:
@@ -348,6 +350,7 @@ class Compactor:
     async def _record_reason(self, compaction_id: ULID, reason: str) -> None:
         """Failed compactions keep their reason next to the job state (the format has no field
         for it): ``compactions/failed/<id>.json``."""
+        self.runtime.probe(probes.COMPACTOR_INVALID)
         self.runtime.event("compaction_invalid", id=str(compaction_id), reason=reason)
         body = json.dumps({"id": str(compaction_id), "reason": reason}).encode()
         key = failed_reason_key(compaction_id)

@@ -45,7 +45,7 @@ from slatedb.format.types import CompactedSsTable, CompactedSsTableView, Manifes
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 
 from slatedb.db.paths import SstLocator
 
@@ -200,6 +200,7 @@ class Executor:
         if outputs:
             last = await self.last_row(outputs[-1])
             cursor = (last.key, last.seq)
+            self.runtime.probe(probes.COMPACTOR_RESUMED)
             self.runtime.event("compaction_resume", id=str(job.compaction_id), key=last.key.hex(), seq=last.seq,
                                outputs=len(outputs))
         streams = await self._streams(job, cursor[0] if cursor else None)

@@ -23,6 +23,7 @@ from slatedb.memtable import Memtable
 from slatedb.objstore.base import OVERWRITE
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
+from slatedb.runtime import probes
 from slatedb.wal.writer import wal_key
 from slatedb.runtime import switches
 
@@ -192,6 +193,7 @@ class Flushers:
                 try:
                     stored = (await self.manifests.commit(edit, current=self._stored)).stored
                 except FencedError as e:
+                    self.runtime.probe(probes.WRITER_FENCED_AT_L0_COMMIT)
                     self.runtime.event("halt", epoch=epoch, reason="manifest")
                     self._fail(e)
                     raise

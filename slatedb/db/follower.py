@@ -17,6 +17,7 @@ from slatedb.errors import FencedError, InvalidArgumentError
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddCheckpoint, RefreshWriterCheckpoint
 from slatedb.manifest.store import StoredManifest
+from slatedb.runtime import probes
 
 from .flushers import ImmEntry
 from .read_path import ReadState
@@ -67,6 +68,7 @@ class ManifestFollower:
             if latest.id == self._stored.id:
                 return
             if latest.manifest.writer_epoch > self.epoch:
+                self.runtime.probe(probes.WRITER_HALTED_BY_POLL)
                 self.runtime.event("halt", epoch=self.epoch, newer=latest.manifest.writer_epoch)
                 self._fail(FencedError(f"writer epoch {self.epoch} was fenced by epoch {latest.manifest.writer_epoch}"))
                 return

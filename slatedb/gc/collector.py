@@ -44,7 +44,7 @@ from slatedb.manifest.edits import DetachExternalDb, ExpireCheckpoints
 from slatedb.manifest.store import ManifestStore, SequencedStore, StoredManifest, parse_id
 from slatedb.objstore.base import ObjectMeta, ObjectStore
 from slatedb.objstore.retry import retry_transient
-from slatedb.runtime import Runtime, TaskGroup, switches
+from slatedb.runtime import Runtime, TaskGroup, probes, switches
 from slatedb.wal.writer import WAL_DIR, WAL_SUFFIX, wal_key
 
 from .destroyed import destroy_database, release_parent_checkpoint, ready_to_destroy
@@ -245,6 +245,7 @@ class GarbageCollector:
         expired = await self.manifests.commit(ExpireCheckpoints(), current=latest)
         stored, removed = expired.stored, expired.result
         for c in removed:
+            self.runtime.probe(probes.GC_CHECKPOINT_EXPIRED)
             self.runtime.event("checkpoint_expired", id=str(c.id), manifest_id=c.manifest_id, manifest=stored.id)
         tally.add("checkpoints_expired", len(removed))
         return stored
@@ -316,9 +317,12 @@ class GarbageCollector:
         if moved:
             tally.add("boundary_advances")
         for file_id, meta in listing:
-            if file_id >= newest or file_id >= below or file_id in keep or file_id > boundary:
+            if file_id >= newest or file_id >= below or file_id > boundary:
                 continue
             if not older_than(meta, now_ms, opts.min_age):
+                continue
+            if file_id in keep:
+                self.runtime.probe(probes.GC_MANIFEST_KEPT_CHECKPOINT)
                 continue
             _check(file_id < newest, f"{ns.namespace} {file_id} is the latest (SEQMETA-3)")
             _check(file_id <= boundary, f"{ns.namespace} {file_id} is above the boundary {boundary} (BOUNDARY-1)")
@@ -370,7 +374,10 @@ class GarbageCollector:
         for wal_id, meta in listing:
             if wal_id == newest or (meta.size_bytes == 0) != fences:
                 continue
-            if wal_kept(wal_id, latest, pinned) or not older_than(meta, now_ms, opts.min_age):
+            if wal_kept(wal_id, latest, ()) or not older_than(meta, now_ms, opts.min_age):
+                continue  # not yet in L0 (the writer replays it), or too young
+            if wal_kept(wal_id, latest, pinned):
+                self.runtime.probe(probes.GC_WAL_KEPT_CHECKPOINT)
                 continue
             _check(wal_id < newest, f"wal {wal_id} is the newest WAL object")
             _check(wal_id <= latest.replay_after_wal_id, f"wal {wal_id} is above replay_after_wal_id")
@@ -399,9 +406,14 @@ class GarbageCollector:
         too_young = _bug_never_too_young if switches.GC_NO_MIN_AGE in self.runtime.bugs else _too_young
         for meta in metas:
             sst_id = _parse_sst_ulid(meta.key)
-            if sst_id is None or sst_id in referenced or sst_id in in_flight:
+            if sst_id is None or sst_id in referenced:
+                continue
+            if sst_id in in_flight:
+                self.runtime.probe(probes.GC_SST_KEPT_IN_FLIGHT)
                 continue
             if too_young(sst_id, meta, cutoff_ms, now_ms, opts.min_age):
+                if sst_id.milliseconds >= cutoff_ms:
+                    self.runtime.probe(probes.GC_SST_KEPT_ULID_CUTOFF)
                 continue
             _check(sst_id not in referenced, f"SST {sst_id} is referenced (GC-1)")
             _check(sst_id not in in_flight, f"SST {sst_id} belongs to an in-flight compaction (GC-3)")
@@ -429,6 +441,7 @@ class GarbageCollector:
             detached = (await self.manifests.commit(edit)).result
             if detached:
                 tally.add("clones_detached")
+                self.runtime.probe(probes.GC_CLONE_DETACHED)
                 self.runtime.event("clone_detached", path=db.path, source_checkpoint=str(db.source_checkpoint_id))
 
 

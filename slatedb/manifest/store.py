@@ -24,6 +24,7 @@ import attrs
 from slatedb.errors import (
     BoundaryVanishedError,
     CorruptionError,
+    FencedError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
     ObjectVersionBehindBoundaryError,
@@ -42,7 +43,7 @@ from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
 from slatedb.objstore.base import CREATE_IF_ABSENT, ObjectStore, PutMode
 from slatedb.objstore.retry import create_if_absent, retry_transient
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 
 from .edit import Attempt, Edit, apply_edit
 
@@ -160,8 +161,10 @@ class SequencedStore(Generic[V, S]):
             try:
                 await self.store.put(self.boundary_key, data, mode)
             except (ObjectAlreadyExistsError, PreconditionFailedError, ObjectNotFoundError):
+                self.runtime.probe(probes.BOUNDARY_PUT_RACED)
                 continue  # a concurrent GC moved it (or we lost an ambiguous race): read again
             except TransientObjectStoreError:
+                self.runtime.probe(probes.BOUNDARY_PUT_AMBIGUOUS)
                 if not await settle(self.runtime):
                     continue  # may or may not have applied: the next read tells
             self.boundary_seen = True
@@ -235,6 +238,7 @@ class SequencedStore(Generic[V, S]):
         boundary, _etag = await self.read_boundary()
         self.runtime.event("boundary_read", ns=self.namespace, boundary=boundary)
         if file_id <= boundary:
+            self.runtime.probe(probes.SEQMETA_BEHIND_BOUNDARY)
             await self._check_boundary_below_latest(boundary, file_id)
             raise ObjectVersionBehindBoundaryError(self.namespace, file_id, boundary)
 
@@ -323,8 +327,14 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
                 wal_ids = tuple(await list_wal())
             attempt = Attempt(base_id=current.id, now_ms=self.runtime.now_ms(), retried=retried,
                               maybe_landed=maybe_landed, prior=prior, wal_ids=wal_ids)
-            change = apply_edit(current.manifest, edit, attempt)
+            try:
+                change = apply_edit(current.manifest, edit, attempt)
+            except FencedError:
+                self.runtime.probe(probes.MANIFEST_EDIT_GUARD_FENCED)
+                raise
             if change.manifest is None:
+                if change.landed and maybe_landed:
+                    self.runtime.probe(probes.MANIFEST_LANDED_REPORTED_FAILED)
                 return Committed(current, change.result, written=False)
             if prepared is not None:
                 await prepared(current, change.manifest)
@@ -332,6 +342,7 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
                 stored = await self.try_write(current.id + 1, change.manifest, edit=edit.kind)
                 return Committed(stored, change.result, written=True)
             except ManifestConflict:
+                self.runtime.probe(probes.MANIFEST_CONFLICT)
                 current, retried = None, True  # another process took the id: ours did not land
             except ObjectVersionBehindBoundaryError:
                 current, retried, maybe_landed, prior = None, True, True, change.result

@@ -29,7 +29,7 @@ from slatedb.errors import (
     ObjectStoreRetriesExhaustedError,
     TransientObjectStoreError,
 )
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 
 from .base import CREATE_IF_ABSENT, ObjectStore
 
@@ -117,6 +117,7 @@ async def _read_back(store: ObjectStore, runtime: Runtime, key: str, data: bytes
     except ObjectNotFoundError:
         return None
     mine = bytes(existing.data) == data
+    runtime.probe(probes.ambiguous_create(key, mine))
     runtime.event("create.resolved", key=key, mine=mine)
     return mine
 

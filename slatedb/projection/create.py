@@ -63,7 +63,7 @@ from slatedb.objstore import resolve_store
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.objstore.url import relative_db_path
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import list_wal_ids, wal_key
 
@@ -162,6 +162,7 @@ class _Job:
                     await self._check_finals(cur.manifest)
                     self.step("done", manifest=cur.id, resumed=True)
                     return cur
+                self.rt.probe(probes.UNION_RESUMED)
                 self.step("resume", manifest=cur.id)
                 made = cur
             else:

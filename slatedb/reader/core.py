@@ -61,7 +61,7 @@ from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime, switches, with_max_retries
+from slatedb.runtime import Runtime, probes, switches, with_max_retries
 from slatedb.wal.writer import list_wal_ids, wal_key
 
 from .options import DbReaderOptions
@@ -240,6 +240,8 @@ class ReaderCore(ReadPath):
         except ObjectNotFoundError:
             return None
         wal = decode_wal_sst(bytes(got.data), key)  # CorruptionError on a bad CRC: never a wrong answer
+        if wal.is_fence:
+            self.runtime.probe(probes.WAL_REPLAY_FENCE)
         self.runtime.event("replay", path=key, rows=len(wal.rows), fence=wal.is_fence)
         return wal.rows
 
@@ -314,6 +316,7 @@ class ReaderCore(ReadPath):
 
     async def _lost(self, *, expired: bool) -> None:
         """GC (or someone) removed our checkpoint, or it lapsed: pin afresh (READ-4)."""
+        self.runtime.probe(probes.READER_CHECKPOINT_EXPIRED if expired else probes.READER_CHECKPOINT_GONE)
         self.runtime.event("reader_checkpoint_lost", id=str(self.checkpoint_id), expired=expired)
         await self._establish("lost")
 
@@ -353,6 +356,7 @@ class ReaderCore(ReadPath):
                 try:
                     new = await refresh_checkpoint(self.manifests, self.runtime, self.checkpoint_id, lifetime)
                 except CheckpointNotFoundError:
+                    self.runtime.probe(probes.READER_CHECKPOINT_GONE)
                     self.runtime.event("reader_checkpoint_lost", id=str(self.checkpoint_id), expired=False)
                     await self._establish("lost")
                     return

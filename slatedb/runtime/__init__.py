@@ -128,6 +128,11 @@ class Runtime(abc.ABC):
     def _on_spawn(self, task_name: str) -> None:
         """Hook for runtimes that trace task creation (the simulator does)."""
 
+    def probe(self, name: str) -> None:
+        """A rare protocol branch was taken (a coverage probe: a constant of
+        :mod:`slatedb.runtime.probes`). Production ignores it; the simulator counts the hits of
+        each run and every campaign reports them. One line at the branch, nothing to build."""
+
     def event(self, kind: str, **fields: Any) -> None:
         """Record a protocol event (``fence_written``, ``ack``, ``halt``, ``commit``, ...).
 

@@ -32,7 +32,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 
 async def list_wal_ids(store: ObjectStore, runtime: Runtime) -> list[int]:
     metas = await retry_transient(runtime, lambda: store.list(WAL_DIR), what="list wal/")
@@ -85,6 +85,7 @@ class WalWriter:
                 runtime.event("create", path=key, outcome="ok", epoch=epoch, fence=True)
                 break
             runtime.event("create", path=key, outcome="exists", epoch=epoch, fence=True)
+            runtime.probe(probes.WAL_FENCE_SLOT_TAKEN)
             await cls._halt_if_newer(manifests, runtime, epoch)
             n += 1
         # Step 5: a newer writer may have fenced below us before we listed (see module doc).
@@ -131,9 +132,11 @@ class WalWriter:
             try:
                 await taken(self.manifests, self.runtime, self.epoch)
             except FencedError:
+                self.runtime.probe(probes.WAL_WRITE_FENCED)
                 self.halted = True
                 raise
             # An older writer's fence raced ours into this slot (FENCE-2 keeps it empty).
+            self.runtime.probe(probes.WAL_WRITE_SLOT_OLDER_FENCE)
             n += 1
 
     def _stop_reason(self) -> BaseException | None:
@@ -173,5 +176,7 @@ async def replay_wal(
         wal = decode_wal_sst(bytes(got.data), key)
         rows.extend(wal.rows)
         count += 1
+        if wal.is_fence:
+            runtime.probe(probes.WAL_REPLAY_FENCE)
         runtime.event("replay", path=key, rows=len(wal.rows), fence=wal.is_fence)
     return rows, count

@@ -1,0 +1,208 @@
+"""Coverage probes: the rare protocol branches a simulation campaign must reach.
+
+In the spirit of FoundationDB's ``CODE_PROBE``: protocol code calls ``runtime.probe(NAME)`` (one
+line, a constant of this module) where a rare branch is taken. The call goes through the one
+runtime seam: the production runtime ignores it (a method that returns), the simulator's runtime
+counts hits per probe name beside the trace (never in it: trace digests do not change). Every
+campaign prints how often each probe was hit (``sim dst``, ``sim sweep``), and
+``tests/test_sim_probes.py`` fails when the main job's seeds leave one unhit: a branch the
+harness no longer reaches is a branch it no longer tests.
+
+Every name is declared here once, with what reaching it means and the spec step or invariant
+it exercises; ``sim/probes.py`` says which scenario (and which of its seeds) reaches each one.
+A test checks both directions: every ``probe(...)`` call in ``slatedb/`` names a constant of this
+module, and every probe declared here is called somewhere.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Probe:
+    name: str
+    meaning: str
+    #: The spec step or invariant whose rare case it marks (spec/protocols/...).
+    spec: str
+
+
+PROBES: dict[str, Probe] = {}
+
+
+def _probe(name: str, meaning: str, spec: str) -> str:
+    assert name not in PROBES, name
+    PROBES[name] = Probe(name, meaning, spec)
+    return name
+
+
+# -- WAL fencing and the writer (spec/protocols/wal-fencing.md, writer.md) -----------------------
+
+WAL_FENCE_SLOT_TAKEN = _probe(
+    "wal.fence-slot-taken",
+    "a writer's fence lost its WAL slot to a racing writer (create-if-absent found the id taken)",
+    "wal-fencing.md step 3/4, FENCE-4")
+WAL_WRITE_SLOT_OLDER_FENCE = _probe(
+    "wal.write-slot-older-fence",
+    "a WAL write found its slot taken by an older writer's fence while the manifest epoch is still "
+    "ours: skipped to the next id",
+    "wal-fencing.md step 7, FENCE-2")
+WAL_WRITE_FENCED = _probe(
+    "wal.write-fenced",
+    "a WAL write found its slot taken and the manifest carries a newer epoch: the writer halts "
+    "during its flush",
+    "wal-fencing.md step 7, FENCE-3")
+WAL_REPLAY_FENCE = _probe(
+    "wal.replay-fence",
+    "a WAL replay (writer open or reader) read another writer's 0-byte fence inside its range",
+    "writer.md step 4, DUR-1")
+
+# -- Create-if-absent with ambiguous outcomes (spec/objstore.md, slatedb/objstore/retry.py) -------
+
+CREATE_AMBIGUOUS_LANDED_MANIFEST = _probe(
+    "create.ambiguous-landed.manifest",
+    "an ambiguous .manifest create (reply lost, retried, found existing) read back as our own: landed",
+    "sequenced-metadata.md step 3, SEQMETA-2")
+CREATE_AMBIGUOUS_LOST_MANIFEST = _probe(
+    "create.ambiguous-lost.manifest",
+    "an ambiguous .manifest create read back as another process's: not landed, lost the race",
+    "sequenced-metadata.md step 3, SEQMETA-2")
+CREATE_AMBIGUOUS_LANDED_COMPACTIONS = _probe(
+    "create.ambiguous-landed.compactions",
+    "an ambiguous .compactions create read back as our own: landed",
+    "compaction.md, SEQMETA-2")
+CREATE_AMBIGUOUS_LOST_COMPACTIONS = _probe(
+    "create.ambiguous-lost.compactions",
+    "an ambiguous .compactions create read back as another process's (a racing compactor or an "
+    "admin submission): not landed",
+    "compaction.md, SEQMETA-2")
+CREATE_AMBIGUOUS_LANDED_WAL = _probe(
+    "create.ambiguous-landed.wal",
+    "an ambiguous WAL object create read back as our own: landed",
+    "wal-fencing.md step 7, FENCE-1")
+CREATE_AMBIGUOUS_LOST_WAL = _probe(
+    "create.ambiguous-lost.wal",
+    "an ambiguous WAL object create read back as another writer's: not landed",
+    "wal-fencing.md step 7, FENCE-4")
+
+# -- Sequenced metadata and boundary files (spec/protocols/sequenced-metadata.md, RFC 004) -------
+
+BOUNDARY_PUT_AMBIGUOUS = _probe(
+    "boundary.put-ambiguous",
+    "GC's boundary-file write ended ambiguously (transient error): the next read tells",
+    "sequenced-metadata.md GC steps, BOUNDARY-2")
+BOUNDARY_PUT_RACED = _probe(
+    "boundary.put-raced",
+    "GC's boundary-file write lost its create-if-absent / update-if-match to another GC (or to its "
+    "own ambiguous earlier write): read again",
+    "sequenced-metadata.md GC steps, BOUNDARY-2")
+SEQMETA_BEHIND_BOUNDARY = _probe(
+    "seqmeta.behind-boundary",
+    "a .manifest / .compactions create landed at or behind GC's boundary: reported not committed "
+    "(RFC 004's stale writer, or its false negative)",
+    "sequenced-metadata.md step 4, BOUNDARY-3")
+MANIFEST_LANDED_REPORTED_FAILED = _probe(
+    "manifest.landed-reported-failed",
+    "a manifest update reported not committed by the boundary check found itself already applied "
+    "on the retry (RFC 004 landed-but-reported-failed; the edit's already-applied detection)",
+    "sequenced-metadata.md Edits step 2, SEQMETA-1")
+MANIFEST_CONFLICT = _probe(
+    "manifest.conflict",
+    "a manifest update lost the create-if-absent race to another process and re-applied its edit to "
+    "a fresh read",
+    "sequenced-metadata.md step 3")
+MANIFEST_EDIT_GUARD_FENCED = _probe(
+    "manifest.edit-fenced",
+    "a manifest edit's fence (writer or compactor epoch) refused it: a newer epoch is durable",
+    "sequenced-metadata.md Edits step 1, FENCE-5 / CFENCE-1")
+
+# -- Writer (spec/protocols/writer.md) -----------------------------------------------------------
+
+WRITER_FENCED_AT_L0_COMMIT = _probe(
+    "writer.fenced-at-l0-commit",
+    "a writer's L0 flush found a newer writer epoch in the manifest and halted",
+    "writer.md step 9, FENCE-5")
+WRITER_HALTED_BY_POLL = _probe(
+    "writer.halted-by-poll",
+    "a writer learned from the manifest it polls that a newer writer fenced it, and halted",
+    "writer.md, FENCE-3")
+
+# -- Compaction (spec/protocols/compaction.md) ---------------------------------------------------
+
+COMPACTOR_RESUMED = _probe(
+    "compactor.resumed",
+    "a compaction interrupted with outputs written was resumed after its last output's last key",
+    "compaction.md resume, RESUME-1/2")
+COMPACTOR_FENCED = _probe(
+    "compactor.fenced",
+    "a compactor learned that a newer compactor took over (.manifest or .compactions), and stopped",
+    "compaction.md fencing, CFENCE-1/2")
+COMPACTOR_INVALID = _probe(
+    "compactor.invalid",
+    "a compaction was found invalid against the current manifest (its inputs changed) and failed",
+    "compaction.md validation, COMPACT-3")
+COMPACTOR_EXTERNAL_ADOPTED = _probe(
+    "compactor.external-adopted",
+    "a compactor adopted a compaction submitted by another process (admin submission)",
+    "compaction.md external submission, COMPACT-1")
+
+# -- GC (spec/protocols/checkpoints-gc.md) ------------------------------------------------------
+
+GC_SST_KEPT_IN_FLIGHT = _probe(
+    "gc.sst-kept-in-flight",
+    "GC kept an unreferenced SST because an in-flight compaction recorded it as an output",
+    "checkpoints-gc.md step 8, GC-3/GC-4")
+GC_SST_KEPT_ULID_CUTOFF = _probe(
+    "gc.sst-kept-ulid-cutoff",
+    "GC kept an unreferenced SST old enough to delete because its ULID is above the cutoff of an "
+    "in-flight compaction",
+    "checkpoints-gc.md step 8, GC-4")
+GC_MANIFEST_KEPT_CHECKPOINT = _probe(
+    "gc.manifest-kept-checkpoint",
+    "GC kept a manifest old enough and behind the boundary because a checkpoint pins it",
+    "checkpoints-gc.md step 6, GC-2")
+GC_WAL_KEPT_CHECKPOINT = _probe(
+    "gc.wal-kept-checkpoint",
+    "GC kept a WAL object below the latest replay point because a checkpointed manifest still needs it",
+    "checkpoints-gc.md step 7, READ-2")
+GC_CHECKPOINT_EXPIRED = _probe(
+    "gc.checkpoint-expired",
+    "GC removed an expired checkpoint from the manifest",
+    "checkpoints-gc.md step 3, CKPT-1")
+GC_CLONE_DETACHED = _probe(
+    "gc.clone-detached",
+    "GC detached an external database none of whose SSTs is referenced any more (released its "
+    "final checkpoint on the parent)",
+    "checkpoints-gc.md step 9, CLONE-2")
+
+# -- Readers, clones, projection and union --------------------------------------------------------
+
+READER_CHECKPOINT_EXPIRED = _probe(
+    "reader.checkpoint-expired",
+    "a managed reader found its checkpoint expired and established a new one",
+    "reader.md re-establish, READ-4")
+READER_CHECKPOINT_GONE = _probe(
+    "reader.checkpoint-gone",
+    "a managed reader found its checkpoint removed (GC expired it) and established a new one",
+    "reader.md re-establish, READ-4")
+UNION_RESUMED = _probe(
+    "union.resumed",
+    "a projection or union found half done (its manifest written, not initialized) was resumed",
+    "projection-union.md C2, PROJ-4")
+
+# Rare branches with no probe yet because no scenario reaches them (a probe there would be unhit
+# by every campaign; add it with the scenario that reaches it): GC keeping an SST only for its
+# min_age (the ULID cutoff keeps it first in every measured seed), a clone resumed after a crash
+# (the gc scenario's clone never crashes), a re-run projection or union finding its creation
+# already finished.
+
+
+def ambiguous_create(key: str, mine: bool) -> str:
+    """The probe of an ambiguous create-if-absent of ``key`` resolved by reading it back
+    (``mine``: the bytes were ours, it landed), by the key's namespace: ``.manifest``,
+    ``.compactions``, else a WAL object (the only objects created with create-if-absent)."""
+    if key.endswith(".manifest"):
+        return CREATE_AMBIGUOUS_LANDED_MANIFEST if mine else CREATE_AMBIGUOUS_LOST_MANIFEST
+    if key.endswith(".compactions"):
+        return CREATE_AMBIGUOUS_LANDED_COMPACTIONS if mine else CREATE_AMBIGUOUS_LOST_COMPACTIONS
+    return CREATE_AMBIGUOUS_LANDED_WAL if mine else CREATE_AMBIGUOUS_LOST_WAL
