@@ -22,6 +22,7 @@ from slatedb.runtime.production import ProductionRuntime
 
 from . import bugs as bugs_mod
 from . import ledger as ledger_mod
+from . import probes as probes_mod
 from . import scenarios as scenarios_mod
 from . import sweep as sweep_mod
 from .store_workload import StoreRunResult
@@ -220,6 +221,8 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if out:
             out.close()
     print(sweep_mod.format_summary(sweep_mod.summarize(report), scenario))
+    if report.engine != "spark":  # the spark engine's rows carry no probe hits
+        print(probes_mod.format_table(report.rows))
     if report.engine == "spark":
         if ledger_mod.parquet_path():
             print(f"{'ledger':<15} {ledger_mod.parquet_path()}")
@@ -243,6 +246,8 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     replay command per failing seed; non-zero if any seed failed."""
     from . import dst as dst_mod
 
+    if ns.coverage:
+        return _dst_coverage(ns)
     names = list(scenarios_mod.BY_NAME) if ns.workload == "all" else [ns.workload]
     try:
         scenarios = [Scenario(workload=n, ops=ns.ops, clients=ns.clients, faults=ns.faults,
@@ -264,6 +269,8 @@ def cmd_dst(ns: argparse.Namespace) -> int:
         if out:
             out.close()
     print(dst_mod.format_table(campaign))
+    print()
+    print(probes_mod.format_table(campaign.rows))
     for result in campaign.results:  # the ledger (sim/ledger.py): one row per scenario of the campaign
         recorded = ledger_mod.record(ledger_mod.from_rows(result.rows, result.scenario, kind="dst", engine="local",
                                                           wall_s=campaign.wall_s))
@@ -272,6 +279,21 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     if ns.out:
         print(f"results: {ns.out}")
     return 0 if campaign.ok else 1
+
+
+def _dst_coverage(ns: argparse.Namespace) -> int:
+    """``sim dst --coverage``: the same campaign again in a fresh process under coverage.py
+    (:mod:`sim.code_coverage`), then line and branch coverage per protocol module and file and
+    every branch it never took."""
+    from . import code_coverage
+
+    argv = [a for a in ns.argv if a != "--coverage"]
+    code, report = code_coverage.measure_command(argv)
+    print()
+    print(code_coverage.format_table(report, files=True))
+    print()
+    print(code_coverage.format_branches(report))
+    return code
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -400,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     p_dst.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
     p_dst.add_argument("--out", help="write one JSON line per seed to this file")
     p_dst.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    p_dst.add_argument("--coverage", action="store_true",
+                       help="run the campaign under coverage.py; print line and branch coverage of the protocol "
+                            "modules and every branch never taken")
     common(p_dst, allow_all=True)
     p_dst.set_defaults(fn=cmd_dst, workload="all")
 
@@ -464,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     p_mutate.set_defaults(fn=mutate_mod.cmd_mutate)
 
     ns = parser.parse_args(argv)
+    ns.argv = list(sys.argv[1:] if argv is None else argv)
     return ns.fn(ns)
 
 
