@@ -165,6 +165,13 @@ CATALOGUE: tuple[Bug, ...] = (
         "A reader that stops following the database serves an ever older state (RFC 000 Readers)",
         "RFC 000 Readers (poll the manifest, re-establish on change); reader.md READ-5",
         "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-5",), 12),
+    Bug(switches.SNAPSHOT_UNCAPPED, "a Db.snapshot()'s reads are not capped at its sequence number: writes made after it "
+        "show through the memtable it pinned (the live one, still taking writes), so a snapshot held across "
+        "flushes, compactions and GC reads differently later",
+        "Snapshot isolation: a read through a snapshot, a checkpoint or a reader sees state newer than its sequence "
+        "(RFC 001 snapshots; RFC 000 checkpoints)",
+        "reader.md READ-6 (a read through a snapshot returns exactly the state at its sequence)",
+        "slatedb/db/common.py SnapshotLifecycle._state", "gc", ("READ-6",), 6),
     Bug(switches.CLONE_COPIES_ALL_WAL, "a clone copies every parent WAL object above the source manifest's replay point, "
         "not only those up to its wal_id_last_seen: parent writes made after the checkpoint leak into the clone",
         "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",

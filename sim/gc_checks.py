@@ -78,6 +78,17 @@ def _sst_of(rel: str) -> ULID | None:
         return None
 
 
+def snapshot_isolation(process: str, seq: int, first: dict, again: dict) -> str | None:
+    """**READ-6** for one snapshot: ``first`` is its scan when it was taken (nothing was written in
+    between: the state at ``seq``), ``again`` its scan after flushes, compactions and GC ran; they
+    must be equal. The violation's text, or None."""
+    if again == first:
+        return None
+    diff = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
+    return (f"READ-6: snapshot at seq {seq} of {process} reads differently after compactions and GC: "
+            f"{len(diff)} keys differ, e.g. {diff[:3]}")
+
+
 class DbState:
     """What the checks know of one database (its root in the bucket)."""
 

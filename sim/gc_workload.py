@@ -92,7 +92,7 @@ from slatedb.reader.aio import DbReader
 from .invariants import Violation
 from .choices import Choices, boolean
 from .engine import Crash, PausableStore, crashable
-from .gc_checks import GcChecks
+from .gc_checks import GcChecks, snapshot_isolation
 from .manifest_checks import ManifestFenceChecks, bucket_reader
 from .objstore import ProcessCrashed, SimObjectStore, StoreFaults
 from .runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
@@ -418,10 +418,9 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                     snap.close()
                     held = None
                     world.snapshot_reads += 1
-                    if again != first:
-                        diff = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
-                        raise AssertionError(f"READ-6: snapshot at seq {snap.seq} of {name} reads differently after "
-                                             f"compactions and GC: {len(diff)} keys differ, e.g. {diff[:3]}")
+                    violation = snapshot_isolation(name, snap.seq, first, again)
+                    if violation:
+                        raise AssertionError(violation)
                 last = None
                 for _ in range(rng.randint(1, 6)):
                     key = b"k%03d" % rng.randrange(N_KEYS)

@@ -28,6 +28,7 @@ FIRST_DETECTION = {
     "expired-checkpoint-fatal": 5,
     "clone-copies-all-wal": 2,
     "reader-ignores-new-ssts": 1,
+    "snapshot-uncapped": 1,
 }
 
 

@@ -9,6 +9,7 @@ from slatedb.batch import validate_key
 from slatedb.config import Settings
 from slatedb.errors import ClosedError, InvalidArgumentError
 from slatedb.manifest.missing import CREATE_MODES
+from slatedb.runtime import switches
 
 from .view import KeyBounds
 
@@ -74,6 +75,18 @@ def prefix_successor(prefix: bytes) -> bytes | None:
 
 
 
+def _capped(seq: int) -> int | None:
+    """READ-6: a snapshot reads at its own sequence number (its pinned read state includes the live
+    memtable, which keeps taking writes after the snapshot)."""
+    return seq
+
+
+def _bug_uncapped(seq: int) -> int | None:
+    """Catalogued bug ``snapshot-uncapped`` (sim/bugs.py): no cap, so writes made after the snapshot
+    show through the memtable it pinned."""
+    return None
+
+
 class SnapshotLifecycle:
     """What the sync and async snapshots share: the pinned read state and sequence bound, and
     release (``close``, or leaving a ``with`` block). Reads come from each API's read mixin."""
@@ -89,7 +102,8 @@ class SnapshotLifecycle:
         if self._released:
             raise ClosedError("the snapshot was released")
         self._core.check_open()
-        return self._rs, self.seq
+        cap = _bug_uncapped if switches.SNAPSHOT_UNCAPPED in self._core.runtime.bugs else _capped
+        return self._rs, cap(self.seq)
 
     def release(self) -> None:
         if not self._released:
