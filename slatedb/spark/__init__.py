@@ -5,6 +5,8 @@
 * :func:`read` is the driver-owned snapshot: a checkpoint made now, refreshed while the block
   runs, deleted when it ends (failure included), and a DataFrame pinned to it.
 * :func:`bulk_load` range-partitions and sorts a DataFrame by key, then loads it.
+* :func:`load_sharded` makes a new database from a DataFrame: one shard database per key range,
+  united into one (the union route); :func:`collect_shards` removes shards no longer used.
 
 pyspark is imported only by the functions that need it.
 """
@@ -19,10 +21,12 @@ from .io import run_io
 from .load import SEQ_HEADROOM, DuplicateKeyError, LoadRefusedError
 from .options import DEFAULT_CHECKPOINT_LIFETIME_S, parse_options
 from .plan import Split, plan_splits
+from .sharded import DEFAULT_SHARD_MIN_AGE_S
+from .sharded import collect_shards as _collect_shards
 from .snapshot import establish, refresh_if_due, release
 
-__all__ = ["DuplicateKeyError", "LoadRefusedError", "SEQ_HEADROOM", "Split", "bulk_load", "plan_splits", "read",
-           "register"]
+__all__ = ["DuplicateKeyError", "LoadRefusedError", "SEQ_HEADROOM", "Split", "bulk_load", "collect_shards",
+           "load_sharded", "plan_splits", "read", "register"]
 
 
 def register(spark: Any) -> None:
@@ -83,3 +87,22 @@ def bulk_load(df: Any, url: str, *, mode: str = "append", partitions: int | None
     n = partitions or max(1, df.rdd.getNumPartitions())
     ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
     ordered.write.format("slatedb").mode(mode).options(url=url, **_str_options(options)).save()
+
+
+def load_sharded(df: Any, url: str, *, partitions: int | None = None, **options: Any) -> None:
+    """Make a new database at ``url`` from ``df`` (columns ``key``, ``value``: binary) by the
+    union route: range-partitioned by key into ``partitions`` (default: the DataFrame's), each
+    task writes its sorted rows as a database of its own under ``<url>/shards/`` (no WAL, one
+    sorted run), and the driver unites the shards into the database at ``url`` (which must not
+    exist yet). See docs/spark.md "Sharded loads"."""
+    register(df.sparkSession)
+    n = partitions or max(1, df.rdd.getNumPartitions())
+    ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
+    ordered.write.format("slatedb").mode("append").options(url=url, sharded="true", **_str_options(options)).save()
+
+
+def collect_shards(url: str, *, min_age_s: float = DEFAULT_SHARD_MIN_AGE_S, **store_options: Any) -> list[str]:
+    """Delete the shard databases under ``<url>/shards/`` that the database at ``url`` no longer
+    references (its GC detached them after its compactor rewrote their rows), once their latest
+    manifest is ``min_age_s`` old. Returns their URLs."""
+    return run_io(url, _str_options(store_options) or None, lambda s, rt: _collect_shards(s, rt, min_age_s=min_age_s))

@@ -23,7 +23,7 @@ STORE_OPTIONS = ("endpoint_url", "region", "access_key_id", "secret_access_key",
 
 READ_OPTIONS = ("checkpoint", "start", "end", "start_hex", "end_hex", "split_size_bytes", "include_seq",
                 "include_expiry", "checkpoint_lifetime_s", "batch_rows")
-WRITE_OPTIONS = ("sst_size_bytes", "block_size_bytes")
+WRITE_OPTIONS = ("sst_size_bytes", "block_size_bytes", "sharded")
 COMMON_OPTIONS = ("url", "path")
 
 DEFAULT_CHECKPOINT_LIFETIME_S = 600.0
@@ -82,6 +82,7 @@ class SourceOptions:
     batch_rows: int = DEFAULT_BATCH_ROWS
     sst_size_bytes: int = DEFAULT_SST_SIZE_BYTES
     block_size_bytes: int = 4096
+    sharded: bool = False
 
     @property
     def bounds(self) -> KeyBounds:
@@ -119,6 +120,7 @@ def parse_options(options: Mapping[str, str], *, writing: bool = False) -> Sourc
             url=url, store_options=store,
             sst_size_bytes=_positive_int("sst_size_bytes", opts.get("sst_size_bytes"), DEFAULT_SST_SIZE_BYTES),
             block_size_bytes=_positive_int("block_size_bytes", opts.get("block_size_bytes"), 4096, maximum=65536),
+            sharded=_bool("sharded", opts.get("sharded"), False),
         )
     cp = opts.get("checkpoint")
     checkpoint = None

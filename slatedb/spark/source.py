@@ -35,6 +35,7 @@ from .load import LoadPlan, TaskResult, begin_load, cleanup_load, commit_load, s
 from .options import SourceOptions, parse_options
 from .plan import plan_splits
 from .scan import read_split
+from .sharded import ShardedPlan, abort_sharded, begin_sharded, collect_shards, commit_sharded, stage_shard
 from .snapshot import establish, pinned
 
 
@@ -75,7 +76,7 @@ class SlateDbReader(DataSourceReader):
 
 @dataclasses.dataclass
 class SlateDbCommitMessage(WriterCommitMessage):
-    result: TaskResult
+    result: Any  # TaskResult, or ShardResult for a sharded load
 
 
 def _check_write_schema(schema: Any) -> None:
@@ -92,7 +93,7 @@ def _check_write_schema(schema: Any) -> None:
 
 
 class SlateDbWriter(DataSourceArrowWriter):
-    def __init__(self, opts: SourceOptions, plan: LoadPlan) -> None:
+    def __init__(self, opts: SourceOptions, plan: LoadPlan | ShardedPlan) -> None:
         self.opts = opts
         self.plan = plan
 
@@ -115,7 +116,8 @@ class SlateDbWriter(DataSourceArrowWriter):
             keys, values = [], []
         opts, plan = self.opts, self.plan
         sst_options = SstOptions(block_size_bytes=opts.block_size_bytes)
-        result = run_io(opts.url, opts.store_dict, lambda store, rt: stage_sorted(
+        stage: Any = stage_shard if isinstance(plan, ShardedPlan) else stage_sorted
+        result = run_io(opts.url, opts.store_dict, lambda store, rt: stage(
             store, rt, plan, partition, attempt, keys, values, sst_options=sst_options,
             sst_size_bytes=opts.sst_size_bytes))
         return SlateDbCommitMessage(result)
@@ -123,6 +125,19 @@ class SlateDbWriter(DataSourceArrowWriter):
     def commit(self, messages: list[Any]) -> None:
         opts, plan = self.opts, self.plan
         results = [None if m is None else m.result for m in messages]
+
+        if isinstance(plan, ShardedPlan):
+            async def united(store: Any, rt: Any) -> Any:
+                try:
+                    done = await commit_sharded(store, rt, plan, results)
+                except BaseException:
+                    await abort_sharded(store, rt, plan)
+                    raise
+                await collect_shards(store, rt, min_age_s=0)  # losing attempts, dead drivers' leftovers
+                return done
+
+            run_io(opts.url, opts.store_dict, united)
+            return
 
         async def go(store: Any, rt: Any) -> Any:
             try:
@@ -134,6 +149,9 @@ class SlateDbWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[Any]) -> None:
         opts, plan = self.opts, self.plan
+        if isinstance(plan, ShardedPlan):
+            run_io(opts.url, opts.store_dict, lambda store, rt: abort_sharded(store, rt, plan))
+            return
         run_io(opts.url, opts.store_dict, lambda store, rt: cleanup_load(store, rt, plan.load_id))
 
 
@@ -153,5 +171,9 @@ class SlateDbDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> SlateDbWriter:
         opts = parse_options(self.options, writing=True)
         _check_write_schema(schema)
+        if opts.sharded:
+            if overwrite:
+                raise InvalidArgumentError("a sharded load creates a new database: use mode('append'), not overwrite")
+            return SlateDbWriter(opts, run_io(opts.url, opts.store_dict, begin_sharded))
         plan = run_io(opts.url, opts.store_dict, lambda store, rt: begin_load(store, rt, overwrite=overwrite))
         return SlateDbWriter(opts, plan)

@@ -1,5 +1,5 @@
-"""The ``slatedb`` data source in a real Spark session (local[2], no UI, bound to 127.0.0.1;
-one session for the module): reads equal a single-process scan at the same checkpoint while a
+"""The ``slatedb`` data source in a real Spark session (local[2,2], no UI, bound to 127.0.0.1;
+one session for the package: conftest.py): reads equal a single-process scan at the same checkpoint while a
 writer writes and GC runs at min_age 0; options; the pushdown leak; bulk loads (append,
 overwrite, unsorted input, a failed job); S3 through SeaweedFS."""
 
@@ -32,14 +32,6 @@ LIVE = {
         "manifest_options": AGGRESSIVE, "wal_options": AGGRESSIVE, "wal_fence_options": AGGRESSIVE,
         "compacted_options": AGGRESSIVE, "compactions_options": AGGRESSIVE},
 }
-
-
-@pytest.fixture(scope="module")
-def spark():
-    spark_engine = pytest.importorskip("sim.spark_engine")
-    with spark_engine.spark_session("local[2]", app_name="slatedb-spark-test") as session:
-        slatedb.spark.register(session)
-        yield session
 
 
 def url_of(tmp_path: Path) -> str:
@@ -209,9 +201,13 @@ def test_bulk_load_append_overwrite_unsorted_input_and_shadowing(spark, tmp_path
         db.flush_memtable()
     rows = [(b"k%05d" % i, b"load-%d" % i) for i in range(2000)]
     src = spark.createDataFrame(rows[::-1], "key binary, value binary").repartition(3)  # unsorted, overlapping
-    src.write.format("slatedb").mode("append").option("url", url).option("sst_size_bytes", 8192).save()
+    spark.dataSource.register(flaky_source())  # partition 1's first attempt fails after staging its SSTs
+    src.write.format("slatedb_flaky").mode("append").option("url", url).option("sst_size_bytes", 8192).save()
     expected = {**dict(rows), b"keep": b"old"}
     assert single_scan(url) == expected
+    m = run_io(url, None, lambda s, rt: ManifestStore(s, rt).read_latest()).manifest
+    on_disk = {p.stem for p in (tmp_path / "db" / "compacted").iterdir()}
+    assert on_disk == {str(x.id) for x in m.ssts}  # the failed attempt's SSTs are gone, none referenced twice
     assert as_dict(spark_read(spark, url).collect()) == expected
     more = spark.createDataFrame([(b"z%03d" % i, b"z") for i in range(300)], "key binary, value binary")
     slatedb.spark.bulk_load(more, url, mode="overwrite", partitions=2)
@@ -226,6 +222,34 @@ def test_bulk_load_append_overwrite_unsorted_input_and_shadowing(spark, tmp_path
     with pytest.raises(Exception, match="key and value"):
         spark.createDataFrame([(b"a", b"1", 1)], "key binary, value binary, x int").write.format(
             "slatedb").mode("append").option("url", url).save()
+
+
+def flaky_source():
+    """The slatedb source whose writer fails partition 1's first task attempt *after* the
+    attempt staged its SSTs (or its shard): Spark retries the task (the session allows two
+    attempts, local[2,2]) and the retry's files are the ones committed."""
+    from slatedb.spark.source import SlateDbDataSource, SlateDbWriter
+
+    class FlakyWriter(SlateDbWriter):
+        def write(self, iterator):
+            from pyspark import TaskContext
+
+            message = super().write(iterator)
+            ctx = TaskContext.get()
+            if ctx.partitionId() == 1 and ctx.attemptNumber() == 0:
+                raise RuntimeError("injected: the first attempt dies after staging")
+            return message
+
+    class FlakySource(SlateDbDataSource):
+        @classmethod
+        def name(cls):
+            return "slatedb_flaky"
+
+        def writer(self, schema, overwrite):
+            w = super().writer(schema, overwrite)
+            return FlakyWriter(w.opts, w.plan)
+
+    return FlakySource
 
 
 def test_a_failed_job_leaves_the_manifest_unchanged_and_deletes_what_it_staged(spark, tmp_path) -> None:
@@ -337,3 +361,36 @@ def test_reads_a_projection_built_by_the_official_wheel(spark, official, tmp_pat
     url = f"file://{tmp_path}/proj"
     got = as_dict(spark_read(spark, url, split_size_bytes=2048).collect())
     assert got == single_scan(url) == {b"p%04d" % i: b"src-%d" % i for i in range(100, 300)}
+
+
+@pytest.mark.interop
+def test_a_sharded_load_unites_range_databases_that_spark_our_db_and_the_official_wheel_read(
+        spark, official, tmp_path) -> None:
+    """The union route (docs/spark.md "Sharded loads"): each range partition becomes a database
+    of its own under <url>/shards/ (no WAL), united into the new database at url. A retried
+    attempt's shard is collected; Spark reads the union our code made (the shards' SSTs
+    resolved on the executors), so do our Db and the official 0.17 writer and reader."""
+    from tests.interop.test_db_interop import official_read
+
+    url = url_of(tmp_path)
+    rows = {b"s%05d" % i: b"v%d." % i + b"x" * 20 for i in range(3000)}
+    src = spark.createDataFrame(list(rows.items())[::-1], "key binary, value binary")
+    spark.dataSource.register(flaky_source())  # partition 1's first attempt dies after writing its shard
+    src.repartitionByRange(3, "key").sortWithinPartitions("key").write.format("slatedb_flaky").mode("append").options(
+        url=url, sharded="true", sst_size_bytes="8192").save()
+    m = run_io(url, None, lambda s, rt: ManifestStore(s, rt).read_latest()).manifest
+    assert m.initialized and len(m.external_dbs) == 3 and len(m.compacted) == 1 and m.l0 == ()
+    shards = sorted(p.name for p in (tmp_path / "db" / "shards").glob("*/*") if any((p / "manifest").glob("*.manifest")))
+    assert len(shards) == 3 and not any(name.startswith("000001-0-") for name in shards)  # the lost attempt's went
+    df = spark_read(spark, url, split_size_bytes=8192)
+    assert as_dict(df.collect()) == rows and df.rdd.getNumPartitions() > 1
+    assert single_scan(url) == rows
+    for who, (got, scanned) in official_read(official, tmp_path, {b"s00000", b"s02999", b"t"}, "both").items():
+        assert dict(scanned) == rows, who
+        assert got == {b"s00000": rows[b"s00000"], b"s02999": rows[b"s02999"], b"t": None}, who
+    other = f"file://{tmp_path}/other"
+    small = spark.createDataFrame([(b"k%03d" % i, b"v") for i in range(100)], "key binary, value binary")
+    slatedb.spark.load_sharded(small, other, partitions=2)
+    assert single_scan(other) == {b"k%03d" % i: b"v" for i in range(100)}
+    with pytest.raises(Exception, match="a database exists"):
+        slatedb.spark.load_sharded(small, other)

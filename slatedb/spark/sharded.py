@@ -1,0 +1,275 @@
+"""The union route of a bulk load: a DataFrame written to one new database per key range (the
+WAL off: each shard is SSTs and one manifest), then united into one new database through
+projection/union (docs/spark.md "Sharded loads"; spec/protocols/bulk-load.md SHARD steps).
+
+1. **Begin** (driver, :func:`begin_sharded`): the destination must hold no initialized
+   database (a sharded load creates one). An uninitialized one whose every ``external_dbs``
+   entry lies under its own ``shards/`` directory is what a driver that died during its union
+   left (nobody can open it): it is removed first, with the shards it names, so re-running
+   the job is safe. A load id;
+   the rows' sequence number is 1 (a new database: nothing older, and the union's
+   ``last_l0_seq`` = 1 makes every later write newer, PROJ-3).
+2. **Stage a shard** (each task attempt, :func:`stage_shard`): the attempt's sorted rows become
+   SSTs (as in the plain load: LOAD-2 within the task) of a new database at
+   ``<url>/shards/<load id>/<partition>-<attempt>-<ulid>`` -- attempt-unique, so retried and
+   speculative attempts never share a shard -- whose manifest 1 holds them as **one sorted run**
+   (id 0), ``last_l0_seq`` = 1, no WAL. The manifest is written last: a shard without it is
+   not a database, and a failing attempt deletes everything under its shard.
+3. **Commit** (driver, once, :func:`commit_sharded`): every task has a result, one per
+   partition; the shards' key ranges must not overlap (range-partitioned input:
+   :func:`slatedb.spark.load_sharded`); :func:`slatedb.projection.create.create_database`
+   unites them at the destination (resumable; C1-C7 of projection-union.md). The runs with id
+   0 of the disjoint shards form one sorted run of the result. The result must name exactly
+   this load's shards (another load that created the destination first makes this one
+   refused). No rows and no shard: an empty initialized database.
+4. **Collect** (:func:`collect_shards`, after the commit and on demand): a shard database the
+   destination's latest manifest does not name in ``external_dbs``, with no active checkpoint
+   and a latest manifest older than ``min_age_s``, is deleted. After a commit that covers the
+   losing attempts and leftovers of dead drivers (never referenced: the destination was just
+   made). Later it removes the shards the destination's GC detached once its compactor had
+   rewritten their rows (detaching deletes the final checkpoint, which writes the shard's
+   latest manifest: ``min_age_s`` then keeps readers that were still at an older manifest
+   safe). ``abort()`` deletes this load's shards.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import attrs
+from ulid import ULID
+
+from slatedb.db.paths import SstLocator
+from slatedb.errors import InvalidUnionError, SlateDBError
+from slatedb.format.sst import SstOptions
+from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SortedRunV2
+from slatedb.gc.destroyed import destroy_database
+from slatedb.manifest.checkpoints import active_checkpoints
+from slatedb.manifest.store import MANIFEST_DIR, ManifestStore
+from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.retry import retry_transient
+from slatedb.objstore.url import relative_db_path
+from slatedb.projection.create import SourceSpec, create_database
+from slatedb.runtime import Runtime
+
+from .load import LOAD_DIR, LoadPlan, LoadRefusedError, stage_sorted
+
+SHARDS_DIR = "shards/"
+#: The sequence number of every row of a sharded load (the destination is new).
+SHARD_SEQ = 1
+#: The sorted run id each shard uses: equal ids of disjoint shards unite into one run.
+SHARD_RUN_ID = 0
+#: Default age a detached shard's latest manifest must reach before :func:`collect_shards` deletes it.
+DEFAULT_SHARD_MIN_AGE_S = 300.0
+
+
+@attrs.frozen
+class ShardedPlan:
+    load_id: str
+    seq: int = SHARD_SEQ
+
+
+@attrs.frozen
+class ShardResult:
+    partition: int
+    attempt: int
+    url: str | None  # None: the partition had no rows (no shard)
+    rows: int = 0
+    first_key: bytes = b""
+    last_key: bytes = b""
+
+
+@attrs.frozen
+class ShardedCommit:
+    manifest_id: int
+    shards: int
+    rows: int
+
+
+def _norm(url: str) -> str:
+    return url.rstrip("/")
+
+
+def shards_prefix(load_id: str | None = None) -> str:
+    return SHARDS_DIR if load_id is None else f"{SHARDS_DIR}{load_id}/"
+
+
+def shard_url(dest_url: str, load_id: str, partition: int, attempt: int, ulid: ULID) -> str:
+    return f"{_norm(dest_url)}/{shards_prefix(load_id)}{partition:06d}-{attempt}-{ulid}"
+
+
+def _is_own_shard_path(dest_url: str, path: str) -> bool:
+    """Does the ``external_dbs`` path ``path`` of the database at ``dest_url`` name a shard
+    under its own ``shards/`` directory?"""
+    own = relative_db_path(dest_url, f"{_norm(dest_url)}/{SHARDS_DIR}x")
+    return path.startswith(own[:-1]) or path.startswith(f"{_norm(dest_url)}/{SHARDS_DIR}")
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Begin
+# ---------------------------------------------------------------------------------------------
+
+
+async def begin_sharded(store: ObjectStore, rt: Runtime) -> ShardedPlan:
+    manifests = ManifestStore(store, rt)
+    latest = await manifests.read_latest()
+    if latest is not None:
+        m = latest.manifest
+        leftover = (not m.initialized and m.external_dbs
+                    and all(_is_own_shard_path(store.url, e.path) for e in m.external_dbs))
+        if not leftover:
+            raise LoadRefusedError(
+                f"a database exists at {store.url}: a sharded load creates a new database (load into an existing"
+                " one with bulk_load / the plain append or overwrite)")
+        locator = SstLocator(store, rt)
+        try:  # a union that a dead driver left uninitialized: nobody can have opened it
+            await destroy_database(store, rt, latest, locator, store.delete)
+            for e in m.external_dbs:  # its shards (and the union's checkpoints on them) go too
+                await _delete_under(await locator.root_of(e.path), rt)
+        finally:
+            await locator.aclose()
+        rt.event("shard_leftover_removed", manifest_id=latest.id)
+    plan = ShardedPlan(str(rt.new_ulid()))
+    rt.event("shard_begin", load_id=plan.load_id)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Stage a shard
+# ---------------------------------------------------------------------------------------------
+
+
+async def _delete_under(store: ObjectStore, rt: Runtime, prefix: str = "") -> int:
+    metas = await retry_transient(rt, lambda: store.list(prefix), what=f"list {prefix or '/'}")
+    # the manifests last: a half-deleted shard without a manifest is no database
+    metas.sort(key=lambda meta: meta.key.startswith(MANIFEST_DIR))
+    for meta in metas:
+        try:
+            await retry_transient(rt, lambda: store.delete(meta.key), what=f"delete {meta.key}")
+        except SlateDBError:
+            pass
+    return len(metas)
+
+
+async def stage_shard(store: ObjectStore, rt: Runtime, plan: ShardedPlan, partition: int, attempt: int,
+                      keys: Sequence[bytes], values: Sequence[bytes | None], *, sst_options: SstOptions,
+                      sst_size_bytes: int) -> ShardResult:
+    """Write the attempt's rows (sorted, unique) as a new shard database (step 2)."""
+    if not keys:
+        return ShardResult(partition, attempt, None)
+    url = shard_url(store.url, plan.load_id, partition, attempt, rt.new_ulid())
+    shard = store.open_url(url)
+    try:
+        staged = await stage_sorted(shard, rt, LoadPlan(plan.load_id, plan.seq, False, 0), partition, attempt,
+                                    keys, values, sst_options=sst_options, sst_size_bytes=sst_size_bytes)
+        run = SortedRunV2(SHARD_RUN_ID, tuple(CompactedSsTableView(rt.new_ulid(), ULID.from_str(s.sst_id), None)
+                                              for s in staged.ssts))
+        manifest = ManifestV2(
+            initialized=True, last_l0_seq=plan.seq, compacted=(run,),
+            ssts=tuple(CompactedSsTableV2(ULID.from_str(s.sst_id), s.info, s.format_version) for s in staged.ssts))
+        await _delete_under(shard, rt, LOAD_DIR)  # the intents: the manifest records the SSTs now
+        if await ManifestStore(shard, rt).create_initial(manifest) is None:
+            raise LoadRefusedError(f"shard {url} exists already (a ULID collision?)")
+    except BaseException:
+        await _delete_under(shard, rt)
+        raise
+    finally:
+        await shard.aclose()
+    rt.event("shard_staged", load_id=plan.load_id, partition=partition, attempt=attempt, url=url, rows=len(keys),
+             ssts=len(staged.ssts))
+    return ShardResult(partition, attempt, url, len(keys), keys[0], keys[-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Commit
+# ---------------------------------------------------------------------------------------------
+
+
+async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
+                         results: Sequence[ShardResult | None]) -> ShardedCommit:
+    if any(r is None for r in results):
+        raise LoadRefusedError("a task of the load has no result (it failed): nothing committed")
+    done = [r for r in results if r is not None]
+    parts = [r.partition for r in done]
+    if len(parts) != len(set(parts)):
+        raise LoadRefusedError(f"two results for one partition ({sorted(parts)}): nothing committed")
+    shards = sorted((r for r in done if r.url is not None), key=lambda r: r.first_key)
+    rows = sum(r.rows for r in shards)
+    for a, b in zip(shards, shards[1:]):
+        if b.first_key <= a.last_key:
+            raise LoadRefusedError(
+                f"shards of partitions {a.partition} and {b.partition} overlap ({b.first_key!r} <= {a.last_key!r}):"
+                " a sharded load needs range-partitioned input (slatedb.spark.load_sharded does that)")
+    manifests = ManifestStore(store, rt)
+    existing = await manifests.read_latest()
+    if existing is not None and existing.manifest.initialized:  # LOAD-8: another load won
+        raise LoadRefusedError(f"another load created the database at {store.url} first: nothing committed")
+    if not shards:
+        made = await manifests.create_initial(ManifestV2(initialized=True))
+        if made is None:
+            raise LoadRefusedError(f"another process created the database at {store.url} first: nothing committed")
+        return ShardedCommit(made.id, 0, 0)
+    sources = [store.open_url(r.url) for r in shards if r.url is not None]
+    try:
+        try:
+            stored = await create_database(store, [SourceSpec(s) for s in sources], rt)
+        except InvalidUnionError as e:
+            raise LoadRefusedError(f"the shards cannot be united ({e}): nothing committed") from None
+    finally:
+        for s in sources:
+            await s.aclose()
+    want = {relative_db_path(store.url, r.url) for r in shards if r.url is not None}  # LOAD-8
+    got = {e.path for e in stored.manifest.external_dbs}
+    if got != want:
+        raise LoadRefusedError(f"another load created the database at {store.url} first: nothing committed")
+    rt.event("shard_commit", load_id=plan.load_id, manifest_id=stored.id, shards=len(shards), rows=rows)
+    return ShardedCommit(stored.id, len(shards), rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Collect / abort
+# ---------------------------------------------------------------------------------------------
+
+
+async def abort_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan) -> int:
+    """Delete every shard of this load (nothing references them: the union was not made)."""
+    latest = await ManifestStore(store, rt).read_latest()
+    if latest is not None and any(plan.load_id in e.path for e in latest.manifest.external_dbs):
+        return 0  # the union was made after all (a commit reported failed): collect_shards' job
+    deleted = await _delete_under(store, rt, shards_prefix(plan.load_id))
+    rt.event("shard_abort", load_id=plan.load_id, objects=deleted)
+    return deleted
+
+
+async def collect_shards(store: ObjectStore, rt: Runtime, *, min_age_s: float = DEFAULT_SHARD_MIN_AGE_S) -> list[str]:
+    """Step 4: delete the shard databases under ``<url>/shards/`` that the destination's
+    latest manifest does not reference, that hold no active checkpoint and whose latest
+    manifest is older than ``min_age_s``. Returns their URLs. Refuses to run while the
+    destination is not an initialized database (a load may be uniting its shards)."""
+    latest = await ManifestStore(store, rt).read_latest()
+    if latest is None or not latest.manifest.initialized:
+        raise LoadRefusedError(f"no initialized database at {store.url}: its shards may still be in use")
+    referenced = {e.path for e in latest.manifest.external_dbs}
+    metas = await retry_transient(rt, lambda: store.list(SHARDS_DIR), what=f"list {SHARDS_DIR}")
+    roots = sorted({"/".join(meta.key.split("/")[:3]) for meta in metas if meta.key.count("/") >= 3})
+    now_ms = rt.now_ms()
+    collected: list[str] = []
+    for root in roots:
+        url = f"{_norm(store.url)}/{root}"
+        if relative_db_path(store.url, url) in referenced:  # LOAD-9 (the final checkpoint also pins it)
+            continue
+        shard = store.open_url(url)
+        try:
+            shard_latest = await ManifestStore(shard, rt).read_latest()
+            if shard_latest is not None:
+                if active_checkpoints(shard_latest.manifest, now_ms // 1000):
+                    continue
+                newest = max(m.last_modified_ms for m in await shard.list(MANIFEST_DIR))
+                if now_ms - newest < min_age_s * 1000:
+                    continue
+            await _delete_under(shard, rt)
+        finally:
+            await shard.aclose()
+        collected.append(url)
+        rt.event("shard_collected", url=url)
+    return collected

@@ -1,0 +1,205 @@
+"""The union route of a bulk load without Spark (slatedb/spark/sharded.py; docs/spark.md
+"Sharded loads"): shard databases per key range with the WAL off, united into one new
+database; refusals leave nothing the union references; re-running after a driver died during
+the union is safe; the shards are collected once the result no longer uses them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+import slatedb
+from slatedb.format.sst import SstOptions
+from slatedb.gc import run_gc
+from slatedb.manifest.store import ManifestStore
+from slatedb.runtime.production import ProductionRuntime
+from slatedb.spark.io import run_io
+from slatedb.spark.load import DuplicateKeyError, LoadRefusedError
+from slatedb.spark.sharded import (
+    SHARD_SEQ,
+    SHARDS_DIR,
+    abort_sharded,
+    begin_sharded,
+    collect_shards,
+    commit_sharded,
+    stage_shard,
+)
+from tests.gc.helpers import gc_options
+
+SMALL = SstOptions(block_size_bytes=512)
+
+
+def url_of(tmp_path: Path) -> str:
+    return f"file://{tmp_path}/db"
+
+
+def latest(url: str):
+    return run_io(url, None, lambda s, rt: ManifestStore(s, rt).read_latest())
+
+
+def shard_roots(tmp_path: Path) -> set[str]:
+    base = tmp_path / "db" / "shards"
+    return {str(p.relative_to(base)) for p in base.glob("*/*") 
+            if any(f.is_file() and ".slatedb-locks" not in f.parts for f in p.rglob("*"))}
+
+
+def begin(url: str):
+    return run_io(url, None, begin_sharded)
+
+
+def stage(url: str, plan, partition: int, rows: dict[bytes, bytes], attempt: int = 0):
+    keys = sorted(rows)
+    return run_io(url, None, lambda s, rt: stage_shard(s, rt, plan, partition, attempt, keys, [rows[k] for k in keys],
+                                                       sst_options=SMALL, sst_size_bytes=2048))
+
+
+def commit(url: str, plan, results, collect: bool = True):
+    async def go(s, rt):
+        try:
+            done = await commit_sharded(s, rt, plan, results)
+        except BaseException:
+            await abort_sharded(s, rt, plan)
+            raise
+        if collect:
+            await collect_shards(s, rt, min_age_s=0)
+        return done
+
+    return run_io(url, None, go)
+
+
+def rows_of(prefix: bytes, n: int, tag: bytes = b"v") -> dict[bytes, bytes]:
+    return {prefix + b"%05d" % i: tag + b"-%d-" % i + b"x" * 20 for i in range(n)}
+
+
+def scan(url: str) -> dict[bytes, bytes]:
+    with slatedb.DbReader.open(url) as r:
+        return dict(r.scan())
+
+
+def test_shards_unite_into_one_sorted_run_and_a_retried_attempts_shard_is_collected(tmp_path) -> None:
+    """LOAD-8: the result names exactly the committed attempts' shards."""
+    url = url_of(tmp_path)
+    plan = begin(url)
+    a, b, c = rows_of(b"a", 200), rows_of(b"b", 200), rows_of(b"c", 200)
+    lost = stage(url, plan, 1, b, attempt=0)  # finished, but its task was retried
+    results = [stage(url, plan, 0, a), stage(url, plan, 1, b, attempt=1), stage(url, plan, 2, c),
+               stage(url, plan, 3, {})]  # an empty partition makes no shard
+    assert results[3].url is None and lost.url != results[1].url  # attempt-unique shards
+    assert latest(url) is None  # nothing at the destination until the commit
+    out = commit(url, plan, results)
+    assert (out.shards, out.rows) == (3, 600)
+    m = latest(url).manifest
+    assert m.initialized and m.last_l0_seq == SHARD_SEQ and m.l0 == () and m.writer_epoch == 0
+    assert len(m.compacted) == 1 and len(m.compacted[0].ssts) == len(m.ssts) > 3  # one run of every shard SST
+    assert len(m.external_dbs) == 3 and all(e.path.startswith("db/shards/") for e in m.external_dbs)
+    assert scan(url) == {**a, **b, **c}
+    assert shard_roots(tmp_path) == {r.url.split("/shards/")[1] for r in results if r.url}  # the lost one is gone
+    for r in results[:3]:  # each shard: no WAL, and pinned by the union's final checkpoint
+        shard = latest(r.url).manifest
+        assert shard.replay_after_wal_id == shard.wal_id_last_seen == 0
+        assert [cp.checkpoint_expire_time_s for cp in shard.checkpoints] == [0]
+        assert not (Path(r.url[len("file://"):]) / "wal").exists()
+    with slatedb.Db.open(url) as db:  # later writes shadow loaded rows, anywhere in the key space
+        db.put(b"a00001", b"later")
+        db.put(b"zzz", b"outside every shard")
+    got = scan(url)
+    assert got[b"a00001"] == b"later" and got[b"zzz"] == b"outside every shard"
+    with pytest.raises(LoadRefusedError, match="a database exists"):
+        begin(url)
+
+
+def test_refused_unions_and_failed_attempts_leave_nothing_and_a_rerun_works(tmp_path) -> None:
+    """LOAD-8: a refused sharded load makes nothing initialized and leaves no shard; a rival
+    load planned alongside the winner is refused."""
+    url = url_of(tmp_path)
+    plan = begin(url)
+    with pytest.raises(DuplicateKeyError):  # a failing attempt deletes its shard
+        run_io(url, None, lambda s, rt: stage_shard(s, rt, plan, 0, 0, [b"k", b"k"], [b"1", b"2"],
+                                                    sst_options=SMALL, sst_size_bytes=2048))
+    assert shard_roots(tmp_path) == set()
+    overlapping = [stage(url, plan, 0, {b"a": b"1", b"m": b"1"}), stage(url, plan, 1, {b"c": b"2"})]
+    with pytest.raises(LoadRefusedError, match="overlap"):
+        commit(url, plan, overlapping)
+    assert latest(url) is None and shard_roots(tmp_path) == set()  # abort deleted this load's shards
+    with pytest.raises(LoadRefusedError, match="no result"):
+        commit(url, plan, [stage(url, plan, 0, {b"a": b"1"}), None])
+    assert shard_roots(tmp_path) == set()
+    plan2, rival = begin(url), begin(url)  # re-running is safe; a rival load planned at the same time
+    rival_shards = [stage(url, rival, 0, {b"r": b"rival"})]
+    commit(url, plan2, [stage(url, plan2, 0, {b"a": b"1"}), stage(url, plan2, 1, {b"m": b"2"})])
+    assert scan(url) == {b"a": b"1", b"m": b"2"}
+    with pytest.raises(LoadRefusedError, match="another load created"):
+        commit(url, rival, rival_shards, collect=False)
+    assert scan(url) == {b"a": b"1", b"m": b"2"} and all(rival.load_id not in r for r in shard_roots(tmp_path))
+    empty = f"file://{tmp_path}/empty"
+    p = begin(empty)
+    assert commit(empty, p, [stage(empty, p, 0, {})]).shards == 0
+    assert scan(empty) == {}
+
+
+def test_a_driver_that_died_during_the_union_is_replaced_by_the_rerun(tmp_path, monkeypatch) -> None:
+    """The union wrote the destination's first manifest (uninitialized) and the driver died
+    before the final checkpoints: a re-run removes it, loads anew, and collects the dead
+    load's shards."""
+    from slatedb.projection import create
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    res = [stage(url, plan, 0, rows_of(b"a", 50, b"old")), stage(url, plan, 1, rows_of(b"b", 50, b"old"))]
+
+    async def killed(self, m):
+        raise KeyboardInterrupt("driver killed")
+
+    monkeypatch.setattr(create._Job, "_ensure_finals", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_io(url, None, lambda s, rt: commit_sharded(s, rt, plan, res))  # no abort: the driver is gone
+    monkeypatch.undo()
+    dead = latest(url).manifest
+    assert not dead.initialized and len(dead.external_dbs) == 2
+    with pytest.raises(Exception, match="not initialized|uninitialized|initialized"):
+        slatedb.Db.open(url).close()
+    plan2 = begin(url)
+    assert latest(url) is None
+    new = rows_of(b"a", 30, b"new")
+    commit(url, plan2, [stage(url, plan2, 0, new)])
+    assert scan(url) == new
+    assert all(plan.load_id not in r for r in shard_roots(tmp_path))
+
+
+class Later(ProductionRuntime):
+    def now_ms(self) -> int:
+        return super().now_ms() + 86_400_000
+
+
+def test_shards_stay_while_referenced_and_are_collected_after_compaction_and_gc_detach(tmp_path) -> None:
+    """LOAD-9: referenced shards stay; detached ones go only once min_age_s has passed."""
+    from slatedb import admin
+    from slatedb.objstore import resolve_store
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    data = {**rows_of(b"a", 100), **rows_of(b"b", 100)}
+    results = [stage(url, plan, 0, rows_of(b"a", 100)), stage(url, plan, 1, rows_of(b"b", 100))]
+    commit(url, plan, results)
+    assert run_io(url, None, lambda s, rt: collect_shards(s, rt, min_age_s=0)) == []  # referenced
+    assert len(shard_roots(tmp_path)) == 2
+
+    async def compact_and_gc() -> None:
+        store = resolve_store(url)
+        await admin.submit_compaction(store, "Full")
+        await admin.run_compactor(store, once=True)
+        # a GC a day later: the compactor's checkpoints on the manifests it read have expired
+        await run_gc(store, Later(), gc_options(min_age_s=0.0), True)
+        await store.aclose()
+
+    trio.run(compact_and_gc)
+    m = latest(url).manifest
+    assert m.external_dbs == () and scan(url) == data  # detached: the rows live in the union's own SSTs
+    assert run_io(url, None, lambda s, rt: collect_shards(s, rt)) == []  # younger than min_age_s
+    got = run_io(url, None, lambda s, rt: collect_shards(s, rt, min_age_s=0))
+    assert sorted(got) == sorted(r.url for r in results)
+    assert shard_roots(tmp_path) == set() and scan(url) == data
+    assert sorted(p.name for p in (tmp_path / "db").iterdir() if p.is_dir() and not p.name.startswith(".")) == ["compacted", "compactions", "gc",
+                                                                                 "manifest", "shards"]
