@@ -121,6 +121,8 @@ def test_overwrite_replaces_everything_including_wal_rows(tmp_path) -> None:
 
 
 def test_a_live_writer_is_fenced_at_commit_and_keeps_what_it_acknowledged(tmp_path) -> None:
+    """LOAD-4: writes acknowledged before the commit are older than the load; the fenced
+    writer acknowledges nothing after it."""
     url = url_of(tmp_path)
     db = slatedb.Db.open(url, settings={"flush_interval": "10ms"})
     try:
@@ -185,6 +187,7 @@ def test_killed_before_commit_leaves_the_manifest_and_abort_deletes_the_staged_s
 
 
 def test_retried_and_speculative_attempts_never_duplicate_rows(tmp_path) -> None:
+    """LOAD-6: only the committed attempt's SSTs are referenced; the other attempt's are deleted."""
     url = url_of(tmp_path)
     plan = begin(url)
     rows = rows_of(b"r", 100, b"v")
@@ -202,6 +205,7 @@ def test_retried_and_speculative_attempts_never_duplicate_rows(tmp_path) -> None
 
 
 def test_duplicate_keys_are_refused_within_and_across_tasks(tmp_path) -> None:
+    """LOAD-2."""
     url = url_of(tmp_path)
     plan = begin(url)
     with pytest.raises(DuplicateKeyError, match="b'k'"):
@@ -306,3 +310,87 @@ def test_a_staged_sst_older_than_the_newest_l0_is_re_minted_and_orphans_are_coll
     run_io(url, None, lambda s, rt: run_gc(s, rt, gc.garbage_collector_options, once=True))
     assert not orphan & set(objects(url, "compacted/"))
     assert scan(url)[b"r00001"] == b"v-1"
+
+
+KILLED_DRIVER = r"""
+import sys, time
+import pyarrow as pa
+from pyspark.sql.types import BinaryType, StructField, StructType
+from slatedb.spark.source import SlateDbDataSource
+
+url = sys.argv[1]
+schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
+writer = SlateDbDataSource({"url": url, "sst_size_bytes": "2048"}).writer(schema, False)  # the driver plans
+keys = [b"x%05d" % i for i in range(300)]
+batch = pa.RecordBatch.from_arrays([pa.array(keys, pa.binary()), pa.array([b"l"] * 300, pa.binary())],
+                                   names=["key", "value"])
+msg = writer.write(iter([batch]))  # a task stages its SSTs
+print(" ".join(s.sst_id for s in msg.result.ssts), flush=True)
+time.sleep(600)  # the commit never comes: SIGKILL
+writer.commit([msg])
+"""
+
+
+def test_a_driver_killed_between_the_sst_writes_and_the_commit(tmp_path) -> None:
+    """A driver process (the data source's own writer(), write() and commit() outside Spark)
+    is killed with SIGKILL after its task staged SSTs: the manifest is unchanged, nothing
+    references the SSTs, and GC collects them once they are older than min_age (and below its
+    ULID cutoff: a newer L0 and a compaction exist), never before."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import trio
+
+    from slatedb.config import Settings
+    from slatedb.gc import run_gc
+    from slatedb.runtime.production import ProductionRuntime
+    from slatedb.objstore import resolve_store
+
+    url = url_of(tmp_path)
+    with slatedb.Db.open(url) as db:
+        db.put(b"base", b"1")
+        db.flush_memtable()
+    before = latest(url)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER, url], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        staged = proc.stdout.readline().split()
+        assert staged, "the driver staged nothing"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert latest(url) == before  # unchanged: no fence, no commit
+    keys = {sst_key(ULID.from_str(s)) for s in staged}
+    assert keys <= set(objects(url, "compacted/"))
+    assert scan(url) == {b"base": b"1"}
+    settings = {"compactor_options": {"poll_interval": "20ms", "scheduler_options": {
+        "min_compaction_sources": "2", "max_compaction_sources": "8"}}}
+    with slatedb.Db.open(url, settings=settings) as db:  # life goes on: newer L0s and a compaction
+        for i in range(3):
+            db.put(b"w%d" % i, b"x")
+            db.flush_memtable()
+        for _ in range(200):
+            if latest(url).manifest.compacted:
+                break
+            time.sleep(0.05)
+    assert latest(url).manifest.compacted, "the compactor did not run"
+
+    class Later(ProductionRuntime):
+        def now_ms(self) -> int:
+            return super().now_ms() + 3_600_000
+
+    gc = Settings.from_dict({"garbage_collector_options": {"compacted_options": {"min_age": "300s"}}})
+
+    def collect(runtime) -> None:
+        store = resolve_store(url)
+        trio.run(run_gc, store, runtime, gc.garbage_collector_options, True)
+
+    collect(ProductionRuntime("gc"))
+    assert keys <= set(objects(url, "compacted/"))  # younger than min_age: kept
+    collect(Later("gc"))
+    assert not keys & set(objects(url, "compacted/"))  # an hour later: collected
+    assert scan(url) == {b"base": b"1", b"w0": b"x", b"w1": b"x", b"w2": b"x"}
