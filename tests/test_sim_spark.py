@@ -1,8 +1,9 @@
 """``sim sweep --engine spark``: the same seeds as Spark tasks give the same verdict and trace
 digest as the local engine, seed by seed, and land in a Parquet table.
 
-One local-mode Spark session (``local[2]``, bound to 127.0.0.1, no UI) serves the one test that
-needs it (start-up ~10 s; the xdist group is there for when pytest-xdist's groups work again).
+The process's one local-mode Spark session (tests/conftest.py: ``local[2,2]``, bound to
+127.0.0.1, no UI) serves the one test that needs it; the xdist group keeps every Spark test
+on one worker, so the suite starts one JVM.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ SAME = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults", "vi
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(request):
     spark_engine = pytest.importorskip("sim.spark_engine")
     try:
         spark_engine._check_available()
     except spark_engine.SparkUnavailable as e:
         pytest.skip(str(e))
-    with spark_engine.spark_session("local[2]", app_name="sim-test") as session:
-        yield session
+    return request.getfixturevalue("spark_session")  # the process's one session (tests/conftest.py)
 
 
 def _read_parquet(spark, path: str) -> list[dict]:

@@ -7,7 +7,9 @@ The baseline workload (``key%010d`` keys, 100-byte random values from the same g
   flushed), and scans the database once in batches of 1000.
 * **Spark, 1 and 2 executor cores** (``local[1]``, ``local[2]``; a session each, its start-up
   not timed; best of ``--repeat`` runs): a bulk load of the same rows from a cached DataFrame
-  (``slatedb.spark.bulk_load``, into a fresh database), and a read of the Db's database
+  (``slatedb.spark.bulk_load``, into a fresh database), the same rows by the union route
+  (``slatedb.spark.load_sharded``: a shard database per range partition, united into a new
+  database), and a read of the Db's database
   (``spark.read.format("slatedb")`` written to Spark's ``noop`` sink, so every row and column
   crosses from the Python tasks into the JVM).
 
@@ -58,7 +60,7 @@ def _db_phase(url: str, keys: list[bytes], values: list[bytes], sst_bytes: int) 
 
 
 def _spark_phase(master: str, read_url: str, load_url: str, keys: list[bytes], values: list[bytes],
-                 split_bytes: int, repeat: int) -> tuple[float, float, float]:
+                 split_bytes: int, repeat: int) -> tuple[float, float, float, float]:
     import pyarrow as pa
 
     from sim.spark_engine import spark_session
@@ -71,20 +73,24 @@ def _spark_phase(master: str, read_url: str, load_url: str, keys: list[bytes], v
         table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
         df = spark.createDataFrame(table.to_pandas()).cache()
         assert df.count() == len(keys)
-        load_s = read_s = float("inf")
-        for _ in range(repeat):  # best of: the first run also warms the Python workers up
+        load_s = read_s = sharded_s = float("inf")
+        parts = spark.sparkContext.defaultParallelism * 2
+        for i in range(repeat):  # best of: the first run also warms the Python workers up
             t0 = time.perf_counter()
-            slatedb.spark.bulk_load(df, load_url, mode="overwrite",
-                                    partitions=spark.sparkContext.defaultParallelism * 2)
+            slatedb.spark.bulk_load(df, load_url, mode="overwrite", partitions=parts)
             load_s = min(load_s, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            slatedb.spark.load_sharded(df, f"{load_url}-sharded-{i}", partitions=parts)  # a new database each time
+            sharded_s = min(sharded_s, time.perf_counter() - t0)
             t0 = time.perf_counter()
             spark.read.format("slatedb").options(url=read_url, split_size_bytes=str(split_bytes)).load() \
                 .write.format("noop").mode("overwrite").save()
             read_s = min(read_s, time.perf_counter() - t0)
         df.unpersist()
         check = spark.read.format("slatedb").option("url", load_url).load().count()
-    assert check == len(keys), (check, len(keys))
-    return len(keys) / load_s, len(keys) / read_s, started
+        sharded = spark.read.format("slatedb").option("url", f"{load_url}-sharded-0").load().count()
+    assert check == sharded == len(keys), (check, sharded, len(keys))
+    return len(keys) / load_s, len(keys) / read_s, started, len(keys) / sharded_s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     print(f"rows {args.n:,}  (keys key%010d, 100-byte values; Spark session start-up not timed)")
     print(f"{'phase':<34}{'Db':>12}{'Spark 1 core':>15}{'Spark 2 cores':>15}{'1c/Db':>8}{'2c/Db':>8}{'2c/1c':>8}")
-    for name, idx, db_rps in (("bulk load vs puts in batches of 100", 0, put_rps), ("read vs scan", 1, scan_rps)):
+    for name, idx, db_rps in (("bulk load vs puts in batches of 100", 0, put_rps),
+                              ("sharded load vs puts", 3, put_rps), ("read vs scan", 1, scan_rps)):
         one, two = results[1][idx], results[2][idx]
         print(f"{name + ' (rows/s)':<34}{db_rps:>12,.0f}{one:>15,.0f}{two:>15,.0f}"
               f"{one / db_rps:>8.2f}{two / db_rps:>8.2f}{two / one:>8.2f}")

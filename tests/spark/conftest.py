@@ -1,6 +1,5 @@
-"""One Spark session for every test of this package (start-up costs ~10 s): local mode on two
-cores with two attempts per task (``local[2,2]``: the retry tests need a second attempt), no
-UI, bound to 127.0.0.1."""
+"""Every Spark test of this package uses the process's one session (tests/conftest.py
+``spark_session``: local[2,2], so a task can be retried) with the slatedb source registered."""
 
 from __future__ import annotations
 
@@ -9,9 +8,7 @@ import pytest
 import slatedb
 
 
-@pytest.fixture(scope="session")
-def spark():
-    spark_engine = pytest.importorskip("sim.spark_engine")
-    with spark_engine.spark_session("local[2,2]", app_name="slatedb-spark-test") as session:
-        slatedb.spark.register(session)
-        yield session
+@pytest.fixture()
+def spark(spark_session):
+    slatedb.spark.register(spark_session)
+    return spark_session

@@ -298,7 +298,7 @@ def test_s3_read_and_load(spark, seaweedfs) -> None:
         db.put(b"wal", b"only", durable=True)
     src = spark.createDataFrame([(b"s%04d" % i, b"load") for i in range(0, 1000, 2)], "key binary, value binary")
     src.write.format("slatedb").mode("append").options(url=url, **store).save()
-    got = as_dict(spark.read.format("slatedb").options(url=url, split_size_bytes="2048", **store).load().collect())
+    got = as_dict(spark.read.format("slatedb").options(url=url, split_size_bytes="8192", **store).load().collect())
     assert got == single_scan(url, **store)
     assert got[b"s0002"] == b"load" and got[b"s0001"] == b"db" and got[b"s0998"] == b"load" and got[b"wal"] == b"only"
     assert len(got) == 500 + 250 + 1

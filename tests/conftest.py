@@ -1,0 +1,38 @@
+"""Suite-wide pytest set-up.
+
+* ``--dist loadgroup`` under pytest 9: pytest-xdist 3.8 puts a test's ``xdist_group`` into its
+  node id by assigning ``item._nodeid``, which pytest 9 no longer reads (node ids live in
+  ``item._id``), so every group was spread over all workers (two Spark JVMs at once, two
+  stateful campaigns side by side...). The hook below does the same on pytest 9's field.
+* ``spark_session``: the one local Spark session of a test process (``local[2,2]``: two cores,
+  two attempts per task, no UI, bound to 127.0.0.1), started on first use and stopped with its
+  JVM when the process ends. Every test that needs Spark is in the ``spark`` xdist group, so
+  the suite starts one JVM.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # pytest < 9: pytest-xdist's own hook works
+        return
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    spark_engine = pytest.importorskip("sim.spark_engine")
+    with spark_engine.spark_session("local[2,2]", app_name="slatedb-tests") as session:
+        session.conf.set("spark.sql.shuffle.partitions", "4")  # not 200 tasks for every shuffle of a few rows
+        yield session
