@@ -5,12 +5,14 @@
   ``item._id``), so every group was spread over all workers (two Spark JVMs at once, two
   stateful campaigns side by side...). The hook below does the same on pytest 9's field.
 * ``spark_session``: the one local Spark session of a test process (``local[2,2]``: two cores,
-  two attempts per task, no UI, bound to 127.0.0.1), started on first use and stopped with its
-  JVM when the process ends. Every test that needs Spark is in the ``spark`` xdist group, so
+  two attempts per task, no UI, bound to 127.0.0.1), started on first use (again if a test
+  stopped it) and stopped with its JVM when the process ends. Every test that needs Spark is in the ``spark`` xdist group, so
   the suite starts one JVM.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 
@@ -30,9 +32,34 @@ def pytest_collection_modifyitems(config, items) -> None:
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
+class SharedSpark:
+    """The process's session, started again if a test stopped it (``sim``'s own Spark runs
+    stop the session they get, and ``getOrCreate()`` hands them this one)."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._session = None
+
+    def get(self):
+        s = self._session
+        if s is None or s.sparkContext._jsc is None:
+            spark_engine = pytest.importorskip("sim.spark_engine")
+            s = self._stack.enter_context(spark_engine.spark_session("local[2,2]", app_name="slatedb-tests"))
+            s.conf.set("spark.sql.shuffle.partitions", "4")  # not 200 tasks for every shuffle of a few rows
+            self._session = s
+        return s
+
+    def close(self) -> None:
+        self._stack.close()
+
+
 @pytest.fixture(scope="session")
-def spark_session():
-    spark_engine = pytest.importorskip("sim.spark_engine")
-    with spark_engine.spark_session("local[2,2]", app_name="slatedb-tests") as session:
-        session.conf.set("spark.sql.shuffle.partitions", "4")  # not 200 tasks for every shuffle of a few rows
-        yield session
+def spark_sessions():
+    shared = SharedSpark()
+    yield shared
+    shared.close()
+
+
+@pytest.fixture()
+def spark_session(spark_sessions):
+    return spark_sessions.get()

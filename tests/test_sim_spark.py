@@ -25,7 +25,7 @@ def spark(request):
         spark_engine._check_available()
     except spark_engine.SparkUnavailable as e:
         pytest.skip(str(e))
-    return request.getfixturevalue("spark_session")  # the process's one session (tests/conftest.py)
+    return request.getfixturevalue("spark_sessions").get()  # the process's one session (tests/conftest.py)
 
 
 def _read_parquet(spark, path: str) -> list[dict]:
