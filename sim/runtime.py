@@ -152,17 +152,18 @@ def run_deterministic(async_fn: Callable[..., Awaitable[T]], *args: Any, seed: "
 
 @contextlib.contextmanager
 def no_cyclic_gc() -> Iterator[None]:
-    """No cyclic garbage collection during a simulated run (a full one before it).
+    """No cyclic garbage collection during a simulated run.
 
     When Python's cyclic collector runs depends on every allocation since the process started,
     and a collection finalizes unreachable objects -- async generators among them, whose
     ``aclose`` trio then schedules as a task. Left on, it made a seed's trace depend on what
     ran before it in the same process (compactor seed 7: three runs, three digests; gc seed
     22 under ``sim sweep``). Objects freed by reference counting are unaffected; cyclic
-    garbage waits for the end of the run.
+    garbage waits for the end of the run (a collection before the run is not needed: with none
+    during it, nothing is finalized mid-run, and a full one per seed cost several per cent of
+    ``sim bench``).
     """
     was_enabled = gc.isenabled()
-    gc.collect()
     gc.disable()
     try:
         yield
