@@ -21,6 +21,11 @@ from slatedb.errors import (
 )
 from slatedb.reader import DbReader, DbReaderOptions
 
+# Last: the checker reads through the modules above (slatedb.check(url), docs/check.md).
+from slatedb.checker import check  # noqa: E402,I001
+
+
+
 __all__ = [
     "NO_EXPIRY",
     "CheckpointCreateResult",
@@ -42,5 +47,6 @@ __all__ = [
     "SlateDBError",
     "Snapshot",
     "WriteBatch",
+    "check",
     "WriteHandle",
 ]

@@ -296,6 +296,32 @@ async def _destroy_command(ns: argparse.Namespace) -> int:
     return await _with_store(ns.path, body)
 
 
+async def _check_command(ns: argparse.Namespace) -> int:
+    """``check``: exit 0 healthy, 1 findings, 2 no database or the store cannot be read."""
+    from slatedb.checker import CheckAccessError, check_store
+    from slatedb.checker.image import local_dir_of
+    from slatedb.runtime.production import ProductionRuntime
+
+    local = local_dir_of(ns.path)
+    if local is not None and not os.path.isdir(local):
+        return _fail(f"no database at {ns.path}: {local} is not a directory", 2)
+    settings = _settings(ns.settings)
+    store = resolve_store(ns.path)
+    try:
+        report = await check_store(store, deep=ns.deep, now_ms=ProductionRuntime().now_ms,
+                                   gc_options=settings.garbage_collector_options)
+    except CheckAccessError as e:
+        return _fail(str(e), 2)
+    finally:
+        await store.aclose()
+    if ns.as_json:
+        _emit(report.to_json())
+    else:
+        for line in report.lines(garbage=not ns.no_garbage):
+            print(line)
+    return 0 if report.healthy else 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Parser
 # ---------------------------------------------------------------------------------------------
@@ -419,19 +445,30 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "run-gc": _gc_command,
     "clone": _clone_command,
     "destroy": _destroy_command,
+    "check": _check_command,
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="slatedb", description="slatedb admin tool: inspect and administer a database without "
                      "opening a writer (docs/admin.md)")
-    parser.add_argument("--path", required=True, help="database URL: memory://name, file:///abs/dir, s3://bucket/prefix")
+    parser.add_argument("--path", default=None, help="database URL: memory://name, file:///abs/dir, s3://bucket/prefix "
+                        "(required; also accepted after the command)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text (also accepted after the command)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>", parser_class=_Parser)
     p = _add(sub, "list-objects", "List the objects under the database root")
     p.add_argument("--prefix", default="", help="only keys starting with this (e.g. manifest/)")
     _add_compaction_commands(sub)
     _add_admin_commands(sub)
+    p = _add(sub, "check", "Check the database's structure against the invariants of spec/protocols (read-only; any "
+             "engine's database). One line per finding (invariant id, object, what is wrong), then the garbage "
+             "report. Exit 0 healthy, 1 findings, 2 no database or an access error", "print one JSON object")
+    p.add_argument("--path", dest="path_here", default=None, help="database URL (as the global --path)")
+    p.add_argument("--deep", action="store_true", help="also read every block of every referenced SST and WAL "
+                   "object: checksums, rows in key and seq order")
+    p.add_argument("--no-garbage", action="store_true", help="leave out the garbage report (findings only)")
+    p.add_argument("--settings", default=None, help="settings file whose garbage_collector_options the garbage "
+                   "report assumes (default: the defaults)")
     return parser
 
 
@@ -441,7 +478,11 @@ def _fail(message: str, code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    ns.path = ns.path or getattr(ns, "path_here", None)
+    if ns.path is None:
+        parser.error("the following arguments are required: --path")
     ns.as_json = ns.json or ns.json_here
     debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
