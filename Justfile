@@ -50,6 +50,12 @@ sim-spark *args:
 mutate *args:
     .venv/bin/sim mutate "$@"
 
+# The differential campaign against the official wheel: seeded operation sequences on a shared
+# store (engines switched, killed, reopened) and on twin stores, reads compared with a model and
+# between engines, slatedb check after every step, mismatches shrunk (e.g. ./just diff --seeds 0..99).
+diff *args:
+    {{python}} -m sim.diff "$@"
+
 # Run the admin CLI.
 slatedb *args:
     .venv/bin/slatedb {{args}}

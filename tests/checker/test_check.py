@@ -97,7 +97,10 @@ def test_wal_object_pinned_by_a_checkpoint(db):
     root, url = db
     stored = latest(url)
     # A checkpoint on an old manifest whose WAL range lies below the replay point.
-    old = next(i for i in range(2, stored.id) if run(lambda: _read(url, i)).wal_id_last_seen > 1)
+    # ... an old manifest whose WAL range is not empty and lies below the latest replay point
+    old = next(i for i in range(2, stored.id)
+               if (lambda pm: pm.replay_after_wal_id < pm.wal_id_last_seen <= stored.manifest.replay_after_wal_id)(
+                   run(lambda: _read(url, i))))
     pm = run(lambda: _read(url, old))
     cp = Checkpoint(id=uuid.uuid4(), manifest_id=old, checkpoint_expire_time_s=0, checkpoint_create_time_s=1)
     rewrite_latest(root, url, checkpoints=stored.manifest.checkpoints + (cp,))

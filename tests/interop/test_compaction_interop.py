@@ -14,6 +14,8 @@ from slatedb import admin
 from slatedb.config import Settings
 from slatedb.objstore import resolve_store
 
+from tests.checker.known import ORPHAN_WRITER_CHECKPOINT
+
 from .test_db_interop import all_keys, assert_official_sees, latest_manifest, model, official_apply, url_of
 
 pytestmark = pytest.mark.interop
@@ -43,6 +45,7 @@ def ops(prefix: bytes, n: int, rounds: int = 2) -> list[dict]:
     return out
 
 
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
 def test_the_official_wheel_reads_a_database_our_compactor_compacted(official, tmp_path: Path) -> None:
     writes = ops(b"ours", 600)
     with slatedb.Db.open(url_of(tmp_path), settings=NO_COMPACTOR) as db:
@@ -75,6 +78,7 @@ asyncio.run(main(*sys.argv[1:]))
 """
 
 
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
 def test_our_compactor_compacts_a_database_the_official_wheel_wrote(official, tmp_path: Path) -> None:
     writes = ops(b"theirs", 500)
     chunks = [writes[i:i + 200] + [{"op": "flush_l0"}] for i in range(0, len(writes), 200)]

@@ -40,6 +40,7 @@ from slatedb.format import manifest as mf
 from slatedb.format import types as t
 from slatedb.format.sst import decode_layout
 from slatedb.format.wal_sst import decode_wal_sst
+from tests.checker.known import ORPHAN_WRITER_CHECKPOINT
 
 pytestmark = pytest.mark.interop
 
@@ -352,6 +353,7 @@ def wal_rows_after_l0(root: Path) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
 def test_official_db_opens_in_ours_then_official_sees_our_writes(official, tmp_path: Path) -> None:
     first, second = workload(b"off")
     ops = first + second
@@ -435,6 +437,7 @@ asyncio.run(main(*sys.argv[1:]))
 """
 
 
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
 def test_our_writer_fences_an_open_official_writer(official, tmp_path: Path) -> None:
     out = official.run_json(OFFICIAL_FENCED_BY_OURS, str(tmp_path), sys.executable)
     assert out["ours_rc"] == 0, out["ours_err"]
@@ -452,6 +455,7 @@ def test_our_writer_fences_an_open_official_writer(official, tmp_path: Path) -> 
     assert_official_sees(official, tmp_path, {b"after"}, {b"before": b"theirs", b"ours": b"fencer"}, "writer")
 
 
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
 def test_official_writer_fences_our_open_writer(official, tmp_path: Path) -> None:
     db = slatedb.Db.open(url_of(tmp_path), settings={"flush_interval": "10ms"})
     try:
@@ -483,6 +487,7 @@ asyncio.run(main(sys.argv[1]))
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
 def test_our_db_opens_in_official_then_we_see_its_writes(official, tmp_path: Path) -> None:
     first, second = workload(b"our")
     ops = first + second
@@ -538,6 +543,7 @@ CODECS = {
 }
 
 
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
 @pytest.mark.parametrize("codec", list(CODECS))
 def test_official_reads_our_compressed_db(official, tmp_path: Path, codec: str) -> None:
     settings = {**SMALL, "l0_sst_size_bytes": 16384, "compression_codec": codec}
