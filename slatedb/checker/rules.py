@@ -218,12 +218,19 @@ def runs(img: DbImage) -> Iterator[Finding]:
     infos = {s.id: s.info for s in m.ssts}
     if len(infos) != len(m.ssts):
         yield Finding("COMPACT-4", key, "an SST is listed twice in ssts")
-    # A view listed twice (same id, same range) is a change applied twice. The same view id with
-    # different ranges is what the official engine's union writes for two projections of one SST
-    # (spec/protocols/projection-union.md, observed): not a finding here.
-    l0 = [(v.id, v.visible_range) for v in m.l0]
-    if len(l0) != len(set(l0)):
-        yield Finding("COMPACT-4", key, "an L0 view is listed twice")
+    # A view id names one view. A repeated id is either a change applied twice (same range) or
+    # what the official 0.17 union writes for two projections sharing an SST (different ranges),
+    # which its own compactor then compacts as one view, losing the other's rows
+    # (docs/official-defects/union_compaction_loses_rows.py).
+    seen: dict = {}
+    for v in m.l0:
+        if v.id in seen:
+            same = seen[v.id] == v.visible_range
+            yield Finding("COMPACT-4", key, f"L0 view id {v.id} is listed twice"
+                          + (" (the same view: a change applied twice)" if same else
+                             " with different ranges (an official union of projections sharing an SST; the official "
+                             "compactor keeps only one view's rows)"))
+        seen.setdefault(v.id, v.visible_range)
     run_ids = [r.id for r in m.compacted]
     if len(run_ids) != len(set(run_ids)):
         yield Finding("COMPACT-4", key, f"sorted run ids repeat: {run_ids}")

@@ -4,6 +4,7 @@ ours wrong, official wrong, or the spec silent."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -80,22 +81,52 @@ def test_switching_engines_back_and_forth_leaves_a_healthy_database(official, tm
 
 
 def test_finding_2_official_union_repeats_a_view_id(official, tmp_path: Path) -> None:
-    """Finding 2 (spec silent; observed fact in spec/protocols/projection-union.md): the
-    official union of two projections sharing an SST lists two L0 views with one view id and
-    disjoint ranges. ``slatedb check`` accepts it (COMPACT-4 flags only a view repeated with the
-    same range)."""
+    """Finding 2 (official wrong, with finding 3): the official union of two projections sharing
+    an SST lists two L0 views with one view id and disjoint ranges; ``slatedb check`` names it
+    (COMPACT-4). Our union of the same shards gives every view its own id."""
     official.run_json(OFFICIAL_SPLIT_AND_MERGE, str(tmp_path), enc(rows(200)), "k0100")
     m = _manifest(f"file://{tmp_path}/merged")
     ids = [v.id for v in m.l0]
     assert len(ids) != len(set(ids)), "the official union no longer repeats view ids"
-    for name in ("src", "left", "right", "merged"):
+    for name in ("src", "left", "right"):
         report = slatedb.check(f"file://{tmp_path}/{name}", deep=True)
         assert report.healthy, (name, report.describe())
+    (f,) = slatedb.check(f"file://{tmp_path}/merged", deep=True).findings
+    assert f.invariant == "COMPACT-4" and "listed twice with different ranges" in f.message
+    trio.run(admin.union, f"file://{tmp_path}/ours", [f"file://{tmp_path}/left", f"file://{tmp_path}/right"])
+    assert slatedb.check(f"file://{tmp_path}/ours", deep=True).healthy
 
 
-@pytest.mark.xfail(reason="finding 2, ours wrong: our compactor refuses sources naming one view id twice "
-                          "('duplicate sources'), so an official union of projections never compacts here",
-                   strict=True)
+def test_finding_3_the_official_compactor_loses_rows_of_that_union(official, tmp_path: Path) -> None:
+    """Finding 3 (official wrong): compacting that union, the official compactor keeps one of the
+    two views' rows; the standalone reproduction under docs/ shows it against the wheel alone."""
+    script = Path(__file__).resolve().parents[2] / "docs" / "official-defects" / "union_compaction_loses_rows.py"
+    proc = subprocess.run([str(official.python), "-I", str(script), str(tmp_path)], capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "200 rows" in proc.stdout and "lost 100: k0000..k0099" in proc.stdout, proc.stdout
+
+
+def test_our_compactor_never_loses_a_row_of_that_union(official, tmp_path: Path) -> None:
+    official.run_json(OFFICIAL_SPLIT_AND_MERGE, str(tmp_path), enc(rows(200)), "k0100")
+    url = f"file://{tmp_path}/merged"
+
+    async def compact():
+        store = resolve_store(url)
+        try:
+            await admin.submit_compaction(store, "Full")
+            await admin.run_compactor(store, once=True)
+        finally:
+            await store.aclose()
+
+    trio.run(compact)
+    with slatedb.DbReader.open(url) as r:
+        assert dict(r.scan()) == rows(200)
+
+
+@pytest.mark.xfail(reason="finding 4, spec silent: our compactor refuses sources naming one view id twice "
+                          "('duplicate sources'), so an official union of projections never compacts here (safe: "
+                          "finding 3 shows what compacting it as one view loses)", strict=True)
 def test_our_compactor_compacts_an_official_union_with_a_repeated_view_id(official, tmp_path: Path) -> None:
     official.run_json(OFFICIAL_SPLIT_AND_MERGE, str(tmp_path), enc(rows(200)), "k0100")
     url = f"file://{tmp_path}/merged"

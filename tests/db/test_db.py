@@ -16,6 +16,7 @@ import slatedb
 from slatedb import ClosedError, FencedError, InvalidArgumentError, ReadOnlyError, WriteBatch
 from slatedb.format.types import WriterCheckpoint
 from slatedb.format.wal_sst import decode_wal_sst
+from tests.checker.assertions import assert_databases_healthy
 
 from .helpers import compact_all_l0, latest_manifest, memory_store
 
@@ -354,6 +355,7 @@ def test_crash_without_close_loses_nothing_acknowledged_durable(tmp_path) -> Non
             assert db.get(b"key%06d" % i) == b"value%06d" % i, i
         survivors = [k for k, _ in db.scan()]
         assert survivors == [b"key%06d" % i for i in range(len(survivors))]
+    assert_databases_healthy(tmp_path)  # slatedb check --deep: the crash left a healthy database
 
 
 # ---------------------------------------------------------------------------------------------

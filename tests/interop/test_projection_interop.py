@@ -18,6 +18,7 @@ from slatedb import admin
 from slatedb.checkpoint import CheckpointOptions
 from slatedb.objstore import resolve_store
 from slatedb.projection import KeyRange
+from tests.checker.known import OFFICIAL_UNION_REPEATS_VIEW_ID
 
 from .test_clone_interop import dec, enc
 
@@ -96,6 +97,7 @@ def scan(url: str) -> dict[bytes, bytes]:
         return dict(r.scan())
 
 
+@pytest.mark.check_allows("COMPACT-4", reason=OFFICIAL_UNION_REPEATS_VIEW_ID)
 def test_projections_and_unions_made_by_the_official_wheel_open_here(official, tmp_path: Path) -> None:
     data = rows(200)
     official.run_json(OFFICIAL_SPLIT_AND_MERGE, str(tmp_path), enc(data), "k0100")
