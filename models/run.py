@@ -34,9 +34,9 @@ MODELS_DIR = Path(__file__).resolve().parent
 if str(MODELS_DIR.parent) not in sys.path:
     sys.path.insert(0, str(MODELS_DIR.parent))
 
-from sim.invariants import SPEC_ID, SPEC_PREFIXES  # noqa: E402 - the one definition of ids (stdlib only)
+from sim.world.invariants import SPEC_ID, SPEC_PREFIXES  # noqa: E402 - the one definition of ids (stdlib only)
 
-#: Invariant ids look like ``FENCE-2`` (spec/protocols/README.md; defined in sim/invariants.py).
+#: Invariant ids look like ``FENCE-2`` (spec/protocols/README.md; defined in sim/world/invariants.py).
 ID_PREFIXES = SPEC_PREFIXES
 ID_RE = SPEC_ID
 

@@ -1,15 +1,15 @@
 """The simulator's command line: ``sim run --seed S``, ``sim dst`` and ``sim sweep`` (campaigns
 over seeds), ``sim bench`` (time compression on one core), ``sim bugs`` (the bug catalogue of
-:mod:`sim.bugs`), ``sim hunt`` (seeds until the simulator catches a catalogued bug) and
-``sim shrink`` (a failing run minimised, :mod:`sim.shrink`) and ``sim mutate`` (mutation testing
-of the protocol modules, :mod:`sim.mutate`).
+:mod:`sim.scenarios.catalogue`), ``sim hunt`` (seeds until the simulator catches a catalogued bug) and
+``sim shrink`` (a failing run minimised, :mod:`sim.campaign.shrink`) and ``sim mutate`` (mutation testing
+of the protocol modules, :mod:`sim.campaign.mutate`).
 
-``--workload`` names any scenario of the one table, :data:`sim.scenarios.SCENARIOS`: ``store``
-(object-store CAS, claims and private keys, :mod:`sim.store_workload`), ``db`` (writers fencing
-each other, :mod:`sim.db_workload`), ``takeover``, ``seqmeta``, ``compactor``, and whatever is
+``--workload`` names any scenario of the one table, :data:`sim.scenarios.registry.SCENARIOS`: ``store``
+(object-store CAS, claims and private keys, :mod:`sim.scenarios.store`), ``db`` (writers fencing
+each other, :mod:`sim.scenarios.db`), ``takeover``, ``seqmeta``, ``compactor``, and whatever is
 appended there; ``sim sweep`` / ``sim dst`` also take ``--workload all``. A failing seed prints
-the one command that replays it. Campaigns run in :mod:`sim.sweep` (worker processes) or, with
-``sim sweep --engine spark``, in :mod:`sim.spark_engine`.
+the one command that replays it. Campaigns run in :mod:`sim.campaign.sweep` (worker processes) or, with
+``sim sweep --engine spark``, in :mod:`sim.campaign.spark_engine`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import sys
 
 from slatedb.runtime.production import ProductionRuntime
 
-from . import bugs as bugs_mod
-from . import ledger as ledger_mod
-from . import probes as probes_mod
-from . import scenarios as scenarios_mod
-from . import sweep as sweep_mod
-from .store_workload import StoreRunResult
-from .invariants import as_violation
-from .sweep import Scenario, parse_seeds
+from sim.scenarios import catalogue as bugs_mod
+from sim.campaign import ledger as ledger_mod
+from sim.world import probes as probes_mod
+from sim.scenarios import registry as scenarios_mod
+from sim.campaign import sweep as sweep_mod
+from sim.scenarios.store import StoreRunResult
+from sim.world.invariants import as_violation
+from sim.campaign.sweep import Scenario, parse_seeds
 
 
 def _scenario(ns: argparse.Namespace) -> Scenario:
@@ -59,13 +59,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print(f"sim: {e}", file=sys.stderr)
         return 2
     choices = None
-    from . import trace as trace_mod
-
+    from sim.world import trace as trace_mod
     with trace_mod.capture() as traces:
         if getattr(ns, "keep", None) is not None:
-            from . import choices as choices_mod
-            from . import shrink as shrink_mod
-
+            from sim.world import choices as choices_mod
+            from sim.campaign import shrink as shrink_mod
             try:
                 with open(ns.keep) as f:
                     prefix = choices_mod.loads(f.read())
@@ -95,8 +93,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 def _print_around(events: list, result) -> None:
     """The protocol events and faults around the (first) violation, the violating one marked."""
-    from . import timeline
-
+    from sim.campaign import timeline
     if not events:
         if getattr(result, "last_events", ""):
             print("last events:\n" + result.last_events)
@@ -110,8 +107,7 @@ def _print_around(events: list, result) -> None:
 
 def _write_timeline(path: str, events: list, result, scenario, seed: int, replay: str, wall_s: float | None,
                     title: str | None = None) -> None:
-    from . import timeline
-
+    from sim.campaign import timeline
     title = title or f"sim run: {scenario.workload} seed {seed} {'PASS' if result.ok else 'FAIL'}"
     timeline.write(path, events, title=title, header=timeline.header_for(result, scenario, seed, replay, wall_s),
                    violations=list(result.violations))
@@ -207,7 +203,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         out = open(ns.out, "w") if ns.out else None
     try:
         if getattr(ns, "engine", "local") == "spark":
-            from .spark_engine import SparkUnavailable, sweep_spark
+            from sim.campaign.spark_engine import SparkUnavailable, sweep_spark
 
             try:
                 report = sweep_spark(scenario, seeds, master=ns.master, parquet=ns.parquet, out=out,
@@ -241,11 +237,10 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
 
 
 def cmd_dst(ns: argparse.Namespace) -> int:
-    """The main job (:mod:`sim.dst`): every scenario of the registry (or ``--workload``) in one
+    """The main job (:mod:`sim.campaign.dst`): every scenario of the registry (or ``--workload``) in one
     time-boxed campaign balanced by measured cost (or exactly ``--seeds``); one table, then a
     replay command per failing seed; non-zero if any seed failed."""
-    from . import dst as dst_mod
-
+    from sim.campaign import dst as dst_mod
     if ns.coverage:
         return _dst_coverage(ns)
     names = list(scenarios_mod.BY_NAME) if ns.workload == "all" else [ns.workload]
@@ -271,7 +266,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     print(dst_mod.format_table(campaign))
     print()
     print(probes_mod.format_table(campaign.rows))
-    for result in campaign.results:  # the ledger (sim/ledger.py): one row per scenario of the campaign
+    for result in campaign.results:  # the ledger (sim/campaign/ledger.py): one row per scenario of the campaign
         recorded = ledger_mod.record(ledger_mod.from_rows(result.rows, result.scenario, kind="dst", engine="local",
                                                           wall_s=campaign.wall_s))
     if campaign.results and recorded:
@@ -283,10 +278,9 @@ def cmd_dst(ns: argparse.Namespace) -> int:
 
 def _dst_coverage(ns: argparse.Namespace) -> int:
     """``sim dst --coverage``: the same campaign again in a fresh process under coverage.py
-    (:mod:`sim.code_coverage`), then line and branch coverage per protocol module and file and
+    (:mod:`sim.campaign.coverage`), then line and branch coverage per protocol module and file and
     every branch it never took."""
-    from . import code_coverage
-
+    from sim.campaign import coverage as code_coverage
     argv = [a for a in ns.argv if a != "--coverage"]
     code, report = code_coverage.measure_command(argv)
     print()
@@ -317,11 +311,10 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
 
 def cmd_shrink(ns: argparse.Namespace) -> int:
-    """Minimise a failing run's schedule (:mod:`sim.shrink`); print the report and the replay
+    """Minimise a failing run's schedule (:mod:`sim.campaign.shrink`); print the report and the replay
     command; with ``--write-test`` write it out as a pytest regression test."""
-    from . import choices as choices_mod
-    from . import shrink as shrink_mod
-
+    from sim.world import choices as choices_mod
+    from sim.campaign import shrink as shrink_mod
     log = (lambda m: print(m, file=sys.stderr)) if not ns.quiet else None
     try:
         r = shrink_mod.shrink(ns.workload, ns.seed, ns.bug or (), faults=ns.faults if ns.faults == "none" else "swarm",
@@ -335,8 +328,7 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
     print(shrink_mod.format_report(r, path, trace_lines=ns.trace_lines))
     print(f"choice sequence saved to {path}")
     if ns.timeline:
-        from . import trace as trace_mod
-
+        from sim.world import trace as trace_mod
         scenario = Scenario(workload=r.workload, faults=ns.faults if ns.faults == "none" else "swarm", bugs=r.bugs)
         with trace_mod.capture() as traces:
             shrunk, _, wall_s = shrink_mod.simulate_choices(scenario, r.seed, r.saved)
@@ -391,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm")
         p.add_argument("--workload", choices=list(scenarios_mod.BY_NAME) + (["all"] if allow_all else []),
                        default="store",
-                       help="a scenario of the table (sim.scenarios.SCENARIOS): store, db, takeover, seqmeta, "
+                       help="a scenario of the table (sim.scenarios.registry.SCENARIOS): store, db, takeover, seqmeta, "
                             "compactor, ..." + ("; all: every one of them in turn" if allow_all else ""))
         p.add_argument("--bug", action="append", choices=sorted(bugs_mod.BY_NAME), metavar="NAME",
                        help="switch on a catalogued bug (repeatable; see `sim bugs`)")
@@ -481,8 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     p_hunt.add_argument("--rate", action="store_true", help="run every seed and report the detection rate too")
     p_hunt.set_defaults(fn=cmd_hunt)
 
-    from . import mutate as mutate_mod
-
+    from sim.campaign import mutate as mutate_mod
     p_mutate = sub.add_parser("mutate", help="mutation testing of the protocol modules, each mutant judged by a "
                                              "campaign over every scenario plus its package's tests")
     mutate_mod.add_arguments(p_mutate)

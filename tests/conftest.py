@@ -43,7 +43,7 @@ class SharedSpark:
     def get(self):
         s = self._session
         if s is None or s.sparkContext._jsc is None:
-            spark_engine = pytest.importorskip("sim.spark_engine")
+            spark_engine = pytest.importorskip("sim.campaign.spark_engine")
             s = self._stack.enter_context(spark_engine.spark_session("local[2,2]", app_name="slatedb-tests"))
             s.conf.set("spark.sql.shuffle.partitions", "4")  # not 200 tasks for every shuffle of a few rows
             self._session = s

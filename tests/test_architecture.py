@@ -161,3 +161,69 @@ def test_front_ends_share_one_portal_and_do_not_import_each_other() -> None:
         assert "slatedb.api.portal" in graph[front] and "slatedb.api.async_reads" in graph[front]
     assert "slatedb.db.core" not in graph["slatedb.reader.core"]  # the read path is declared, not borrowed
     assert "slatedb.db.core" not in graph["slatedb.compactor.compactor"]
+
+
+#: The simulator's rooms (issue 27, docs/architecture.md "The simulator") and the rooms each may
+#: import: the world knows nothing of checks, scenarios or campaigns; checks read the world;
+#: scenarios compose the world and checks; campaigns run scenarios; ``sim.cli`` sits on top.
+SIM_ROOMS = {
+    "sim.world": {"sim.world"},
+    "sim.checks": {"sim.world", "sim.checks"},
+    "sim.scenarios": {"sim.world", "sim.checks", "sim.scenarios"},
+    "sim.campaign": {"sim.world", "sim.checks", "sim.scenarios", "sim.campaign"},
+}
+#: Outside the rooms, on top of them (they may import any room; no room imports them): the CLI,
+#: and the differential campaign against the official engine (``./just diff``).
+SIM_TOP = ("sim", "sim.cli", "sim.diff")
+
+
+def _room(module: str) -> str | None:
+    return next((r for r in SIM_ROOMS if module == r or module.startswith(r + ".")), None)
+
+
+def sim_room_breaches(root: Path) -> list[str]:
+    """Imports (module-level or function-local) that go against the rooms' direction, and
+    simulator modules outside every room and :data:`SIM_TOP`."""
+    mods = _modules(root, "sim")
+    out = []
+    for m, path in sorted(mods.items()):
+        room = _room(m)
+        if room is None:
+            if not any(m == t or (t != "sim" and m.startswith(t + ".")) for t in SIM_TOP):
+                out.append(f"{m}: not in a room")
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            for target in _imported(node, m, path.name == "__init__.py")[:1]:
+                if target.split(".")[0] != "sim":
+                    continue
+                to = _room(target)
+                if to is None or to not in SIM_ROOMS[room]:
+                    out.append(f"{m}:{node.lineno} imports {target}")
+    return out
+
+
+def test_the_simulator_rooms_import_one_way() -> None:
+    assert len(_modules(ROOT, "sim")) > 30
+    assert sim_room_breaches(ROOT) == []
+
+
+def test_the_room_check_finds_an_import_against_the_direction(tmp_path: Path) -> None:
+    for room in ("world", "checks", "scenarios", "campaign"):
+        (tmp_path / "sim" / room).mkdir(parents=True)
+        (tmp_path / "sim" / room / "__init__.py").write_text("")
+    (tmp_path / "sim" / "__init__.py").write_text("")
+    (tmp_path / "sim" / "world" / "trace.py").write_text("def f():\n    from sim.checks import gc\n")
+    (tmp_path / "sim" / "checks" / "gc.py").write_text("from ..world import trace\n")
+    (tmp_path / "sim" / "stray.py").write_text("")
+    assert sim_room_breaches(tmp_path) == ["sim.stray: not in a room", "sim.world.trace:2 imports sim.checks"]
+
+
+def test_the_library_never_imports_the_simulator() -> None:
+    for path in (ROOT / "slatedb").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not any(a.name.split(".")[0] == "sim" for a in node.names), path
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                assert (node.module or "").split(".")[0] != "sim" or "bench" in path.parts, path

@@ -10,8 +10,8 @@ import os
 import subprocess
 import sys
 
-from sim.store_workload import run_store_workload
-from sim.tasks_workload import run_tasks_workload
+from sim.scenarios.store import run_store_workload
+from sim.scenarios.tasks import run_tasks_workload
 
 
 def _in_subprocess(expr: str, hashseed: str) -> str:
@@ -33,7 +33,7 @@ def test_fifty_tasks_different_seeds_differ():
 
 def test_fifty_tasks_same_trace_across_processes():
     here = run_tasks_workload(11)
-    expr = "from sim.tasks_workload import run_tasks_workload; print(run_tasks_workload(11))"
+    expr = "from sim.scenarios.tasks import run_tasks_workload; print(run_tasks_workload(11))"
     assert _in_subprocess(expr, "1") == here
     assert _in_subprocess(expr, "12345") == here
 
@@ -45,7 +45,7 @@ def test_ten_thousand_store_ops_with_faults_replay_identically():
     assert first.events > 20_000
     second = run_store_workload(3, n_ops=10_000, faults="all")
     assert second.digest == first.digest
-    expr = ("from sim.store_workload import run_store_workload; "
+    expr = ("from sim.scenarios.store import run_store_workload; "
             "print(run_store_workload(3, n_ops=10_000, faults='all').digest)")
     assert _in_subprocess(expr, "99") == first.digest
     other = run_store_workload(4, n_ops=10_000, faults="all")

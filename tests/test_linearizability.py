@@ -1,4 +1,4 @@
-"""The linearizability checker (``sim/linearizability.py``) on hand-written histories, against a
+"""The linearizability checker (``sim/checks/linearizability.py``) on hand-written histories, against a
 brute-force oracle, and on histories generated from sequential executions."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.linearizability import PENDING, Op, check_history, is_linearizable, minimal_window
+from sim.checks.linearizability import PENDING, Op, check_history, is_linearizable, minimal_window
 
 K = b"k"
 

@@ -14,8 +14,8 @@ import pathlib
 
 import trio
 
-from sim.runtime import SimRuntime, run_deterministic
-from sim.trace import Trace
+from sim.world.runtime import SimRuntime, run_deterministic
+from sim.world.trace import Trace
 from slatedb.runtime.production import ProductionRuntime
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -29,9 +29,9 @@ FORBIDDEN = {
 }
 FORBIDDEN_IN_PROTOCOL = {"trio.sleep", "trio.sleep_until", "trio.current_time"}
 PRODUCTION_RUNTIME = "slatedb/runtime/production.py"
-#: The simulation runtime and its choices (sim/choices.py: every stream a world draws from) may
+#: The simulation runtime and its choices (sim/world/choices.py: every stream a world draws from) may
 #: build seeded ``random.Random`` streams, nothing else.
-SIM_RUNTIME = ("sim/runtime.py", "sim/choices.py")
+SIM_RUNTIME = ("sim/world/runtime.py", "sim/world/choices.py")
 #: Benchmarks time themselves with the wall clock; they are tools, not protocol code.
 EXEMPT_PREFIXES = ("slatedb/bench/",)
 

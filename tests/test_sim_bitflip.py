@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-import sim.db_workload as dw
+import sim.scenarios.db as dw
 from slatedb.errors import CorruptionError
 from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.sst import SstOptions, decode_all_rows
@@ -25,8 +25,8 @@ from slatedb.format.wal_sst import decode_wal_sst, encode_wal_sst
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.objstore.base import OVERWRITE
 from slatedb.row import Row, RowKind
-from sim.objstore import flip_one_bit
-from sim.runtime import derive_rng
+from sim.world.store import flip_one_bit
+from sim.world.runtime import derive_rng
 
 pytestmark = pytest.mark.xdist_group("sim-bitflip")
 
@@ -123,7 +123,7 @@ def test_seeds_without_a_flip_are_untouched() -> None:
 
 
 def test_without_a_flip_a_corruption_error_fails_the_run() -> None:
-    from sim.trace import Trace
+    from sim.world.trace import Trace
 
     oracle = dw.FlipOracle()
     assert not oracle.allows(CorruptionError("wal/1.sst", 0, "x"), "w1", Trace(lambda: 0.0))

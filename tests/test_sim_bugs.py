@@ -1,4 +1,4 @@
-"""The bug catalogue (``sim/bugs.py``): every catalogued bug, switched on in the real code, is
+"""The bug catalogue (``sim/scenarios/catalogue.py``): every catalogued bug, switched on in the real code, is
 caught by the simulator within its seed budget; with every switch off the same worlds pass; the
 production runtime carries no switch; ``sim bugs`` and ``sim hunt`` work from the shell."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sim import bugs
+from sim.scenarios import catalogue as bugs
 from slatedb.runtime import Runtime, switches
 from slatedb.runtime.production import ProductionRuntime
 
@@ -88,7 +88,7 @@ def test_a_switch_does_not_outlive_its_run() -> None:
 def test_the_seqmeta_oracle_alone_catches_a_lost_commit() -> None:
     """Without its trace checks (SEQMETA-1/2) the seqmeta world still sees what a missing
     boundary check costs: a commit that the final manifest does not count."""
-    from sim.seqmeta_workload import run_seqmeta_workload
+    from sim.scenarios.seqmeta import run_seqmeta_workload
 
     result = next(r for r in (run_seqmeta_workload(s, bugs=frozenset({"no-boundary-check"}), trace_checks=False)
                               for s in range(8)) if not r.ok)

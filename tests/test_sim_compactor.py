@@ -1,4 +1,4 @@
-"""The compaction protocol under simulation (``sim/compactor_workload.py``): a writer with its
+"""The compaction protocol under simulation (``sim/scenarios/compactor.py``): a writer with its
 in-process compactor, standalone compactors fencing each other, crashing and resuming, and an
 admin submitting external compactions, on a faulty store; checked on the trace (CFENCE-1/2/3,
 COMPACT-1/2/3), on the output SSTs (RESUME-1/2), for liveness and against a contents model."""
@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from sim.compactor_workload import run_compactor_workload
+from sim.scenarios.compactor import run_compactor_workload
 
 #: Seeds that pass with every switch off; between them they resume compactions, commit external
 #: ones, fail invalid ones and crash processes at every kind of crash point.
 CLEAN_SEEDS = (0, 1, 2, 3, 4, 7)
 
-#: Catalogued compactor bugs (``sim/bugs.py``): the invariant that must fire and the number of
+#: Catalogued compactor bugs (``sim/scenarios/catalogue.py``): the invariant that must fire and the number of
 #: seeds (0..budget-1) within which it must (measured seeds-to-detection, with a margin).
 SWITCHES = {
     "resume-reemit": ("RESUME-2", 8),

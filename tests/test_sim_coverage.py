@@ -1,7 +1,7 @@
-"""``./just dst --coverage`` (sim/code_coverage.py): a campaign measured under coverage.py, per
+"""``./just dst --coverage`` (sim/campaign/coverage.py): a campaign measured under coverage.py, per
 protocol module, with every branch never taken; each module held to its floor
-(:data:`sim.code_coverage.FLOORS`, one place) for the short campaign
-:data:`sim.code_coverage.TEST_CAMPAIGN` (seed 1 of every scenario, in a subprocess)."""
+(:data:`sim.campaign.coverage.FLOORS`, one place) for the short campaign
+:data:`sim.campaign.coverage.TEST_CAMPAIGN` (seed 1 of every scenario, in a subprocess)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import re
 
 import pytest
 
-from sim import code_coverage as cc
-
+from sim.campaign import coverage as cc
 pytestmark = pytest.mark.xdist_group("sim-coverage")
 
 
@@ -64,7 +63,6 @@ def test_a_floor_above_the_measure_is_reported(measured) -> None:
 
 def test_dst_coverage_reruns_the_same_campaign_under_coverage(monkeypatch, capsys) -> None:
     from sim import cli
-
     seen = []
     report = cc.CoverageReport((cc.ModuleCoverage("wal", (cc.FileCoverage("slatedb/wal/writer.py", 10, 7, 4, 3, (5,),
                                                                            ((12, 14),)),)),))

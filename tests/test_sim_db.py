@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.db_workload import run_db_workload
+from sim.scenarios.db import run_db_workload
 
 
 def test_db_workload_passes_and_replays_bit_for_bit() -> None:
@@ -26,7 +26,7 @@ def test_db_workload_passes_and_replays_bit_for_bit() -> None:
     ({"replay-skip"}, ("DUR-1", "LIN")),
 ], ids=["no-epoch-checks", "ack-after-halt", "no-wal-replay"])
 def test_the_trace_checks_catch_a_broken_writer(switches, expected) -> None:
-    """Break the writer on purpose (catalogued bugs, ``sim/bugs.py``, switched on in the real
+    """Break the writer on purpose (catalogued bugs, ``sim/scenarios/catalogue.py``, switched on in the real
     code): the simulator must report a violated invariant within 40 seeds."""
     violations: list[str] = []
     for seed in range(40):
@@ -43,8 +43,8 @@ def test_the_trace_checks_catch_a_broken_writer(switches, expected) -> None:
 
 
 def test_every_run_checks_a_history_with_reads_and_varied_worlds() -> None:
-    from sim.db_workload import draw_settings
-    from sim.runtime import derive_rng
+    from sim.scenarios.db import draw_settings
+    from sim.world.runtime import derive_rng
     from slatedb.config import Settings
 
     results = [run_db_workload(seed) for seed in range(8)]
@@ -87,8 +87,7 @@ def test_lin_catches_stale_reads(monkeypatch) -> None:
 
 def test_lin_catches_one_wrong_read(monkeypatch) -> None:
     """One read recorded with a value nobody wrote: LIN fires and its witness shows that read."""
-    from sim import db_workload
-
+    from sim.scenarios import db as db_workload
     read = db_workload.Incarnation.read
 
     async def read_one_wrong(self, db, key):
@@ -124,7 +123,7 @@ def test_skewed_clocks_replay_bit_for_bit_across_processes() -> None:
 
     seed = next(s for s in range(40) if {"clock.skew", "clock.jump"} <= set(run_db_workload(s).faults))
     here = run_db_workload(seed)
-    code = f"from sim.db_workload import run_db_workload; r = run_db_workload({seed}); print(r.digest, r.lin_ops)"
+    code = f"from sim.scenarios.db import run_db_workload; r = run_db_workload({seed}); print(r.digest, r.lin_ops)"
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONHASHSEED="4242"), check=True,
                          capture_output=True, text=True, timeout=300).stdout.split()
     assert out == [here.digest, str(here.lin_ops)]

@@ -1,4 +1,4 @@
-"""The main job (``sim dst`` / ``./just dst``, :mod:`sim.dst`): every registered scenario, seeds
+"""The main job (``sim dst`` / ``./just dst``, :mod:`sim.campaign.dst`): every registered scenario, seeds
 balanced by measured cost inside a time budget, one table, a replay command per failing seed."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import re
 
-from sim import scenarios as scenarios_mod
+from sim.scenarios import registry as scenarios_mod
 from sim import cli
-from sim import dst as dst_mod
-from sim import sweep as sweep_mod
-from sim.sweep import Scenario
+from sim.campaign import dst as dst_mod
+from sim.campaign import sweep as sweep_mod
+from sim.campaign.sweep import Scenario
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""Garbage collection under simulation (``sim/gc_workload.py``): a writer with its in-process
+"""Garbage collection under simulation (``sim/scenarios/gc.py``): a writer with its in-process
 compactor and aggressive GC, standalone GC and compactor, managed and fixed-checkpoint DbReaders,
 an admin holding checkpoints and a clone, with stalls of minutes, crashes and swarm store faults;
 checked on the trace (GC-1..4, CKPT-1/2, READ-1/2, BOUNDARY-1/2, CLONE-1..3), by the reader
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim import bugs
-from sim.gc_workload import run_gc_workload
+from sim.scenarios import catalogue as bugs
+from sim.scenarios.gc import run_gc_workload
 
 #: Seeds that pass with every switch off; between them: GC deletes from every directory,
 #: readers re-establish, checkpoints are read, clones from a checkpoint and from the latest

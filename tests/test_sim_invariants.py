@@ -1,4 +1,4 @@
-"""The one invariant-id module (:mod:`sim.invariants`): ids, structured violations, ESCAPE-1.
+"""The one invariant-id module (:mod:`sim.world.invariants`): ids, structured violations, ESCAPE-1.
 
 Why: a violation used to be a string re-parsed by three regexes that had drifted; now the id
 is a field set where the violation is made, and ``models/run.py``, the catalogue, the sweep's
@@ -11,9 +11,9 @@ import pickle
 
 import pytest
 
-from sim import invariants
-from sim.checks import InvariantViolation
-from sim.invariants import ESCAPE, Violation, as_violation, first_invariant
+from sim.world import invariants
+from sim.world.invariants import InvariantViolation
+from sim.world.invariants import ESCAPE, Violation, as_violation, first_invariant
 from slatedb.errors import FencedError
 
 

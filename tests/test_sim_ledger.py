@@ -1,4 +1,4 @@
-"""The campaign ledger (sim/ledger.py): every campaign -- ``sim dst``, ``sim sweep`` (local and
+"""The campaign ledger (sim/campaign/ledger.py): every campaign -- ``sim dst``, ``sim sweep`` (local and
 Spark), ``sim hunt`` -- appends its summary; ``sim ledger`` prints cumulative seeds per scenario
 and commit."""
 
@@ -10,9 +10,9 @@ import sqlite3
 
 import pytest
 
-from sim import cli, ledger
+from sim import cli
 
-
+from sim.campaign import ledger
 @pytest.fixture
 def ledger_file(tmp_path, monkeypatch) -> str:
     path = str(tmp_path / "ledger.sqlite")
@@ -109,7 +109,7 @@ def test_the_sqlite_table_is_plain_sql(ledger_file) -> None:
 
 @pytest.mark.xdist_group("spark")
 def test_the_spark_engine_appends_to_the_parquet_ledger(ledger_file, tmp_path, capsys) -> None:
-    spark_engine = pytest.importorskip("sim.spark_engine")
+    spark_engine = pytest.importorskip("sim.campaign.spark_engine")
     try:
         spark_engine._check_available()
     except spark_engine.SparkUnavailable as e:

@@ -1,4 +1,4 @@
-"""Manifest-level fencing on the trace (sim/manifest_checks.py): FENCE-5 for a writer's L0
+"""Manifest-level fencing on the trace (sim/checks/manifest.py): FENCE-5 for a writer's L0
 flush, CFENCE-1 for a compaction commit, at the moment each manifest lands. Fed good and bad
 histories here; the catalogue switch l0-commit-unfenced is held to its budget by
 tests/test_sim_bugs.py."""
@@ -9,9 +9,9 @@ import attrs
 import pytest
 from ulid import ULID
 
-from sim.checks import InvariantViolation
-from sim.manifest_checks import ManifestFenceChecks
-from sim.trace import Event
+from sim.world.invariants import InvariantViolation
+from sim.checks.manifest import ManifestFenceChecks
+from sim.world.trace import Event
 from slatedb.format.manifest import encode_manifest
 from slatedb.format.types import CompactedSsTableView, ManifestV2
 

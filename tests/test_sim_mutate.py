@@ -1,4 +1,4 @@
-"""``sim mutate`` (sim/mutate.py): cosmic-ray's operators over the protocol modules, each mutant
+"""``sim mutate`` (sim/campaign/mutate.py): cosmic-ray's operators over the protocol modules, each mutant
 judged in a copy of the tree by a campaign of scenario seeds and the package's tests.
 
 The judging tests use the smallest campaign that means something (one db seed, no tests): a
@@ -11,8 +11,8 @@ import hashlib
 
 import pytest
 
-from sim import mutate
-from sim.mutate import Campaign, Mutant
+from sim.campaign import mutate
+from sim.campaign.mutate import Campaign, Mutant
 
 DB_SEED_0 = Campaign.make(["db"], seeds_per_scenario=1, tests=False)
 
@@ -133,7 +133,7 @@ def test_the_project_equivalents_file_loads_and_every_entry_has_a_reason() -> No
 
 @pytest.mark.xdist_group("spark")
 def test_the_spark_engine_judges_a_tiny_input_like_the_local_one() -> None:
-    spark_engine = pytest.importorskip("sim.spark_engine")
+    spark_engine = pytest.importorskip("sim.campaign.spark_engine")
     try:
         spark_engine._check_available()
     except spark_engine.SparkUnavailable as e:

@@ -1,13 +1,13 @@
-"""Coverage probes (slatedb/runtime/probes.py, sim/probes.py): declared once, called at their
+"""Coverage probes (slatedb/runtime/probes.py, sim/world/probes.py): declared once, called at their
 branch, free in production, counted in simulation, printed by every campaign, and every one of
 them reached by the main job.
 
 ``test_the_default_campaign_hits_every_probe`` runs, for each scenario, the few seeds that
-:data:`sim.probes.REACHED_BY` lists (measured) and fails when a probe is left unhit. Why that
+:data:`sim.world.probes.REACHED_BY` lists (measured) and fails when a probe is left unhit. Why that
 small set stands in for the default ``./just dst``: runs are deterministic (same seed, same
 trace, same probe hits: ``test_hits_are_deterministic_and_leave_the_trace_alone``), the default
 campaign runs every scenario from seed 0 upwards, and every listed seed is below the number of
-seeds of its scenario the default campaign runs at least (:data:`sim.probes.DEFAULT_SEEDS_FLOOR`).
+seeds of its scenario the default campaign runs at least (:data:`sim.world.probes.DEFAULT_SEEDS_FLOOR`).
 So each probe hit here is hit by the default campaign; a probe whose call site is removed, or
 whose scenario stops reaching it, fails here.
 """
@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from sim import bugs, probes
-from sim.sweep import Scenario, run_seed
+from sim.scenarios import catalogue as bugs
+
+from sim.world import probes
+from sim.campaign.sweep import Scenario, run_seed
 from slatedb.runtime import Runtime
 from slatedb.runtime import probes as P
 from slatedb.runtime.production import ProductionRuntime
@@ -77,7 +79,7 @@ def test_production_ignores_probes_and_the_simulator_counts_them() -> None:
 
 
 def test_hits_are_deterministic_and_leave_the_trace_alone() -> None:
-    from sim.db_workload import run_db_workload
+    from sim.scenarios.db import run_db_workload
 
     a, b = run_seed(Scenario(workload="db"), 1), run_seed(Scenario(workload="db"), 1)
     assert a["probes"] and a["probes"] == b["probes"]
@@ -102,12 +104,12 @@ def test_probe_table_lists_every_probe_and_the_unhit_ones() -> None:
 
 @pytest.mark.parametrize("scenario", sorted(probes.reached_by_seeds()))
 def test_the_default_campaign_hits_every_probe(scenario: str) -> None:
-    """The seeds :data:`sim.probes.REACHED_BY` lists for ``scenario`` hit each of its probes (see
+    """The seeds :data:`sim.world.probes.REACHED_BY` lists for ``scenario`` hit each of its probes (see
     the module docstring for why they stand in for the default campaign)."""
     seeds = probes.reached_by_seeds()[scenario]
     # In a fresh process, as a campaign's worker runs them: a few scenarios' runs still depend on
     # what ran before them in the same process (docs/simulation.md, known issues).
-    code = ("import json, sys; from sim.sweep import Scenario, run_seed; "
+    code = ("import json, sys; from sim.campaign.sweep import Scenario, run_seed; "
             f"print(json.dumps([run_seed(Scenario(workload={scenario!r}), s)['probes'] for s in {seeds!r}]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "SIM_LEDGER": "off"}).stdout

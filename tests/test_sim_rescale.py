@@ -1,14 +1,13 @@
-"""The rescale scenario (``sim/rescale_workload.py``): split by projection, shard writers, merge
+"""The rescale scenario (``sim/scenarios/rescale.py``): split by projection, shard writers, merge
 by union, crashes of the rescaler and the union, GC everywhere; PROJ-1..5, READ-3, CLONE-1/2."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim import bugs
-from sim.rescale_workload import run_rescale_workload
-from sim import scenarios
-
+from sim.scenarios import catalogue as bugs
+from sim.scenarios.rescale import run_rescale_workload
+from sim.scenarios import registry as scenarios
 pytestmark = pytest.mark.xdist_group("rescale")
 
 #: Seeds that pass with every switch off (among them: rescaler and union restarts after crashes).

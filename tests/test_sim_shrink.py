@@ -1,5 +1,5 @@
 """``sim shrink``: every scenario's failing run minimised through its recorded choices
-(:mod:`sim.choices`, :mod:`sim.shrink`) to a smaller run that still fails with the same
+(:mod:`sim.world.choices`, :mod:`sim.campaign.shrink`) to a smaller run that still fails with the same
 invariant, replayable with ``sim run --keep FILE`` and written out as a regression test."""
 
 from __future__ import annotations
@@ -11,11 +11,15 @@ import sys
 
 import pytest
 
-from sim import bugs, cli, scenarios
-from sim.choices import Choices, dumps, loads
-from sim.invariants import Violation
-from sim.shrink import format_report, readable, regression_test, shrink, simulate_choices
-from sim.sweep import Scenario, simulate
+from sim import cli
+
+from sim.scenarios import catalogue as bugs
+
+from sim.scenarios import registry as scenarios
+from sim.world.choices import Choices, dumps, loads
+from sim.world.invariants import Violation
+from sim.campaign.shrink import format_report, readable, regression_test, shrink, simulate_choices
+from sim.campaign.sweep import Scenario, simulate
 
 pytestmark = pytest.mark.xdist_group("sim-shrink")
 
@@ -144,8 +148,7 @@ def test_a_seed_is_the_same_run_whatever_ran_before_it_in_the_process() -> None:
     closes in tasks of their own) at allocation-dependent moments of a simulated run."""
     import gc
 
-    from sim import bugs
-
+    from sim.scenarios import catalogue as bugs
     first = bugs.run("compactor", 7).digest
     junk = [[object()] for _ in range(50_000)]  # move the collector's allocation counters
     gc.collect()

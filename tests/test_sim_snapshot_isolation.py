@@ -4,9 +4,9 @@ passes."""
 
 from __future__ import annotations
 
-from sim import bugs
-from sim.gc_checks import snapshot_isolation
-from sim.gc_workload import run_gc_workload
+from sim.scenarios import catalogue as bugs
+from sim.checks.gc import snapshot_isolation
+from sim.scenarios.gc import run_gc_workload
 
 TAKEN = {b"k001": b"w:3:v", b"k002": b"w:5:vv"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.sweep import Scenario, summarize, sweep_local
+from sim.campaign.sweep import Scenario, summarize, sweep_local
 
 pytestmark = pytest.mark.xdist_group("spark")
 
@@ -20,7 +20,7 @@ SAME = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults", "vi
 
 @pytest.fixture(scope="module")
 def spark(request):
-    spark_engine = pytest.importorskip("sim.spark_engine")
+    spark_engine = pytest.importorskip("sim.campaign.spark_engine")
     try:
         spark_engine._check_available()
     except spark_engine.SparkUnavailable as e:
@@ -41,7 +41,7 @@ def _read_parquet(spark, path: str) -> list[dict]:
 
 
 def test_spark_sweep_equals_the_local_engine_seed_by_seed(spark, tmp_path) -> None:
-    from sim.spark_engine import sweep_on
+    from sim.campaign.spark_engine import sweep_on
 
     db = Scenario(workload="db")
     seeds = range(4)
@@ -63,7 +63,7 @@ def test_spark_sweep_equals_the_local_engine_seed_by_seed(spark, tmp_path) -> No
 
 
 def test_spark_unavailable_is_one_clear_error(monkeypatch) -> None:
-    import sim.spark_engine as spark_engine
+    import sim.campaign.spark_engine as spark_engine
 
     monkeypatch.setattr(spark_engine.shutil, "which", lambda name: None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
@@ -75,9 +75,9 @@ def test_cli_sweep_engine_spark_wiring(tmp_path, monkeypatch, capsys) -> None:
     """``sim sweep --engine spark`` hands master, Parquet path and --out to the engine and prints
     its summary. The engine itself is the test above; a stand-in here keeps this test off the
     JVM (pytest-xdist's groups do not hold under pytest 9, so a second session could start)."""
-    import sim.spark_engine as spark_engine
+    import sim.campaign.spark_engine as spark_engine
     from sim import cli
-    from sim.sweep import SweepReport, _write_row, run_seed
+    from sim.campaign.sweep import SweepReport, _write_row, run_seed
 
     calls = []
 

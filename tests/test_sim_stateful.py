@@ -51,9 +51,9 @@ from slatedb.objstore.memory import MemoryBucket, MemoryRegistry, MemoryStore
 from slatedb.objstore.url import resolve_store
 from slatedb.projection import KeyRange
 from slatedb.projection.create import SourceSpec, create_database
-from sim.objstore import ProcessCrashed, SimObjectStore, StoreFaults
-from sim.runtime import SimRuntime, derive_rng, deterministic_scheduling
-from sim.trace import Trace
+from sim.world.store import ProcessCrashed, SimObjectStore, StoreFaults
+from sim.world.runtime import SimRuntime, derive_rng, deterministic_scheduling
+from sim.world.trace import Trace
 
 pytestmark = pytest.mark.xdist_group("sim-stateful")
 

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-import sim.sweep as sweep
+import sim.campaign.sweep as sweep
 from sim import cli
-from sim.sweep import Scenario, invariant_of, parse_seeds, run_seed, summarize, sweep_local
+from sim.campaign.sweep import Scenario, invariant_of, parse_seeds, run_seed, summarize, sweep_local
 
 BIN = os.path.dirname(sys.executable)
 STORE = Scenario(workload="store", ops=300, clients=4)
@@ -126,7 +126,7 @@ def test_a_seed_that_raises_is_a_failure_named_by_its_exception(monkeypatch) -> 
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("sim.store_workload.run_store_workload", boom)  # looked up per run (sim.scenarios)
+    monkeypatch.setattr("sim.scenarios.store.run_store_workload", boom)  # looked up per run (sim.scenarios.registry)
     row = run_seed(STORE, 4)
     assert not row["ok"] and row["violations"] == ["harness: the scenario raised RuntimeError: boom"]
     assert row["invariants"] == ["harness"]

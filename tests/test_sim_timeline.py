@@ -1,4 +1,4 @@
-"""``sim run --timeline`` / ``sim shrink --timeline``: the picture of a run (sim/timeline.py),
+"""``sim run --timeline`` / ``sim shrink --timeline``: the picture of a run (sim/campaign/timeline.py),
 opened in headless Chromium; and the protocol events a failing ``sim run`` prints."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import tempfile
 
 import pytest
 
-from sim import cli, timeline
-from sim.trace import Event, Trace, capture
+from sim import cli
+
+from sim.campaign import timeline
+from sim.world.trace import Event, Trace, capture
 
 pytestmark = pytest.mark.xdist_group("sim-timeline")
 

@@ -1,4 +1,4 @@
-"""The trace vocabulary (:mod:`sim.events`) against the code and the spec.
+"""The trace vocabulary (:mod:`sim.world.events`) against the code and the spec.
 
 Why: checkers, the shrinker's readable trace and the timeline dispatch on ``Event.kind``; a kind
 recorded under one spelling and checked under another is a check that silently never runs.
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sim import events
-
+from sim.world import events
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -47,9 +46,9 @@ def _recorded() -> dict[str, set[str]]:
 def test_every_recorded_kind_is_named_and_every_name_recorded() -> None:
     recorded = _recorded()
     unnamed = {k: sorted(v) for k, v in recorded.items() if k not in events.KINDS}
-    assert not unnamed, f"kinds recorded but not named in sim/events.py: {unnamed}"
+    assert not unnamed, f"kinds recorded but not named in sim/world/events.py: {unnamed}"
     unused = sorted(events.KINDS - recorded.keys())
-    assert not unused, f"kinds named in sim/events.py that nothing records: {unused}"
+    assert not unused, f"kinds named in sim/world/events.py that nothing records: {unused}"
 
 
 def _compared_kinds(path: Path) -> set[str]:
@@ -88,8 +87,8 @@ def test_the_spec_vocabulary_is_recorded() -> None:
 
 
 def test_a_simulated_run_records_only_named_kinds() -> None:
-    from sim.choices import Choices
-    from sim.takeover_workload import run_takeover_workload
+    from sim.world.choices import Choices
+    from sim.scenarios.takeover import run_takeover_workload
 
     choices = Choices(0)
     run_takeover_workload(0, choices=choices)

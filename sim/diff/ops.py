@@ -5,7 +5,7 @@ exist at replay is skipped), so any sub-list is another valid sequence."""
 
 from __future__ import annotations
 
-from sim.choices import Choices
+from sim.world.choices import Choices
 
 N_KEYS = 24
 SHARED = "shared"

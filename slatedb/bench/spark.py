@@ -63,7 +63,7 @@ def _spark_phase(master: str, read_url: str, load_url: str, keys: list[bytes], v
                  split_bytes: int, repeat: int) -> tuple[float, float, float, float]:
     import pyarrow as pa
 
-    from sim.spark_engine import spark_session
+    from sim.campaign.spark_engine import spark_session
 
     start = time.perf_counter()
     with spark_session(master, app_name="bench-spark") as spark:

@@ -292,7 +292,7 @@ async def _pinned_wal_range(dbs: _Dbs, m: ManifestV2) -> ManifestV2:
 
 
 async def _bug_every_parent_wal(dbs: _Dbs, m: ManifestV2) -> ManifestV2:
-    """Catalogued bug ``clone-copies-all-wal`` (sim/bugs.py): every parent WAL object above the
+    """Catalogued bug ``clone-copies-all-wal`` (sim/scenarios/catalogue.py): every parent WAL object above the
     replay point, also those written after the checkpoint."""
     return attrs.evolve(m, wal_id_last_seen=max([m.wal_id_last_seen, *await list_wal_ids(dbs.parent_store, dbs.runtime)]))
 

@@ -169,7 +169,7 @@ class Compactor:
         return stored.id
 
     async def _bug_keep_compactions(self, cur: StoredCompactions | None, epoch: int) -> int:
-        """Catalogued bug ``compactor-no-second-bump`` (sim/bugs.py): the epoch is bumped in the
+        """Catalogued bug ``compactor-no-second-bump`` (sim/scenarios/catalogue.py): the epoch is bumped in the
         manifest only; ``.compactions`` keeps the older compactor's epoch."""
         return cur.id if cur is not None else 0
 
@@ -327,7 +327,7 @@ class Compactor:
                 busy += [CompactionSpec.from_format(r.spec) for r in to_run]
                 reason = (validate_spec(spec, manifest, busy) or self.scheduler.validate(manifest, spec)
                           or committed_already(manifest, c.output_ssts))
-                if c.ctx is not None and switches.COMPACTION_NO_REVALIDATE in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                if c.ctx is not None and switches.COMPACTION_NO_REVALIDATE in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
                     reason = None
             if reason is not None:
                 await self._record_reason(c.id, reason)
@@ -408,7 +408,7 @@ class Compactor:
             edit = ApplyCompaction(
                 None if switches.COMPACTOR_NO_COMMIT_FENCE in self.runtime.bugs else CompactorFence(epoch),  # catalogued bug
                 spec, outputs, pin_id=self.runtime.new_uuid(), pin_lifetime_s=self.options.checkpoint_lifetime,
-                revalidate=switches.COMPACTION_NO_REVALIDATE not in self.runtime.bugs,  # catalogued bug (sim/bugs.py)
+                revalidate=switches.COMPACTION_NO_REVALIDATE not in self.runtime.bugs,  # catalogued bug (sim/scenarios/catalogue.py)
             )
             try:
                 committed = await self.manifests.commit(edit, current=self._manifest)

@@ -140,7 +140,7 @@ def _written(key: bytes, seq: int, cursor: tuple[bytes, int]) -> bool:
 
 
 def _bug_written_reemit(key: bytes, seq: int, cursor: tuple[bytes, int]) -> bool:
-    """Catalogued bug ``resume-reemit`` (sim/bugs.py): only versions newer than the cursor's seq
+    """Catalogued bug ``resume-reemit`` (sim/scenarios/catalogue.py): only versions newer than the cursor's seq
     count as written, so the cursor row itself is written again."""
     return key < cursor[0] or (key == cursor[0] and seq > cursor[1])
 
@@ -151,7 +151,7 @@ def _keep_first() -> bool:
 
 
 def _bug_drop_first() -> bool:
-    """Catalogued bug ``resume-skip-entry`` (sim/bugs.py): the first row after the cursor is
+    """Catalogued bug ``resume-skip-entry`` (sim/scenarios/catalogue.py): the first row after the cursor is
     dropped along with the rows already written."""
     return False
 

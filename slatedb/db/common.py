@@ -82,7 +82,7 @@ def _capped(seq: int) -> int | None:
 
 
 def _bug_uncapped(seq: int) -> int | None:
-    """Catalogued bug ``snapshot-uncapped`` (sim/bugs.py): no cap, so writes made after the snapshot
+    """Catalogued bug ``snapshot-uncapped`` (sim/scenarios/catalogue.py): no cap, so writes made after the snapshot
     show through the memtable it pinned."""
     return None
 

@@ -183,7 +183,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._stored = stored
         rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id,
                                         manifests=self.manifests, epoch=self.epoch)
-        if switches.REPLAY_SKIP in rt.bugs:  # catalogued bug (sim/bugs.py): open without replaying the WAL
+        if switches.REPLAY_SKIP in rt.bugs:  # catalogued bug (sim/scenarios/catalogue.py): open without replaying the WAL
             rows = []
         mem = self._memtable
         for row in rows:
@@ -214,7 +214,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._recompute_thresholds()
 
     async def _bug_record_replay_early(self, stored: StoredManifest) -> StoredManifest:
-        """Catalogued bug ``replay-progress-early`` (sim/bugs.py): replay progress
+        """Catalogued bug ``replay-progress-early`` (sim/scenarios/catalogue.py): replay progress
         (``replay_after_wal_id = fence - 1``) is committed before the replayed rows reach L0."""
         assert self._wal is not None
         return (await self.manifests.commit(AdvanceReplay(self.epoch, self._wal.fence_id - 1))).stored

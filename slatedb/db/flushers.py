@@ -50,7 +50,7 @@ def _may_ack(error: BaseException | None) -> bool:
 
 
 def _bug_ack_anyway(error: BaseException | None) -> bool:
-    """Catalogued bug ``zombie-ack`` (sim/bugs.py): a writer that halted while its WAL write was
+    """Catalogued bug ``zombie-ack`` (sim/scenarios/catalogue.py): a writer that halted while its WAL write was
     in flight still acknowledges it."""
     return True
 
@@ -180,10 +180,10 @@ class Flushers:
                 epoch = self.epoch
                 wal_last = self._wal.last_id if self._wal is not None else 0
                 replay_after = entry.last_wal_id
-                if switches.REPLAY_POINT_AHEAD in self.runtime.bugs:  # catalogued bug (sim/bugs.py)
+                if switches.REPLAY_POINT_AHEAD in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
                     replay_after = wal_last  # past WAL objects whose rows are in later memtables
 
-                # catalogued bug (sim/bugs.py): no writer-epoch guard on the L0 commit (FENCE-5)
+                # catalogued bug (sim/scenarios/catalogue.py): no writer-epoch guard on the L0 commit (FENCE-5)
                 fence = _UncheckedFence(epoch) if switches.L0_COMMIT_UNFENCED in self.runtime.bugs else WriterFence(epoch)
                 edit = AddL0(
                     fence, CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),

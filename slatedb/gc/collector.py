@@ -102,7 +102,7 @@ def _too_young(sst_id: ULID, meta: ObjectMeta, cutoff_ms: int, now_ms: int, min_
 
 
 def _bug_never_too_young(sst_id: ULID, meta: ObjectMeta, cutoff_ms: int, now_ms: int, min_age_s: float) -> bool:
-    """Catalogued bug ``gc-no-min-age`` (sim/bugs.py): no age rule and no ULID cutoff."""
+    """Catalogued bug ``gc-no-min-age`` (sim/scenarios/catalogue.py): no age rule and no ULID cutoff."""
     return False
 
 
@@ -263,7 +263,7 @@ class GarbageCollector:
             if latest is None:
                 raise PinnedManifestMissingError("the database has no manifest any more")
             active = active_checkpoints(latest.manifest, self.runtime.now_ms() // 1000)
-            active = () if switches.GC_IGNORES_CHECKPOINTS in self.runtime.bugs else active  # catalogued bug (sim/bugs.py)
+            active = () if switches.GC_IGNORES_CHECKPOINTS in self.runtime.bugs else active  # catalogued bug (sim/scenarios/catalogue.py)
             pinned: dict[int, StoredManifest] = {}
             try:
                 for cp in active:
@@ -399,7 +399,7 @@ class GarbageCollector:
             referenced |= manifest_sst_ids(m)
         in_flight = in_flight_sst_ids(compactions, snap.manifests)
         cutoff_ms = sst_ulid_cutoff_ms(snap.latest.manifest, compactions)
-        if switches.GC_IGNORES_INFLIGHT_COMPACTION in self.runtime.bugs:  # catalogued bug (sim/bugs.py): min_age alone
+        if switches.GC_IGNORES_INFLIGHT_COMPACTION in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py): min_age alone
             in_flight, cutoff_ms = set(), 2**63
         metas = await retry_transient(self.runtime, lambda: self.store.list(COMPACTED_DIR), what=f"list {COMPACTED_DIR}")
         now_ms = self.runtime.now_ms()

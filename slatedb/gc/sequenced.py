@@ -52,6 +52,6 @@ async def _advance(ns: SequencedStore, desired: int) -> tuple[int, bool]:
 
 
 async def _bug_boundary_unwritten(ns: SequencedStore, desired: int) -> tuple[int, bool]:
-    """Catalogued bug ``gc-delete-before-boundary`` (sim/bugs.py): GC deletes up to the boundary
+    """Catalogued bug ``gc-delete-before-boundary`` (sim/scenarios/catalogue.py): GC deletes up to the boundary
     it wants without first making that boundary durable."""
     return desired, False

@@ -159,7 +159,7 @@ class RefreshWriterCheckpoint(Edit[None]):
 @attrs.frozen
 class AdvanceReplay(Edit[None]):
     """``replay_after_wal_id`` raised to ``wal_id`` while ``epoch`` is the writer's (else
-    nothing). Used only by the catalogued bug ``replay-progress-early`` (sim/bugs.py), which
+    nothing). Used only by the catalogued bug ``replay-progress-early`` (sim/scenarios/catalogue.py), which
     persists the replay point before the replayed rows reach L0."""
 
     kind: ClassVar[str] = "advance_replay"

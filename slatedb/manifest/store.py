@@ -107,13 +107,13 @@ async def _settle_by_reading(runtime: Runtime) -> bool:
 
 
 async def _bug_put_trusted(runtime: Runtime) -> bool:
-    """Catalogued bug ``boundary-put-trusted`` (sim/bugs.py): an ambiguous boundary put is taken
+    """Catalogued bug ``boundary-put-trusted`` (sim/scenarios/catalogue.py): an ambiguous boundary put is taken
     as applied, without reading the boundary back."""
     return True
 
 
 async def _bug_no_boundary_check(file_id: int) -> None:
-    """Catalogued bug ``no-boundary-check`` (sim/bugs.py): a create that succeeded is reported
+    """Catalogued bug ``no-boundary-check`` (sim/scenarios/catalogue.py): a create that succeeded is reported
     committed without the post-create boundary read (RFC 004's stale commit)."""
 
 

@@ -123,7 +123,7 @@ async def _read_back(store: ObjectStore, runtime: Runtime, key: str, data: bytes
 
 
 async def _bug_trust_existing(store: ObjectStore, runtime: Runtime, key: str, data: bytes) -> bool | None:
-    """Catalogued bug ``ambiguous-create-trust`` (sim/bugs.py): "already exists" after an
+    """Catalogued bug ``ambiguous-create-trust`` (sim/scenarios/catalogue.py): "already exists" after an
     ambiguous create is taken as our own success, without reading the object back."""
     return True
 

@@ -70,7 +70,7 @@ from slatedb.wal.writer import list_wal_ids, wal_key
 from .ops import UnionSource, project, referencing, union
 from .ranges import KeyRange, as_bounds, format_range, parse_range
 
-#: Catalogued bug (sim/bugs.py): the ephemeral source checkpoints are deleted before the
+#: Catalogued bug (sim/scenarios/catalogue.py): the ephemeral source checkpoints are deleted before the
 #: destination is initialized (its final checkpoints may not exist yet).
 BUG_RELEASE_EARLY = switches.UNION_RELEASES_SOURCE_CHECKPOINT_EARLY
 

@@ -53,7 +53,7 @@ from slatedb.runtime import switches
 
 from .ranges import KeyRange, as_bounds, bytes_range, effective_bounds, hull, overlaps, physical_bounds, start_cmp_key
 
-#: Catalogued bugs (sim/bugs.py) these functions can re-introduce when the caller passes them.
+#: Catalogued bugs (sim/scenarios/catalogue.py) these functions can re-introduce when the caller passes them.
 BUG_PROJECT_WIDENS = switches.PROJECTION_WIDENS_VIEW
 BUG_UNION_SEQ_FIRST = switches.UNION_SEQ_NOT_MAX
 BUG_UNION_EXTERNAL_DUP = switches.UNION_EXTERNAL_DBS_NOT_MERGED

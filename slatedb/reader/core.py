@@ -103,7 +103,7 @@ def _sst_set_changed(latest: ManifestV2, pinned: ManifestV2) -> bool:
 
 
 def _bug_never_changed(latest: ManifestV2, pinned: ManifestV2) -> bool:
-    """Catalogued bug ``reader-ignores-new-ssts`` (sim/bugs.py): the reader never notices that the
+    """Catalogued bug ``reader-ignores-new-ssts`` (sim/scenarios/catalogue.py): the reader never notices that the
     SST set changed; it stays a valid prefix but stops catching up (READ-5)."""
     return False
 
@@ -321,7 +321,7 @@ class ReaderCore(ReadPath):
         await self._establish("lost")
 
     async def _bug_lost_is_fatal(self, *, expired: bool) -> None:
-        """Catalogued bug ``expired-checkpoint-fatal`` (sim/bugs.py): a lost or expired checkpoint
+        """Catalogued bug ``expired-checkpoint-fatal`` (sim/scenarios/catalogue.py): a lost or expired checkpoint
         fails the reader for good instead of establishing a new one."""
         raise InvalidDbStateError(f"checkpoint {self.checkpoint_id} expired or is gone")
 

@@ -3,7 +3,7 @@
 Protocol code (WAL, manifest, compactor, GC, ...) never reads the wall clock, sleeps, draws
 random numbers, mints ULIDs/UUIDs or spawns tasks on its own. It asks the runtime it was given.
 Production passes :class:`slatedb.runtime.production.ProductionRuntime` (real clock, OS entropy);
-the simulator passes ``sim.runtime.SimRuntime`` (virtual clock with per-process offset and drift,
+the simulator passes ``sim.world.runtime.SimRuntime`` (virtual clock with per-process offset and drift,
 seeded RNG). That single seam is what makes a simulated run repeatable bit for bit from its seed.
 """
 

@@ -9,7 +9,7 @@ campaign prints how often each probe was hit (``sim dst``, ``sim sweep``), and
 harness no longer reaches is a branch it no longer tests.
 
 Every name is declared here once, with what reaching it means and the spec step or invariant
-it exercises; ``sim/probes.py`` says which scenario (and which of its seeds) reaches each one.
+it exercises; ``sim/world/probes.py`` says which scenario (and which of its seeds) reaches each one.
 A test checks both directions: every ``probe(...)`` call in ``slatedb/`` names a constant of this
 module, and every probe declared here is called somewhere.
 """

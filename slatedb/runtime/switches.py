@@ -1,4 +1,4 @@
-"""Names of the catalogued bug switches (``sim/bugs.py`` describes each; ``sim bugs`` lists them).
+"""Names of the catalogued bug switches (``sim/scenarios/catalogue.py`` describes each; ``sim bugs`` lists them).
 
 Protocol code tests ``switches.<NAME> in runtime.bugs`` (or the name's string) at the one site
 where the bug lives; ``Runtime.bugs`` is empty in production. ``tests/test_sim_bugs.py`` checks

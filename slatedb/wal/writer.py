@@ -145,7 +145,7 @@ class WalWriter:
 
 async def _bug_no_recheck(manifests: ManifestStore, runtime: Runtime, epoch: int) -> None:
     """Catalogued bugs ``no-epoch-recheck`` (after its fence lands) and ``fence-ignored`` (at a
-    taken WAL slot) (sim/bugs.py): the writer does not read the manifest epoch where
+    taken WAL slot) (sim/scenarios/catalogue.py): the writer does not read the manifest epoch where
     :meth:`WalWriter._halt_if_newer` would."""
 
 

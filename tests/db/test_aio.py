@@ -60,9 +60,9 @@ async def test_async_fenced_writer_fails_pending_waits() -> None:
 
 def test_db_runs_deterministically_on_the_simulator() -> None:
     """Same seed, same trace: the Db on a faulty simulated store under a virtual clock."""
-    from sim.objstore import SimObjectStore, StoreFaults
-    from sim.runtime import SimRuntime, derive_rng, run_deterministic
-    from sim.trace import Trace
+    from sim.world.store import SimObjectStore, StoreFaults
+    from sim.world.runtime import SimRuntime, derive_rng, run_deterministic
+    from sim.world.trace import Trace
     from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
     def run(seed: int) -> tuple[str, int]:

@@ -15,7 +15,7 @@ from slatedb.format.types import ManifestV2
 from slatedb.manifest.sst_ids import newest_l0_ms, not_before
 from slatedb.runtime import ulid_from_parts
 from slatedb.runtime.production import ProductionRuntime
-from sim.gc_workload import run_gc_workload
+from sim.scenarios.gc import run_gc_workload
 from tests.db.helpers import latest_manifest, memory_store
 
 SETTINGS = {"compactor_options": None, "flush_interval": "10ms", "garbage_collector_options": None}

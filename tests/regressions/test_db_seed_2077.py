@@ -13,7 +13,7 @@ import trio
 from slatedb.format.types import ManifestV2
 from slatedb.manifest.store import ManifestStore
 from slatedb.runtime.production import ProductionRuntime
-from sim.db_workload import run_db_workload
+from sim.scenarios.db import run_db_workload
 from tests.db.helpers import memory_store
 
 

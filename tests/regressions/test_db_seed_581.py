@@ -19,7 +19,7 @@ from slatedb.format.types import ManifestV2
 from slatedb.manifest.store import ManifestStore
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import replay_wal
-from sim.db_workload import run_db_workload
+from sim.scenarios.db import run_db_workload
 from tests.db.helpers import memory_store
 
 

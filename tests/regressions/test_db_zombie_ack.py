@@ -5,16 +5,16 @@ Shrunk from `./just sim run --seed 2 --workload db --bug zombie-ack`:
 544 choices (252 not simplest), 53 ops, 240 trace events, 0 faults. Fires FENCE-3.
 """
 
-from sim import bugs
-from sim.choices import loads
-from sim.shrink import simulate_choices
-from sim.sweep import Scenario
+from sim.scenarios import catalogue as bugs
+from sim.world.choices import loads
+from sim.campaign.shrink import simulate_choices
+from sim.campaign.sweep import Scenario
 
 WORKLOAD = 'db'
 SEED = 2
 BUGS = ('zombie-ack',)
 INVARIANT = 'FENCE-3'
-#: The shrunk choice sequence (sim.choices.dumps): per stream, its values.
+#: The shrunk choice sequence (sim.world.choices.dumps): per stream, its values.
 CHOICES = (
     '{"settings":[0,2],"shape":[2,53],"store:w1":[0,0.018359774317435813,0.010887061989883578,0,0.005'
     '460334553077213,0.006310230433501726,0,0.015104971274091614,0.008929216396252774,0,0.01981739871'

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.gc_workload import run_gc_workload
+from sim.scenarios.gc import run_gc_workload
 
 pytestmark = pytest.mark.slow
 

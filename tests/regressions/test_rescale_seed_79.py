@@ -13,7 +13,7 @@ empty union, GC on an unfinished creation).
 
 from __future__ import annotations
 
-from sim.rescale_workload import run_rescale_workload
+from sim.scenarios.rescale import run_rescale_workload
 
 
 def test_seed_79_passes():

@@ -5,16 +5,16 @@ Shrunk from `./just sim run --seed 1 --workload takeover --bug no-epoch-recheck`
 166 choices (11 not simplest), 1 ops, 128 trace events, 4 faults. Fires DUR-1.
 """
 
-from sim import bugs
-from sim.choices import loads
-from sim.shrink import simulate_choices
-from sim.sweep import Scenario
+from sim.scenarios import catalogue as bugs
+from sim.world.choices import loads
+from sim.campaign.shrink import simulate_choices
+from sim.campaign.sweep import Scenario
 
 WORKLOAD = 'takeover'
 SEED = 1
 BUGS = ('no-epoch-recheck',)
 INVARIANT = 'DUR-1'
-#: The shrunk choice sequence (sim.choices.dumps): per stream, its values.
+#: The shrunk choice sequence (sim.world.choices.dumps): per stream, its values.
 CHOICES = (
     '{"shape":[1,3],"store:r0w0":[0,0.04922942782205359,0.0005,0,0.0005,0.0005,0,0.0005,0.0005,0,0.00'
     '05,0.0005,0,0.0005,0.0005,0,0.0005,0.0005,0,0.0005,0.0005,0,0.0005,0.0005,0,0.0005,0.0005,0,0.00'

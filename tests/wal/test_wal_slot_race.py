@@ -4,7 +4,7 @@ fence exactly where the current writer writes next (wal-fencing.md step 7).
 The current writer's create finds the slot taken; it must read the manifest epoch before doing
 anything else: still its own epoch -> the object is an older writer's fence (that writer halts
 at its epoch re-check), skip to the next id; a newer epoch -> halt with ``FencedError``, write
-nothing more. ``fence-ignored`` (sim/bugs.py) is the switch that skips without reading.
+nothing more. ``fence-ignored`` (sim/scenarios/catalogue.py) is the switch that skips without reading.
 """
 
 from __future__ import annotations

@@ -1,0 +1,311 @@
+"""The main job, ``sim dst`` (``./just dst``): every scenario of the one registry in one campaign.
+
+Every scenario of the one table, :data:`sim.scenarios.registry.SCENARIOS`, runs (a scenario registered
+there later is in the main job at once). The campaign is time-boxed: ``budget_s`` wall seconds (default
+:data:`DEFAULT_BUDGET_S`, ``--quick`` :data:`QUICK_BUDGET_S`, ``--minutes N`` for soaks) shared
+equally between the scenarios, and each scenario's seed count follows from its *measured* cost:
+the scheduler always hands the next free worker the next seed of the scenario that has used the
+fewest core-seconds so far, so a scenario whose seeds cost 2.5 s runs a tenth as many seeds as one
+whose seeds cost 0.25 s, and all of them get the same share of the machine. A scenario gets a new
+seed only while its expected cost still fits in the budget; the seeds in flight when the budget
+runs out finish (the overrun is at most one seed per worker). Each scenario runs seeds
+``start, start+1, ...`` in order (``--from``), so a scenario's seeds are a contiguous range and
+every failure replays with one command.
+
+With ``seeds`` given (``--seeds A..B``) the campaign is not time-boxed: every scenario runs exactly
+those seeds.
+
+The verdict is one table -- scenario, seeds, failures by invariant, faults by kind, compression
+(virtual s per busy core-second), seeds per core-minute -- a total line, then one replay command
+per failing seed. Wall time is only reported and scheduled on, never fed into a run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+from collections import Counter
+from typing import IO, Callable, Iterable, Sequence
+
+import attrs
+
+from slatedb.runtime.production import ProductionRuntime
+
+from sim.scenarios import registry as scenarios_mod
+from sim.campaign import sweep as sweep_mod
+from sim.campaign.sweep import Progress, Scenario, invariant_of
+
+_WALL = ProductionRuntime("sim-dst")
+
+#: Wall seconds of the default main job: with the tail of the seeds in flight, under ten minutes.
+DEFAULT_BUDGET_S = 540.0
+#: ``--quick``: the before-stop hook runs ``timeout 55 ./just dst --quick``.
+QUICK_BUDGET_S = 20.0
+def grace_s(budget_s: float) -> float:
+    """How long seeds in flight may overrun the budget before they are cut."""
+    return min(30.0, budget_s / 2)
+
+
+#: Assumed cost of a scenario's first seed until one has been measured: its table entry's
+#: ``cost_s`` (:class:`sim.scenarios.registry.ScenarioSpec`).
+def prior_cost_s(workload: str) -> float:
+    spec = scenarios_mod.BY_NAME.get(workload)
+    return spec.cost_s if spec is not None else 1.0
+
+
+@attrs.frozen
+class ScenarioResult:
+    """What one scenario did in a campaign (rows in seed order)."""
+
+    scenario: Scenario
+    rows: list[dict]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r["seed"] for r in self.rows]
+
+    @property
+    def failures(self) -> list[dict]:
+        return [r for r in self.rows if not r["ok"]]
+
+    @property
+    def by_invariant(self) -> dict[str, int]:
+        c: Counter = Counter()
+        for r in self.failures:
+            c.update(set(r.get("invariants") or [invariant_of(v) for v in r["violations"]]) or {"?"})
+        return dict(c.most_common())
+
+    @property
+    def faults(self) -> dict[str, int]:
+        c: Counter = Counter()
+        for r in self.rows:
+            c.update(r["faults"])
+        return dict(c.most_common())
+
+    @property
+    def virtual_s(self) -> float:
+        return sum(r["virtual_s"] for r in self.rows)
+
+    @property
+    def core_s(self) -> float:
+        return sum(r["wall_s"] for r in self.rows)
+
+    @property
+    def compression(self) -> float:
+        """Virtual seconds per busy core-second."""
+        return self.virtual_s / max(self.core_s, 1e-9)
+
+    @property
+    def seeds_per_core_minute(self) -> float:
+        return len(self.rows) * 60.0 / max(self.core_s, 1e-9)
+
+
+@attrs.frozen
+class Campaign:
+    results: list[ScenarioResult]
+    wall_s: float
+    jobs: int
+    budget_s: float | None  # None: fixed seeds
+    cut: tuple = ()  # (scenario, seed) still running at the hard stop, terminated
+
+    @property
+    def rows(self) -> list[dict]:
+        return [r for s in self.results for r in s.rows]
+
+    @property
+    def ok(self) -> bool:
+        return all(r["ok"] for r in self.rows)
+
+
+class _Lane:
+    """One scenario's seeds as the scheduler hands them out."""
+
+    def __init__(self, scenario: Scenario, seeds: Iterable[int] | None, start: int) -> None:
+        self.scenario = scenario
+        self.fixed = list(seeds) if seeds is not None else None
+        self.next_seed = start
+        self.rows: list[dict] = []
+        self.in_flight = 0
+
+    @property
+    def cost_s(self) -> float:
+        """Measured mean wall seconds of one seed (the table's prior until one has finished)."""
+        if not self.rows:
+            return prior_cost_s(self.scenario.workload)
+        return max(sum(r["wall_s"] for r in self.rows) / len(self.rows), 1e-3)
+
+    @property
+    def charged_s(self) -> float:
+        """Core-seconds used, counting seeds in flight at their expected cost."""
+        return sum(r["wall_s"] for r in self.rows) + self.in_flight * self.cost_s
+
+    def has_more(self) -> bool:
+        return self.fixed is None or bool(self.fixed)
+
+    def take(self) -> int:
+        self.in_flight += 1
+        if self.fixed is not None:
+            return self.fixed.pop(0)
+        seed, self.next_seed = self.next_seed, self.next_seed + 1
+        return seed
+
+
+def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFAULT_BUDGET_S,
+                 seeds: Iterable[int] | None = None, start: int = 0, jobs: int = 0, out: IO[str] | None = None,
+                 progress: bool = True, run: Callable[[Scenario, int], dict] | None = None,
+                 clock: Callable[[], float] | None = None, hard_stop_s: float | None = None) -> Campaign:
+    """Run ``scenarios`` together: exactly ``seeds`` of each, or (``seeds`` None) as many of each
+    as a fair share of ``budget_s`` wall seconds buys at its measured cost, from seed ``start``.
+    ``jobs`` worker processes (0: all cores; 1: in this process). With a budget, seeds still
+    running ``hard_stop_s`` wall seconds after the start (default: the budget plus
+    :func:`grace_s`) are cut: their workers are terminated and they count as neither passed nor
+    failed (so that ``--quick`` ends inside the before-stop hook's timeout even when the cores
+    are shared). ``run`` and ``clock`` (wall seconds) are for tests."""
+    if not scenarios:
+        raise ValueError("no scenario to run")
+    if seeds is None and (budget_s is None or budget_s <= 0):
+        raise ValueError("a campaign needs seeds or a positive budget")
+    run = run or sweep_mod.run_seed
+    jobs = jobs or os.cpu_count() or 1
+    seed_list = list(seeds) if seeds is not None else None
+    lanes = [_Lane(s, seed_list, start) for s in scenarios]
+    total = len(seed_list) * len(lanes) if seed_list is not None else 0
+    if hard_stop_s is None and seed_list is None and budget_s is not None:
+        hard_stop_s = budget_s + grace_s(budget_s)
+    cut: list = []
+    bar = Progress(total or 100, enabled=progress, label="dst" if total else "dst, % of the budget")
+    clock = clock or _WALL.monotonic_s
+    t0 = clock()
+    failures = 0
+
+    def elapsed() -> float:
+        return clock() - t0
+
+    def pick() -> _Lane | None:
+        """The lane to run next: the least charged one that still has seeds and fits the budget."""
+        live = [ln for ln in lanes if ln.has_more()]
+        if budget_s is not None and seed_list is None:
+            left = budget_s - elapsed()
+            # Every scenario runs at least one seed; after that a seed must be expected to fit.
+            live = [ln for ln in live if not ln.rows and not ln.in_flight
+                    or (left > 0 and ln.cost_s * 0.5 <= left)]
+        return min(live, key=lambda ln: (ln.charged_s, lanes.index(ln))) if live else None
+
+    def done(lane: _Lane, row: dict) -> None:
+        nonlocal failures
+        lane.in_flight -= 1
+        lane.rows.append(row)
+        failures += not row["ok"]
+        sweep_mod._write_row(out, row)
+        n = sum(len(ln.rows) for ln in lanes)
+        if total:
+            bar.update(n, failures)
+        else:
+            bar.update(min(99, int(100 * elapsed() / budget_s)), failures)  # type: ignore[operator]
+
+    try:
+        if jobs == 1:
+            while (lane := pick()) is not None:
+                seed = lane.take()
+                done(lane, run(lane.scenario, seed))
+        else:
+            cut = _run_pool(run, jobs, pick, done, hard_stop_s, elapsed)
+    finally:
+        if not total:
+            bar.update(100, failures)
+        bar.close()
+    results = [ScenarioResult(ln.scenario, sorted(ln.rows, key=lambda r: r["seed"])) for ln in lanes]
+    return Campaign(results, elapsed(), jobs, budget_s if seed_list is None else None,
+                    cut=tuple((lane.scenario.workload, seed) for lane, seed in cut))
+
+
+def _run_pool(run, jobs: int, pick, done, hard_stop_s: float | None, elapsed) -> list:
+    """Worker processes: keep ``jobs`` seeds in flight, hand each finished row to ``done``; at
+    ``hard_stop_s`` (wall seconds since the start) terminate the workers and return the
+    ``(lane, seed)`` pairs still running (cut: neither passed nor failed)."""
+    results: queue.Queue = queue.Queue()
+    pending: dict[int, tuple] = {}
+    pool = multiprocessing.get_context().Pool(jobs)
+    terminated = False
+    try:
+        ticket = 0
+        while True:
+            while len(pending) < jobs and (lane := pick()) is not None:
+                seed = lane.take()
+                ticket += 1
+                pending[ticket] = (lane, seed)
+                pool.apply_async(run, (lane.scenario, seed),
+                                 callback=lambda row, t=ticket: results.put((t, row, None)),
+                                 error_callback=lambda e, t=ticket: results.put((t, None, e)))
+            if not pending:
+                break
+            wait_s = None if hard_stop_s is None else max(0.0, hard_stop_s - elapsed())
+            try:
+                t, row, error = results.get(timeout=wait_s)
+            except queue.Empty:
+                pool.terminate()
+                terminated = True
+                return list(pending.values())
+            lane, _seed = pending.pop(t)
+            if error is not None:
+                raise error
+            done(lane, row)
+        return []
+    finally:
+        if not terminated:
+            pool.close()
+        pool.join()
+
+
+def _seed_range(seeds: list[int]) -> str:
+    if not seeds:
+        return "-"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    return f"{len(seeds)} seeds"
+
+
+def _pairs(d: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items()) or "-"
+
+
+def format_table(c: Campaign) -> str:
+    """One row per scenario, a total row, then a replay command per failing seed."""
+    head = ("scenario", "seeds", "runs", "failed", "failures by invariant", "compression", "seeds/core-min",
+            "faults by kind")
+    body = []
+    for s in c.results:
+        body.append((s.scenario.workload, _seed_range(s.seeds), str(len(s.rows)), str(len(s.failures)),
+                     _pairs(s.by_invariant), f"{s.compression:.0f}x", f"{s.seeds_per_core_minute:.0f}",
+                     _pairs(s.faults)))
+    rows = c.rows
+    virtual = sum(r["virtual_s"] for r in rows)
+    core = sum(r["wall_s"] for r in rows)
+    inv: Counter = Counter()
+    for s in c.results:
+        inv.update(s.by_invariant)
+    faults: Counter = Counter()
+    for s in c.results:
+        faults.update(s.faults)
+    body.append(("total", "", str(len(rows)), str(sum(1 for r in rows if not r["ok"])), _pairs(dict(inv.most_common())),
+                 f"{virtual / max(core, 1e-9):.0f}x", f"{len(rows) * 60.0 / max(core, 1e-9):.0f}",
+                 f"{sum(faults.values())} injected"))
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head) - 1)]
+    lines = []
+    for r in [head, *body]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths)) + "  " + r[-1])
+        if r is head:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * len(head[-1]))
+    budget = f"budget {c.budget_s:.0f} s, " if c.budget_s is not None else ""
+    lines.append(f"wall {c.wall_s:.1f} s ({budget}{c.jobs} worker{'s' if c.jobs != 1 else ''}); "
+                 f"{len(rows) * 60.0 / max(c.wall_s, 1e-9):.0f} seeds/min overall; "
+                 f"compression = virtual s per busy core-second")
+    if c.cut:
+        lines.append(f"cut at the hard stop (still running, neither passed nor failed): "
+                     + ", ".join(f"{w} seed {seed}" for w, seed in c.cut))
+    failing = [r for r in rows if not r["ok"]]
+    if failing:
+        lines.append("")
+        lines.append(sweep_mod.format_failures(failing))
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Every oracle and trace checker."""

@@ -1,0 +1,1 @@
+"""The scenarios, their registry and the bug catalogue."""

@@ -1,0 +1,336 @@
+"""The bug catalogue: known bug classes, each re-introducible on purpose in the real code.
+
+Every entry names a switch. Protocol code tests ``"<name>" in runtime.bugs`` at the one site
+where the bug lives (``Runtime.bugs`` is an empty frozenset in production, so a switched-off
+bug costs one lookup) and, when the switch is on, does the wrong thing the entry describes.
+The simulator switches bugs on per run (``sim run --seed S --bug NAME``) and must catch each
+one: ``sim hunt --bug NAME`` runs seeds until a run fails and reports which invariant fired.
+``tests/test_sim_bugs.py`` holds every entry to its seed budget.
+
+Adding an entry (compaction resume, two compactors, GC, readers, clones, ... as they are
+built) is one line in :data:`CATALOGUE` plus its switch at the site; a new scenario is one
+line in :data:`sim.scenarios.registry.SCENARIOS` (a ``run(seed, bugs=..., choices=...)`` function
+returning a result with ``ok``, ``violations``, ``digest``, ``events``, ``virtual_s``,
+``faults``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+from typing import Any, Callable, Iterable
+
+import attrs
+
+from slatedb.runtime import switches
+from slatedb.runtime.production import ProductionRuntime
+
+from sim.world import invariants
+
+from sim.scenarios import registry as scenarios
+@attrs.frozen
+class Bug:
+    """One catalogued bug.
+
+    ``bug_class`` quotes the class of ``shared/reference/verification-anchors.md`` ("Known bug
+    classes") it belongs to, ``source`` the RFC / protocol step whose rule it breaks, ``site``
+    where its switch is. ``invariants`` are the ids (``spec/protocols/README.md``) expected to
+    fire in ``workload``; ``budget`` is a number of seeds (0..budget-1) within which the workload
+    must detect it (measured with ``sim hunt --all``, with a margin; see docs/simulation.md).
+    ``also`` names other workloads that catch it too.
+    """
+
+    name: str
+    description: str
+    bug_class: str
+    source: str
+    site: str
+    workload: str
+    invariants: tuple[str, ...]
+    budget: int
+    also: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", self.name), self.name
+        assert self.workload in WORKLOADS and all(w in WORKLOADS for w in self.also), self
+        assert self.invariants and all(invariants.is_id(i) for i in self.invariants), self
+        assert self.budget > 0, self
+
+
+#: Any id a violation may name (:data:`sim.world.invariants.ID`: spec ids, the simulator's oracles).
+INVARIANT_ID = invariants.ID
+
+#: Scenario name -> ``module:function`` of the one scenario table (:mod:`sim.scenarios.registry`).
+WORKLOADS: dict[str, str] = {s.name: s.runner for s in scenarios.SCENARIOS}
+
+_WAL_CLASS = "Zombie writer: an old writer keeps acknowledging writes after a newer one fenced it (RFC 001)"
+_REPLAY_CLASS = ("Crash during WAL replay, or the replay point advanced past data not yet in L0: "
+                 "acknowledged writes lost")
+_RESUME_CLASS = "Compaction resume re-emits or skips the entry at the last written key (RFC 002 ResumingIterator)"
+_TWO_COMPACTORS_CLASS = "Two compactors both commit (compactor fencing on `.manifest` then `.compactions`, RFC 002)"
+_INPUTS_CHANGED_CLASS = "Compaction finishes after its inputs changed (validation on resume, RFC 002)"
+_GC_CLASS = "GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction (RFC 000 / RFC 002)"
+_PROJ_CLASS = "Clone/projection leaks rows outside the visible range, or union seqs collide (RFC 000)"
+_SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
+                  "deleted N+1 and believes it committed (RFC 004)")
+
+CATALOGUE: tuple[Bug, ...] = (
+    Bug(switches.ZOMBIE_ACK, "a writer that halted while its WAL write was in flight still acknowledges it",
+        _WAL_CLASS, "RFC 001 Acknowledgements; writer.md step 8", "slatedb/db/flushers.py Flushers._write_wal",
+        "db", ("FENCE-3",), 30, also=("takeover",)),
+    Bug(switches.FENCE_IGNORED, "a WAL write that finds its id taken skips to the next id without reading the "
+        "manifest epoch: a zombie writes on above the newer writer's fence",
+        _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 7", "slatedb/wal/writer.py WalWriter.write",
+        "db", ("DUR-1", "FENCE-3"), 12, also=("takeover",)),
+    Bug(switches.NO_EPOCH_RECHECK, "after its fence lands the writer does not re-read the manifest epoch, so an "
+        "older writer that listed wal/ late fences above a newer one and acknowledges writes it never replays",
+        _WAL_CLASS, "RFC 001 Writer Protocol; wal-fencing.md step 5 (model UNSAFE_NO_EPOCH_RECHECK)",
+        "slatedb/wal/writer.py WalWriter.fence", "takeover", ("DUR-1",), 24, also=("db",)),
+    Bug(switches.L0_COMMIT_UNFENCED, "a writer commits its L0 flush to the manifest without comparing the manifest's "
+        "writer epoch with its own: a fenced zombie's L0 SST lands after a newer writer took over",
+        _WAL_CLASS, "RFC 001 Manifest Updates (fencing of manifest writes); wal-fencing.md FENCE-5",
+        "slatedb/db/flushers.py Flushers._flush_imm", "db", ("FENCE-5",), 40),
+    Bug(switches.REPLAY_SKIP, "open does not replay the WAL above replay_after_wal_id",
+        _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
+        "db", ("DUR-1", "LIN"), 8, also=("takeover",)),
+    Bug(switches.REPLAY_POINT_AHEAD, "an L0 flush advances replay_after_wal_id to the writer's last WAL id instead "
+        "of its memtable's cut, past rows still only in later memtables",
+        _REPLAY_CLASS, "RFC 003; writer.md steps 7 and 9", "slatedb/db/flushers.py Flushers._flush_imm",
+        "takeover", ("DUR-1", "LIN"), 30, also=("db",)),
+    Bug(switches.REPLAY_PROGRESS_EARLY, "open records replay progress (replay_after_wal_id = fence - 1) in the "
+        "manifest before the replayed rows reach L0; a crash or fence before that flush loses them",
+        _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
+        "takeover", ("DUR-1", "LIN"), 40, also=("db",)),
+    Bug(switches.NO_BOUNDARY_CHECK, "a .manifest (or .compactions) create that succeeded is reported committed without the post-create "
+        "read of its gc/*.boundary file",
+        _SEQMETA_CLASS, "RFC 004 Checking Boundaries After Writes; sequenced-metadata.md step 4",
+        "slatedb/manifest/store.py ManifestStore.try_write", "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 8,
+        also=("db",)),
+    Bug(switches.AMBIGUOUS_CREATE_TRUST, "after an ambiguous create-if-absent, \"already exists\" on a retry is taken "
+        "as our own success without reading the object back",
+        "Ambiguous outcomes (request applied, reply lost): a retried conditional create mistakes "
+        "another writer's object for its own (RFC 001 / RFC 004 create-if-absent CAS)",
+        "RFC 001 Manifest Updates; wal-fencing.md FENCE-4", "slatedb/objstore/retry.py create_if_absent",
+        "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 20, also=("db", "takeover", "store")),
+    Bug(switches.BOUNDARY_PUT_TRUSTED, "GC takes a boundary-file write that failed ambiguously (transient error or lost "
+        "reply) as applied, without reading the boundary back, and deletes metadata files above the durable boundary",
+        _SEQMETA_CLASS, "RFC 004 Advancing Boundaries; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",
+        "slatedb/manifest/store.py SequencedStore.advance_boundary", "seqmeta", ("BOUNDARY-1",), 10),
+    # -- compaction (sim/scenarios/compactor.py; budgets from `sim hunt --rate --seeds 200`) --
+    Bug(switches.RESUME_REEMIT, "a resumed compaction skips only the versions of the cursor key newer than the "
+        "cursor (seq > last_seq), so it writes the last row of its last output SST again",
+        _RESUME_CLASS, "RFC 002 Resuming Partial Compactions; compaction.md step 7 (model UNSAFE_RESUME_REEMIT)",
+        "slatedb/compactor/executor.py Executor.run", "compactor", ("RESUME-2",), 8),
+    Bug(switches.RESUME_SKIP_ENTRY, "a resumed compaction drops the first row after its cursor (the newest version "
+        "of the next key) along with the rows already written",
+        _RESUME_CLASS, "RFC 002 Resuming Partial Compactions; compaction.md step 7 (model UNSAFE_RESUME_SKIP_KEY)",
+        "slatedb/compactor/executor.py Executor.run", "compactor", ("RESUME-1",), 25),
+    Bug(switches.COMPACTOR_NO_SECOND_BUMP, "a starting compactor bumps the epoch in the manifest only, not in "
+        ".compactions (and takes a lower epoch there as normal): a zombie goes on writing .compactions",
+        _TWO_COMPACTORS_CLASS, "RFC 002 On startup; compaction.md step 2 (model UNSAFE_NO_SECOND_BUMP)",
+        "slatedb/compactor/compactor.py Compactor.start", "compactor", ("CFENCE-2",), 32),
+    Bug(switches.COMPACTOR_NO_COMMIT_FENCE, "a compactor commits a finished compaction without comparing the "
+        "manifest's compactor epoch with its own: a zombie commits after a newer compactor started",
+        _TWO_COMPACTORS_CLASS, "RFC 003 Compaction Executor epoch checks; compaction.md step 8",
+        "slatedb/compactor/compactor.py Compactor._finish", "compactor", ("CFENCE-1",), 40),
+    Bug(switches.COMPACTION_NO_REVALIDATE, "a resumed compaction is not validated against the current manifest "
+        "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
+        _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
+        "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._start_submitted",
+        "compactor", ("COMPACT-3",), 32),
+    # -- GC, checkpoints, readers, clones (sim/scenarios/gc.py; figures in docs/simulation.md) --
+    Bug(switches.GC_IGNORES_CHECKPOINTS, "GC takes no checkpoint as active: it keeps only what the latest manifest "
+        "references and deletes the manifests, SSTs and WAL objects that checkpoints pin",
+        _GC_CLASS, "RFC 000 Garbage Collector (set M); checkpoints-gc.md steps 6-8 (model UNSAFE_GC_IGNORES_CHECKPOINTS)",
+        "slatedb/gc/collector.py GarbageCollector.snapshot", "gc", ("GC-1", "GC-2", "CKPT-1", "CKPT-2", "READ-2"), 8),
+    Bug(switches.GC_NO_MIN_AGE, "GC deletes unreferenced SSTs whatever their age (no min_age, no ULID cutoff): an L0 "
+        "SST or a compaction output uploaded but not yet committed or recorded goes",
+        _GC_CLASS, "RFC 000 Garbage Collector (older than min_age); checkpoints-gc.md step 8 (model "
+        "UNSAFE_GC_IGNORES_MIN_AGE)", "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-4", "GC-3", "GC-1", "READ-4"), 8),
+    Bug(switches.GC_IGNORES_INFLIGHT_COMPACTION, "GC ignores what compactions are in flight (their recorded outputs and "
+        "inputs, and the compactions watermark of the ULID cutoff): only min_age protects an uncommitted output",
+        _GC_CLASS, "RFC 002 Garbage Collection Integration (issue #604); checkpoints-gc.md GC-3",
+        "slatedb/gc/collector.py GarbageCollector._collect_ssts", "gc", ("GC-3", "GC-4", "GC-1", "READ-4"), 16),
+    Bug(switches.GC_DELETE_BEFORE_BOUNDARY, "GC deletes .manifest / .compactions files up to the boundary it wants without "
+        "first making that boundary durable",
+        _SEQMETA_CLASS, "RFC 004 Boundary Files; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",
+        "slatedb/gc/sequenced.py settle_boundary", "gc", ("BOUNDARY-1",), 8),
+    Bug(switches.EXPIRED_CHECKPOINT_FATAL, "a managed DbReader whose checkpoint expired or was collected (it froze past its "
+        "lifetime) fails for good instead of establishing a new one",
+        "An expired checkpoint breaks a reader that still uses it (RFC 000 Readers)",
+        "RFC 000 Checkpoint Maintenance; issue 6 (a reader re-establishes after expiry)",
+        "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-4",), 45),
+    Bug(switches.READER_IGNORES_NEW_SSTS, "a managed DbReader does not re-establish its checkpoint when the SST set of the "
+        "latest manifest changes (an L0 flush, a compaction): it stays a valid prefix but stops catching up",
+        "A reader that stops following the database serves an ever older state (RFC 000 Readers)",
+        "RFC 000 Readers (poll the manifest, re-establish on change); reader.md READ-5",
+        "slatedb/reader/core.py ReaderCore.maintain", "gc", ("READ-5",), 12),
+    Bug(switches.SNAPSHOT_UNCAPPED, "a Db.snapshot()'s reads are not capped at its sequence number: writes made after it "
+        "show through the memtable it pinned (the live one, still taking writes), so a snapshot held across "
+        "flushes, compactions and GC reads differently later",
+        "Snapshot isolation: a read through a snapshot, a checkpoint or a reader sees state newer than its sequence "
+        "(RFC 001 snapshots; RFC 000 checkpoints)",
+        "reader.md READ-6 (a read through a snapshot returns exactly the state at its sequence)",
+        "slatedb/db/common.py SnapshotLifecycle._state", "gc", ("READ-6",), 6),
+    Bug(switches.CLONE_COPIES_ALL_WAL, "a clone copies every parent WAL object above the source manifest's replay point, "
+        "not only those up to its wal_id_last_seen: parent writes made after the checkpoint leak into the clone",
+        "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",
+        "RFC 000 Clones (copy the WAL range); clone.md step 6 (model UNSAFE_CLONE_COPY_ALL_WAL)",
+        "slatedb/clone/ops.py _copy_wal", "gc", ("CLONE-3", "READ-2"), 20),
+    # -- projection and union (sim/scenarios/rescale.py) --
+    Bug(switches.PROJECTION_WIDENS_VIEW, "a projection sets each view's visible range to the projection range (bounded by "
+        "the next run SST's start) without intersecting it with what the view showed: a view can widen past its "
+        "SST's keys or past an earlier projection's range",
+        _PROJ_CLASS, "RFC 000 Projection (visible ranges only narrow); projection-union.md step P3 "
+        "(model UNSAFE_PROJECT_NO_NARROW)", "slatedb/projection/ops.py _narrow", "rescale", ("PROJ-2",), 4),
+    Bug(switches.UNION_SEQ_NOT_MAX, "a union takes last_l0_seq from the first source (in key order), not the maximum: "
+        "new writes can get seqs below carried-over rows and be shadowed by them",
+        _PROJ_CLASS, "RFC 000 Union (last_l0_seq is the maximum); projection-union.md step U4 "
+        "(model UNSAFE_UNION_SEQ_FIRST)", "slatedb/projection/ops.py union", "rescale", ("PROJ-3",), 8),
+    Bug(switches.UNION_EXTERNAL_DBS_NOT_MERGED, "a union copies every source's external_dbs entries without merging "
+        "those with one (path, source_checkpoint_id): entries multiply with every split/merge cycle",
+        _PROJ_CLASS, "RFC 000 Union (external_dbs deduplicated); projection-union.md step U2",
+        "slatedb/projection/ops.py _merge_external", "rescale", ("PROJ-5",), 4),
+    Bug(switches.UNION_RELEASES_SOURCE_CHECKPOINT_EARLY, "the creator of a union deletes its ephemeral source checkpoints "
+        "as soon as the new manifest is written, before the final checkpoints exist: the final checkpoints "
+        "cannot be made from them and the new database never initializes",
+        _PROJ_CLASS, "RFC 000 Clones (final checkpoint from the source checkpoint); projection-union.md steps C6-C7",
+        "slatedb/projection/create.py _Job.run", "rescale", ("CLONE-1",), 4),
+)
+
+BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}
+assert len(BY_NAME) == len(CATALOGUE), "duplicate bug names"
+assert set(BY_NAME) == switches.ALL, "every switch name (slatedb/runtime/switches.py) has one entry"
+
+#: Known bug classes whose code does not exist yet: each becomes a catalogue entry (and a
+#: workload) in the issue that builds it. Listed so that ``sim bugs`` shows what is missing.
+PLANNED: tuple[tuple[str, str], ...] = (
+    ("GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction", "gc (GC-1..4, CKPT-1/2)"),
+    ("Reader sets wal_id_last_seen to a WAL id GC already deleted", "reader (READ-1/2)"),
+    ("Stalled WAL writer re-creates a WAL id GC deleted (RFC 004's shape for WAL ids)", "gc (DUR-1)"),
+    ("Clone/projection leaks rows outside the visible range, or union seqs collide", "clone (CLONE-*, PROJ-*)"),
+    ("An expired checkpoint breaks a reader that still uses it", "reader (CKPT-1)"),
+)
+
+
+def runner(workload: str) -> Callable[..., Any]:
+    """The ``run(seed, bugs=..., choices=...)`` function of a scenario."""
+    return scenarios.BY_NAME[workload].function()
+
+
+def run(workload: str, seed: int, bugs: Iterable[str] = (), choices: Any = None) -> Any:
+    """Run one seed of ``workload`` with ``bugs`` switched on (``choices``: a replayed choice
+    sequence, :mod:`sim.world.choices`); unknown names are refused."""
+    bugs = frozenset(bugs)
+    unknown = bugs - BY_NAME.keys()
+    if unknown:
+        raise ValueError(f"unknown bug(s) {sorted(unknown)}; see `sim bugs`")
+    return scenarios.BY_NAME[workload].run(seed, bugs=bugs, choices=choices)
+
+
+def fired(result: Any) -> str:
+    """What a failed run reports: the invariant of its first violation that names one,
+    ``liveness`` for a stuck run, else the exception type of the first violation (``-`` for a
+    passing run). Read from the :class:`sim.world.invariants.Violation` fields."""
+    if result.ok:
+        return "-"
+    return invariants.first_invariant(result.violations)
+
+
+def replay_command(workload: str, seed: int, bugs: Iterable[str]) -> str:
+    """The command that replays one seed with these switches on."""
+    flags = "".join(f" --bug {b}" for b in sorted(bugs))
+    return f"./just sim run --seed {seed} --workload {workload}{flags}"
+
+
+@attrs.frozen
+class HuntResult:
+    """What ``sim hunt`` reports for one entry."""
+
+    bug: str
+    workload: str
+    seeds_run: int  # seeds 0..seeds_run-1 ran: up to the detecting one (all of them with ``rate``)
+    detected_seed: int | None  # the lowest failing seed
+    invariant: str  # what fired at the detecting seed ("-" when undetected)
+    expected: bool  # that is one of the entry's invariants
+    wall_s: float  # wall time from the start of the hunt to the detecting seed's verdict
+    violation: str = ""
+    detections: int | None = None  # with ``rate``: how many of the seeds failed
+    # For the campaign ledger (sim/campaign/ledger.py): every seed that ran.
+    failing_seeds: tuple[int, ...] = ()
+    faults: dict = attrs.field(factory=dict)  # fault kind -> injected, summed over the seeds run
+    virtual_s: float = 0.0
+    total_wall_s: float = 0.0
+
+    @property
+    def replay(self) -> str:
+        return replay_command(self.workload, self.detected_seed if self.detected_seed is not None else 0, [self.bug])
+
+
+_WALL = ProductionRuntime("sim-bugs")  # wall time is reported, never fed into a run
+
+
+def _hunt_one(args: tuple[str, int, str]) -> tuple[int, bool, str, str, dict, float]:
+    workload, seed, bug = args
+    result = run(workload, seed, [bug])
+    return (seed, result.ok, fired(result), (result.violations[0] if result.violations else ""),
+            dict(result.faults), float(result.virtual_s))
+
+
+def _verdicts(work: list[tuple[str, int, str]], jobs: int):
+    """``_hunt_one`` of every item, yielded in order; with ``jobs > 1`` computed in worker
+    processes at most ``2 * jobs`` ahead, so that a consumer that stops early wastes little."""
+    if jobs <= 1:
+        for args in work:
+            yield _hunt_one(args)
+        return
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        pending: dict[int, concurrent.futures.Future] = {}
+        submitted = 0
+        try:
+            for i in range(len(work)):
+                while submitted < len(work) and len(pending) < 2 * jobs:
+                    pending[submitted] = pool.submit(_hunt_one, work[submitted])
+                    submitted += 1
+                yield pending.pop(i).result()
+        finally:
+            for f in pending.values():
+                f.cancel()
+
+
+def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | None = None,
+         rate: bool = False) -> HuntResult:
+    """Run seeds 0..seeds-1 (default: the entry's budget) of the entry's workload (or
+    ``workload``) with the bug on, in seed order, until one fails; with ``rate``, run them all
+    and count the failures too. Parallel runs (``jobs``) give the same answer."""
+    bug = BY_NAME[name]
+    workload = workload or bug.workload
+    n = bug.budget if seeds is None else seeds
+    start = _WALL.monotonic_s()
+    first: tuple[int, str, str, float] | None = None
+    detections = 0
+    ran = 0
+    failing: list[int] = []
+    faults: dict[str, int] = {}
+    virtual_s = 0.0
+    for seed, ok, inv, violation, seed_faults, seed_virtual_s in _verdicts([(workload, s, name) for s in range(n)], jobs):
+        ran += 1
+        virtual_s += seed_virtual_s
+        for k, v in seed_faults.items():
+            faults[k] = faults.get(k, 0) + int(v)
+        if ok:
+            continue
+        failing.append(seed)
+        detections += 1
+        if first is None:
+            first = (seed, inv, violation, _WALL.monotonic_s() - start)
+            if not rate:
+                break
+    ledger = {"failing_seeds": tuple(failing), "faults": faults, "virtual_s": virtual_s,
+              "total_wall_s": _WALL.monotonic_s() - start}
+    if first is None:
+        return HuntResult(name, workload, ran, None, "-", False, _WALL.monotonic_s() - start,
+                          detections=0 if rate else None, **ledger)
+    seed, inv, violation, wall_s = first
+    return HuntResult(name, workload, ran if rate else seed + 1, seed, inv, inv in bug.invariants, wall_s,
+                      violation, detections=detections if rate else None, **ledger)

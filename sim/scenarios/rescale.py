@@ -1,0 +1,375 @@
+"""A simulated rescale: split a database into shards by projection, write to the shards, merge
+them back by union -- with store faults, stalls, process freezes and crashes of the rescaler at
+random store calls, and GC running on every database (RFC 000 "Manifest Projection and Union";
+spec/protocols/projection-union.md).
+
+One bucket of the gc scenario's world (``sim/scenarios/gc.py``: rooted stores, swarm faults,
+crash and freeze plans, the same settings with an in-process compactor and aggressive GC):
+
+* a **writer** ``w`` on ``src/`` puts and deletes 48 keys; midway, quiescent, it takes a
+  checkpoint with scope ALL (its contents are then known exactly) and writes on after it;
+* a **rescaler** ``rs`` splits ``src/`` at that checkpoint into 2-4 shards at random cut keys,
+  one :func:`~slatedb.projection.create.create_database` call per shard; a crash (at a random
+  virtual time, so at a random store call, ambiguous creates included) restarts it as
+  ``rs.r1``, ... which re-runs the call (resumable);
+* a **writer per shard** ``s<i>w`` writes keys inside the shard's range (its compactor and GC
+  run on the shard, compacting the source's SSTs into the shard's own) and closes;
+* a **union** ``un`` (crashing and re-running the same way) merges the shards into ``merged/``;
+  a reader and a writer then use it;
+* **GC** processes on the source, every shard and the merged database, the whole time.
+
+Oracles on every run (each violation names its id):
+
+* **PROJ-1** a shard read (a DbReader, before its writer) equals the checkpoint's state inside
+  its range and has nothing outside;
+* **PROJ-2** every view of a shard's first manifest shows at most what the same view showed in
+  the checkpointed source manifest (visible range within the source view's effective range);
+* **PROJ-3** the merged manifest's ``last_l0_seq`` is at least every shard's, and a write after
+  the union wins over the carried-over rows;
+* **PROJ-4** the merged database reads exactly the union of the shards' final states;
+* **PROJ-5** the merged manifest has one ``external_dbs`` entry per ``(path, source checkpoint)``;
+* **READ-3** a DbReader on the merged database reads that exact state, before and after GC rounds;
+* **CLONE-1** every creation finishes (its final checkpoints exist; a source checkpoint released
+  too early makes that impossible); **CLONE-2** after GC rounds, every SST the latest manifest of
+  a shard or of the merged database references exists where ``external_dbs`` says.
+
+Same seed, same trace digest. ``./just sim run --workload rescale --seed S [--bug NAME]``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import attrs
+import trio
+
+import slatedb.aio as aio
+from slatedb.checkpoint import CheckpointOptions, CheckpointScope, find_checkpoint
+from slatedb.db.view import bounds_of
+from slatedb.errors import CloneSourceWithWalError, SlateDBError
+from slatedb.format.manifest import decode_manifest_v2
+from slatedb.gc import GarbageCollector
+from slatedb.manifest.store import manifest_key
+from slatedb.objstore.memory import MemoryBucket
+from slatedb.projection import KeyRange, referenced_sst_ids
+from slatedb.projection.create import SourceSpec, create_database
+from slatedb.projection.ranges import effective_bounds
+from slatedb.reader.aio import DbReader
+
+from sim.world import invariants
+from sim.world.choices import Choices, boolean
+from sim.world.engine import Crash, PausableStore, crashable
+from sim.scenarios.gc import World, _fault_counts, _leaves
+from sim.world.runtime import run_deterministic
+from sim.world.trace import Trace
+
+VIRTUAL_LIMIT_S = 4 * 3600
+N_KEYS = 48
+KEYS = [b"k%03d" % i for i in range(N_KEYS)]
+SRC, MERGED = "memory://sim/src", "memory://sim/merged"
+
+
+def shard_url(i: int) -> str:
+    return f"memory://sim/shard{i}"
+
+
+@attrs.frozen
+class RescaleWorkloadResult:
+    seed: int
+    ok: bool
+    digest: str
+    events: int
+    virtual_s: float
+    faults: dict
+    violations: tuple[str, ...]
+    shards: int = 0
+    outcome: str = ""
+    restarts: int = 0
+    last_events: str = ""
+
+
+class Violation(AssertionError):
+    """An oracle of this scenario failed: ``invariant`` is its id (read by
+    :meth:`sim.world.invariants.Violation.of_exception`)."""
+
+    def __init__(self, inv: str, message: str) -> None:
+        super().__init__(f"{inv}: {message}")
+        self.invariant = inv
+
+
+class Rescale:
+    """What the scenario knows: the checkpoint's state, each shard's expected state."""
+
+    def __init__(self) -> None:
+        self.model: dict[bytes, bytes] = {}
+        self.checkpoint: uuid.UUID | None = None
+        self.snapshot: dict[bytes, bytes] = {}
+        self.checkpoint_ready = trio.Event()
+        self.ranges: list[KeyRange] = []
+        self.expected: list[dict[bytes, bytes]] = []
+        self.restarts = 0
+        self.outcome = ""
+
+
+def _manifest(world: World, root: str, manifest_id: int | None = None):
+    """A database's latest (or a given) manifest, read from the bucket without faults."""
+    keys = sorted(k for k in world.bucket.objects if k.startswith(f"{root}/manifest/") and k.endswith(".manifest"))
+    if manifest_id is None:
+        if not keys:
+            return None
+        key = keys[-1]
+    else:
+        key = f"{root}/{manifest_key(manifest_id)}"
+    data, _ = world.bucket.objects[key]
+    return decode_manifest_v2(bytes(data), key)
+
+
+async def _read_all(world: World, who: str, url: str) -> dict[bytes, bytes]:
+    rt = world.runtime(who)
+    async with DbReader.open(url, store=world.store(who, url), runtime=rt) as r:
+        return {k: v async for k, v in r.scan()}
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+async def _writer(world: World, rs: Rescale) -> None:
+    rt = world.runtime("w")
+    store = world.store("w", SRC)
+    rng = world.choices.stream("workload", "w")
+    n_ops = rng.randint(60, 160)
+    at = rng.randint(20, n_ops - 10)
+    async with aio.Db.open(SRC, world.settings_map, store=store, runtime=rt) as db:
+        for i in range(n_ops):
+            with rng.span("op"):  # one operation's draws: the shrinker may delete it whole
+                key = KEYS[rng.randrange(N_KEYS)]
+                value = None if boolean(rng, 0.15) else b"w:%d:" % i + b"v" * rng.randrange(48)
+            if value is None:
+                wh = await db.delete(key)
+                rs.model.pop(key, None)
+            else:
+                wh = await db.put(key, value)
+                rs.model[key] = value
+            if i == at:
+                await wh.wait_durable()
+                await db.flush(wal=False)  # everything in L0 (a checkpoint with WAL rows cannot be projected)
+                res = await db.create_checkpoint(CheckpointScope.ALL, CheckpointOptions(lifetime_s=4 * 3600,
+                                                                                       name="rescale"))
+                rs.checkpoint, rs.snapshot = res.id, dict(rs.model)
+                rs.checkpoint_ready.set()
+            elif boolean(rng, 0.3):
+                await rt.sleep(rng.uniform(0, 0.3))
+    if not rs.checkpoint_ready.is_set():  # pragma: no cover - at < n_ops
+        raise AssertionError("the writer took no checkpoint")
+
+
+async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: list[tuple[str, Any, Any]]) -> bool:
+    """Run one creation until it finishes, restarting after each crash. False: refused (WAL)."""
+    rng = world.choices.stream("crash", who)
+    for attempt in range(6):
+        name = who if attempt == 0 else f"{who}.r{attempt}"
+        rt = world.runtime(name)
+        dest_store = world.store(name, dest)
+        specs = [SourceSpec(world.store(name, url), cp, r) for url, cp, r in sources]
+        crash = Crash(rng.uniform(0.0, 3.0)) if attempt < 4 and boolean(rng, world.crash_rate) else None
+
+        async def body() -> str:
+            try:
+                await create_database(dest_store, specs, rt)
+            except CloneSourceWithWalError:
+                return "refused-wal"
+            except SlateDBError as e:
+                raise Violation("CLONE-1", f"{who}: creating {dest} failed: {type(e).__name__}: {e}") from None
+            return "done"
+
+        outcome = await crashable(world, name, dest_store, crash, body)
+        if outcome == "crashed":
+            rs.restarts += 1
+            continue
+        return outcome == "done"
+    raise Violation("CLONE-1", f"{who}: {dest} not finished after 6 attempts")
+
+
+def _check_proj2(world: World, rs: Rescale, i: int) -> None:
+    src_latest = _manifest(world, "src")
+    cp = find_checkpoint(src_latest, rs.checkpoint) if src_latest is not None else None
+    if cp is None:
+        return  # the checkpoint went away (cannot happen: 4 h lifetime) -- nothing to compare
+    base = _manifest(world, "src", cp.manifest_id)
+    present = sorted(k for k in world.bucket.objects if k.startswith(f"shard{i}/manifest/") and k.endswith(".manifest"))
+    first = _manifest(world, f"shard{i}", int(present[0].rsplit("/", 1)[1].split(".")[0]))  # GC may have taken 1
+    ssts = {s.id: s for s in base.ssts}
+    views = {v.id: v for v in list(base.l0) + [v for r in base.compacted for v in r.ssts]}
+    for v in list(first.l0) + [v for r in first.compacted for v in r.ssts]:
+        old = views.get(v.id)
+        if old is None:
+            raise Violation("PROJ-2", f"shard{i} view {v.id} is not a view of the source")
+        was, now = effective_bounds(old, ssts[old.sst_id]), bounds_of(v.visible_range)
+        if was.intersect(now) != now:
+            raise Violation("PROJ-2", f"shard{i} view {v.id} shows {now}, wider than the source's {was}")
+
+
+async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
+    rng = world.choices.stream("workload", "rs")
+    await rs.checkpoint_ready.wait()
+    await trio.sleep(rng.uniform(0, 5))
+    n = rng.randint(2, 4)
+    cuts = sorted(rng.sample(KEYS[1:], n - 1))
+    edges = [None, *cuts, None]
+    rs.ranges = [KeyRange(a, b) for a, b in zip(edges, edges[1:])]
+    for i, r in enumerate(rs.ranges):
+        if not await _resumable(world, rs, "rs", shard_url(i), [(SRC, rs.checkpoint, r)]):
+            rs.outcome = "refused-wal"
+            shards_done.set()
+            return
+        _check_proj2(world, rs, i)
+        want = {k: v for k, v in rs.snapshot.items() if r.contains(k)}
+        got = await _read_all(world, f"rd{i}", shard_url(i))
+        if got != want:
+            raise Violation("PROJ-1", f"shard{i} {r} reads {len(got)} rows, the checkpoint holds {len(want)} there"
+                                      f" (extra {sorted(set(got) - set(want))[:3]}, differing "
+                                      f"{sorted(k for k in want if got.get(k) != want[k])[:3]})")
+        rs.expected.append(want)
+    shards_done.set()
+
+
+async def _shard_writer(world: World, rs: Rescale, i: int) -> None:
+    name = f"s{i}w"
+    rt = world.runtime(name)
+    rng = world.choices.stream("workload", name)
+    keys = [k for k in KEYS if rs.ranges[i].contains(k)]
+    async with aio.Db.open(shard_url(i), world.settings_map, store=world.store(name, shard_url(i)), runtime=rt) as db:
+        for j in range(rng.randint(0, 40)):
+            with rng.span("op"):
+                key = rng.choice(keys)
+                value = None if boolean(rng, 0.15) else b"%s:%d:" % (name.encode(), j) + b"s" * rng.randrange(40)
+            if value is None:
+                await db.delete(key)
+                rs.expected[i].pop(key, None)
+            else:
+                await db.put(key, value)
+                rs.expected[i][key] = value
+            if boolean(rng, 0.2):
+                await rt.sleep(rng.uniform(0, 0.5))
+
+
+async def _gc(world: World, name: str, url: str, ready) -> None:
+    await ready()
+    rt = world.runtime(name)
+    store = PausableStore(world.store(name, url))
+    async with trio.open_nursery() as n:
+        world.pause_plan(name, store, n, 60.0)
+        gc = GarbageCollector(store, rt, world.settings.garbage_collector_options)
+        try:
+            await gc.run()
+        finally:
+            with trio.CancelScope(shield=True):
+                await gc.locator.aclose()
+
+
+def _check_refs(world: World, root: str) -> None:
+    """CLONE-2: every SST the latest manifest of ``root`` references exists where it lives."""
+    m = _manifest(world, root)
+    if m is None or not m.initialized:
+        return
+    where = {i: e.path for e in m.external_dbs for i in e.sst_ids}
+    for sst in referenced_sst_ids(m):
+        owner = where.get(sst, root)
+        if f"{owner}/compacted/{sst}.sst" not in world.bucket.objects:
+            raise Violation("CLONE-2", f"{root}'s latest manifest references {owner}/compacted/{sst}.sst, deleted")
+
+
+async def _world(seed, choices, faults, trace, bucket, bugs, world_box) -> RescaleWorkloadResult:
+    world = World(seed, choices, faults, trace, bucket, bugs)
+    world_box.append(world)
+    rs = Rescale()
+    world_box.append(rs)
+    rng = choices.stream("workload", "main")
+    shards_done = trio.Event()
+    trace.record("world", "settings", crash_rate=world.crash_rate, pause_rate=world.pause_rate)
+
+    def exists(root: str):
+        async def wait() -> None:
+            while _manifest(world, root) is None or not _manifest(world, root).initialized:
+                await trio.sleep(1.0)
+        return wait
+
+    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
+        async with trio.open_nursery() as background:
+            background.start_soon(_gc, world, "gsrc", SRC, exists("src"))
+            background.start_soon(_gc, world, "gm", MERGED, exists("merged"))
+            for i in range(4):
+                background.start_soon(_gc, world, f"g{i}", shard_url(i), exists(f"shard{i}"))
+            async with trio.open_nursery() as work:
+                work.start_soon(_writer, world, rs)
+                work.start_soon(_rescaler, world, rs, shards_done)
+            if rs.outcome != "refused-wal":
+                async with trio.open_nursery() as writers:
+                    for i in range(len(rs.ranges)):
+                        writers.start_soon(_shard_writer, world, rs, i)
+                await trio.sleep(rng.uniform(0, 10))
+                await _union(world, rs)
+            background.cancel_scope.cancel()
+    assert not limit.cancelled_caught, f"liveness: the world still runs after {VIRTUAL_LIMIT_S} virtual s"
+    return RescaleWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _fault_counts(trace), (),
+                                 shards=len(rs.ranges), outcome=rs.outcome or "merged", restarts=rs.restarts)
+
+
+async def _union(world: World, rs: Rescale) -> None:
+    shard_seqs = [_manifest(world, f"shard{i}").last_l0_seq for i in range(len(rs.ranges))]
+    if not await _resumable(world, rs, "un", MERGED, [(shard_url(i), None, None) for i in range(len(rs.ranges))]):
+        rs.outcome = "union-refused-wal"
+        return
+    m = _manifest(world, "merged")
+    if m.last_l0_seq < max(shard_seqs):
+        raise Violation("PROJ-3", f"the union's last_l0_seq {m.last_l0_seq} < a shard's {max(shard_seqs)}")
+    keys = [(e.path, e.source_checkpoint_id) for e in m.external_dbs]
+    if len(keys) != len(set(keys)):
+        raise Violation("PROJ-5", f"the union lists {len(keys)} external_dbs entries, {len(set(keys))} distinct")
+    want: dict[bytes, bytes] = {}
+    for part in rs.expected:
+        want.update(part)
+    got = await _read_all(world, "ur", MERGED)
+    if got != want:
+        raise Violation("PROJ-4", f"the union reads {len(got)} rows, the shards hold {len(want)} (differing "
+                                  f"{sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))[:4]})")
+    # A write after the union wins over every carried-over row (PROJ-3 end to end).
+    rt = world.runtime("mw")
+    key = sorted(want)[0] if want else KEYS[0]
+    async with aio.Db.open(MERGED, world.settings_map, store=world.store("mw", MERGED), runtime=rt) as db:
+        await db.put(key, b"after-union")
+        await db.flush()
+        if await db.get(key) != b"after-union":
+            raise Violation("PROJ-3", f"a write of {key!r} after the union is shadowed by an older row")
+    want[key] = b"after-union"
+    # GC rounds everywhere, faults healed, then every reference still resolves.
+    world.heal()
+    await trio.sleep(60)
+    for root in ["merged"] + [f"shard{i}" for i in range(len(rs.ranges))]:
+        _check_refs(world, root)
+    got = await _read_all(world, "ur2", MERGED)
+    if got != want:
+        raise Violation("READ-3", f"after GC rounds the union reads {len(got)} rows, {len(want)} expected")
+
+
+def run_rescale_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
+                         choices: Choices | None = None) -> RescaleWorkloadResult:
+    """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result.
+    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
+    choices = Choices(seed) if choices is None else choices
+    trace = Trace(trio.current_time)
+    bucket = MemoryBucket()
+    world_box: list = []
+    try:
+        return run_deterministic(_world, seed, choices, faults, trace, bucket, frozenset(bugs), world_box,
+                                 seed=choices)
+    except (AssertionError, SlateDBError) as e:
+        violations: tuple[str, ...] = (invariants.Violation.of_exception(e),)
+    except BaseExceptionGroup as group:
+        violations = tuple(invariants.Violation.of_exception(e) for e in _leaves(group))
+    rs = world_box[1] if len(world_box) > 1 else Rescale()
+    return RescaleWorkloadResult(seed, False, trace.digest(), len(trace),
+                                 trace.events[-1].time_s if trace.events else 0.0, _fault_counts(trace), violations,
+                                 shards=len(rs.ranges), outcome="failed", restarts=rs.restarts,
+                                 last_events=trace.render(last=40))

@@ -1,0 +1,205 @@
+"""Takeovers at the protocol's critical moments: writers opening one database in rounds, with
+crash and pause points at protocol events.
+
+The db workload (:mod:`sim.scenarios.db`) spreads three takeovers over seconds and crashes at
+random moments, so some narrow windows of the writer protocol are rarely hit there: an older
+writer that bumped its epoch pauses and lists ``wal/`` only after a newer writer wrote its fence
+(RFC 001: without the epoch re-check its own fence lands *above* the newer one), or a writer
+dies right after a manifest commit (where what is durable and what is only in memory differ
+most). Here every seed draws
+
+* rounds of four writers that start within 10 ms (open sequences interleave in every order),
+  200 ms or 1 s (a writer has written and flushed memtables to L0 before the next fences it);
+* small memtables (``l0_sst_size_bytes`` 128-512), so every writer flushes L0 several times;
+* swarm store faults (latency up to 200 ms a leg, transient errors, lost replies, stalls);
+* **crash points**: a writer dies right after its n-th event of one kind (manifest ``commit``,
+  ``ack``, ``fence_written``, ``replay`` of a WAL object): memory lost, requests already on the
+  wire still land; it restarts once at once (reopening, so replaying what it left);
+* **pause points**: a writer's next request leaves up to 5 s late after such an event (mostly
+  right after its epoch bump, ``writer_epoch``): the process was descheduled.
+
+Each writer writes 30 keys of 10,000 (few acknowledged writes are superseded, which would hide
+their loss), waiting for durability on half, and closes; the losers learn they were fenced.
+
+Checked on every run: the trace invariants of :class:`sim.checks.writer.WriterChecks` (FENCE-1/3/4,
+DUR-1, BOUNDARY-3) and durability end to end (a final writer reads every acknowledged write, or
+a newer value of its key). ``bugs`` switches on catalogued bugs (:mod:`sim.scenarios.catalogue`) in every
+writer.
+"""
+
+from __future__ import annotations
+
+import trio
+
+import slatedb.aio as aio
+from slatedb.errors import ClosedError, FencedError, SlateDBError
+from slatedb.objstore.memory import MemoryBucket, MemoryStore
+
+from sim.world.engine import LatePauseStore
+from sim.world.invariants import Violation
+from sim.world.choices import Choices, boolean
+from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.writer import WriterChecks
+from sim.scenarios.db import DbWorkloadResult
+from sim.world.store import ProcessCrashed, SimObjectStore, StoreFaults
+from sim.world.runtime import SimRuntime, run_deterministic
+from sim.world.trace import Trace
+
+ROUNDS = 3
+WRITERS_PER_ROUND = 4
+WRITES_PER_WRITER = 30
+N_KEYS = 10_000
+#: Where a fault point may sit: (event kind, its n-th occurrence in the process).
+#: The commits right after an open (epoch bump, then the first checkpoint refresh or L0 flush,
+#: which may carry replayed rows) weigh double.
+CRASH_POINTS = (*[("commit", n) for n in (1, 2, 2, 3, 3, 4, 5, 6)], ("ack", 1), ("ack", 3), ("fence_written", 1),
+                ("replay", 1), ("replay", 2))
+PAUSE_POINTS = (("writer_epoch", 1), ("writer_epoch", 1), ("writer_epoch", 1), ("fence_written", 1), ("commit", 2),
+                ("ack", 1))
+#: A run that has not finished after this much virtual time is reported as stuck (liveness).
+VIRTUAL_LIMIT_S = 6 * 3600
+SETTINGS = {
+    "l0_sst_size_bytes": 2048,  # drawn per seed below
+    "flush_interval": "20ms",
+    "manifest_poll_interval": "300ms",
+    "min_filter_keys": 8,
+    "l0_max_ssts": 64,
+}
+
+
+async def _world(seed: int, choices: Choices, trace: Trace, checks: WriterChecks,
+                 bugs: frozenset[str]) -> DbWorkloadResult:
+    rng = choices.stream("takeover")
+    faults = StoreFaults(
+        latency_min_s=0.0005,
+        latency_max_s=rng.choice([0.05, 0.2]),
+        transient_rate=rng.uniform(0.01, 0.1) if boolean(rng, 0.5) else 0.0,
+        ambiguous_rate=rng.uniform(0.01, 0.1) if boolean(rng, 0.5) else 0.0,
+        stall_rate=rng.uniform(0.05, 0.2) if boolean(rng, 0.7) else 0.0,
+        stall_max_s=rng.choice([1.0, 5.0]),
+    )
+    # How far apart the writers of a round start: a storm (opens interleave) or a staggered
+    # round (a writer has written, and flushed memtables to L0, before the next fences it).
+    spread_s = rng.choice([0.01, 0.2, 1.0])
+    crash_rate = rng.choice([0.0, 0.5, 0.9])
+    pause_rate = rng.choice([0.0, 0.5, 0.9])
+    settings = dict(SETTINGS, l0_sst_size_bytes=rng.choice([128, 256, 512]))
+    trace.record("world", "config", faults=repr(faults), spread_s=spread_s, crash_rate=crash_rate,
+                 pause_rate=pause_rate, settings=repr(settings))
+    # The world's shape (the seed's is the full one; a shrunk world may have less of it).
+    shape = choices.stream("shape")
+    rounds = shape.count(1, ROUNDS)
+    writers = [shape.count(1, WRITERS_PER_ROUND) for _ in range(rounds)]
+    writes = shape.count(1, WRITES_PER_WRITER)
+    bucket = MemoryBucket()
+    ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
+    acked: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+    written: dict[bytes, int] = {}
+    outcomes: dict[str, str] = {}
+
+    async def writer(name: str, delay_s: float, n_writes: int = writes, restarts: int = 1) -> None:
+        """One writer process; a crashed one restarts (as ``<name>.r``, reopening the database
+        and replaying what it left) with the writes it had left."""
+        await trio.sleep(delay_s)
+        rt = SimRuntime(name, choices, trace, bugs=bugs)
+        wrng = choices.stream("workload", name)
+        store = LatePauseStore(MemoryStore(bucket, rt.now_ms, url="memory://sim"), choices.stream("store", name),
+                               trace, process=name, faults=faults)
+        # Fault points, at protocol events of this process (its n-th event of one kind): a crash
+        # right there (memory lost; the moments after a manifest commit or an acknowledgement are
+        # where what is durable and what is only in memory differ most), or a pause of the
+        # process before its next request (e.g. between its epoch bump and its WAL listing: the
+        # fencing race of RFC 001).
+        crash_at = wrng.choice(CRASH_POINTS) if boolean(wrng, crash_rate) else None
+        pause_at = wrng.choice(PAUSE_POINTS) if boolean(wrng, pause_rate) else None
+        pause_s = wrng.uniform(0.2, 5.0)
+        life = trio.CancelScope()
+        seen: dict[str, int] = {}
+
+        def crash_point(e) -> None:
+            if e.process != name or store.crashed:
+                return
+            n = seen[e.kind] = seen.get(e.kind, 0) + 1
+            if pause_at == (e.kind, n):
+                store.pause_s = pause_s
+            if crash_at == (e.kind, n):
+                store.crash()
+                life.cancel()
+
+        trace.listeners.append(crash_point)
+        outcomes[name] = "crashed"
+        done = 0
+        try:
+            with life:
+                async with aio.Db.open("memory://sim", settings, store=store, runtime=rt) as db:
+                    for i in range(n_writes):
+                        with wrng.span("op"):  # one operation's draws, then the operation
+                            key = b"k%04d" % wrng.randrange(N_KEYS)
+                            durable = boolean(wrng, 0.5)
+                            pause = wrng.uniform(0.0, 0.02)
+                        value = b"%s:%d" % (name.encode(), i)
+                        h = await db.put(key, value)
+                        written[value] = h.seq
+                        if durable:
+                            await h.wait_durable()
+                            acked[(name, h.seq)] = (key, value)
+                        done = i + 1
+                        await rt.sleep(pause)
+                outcomes[name] = "closed"
+        except* (FencedError, ClosedError):
+            outcomes[name] = "fenced"
+        except* ProcessCrashed:
+            pass
+        finally:
+            trace.listeners.remove(crash_point)
+        if outcomes[name] == "crashed" and restarts > 0:
+            await writer(name + ".r", 0.0, max(1, n_writes - done), restarts - 1)
+
+    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
+        for r in range(rounds):
+            async with trio.open_nursery() as nursery:
+                for w in range(writers[r]):
+                    nursery.start_soon(writer, f"r{r}w{w}", rng.uniform(0.0, spread_s))
+    assert not limit.cancelled_caught, f"liveness: writers still running after {VIRTUAL_LIMIT_S} virtual s"
+    final_rt = SimRuntime("final", choices, trace)
+    async with aio.Db.open("memory://sim", SETTINGS, store=MemoryStore(bucket, final_rt.now_ms, url="memory://sim"),
+                           runtime=final_rt) as db:
+        for (_name, seq), (key, value) in acked.items():
+            got = await db.get(key)
+            assert got is not None, f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost"
+            assert got == value or written.get(got, -1) > seq, (
+                f"DUR-1: {key!r} holds {got!r} (seq {written.get(got)}), older than acknowledged {value!r} (seq {seq})")
+    return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _faults_seen(checks), (),
+                            acked=len(acked), fenced=sum(1 for o in outcomes.values() if o == "fenced"))
+
+
+def run_takeover_workload(seed: int, *, bugs: frozenset[str] = frozenset(),
+                          choices: Choices | None = None) -> DbWorkloadResult:
+    """Run one world of takeover storms; a violated invariant or a lost write is reported.
+    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
+    choices = Choices(seed) if choices is None else choices
+    trace = Trace(trio.current_time)
+    checks = WriterChecks().attach(trace)
+    try:
+        return run_deterministic(_world, seed, choices, trace, checks, frozenset(bugs), seed=choices)
+    except (AssertionError, SlateDBError) as e:
+        errors: list[BaseException] = [e]
+    except BaseExceptionGroup as group:
+        errors = list(_leaves(group))
+    last = trace.events[-1].time_s if trace.events else 0.0
+    return DbWorkloadResult(seed, False, trace.digest(), len(trace), last, _faults_seen(checks),
+                            tuple(Violation.of_exception(e) for e in errors), last_events=trace.render(last=30))
+
+
+def _faults_seen(checks: WriterChecks) -> dict:
+    counts = checks.counts
+    return {k: counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "fault.pause", "crash")
+            if counts[k]}
+
+
+def _leaves(group: BaseExceptionGroup):
+    for e in group.exceptions:
+        if isinstance(e, BaseExceptionGroup):
+            yield from _leaves(e)
+        else:
+            yield e

@@ -1,0 +1,1 @@
+"""The simulated world: runtime, store, choices, process pieces, trace, events, probes, invariant ids."""

@@ -1,0 +1,133 @@
+"""Counting coverage probes (:mod:`slatedb.runtime.probes`) in simulated runs, and the probe table
+every campaign prints.
+
+:meth:`sim.world.runtime.SimRuntime.probe` calls :func:`hit`, which counts into the counter of the
+innermost :func:`counting` block (a context variable, like :func:`sim.world.trace.capture`: trio copies
+the caller's context into the run, so every simulated process of a run counts into it; nothing
+in a run reads it, and the trace and its digest do not change). :func:`sim.campaign.sweep.run_seed` counts
+each seed and puts the hits into its result row (``row["probes"]``); :func:`format_table` sums the
+rows of a campaign.
+
+:data:`REACHED_BY` says, for every probe, which scenario reaches it and a few of its seeds that
+do (measured with ``sim sweep --workload W --seeds 0..N --jobs 1 --out rows.jsonl``: each row's
+``probes``; ``tests/test_sim_probes.py`` runs exactly those seeds and fails when one no longer hits
+its probe: re-measure when a scenario's traces change, and pick the lowest seeds that hit it). Runs are deterministic, so a seed that hits a probe here hits it in every campaign
+that runs that seed of that scenario; every seed listed is below its scenario's :data:`DEFAULT_SEEDS_FLOOR`, the
+number of seeds of it the default ``./just dst`` runs at least.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections import Counter
+from typing import Iterable, Iterator
+
+from slatedb.runtime import probes as P
+
+_HITS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("sim_probe_hits", default=None)
+
+
+def hit(name: str) -> None:
+    """Count one hit of probe ``name`` (a constant of :mod:`slatedb.runtime.probes`)."""
+    if name not in P.PROBES:
+        raise AssertionError(f"probe {name!r} is not declared in slatedb/runtime/probes.py")
+    hits = _HITS.get()
+    if hits is not None:
+        hits[name] += 1
+
+
+@contextlib.contextmanager
+def counting() -> Iterator[Counter]:
+    """Count the probe hits of everything run inside the block."""
+    hits: Counter = Counter()
+    token = _HITS.set(hits)
+    try:
+        yield hits
+    finally:
+        _HITS.reset(token)
+
+
+#: Scenario -> seeds (0, 1, ...) the default ``./just dst`` runs of it at least. Measured: its
+#: 20 s ``--quick`` budget ran gc 2, rescale 3, compactor 8, db 30, takeover 26, seqmeta 54, store 26
+#: seeds on 2 idle cores (ledger, 2026-11-24); the default budget is 27 times longer, and these
+#: floors allow for cores three times slower (shared) and then some.
+DEFAULT_SEEDS_FLOOR: dict[str, int] = {
+    "db": 100, "takeover": 100, "seqmeta": 100, "store": 100, "compactor": 40, "gc": 12, "rescale": 12,
+}
+
+#: probe -> (scenario, seeds of it that hit the probe), each seed below its scenario's floor.
+REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
+    P.WAL_FENCE_SLOT_TAKEN: ("db", (2,)),
+    P.WAL_WRITE_SLOT_OLDER_FENCE: ("takeover", (1,)),
+    P.WAL_WRITE_FENCED: ("db", (0,)),
+    P.WAL_REPLAY_FENCE: ("db", (0,)),
+    P.CREATE_AMBIGUOUS_LANDED_MANIFEST: ("seqmeta", (2,)),
+    P.CREATE_AMBIGUOUS_LOST_MANIFEST: ("seqmeta", (0,)),
+    P.CREATE_AMBIGUOUS_LANDED_COMPACTIONS: ("takeover", (0,)),
+    P.CREATE_AMBIGUOUS_LOST_COMPACTIONS: ("compactor", (3,)),
+    P.CREATE_AMBIGUOUS_LANDED_WAL: ("db", (1,)),
+    P.CREATE_AMBIGUOUS_LOST_WAL: ("takeover", (1,)),
+    P.BOUNDARY_PUT_AMBIGUOUS: ("seqmeta", (0,)),
+    P.BOUNDARY_PUT_RACED: ("gc", (1,)),
+    P.SEQMETA_BEHIND_BOUNDARY: ("seqmeta", (1,)),
+    P.MANIFEST_LANDED_REPORTED_FAILED: ("gc", (1,)),
+    P.MANIFEST_CONFLICT: ("db", (0,)),
+    P.MANIFEST_EDIT_GUARD_FENCED: ("db", (1,)),
+    P.WRITER_FENCED_AT_L0_COMMIT: ("db", (1,)),
+    P.WRITER_HALTED_BY_POLL: ("db", (0,)),
+    P.COMPACTOR_RESUMED: ("compactor", (0,)),
+    P.COMPACTOR_FENCED: ("compactor", (0,)),
+    P.COMPACTOR_INVALID: ("compactor", (0,)),
+    P.COMPACTOR_EXTERNAL_ADOPTED: ("compactor", (0,)),
+    P.GC_SST_KEPT_IN_FLIGHT: ("gc", (7,)),
+    P.GC_SST_KEPT_ULID_CUTOFF: ("gc", (1,)),
+    P.GC_MANIFEST_KEPT_CHECKPOINT: ("gc", (1,)),
+    P.GC_WAL_KEPT_CHECKPOINT: ("gc", (1,)),
+    P.GC_CHECKPOINT_EXPIRED: ("gc", (1,)),
+    P.GC_CLONE_DETACHED: ("gc", (10,)),
+    P.READER_CHECKPOINT_EXPIRED: ("gc", (7,)),
+    P.READER_CHECKPOINT_GONE: ("gc", (1,)),
+    P.UNION_RESUMED: ("rescale", (2,)),
+}
+
+
+def reached_by_seeds() -> dict[str, list[int]]:
+    """Scenario -> the seeds :data:`REACHED_BY` lists for it (the test's runs)."""
+    out: dict[str, set[int]] = {}
+    for scenario, seeds in REACHED_BY.values():
+        out.setdefault(scenario, set()).update(seeds)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def merge(rows: Iterable[dict]) -> dict[str, dict]:
+    """Probe -> {"hits": total, "seeds": seeds hitting it, "scenarios": {scenario: seeds}}."""
+    out: dict[str, dict] = {name: {"hits": 0, "seeds": 0, "scenarios": Counter()} for name in P.PROBES}
+    for row in rows:
+        for name, n in (row.get("probes") or {}).items():
+            entry = out.setdefault(name, {"hits": 0, "seeds": 0, "scenarios": Counter()})
+            entry["hits"] += n
+            entry["seeds"] += 1
+            entry["scenarios"][row.get("workload", "?")] += 1
+    return out
+
+
+def unhit(rows: Iterable[dict]) -> list[str]:
+    return [name for name, e in merge(rows).items() if not e["hits"]]
+
+
+def format_table(rows: Iterable[dict]) -> str:
+    """One line per declared probe: hits, seeds that hit it, and per scenario how many of its
+    seeds did; the probes no seed hit are listed last."""
+    rows = list(rows)
+    merged = merge(rows)
+    width = max(len(n) for n in merged)
+    lines = [f"{'probe':<{width}}  {'hits':>7}  {'seeds':>5}  scenarios (seeds hitting it)",
+             f"{'-' * width}  {'-' * 7}  {'-' * 5}  {'-' * 28}"]
+    for name, e in merged.items():
+        where = ", ".join(f"{s} {n}" for s, n in sorted(e["scenarios"].items())) or "-"
+        lines.append(f"{name:<{width}}  {e['hits']:>7}  {e['seeds']:>5}  {where}")
+    missing = [n for n, e in merged.items() if not e["hits"]]
+    lines.append(f"probes hit: {len(merged) - len(missing)}/{len(merged)} in {len(rows)} runs"
+                 + (f"; NOT HIT: {', '.join(missing)}" if missing else ""))
+    return "\n".join(lines)

@@ -1,0 +1,172 @@
+"""The simulation runtime: virtual clocks, seeded randomness, deterministic scheduling.
+
+A simulated world runs inside one ``trio.run`` driven by a ``MockClock`` with
+``autojump_threshold=0``: whenever every task is blocked, virtual time jumps to the next
+deadline, so minutes of simulated time pass in milliseconds. Trio shuffles runnable tasks with a
+private RNG; :func:`run_deterministic` seeds it and switches on its deterministic mode so the
+interleaving, too, follows from the seed.
+
+Each simulated process gets its own :class:`SimRuntime` with its own clock (offset, drift,
+jumps) and its own random stream, derived from the world seed and the process name, so adding a
+process does not perturb the random choices of the others. Given the world's
+:class:`sim.world.choices.Choices` instead of a bare seed, those streams are recorded choices (the
+process's ``rng`` editable by the shrinker, its id stream fixed), with the same values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import random
+import uuid
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
+
+import trio
+import trio.testing
+from ulid import ULID
+
+from slatedb.runtime import Runtime, ulid_from_parts, uuid4_from_int
+
+from sim.world.choices import Choices
+from sim.world import probes as probes_mod
+from sim.world.trace import Trace
+
+T = TypeVar("T")
+
+#: Virtual wall-clock time at which every simulation starts (2026-01-01T00:00:00Z), in ms.
+SIM_EPOCH_MS = 1_767_225_600_000
+
+
+def derive_rng(seed: int, *names: str) -> random.Random:
+    """A random stream for ``names`` under ``seed``; independent of PYTHONHASHSEED."""
+    return random.Random(":".join([str(seed), *names]))
+
+
+class SimRuntime(Runtime):
+    """The runtime of one simulated process.
+
+    Monotonic time runs at ``1 + drift_ppm / 1e6`` times the world's virtual time; wall time is
+    the epoch plus monotonic time plus ``offset_ms`` (skew), and can be made to jump with
+    :meth:`jump_wall_clock`. Sleeping converts this process's seconds to world seconds.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        seed: "int | Choices",
+        trace: Trace,
+        *,
+        offset_ms: int = 0,
+        drift_ppm: float = 0.0,
+        bugs: frozenset[str] = frozenset(),
+    ) -> None:
+        assert -100_000 < drift_ppm < 100_000, drift_ppm
+        self.name = name
+        self.trace = trace
+        self.bugs = frozenset(bugs)
+        if isinstance(seed, Choices):
+            seed.trace = trace  # the world's trace, for reports on a replayed sequence
+            self._rng: random.Random = seed.stream("process", name)
+            self._ids: random.Random = seed.stream("ids", name)
+        else:
+            self._rng = derive_rng(seed, "process", name)
+            self._ids = derive_rng(seed, "ids", name)
+        self.offset_ms = offset_ms
+        self.rate = 1.0 + drift_ppm / 1e6
+        self._origin_s = trio.current_time()
+
+    def _world_s(self) -> float:
+        return trio.current_time() - self._origin_s
+
+    def monotonic_s(self) -> float:
+        return self._world_s() * self.rate
+
+    def now_ms(self) -> int:
+        return SIM_EPOCH_MS + int(self.monotonic_s() * 1000.0) + self.offset_ms
+
+    def jump_wall_clock(self, delta_ms: int) -> None:
+        """Move this process's wall clock (not its monotonic clock) by ``delta_ms``."""
+        self.offset_ms += delta_ms
+        self.trace.record(self.name, "clock.jump", delta_ms=delta_ms, offset_ms=self.offset_ms)
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(max(0.0, seconds) / self.rate)
+
+    def _world_seconds(self, seconds: float) -> float:
+        return seconds / self.rate
+
+    @property
+    def rng(self) -> random.Random:
+        return self._rng
+
+    def new_ulid(self) -> ULID:
+        return ulid_from_parts(max(0, self.now_ms()), self._ids.getrandbits(80))
+
+    def new_uuid(self) -> uuid.UUID:
+        return uuid4_from_int(self._ids.getrandbits(128))
+
+    def _on_spawn(self, task_name: str) -> None:
+        self.trace.record(self.name, "spawn", task=task_name)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        self.trace.record(self.name, kind, **fields)
+
+    def probe(self, name: str) -> None:
+        probes_mod.hit(name)
+
+
+@contextlib.contextmanager
+def deterministic_scheduling(seed: int) -> Iterator[None]:
+    """Make trio's scheduler pick runnable tasks in an order that follows from ``seed``.
+
+    Trio keeps two private knobs for this (used by its Hypothesis plugin): the scheduler's RNG
+    ``_r`` and the flag ``_ALLOW_DETERMINISTIC_SCHEDULING``, which sorts each batch of runnable
+    tasks by creation order before shuffling it. Seeding alone is not enough. We restore both on
+    exit so that a simulation leaves the process as it found it.
+    """
+    from trio._core import _run
+
+    old_flag = _run._ALLOW_DETERMINISTIC_SCHEDULING
+    old_state = _run._r.getstate()
+    _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    _run._r.seed(seed)
+    try:
+        yield
+    finally:
+        _run._r.setstate(old_state)
+        _run._ALLOW_DETERMINISTIC_SCHEDULING = old_flag  # type: ignore[misc]
+
+
+def run_deterministic(async_fn: Callable[..., Awaitable[T]], *args: Any, seed: "int | Choices") -> T:
+    """Run ``async_fn(*args)`` on a fresh virtual clock with seeded scheduling (the seed, or
+    the scheduler's choice of a :class:`sim.world.choices.Choices`).
+
+    Virtual time starts at 0 and auto-jumps as soon as every task is blocked.
+    """
+    if isinstance(seed, Choices):
+        seed = seed.scheduler_seed()
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with deterministic_scheduling(seed), no_cyclic_gc():
+        return trio.run(async_fn, *args, clock=clock, strict_exception_groups=True)
+
+
+@contextlib.contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection during a simulated run.
+
+    When Python's cyclic collector runs depends on every allocation since the process started,
+    and a collection finalizes unreachable objects -- async generators among them, whose
+    ``aclose`` trio then schedules as a task. Left on, it made a seed's trace depend on what
+    ran before it in the same process (compactor seed 7: three runs, three digests; gc seed
+    22 under ``sim sweep``). Objects freed by reference counting are unaffected; cyclic
+    garbage waits for the end of the run (a collection before the run is not needed: with none
+    during it, nothing is finalized mid-run, and a full one per seed cost several per cent of
+    ``sim bench``).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
