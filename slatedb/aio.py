@@ -22,9 +22,10 @@ from slatedb.api.portal import RuntimeArg, serve
 from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
-from slatedb.db.common import SnapshotLifecycle, check_create_mode, coerce_settings
+from slatedb.api.args import check_create_mode, coerce_settings
+from slatedb.db.common import SnapshotLifecycle
 from slatedb.db.core import DbCore, MustWait
-from slatedb.db.read_path import ReadState
+from slatedb.lsm.read_path import ReadState
 from slatedb.errors import ClosedError, ReadOnlyError
 from slatedb.objstore.base import ObjectStore
 from slatedb.reader.aio import DbReader

@@ -26,7 +26,7 @@ caller's guarantee (the soft path deletes the writer checkpoint explicitly for t
 from __future__ import annotations
 
 from slatedb.checkpoint import delete_checkpoint
-from slatedb.db.paths import SstLocator
+from slatedb.lsm.paths import SstLocator
 from slatedb.errors import FencedError, NotFoundError
 from slatedb.format.sst import SstOptions
 from slatedb.manifest.edit import WriterFence

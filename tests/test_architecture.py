@@ -1,9 +1,11 @@
-"""The library's shape (issue 15, docs/architecture.md): no import cycles, no function-local
-imports used to dodge one, no hand-written module over ~600 lines, one manifest entry point,
-front-ends that share one portal and do not import each other.
+"""The library's shape (issue 15, issue 23 item 7, docs/architecture.md): no import cycles
+(function-local imports count), no function-local imports used to dodge one, no hand-written
+module over ~600 lines, one manifest entry point, front-ends that share one portal and do not
+import each other, and no engine that imports the writer (``slatedb.db``).
 
-The import graph is read from the source (module-level ``import`` / ``from ... import``
-statements; an edge goes to the module named, and to ``module.name`` when that is a module).
+The import graph is read from the source (``import`` / ``from ... import`` statements; an edge
+goes to the module named, to ``module.name`` when that is a module, and to every package above
+the module named that the importer is not inside of: importing ``a.b.c`` runs ``a/b/__init__.py``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCAL_IMPORTS_ALLOWED = {
     "slatedb.cli": "the CLI imports the admin API per command (start-up time of `slatedb --help`)",
     "slatedb.objstore.url": "backends are imported when a URL names them (s3fs is optional)",
-    "slatedb.objstore.base": "ObjectStore.open_url resolves through objstore.url, which imports base",
-    "slatedb.objstore.memory": "MemoryStore.open_url resolves through objstore.url, which imports memory",
     "slatedb.spark": "the data source (slatedb.spark.source) imports pyspark, an optional extra: register() alone needs it",
 }
 GENERATED = ("slatedb/format/fb/",)
@@ -49,8 +49,28 @@ def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
     return []
 
 
-def import_graph(root: Path, package: str = "slatedb") -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
-    """Module-level edges, and the function-local imports of package modules."""
+def _targets(imported: list[str], importer: str, mods: dict[str, Path]) -> set[str]:
+    """The modules an import statement runs: those named, and the packages above them that
+    ``importer`` is not inside of (their ``__init__`` runs first)."""
+    out = set()
+    for t in imported:
+        if t not in mods:
+            continue
+        out.add(t)
+        parts = t.split(".")
+        for i in range(2, len(parts)):
+            pkg = ".".join(parts[:i])
+            if pkg in mods and importer != pkg and not importer.startswith(pkg + "."):
+                out.add(pkg)
+    out.discard(importer)
+    return out
+
+
+def import_graph(
+    root: Path, package: str = "slatedb", *, with_local: bool = False
+) -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
+    """Module-level edges (and, ``with_local``, those of function-local imports too), and the
+    function-local imports of package modules."""
     mods = _modules(root, package)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     local: list[tuple[str, int, str]] = []
@@ -58,13 +78,16 @@ def import_graph(root: Path, package: str = "slatedb") -> tuple[dict[str, set[st
         tree = ast.parse(path.read_text(encoding="utf-8"))
         is_package = path.name == "__init__.py"
         for node in tree.body:
-            graph[m].update(t for t in _imported(node, m, is_package) if t in mods and t != m)
+            graph[m] |= _targets(_imported(node, m, is_package), m, mods)
         for fn in ast.walk(tree):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for node in ast.walk(fn):
-                    for t in _imported(node, m, is_package)[:1]:
+                    imported = _imported(node, m, is_package)
+                    for t in imported[:1]:
                         if t.split(".")[0] == package:
                             local.append((m, node.lineno, t))
+                    if with_local:
+                        graph[m] |= _targets(imported, m, mods)
     return graph, local
 
 
@@ -104,7 +127,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycles_in_the_library() -> None:
-    graph, _ = import_graph(ROOT)
+    """None at all: function-local imports count, and no cycle is allowed for any reason."""
+    graph, _ = import_graph(ROOT, with_local=True)
     assert len(graph) > 80
     assert cycles(graph) == []
 
@@ -119,6 +143,70 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
     graph, local = import_graph(tmp_path, "pkg")
     assert cycles(graph) == [["pkg.b", "pkg.sub", "pkg.sub.a"]]
     assert local == [("pkg.b", 5, "pkg")]
+
+
+def test_the_cycle_check_counts_packages_above_and_local_imports(tmp_path: Path) -> None:
+    """``from pkg.sub.a import x`` runs ``pkg/sub/__init__.py``: a cycle through it is a cycle
+    (``pkg.sub`` imports ``c``, which imports ``pkg.sub.a``); so is one closed by a
+    function-local import (``d`` -> ``e`` at module level, ``e`` -> ``d`` inside a function)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from pkg.c import z\n")
+    (pkg / "sub" / "a.py").write_text("x = 1\n")
+    (pkg / "c.py").write_text("from pkg.sub.a import x\nz = 3\n")
+    (pkg / "d.py").write_text("from pkg import e\n")
+    (pkg / "e.py").write_text("def f():\n    from pkg import d\n")
+    graph, _ = import_graph(tmp_path, "pkg")
+    assert cycles(graph) == [["pkg.c", "pkg.sub"]]
+    graph, _ = import_graph(tmp_path, "pkg", with_local=True)
+    assert cycles(graph) == [["pkg.c", "pkg.sub"], ["pkg.d", "pkg.e"]]
+
+
+#: The modules that may import the writer (``slatedb.db``): the front-ends over it.
+WRITER_USERS = ("slatedb", "slatedb.aio", "slatedb.admin", "slatedb.cli", "slatedb.bench.")
+#: Engines that must not: each is named so that the check cannot pass by missing one.
+ENGINES = ("slatedb.lsm", "slatedb.reader", "slatedb.compactor", "slatedb.gc", "slatedb.projection",
+           "slatedb.clone", "slatedb.destroy", "slatedb.checkpoint", "slatedb.manifest", "slatedb.wal",
+           "slatedb.spark", "slatedb.api")
+
+
+def importers_of_the_writer(graph: dict[str, set[str]]) -> list[str]:
+    """Modules outside ``slatedb.db`` and the front-ends that reach ``slatedb.db``, directly or
+    through others."""
+    def writer(m: str) -> bool:
+        return m == "slatedb.db" or m.startswith("slatedb.db.")
+
+    bad = []
+    for m in sorted(graph):
+        if writer(m) or m in WRITER_USERS or m.startswith(WRITER_USERS[-1]):
+            continue
+        seen, todo = set(), [m]
+        while todo:
+            for t in graph[todo.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        if any(writer(t) for t in seen):
+            bad.append(m)
+    return bad
+
+
+def test_no_engine_imports_the_writer() -> None:
+    """Issue 23 item 7: the read-path pieces every engine uses (``slatedb.lsm``) live below the
+    writer; compactor, GC, reader, projection, clone, destroy ... never import ``slatedb.db``."""
+    graph, _ = import_graph(ROOT, with_local=True)
+    for engine in ENGINES:
+        assert engine in graph, engine
+    assert importers_of_the_writer(graph) == []
+
+
+def test_the_writer_check_finds_an_engine_importing_it() -> None:
+    graph, _ = import_graph(ROOT, with_local=True)
+    graph = {m: set(ts) for m, ts in graph.items()}
+    graph["slatedb.lsm.view"].add("slatedb.db.common")
+    bad = importers_of_the_writer(graph)
+    assert "slatedb.lsm.view" in bad and "slatedb.compactor.executor" in bad and "slatedb.reader.core" in bad
 
 
 def test_no_function_local_imports_of_library_modules() -> None:

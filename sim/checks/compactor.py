@@ -51,7 +51,7 @@ from collections import defaultdict
 from ulid import ULID
 
 from slatedb.compactor.compactor import FAILED_REASONS_DIR
-from slatedb.db.view import sst_key
+from slatedb.lsm.view import sst_key
 from slatedb.format.compactions import decode_compactions
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.sst_reader import SstReader

@@ -56,7 +56,7 @@ import trio
 import slatedb.aio as aio
 from slatedb.compactor import Compactor, CompactorEpochError, full_spec, submit_compaction
 from slatedb.compactor.spec import CompactionSpec, L0Source, RunSource
-from slatedb.db.common import coerce_settings
+from slatedb.api.args import coerce_settings
 from slatedb.errors import ClosedError, FencedError, SlateDBError
 from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode

@@ -70,7 +70,7 @@ from slatedb.checkpoint import CheckpointOptions, CheckpointScope, create_checkp
     refresh_checkpoint
 from slatedb.clone import create_clone
 from slatedb.compactor import Compactor
-from slatedb.db.common import coerce_settings
+from slatedb.api.args import coerce_settings
 from slatedb.errors import (
     CheckpointNotFoundError,
     ClosedError,

@@ -46,7 +46,7 @@ import trio
 
 import slatedb.aio as aio
 from slatedb.checkpoint import CheckpointOptions, CheckpointScope, find_checkpoint
-from slatedb.db.view import bounds_of
+from slatedb.lsm.view import bounds_of
 from slatedb.errors import CloneSourceWithWalError, SlateDBError
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.gc import GarbageCollector

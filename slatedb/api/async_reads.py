@@ -1,5 +1,5 @@
 """The asynchronous (trio) read API over any engine with the read interface
-(:class:`slatedb.db.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
+(:class:`slatedb.lsm.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
 ``scan_prefix`` and their async iterator. A read answered from memory does not yield to the loop;
 a block read (``NeedIO`` / ``NEED_IO``) awaits the engine's loader.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from slatedb.batch import validate_key
-from slatedb.db.common import prefix_bounds, scan_bounds
-from slatedb.db.scan import MergeScan, NeedIO
-from slatedb.db.view import KeyBounds
+from slatedb.api.args import prefix_bounds, scan_bounds
+from slatedb.lsm.scan import MergeScan, NeedIO
+from slatedb.lsm.view import KeyBounds
 from slatedb.format.sst_reader import NEED_IO
 
 #: Rows pulled per refill by iterators that merge several sources.

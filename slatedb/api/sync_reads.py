@@ -1,5 +1,5 @@
 """The synchronous read API over any engine with the read interface
-(:class:`slatedb.db.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
+(:class:`slatedb.lsm.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
 ``scan_prefix`` and their iterator. A read answered from memory runs on the caller's thread; a
 block read (``NeedIO`` from the I/O-free merge, ``NEED_IO`` from ``get_fast``) crosses to the
 runtime thread through the front-end's :class:`~slatedb.api.portal.RuntimeThread`.
@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from slatedb.batch import validate_key
-from slatedb.db.common import prefix_bounds, scan_bounds
-from slatedb.db.scan import MergeScan, NeedIO
-from slatedb.db.view import KeyBounds
+from slatedb.api.args import prefix_bounds, scan_bounds
+from slatedb.lsm.scan import MergeScan, NeedIO
+from slatedb.lsm.view import KeyBounds
 from slatedb.format.sst_reader import NEED_IO
 
 from .portal import RuntimeThread

@@ -40,7 +40,7 @@ from slatedb.checkpoint import (
     find_checkpoint,
     is_expired,
 )
-from slatedb.db.paths import SstLocator
+from slatedb.lsm.paths import SstLocator
 from slatedb.errors import (
     CheckpointNotFoundError,
     InvalidArgumentError,

@@ -36,7 +36,7 @@ import attrs
 import trio
 from ulid import ULID
 
-from slatedb.db.view import bounds_of, sst_key
+from slatedb.lsm.view import bounds_of, sst_key
 from slatedb.errors import CorruptionError, SlateDBError
 from slatedb.format.sst import SstOptions
 from slatedb.format.sst_reader import SstReader
@@ -47,7 +47,7 @@ from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime, probes, switches
 
-from slatedb.db.paths import SstLocator
+from slatedb.lsm.paths import SstLocator
 
 from slatedb.manifest.compaction import CompactionSpec, L0Source
 

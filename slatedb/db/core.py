@@ -41,6 +41,10 @@ from slatedb.errors import ClosedError, FencedError, InvalidArgumentError, Inval
 from slatedb.format.sst import sst_options_of
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
+from slatedb.lsm.cache import BlockCache
+from slatedb.lsm.paths import SstLocator
+from slatedb.lsm.read_path import ReadPath, ReadState
+from slatedb.lsm.view import EMPTY_VIEW, build_view
 from slatedb.manifest.edits import AdvanceReplay, BumpWriterEpoch
 from slatedb.manifest.missing import initial_over_leftovers, latest_or_refuse
 from slatedb.manifest.store import ManifestStore, StoredManifest
@@ -51,13 +55,9 @@ from slatedb.row import Row
 from slatedb.runtime import Runtime, switches, with_max_retries
 from slatedb.wal.writer import WalWriter, replay_wal
 
-from .cache import BlockCache
 from .flushers import Flushers, ImmEntry
 from .follower import ManifestFollower
-from .paths import SstLocator
-from .read_path import ReadPath, ReadState
 from .services import Services
-from .view import EMPTY_VIEW, build_view
 from .write_path import MustWait, WritePath
 
 __all__ = ["DbCore", "ImmEntry", "MustWait", "ReadState"]

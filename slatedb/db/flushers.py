@@ -16,6 +16,8 @@ from slatedb.format.sst import decode_layout
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import write_sst
 from slatedb.format.types import CompactedSsTableV2
+from slatedb.lsm.read_path import ReadState
+from slatedb.lsm.view import sst_key
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddL0
 from slatedb.manifest.sst_ids import newest_l0_ms, not_before
@@ -24,11 +26,9 @@ from slatedb.objstore.base import OVERWRITE
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
 from slatedb.runtime import probes
-from slatedb.wal.writer import wal_key
 from slatedb.runtime import switches
+from slatedb.wal.writer import wal_key
 
-from .read_path import ReadState
-from .view import sst_key
 
 
 class ImmEntry:

@@ -14,14 +14,14 @@ import trio
 
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointScope
 from slatedb.errors import FencedError, InvalidArgumentError
+from slatedb.lsm.read_path import ReadState
+from slatedb.lsm.view import build_view
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddCheckpoint, RefreshWriterCheckpoint
 from slatedb.manifest.store import StoredManifest
 from slatedb.runtime import probes
 
 from .flushers import ImmEntry
-from .read_path import ReadState
-from .view import build_view
 
 
 class ManifestFollower:

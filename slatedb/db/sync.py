@@ -18,18 +18,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from slatedb.api.args import check_create_mode, coerce_settings
 from slatedb.api.portal import RuntimeArg, RuntimeThread
 from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noqa: F401 (DbIterator: public)
 from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
 from slatedb.errors import ClosedError, ReadOnlyError
+from slatedb.lsm.read_path import ReadState
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 
-from .common import SnapshotLifecycle, check_create_mode, coerce_settings
+from .common import SnapshotLifecycle
 from .core import DbCore, MustWait
-from .read_path import ReadState
+
 
 class WriteHandle:
     """What a write returns: its sequence number, and a way to wait until it is durable."""

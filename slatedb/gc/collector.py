@@ -35,8 +35,8 @@ from ulid import ULID
 from slatedb.checkpoint import active_checkpoints
 from slatedb.compactor.store import CompactionsStore
 from slatedb.config import GarbageCollectorDirectoryOptions, GarbageCollectorOptions
-from slatedb.db.paths import SstLocator
-from slatedb.db.view import COMPACTED_DIR, sst_key
+from slatedb.lsm.paths import SstLocator
+from slatedb.lsm.view import COMPACTED_DIR, sst_key
 from slatedb.errors import BoundaryVanishedError, ObjectNotFoundError, SlateDBError, sole_exception
 from slatedb.format.layout import parse_sst_ulid
 from slatedb.format.types import Checkpoint, ExternalDb, ManifestV2

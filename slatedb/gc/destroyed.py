@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Awaitable, Callable
 
 from slatedb.checkpoint import active_checkpoints, delete_checkpoint
-from slatedb.db.paths import SstLocator
+from slatedb.lsm.paths import SstLocator
 from slatedb.format.types import ExternalDb
 from slatedb.manifest.store import MANIFEST_DIR, ManifestStore, StoredManifest, parse_id, MANIFEST_SUFFIX
 from slatedb.objstore.base import ObjectStore

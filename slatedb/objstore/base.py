@@ -10,10 +10,28 @@ from __future__ import annotations
 
 import abc
 import enum
+from typing import Callable
 
 import attrs
 
 from slatedb.errors import InvalidPathError
+
+#: The URL resolver (``url -> ObjectStore``, :func:`slatedb.objstore.url.resolve_store`), injected by
+#: the package (``slatedb/objstore/__init__.py``) so that this module, which the resolver imports,
+#: never imports it back.
+_url_resolver: Callable[..., "ObjectStore"] | None = None
+
+
+def install_url_resolver(resolve: Callable[..., "ObjectStore"]) -> None:
+    """Install the function :meth:`ObjectStore.open_url` resolves URLs with."""
+    global _url_resolver
+    _url_resolver = resolve
+
+
+def url_resolver() -> Callable[..., "ObjectStore"]:
+    """The installed URL resolver (the package installs it on import)."""
+    assert _url_resolver is not None, "slatedb.objstore installs the URL resolver on import"
+    return _url_resolver
 
 #: Prefix reserved for a backend's own bookkeeping files (temporary files, lock files).
 RESERVED_SEGMENT_PREFIX = ".slatedb-"
@@ -153,11 +171,10 @@ class ObjectStore(abc.ABC):
 
     def open_url(self, url: str) -> "ObjectStore":
         """Another database's store, reached from this one (a clone's parent, RFC 000 "SST Path
-        Resolution"). Backends that live in a private world (the in-process memory registry,
-        the simulator) override this to stay in it."""
-        from .url import resolve_store
-
-        return resolve_store(url)
+        Resolution") through the injected URL resolver (:func:`install_url_resolver`). Backends
+        that live in a private world (the in-process memory registry, the simulator) override
+        this to stay in it."""
+        return url_resolver()(url)
 
     async def aclose(self) -> None:
         """Release backend resources (connections); the default has none."""

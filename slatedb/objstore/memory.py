@@ -25,6 +25,7 @@ from .base import (
     validate_key,
     validate_prefix,
     validate_range,
+    url_resolver,
 )
 
 
@@ -71,9 +72,7 @@ class MemoryStore(ObjectStore):
     def open_url(self, url: str) -> ObjectStore:
         """``memory://`` URLs resolve in this store's registry with this store's clock."""
         if url.lower().startswith("memory://"):
-            from .url import resolve_store
-
-            return resolve_store(url, clock_ms=self._clock_ms, memory_registry=self._registry or DEFAULT_REGISTRY)
+            return url_resolver()(url, clock_ms=self._clock_ms, memory_registry=self._registry or DEFAULT_REGISTRY)
         return super().open_url(url)
 
     def _full(self, key: str) -> str:

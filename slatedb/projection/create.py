@@ -43,7 +43,7 @@ import attrs
 
 from slatedb.checkpoint import CheckpointOptions, create_checkpoint, delete_checkpoint, find_checkpoint, is_expired
 from slatedb.clone.ops import EPHEMERAL_CHECKPOINT_LIFETIME_S, CloneMismatchError, create_clone
-from slatedb.db.paths import SstLocator
+from slatedb.lsm.paths import SstLocator
 from slatedb.errors import (
     CheckpointNotFoundError,
     CloneSourceWithWalError,

@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Sequence
 import attrs
 from ulid import ULID
 
-from slatedb.db.view import UNBOUNDED, KeyBounds, bounds_of
+from slatedb.lsm.view import UNBOUNDED, KeyBounds, bounds_of
 from slatedb.errors import InvalidProjectionError, InvalidUnionError, SstIdCollisionError, UnionSetEmptyError
 from slatedb.format.types import (
     CompactedSsTableV2,

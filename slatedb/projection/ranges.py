@@ -1,6 +1,6 @@
 """Key ranges for projection and union: the user's ``KeyRange`` (start inclusive, end
 exclusive, either side open), its typed form ``a..m``, and conversions to the manifest's
-``BytesRange`` and the read path's :class:`~slatedb.db.view.KeyBounds`.
+``BytesRange`` and the read path's :class:`~slatedb.lsm.view.KeyBounds`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 
 import attrs
 
-from slatedb.db.view import UNBOUNDED, KeyBounds, bounds_of
+from slatedb.lsm.view import UNBOUNDED, KeyBounds, bounds_of
 from slatedb.errors import InvalidProjectionError
 from slatedb.format.types import BoundType, BytesBound, BytesRange, CompactedSsTableV2, CompactedSsTableView
 

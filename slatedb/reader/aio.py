@@ -20,8 +20,8 @@ from typing import Any, AsyncIterator, Mapping
 from slatedb.api.async_reads import AsyncReads
 from slatedb.api.portal import RuntimeArg, serve
 from slatedb.config import Settings
-from slatedb.db.common import coerce_settings
-from slatedb.db.read_path import ReadState
+from slatedb.api.args import coerce_settings
+from slatedb.lsm.read_path import ReadState
 from slatedb.errors import ReadOnlyError
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime

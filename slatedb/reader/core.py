@@ -18,7 +18,7 @@ Two modes:
 The read state (tables newest first, then the SST view of the pinned manifest) is swapped as one
 object, and what it holds is always the rows of the WAL objects up to some id -- the SSTs hold
 those ``<= replay_after_wal_id``, the tables the rest -- so every read sees a prefix of the
-durable history (READ-3). Reads are served by the read path it shares with the writer (:class:`~slatedb.db.read_path.ReadPath`)
+durable history (READ-3). Reads are served by the read path it shares with the writer (:class:`~slatedb.lsm.read_path.ReadPath`)
 (``get_fast`` / ``get_slow`` / ``scan_merge`` / ``load_blocks``), which need only ``runtime``
 and ``_lock`` of the object they run on.
 """
@@ -39,10 +39,10 @@ from slatedb.checkpoint import (
     refresh_checkpoint,
 )
 from slatedb.config import Settings
-from slatedb.db.cache import BlockCache
-from slatedb.db.read_path import ReadPath, ReadState
-from slatedb.db.paths import SstLocator
-from slatedb.db.view import EMPTY_VIEW, LsmView, build_view
+from slatedb.lsm.cache import BlockCache
+from slatedb.lsm.read_path import ReadPath, ReadState
+from slatedb.lsm.paths import SstLocator
+from slatedb.lsm.view import EMPTY_VIEW, LsmView, build_view
 from slatedb.errors import (
     CheckpointNotFoundError,
     ClosedError,

@@ -16,8 +16,8 @@ from typing import Any, Mapping
 from slatedb.api.portal import RuntimeArg, RuntimeThread
 from slatedb.api.sync_reads import SyncReads
 from slatedb.config import Settings
-from slatedb.db.common import coerce_settings
-from slatedb.db.read_path import ReadState
+from slatedb.api.args import coerce_settings
+from slatedb.lsm.read_path import ReadState
 from slatedb.errors import ReadOnlyError
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime

@@ -35,7 +35,7 @@ import attrs
 from ulid import ULID
 
 from slatedb.checkpoint import check_writable_state
-from slatedb.db.view import sst_key
+from slatedb.lsm.view import sst_key
 from slatedb.errors import (
     FencedError,
     InvalidArgumentError,

@@ -13,7 +13,7 @@ from typing import Mapping
 
 import attrs
 
-from slatedb.db.view import KeyBounds
+from slatedb.lsm.view import KeyBounds
 from slatedb.errors import InvalidArgumentError
 
 from .plan import DEFAULT_SPLIT_SIZE_BYTES

@@ -16,7 +16,7 @@ from bisect import bisect_right
 
 import attrs
 
-from slatedb.db.view import KeyBounds, bounds_of
+from slatedb.lsm.view import KeyBounds, bounds_of
 from slatedb.errors import InvalidArgumentError
 from slatedb.format.types import ManifestV2, SsTableInfo
 

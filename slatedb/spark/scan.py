@@ -1,6 +1,6 @@
 """One read task: a ``DbReader`` on the checkpoint, a merge over its range, Arrow batches out.
 
-The merge is the engine's own (:class:`slatedb.db.scan.MergeScan`, the sources
+The merge is the engine's own (:class:`slatedb.lsm.scan.MergeScan`, the sources
 ``DbCore.scan_merge`` builds) with one change: it hands out the winning row of each key, so a
 task can also return its sequence number and expiry.
 """
@@ -11,8 +11,8 @@ import threading
 import uuid
 from typing import Any, Iterator
 
-from slatedb.db.scan import MemSource, MergeScan, NeedIO, SstSource
-from slatedb.db.view import KeyBounds
+from slatedb.lsm.scan import MemSource, MergeScan, NeedIO, SstSource
+from slatedb.lsm.view import KeyBounds
 from slatedb.merge import _merge_operand_error
 from slatedb.reader import DbReader
 from slatedb.row import Row, RowKind

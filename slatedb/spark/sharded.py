@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import attrs
 from ulid import ULID
 
-from slatedb.db.paths import SstLocator
+from slatedb.lsm.paths import SstLocator
 from slatedb.errors import InvalidUnionError, SlateDBError
 from slatedb.format.sst import SstOptions
 from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SortedRunV2

@@ -3,7 +3,7 @@ of what a checkpoint pins (the pinned manifest's SSTs, then its WAL range)."""
 
 from __future__ import annotations
 
-from slatedb.db.view import sst_key
+from slatedb.lsm.view import sst_key
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.sst import decode_all_rows
 from slatedb.format.types import ManifestV2

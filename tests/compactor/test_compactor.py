@@ -209,7 +209,7 @@ def test_compactions_file_outcomes_at_startup() -> None:
 
 
 def _final_rows(store) -> list:
-    from slatedb.db.view import sst_key
+    from slatedb.lsm.view import sst_key
     from slatedb.format.sst_reader import SstReader
 
     _, m = latest_manifest(store)

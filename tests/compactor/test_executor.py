@@ -10,7 +10,7 @@ from ulid import ULID
 
 from slatedb.compactor import CompactionSpec, L0Source, RunSource
 from slatedb.compactor.executor import Executor, Job
-from slatedb.db.view import sst_key
+from slatedb.lsm.view import sst_key
 from slatedb.format.sst import SstOptions
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import write_sst

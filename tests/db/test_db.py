@@ -418,7 +418,7 @@ def test_bloom_filters_skip_ssts_and_the_block_cache_serves_hot_gets() -> None:
 
 
 def test_block_cache_is_bounded() -> None:
-    from slatedb.db.cache import BlockCache
+    from slatedb.lsm.cache import BlockCache
     from slatedb.format.block import Block
 
     cache = BlockCache(10_000)

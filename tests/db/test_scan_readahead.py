@@ -1,4 +1,4 @@
-"""The scan's read-ahead (slatedb/db/scan.py ``SstSource.io_request``): each fetch takes as
+"""The scan's read-ahead (slatedb/lsm/scan.py ``SstSource.io_request``): each fetch takes as
 many consecutive blocks as fit in ``SCAN_READ_BYTES``, forward from the current block or
 backward to it, never past the planned range. A read-ahead one block short or long costs a
 request per block or reads past the buffer; one off the end of the index raises."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from slatedb.db import scan
-from slatedb.db.scan import SstSource
-from slatedb.db.view import KeyBounds, SstHandle
+from slatedb.lsm import scan
+from slatedb.lsm.scan import SstSource
+from slatedb.lsm.view import KeyBounds, SstHandle
 from slatedb.format.sst import SstOptions, decode_layout
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import write_sst

@@ -15,7 +15,7 @@ import trio
 from slatedb.aio import Db
 from slatedb.checkpoint import CheckpointOptions, create_checkpoint, delete_checkpoint
 from slatedb.config import Settings
-from slatedb.db.view import sst_key
+from slatedb.lsm.view import sst_key
 from slatedb.gc import GarbageCollector
 from slatedb.gc.retention import manifest_sst_ids, wal_range
 from slatedb.manifest.store import ManifestStore

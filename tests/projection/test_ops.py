@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ulid import ULID
 
-from slatedb.db.view import bounds_of
+from slatedb.lsm.view import bounds_of
 from slatedb.errors import InvalidProjectionError, InvalidUnionError, SstIdCollisionError, UnionSetEmptyError
 from slatedb.format.types import (
     CompactedSsTableV2,

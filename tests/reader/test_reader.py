@@ -459,7 +459,7 @@ def test_aio_reader() -> None:
 def published_states(r: slatedb.DbReader) -> list:
     """Record every read state the reader publishes; ``states()`` scans each as it was."""
     from slatedb.db.sync import DbIterator
-    from slatedb.db.view import UNBOUNDED
+    from slatedb.lsm.view import UNBOUNDED
 
     core = r.core
     got: list = []

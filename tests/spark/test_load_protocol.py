@@ -10,7 +10,7 @@ import pytest
 from ulid import ULID
 
 import slatedb
-from slatedb.db.view import sst_key
+from slatedb.lsm.view import sst_key
 from slatedb.errors import FencedError
 from slatedb.format.sst import SstOptions
 from slatedb.manifest.store import ManifestStore

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from ulid import ULID
 
-from slatedb.db.view import KeyBounds
+from slatedb.lsm.view import KeyBounds
 from slatedb.errors import InvalidArgumentError
 from slatedb.format.types import (
     BoundType,

@@ -1,0 +1,74 @@
+"""Argument handling shared by every front-end (``Db``, ``aio.Db``, ``DbReader``): settings in any
+accepted form, the ``create`` mode, scan bounds. Each raises :class:`InvalidArgumentError` naming
+the argument at the call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from slatedb.batch import validate_key
+from slatedb.config import Settings
+from slatedb.errors import InvalidArgumentError
+from slatedb.lsm.view import KeyBounds
+from slatedb.manifest.missing import CREATE_MODES
+
+
+def coerce_settings(settings: Settings | Mapping[str, Any] | str | Path | None) -> Settings:
+    """``None``: defaults; a dict: :meth:`Settings.from_dict`; a path: a JSON or TOML file."""
+    if settings is None:
+        return Settings.default()
+    if isinstance(settings, Settings):
+        return settings
+    if isinstance(settings, Mapping):
+        return Settings.from_dict(settings)
+    if isinstance(settings, (str, Path)):
+        return Settings.from_file(settings)
+    raise InvalidArgumentError(
+        f"settings must be a Settings, a dict or a path to a JSON/TOML file, not {type(settings).__name__}"
+    )
+
+
+def check_create_mode(create: object) -> str:
+    """``Db.open(create=...)``: ``"if_missing"`` (default) creates a database where the path holds
+    nothing of one; ``"never"`` opens an existing database only; ``"force"`` also creates one
+    where a database's data is left without its manifests (slatedb/manifest/missing.py)."""
+    if create not in CREATE_MODES:
+        raise InvalidArgumentError(f"create must be one of {', '.join(map(repr, CREATE_MODES))}, not {create!r}")
+    return create  # type: ignore[return-value]
+
+
+def _bound(value: object, name: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    if not isinstance(value, bytes):
+        raise InvalidArgumentError(f"scan {name} must be bytes or None, not {type(value).__name__}")
+    return value
+
+
+def scan_bounds(start: object, end: object) -> KeyBounds:
+    """``[start, end)``; ``None`` leaves a side open."""
+    return KeyBounds(_bound(start, "start"), True, _bound(end, "end"), False)
+
+
+def prefix_bounds(prefix: object) -> KeyBounds:
+    """The keys starting with ``prefix`` (bytes; ``b""`` is every key, as any prefix of them)."""
+    if isinstance(prefix, (bytearray, memoryview)):
+        prefix = bytes(prefix)
+    if not isinstance(prefix, bytes):
+        raise InvalidArgumentError(f"scan prefix must be bytes, not {type(prefix).__name__}")
+    if not prefix:
+        return KeyBounds(None, True, None, False)
+    prefix = validate_key(prefix)
+    end = prefix_successor(prefix)
+    return KeyBounds(prefix, True, end, False)
+
+
+def prefix_successor(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None if there is none)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])
