@@ -24,8 +24,11 @@ exceed ``max_unflushed_bytes``.
 The writer in parts (each a module of this package, each stating what it requires):
 :mod:`.write_path` (writes, thresholds, back-pressure, durability waits), :mod:`.flushers` (WAL
 and L0 tasks), :mod:`.follower` (manifest polling and adoption, the writer checkpoint, user
-checkpoints), :mod:`.read_path` (shared with ``DbReader``), :mod:`.services` (background tasks,
-in-process compactor and GC). This module holds the state they share, opening and closing.
+checkpoints), :mod:`.services` (background tasks, in-process compactor and GC), and the read path
+shared with ``DbReader`` (:mod:`slatedb.lsm.read_path`). The state they share -- memtables, WAL
+buffer and cuts, byte counters, ``last_seq`` / ``durable_seq``, the read state -- is one object,
+:class:`~.state.WriterState` (``self._w``), whose methods assert its invariants. This module holds
+it, the gate and the protocol state, opening and closing.
 """
 
 from __future__ import annotations
@@ -44,20 +47,19 @@ from slatedb.format.types import ManifestV2
 from slatedb.lsm.cache import BlockCache
 from slatedb.lsm.paths import SstLocator
 from slatedb.lsm.read_path import ReadPath, ReadState
-from slatedb.lsm.view import EMPTY_VIEW, build_view
+from slatedb.lsm.view import build_view
 from slatedb.manifest.edits import AdvanceReplay, BumpWriterEpoch
 from slatedb.manifest.missing import initial_over_leftovers, latest_or_refuse
 from slatedb.manifest.store import ManifestStore, StoredManifest
-from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
-from slatedb.row import Row
 from slatedb.runtime import Runtime, switches, with_max_retries
 from slatedb.wal.writer import WalWriter, replay_wal
 
-from .flushers import Flushers, ImmEntry
+from .flushers import Flushers
 from .follower import ManifestFollower
 from .services import Services
+from .state import ImmEntry, WriterState
 from .write_path import MustWait, WritePath
 
 __all__ = ["DbCore", "ImmEntry", "MustWait", "ReadState"]
@@ -85,18 +87,12 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self.sst_options = sst_options_of(settings)
         self.cache = BlockCache(settings.block_cache_size_bytes) if settings.block_cache_size_bytes > 0 else None
         self._readers: dict[ULID, SstReader] = {}
-        self._lock = threading.Lock()
+        # The writer's state (memtables, WAL buffer and cuts, byte counters, seqs, read state).
+        self._w = WriterState()
+        self._lock = self._w.lock
         self._durable_cv = threading.Condition(self._lock)
         self._room_cv = threading.Condition(self._lock)
-        # Write state (under _lock).
-        self._memtable = Memtable()
-        self._imms: list[ImmEntry] = []  # newest first
-        self._wal_rows: list[Row] = []
-        self._wal_cuts: list[tuple[list[Row], ImmEntry | None]] = []  # buffers cut with a memtable
-        self._wal_bytes = 0
-        self._unflushed_bytes = 0
-        self._last_seq = 0
-        self._durable_seq = 0
+        # The gate of the write path (under _lock).
         self._gate = False  # True when a write must look at closed/error/back-pressure
         self._blocked = False
         self._kicked = False
@@ -104,8 +100,6 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._closing = False
         self._closed = False
         self._error: SlateDBError | None = None
-        # Read state.
-        self._read_state = ReadState((self._memtable,), EMPTY_VIEW)
         # Protocol state (runtime thread only).
         self._stored: StoredManifest | None = None
         self._wal: WalWriter | None = None
@@ -185,32 +179,22 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
                                         manifests=self.manifests, epoch=self.epoch)
         if switches.REPLAY_SKIP in rt.bugs:  # catalogued bug (sim/scenarios/catalogue.py): open without replaying the WAL
             rows = []
-        mem = self._memtable
-        for row in rows:
-            mem.put(row)
         self.stats["replayed_rows"] = len(rows)
         last = stored.manifest.last_l0_seq
         if rows:
             last = max(last, max(r.seq for r in rows))
-        self._last_seq = self._durable_seq = last
-        self._unflushed_bytes = mem.size_bytes
-        if rows:
-            # The replayed rows are already durable in WAL objects up to fence_id - 1: freeze
-            # them as an immutable memtable bound for L0 at once. Left in the live memtable they
-            # could hold more than max_unflushed_bytes (a predecessor may legally leave that
-            # much, plus one write), and since only a write cuts the live memtable while every
-            # write waits for room, nothing would ever reach L0 (found by the simulator).
-            mem.freeze()
-            entry = ImmEntry(mem)
-            entry.last_wal_id = self._wal.fence_id - 1
-            self._imms.insert(0, entry)
-            mem = self._memtable = Memtable()
+        # The replayed rows are already durable in WAL objects up to fence_id - 1: they are
+        # frozen as an immutable memtable bound for L0 at once. Left in the live memtable they
+        # could hold more than max_unflushed_bytes (a predecessor may legally leave that much,
+        # plus one write), and since only a write cuts the live memtable while every write waits
+        # for room, nothing would ever reach L0 (found by the simulator).
+        self._w.replayed(rows, last, self._wal.fence_id - 1)
         # The replay point moves only with the L0 flush of the replayed rows (RFC 003).
         progress = self._bug_record_replay_early if switches.REPLAY_PROGRESS_EARLY in rt.bugs else _replay_point_kept
         stored = self._stored = await progress(stored)
         await self.locator.update(stored.manifest)
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
-        self._read_state = ReadState((mem, *[e.mem for e in self._imms]), view)
+        self._w.publish(view)
         self._recompute_thresholds()
 
     async def _bug_record_replay_early(self, stored: StoredManifest) -> StoredManifest:
@@ -254,7 +238,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
 
     @property
     def read_state(self) -> ReadState:
-        return self._read_state
+        return self._w.read_state
 
     def check_open(self) -> None:
         if self._closed:
@@ -269,9 +253,9 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             self.check_open()
             token = self._next_snapshot
             self._next_snapshot += 1
-            seq = self._last_seq
+            seq = self._w.last_seq
             self._snapshot_seqs[token] = seq
-            return token, seq, self._read_state
+            return token, seq, self._w.read_state
 
     def release_snapshot(self, token: int) -> None:
         with self._lock:
@@ -318,11 +302,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
     def _release_memory(self) -> None:
         """Drop memtables, SST readers and cached blocks (``_lock`` held): a closed database
         should not pin them until the caller lets go of the ``Db`` object."""
-        self._memtable = Memtable()
-        self._imms = []
-        self._wal_rows = []
-        self._wal_cuts = []
-        self._read_state = ReadState((self._memtable,), EMPTY_VIEW)
+        self._w.release()
         self._readers.clear()
         if self.cache is not None:
             self.cache.clear()

@@ -3,8 +3,10 @@ buffer, and of the memtables cut with it, as WAL SSTs) and the L0 flusher (a fro
 L0 SST, committed with the manifest edit :class:`~slatedb.manifest.edits.AddL0`).
 
 REQUIRES: the engine's loop (trio tasks); ``_flush_lock`` serialises WAL writes,
-``_manifest_lock`` every manifest commit of the writer. Part of
-:class:`~slatedb.db.core.DbCore` (a mixin: the state is the engine's).
+``_manifest_lock`` every manifest commit of the writer. The memtables and the WAL buffer are the
+writer's state's (:class:`~slatedb.db.state.WriterState`): a flush takes its cuts with
+``take_wal`` and reports durability with ``mark_durable``. Part of
+:class:`~slatedb.db.core.DbCore` (a mixin).
 """
 
 from __future__ import annotations
@@ -16,32 +18,17 @@ from slatedb.format.sst import decode_layout
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import write_sst
 from slatedb.format.types import CompactedSsTableV2
-from slatedb.lsm.read_path import ReadState
 from slatedb.lsm.view import sst_key
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddL0
 from slatedb.manifest.sst_ids import newest_l0_ms, not_before
-from slatedb.memtable import Memtable
 from slatedb.objstore.base import OVERWRITE
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
-from slatedb.runtime import probes
-from slatedb.runtime import switches
+from slatedb.runtime import probes, switches
 from slatedb.wal.writer import wal_key
 
-
-
-class ImmEntry:
-    """A frozen memtable waiting for its L0 flush. ``last_wal_id`` is set once every row of it
-    is in a WAL object (then it may be flushed to L0 and ``replay_after_wal_id`` advanced)."""
-
-    __slots__ = ("mem", "last_wal_id", "size_bytes")
-
-    def __init__(self, mem: Memtable) -> None:
-        self.mem = mem
-        self.last_wal_id: int | None = None
-        self.size_bytes = mem.size_bytes
-
+from .state import ImmEntry
 
 
 def _may_ack(error: BaseException | None) -> bool:
@@ -75,12 +62,13 @@ class Flushers:
             await self._flush_imm(entry)
 
     def _next_imm_to_flush(self) -> ImmEntry | None:
-        if not self._imms or self._error is not None:
+        imms = self._w.imms
+        if not imms or self._error is not None:
             return None
-        entry = self._imms[-1]  # oldest
+        entry = imms[-1]  # oldest
         if entry.last_wal_id is None:
             return None
-        if len(self._read_state.view.l0) >= self._l0_max_ssts and not (self._closing or self._force_l0):
+        if len(self._w.read_state.view.l0) >= self._l0_max_ssts and not (self._closing or self._force_l0):
             return None  # back-pressure: wait for a compactor to drain L0
         return entry
 
@@ -94,15 +82,11 @@ class Flushers:
         async with self._flush_lock:
             if self._error is not None:
                 raise self._error
-            with self._lock:
-                if freeze and not self._memtable.is_empty:
-                    self._cut_memtable()
-                cuts = self._wal_cuts
-                self._wal_cuts = []
-                if self._wal_rows:
-                    cuts.append((self._wal_rows, None))
-                self._wal_rows = []
-                self._wal_bytes = 0
+            w = self._w
+            with w.lock:
+                if freeze and not w.memtable.is_empty:
+                    w.cut()
+                cuts = w.take_wal()
                 self._kicked = False
                 self._recompute_thresholds()
             assert self._wal is not None
@@ -112,18 +96,6 @@ class Flushers:
                 if entry is not None:
                     entry.last_wal_id = self._wal.last_id
                     self._l0_wakeup.set()
-
-    def _cut_memtable(self) -> None:
-        """Freeze the live memtable together with the WAL buffer (``_lock`` held): the frozen
-        memtable's rows are exactly those of the WAL objects up to this cut."""
-        mem = self._memtable
-        mem.freeze()
-        entry = ImmEntry(mem)
-        self._imms.insert(0, entry)
-        self._wal_cuts.append((self._wal_rows, entry))
-        self._wal_rows = []
-        self._memtable = Memtable()
-        self._read_state = ReadState((self._memtable, *[e.mem for e in self._imms]), self._read_state.view)
 
     async def _write_wal(self, rows: list[Row]) -> None:
         assert self._wal is not None
@@ -138,7 +110,7 @@ class Flushers:
             with self._lock:
                 # FENCE-3: nothing is acknowledged after a halt.
                 if may_ack(self._error):
-                    self._durable_seq = rows[-1].seq
+                    self._w.mark_durable(rows[-1].seq)
                     self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
                     self._durable_cv.notify_all()
             self._durable_event.set()
@@ -150,7 +122,7 @@ class Flushers:
         await self.flush_wal(freeze=True)
         self._force_l0 += 1
         try:
-            while self._imms:
+            while self._w.imms:
                 if self._error is not None:
                     raise self._error
                 progress = self._l0_progress
@@ -171,7 +143,7 @@ class Flushers:
         key = sst_key(sst_id)
         await retry_transient(self.runtime, lambda: self.store.put(key, encoded.data, OVERWRITE), what=f"put {key}")
         async with self._manifest_lock:
-            if entry not in self._imms:
+            if entry not in self._w.imms:
                 # Only this task removes flushed entries, so the database closed (memory released)
                 # while we waited for the lock -- e.g. the poller halted it, and the lock was handed
                 # to us just before the close cancelled us.
@@ -209,12 +181,13 @@ class Flushers:
     async def _flush_l0_unless_blocked(self) -> None:
         """Flush the frozen memtables to L0, oldest first, stopping (without waiting) as soon as
         L0 holds ``l0_max_ssts`` SSTs: RFC 000's best-effort flush of ``CheckpointScope.ALL``."""
-        targets = list(self._imms)
-        while any(e in self._imms for e in targets):
+        w = self._w
+        targets = list(w.imms)
+        while any(e in w.imms for e in targets):
             if self._error is not None:
                 raise self._error
-            if len(self._read_state.view.l0) >= self._l0_max_ssts:
-                self.runtime.event("checkpoint_flush_blocked", l0=len(self._read_state.view.l0))
+            if len(w.read_state.view.l0) >= self._l0_max_ssts:
+                self.runtime.event("checkpoint_flush_blocked", l0=len(w.read_state.view.l0))
                 return
             progress = self._l0_progress
             self._l0_wakeup.set()

@@ -14,14 +14,13 @@ import trio
 
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointScope
 from slatedb.errors import FencedError, InvalidArgumentError
-from slatedb.lsm.read_path import ReadState
 from slatedb.lsm.view import build_view
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddCheckpoint, RefreshWriterCheckpoint
 from slatedb.manifest.store import StoredManifest
 from slatedb.runtime import probes
 
-from .flushers import ImmEntry
+from .state import ImmEntry
 
 
 class ManifestFollower:
@@ -41,11 +40,11 @@ class ManifestFollower:
         await self.locator.update(stored.manifest)
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
         self._stored = stored
-        with self._lock:
+        w = self._w
+        with w.lock:
             if flushed is not None:
-                self._imms.remove(flushed)
-                self._unflushed_bytes -= flushed.size_bytes
-            self._read_state = ReadState((self._memtable, *[e.mem for e in self._imms]), view)
+                w.flushed(flushed)
+            w.publish(view)
             live = view.sst_ids
         for sst_id in [s for s in self._readers if s not in live]:
             del self._readers[sst_id]

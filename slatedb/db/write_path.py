@@ -2,10 +2,10 @@
 live memtable and the WAL buffer under the write lock, the thresholds that cut the memtable at a
 WAL cut and wake the WAL flusher, back-pressure, and durability waits.
 
-Hot path: plain synchronous methods on the caller's thread, under ``_lock`` (REQUIRES: every
-mutation of ``_memtable``, ``_wal_rows``, ``_wal_bytes``, ``_unflushed_bytes`` and ``_last_seq``
-holds ``_lock``). Part of :class:`~slatedb.db.core.DbCore` (a mixin: the state is the engine's,
-set up in ``DbCore.__init__``).
+Hot path: plain synchronous methods on the caller's thread, under ``_lock`` (the lock of the
+writer's state ``_w``, :class:`~slatedb.db.state.WriterState`, which owns the memtables, the WAL
+buffer, the byte counters and the sequence numbers). Part of :class:`~slatedb.db.core.DbCore` (a
+mixin: the gate and the thresholds are the engine's, set up in ``DbCore.__init__``).
 """
 
 from __future__ import annotations
@@ -75,18 +75,12 @@ class WritePath:
 
     def _append(self, key: bytes, kind: RowKind, value: bytes, expire: int | None, now: int) -> int:
         """One validated row into the live memtable and the WAL buffer, under the write lock."""
-        with self._lock:
+        w = self._w
+        with w.lock:
             if self._gate:
                 self._check_gate()
-            seq = self._last_seq + 1
-            row = Row(key, seq, kind, value, expire, now)
-            self._memtable.put(row)
-            self._last_seq = seq
-            self._wal_rows.append(row)
-            size = len(key) + len(value) + ROW_OVERHEAD_BYTES
-            self._wal_bytes += size
-            self._unflushed_bytes += size
-            if self._unflushed_bytes >= self._next_check_bytes:
+            seq = w.append(key, kind, value, expire, now)
+            if w.unflushed_bytes >= self._next_check_bytes:
                 self._on_threshold()
         return seq
 
@@ -103,30 +97,26 @@ class WritePath:
         now = self._now_ms()
         default_ttl = self._default_ttl_ms
         put_kind = OpKind.PUT
-        with self._lock:
+        w = self._w
+        with w.lock:
             if self._gate:
                 self._check_gate()
-            seq = self._last_seq
-            mem_put = self._memtable.put
-            wal_append = self._wal_rows.append
+            seq = w.last_seq
+            rows = []
+            add = rows.append
             size = 0
             for kind, key, value, ttl_s in ops:
                 seq += 1
                 if kind is put_kind:
                     if ttl_s is None and default_ttl is None:
-                        row = Row(key, seq, _VALUE, value, None, now)
+                        add(Row(key, seq, _VALUE, value, None, now))
                     else:
-                        row = Row(key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now)
+                        add(Row(key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
                 else:
-                    row = Row(key, seq, _TOMBSTONE, b"", None, now)
-                mem_put(row)
-                wal_append(row)
+                    add(Row(key, seq, _TOMBSTONE, b"", None, now))
                 size += len(key) + len(value)
-            size += ROW_OVERHEAD_BYTES * len(ops)
-            self._last_seq = seq
-            self._wal_bytes += size
-            self._unflushed_bytes += size
-            if self._unflushed_bytes >= self._next_check_bytes:
+            w.append_rows(rows, size + ROW_OVERHEAD_BYTES * len(ops))
+            if w.unflushed_bytes >= self._next_check_bytes:
                 self._on_threshold()
         return seq
 
@@ -143,11 +133,11 @@ class WritePath:
     def _on_threshold(self) -> None:
         """A size threshold was crossed (``_lock`` held): cut a full memtable, kick the
         flusher, maybe block."""
-        if self._memtable.size_bytes >= self._l0_size:
-            self._cut_memtable()
+        if self._w.memtable.size_bytes >= self._l0_size:
+            self._w.cut()
             self._kicked = False
             self._kick_flush()
-        elif self._wal_bytes >= self._l0_size:
+        elif self._w.wal_bytes >= self._l0_size:
             self._kick_flush()
         self._recompute_thresholds()
 
@@ -157,13 +147,14 @@ class WritePath:
         # A full L0 stops the L0 flusher (see _next_imm_to_flush), not writes: memtables pile
         # up until max_unflushed_bytes, and only then do writes wait. Blocking writes on the L0
         # count itself would stall forever after an explicit flush pushed L0 past the limit.
-        self._blocked = self._unflushed_bytes > self._max_unflushed
+        w = self._w
+        u = w.unflushed_bytes
+        self._blocked = u > self._max_unflushed
         self._gate = self._blocked or self._closing or self._error is not None
-        u = self._unflushed_bytes
         deltas = [self._max_unflushed - u + 1]
-        deltas.append(self._l0_size - self._memtable.size_bytes)
+        deltas.append(self._l0_size - w.memtable.size_bytes)
         if not self._kicked:
-            deltas.append(self._l0_size - self._wal_bytes)
+            deltas.append(self._l0_size - w.wal_bytes)
         self._next_check_bytes = u + max(1, min(deltas))
 
     def wait_for_room_sync(self) -> None:
@@ -190,15 +181,16 @@ class WritePath:
 
     @property
     def last_seq(self) -> int:
-        return self._last_seq
+        return self._w.last_seq
 
     @property
     def durable_seq(self) -> int:
-        return self._durable_seq
+        return self._w.durable_seq
 
     def wait_durable_sync(self, seq: int, timeout_s: float | None = None) -> None:
-        with self._lock:
-            while self._durable_seq < seq:
+        w = self._w
+        with w.lock:
+            while w.durable_seq < seq:
                 if self._error is not None:
                     raise self._error
                 if self._closed:
@@ -207,7 +199,8 @@ class WritePath:
                     raise TimeoutError(f"seq {seq} not durable after {timeout_s} s")
 
     async def wait_durable(self, seq: int) -> None:
-        while self._durable_seq < seq:
+        w = self._w
+        while w.durable_seq < seq:
             if self._error is not None:
                 raise self._error
             if self._closed:
