@@ -1,24 +1,26 @@
-"""The asynchronous (trio) API, the same shape as :class:`slatedb.Db`::
+"""The asynchronous API, under asyncio or trio, the same shape as :class:`slatedb.Db`::
 
-    async with slatedb.aio.Db.open("file:///path/to/db") as db:
+    async with slatedb.aio.Db.open("file:///path/to/db") as db:   # or: db = await aio.Db.open(url)
         await db.put(b"k", b"v")
         assert await db.get(b"k") == b"v"
         async for key, value in db.scan():
             ...
 
-The background tasks run in a nursery owned by the ``async with`` block, on the caller's trio
-loop. Writes and reads answered from memory do not yield to the loop; only block reads,
-durability waits, flushes and back-pressure do.
+The running library is detected (sniffio). Under trio the background tasks run on the caller's
+loop: in a nursery owned by the ``async with`` block, or in a system task when ``open`` is
+awaited (then ``await db.close()``). Under asyncio they run on a runtime thread of their own (a
+trio loop, as for the sync API), and what must wait crosses to it without blocking the asyncio
+loop. Either way writes and reads answered from memory run on the caller's thread without
+yielding or hopping; only block reads, durability waits, flushes and back-pressure do.
 """
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, Mapping
 
 from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # noqa: F401 (DbIterator: public)
-from slatedb.api.portal import RuntimeArg, serve
+from slatedb.api.portal import Opening, RuntimeArg
 from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
@@ -37,10 +39,11 @@ __all__ = ["Db", "DbIterator", "DbReader", "Snapshot", "WriteHandle"]
 class WriteHandle:
     """A write's sequence number, and an awaitable durability wait."""
 
-    __slots__ = ("_core", "seq")
+    __slots__ = ("_core", "_host", "seq")
 
-    def __init__(self, core: DbCore, seq: int) -> None:
+    def __init__(self, core: DbCore, host: Any, seq: int) -> None:
         self._core = core
+        self._host = host
         self.seq = seq
 
     @property
@@ -49,7 +52,7 @@ class WriteHandle:
 
     async def wait_durable(self) -> None:
         if self._core.durable_seq < self.seq:
-            await self._core.wait_durable(self.seq)
+            await self._host.acall(self._core.wait_durable, self.seq)
 
     def __repr__(self) -> str:
         return f"WriteHandle(seq={self.seq}, durable={self.durable})"
@@ -57,6 +60,10 @@ class WriteHandle:
 
 class Snapshot(SnapshotLifecycle, AsyncReads):
     """A consistent read view (see :meth:`Db.snapshot`)."""
+
+    def __init__(self, db: "Db", token: int, seq: int, rs: ReadState) -> None:
+        super().__init__(db._core, token, seq, rs)
+        self._host = db._host
 
     async def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a snapshot is read-only: write through the Db")
@@ -71,14 +78,15 @@ class Snapshot(SnapshotLifecycle, AsyncReads):
 
 
 class Db(AsyncReads):
-    """An open database on the caller's trio loop. Use :meth:`open` as ``async with``."""
+    """An open database under the caller's asyncio or trio loop: ``async with Db.open(url)``,
+    or ``db = await Db.open(url)`` and ``await db.close()``."""
 
-    def __init__(self, core: DbCore) -> None:
+    def __init__(self, core: DbCore, host: Any) -> None:
         self._core = core
+        self._host = host
 
     @classmethod
-    @asynccontextmanager
-    async def open(
+    def open(
         cls,
         url: str,
         settings: Settings | Mapping[str, Any] | str | Path | None = None,
@@ -87,22 +95,23 @@ class Db(AsyncReads):
         store: ObjectStore | None = None,
         runtime: RuntimeArg = None,
         create: str = "if_missing",
-    ) -> AsyncIterator["Db"]:
-        """Open the database at ``url`` as its writer for the duration of the block; leaving the
-        block closes it (flushing everything) -- or, on an exception, stops it without flushing.
-        ``create`` as in :meth:`slatedb.Db.open`."""
+    ) -> Opening:
+        """Open the database at ``url`` as its writer: ``await`` the result, or use it as
+        ``async with`` (leaving the block closes the database, flushing everything -- or, on an
+        exception, stops it without flushing). ``create`` as in :meth:`slatedb.Db.open`. Bad
+        arguments raise here, before anything is awaited."""
         settings = coerce_settings(settings)
         create = check_create_mode(create)
 
         async def open_core(st: ObjectStore, rt: Runtime) -> DbCore:
             return await DbCore.open(st, settings, rt, create)
 
-        async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
-            yield cls(core)
+        return Opening(cls, open_core, url, store=store, store_options=store_options, runtime=runtime,
+                       thread_name="slatedb-runtime", closed_message="the database is closed")
 
     async def close(self) -> None:
-        """Flush and stop (the ``async with`` block does this on exit)."""
-        await self._core.aclose()
+        """Flush and stop (leaving the ``async with`` block does this). Idempotent."""
+        await self._host.aclose()
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -114,8 +123,8 @@ class Db(AsyncReads):
                 seq = op(*args)
                 break
             except MustWait:
-                await core.wait_for_room()
-        handle = WriteHandle(core, seq)
+                await self._host.acall(core.wait_for_room)
+        handle = WriteHandle(core, self._host, seq)
         if durable:
             await handle.wait_durable()
         return handle
@@ -131,10 +140,7 @@ class Db(AsyncReads):
 
     async def flush(self, wal: bool = True) -> None:
         self._core.check_open()
-        if wal:
-            await self._core.flush_wal()
-        else:
-            await self._core.flush_memtable()
+        await self._host.acall(self._core.flush_wal if wal else self._core.flush_memtable)
 
     async def flush_memtable(self) -> None:
         await self.flush(wal=False)
@@ -143,10 +149,10 @@ class Db(AsyncReads):
                                 options: CheckpointOptions = CheckpointOptions()) -> CheckpointCreateResult:
         """See :meth:`slatedb.Db.create_checkpoint`."""
         self._core.check_open()
-        return await self._core.create_checkpoint(scope, options)
+        return await self._host.acall(self._core.create_checkpoint, scope, options)
 
     async def refresh_manifest(self) -> None:
-        await self._core.refresh_manifest()
+        await self._host.acall(self._core.refresh_manifest)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -158,7 +164,7 @@ class Db(AsyncReads):
 
     def snapshot(self) -> Snapshot:
         token, seq, rs = self._core.register_snapshot()
-        return Snapshot(self._core, token, seq, rs)
+        return Snapshot(self, token, seq, rs)
 
     @property
     def core(self) -> DbCore:

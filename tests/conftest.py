@@ -8,6 +8,10 @@
   two attempts per task, no UI, bound to 127.0.0.1), started on first use (again if a test
   stopped it) and stopped with its JVM when the process ends. Every test that needs Spark is in the ``spark`` xdist group, so
   the suite starts one JVM.
+* ``@pytest.mark.anyloop`` (on an ``async def`` test or a module): the test runs twice, under
+  trio (pytest-trio, as every async test here) and under asyncio (``asyncio.run``), as
+  ``test_x[trio]`` / ``test_x[asyncio]``: the async API's suite is one suite for both libraries.
+  Such tests use no async fixtures and nothing library-specific (``tests/anyloop.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+
+pytest_plugins = ["tests.anyloop"]
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,7 +1,9 @@
-"""The asynchronous (trio) read API over any engine with the read interface
+"""The asynchronous read API (trio or asyncio) over any engine with the read interface
 (:class:`slatedb.lsm.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
 ``scan_prefix`` and their async iterator. A read answered from memory does not yield to the loop;
-a block read (``NeedIO`` / ``NEED_IO``) awaits the engine's loader.
+a block read (``NeedIO`` / ``NEED_IO``) awaits the engine's loader through the front-end's host
+(:mod:`slatedb.api.portal`: a plain await on the caller's trio loop, or a call into the runtime
+thread from asyncio).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ ITER_BATCH_ROWS = 256
 class DbIterator:
     """Async iterator of ``(key, value)`` pairs; also :meth:`next_batch`."""
 
-    def __init__(self, core: Any, merge: MergeScan | None, gen: Any) -> None:
+    def __init__(self, host: Any, core: Any, merge: MergeScan | None, gen: Any) -> None:
+        self._host = host
         self._core = core
         self._merge = merge
         self._gen = gen
@@ -69,11 +72,12 @@ class DbIterator:
             except NeedIO as e:
                 source = e.source
                 reader, first, last = source.io_request()
-                source.supply(first, await self._core.load_blocks(reader, first, last))
+                source.supply(first, await self._host.acall(self._core.load_blocks, reader, first, last))
 
 
 class AsyncReads:
     _core: Any
+    _host: Any  # slatedb.api.portal: LocalHost, SpawnedHost or RuntimeThread
 
     def _state(self) -> tuple[Any, int | None]:
         raise NotImplementedError
@@ -83,7 +87,7 @@ class AsyncReads:
         rs, max_seq = self._state()
         value = self._core.get_fast(key, rs, max_seq)
         if value is NEED_IO:
-            value = await self._core.get_slow(key, rs, max_seq)
+            value = await self._host.acall(self._core.get_slow, key, rs, max_seq)
         return value  # type: ignore[return-value]
 
     def _scan(self, bounds: KeyBounds, reverse: bool) -> DbIterator:
@@ -91,7 +95,7 @@ class AsyncReads:
         if max_seq is None:
             max_seq = self._core.last_seq
         merge, gen = self._core.scan_merge(rs, bounds, reverse, max_seq)
-        return DbIterator(self._core, merge, gen)
+        return DbIterator(self._host, self._core, merge, gen)
 
     def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> DbIterator:
         return self._scan(scan_bounds(start, end), bool(reverse))

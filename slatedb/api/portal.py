@@ -10,18 +10,26 @@ runtime, the one service runner, and the one runtime thread of the synchronous A
   runs it on a thread of its own.
 * :class:`RuntimeThread`: start (REQUIRES: called on a thread that is not running trio), call a
   coroutine function on the runtime loop (``RunFinishedError`` becomes :class:`ClosedError`),
-  stop, abort. Each sync front-end holds one.
+  stop, abort. Each sync front-end holds one; under asyncio, so does each async front-end
+  (:meth:`RuntimeThread.acall` awaits the call from the asyncio loop without blocking it).
+* :class:`Opening`: what an async ``open`` returns, to ``await`` or to use as ``async with``,
+  under trio or asyncio (:func:`async_library`). Under trio the engine runs on the caller's own
+  loop (in the block's nursery, or a system task when awaited); under asyncio on a runtime
+  thread. Either way the front-end reaches it through a *host* with ``acall`` / ``aclose`` /
+  ``abort``; hot paths (a write, a memtable or cached read) never touch the host.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
+import sniffio
 import trio
 
-from slatedb.errors import ClosedError, sole_exception
+from slatedb.errors import ClosedError, InvalidArgumentError, sole_exception
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
@@ -127,6 +135,59 @@ class RuntimeThread:
         except trio.RunFinishedError:
             raise ClosedError(self._closed_message) from None
 
+    async def acall(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """``await fn(*args)`` on the runtime loop, from an asyncio task on another thread: the
+        call runs as a trio system task whose outcome resolves an asyncio future, so the caller's
+        loop keeps running meanwhile. Cancelling the awaiting task cancels the call."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        scope = trio.CancelScope()
+        closed_message = self._closed_message
+
+        def deliver(ok: bool, value: Any) -> None:
+            if fut.done():
+                return
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+        async def runner() -> None:
+            ok, value = False, None
+            with scope:
+                try:
+                    value, ok = await fn(*args), True
+                except trio.Cancelled:
+                    value = ClosedError(closed_message)
+                except BaseException as e:  # handed to the awaiting task, raised there
+                    value = e
+            if not ok and value is None:  # cancelled at the scope (the caller gave up)
+                value = ClosedError(closed_message)
+            try:
+                loop.call_soon_threadsafe(deliver, ok, value)
+            except RuntimeError:
+                pass  # the caller's loop is closed: nobody is waiting
+
+        try:
+            self.token.run_sync_soon(trio.lowlevel.spawn_system_task, runner)
+        except trio.RunFinishedError:
+            raise ClosedError(self._closed_message) from None
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            try:
+                self.token.run_sync_soon(scope.cancel)
+            except trio.RunFinishedError:
+                pass
+            raise
+
+    async def aclose(self) -> None:
+        """:meth:`close` from an asyncio task (the blocking part on a worker thread)."""
+        await asyncio.to_thread(self.close)
+
+    async def aabort(self) -> None:
+        await asyncio.to_thread(self.abort)
+
     def _signal_stop(self) -> None:
         try:
             self.token.run_sync_soon(self._stop.set)
@@ -156,3 +217,143 @@ class RuntimeThread:
             pass
         self._signal_stop()
         self._thread.join()
+
+
+# ----------------------------------------------------------------------------------------------
+# Async front-ends under trio or asyncio
+# ----------------------------------------------------------------------------------------------
+
+ASYNC_LIBRARIES = ("trio", "asyncio")
+
+
+def async_library() -> str:
+    """``"trio"`` or ``"asyncio"``: the library running the calling task (sniffio), else
+    :class:`InvalidArgumentError` naming what was found."""
+    try:
+        lib = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        raise InvalidArgumentError("slatedb.aio needs a running trio or asyncio event loop "
+                                   "(use slatedb.Db for synchronous code)") from None
+    if lib not in ASYNC_LIBRARIES:
+        raise InvalidArgumentError(f"slatedb.aio runs under trio or asyncio, not {lib}")
+    return lib
+
+
+class LocalHost:
+    """The engine runs on the caller's own trio loop (the nursery of an ``async with`` block):
+    a call is a plain ``await``."""
+
+    __slots__ = ("core",)
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+
+    async def acall(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        return await fn(*args)
+
+    async def aclose(self) -> None:
+        await self.core.aclose()
+
+    async def aabort(self) -> None:
+        self.core.abort()
+
+
+class SpawnedHost(LocalHost):
+    """The engine runs on the caller's trio loop in a system task (an awaited ``open``, with no
+    block to own a nursery): :meth:`aclose` closes the engine and ends the task."""
+
+    __slots__ = ("_stop", "_done")
+
+    def __init__(self, core: Any, stop: trio.Event, done: trio.Event) -> None:
+        super().__init__(core)
+        self._stop = stop
+        self._done = done
+
+    @classmethod
+    async def start(cls, open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]], url: str, *,
+                    store: ObjectStore | None, store_options: Mapping[str, str] | None,
+                    runtime: RuntimeArg) -> "SpawnedHost":
+        started, stop, done = trio.Event(), trio.Event(), trio.Event()
+        box: dict[str, Any] = {}
+
+        async def main() -> None:
+            try:
+                async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
+                    box["core"] = core
+                    started.set()
+                    await stop.wait()
+            except BaseException as e:  # a system task must not raise: an open error goes to start()
+                if "core" not in box:
+                    box["error"] = e
+            finally:
+                started.set()
+                done.set()
+
+        trio.lowlevel.spawn_system_task(main)
+        await started.wait()
+        if "error" in box:
+            raise box["error"]
+        return cls(box["core"], stop, done)
+
+    async def aclose(self) -> None:
+        try:
+            await self.core.aclose()
+        finally:
+            self._stop.set()
+            await self._done.wait()
+
+    async def aabort(self) -> None:
+        self.core.abort()
+        self._stop.set()
+        await self._done.wait()
+
+
+class Opening:
+    """What ``slatedb.aio.Db.open`` (and ``aio.DbReader.open``) return: ``await`` it for an open
+    front-end (close it with ``await x.close()``), or ``async with`` it (leaving the block closes
+    it; on an exception it stops without flushing). Works under trio and under asyncio."""
+
+    def __init__(self, front: Callable[[Any, Any], Any], open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]],
+                 url: str, *, store: ObjectStore | None, store_options: Mapping[str, str] | None,
+                 runtime: RuntimeArg, thread_name: str, closed_message: str) -> None:
+        self._front = front
+        self._open_core = open_core
+        self._url = url
+        self._kw = {"store": store, "store_options": store_options, "runtime": runtime}
+        self._thread_name = thread_name
+        self._closed_message = closed_message
+        self._cm: Any = None
+        self._opened: Any = None
+
+    def __await__(self) -> Any:
+        return self._open().__await__()
+
+    async def _open(self) -> Any:
+        if async_library() == "trio":
+            host: Any = await SpawnedHost.start(self._open_core, self._url, **self._kw)
+        else:
+            host = await asyncio.to_thread(
+                RuntimeThread.start, self._thread_name, self._open_core, self._url,
+                closed_message=self._closed_message, **self._kw)
+        return self._front(host.core, host)
+
+    async def __aenter__(self) -> Any:
+        if self._opened is not None:
+            raise InvalidArgumentError("this open() was already entered: call open() again")
+        if async_library() == "trio":
+            self._cm = serve(self._open_core, self._url, **self._kw)
+            core = await self._cm.__aenter__()
+            self._opened = self._front(core, LocalHost(core))
+        else:
+            self._opened = await self._open()
+        return self._opened
+
+    async def __aexit__(self, et: Any, e: Any, tb: Any) -> Any:
+        if self._cm is not None:
+            return await self._cm.__aexit__(et, e, tb)
+        host = self._opened._host
+        if et is None:
+            await host.aclose()
+        else:
+            await host.aabort()
+        return None

@@ -1,11 +1,12 @@
-"""The trio reader, the same shape as :class:`slatedb.DbReader`::
+"""The async reader (asyncio or trio), the same shape as :class:`slatedb.DbReader`::
 
     async with slatedb.aio.DbReader.open("file:///path/to/db") as r:
         await r.get(b"k")
         async for key, value in r.scan():
             ...
 
-The maintenance task runs in a nursery owned by the ``async with`` block, on the caller's loop.
+``await DbReader.open(...)`` works too (then ``await r.close()``). Under trio the maintenance
+task runs on the caller's loop; under asyncio on a runtime thread (see :mod:`slatedb.aio`).
 Reads are :class:`slatedb.api.async_reads.AsyncReads` over :class:`~slatedb.reader.core.ReaderCore`;
 the service runner is :func:`slatedb.api.portal.serve`, as for :class:`slatedb.aio.Db`.
 """
@@ -13,12 +14,11 @@ the service runner is :func:`slatedb.api.portal.serve`, as for :class:`slatedb.a
 from __future__ import annotations
 
 import uuid
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, Mapping
 
 from slatedb.api.async_reads import AsyncReads
-from slatedb.api.portal import RuntimeArg, serve
+from slatedb.api.portal import Opening, RuntimeArg
 from slatedb.config import Settings
 from slatedb.api.args import coerce_settings
 from slatedb.lsm.read_path import ReadState
@@ -31,14 +31,14 @@ from .options import DbReaderOptions
 
 
 class DbReader(AsyncReads):
-    """A read-only view of a database on the caller's trio loop; see :meth:`open`."""
+    """A read-only view of a database under the caller's asyncio or trio loop; see :meth:`open`."""
 
-    def __init__(self, core: ReaderCore) -> None:
+    def __init__(self, core: ReaderCore, host: Any) -> None:
         self._core = core
+        self._host = host
 
     @classmethod
-    @asynccontextmanager
-    async def open(
+    def open(
         cls,
         url: str,
         checkpoint_id: uuid.UUID | str | None = None,
@@ -48,19 +48,19 @@ class DbReader(AsyncReads):
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
         runtime: RuntimeArg = None,
-    ) -> AsyncIterator["DbReader"]:
-        """Open a reader for the duration of the block (see :meth:`slatedb.DbReader.open`);
-        leaving the block deletes the reader's own checkpoint."""
+    ) -> Opening:
+        """Open a reader (see :meth:`slatedb.DbReader.open`): ``await`` it, or use it as
+        ``async with`` (leaving the block deletes the reader's own checkpoint)."""
         settings = coerce_settings(settings)
 
         async def open_core(st: ObjectStore, rt: Runtime) -> ReaderCore:
             return await ReaderCore.open(st, rt, options, settings, checkpoint_id)
 
-        async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
-            yield cls(core)
+        return Opening(cls, open_core, url, store=store, store_options=store_options, runtime=runtime,
+                       thread_name="slatedb-reader", closed_message="the reader is closed")
 
     async def close(self) -> None:
-        await self._core.aclose()
+        await self._host.aclose()
 
     def _state(self) -> tuple[ReadState, int | None]:
         return self._core.read_state, None
@@ -73,7 +73,7 @@ class DbReader(AsyncReads):
     async def refresh(self) -> None:
         """One maintenance round now (see :meth:`slatedb.DbReader.refresh`)."""
         self._core.check_open()
-        await self._core.maintain()
+        await self._host.acall(self._core.maintain)
 
     @property
     def checkpoint_id(self) -> uuid.UUID | None:

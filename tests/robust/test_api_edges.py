@@ -12,6 +12,7 @@ from slatedb import ClosedError, InvalidArgumentError, WriteBatch
 SETTINGS = {"compactor_options": None, "garbage_collector_options": None}
 
 
+@pytest.mark.anyloop
 async def test_async_snapshot_is_an_async_context_manager(tmp_path) -> None:
     async with slatedb.aio.Db.open(f"file://{tmp_path}", SETTINGS) as db:
         await db.put(b"k", b"old")
@@ -45,6 +46,7 @@ def test_scan_prefix_of_empty_bytes_scans_everything(tmp_path, reverse: bool) ->
             db.scan_prefix("a")
 
 
+@pytest.mark.anyloop
 async def test_async_scan_prefix_of_empty_bytes(tmp_path) -> None:
     async with slatedb.aio.Db.open(f"file://{tmp_path}", SETTINGS) as db:
         await db.put(b"x", b"1")

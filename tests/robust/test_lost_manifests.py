@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import trio
 
 import slatedb
 import slatedb.aio
 from slatedb.errors import InvalidArgumentError, ManifestsMissingError, NotFoundError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.runtime.production import ProductionRuntime
+from tests.anyloop import to_thread
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = {"compactor_options": None, "garbage_collector_options": None, "l0_sst_size_bytes": 1024}
@@ -50,8 +50,9 @@ def test_open_refuses_a_database_whose_manifests_are_gone(tmp_path: Path) -> Non
     assert not any((tmp_path / "manifest").iterdir())  # nothing written
 
 
+@pytest.mark.anyloop
 async def test_aio_open_refuses_too(tmp_path: Path) -> None:
-    await trio.to_thread.run_sync(_lose_manifests, tmp_path)
+    await to_thread(_lose_manifests, tmp_path)
     with pytest.raises(ManifestsMissingError):
         async with slatedb.aio.Db.open(f"file://{tmp_path}", SETTINGS):
             pass
