@@ -4,6 +4,15 @@
 API with the same shape is :mod:`slatedb.aio`.
 """
 
+from slatedb.api.options import (
+    CloseReason,
+    DbStatus,
+    DurabilityLevel,
+    IterationOrder,
+    KeyValue,
+    ReadOptions,
+    ScanOptions,
+)
 from slatedb.batch import NO_EXPIRY, WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
@@ -17,6 +26,7 @@ from slatedb.errors import (
     ManifestsMissingError,
     NotFoundError,
     ReadOnlyError,
+    SeekKeyOutOfRangeError,
     SlateDBError,
 )
 from slatedb.reader import DbReader, DbReaderOptions
@@ -27,6 +37,14 @@ from slatedb.checker import check  # noqa: E402,I001
 
 
 __all__ = [
+    "CloseReason",
+    "DbStatus",
+    "DurabilityLevel",
+    "IterationOrder",
+    "KeyValue",
+    "ReadOptions",
+    "ScanOptions",
+    "SeekKeyOutOfRangeError",
     "NO_EXPIRY",
     "CheckpointCreateResult",
     "CheckpointOptions",

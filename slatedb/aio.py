@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # noqa: F401 (DbIterator: public)
+from slatedb.api.options import DbStatus
+from slatedb.api.read_kit import db_status
 from slatedb.api.portal import Opening, RuntimeArg
 from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
@@ -129,8 +131,9 @@ class Db(AsyncReads):
             await handle.wait_durable()
         return handle
 
-    async def put(self, key: bytes, value: bytes, ttl: float | None = None, *, durable: bool = False) -> WriteHandle:
-        return await self._write(self._core.put, (key, value, ttl), durable)
+    async def put(self, key: bytes, value: bytes, ttl: float | None = None, *, durable: bool = False,
+                  expire_at_ms: int | None = None) -> WriteHandle:
+        return await self._write(self._core.put, (key, value, ttl, expire_at_ms), durable)
 
     async def delete(self, key: bytes, *, durable: bool = False) -> WriteHandle:
         return await self._write(self._core.delete, (key,), durable)
@@ -150,6 +153,10 @@ class Db(AsyncReads):
         """See :meth:`slatedb.Db.create_checkpoint`."""
         self._core.check_open()
         return await self._host.acall(self._core.create_checkpoint, scope, options)
+
+    def status(self) -> DbStatus:
+        """See :meth:`slatedb.Db.status` (synchronous, as in the official binding)."""
+        return db_status(self._core)
 
     async def refresh_manifest(self) -> None:
         await self._host.acall(self._core.refresh_manifest)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterator
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 
 from slatedb.errors import InvalidArgumentError
@@ -89,6 +89,14 @@ def validate_ttl_s(ttl_s: object) -> float | None:
     if math.isnan(ttl_s) or ttl_s <= 0:
         raise InvalidArgumentError(f"ttl_s must be positive, got {ttl_s!r}")
     return float(ttl_s)
+
+
+def validate_expire_at_ms(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"expire_at_ms must be an int (Unix milliseconds), not {type(value).__name__}")
+    if value < 0:
+        raise InvalidArgumentError(f"expire_at_ms must be >= 0, got {value}")
+    return value
 
 
 def expire_ts_ms(now_ms: int, ttl_s: float | None, default_ttl_ms: int | None) -> int | None:

@@ -37,6 +37,11 @@ class ReadOnlyError(InvalidArgumentError):
     """A write was attempted through a read-only view (a snapshot or a reader)."""
 
 
+class SeekKeyOutOfRangeError(InvalidArgumentError):
+    """``seek`` to a key outside the iterator's scan range (the official ``SeekKeyOutOfKeyRange``).
+    The iterator is left where it was."""
+
+
 class NotFoundError(SlateDBError):
     """The thing asked for does not exist: a checkpoint id, a compaction, a manifest id, a
     database at a path."""

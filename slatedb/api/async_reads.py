@@ -8,10 +8,12 @@ thread from asyncio).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from slatedb.batch import validate_key
 from slatedb.api.args import prefix_bounds, scan_bounds
+from slatedb.api.options import KeyValue, ReadOptions, ScanOptions
+from slatedb.api.read_kit import bound_for, key_value, scan_options, seek_bounds
 from slatedb.lsm.scan import MergeScan, NeedIO
 from slatedb.lsm.view import KeyBounds
 from slatedb.format.sst_reader import NEED_IO
@@ -23,11 +25,12 @@ ITER_BATCH_ROWS = 256
 class DbIterator:
     """Async iterator of ``(key, value)`` pairs; also :meth:`next_batch`."""
 
-    def __init__(self, host: Any, core: Any, merge: MergeScan | None, gen: Any) -> None:
+    def __init__(self, host: Any, core: Any, merge: MergeScan | None, gen: Any, scan: tuple | None = None) -> None:
         self._host = host
         self._core = core
         self._merge = merge
         self._gen = gen
+        self._scan = scan  # (read state, bounds, reverse, max_seq): what seek() restarts
         self._buf: list[tuple[bytes, bytes]] = []
         self._pos = 0
 
@@ -63,6 +66,16 @@ class DbIterator:
             out.extend(await self._pull(n - len(out)))
         return out
 
+    async def seek(self, key: bytes) -> None:
+        """Continue the scan from ``key``: the next row is the first at or after ``key`` in the
+        scan's direction (ascending: ``>= key``; descending: ``<= key``). A key outside the scan
+        range raises :class:`~slatedb.errors.SeekKeyOutOfRangeError` and leaves the iterator as
+        it was. Rows are still those of the scan's own snapshot."""
+        rs, bounds, reverse, max_seq = self._scan
+        rest = seek_bounds(bounds, key, reverse)
+        self._merge, self._gen = self._core.scan_merge(rs, rest, reverse, max_seq)
+        self._buf, self._pos = [], 0
+
     async def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
         merge = self._merge
         assert merge is not None
@@ -82,25 +95,43 @@ class AsyncReads:
     def _state(self) -> tuple[Any, int | None]:
         raise NotImplementedError
 
-    async def get(self, key: bytes) -> bytes | None:
+    async def get(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> bytes | None:
         key = validate_key(key)
         rs, max_seq = self._state()
+        if options is not None:
+            max_seq = bound_for(self._core, max_seq, ReadOptions.of(options).durability_filter)
         value = self._core.get_fast(key, rs, max_seq)
         if value is NEED_IO:
             value = await self._host.acall(self._core.get_slow, key, rs, max_seq)
         return value  # type: ignore[return-value]
 
-    def _scan(self, bounds: KeyBounds, reverse: bool) -> DbIterator:
+    async def get_key_value(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> KeyValue | None:
+        """The row of ``key`` with its metadata (``seq``, ``create_ts``, ``expire_ts``), or None
+        if absent, deleted or expired."""
+        key = validate_key(key)
+        opts = ReadOptions.of(options)
+        rs, max_seq = self._state()
+        max_seq = bound_for(self._core, max_seq, opts.durability_filter)
+        row = self._core.get_row_fast(key, rs, max_seq)
+        if row is NEED_IO:
+            row = await self._host.acall(self._core.get_row_slow, key, rs, max_seq)
+        return key_value(row, self._core.runtime.now_ms())  # type: ignore[arg-type]
+
+    def _scan(self, bounds: KeyBounds, reverse: bool, options: Any = None) -> DbIterator:
+        opts, reverse = scan_options(options, reverse)
         rs, max_seq = self._state()
         if max_seq is None:
             max_seq = self._core.last_seq
+        max_seq = bound_for(self._core, max_seq, opts.durability_filter)
         merge, gen = self._core.scan_merge(rs, bounds, reverse, max_seq)
-        return DbIterator(self._host, self._core, merge, gen)
+        return DbIterator(self._host, self._core, merge, gen, (rs, bounds, reverse, max_seq))
 
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> DbIterator:
-        return self._scan(scan_bounds(start, end), bool(reverse))
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False,
+             options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
+        return self._scan(scan_bounds(start, end), bool(reverse), options)
 
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> DbIterator:
-        return self._scan(prefix_bounds(prefix), bool(reverse))
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False,
+                    options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
+        return self._scan(prefix_bounds(prefix), bool(reverse), options)
 
 

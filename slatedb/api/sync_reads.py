@@ -7,10 +7,12 @@ runtime thread through the front-end's :class:`~slatedb.api.portal.RuntimeThread
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from slatedb.batch import validate_key
 from slatedb.api.args import prefix_bounds, scan_bounds
+from slatedb.api.options import KeyValue, ReadOptions, ScanOptions
+from slatedb.api.read_kit import bound_for, key_value, scan_options, seek_bounds
 from slatedb.lsm.scan import MergeScan, NeedIO
 from slatedb.lsm.view import KeyBounds
 from slatedb.format.sst_reader import NEED_IO
@@ -28,11 +30,13 @@ class DbIterator:
     the moment it was created (a snapshot bound by sequence number).
     """
 
-    def __init__(self, portal: RuntimeThread, core: Any, merge: MergeScan | None, gen: Iterator[tuple[bytes, bytes]] | None) -> None:
+    def __init__(self, portal: RuntimeThread, core: Any, merge: MergeScan | None, gen: Iterator[tuple[bytes, bytes]] | None,
+                 scan: tuple | None = None) -> None:
         self._portal = portal
         self._core = core
         self._merge = merge
         self._gen = gen
+        self._scan = scan  # (read state, bounds, reverse, max_seq): what seek() restarts
         self._buf: list[tuple[bytes, bytes]] = []
         self._pos = 0
 
@@ -69,6 +73,16 @@ class DbIterator:
             out.extend(self._pull(n - len(out)))
         return out
 
+    def seek(self, key: bytes) -> None:
+        """Continue the scan from ``key``: the next row is the first at or after ``key`` in the
+        scan's direction (ascending: ``>= key``; descending: ``<= key``). A key outside the scan
+        range raises :class:`~slatedb.errors.SeekKeyOutOfRangeError` and leaves the iterator as
+        it was. Rows are still those of the scan's own snapshot."""
+        rs, bounds, reverse, max_seq = self._scan
+        rest = seek_bounds(bounds, key, reverse)
+        self._merge, self._gen = self._core.scan_merge(rs, rest, reverse, max_seq)
+        self._buf, self._pos = [], 0
+
     def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
         merge = self._merge
         assert merge is not None
@@ -90,29 +104,47 @@ class SyncReads:
     def _state(self) -> tuple[Any, int | None]:
         raise NotImplementedError
 
-    def get(self, key: bytes) -> bytes | None:
+    def get(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> bytes | None:
         """The value of ``key``, or None if absent, deleted or expired."""
         key = validate_key(key)
         rs, max_seq = self._state()
+        if options is not None:
+            max_seq = bound_for(self._core, max_seq, ReadOptions.of(options).durability_filter)
         value = self._core.get_fast(key, rs, max_seq)
         if value is NEED_IO:
             value = self._portal(self._core.get_slow, key, rs, max_seq)
         return value  # type: ignore[return-value]
 
-    def _scan(self, bounds: KeyBounds, reverse: bool) -> DbIterator:
+    def get_key_value(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> KeyValue | None:
+        """The row of ``key`` with its metadata (``seq``, ``create_ts``, ``expire_ts``), or None
+        if absent, deleted or expired."""
+        key = validate_key(key)
+        opts = ReadOptions.of(options)
+        rs, max_seq = self._state()
+        max_seq = bound_for(self._core, max_seq, opts.durability_filter)
+        row = self._core.get_row_fast(key, rs, max_seq)
+        if row is NEED_IO:
+            row = self._portal(self._core.get_row_slow, key, rs, max_seq)
+        return key_value(row, self._core.runtime.now_ms())  # type: ignore[arg-type]
+
+    def _scan(self, bounds: KeyBounds, reverse: bool, options: Any = None) -> DbIterator:
+        opts, reverse = scan_options(options, reverse)
         rs, max_seq = self._state()
         if max_seq is None:
             max_seq = self._core.last_seq
+        max_seq = bound_for(self._core, max_seq, opts.durability_filter)
         merge, gen = self._core.scan_merge(rs, bounds, reverse, max_seq)
-        return DbIterator(self._portal, self._core, merge, gen)
+        return DbIterator(self._portal, self._core, merge, gen, (rs, bounds, reverse, max_seq))
 
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> DbIterator:
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False,
+             options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
         """``(key, value)`` pairs with ``start <= key < end`` (None: open), ascending unless
         ``reverse``. Deleted and expired keys are skipped."""
-        return self._scan(scan_bounds(start, end), bool(reverse))
+        return self._scan(scan_bounds(start, end), bool(reverse), options)
 
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> DbIterator:
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False,
+                    options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
         """``(key, value)`` pairs whose key starts with ``prefix``."""
-        return self._scan(prefix_bounds(prefix), bool(reverse))
+        return self._scan(prefix_bounds(prefix), bool(reverse), options)
 
 

@@ -20,6 +20,8 @@ from typing import Any, Callable, Mapping
 
 from slatedb.api.args import check_create_mode, coerce_settings
 from slatedb.api.portal import RuntimeArg, RuntimeThread
+from slatedb.api.options import DbStatus
+from slatedb.api.read_kit import db_status
 from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noqa: F401 (DbIterator: public)
 from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
@@ -145,11 +147,13 @@ class Db(SyncReads):
             handle.wait_durable()
         return handle
 
-    def put(self, key: bytes, value: bytes, ttl: float | None = None, *, durable: bool = False) -> WriteHandle:
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, *, durable: bool = False,
+            expire_at_ms: int | None = None) -> WriteHandle:
         """Write ``value`` under ``key``. ``ttl``: seconds until the row expires (None: the
-        database default, ``slatedb.NO_EXPIRY``: never). Returns once the write is readable;
+        database default, ``slatedb.NO_EXPIRY``: never); or ``expire_at_ms``: the Unix time in
+        milliseconds at which it expires. Returns once the write is readable;
         ``durable=True`` also waits until it is in a WAL object."""
-        return self._write(self._core.put, (key, value, ttl), durable)
+        return self._write(self._core.put, (key, value, ttl, expire_at_ms), durable)
 
     def delete(self, key: bytes, *, durable: bool = False) -> WriteHandle:
         """Delete ``key`` (writes a tombstone)."""
@@ -204,6 +208,10 @@ class Db(SyncReads):
     @property
     def stats(self) -> dict[str, int]:
         return dict(self._core.stats)
+
+    def status(self) -> DbStatus:
+        """The newest durable seq and, once closed, why (``CloseReason``; None while open)."""
+        return db_status(self._core)
 
     def refresh_manifest(self) -> None:
         """Poll the manifest now (as the background poller does every ``manifest_poll_interval``)."""

@@ -20,6 +20,7 @@ from slatedb.batch import (
     WriteBatch,
     expire_ts_ms,
     validate_key,
+    validate_expire_at_ms,
     validate_ttl_s,
     validate_value,
 )
@@ -56,14 +57,18 @@ class WritePath:
     # Write path (any thread)
     # ------------------------------------------------------------------------------------------
 
-    def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> int:
+    def put(self, key: bytes, value: bytes, ttl_s: float | None = None, expire_at_ms: int | None = None) -> int:
         # The checks of validate_key/validate_value, inlined for the common case (hot path).
         if type(key) is not bytes or not key or len(key) > _batch.MAX_KEY_SIZE_BYTES:
             key = validate_key(key)
         if type(value) is not bytes or len(value) > _batch.MAX_VALUE_SIZE_BYTES:
             value = validate_value(value)
         now = self._now_ms()
-        if ttl_s is None and self._default_ttl_ms is None:
+        if expire_at_ms is not None:  # an absolute expiry (the official Ttl.EXPIRE_AT_MILLIS)
+            if ttl_s is not None:
+                raise InvalidArgumentError("give ttl or expire_at_ms, not both")
+            expire = validate_expire_at_ms(expire_at_ms)
+        elif ttl_s is None and self._default_ttl_ms is None:
             expire = None
         else:
             expire = expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)

@@ -22,6 +22,7 @@ from slatedb.format.sst_reader import NEED_IO, SstReader
 from slatedb.memtable import Memtable
 from slatedb.merge import resolve_row, visible
 from slatedb.objstore.retry import retry_transient
+from slatedb.row import Row
 from slatedb.runtime import Runtime
 
 from .scan import MemSource, MergeScan, SstSource
@@ -77,6 +78,32 @@ class ReadPath:
             row = await retry_transient(self.runtime, lambda: reader.get(key, max_seq), what=f"get {reader.object_name}")
             if row is not None:
                 return resolve_row(row, now)
+        return None
+
+    def get_row_fast(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None | object:
+        """The row deciding ``key`` (newest with ``seq <= max_seq``, any kind) from memtables and
+        cached blocks, for ``get_key_value``; :data:`NEED_IO` when a block must be read."""
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                return row
+        for h in rs.view.point_candidates(key):
+            row = h.reader.get_cached(key, max_seq)
+            if row is not None:
+                return row
+        return None
+
+    async def get_row_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None:
+        """:meth:`get_row_fast` with block reads (REQUIRES: the engine's loop)."""
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                return row
+        for h in rs.view.point_candidates(key):
+            reader = h.reader
+            row = await retry_transient(self.runtime, lambda: reader.get(key, max_seq), what=f"get {reader.object_name}")
+            if row is not None:
+                return row
         return None
 
     def scan_merge(
