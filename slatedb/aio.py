@@ -154,6 +154,17 @@ class Db(AsyncReads):
         self._core.check_open()
         return await self._host.acall(self._core.create_checkpoint, scope, options)
 
+    def metrics(self) -> dict:
+        """Counters and histograms of this database (puts, gets, WAL writes and latency, L0
+        flushes, bytes and latency, compactions and their bytes, GC deletes, retries) as a dict;
+        :meth:`metrics_prometheus` gives the Prometheus text format."""
+        return self._core.metrics()
+
+    def metrics_prometheus(self) -> str:
+        """:meth:`metrics` in the Prometheus text exposition format (``prometheus_client``)."""
+        m = self._core.runtime.metrics
+        return "" if m is None else m.prometheus_text()
+
     def status(self) -> DbStatus:
         """See :meth:`slatedb.Db.status` (synchronous, as in the official binding)."""
         return db_status(self._core)

@@ -98,6 +98,9 @@ class AsyncReads:
     async def get(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> bytes | None:
         key = validate_key(key)
         rs, max_seq = self._state()
+        metrics = self._core.runtime.metrics
+        if metrics is not None:
+            metrics.inc("gets")
         if options is not None:
             max_seq = bound_for(self._core, max_seq, ReadOptions.of(options).durability_filter)
         value = self._core.get_fast(key, rs, max_seq)
@@ -111,6 +114,9 @@ class AsyncReads:
         key = validate_key(key)
         opts = ReadOptions.of(options)
         rs, max_seq = self._state()
+        metrics = self._core.runtime.metrics
+        if metrics is not None:
+            metrics.inc("gets")
         max_seq = bound_for(self._core, max_seq, opts.durability_filter)
         row = self._core.get_row_fast(key, rs, max_seq)
         if row is NEED_IO:

@@ -423,6 +423,9 @@ class Compactor:
                 self._manifest = stored
                 self.runtime.event("compaction_commit", id=str(compaction_id), manifest=stored.id,
                                    outputs=[str(o.id) for o in outputs])
+                if self.runtime.metrics is not None:
+                    self.runtime.metrics.inc("compactions")
+                    self.runtime.metrics.inc("compaction_bytes", sum(o.info.index_offset + o.info.index_len for o in outputs))
                 self._set(self._state[compaction_id], status=S.COMPLETED, output_ssts=outputs)
                 self.stats["completed"] += 1
             self._trim()

@@ -196,6 +196,15 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
         self._w.publish(view)
         self._recompute_thresholds()
+        opened_seq = self._w.last_seq
+        if rt.metrics is not None:  # rows written since open, computed when read
+            rt.metrics.derived["puts"] = lambda: self._w.last_seq - opened_seq
+
+    def metrics(self) -> dict:
+        """The engine's metrics as a dict (:mod:`slatedb.runtime.metrics`; empty without a
+        registry, as in the simulator)."""
+        m = self.runtime.metrics
+        return {} if m is None else m.as_dict()
 
     async def _bug_record_replay_early(self, stored: StoredManifest) -> StoredManifest:
         """Catalogued bug ``replay-progress-early`` (sim/scenarios/catalogue.py): replay progress

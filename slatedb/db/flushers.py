@@ -99,13 +99,19 @@ class Flushers:
 
     async def _write_wal(self, rows: list[Row]) -> None:
         assert self._wal is not None
+        metrics = self.runtime.metrics
         with trio.CancelScope(shield=True):
+            started = self.runtime.monotonic_s() if metrics is not None else 0.0
             try:
                 wal_id = await self._wal.write(rows)
             except FencedError as e:
                 self._fail(e)
                 raise
             self.stats["wal_ssts"] += 1
+            if metrics is not None:
+                metrics.observe("wal_write", self.runtime.monotonic_s() - started)
+                metrics.inc("wal_writes")
+                metrics.inc("wal_rows", len(rows))
             may_ack = _bug_ack_anyway if switches.ZOMBIE_ACK in self.runtime.bugs else _may_ack
             with self._lock:
                 # FENCE-3: nothing is acknowledged after a halt.
@@ -136,6 +142,8 @@ class Flushers:
         assert entry.last_wal_id is not None
         if self._error is not None:
             raise self._error
+        metrics = self.runtime.metrics
+        started = self.runtime.monotonic_s() if metrics is not None else 0.0
         encoded = write_sst(entry.mem.iter_range(), self.sst_options)
         # Never below the newest L0 this writer knows, whatever its clock says: GC's ULID cutoff
         # protects the upload until it commits (slatedb/manifest/sst_ids.py; sim gc seed 86).
@@ -171,6 +179,10 @@ class Flushers:
                     raise
                 self.stats["manifest_writes"] += 1
                 self.stats["l0_ssts"] += 1
+                if metrics is not None:
+                    metrics.observe("l0_flush", self.runtime.monotonic_s() - started)
+                    metrics.inc("l0_flushes")
+                    metrics.inc("l0_flush_bytes", len(encoded.data))
                 if self.compactor is not None:
                     self.compactor.wake()  # a new L0 SST may be what the scheduler waits for
                 self._readers[sst_id] = SstReader(

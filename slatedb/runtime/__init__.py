@@ -128,6 +128,10 @@ class Runtime(abc.ABC):
     def _on_spawn(self, task_name: str) -> None:
         """Hook for runtimes that trace task creation (the simulator does)."""
 
+    #: The engine's metrics registry (:class:`slatedb.runtime.metrics.Metrics`), or None where
+    #: nothing is measured (the simulator). Instrumented sites check it before timing anything.
+    metrics: Any = None
+
     def probe(self, name: str) -> None:
         """A rare protocol branch was taken (a coverage probe: a constant of
         :mod:`slatedb.runtime.probes`). Production ignores it; the simulator counts the hits of

@@ -9,11 +9,13 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from typing import Any
 
 import trio
 from ulid import ULID
 
 from . import RetryPolicy, Runtime
+from .metrics import Metrics, log_event
 
 #: The default in production: 10 retries (the official engine's object_store default; the
 #: ``object_store_max_retries`` setting overrides it) within 180 s, each wait logged.
@@ -27,6 +29,12 @@ class ProductionRuntime(Runtime):
         self.name = name
         self._rng = random.SystemRandom()
         self.retry_policy = retry_policy
+        self.metrics = Metrics()
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """Production: one ``slatedb.*`` log line per event worth knowing, and its counter
+        (:mod:`slatedb.runtime.metrics`)."""
+        log_event(self.metrics, kind, fields)
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
