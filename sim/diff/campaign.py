@@ -52,7 +52,10 @@ def shrink(ops: list[dict], mode: str, engines, kind: str, allow, budget: int) -
 
 
 def campaign(seeds: range, steps: int, modes: list[str], *, allow: frozenset[str] = frozenset(),
-             shrink_budget: int = 30, out=print, workdir: Path | None = None) -> tuple[Stats, list[dict]]:
+             shrink_budget: int = 30, out=None, workdir: Path | None = None) -> tuple[Stats, list[dict]]:
+    if out is None:
+        def out(line: str) -> None:
+            print(line, flush=True)
     stats = Stats()
     failures: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="slatedb-diff-engines-"))

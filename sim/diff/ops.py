@@ -16,7 +16,7 @@ WEIGHTS = (
     ("put", 24), ("delete", 6), ("batch", 6), ("put_ttl", 3), ("put_expired", 2),
     ("get", 12), ("scan", 8), ("snapshot", 2), ("snap_scan", 3),
     ("flush_wal", 4), ("flush_l0", 4), ("checkpoint", 2), ("read_checkpoint", 3),
-    ("compact", 2), ("clone", 1), ("reopen", 2), ("switch", 6), ("kill", 2),
+    ("compact", 2), ("clone", 1), ("union", 1), ("reopen", 2), ("switch", 6), ("kill", 2),
 )
 
 
@@ -61,6 +61,9 @@ def generate(seed: int, steps: int, mode: str) -> list[dict]:
             out.append({"op": "scan", "start": key(a) if a else None, "end": key(b) if b < N_KEYS else None})
         elif name in ("read_checkpoint", "snap_scan"):
             out.append({"op": name, "index": rng.randrange(4), "by": rng.choice(["ours", "official"])})
+        elif name == "union":
+            out.append({"op": "union", "by": rng.choice(["ours", "official"]), "cut": key(rng.randrange(1, N_KEYS)),
+                        "compact_with": rng.choice(["ours", "official", None])})
         elif name == "kill":
             out.append({"op": "kill", "reopen_with": rng.choice(["ours", "official"])})
         else:

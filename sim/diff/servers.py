@@ -13,6 +13,8 @@ Requests (bytes are base64 strings; ``None`` is JSON null):
     read_checkpoint {id} -> {rows}       (a reader opened on that checkpoint)
     read_db {path} -> {rows}             (a reader on another database of the same root)
     clone {dest} -> {}                   (a clone of ``path`` at ``dest``, from its current state)
+    project {root, src, dest, start, end}  union {root, dest, sources}   (key bounds as text, end exclusive)
+    compact_db {root, path}              (the engine's own compactor until L0 holds < 2 views)
 
 Every reply is one line ``{"ok": true, ...}`` or ``{"ok": false, "error": "Type: message"}``.
 """
@@ -106,6 +108,28 @@ def handle(r):
     if op == "clone":
         db.flush(wal=False)
         trio.run(lambda: admin.create_clone(url(r["dest"]), url()))
+        return {}
+    if op == "project":
+        rng = (r["start"] or "") + ".." + (r["end"] or "")
+        trio.run(lambda: admin.project(url(r["dest"], r["root"]), url(r["src"], r["root"]), rng))
+        return {}
+    if op == "union":
+        trio.run(lambda: admin.union(url(r["dest"], r["root"]), [url(p, r["root"]) for p in r["sources"]]))
+        return {}
+    if op == "compact_db":
+        async def compact():
+            store = resolve_store(url(r["path"], r["root"]))
+            try:
+                try:
+                    await admin.submit_compaction(store, "Full")
+                except slatedb.InvalidArgumentError as err:
+                    if "nothing to compact" in str(err):
+                        return
+                    raise
+                await admin.run_compactor(store, once=True)
+            finally:
+                await store.aclose()
+        trio.run(compact)
         return {}
     raise ValueError(f"unknown op {op!r}")
 
@@ -225,6 +249,39 @@ async def handle(r):
         builder = a.create_clone_builder_from_source(
             u.CloneSourceSpec(path=state["path"], checkpoint=None, projection_range=None))
         await builder.build()
+        return {}
+    if op == "project":
+        a = u.AdminBuilder(r["dest"], store(r["root"])).build()
+        start, end = r["start"], r["end"]
+        rng = u.KeyRange(start=None if start is None else start.encode(), start_inclusive=start is not None,
+                         end=None if end is None else end.encode(), end_inclusive=False)
+        await a.create_clone_builder_from_source(
+            u.CloneSourceSpec(path=r["src"], checkpoint=None, projection_range=rng)).build()
+        return {}
+    if op == "union":
+        a = u.AdminBuilder(r["dest"], store(r["root"])).build()
+        first, *rest = r["sources"]
+        b = a.create_clone_builder_from_source(u.CloneSourceSpec(path=first, checkpoint=None, projection_range=None))
+        for p in rest:
+            b.with_source(u.CloneSourceSpec(path=p, checkpoint=None, projection_range=None))
+        await b.build()
+        return {}
+    if op == "compact_db":
+        s = u.Settings.default()
+        s.set("compactor_options.poll_interval", json.dumps("50ms"))
+        s.set("compactor_options.scheduler_options", json.dumps({"min_compaction_sources": "2"}))
+        b = u.DbBuilder(r["path"], store(r["root"]))
+        b.with_settings(s)
+        cdb = await b.build()
+        a = u.AdminBuilder(r["path"], store(r["root"])).build()
+        try:
+            for _ in range(300):
+                m = await a.read_manifest(None)
+                if len(m.l0) < 2:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            await cdb.shutdown()
         return {}
     raise ValueError(f"unknown op {op!r}")
 
