@@ -23,6 +23,9 @@ class Model:
     expiring: set[str] = attrs.field(factory=set)
     since_durable: dict[str, list] = attrs.field(factory=dict)
     at_durable: dict[str, set] = attrs.field(factory=dict)
+    #: Keys whose crash uncertainty a read resolved: what survived a kill may differ between
+    #: twin stores, so they are compared between engines again only once written again.
+    resolved: set[str] = attrs.field(factory=set)
 
     def candidates(self, key: str) -> set:
         if key in self.maybe:
@@ -36,6 +39,7 @@ class Model:
         self.values[key] = value
         self.maybe.pop(key, None)
         self.expiring.discard(key)
+        self.resolved.discard(key)
         if expired:
             self.maybe[key] = {value, None}
             self.expiring.add(key)
@@ -61,10 +65,12 @@ class Model:
         if key in self.maybe and key not in self.expiring:
             self.values[key] = got
             del self.maybe[key]
+            self.resolved.add(key)
         return True
 
     def frozen(self) -> "Model":
         return copy.deepcopy(self)
 
     def certain(self, key: str) -> bool:
-        return key not in self.maybe
+        """One value is allowed, and it is the same on a twin store (no kill decided it)."""
+        return key not in self.maybe and key not in self.resolved

@@ -84,11 +84,11 @@ class Failed(Exception):
 
 class DiffRun:
     def __init__(self, engines: dict[str, Engine], mode: str, workdir: Path, stats: Stats,
-                 allow: frozenset[str] = frozenset()) -> None:
+                 allow: frozenset[str] = frozenset(), avoid_known: bool | None = None) -> None:
         self.engines = engines
         self.allow = allow
         #: Steer around known official defects (finding 3) so that a campaign looks for new ones.
-        self.avoid_known = "COMPACT-4" in allow
+        self.avoid_known = "COMPACT-4" in allow if avoid_known is None else avoid_known
         self.mode = mode
         self.stats = stats
         self.rt = ProductionRuntime()
@@ -352,11 +352,12 @@ async def _check(url: str, deep: bool, clock):
 
 
 def run_sequence(ops: list[dict], mode: str, engines: dict[str, Engine], stats: Stats,
-                 allow: frozenset[str] = frozenset(), keep: Path | None = None) -> Mismatch | None:
+                 allow: frozenset[str] = frozenset(), keep: Path | None = None,
+                 avoid_known: bool | None = None) -> Mismatch | None:
     """Run ``ops``; the first mismatch, or None. ``allow``: check invariants tolerated (a known
     defect being fixed elsewhere). The stores are deleted afterwards unless ``keep``."""
     workdir = Path(tempfile.mkdtemp(prefix="slatedb-diff-", dir=keep))
-    run = DiffRun(engines, mode, workdir, stats, allow)
+    run = DiffRun(engines, mode, workdir, stats, allow, avoid_known)
     stats.sequences += 1
     step, op = -1, {"op": "finish"}
     try:

@@ -172,6 +172,13 @@ CATALOGUE: tuple[Bug, ...] = (
         "(RFC 001 snapshots; RFC 000 checkpoints)",
         "reader.md READ-6 (a read through a snapshot returns exactly the state at its sequence)",
         "slatedb/db/common.py SnapshotLifecycle._state", "gc", ("READ-6",), 6),
+    Bug(switches.WRITER_CHECKPOINT_ORPHANED, "a writer that opens keeps the previous writer's checkpoint with its "
+        "WriterCheckpoint metadata stripped instead of replacing it (what an engine rewriting a manifest it does not "
+        "understand did, issue 25): a checkpoint that never expires pins its manifest, SSTs and WAL range for ever "
+        "and blocks a hard destroy; no trace oracle watches it, slatedb check at the end of the run names it",
+        "Checkpoint leak: a checkpoint nobody owns outlives its holder and pins data for ever (RFC 000 writers)",
+        "RFC 000 Writers (Establishing Initial Checkpoint: the new writer deletes the old one); checkpoints-gc.md CKPT-3",
+        "slatedb/db/core.py DbCore._open", "takeover", ("CKPT-3",), 2),
     Bug(switches.CLONE_COPIES_ALL_WAL, "a clone copies every parent WAL object above the source manifest's replay point, "
         "not only those up to its wal_id_last_seen: parent writes made after the checkpoint leak into the clone",
         "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",

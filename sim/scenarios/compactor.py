@@ -65,11 +65,12 @@ from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from sim.world.invariants import Violation
 from sim.world.choices import Choices, boolean
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
 from sim.checks.compactor import CompactorChecks
 from sim.world.engine import Crash, PausableStore, crashable
 from sim.world.store import ProcessCrashed, SimObjectStore, StoreFaults
-from sim.world.runtime import SimRuntime, run_deterministic
+from sim.world.runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
 from sim.world.trace import Trace
 
 #: A run that has not finished after this much virtual time is reported as stuck.
@@ -520,6 +521,7 @@ async def _world(seed: int, choices: Choices, faults: str, trace: Trace, writer_
                                      f"{model.acked_seq.get(key)}) or a later one allows {allowed[:4]!r}")
         async for key, _value in db.scan():
             assert key in model.writes, f"contents: {key!r} exists but was never written"
+    await check_world(bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
     for cid, kind in world.invalid_submitted:
         if kind == "unknown-source":
             assert cid not in checks.committed, f"COMPACT-3: external compaction {cid} with an unknown source committed"

@@ -94,6 +94,7 @@ from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
 from sim.checks.gc import GcChecks, snapshot_isolation
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.structure import check_world
 from sim.world.store import ProcessCrashed, SimObjectStore, StoreFaults
 from sim.world.runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
 from sim.world.trace import Trace
@@ -784,6 +785,7 @@ async def _world(seed, choices, faults, trace, checks: GcChecks, bucket, bugs, w
     assert not limit.cancelled_caught, f"liveness: the world still runs after {VIRTUAL_LIMIT_S} virtual s"
     for problem in world.history.check():
         raise AssertionError(problem)
+    await check_world(bucket, ["parent", "clone"], SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
     return GcWorkloadResult(
         seed, True, trace.digest(), len(trace), trio.current_time(), _fault_counts(trace), (),
         acked=world.history.acked, gc_deletes=sum(v for k, v in checks.counts.items() if k.startswith("gc_delete.")),

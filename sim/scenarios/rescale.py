@@ -61,7 +61,8 @@ from sim.world import invariants
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
 from sim.scenarios.gc import World, _fault_counts, _leaves
-from sim.world.runtime import run_deterministic
+from sim.checks.structure import check_world, references_resolve
+from sim.world.runtime import SIM_EPOCH_MS, run_deterministic
 from sim.world.trace import Trace
 
 VIRTUAL_LIMIT_S = 4 * 3600
@@ -268,16 +269,16 @@ async def _gc(world: World, name: str, url: str, ready) -> None:
                 await gc.locator.aclose()
 
 
-def _check_refs(world: World, root: str) -> None:
-    """CLONE-2: every SST the latest manifest of ``root`` references exists where it lives."""
+async def _check_refs(world: World, root: str) -> None:
+    """CLONE-2: every SST the latest manifest of ``root`` references exists where it lives
+    (slatedb check's reference rule, :func:`sim.checks.structure.references_resolve`)."""
     m = _manifest(world, root)
     if m is None or not m.initialized:
         return
-    where = {i: e.path for e in m.external_dbs for i in e.sst_ids}
-    for sst in referenced_sst_ids(m):
-        owner = where.get(sst, root)
-        if f"{owner}/compacted/{sst}.sst" not in world.bucket.objects:
-            raise Violation("CLONE-2", f"{root}'s latest manifest references {owner}/compacted/{sst}.sst, deleted")
+    try:
+        await references_resolve(world.bucket, root, SIM_EPOCH_MS + int(trio.current_time() * 1000))
+    except AssertionError as e:
+        raise Violation("CLONE-2", str(e)) from None
 
 
 async def _world(seed, choices, faults, trace, bucket, bugs, world_box) -> RescaleWorkloadResult:
@@ -312,6 +313,8 @@ async def _world(seed, choices, faults, trace, bucket, bugs, world_box) -> Resca
                 await _union(world, rs)
             background.cancel_scope.cancel()
     assert not limit.cancelled_caught, f"liveness: the world still runs after {VIRTUAL_LIMIT_S} virtual s"
+    await check_world(world.bucket, ["src", "merged"] + [f"shard{i}" for i in range(4)],
+                      SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
     return RescaleWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _fault_counts(trace), (),
                                  shards=len(rs.ranges), outcome=rs.outcome or "merged", restarts=rs.restarts)
 
@@ -347,7 +350,7 @@ async def _union(world: World, rs: Rescale) -> None:
     world.heal()
     await trio.sleep(60)
     for root in ["merged"] + [f"shard{i}" for i in range(len(rs.ranges))]:
-        _check_refs(world, root)
+        await _check_refs(world, root)
     got = await _read_all(world, "ur2", MERGED)
     if got != want:
         raise Violation("READ-3", f"after GC rounds the union reads {len(got)} rows, {len(want)} expected")

@@ -39,10 +39,11 @@ from sim.world.engine import LatePauseStore
 from sim.world.invariants import Violation
 from sim.world.choices import Choices, boolean
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
 from sim.scenarios.db import DbWorkloadResult
 from sim.world.store import ProcessCrashed, SimObjectStore, StoreFaults
-from sim.world.runtime import SimRuntime, run_deterministic
+from sim.world.runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
 from sim.world.trace import Trace
 
 ROUNDS = 3
@@ -169,6 +170,7 @@ async def _world(seed: int, choices: Choices, trace: Trace, checks: WriterChecks
             assert got is not None, f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost"
             assert got == value or written.get(got, -1) > seq, (
                 f"DUR-1: {key!r} holds {got!r} (seq {written.get(got)}), older than acknowledged {value!r} (seq {seq})")
+    await check_world(bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
     return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _faults_seen(checks), (),
                             acked=len(acked), fenced=sum(1 for o in outcomes.values() if o == "fenced"))
 

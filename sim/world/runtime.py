@@ -67,7 +67,12 @@ class SimRuntime(Runtime):
         if isinstance(seed, Choices):
             seed.trace = trace  # the world's trace, for reports on a replayed sequence
             self._rng: random.Random = seed.stream("process", name)
-            self._ids: random.Random = seed.stream("ids", name)
+            # Ids are unique whatever the runtime's name: a second runtime of a name already used
+            # in this world (a rescaler making shard after shard as "rs") draws ids of its own (the
+            # same stream would mint the same checkpoint ids: issue 26, rescale seeds 4 and 6).
+            again = sum(1 for label in seed.streams
+                        if label.split("#")[0] == f"ids:{name}" or label.startswith(f"ids:{name}:"))
+            self._ids: random.Random = seed.stream("ids", name) if not again else seed.stream("ids", name, str(again + 1))
         else:
             self._rng = derive_rng(seed, "process", name)
             self._ids = derive_rng(seed, "ids", name)

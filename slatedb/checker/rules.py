@@ -446,7 +446,9 @@ async def external_dbs(chk: ObjectChecker, now_s: int) -> list[Finding]:
                 out.append(Finding("CLONE-2", e.path, f"external database of manifest {img.latest_id} does not "
                                                       f"resolve (no manifest at {db_url_candidates(img.url, e.path)})"))
             continue
-        if not m.initialized or e.final_checkpoint_id is None:
+        if not m.initialized or e.final_checkpoint_id is None or not e.sst_ids:
+            # No SST left there: GC's detach (checkpoints-gc.md step 9) releases the final
+            # checkpoint first, then drops the entry; between the two the entry needs nothing.
             continue
         ids = sorted(i for i in (parse_id(k, MANIFEST_DIR, MANIFEST_SUFFIX) for k in chk.external_listings[e.path])
                      if i is not None)

@@ -161,7 +161,8 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             )
 
         try:
-            bumped = await self.manifests.commit(BumpWriterEpoch(checkpoint_id=rt.new_uuid()))
+            orphan = switches.WRITER_CHECKPOINT_ORPHANED in rt.bugs
+            bumped = await self.manifests.commit(BumpWriterEpoch(checkpoint_id=rt.new_uuid(), orphan_previous=orphan))
         except InvalidDbStateError as e:  # RFC 000 "Deleting a Database" (DESTROY-3): checked in the CAS
             raise InvalidDbStateError(f"database at {self.store.url}: {e}") from None
         stored = bumped.stored

@@ -84,6 +84,9 @@ class BumpWriterEpoch(Edit[int]):
     kind: ClassVar[str] = "bump_writer_epoch"
     checkpoint_id: uuid.UUID
     allow_destroyed: bool = False
+    #: Catalogued bug ``writer-checkpoint-orphaned`` (sim/scenarios/catalogue.py): the previous
+    #: writer's checkpoint is kept with its metadata stripped instead of being replaced.
+    orphan_previous: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, int | None]:
         cp = find_checkpoint(m, self.checkpoint_id)
@@ -96,6 +99,10 @@ class BumpWriterEpoch(Edit[int]):
             raise InvalidDbStateError(f"the database was destroyed at {m.destroyed_at_s} s")
         epoch = m.writer_epoch + 1
         cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, epoch, attempt.now_ms)
+        if self.orphan_previous:
+            kept = tuple(attrs.evolve(c, metadata=None) if isinstance(c.metadata, WriterCheckpoint) else c
+                         for c in m.checkpoints)
+            return Change(attrs.evolve(m, writer_epoch=epoch, checkpoints=kept + (cp,)), epoch)
         return Change(attrs.evolve(m, writer_epoch=epoch, checkpoints=replace_writer_checkpoint(m, cp)), epoch)
 
 

@@ -54,6 +54,10 @@ class MemoryRegistry:
     def drop(self, name: str) -> None:
         self._buckets.pop(name, None)
 
+    def adopt(self, name: str, bucket: MemoryBucket) -> None:
+        """Serve ``bucket`` as ``name`` (a read-only view of a simulated world's bucket)."""
+        self._buckets[name] = bucket
+
 
 DEFAULT_REGISTRY = MemoryRegistry()
 
