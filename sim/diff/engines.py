@@ -50,7 +50,8 @@ class Engine:
         else:
             cmd = [str(ensure_official_venv()), "-I", str(self.script)]
             env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        self.stderr = open(self.script.with_suffix(".stderr"), "w")  # noqa: SIM115 - the server's lifetime
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      text=True, env=env, cwd=tempfile.gettempdir())
 
     def request(self, **req) -> dict:
@@ -69,11 +70,19 @@ class Engine:
         finally:
             timer.cancel()
         if not line:
-            raise EngineDied(f"{self.name} server gave no answer to {req['op']} (exit {self.proc.poll()})")
+            self.proc.wait()
+            raise EngineDied(f"{self.name} server gave no answer to {req['op']} (exit {self.proc.poll()}): "
+                             f"{self.stderr_tail()}")
         out = json.loads(line)
         if not out.pop("ok"):
             raise EngineError(self.name, req["op"], out["error"], out.get("trace", ""))
         return out
+
+    def stderr_tail(self, n: int = 1500) -> str:
+        try:
+            return self.script.with_suffix(".stderr").read_text()[-n:]
+        except OSError:
+            return ""
 
     def _timeout(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

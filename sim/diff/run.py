@@ -313,14 +313,14 @@ class DiffRun:
                 self.stats.checks += 1
                 found = [f for f in report.findings if f.invariant not in self.allow]
                 if found:
-                    raise Failed(f"check:{found[0].invariant}", f"{db.name}: " + "; ".join(x.line() for x in found[:4]))
+                    raise Failed(f"check:{found[0].invariant}", f"{db.parent.name}/{db.name}: " + "; ".join(x.line() for x in found[:4]))
 
     def _check_db(self, db: Path) -> None:
         report = trio.run(_check, f"file://{db}", False, self.rt.now_ms)
         self.stats.checks += 1
         found = [f for f in report.findings if f.invariant not in self.allow]
         if found:
-            raise Failed(f"check:{found[0].invariant}", f"{db.name}: " + "; ".join(x.line() for x in found[:4]))
+            raise Failed(f"check:{found[0].invariant}", f"{db.parent.name}/{db.name}: " + "; ".join(x.line() for x in found[:4]))
 
     def finish(self) -> None:
         for s in self.stores:
