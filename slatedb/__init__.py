@@ -13,6 +13,7 @@ from slatedb.api.options import (
     ReadOptions,
     ScanOptions,
 )
+from slatedb.api.txn import IsolationLevel, Transaction
 from slatedb.batch import NO_EXPIRY, WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
@@ -28,6 +29,8 @@ from slatedb.errors import (
     ReadOnlyError,
     SeekKeyOutOfRangeError,
     SlateDBError,
+    TransactionClosedError,
+    TransactionConflictError,
 )
 from slatedb.reader import DbReader, DbReaderOptions
 
@@ -37,6 +40,10 @@ from slatedb.checker import check  # noqa: E402,I001
 
 
 __all__ = [
+    "IsolationLevel",
+    "Transaction",
+    "TransactionClosedError",
+    "TransactionConflictError",
     "CloseReason",
     "DbStatus",
     "DurabilityLevel",

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # noqa: F401 (DbIterator: public)
 from slatedb.api.options import DbStatus
 from slatedb.api.read_kit import db_status
+from slatedb.api.txn import AsyncTransaction, IsolationLevel, isolation_of
 from slatedb.api.portal import Opening, RuntimeArg
 from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
@@ -153,6 +154,13 @@ class Db(AsyncReads):
         """See :meth:`slatedb.Db.create_checkpoint`."""
         self._core.check_open()
         return await self._host.acall(self._core.create_checkpoint, scope, options)
+
+    async def begin(self, isolation: IsolationLevel | str = IsolationLevel.SNAPSHOT) -> AsyncTransaction:
+        """A transaction at a snapshot of now (see :mod:`slatedb.api.txn`): SNAPSHOT or
+        SERIALIZABLE_SNAPSHOT."""
+        level = isolation_of(isolation)
+        self._core.check_open()
+        return AsyncTransaction(self, level)
 
     def metrics(self) -> dict:
         """Counters and histograms of this database (puts, gets, WAL writes and latency, L0

@@ -42,6 +42,15 @@ class SeekKeyOutOfRangeError(InvalidArgumentError):
     The iterator is left where it was."""
 
 
+class TransactionConflictError(SlateDBError):
+    """A transaction's commit found a conflicting write committed after it began (the official
+    ``Error.Transaction("transaction conflict")``). Nothing of the transaction was written."""
+
+
+class TransactionClosedError(ClosedError):
+    """A transaction was used after ``commit()`` or ``rollback()``."""
+
+
 class NotFoundError(SlateDBError):
     """The thing asked for does not exist: a checkpoint id, a compaction, a manifest id, a
     database at a path."""

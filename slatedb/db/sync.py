@@ -22,6 +22,7 @@ from slatedb.api.args import check_create_mode, coerce_settings
 from slatedb.api.portal import RuntimeArg, RuntimeThread
 from slatedb.api.options import DbStatus
 from slatedb.api.read_kit import db_status
+from slatedb.api.txn import IsolationLevel, Transaction, isolation_of
 from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noqa: F401 (DbIterator: public)
 from slatedb.batch import WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
@@ -208,6 +209,14 @@ class Db(SyncReads):
     @property
     def stats(self) -> dict[str, int]:
         return dict(self._core.stats)
+
+    def begin(self, isolation: IsolationLevel | str = IsolationLevel.SNAPSHOT) -> Transaction:
+        """A transaction at a snapshot of now (see :mod:`slatedb.api.txn`): SNAPSHOT or
+        SERIALIZABLE_SNAPSHOT; ``with db.begin() as txn:`` commits on leaving the block (rolls
+        back on an exception)."""
+        level = isolation_of(isolation)
+        self._core.check_open()
+        return Transaction(self, level)
 
     def metrics(self) -> dict:
         """Counters and histograms of this database (puts, gets, WAL writes and latency, L0

@@ -11,6 +11,7 @@ mixin: the gate and the thresholds are the engine's, set up in ``DbCore.__init__
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 import trio
 
@@ -89,8 +90,10 @@ class WritePath:
                 self._on_threshold()
         return seq
 
-    def write(self, batch: WriteBatch) -> int:
-        """Apply ``batch`` atomically (consecutive seqs, one lock hold); returns the last seq."""
+    def write(self, batch: WriteBatch, check: Callable[[], None] | None = None) -> int:
+        """Apply ``batch`` atomically (consecutive seqs, one lock hold); returns the last seq.
+        ``check`` (a transaction's commit check) runs under the same lock hold, before any row
+        is added: if it raises, nothing is written."""
         if not isinstance(batch, WriteBatch):
             raise InvalidArgumentError(f"write() takes a WriteBatch, not {type(batch).__name__}")
         ops = batch._ops  # validated when added
@@ -106,6 +109,8 @@ class WritePath:
         with w.lock:
             if self._gate:
                 self._check_gate()
+            if check is not None:
+                check()
             seq = w.last_seq
             rows = []
             add = rows.append
