@@ -14,6 +14,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from slatedb.runtime.production import ProductionRuntime
 
@@ -74,6 +75,44 @@ def campaign(seeds: range, steps: int, modes: list[str], *, allow: frozenset[str
     return stats, failures
 
 
+def spark_campaign(seeds: range, steps: int, modes: list[str], *, allow: frozenset[str] = frozenset(),
+                   shrink_budget: int = 30, master: str | None = None, spark: Any = None,
+                   out=None) -> tuple[Stats, list[dict]]:
+    """The campaign with each sequence a Spark task (:mod:`sim.diff.spark`); mismatches are
+    shrunk and reported on the driver."""
+    from sim.campaign.spark_engine import DEFAULT_MASTER, spark_session
+
+    from .spark import STAT_FIELDS, diff_on
+
+    if out is None:
+        def out(line: str) -> None:
+            print(line, flush=True)
+    if spark is None:
+        with spark_session(master or DEFAULT_MASTER, app_name="sim-diff") as session:
+            rows = diff_on(session, seeds, steps, modes, allow)
+    else:
+        rows = diff_on(spark, seeds, steps, modes, allow)
+    stats = Stats()
+    for r in rows:
+        for f in STAT_FIELDS:
+            setattr(stats, f, getattr(stats, f) + r[f])
+    failures: list[dict] = []
+    bad = [r for r in rows if r["mismatch"] is not None]
+    if bad:
+        tmp = Path(tempfile.mkdtemp(prefix="slatedb-diff-engines-"))
+        engines = {OUR: Engine(OUR, tmp), THEIRS: Engine(THEIRS, tmp)}
+        try:
+            for r in bad:
+                m = r["mismatch"]
+                got = Mismatch(m["step"], m["op"], m["kind"], m["detail"])
+                failures.append(_report(r["seed"], r["mode"], generate(r["seed"], steps, r["mode"]), got, engines,
+                                        allow, shrink_budget, out))
+        finally:
+            for e in engines.values():
+                e.stop()
+    return stats, failures
+
+
 def _report(seed, mode, ops, got: Mismatch, engines, allow, budget, out) -> dict:
     out(f"MISMATCH seed {seed} mode {mode} step {got.step} {json.dumps(got.op)}: {got.kind}: {got.detail[:600]}")
     small, runs = shrink(ops, mode, engines, got.kind, allow, budget) if budget else (ops, 0)
@@ -118,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", default=None, help="a saved sequence (.sim/diff-*.json) to run again")
     p.add_argument("--keep", default=None, help="keep the stores under this directory")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    p.add_argument("--engine", choices=("local", "spark"), default="local",
+                   help="local: sequences one after another; spark: one Spark task per seed and mode")
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     ns = p.parse_args(argv)
     allow = frozenset(x for x in ns.allow.split(",") if x)
     keep = Path(ns.keep) if ns.keep else None
@@ -137,8 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         print("passes" if got is None else f"fails at step {got.step} {json.dumps(got.op)}: {got.kind}: {got.detail}")
         return 0 if got is None else 1
     modes = [SHARED, TWIN] if ns.mode == "both" else [ns.mode]
-    stats, failures = campaign(_seeds(ns.seeds), ns.steps, modes, allow=allow, shrink_budget=ns.shrink_budget,
-                               workdir=keep)
+    if ns.engine == "spark":
+        stats, failures = spark_campaign(_seeds(ns.seeds), ns.steps, modes, allow=allow,
+                                         shrink_budget=ns.shrink_budget, master=ns.master)
+    else:
+        stats, failures = campaign(_seeds(ns.seeds), ns.steps, modes, allow=allow, shrink_budget=ns.shrink_budget,
+                                   workdir=keep)
     figures = {"sequences": stats.sequences, "operations": stats.operations, "engine_switches": stats.switches,
                "kills": stats.kills, "reads_compared": stats.reads, "checks": stats.checks,
                "skipped": stats.skipped, "mismatches": len(failures),

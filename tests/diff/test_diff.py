@@ -101,3 +101,18 @@ def test_the_campaign_finds_findings_2_and_3():
     finally:
         for e in engines.values():
             e.stop()
+
+
+@pytest.mark.xdist_group("spark")
+def test_the_campaign_runs_on_spark(request, tmp_path, monkeypatch):
+    """``./just diff --engine spark``: the same sequences as Spark tasks give the same verdicts
+    and figures as the local engine."""
+    spark = request.getfixturevalue("spark_sessions").get()  # the process's one session
+    monkeypatch.chdir(tmp_path)
+    on_spark, failures = camp.spark_campaign(range(3, 5), 12, [SHARED], allow=KNOWN, shrink_budget=0, spark=spark,
+                                             out=lambda line: None)
+    local, local_failures = camp.campaign(range(3, 5), 12, [SHARED], allow=KNOWN, shrink_budget=0,
+                                          out=lambda line: None)
+    assert not failures and not local_failures
+    assert (on_spark.sequences, on_spark.operations) == (local.sequences, local.operations) == (2, 26)
+    assert on_spark.switches == local.switches and on_spark.kills == local.kills
