@@ -23,15 +23,16 @@ Checked as each file lands:
   (any process but the admin, which keeps the file's epoch) carries an epoch below E;
 * **CFENCE-3** ``compactor_started`` epochs are distinct; no ``panic``; no compactor stops with
   ``CompactorEpochError``; the ``compactor_epoch`` of both file chains never decreases;
-* **COMPACT-1** along the ``.compactions`` chain each compaction id goes
-  ``Submitted ⇄ Running → Completed | Failed`` (first seen Submitted; terminal is final; an active
-  compaction is never dropped). The in-memory ``compaction_state`` events are not used: a zombie
+* **COMPACT-1** along the ``.compactions`` chain each compaction id follows the official
+  lifecycle (``slatedb.compactor.lifecycle.LEGAL``: Submitted -> Scheduled -> Running ->
+  Compacted -> Completed, Failed from validation, Running -> Scheduled on release or reclaim;
+  terminal is final; an active compaction is never dropped). The in-memory ``compaction_state`` events are not used: a zombie
   announces states it can no longer persist;
 * **COMPACT-2** at the first ``.compactions`` showing c ``Completed``, the latest manifest
   already lists every output SST of c;
 * **COMPACT-3** an output SST joins the sorted runs at most once; each compaction id is
   committed at most once (``compaction_commit`` events and identified commits), over a manifest
-  holding all its inputs; and c is recorded ``Running`` (started or resumed) only while the
+  holding all its inputs; and c is recorded ``Scheduled`` (validated) only while the
   latest manifest holds all its inputs (a resumed compaction whose inputs are gone must fail).
 
 Checked at the end by :meth:`CompactorChecks.verify_outputs` (it reads the SSTs):
@@ -51,6 +52,7 @@ from collections import defaultdict
 from ulid import ULID
 
 from slatedb.compactor.compactor import FAILED_REASONS_DIR
+from slatedb.compactor.lifecycle import ACTIVE, LEGAL
 from slatedb.lsm.view import sst_key
 from slatedb.format.compactions import decode_compactions
 from slatedb.format.manifest import decode_manifest_v2
@@ -63,13 +65,8 @@ from sim.world.invariants import InvariantViolation
 from sim.world.trace import Event
 
 S = CompactionStatus
-_LEGAL = {
-    (None, S.SUBMITTED),
-    (S.SUBMITTED, S.SUBMITTED), (S.SUBMITTED, S.RUNNING), (S.SUBMITTED, S.FAILED),
-    (S.RUNNING, S.RUNNING), (S.RUNNING, S.SUBMITTED), (S.RUNNING, S.COMPLETED), (S.RUNNING, S.FAILED),
-    (S.COMPLETED, S.COMPLETED), (S.FAILED, S.FAILED),
-}
-_ACTIVE = (S.SUBMITTED, S.RUNNING)
+_LEGAL = LEGAL  # the official lifecycle (slatedb/compactor/lifecycle.py)
+_ACTIVE = tuple(ACTIVE)
 
 
 def _id_of(key: str, prefix: str, suffix: str) -> int | None:
@@ -209,7 +206,7 @@ class CompactorChecks:
             cid = self.outputs_seen.get(outputs)
         else:  # nothing written (every row dropped): the Running compaction with exactly these inputs
             removed_runs = {r.id for r in prev.compacted} - {r.id for r in m.compacted}
-            cands = [i for i, st in self.status.items() if st is S.RUNNING and i in self.specs
+            cands = [i for i, st in self.status.items() if st in (S.RUNNING, S.COMPACTED) and i in self.specs
                      and set(self.specs[i].l0_view_ids) == removed_l0 and set(self.specs[i].sorted_runs) >= removed_runs]
             cid = cands[0] if len(cands) == 1 else None
         self.commit_manifests[mid] = cid
@@ -271,10 +268,10 @@ class CompactorChecks:
                 self.retention.setdefault(comp.id, comp.ctx.retention_min_seq)
             if comp.output_ssts:
                 self.outputs_seen.setdefault(tuple(o.id for o in comp.output_ssts), comp.id)
-            if new is S.RUNNING and prev is not S.RUNNING and isinstance(comp.spec, TieredCompactionSpec):
+            if new is S.SCHEDULED and prev is S.SUBMITTED and isinstance(comp.spec, TieredCompactionSpec):
                 missing = _inputs_missing(comp.spec, latest) if latest is not None else ["(no manifest)"]
                 if missing:
-                    raise InvariantViolation("COMPACT-3", e, f"compaction {comp.id} recorded Running in .compactions "
+                    raise InvariantViolation("COMPACT-3", e, f"compaction {comp.id} recorded Scheduled in .compactions "
                                                             f"{cid} but manifest {self.latest_manifest} lacks its "
                                                             f"inputs {missing}")
             if new is S.COMPLETED and prev is not S.COMPLETED:

@@ -51,6 +51,9 @@ from slatedb.lsm.paths import SstLocator
 
 from slatedb.manifest.compaction import CompactionSpec, L0Source
 
+from .lifecycle import ulid_not_before
+from .subcompactions import InputSst, sample
+
 _TOMBSTONE = RowKind.TOMBSTONE
 _MERGE = RowKind.MERGE_OPERAND
 
@@ -87,6 +90,9 @@ class Job:
     sst_options: SstOptions
     #: Outputs of an earlier, interrupted attempt (resume from the last one).
     resume_outputs: tuple[CompactedSsTable, ...] = ()
+    #: The subcompaction range ``[key_lo, key_hi)`` this execution merges (None: unbounded).
+    key_lo: bytes | None = None
+    key_hi: bytes | None = None
 
 
 def is_bottom(manifest: ManifestV2, spec: CompactionSpec) -> bool:
@@ -203,7 +209,13 @@ class Executor:
             self.runtime.probe(probes.COMPACTOR_RESUMED)
             self.runtime.event("compaction_resume", id=str(job.compaction_id), key=last.key.hex(), seq=last.seq,
                                outputs=len(outputs))
-        streams = await self._streams(job, cursor[0] if cursor else None)
+        if cursor is not None and ((job.key_lo is not None and cursor[0] < job.key_lo)
+                                   or (job.key_hi is not None and cursor[0] >= job.key_hi)):
+            raise CorruptionError(sst_key(outputs[-1].id), None, f"output of compaction {job.compaction_id} ends at "
+                                  f"{cursor[0]!r}, outside its subcompaction range [{job.key_lo!r}, {job.key_hi!r})")
+        start = cursor[0] if cursor else job.key_lo
+        streams = await self._streams(job, start)
+        hi = job.key_hi
         heap: list[tuple[bytes, int, int, _Stream]] = []
         for st in streams:
             if await st.fill():
@@ -223,7 +235,7 @@ class Executor:
         async def cut() -> None:
             nonlocal writer, writer_last_key
             encoded = writer.finish()
-            sst_id = self.runtime.new_ulid()
+            sst_id = ulid_not_before(self.runtime, job.compaction_id.milliseconds)  # the ULID rule
             key = sst_key(sst_id)
             await retry_transient(self.runtime, lambda: self.store.put(key, encoded.data, OVERWRITE), what=f"put {key}")
             outputs.append(CompactedSsTable(sst_id, encoded.info, None, encoded.format_version))
@@ -236,6 +248,8 @@ class Executor:
         first_after_cursor_kept = _bug_drop_first if switches.RESUME_SKIP_ENTRY in self.runtime.bugs else _keep_first
         while heap:
             key, _nseq, _order, st = heap[0]
+            if hi is not None and key >= hi:
+                break  # the rest belongs to the next subcompaction
             row = st.rows[st.pos]
             st.pos += 1
             if st.pos < len(st.rows):
@@ -279,9 +293,35 @@ class Executor:
                 await cut()
             writer.add(row)
             writer_last_key = key
+        for st in streams:  # a range ends before its sources do: close them now, not at GC time
+            aclose = getattr(st.blocks, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if writer_last_key is not None:
             await cut()
         return tuple(outputs)
+
+    async def plan_inputs(self, spec: CompactionSpec, manifest: ManifestV2) -> list[InputSst]:
+        """Each input SST view's size and anchor keys (its index's block first keys within the
+        view), for :func:`slatedb.compactor.subcompactions.plan_ranges`."""
+        await self.locator.update(manifest)
+        l0 = {v.id: v for v in manifest.l0}
+        runs = {r.id: r for r in manifest.compacted}
+        views: list[CompactedSsTableView] = []
+        for src in spec.sources:
+            views += [l0[src.view_id]] if isinstance(src, L0Source) else list(runs[src.run_id].ssts)
+        sizes = {s.id: s.info for s in manifest.ssts}
+        out = []
+        for view in views:
+            reader = await self._open(view.sst_id)
+            b = bounds_of(view.visible_range)
+            keys = [k for k in reader.index.first_keys
+                    if (b.lo is None or k > b.lo) and (b.hi is None or k < b.hi)]
+            info = sizes.get(view.sst_id, reader.info)
+            size = max(info.index_offset + info.index_len, info.filter_offset + info.filter_len,
+                       info.stats_offset + info.stats_len)
+            out.append(InputSst(size, sample(keys)))
+        return out
 
 
 class CompactionFailed(SlateDBError):

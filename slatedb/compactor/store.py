@@ -11,6 +11,8 @@ spec appended as ``Submitted``; it keeps the file's ``compactor_epoch``).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import attrs
 from ulid import ULID
 
@@ -28,6 +30,8 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 
 from slatedb.manifest.compaction import CompactionSpec
+
+from .lifecycle import check_compactions
 
 
 #: Statuses after which a compaction never changes again (RFC 002 lifecycle).
@@ -50,6 +54,10 @@ class CompactionsConflict(SequenceConflict):
     pass
 
 
+#: A transition of the latest ``.compactions`` value: the next value, or None for no change.
+Update = Callable[[CompactionsV1], "CompactionsV1 | None"]
+
+
 class CompactionsStore(SequencedStore[CompactionsV1, StoredCompactions]):
     namespace = "compactions"
     directory = COMPACTIONS_DIR
@@ -68,6 +76,28 @@ class CompactionsStore(SequencedStore[CompactionsV1, StoredCompactions]):
 
     def event_fields(self, value: CompactionsV1) -> dict:
         return {"epoch": value.compactor_epoch}
+
+    async def update(self, fn: Update, *, edit: str | None = None,
+                     cur: StoredCompactions | None = None) -> StoredCompactions | None:
+        """Compare-and-set: apply ``fn`` to the latest file (``cur`` if given, else read) and create
+        the next id; on a lost race re-read and apply ``fn`` again. ``fn`` may raise (the
+        transition no longer applies: nothing is written). Returns the file written, or the
+        latest one when ``fn`` returned None. Bad input (:func:`check_compactions`) is refused
+        with a :class:`~slatedb.errors.CorruptionError` naming the file."""
+        while True:
+            if cur is None:
+                cur = await self.read_latest()
+            base = cur.compactions if cur is not None else CompactionsV1(0, ())
+            if cur is not None:
+                check_compactions(base, self.key(cur.id))
+            new = fn(base)
+            if new is None:
+                return cur
+            try:
+                next_id = (cur.id if cur is not None else 0) + 1
+                return await (self.try_write(next_id, new) if edit is None else self.try_write(next_id, new, edit=edit))
+            except (CompactionsConflict, ObjectVersionBehindBoundaryError):
+                cur = None
 
 
 async def submit_compaction(store: ObjectStore, runtime: Runtime, spec: CompactionSpec) -> Compaction:

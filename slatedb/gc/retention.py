@@ -21,7 +21,10 @@ from slatedb.manifest.sst_ids import newest_l0_ms  # noqa: F401 - re-exported: G
 from slatedb.objstore.base import ObjectMeta
 
 #: Compactions whose outputs may still be landing (RFC 002 lifecycle: Submitted ⇄ Running).
-IN_FLIGHT = frozenset({CompactionStatus.SUBMITTED, CompactionStatus.RUNNING})
+#: Submitted, Scheduled, Running or Compacted: the job may still commit (its recorded outputs,
+#: including every subcompaction's, and its inputs stay).
+IN_FLIGHT = frozenset({CompactionStatus.SUBMITTED, CompactionStatus.SCHEDULED, CompactionStatus.RUNNING,
+                       CompactionStatus.COMPACTED})
 
 
 def older_than(meta: ObjectMeta, now_ms: int, min_age_s: float) -> bool:
@@ -70,8 +73,8 @@ def wal_kept(wal_id: int, latest: ManifestV2, pinned: Iterable[ManifestV2]) -> b
 
 
 def in_flight_sst_ids(compactions: CompactionsV1 | None, manifests: Iterable[ManifestV2]) -> set[ULID]:
-    """RFC 002 § "Garbage Collection Integration" (issue #604): the SSTs of every Submitted or
-    Running compaction, its outputs written so far (``output_ssts`` and the subcompactions'
+    """RFC 002 § "Garbage Collection Integration" (issue #604): the SSTs of every in-flight
+    compaction (Submitted, Scheduled, Running, Compacted), its outputs written so far (``output_ssts`` and the subcompactions'
     outputs) and its inputs (L0 views and sorted runs, resolved through ``manifests``)."""
     if compactions is None:
         return set()

@@ -146,6 +146,23 @@ COMPACTOR_EXTERNAL_ADOPTED = _probe(
     "a compactor adopted a compaction submitted by another process (admin submission)",
     "compaction.md external submission, COMPACT-1")
 
+COMPACTOR_RECLAIMED = _probe(
+    "compactor.reclaimed",
+    "the coordinator reclaimed a Running job whose worker's heartbeat was older than the timeout",
+    "compaction.md coordinator reclaim, COMPACT-5")
+COMPACTOR_WORKER_RELEASED = _probe(
+    "compactor.worker-released",
+    "a worker released a job it had claimed because the manifest no longer held its sources",
+    "compaction.md worker check after the claim, COMPACT-3")
+COMPACTOR_RESUMED_RANGES = _probe(
+    "compactor.resumed-ranges",
+    "a worker took over a job with recorded subcompaction ranges and progress",
+    "compaction.md subcompactions, RESUME-1/2")
+COMPACTOR_RESULT_DROPPED = _probe(
+    "compactor.result-dropped",
+    "a worker's result was dropped because its job was reclaimed or gone (a zombie worker)",
+    "compaction.md worker finish, COMPACT-5")
+
 # -- GC (spec/protocols/checkpoints-gc.md) ------------------------------------------------------
 
 GC_SST_KEPT_IN_FLIGHT = _probe(

@@ -1,0 +1,315 @@
+"""A compaction worker of the official coordinator/worker protocol (spec/protocols/compaction.md,
+worker steps W1-W6).
+
+W1 **Claim**: poll ``.compactions`` (every ``worker.compactions_poll_interval``, jittered in
+   [0.5, 1.5]x); claim up to ``worker.max_concurrent_compactions`` Scheduled jobs with no worker,
+   one CAS each: Running, our worker id (a ULID), heartbeat now.
+W2 **Check after the claim**: read the manifest; release the job (back to Scheduled) when its
+   sources no longer match.
+W3 **Plan**: a job with recorded ranges keeps them (resume); else ranges are cut at anchor keys
+   (:mod:`slatedb.compactor.subcompactions`, ``worker.max_subcompactions``).
+W4 **Run** each range through the merge (:class:`RangeRunner`: in process, or Spark tasks), a
+   range with outputs restarting after its last output's last ``(key, seq)``.
+W5 **Heartbeat** every ``worker.heartbeat_interval`` (and after each output, so that progress is
+   never older than one output SST): re-read; a job gone or owned by another worker id is
+   stopped; else write the heartbeat and the progress (``ctx``) by CAS. The heartbeat is the only
+   writer of progress.
+W6 **Finish**: re-read; if the job is gone or not ours the result is dropped (its outputs are
+   garbage, collected by GC after ``min_age``); else write Compacted with every range's outputs
+   concatenated in range order. On shutdown, owned jobs are released to Scheduled.
+
+Workers never change ``compactor_epoch`` (they keep the file's).
+"""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable, Protocol, Sequence
+
+import attrs
+import trio
+from ulid import ULID
+
+from slatedb.config import CompactorOptions, Settings
+from slatedb.errors import ObjectNotFoundError, sole_exception
+from slatedb.format.sst import SstOptions, sst_options_of
+from slatedb.format.types import (
+    CompactedSsTable,
+    Compaction,
+    CompactionStatus,
+    ManifestV2,
+    Subcompaction,
+    TieredCompactionContext,
+    TieredCompactionSpec,
+    WorkerSpec,
+)
+from slatedb.manifest.compaction import CompactionSpec, validate_spec
+from slatedb.manifest.edits import committed_already
+from slatedb.manifest.store import ManifestStore
+from slatedb.objstore.base import ObjectStore
+from slatedb.runtime import Runtime, probes, switches
+
+from . import lifecycle as lc
+from .executor import CompactionFailed, Executor, Job, is_bottom
+from .store import CompactionsStore
+from .subcompactions import plan_ranges
+
+S = CompactionStatus
+
+#: ``on_output(range_index, outputs_of_that_range_so_far)``
+OnOutput = Callable[[int, tuple[CompactedSsTable, ...]], Awaitable[None]]
+
+
+@attrs.frozen
+class RangeTask:
+    """One subcompaction to run: the job fixed at the claim, the range, its recorded outputs."""
+
+    index: int
+    job: Job
+
+
+class RangeRunner(Protocol):
+    async def run_ranges(self, tasks: Sequence[RangeTask], on_output: OnOutput) -> list[tuple[CompactedSsTable, ...]]:
+        """Run every range; return each range's outputs (all of them, recorded ones first)."""
+
+
+class LocalRanges:
+    """Ranges merged one after the other in this process."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    async def run_ranges(self, tasks: Sequence[RangeTask], on_output: OnOutput) -> list[tuple[CompactedSsTable, ...]]:
+        out = []
+        for t in tasks:
+            async def cb(outputs: tuple[CompactedSsTable, ...], i: int = t.index) -> None:
+                await on_output(i, outputs)
+            out.append(await self.executor.run(t.job, cb))
+        return out
+
+
+def output_options(settings: Settings) -> tuple[SstOptions, int]:
+    """SST options and cut size of compaction outputs (``compactor_options.worker``)."""
+    options = settings.compactor_options or CompactorOptions()
+    worker = options.worker
+    sst_options = sst_options_of(settings, min_filter_keys=worker.min_filter_keys)
+    if worker.compression_codec is not None:
+        sst_options = attrs.evolve(sst_options, compression=sst_options_of(
+            attrs.evolve(settings, compression_codec=worker.compression_codec)).compression)
+    return sst_options, worker.max_sst_size
+
+
+class Worker:
+    """Claims and runs Scheduled compactions. ``await step()`` claims what it can and returns the
+    claimed ids (run them with :meth:`run_job`); ``await run()`` polls until cancelled."""
+
+    def __init__(self, store: ObjectStore, runtime: Runtime, settings: Settings | None = None, *,
+                 worker_id: str | None = None, runner: RangeRunner | None = None) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.settings = settings or Settings()
+        options = self.settings.compactor_options or CompactorOptions()
+        self.options = options.worker
+        self.worker_id = worker_id if worker_id is not None else str(runtime.new_ulid())
+        lc.parse_worker_id(self.worker_id, "worker id")
+        self.cstore = CompactionsStore(store, runtime)
+        self.manifests = ManifestStore(store, runtime)
+        self.executor = Executor(store, runtime)
+        self.runner: RangeRunner = runner or LocalRanges(self.executor)
+        self.sst_options, self.max_sst_size_bytes = output_options(self.settings)
+        self.owned: dict[ULID, trio.CancelScope | None] = {}
+        self._lock = trio.Lock()  # one .compactions write of this worker at a time
+        self.stats = {"claimed": 0, "released": 0, "compacted": 0, "dropped": 0, "failed_runs": 0, "output_ssts": 0}
+
+    # -- W1 ---------------------------------------------------------------------------------------
+
+    async def step(self) -> list[ULID]:
+        """Claim up to capacity Scheduled jobs with no worker (one CAS each)."""
+        cur = await self.cstore.read_latest()
+        if cur is None:
+            return []
+        free = [c.id for c in cur.compactions.recent_compactions
+                if c.status is S.SCHEDULED and (c.worker is None or c.worker.worker_id is None)
+                and c.id not in self.owned]
+        claimed = []
+        for cid in free[:max(0, self.options.max_concurrent_compactions - len(self.owned))]:
+            try:
+                async with self._lock:
+                    await self.cstore.update(lambda v, cid=cid: lc.claim(v, cid, self.worker_id, self.runtime.now_ms()))
+            except lc.NotOwnerError:
+                continue
+            self.owned[cid] = None
+            self.stats["claimed"] += 1
+            self.runtime.event("compaction_claimed", id=str(cid), worker=self.worker_id)
+            claimed.append(cid)
+        return claimed
+
+    async def run(self) -> None:
+        """Poll and run jobs until cancelled; on the way out, release owned jobs."""
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    for cid in await self.step():
+                        nursery.start_soon(self.run_job, cid)
+                    jitter = 0.5 + self.runtime.rng.random()
+                    await self.runtime.sleep(self.options.compactions_poll_interval * jitter)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.release_all()
+
+    async def release_all(self) -> None:
+        for cid in list(self.owned):
+            await self._release(cid, "shutdown")
+
+    async def _release(self, cid: ULID, why: str) -> None:
+        try:
+            async with self._lock:
+                await self.cstore.update(lambda v: lc.release(v, cid, self.worker_id))
+            self.stats["released"] += 1
+            self.runtime.event("compaction_released", id=str(cid), worker=self.worker_id, why=why)
+        except lc.NotOwnerError:
+            pass
+        self.owned.pop(cid, None)
+
+    # -- W2..W6 -----------------------------------------------------------------------------------
+
+    async def run_job(self, cid: ULID) -> bool:
+        """Run one claimed job to Compacted; False when released or dropped."""
+        scope = trio.CancelScope()
+        self.owned[cid] = scope
+        try:
+            with scope:
+                return await self._run(cid)
+            self.stats["dropped"] += 1  # a heartbeat found the job gone or taken over
+            self.runtime.event("compaction_result_dropped", id=str(cid), worker=self.worker_id, why="heartbeat")
+            return False
+        finally:
+            self.owned.pop(cid, None)
+
+    async def _run(self, cid: ULID) -> bool:
+        cur = await self.cstore.read_latest()
+        c = lc.find(cur.compactions, cid) if cur is not None else None
+        if c is None or c.status is not S.RUNNING or c.worker is None or c.worker.worker_id != self.worker_id:
+            return False
+        latest = await self.manifests.read_latest()
+        assert latest is not None
+        manifest = latest.manifest
+        if not isinstance(c.spec, TieredCompactionSpec):
+            await self._release(cid, "not a tiered compaction")
+            return False
+        spec = CompactionSpec.from_format(c.spec)
+        reason = validate_spec(spec, manifest) or committed_already(manifest, lc.outputs_in_order(c))
+        if reason is not None:  # W2: the sources changed since the claim
+            self.runtime.probe(probes.COMPACTOR_WORKER_RELEASED)
+            await self._release(cid, reason)
+            return False
+        ctx = c.ctx
+        if ctx is None or not ctx.subcompactions:
+            retention = ctx.retention_min_seq if ctx is not None else manifest.recent_snapshot_min_seq
+            ranges = plan_ranges(await self.executor.plan_inputs(spec, manifest), self.options.max_subcompactions)
+            ctx = lc.with_ranges(None, ranges, retention)
+            # A job recorded before subcompactions (one output list) resumes as one range.
+            if c.output_ssts and not (c.ctx and c.ctx.subcompactions):
+                ctx = TieredCompactionContext((Subcompaction(lc.FULL_RANGE, c.output_ssts),), retention)
+        else:
+            self.runtime.probe(probes.COMPACTOR_RESUMED_RANGES)
+        progress = [list(sub.output_ssts) for sub in ctx.subcompactions]
+        now_ms = self.runtime.now_ms()
+        tasks = []
+        for i, sub in enumerate(ctx.subcompactions):
+            lo, hi = lc.range_lo_hi(sub.range)
+            if switches.SUBRANGES_OVERLAP in self.runtime.bugs and i + 1 < len(ctx.subcompactions):
+                hi = lc.range_lo_hi(ctx.subcompactions[i + 1].range)[1]  # catalogued bug: runs into the next range
+            tasks.append(RangeTask(i, Job(
+                compaction_id=cid, spec=spec, manifest=manifest, retention_min_seq=ctx.retention_min_seq,
+                bottom=is_bottom(manifest, spec), now_ms=now_ms, max_sst_size_bytes=self.max_sst_size_bytes,
+                sst_options=self.sst_options, resume_outputs=sub.output_ssts, key_lo=lo, key_hi=hi)))
+
+        def current_ctx() -> TieredCompactionContext:
+            return attrs.evolve(ctx, subcompactions=tuple(
+                attrs.evolve(sub, output_ssts=tuple(progress[i])) for i, sub in enumerate(ctx.subcompactions)))
+
+        async def on_output(i: int, outputs: tuple[CompactedSsTable, ...]) -> None:
+            progress[i] = list(outputs)
+            self.stats["output_ssts"] += 1
+            await self._heartbeat(cid, current_ctx())
+
+        await self._heartbeat(cid, current_ctx())  # the ranges are recorded before any output
+        try:
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._heartbeats, cid, current_ctx)
+                    if switches.COMMIT_UNFINISHED_RANGES in self.runtime.bugs and len(tasks) > 1:  # catalogued bug
+                        results = await self.runner.run_ranges(tasks[:1], on_output) + [
+                            tuple(progress[t.index]) for t in tasks[1:]]
+                    else:
+                        results = await self.runner.run_ranges(tasks, on_output)
+                    nursery.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                raise sole_exception(group) from None
+        except (CompactionFailed, ObjectNotFoundError, NotImplementedError) as e:
+            self.stats["failed_runs"] += 1
+            self.runtime.event("compaction_worker_failed", id=str(cid), worker=self.worker_id,
+                               error=f"{type(e).__name__}: {e}")
+            await self._release(cid, f"{type(e).__name__}: {e}")
+            return False
+        for i, outs in enumerate(results):
+            progress[i] = list(outs)
+        final = current_ctx()
+        try:
+            async with self._lock:
+                if switches.WORKER_FINISH_UNCHECKED in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+                    await self.cstore.update(lambda v: _bug_finish_unchecked(v, cid, self.worker_id,
+                                                                             self.runtime.now_ms(), final))
+                else:
+                    await self.cstore.update(lambda v: lc.finish(v, cid, self.worker_id, self.runtime.now_ms(), final))
+        except lc.NotOwnerError as e:
+            self.stats["dropped"] += 1
+            self.runtime.probe(probes.COMPACTOR_RESULT_DROPPED)
+            self.runtime.event("compaction_result_dropped", id=str(cid), worker=self.worker_id, why=str(e))
+            return False
+        self.stats["compacted"] += 1
+        self.runtime.event("compaction_state", id=str(cid), status="Compacted", worker=self.worker_id,
+                           outputs=[str(o.id) for o in lc.outputs_in_order(attrs.evolve(c, ctx=final))])
+        return True
+
+    async def _heartbeats(self, cid: ULID, ctx_now: Callable[[], TieredCompactionContext]) -> None:
+        while True:
+            await self.runtime.sleep(self.options.heartbeat_interval)
+            await self._heartbeat(cid, ctx_now())
+
+    async def _heartbeat(self, cid: ULID, ctx: TieredCompactionContext) -> None:
+        """W5: write heartbeat and progress if the job is still ours, else stop the job."""
+        try:
+            async with self._lock:
+                if switches.HEARTBEAT_NO_OWNER_CHECK in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+                    await self.cstore.update(lambda v: _bug_heartbeat_any(v, cid, self.worker_id,
+                                                                          self.runtime.now_ms(), ctx))
+                else:
+                    await self.cstore.update(lambda v: lc.heartbeat(v, cid, self.worker_id, self.runtime.now_ms(), ctx))
+        except lc.NotOwnerError as e:
+            self.runtime.event("compaction_lost", id=str(cid), worker=self.worker_id, why=str(e))
+            scope = self.owned.get(cid)
+            if scope is None:
+                raise
+            scope.cancel()
+            await trio.lowlevel.checkpoint()  # raises Cancelled: the job's scope ends it
+
+
+def _bug_heartbeat_any(v, cid, worker_id, now_ms, ctx):
+    """Catalogued bug ``heartbeat-no-owner-check``: the heartbeat writes progress into the job
+    whoever owns it now (a reclaimed worker overwrites the new owner's claim and progress)."""
+    c = lc.find(v, cid)
+    if c is None or c.status in lc.TERMINAL or c.status is S.COMPACTED:
+        raise lc.NotOwnerError(f"compaction {cid} is gone")
+    return lc.replace(v, attrs.evolve(c, status=S.RUNNING, worker=WorkerSpec(worker_id, now_ms), ctx=ctx,
+                                      output_ssts=lc.outputs_in_order(attrs.evolve(c, ctx=ctx))))
+
+
+def _bug_finish_unchecked(v, cid, worker_id, now_ms, ctx):
+    """Catalogued bug ``worker-finish-unchecked``: a worker finishes a job without checking it
+    still owns it (a reclaimed worker's late output replaces the new owner's)."""
+    c = lc.find(v, cid)
+    if c is None or c.status in lc.TERMINAL or c.status is S.COMPACTED:
+        raise lc.NotOwnerError(f"compaction {cid} is gone")
+    c = attrs.evolve(c, status=S.RUNNING, worker=WorkerSpec(worker_id, now_ms))
+    return lc.finish(lc.replace(v, c), cid, worker_id, now_ms, ctx)
