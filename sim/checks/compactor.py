@@ -52,7 +52,8 @@ from collections import defaultdict
 from ulid import ULID
 
 from slatedb.compactor.compactor import FAILED_REASONS_DIR
-from slatedb.compactor.lifecycle import ACTIVE, LEGAL
+from slatedb.compactor.lifecycle import ACTIVE, LEGAL, check_subcompactions
+from slatedb.errors import CorruptionError
 from slatedb.lsm.view import sst_key
 from slatedb.format.compactions import decode_compactions
 from slatedb.format.manifest import decode_manifest_v2
@@ -110,6 +111,8 @@ class CompactorChecks:
         self.committed: dict[ULID, int] = {}  # compaction id -> manifest id of its commit
         self.commit_manifests: dict[int, ULID | None] = {}  # compactor-commit manifest -> id (if known)
         self.run_ssts_ever: set[ULID] = set()
+        self.owner: dict[ULID, str | None] = {}  # Running job -> the worker id that claimed it
+        self.newest_job_ms = 0
         self.counts: dict[str, int] = defaultdict(int)
 
     def attach(self, trace) -> "CompactorChecks":
@@ -261,6 +264,7 @@ class CompactorChecks:
             if (prev, new) not in _LEGAL:
                 raise InvariantViolation("COMPACT-1", e, f"compaction {comp.id}: {prev.name if prev else 'absent'} "
                                                         f"-> {new.name} in .compactions {cid}")
+            self._worker_checks(e, cid, key, comp, prev)
             self.status[comp.id] = new
             if isinstance(comp.spec, TieredCompactionSpec):
                 self.specs.setdefault(comp.id, comp.spec)
@@ -282,6 +286,7 @@ class CompactorChecks:
                     raise InvariantViolation("COMPACT-2", e, f"compaction {comp.id} Completed in .compactions {cid} "
                                                             f"but manifest {self.latest_manifest} lacks outputs "
                                                             f"{missing_out}")
+        self.newest_job_ms = max((comp.id.milliseconds for comp in c.recent_compactions), default=self.newest_job_ms)
         # Trimming keeps the active compactions and one finished compaction: a compaction that
         # finishes may be trimmed in the very write that ends it (its Completed or Failed is then
         # never written). Allowed only if it did finish: committed to the manifest, or its
@@ -294,6 +299,26 @@ class CompactorChecks:
                 del self.status[ident]  # finished and trimmed at once: it may never come back
                 self.gone.add(ident)
                 self.counts["trimmed_unseen"] += 1
+
+    def _worker_checks(self, e: Event, cid: int, key: str, comp, prev) -> None:
+        """COMPACT-5 (owner), COMPACT-6 (ranges), COMPACT-7 (ULID rules) of one entry."""
+        try:
+            check_subcompactions(comp, key)
+        except CorruptionError as err:
+            raise InvariantViolation("COMPACT-6", e, str(err)) from None
+        if prev is None:
+            if comp.id.milliseconds < self.newest_job_ms:
+                raise InvariantViolation("COMPACT-7", e, f"new compaction {comp.id} in .compactions {cid} is older "
+                                                        f"than the newest job of the file before ({self.newest_job_ms} ms)")
+        old_outs = [o.id for o in comp.output_ssts if o.id.milliseconds < comp.id.milliseconds]
+        if old_outs:
+            raise InvariantViolation("COMPACT-7", e, f"compaction {comp.id}: output {old_outs[0]} is older than its job")
+        wid = comp.worker.worker_id if comp.worker is not None else None
+        if comp.status is S.RUNNING and prev is not S.RUNNING:
+            self.owner[comp.id] = wid
+        elif prev is S.RUNNING and comp.status in (S.RUNNING, S.COMPACTED) and wid != self.owner.get(comp.id):
+            raise InvariantViolation("COMPACT-5", e, f"compaction {comp.id} owned by worker {self.owner.get(comp.id)} "
+                                                    f"is {comp.status.name} under worker {wid} in .compactions {cid}")
 
     # -- the end: RESUME-1 and RESUME-2 ------------------------------------------------------
 

@@ -69,6 +69,8 @@ _REPLAY_CLASS = ("Crash during WAL replay, or the replay point advanced past dat
 _RESUME_CLASS = "Compaction resume re-emits or skips the entry at the last written key (RFC 002 ResumingIterator)"
 _TWO_COMPACTORS_CLASS = "Two compactors both commit (compactor fencing on `.manifest` then `.compactions`, RFC 002)"
 _INPUTS_CHANGED_CLASS = "Compaction finishes after its inputs changed (validation on resume, RFC 002)"
+_ZOMBIE_WORKER_CLASS = ("Distributed compaction: a reclaimed worker's late writes, or ranges that overlap or are "
+                        "committed unfinished (official coordinator/worker protocol, RFC 0025/0028)")
 _GC_CLASS = "GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction (RFC 000 / RFC 002)"
 _PROJ_CLASS = "Clone/projection leaks rows outside the visible range, or union seqs collide (RFC 000)"
 _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
@@ -132,13 +134,29 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.COMPACTOR_NO_COMMIT_FENCE, "a compactor commits a finished compaction without comparing the "
         "manifest's compactor epoch with its own: a zombie commits after a newer compactor started",
         _TWO_COMPACTORS_CLASS, "RFC 003 Compaction Executor epoch checks; compaction.md step 8",
-        "slatedb/compactor/compactor.py Compactor._finish", "compactor", ("CFENCE-1",), 40),
+        "slatedb/compactor/compactor.py Compactor._commit", "compactor", ("CFENCE-1",), 40),
     Bug(switches.COMPACTION_NO_REVALIDATE, "a resumed compaction is not validated against the current manifest "
         "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
-        "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._start_submitted",
+        "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._decide",
         "compactor", ("COMPACT-3",), 32),
-    # -- GC, checkpoints, readers, clones (sim/scenarios/gc.py; figures in docs/simulation.md) --
+    # -- distributed compaction: coordinator and workers (the official 0.17 protocol) --
+    Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
+        "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",
+        _ZOMBIE_WORKER_CLASS, "official worker protocol (heartbeat re-checks the worker id); compaction.md W5",
+        "slatedb/compactor/worker.py Worker._heartbeat", "compactor", ("COMPACT-5",), 40),
+    Bug(switches.WORKER_FINISH_UNCHECKED, "a worker finishes its job (Compacted) without checking it still owns "
+        "it: a reclaimed worker's late output replaces the new owner's and is committed",
+        _ZOMBIE_WORKER_CLASS, "official worker protocol (finish re-checks the worker id); compaction.md W6",
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-5",), 40),
+    Bug(switches.SUBRANGES_OVERLAP, "each subcompaction runs to the end of the next range: ranges overlap and "
+        "rows are written twice", _ZOMBIE_WORKER_CLASS, "official subcompactions; compaction.md W3/W4",
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-6", "RESUME-2", "RESUME-1"), 24),
+    Bug(switches.COMMIT_UNFINISHED_RANGES, "a worker writes Compacted after its first range: the coordinator "
+        "commits a job before every subrange finished, losing the other ranges' rows",
+        _ZOMBIE_WORKER_CLASS, "official worker protocol (Compacted holds every range's outputs); compaction.md W6",
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1",), 24),
+        # -- GC, checkpoints, readers, clones (sim/scenarios/gc.py; figures in docs/simulation.md) --
     Bug(switches.GC_IGNORES_CHECKPOINTS, "GC takes no checkpoint as active: it keeps only what the latest manifest "
         "references and deletes the manifests, SSTs and WAL objects that checkpoints pin",
         _GC_CLASS, "RFC 000 Garbage Collector (set M); checkpoints-gc.md steps 6-8 (model UNSAFE_GC_IGNORES_CHECKPOINTS)",

@@ -118,7 +118,13 @@ def _settings(rng) -> dict:
             "max_concurrent_compactions": rng.choice([1, 2, 4]),
             "scheduler_options": {"min_compaction_sources": str(MIN_SOURCES),
                                   "max_compaction_sources": str(rng.choice([2, 4, 8]))},
-            "worker": {"max_sst_size": rng.choice([1024, 2048, 4096])},
+            "worker": {"max_sst_size": rng.choice([1024, 2048, 4096]),
+                       # the official coordinator/worker protocol: ranges, heartbeats, reclaims
+                       "max_subcompactions": rng.choice([1, 2, 4]),
+                       "heartbeat_interval": rng.choice(["1s", "2s"]),
+                       "compactions_poll_interval": rng.choice(["200ms", "1s"])},
+            "commit_compacted_interval": rng.choice(["50ms", "200ms"]),
+            "worker_heartbeat_timeout": rng.choice(["5s", "10s", "30s"]),
         },
     }
 

@@ -378,13 +378,17 @@ class Compactor:
         specs = self.scheduler.propose(manifest, active, capacity)
         if not specs:
             return
-        floor = max((c.id.milliseconds for c in jobs), default=0)
-        new = []
-        for spec in specs:
-            c = Compaction(id=lc.ulid_not_before(self.runtime, floor), spec=spec.to_format(), status=S.SUBMITTED)
-            floor = c.id.milliseconds
-            new.append(c)
-        await self._update(lambda v: attrs.evolve(v, recent_compactions=v.recent_compactions + tuple(new)))
+        new = [Compaction(id=self.runtime.new_ulid(), spec=spec.to_format(), status=S.SUBMITTED) for spec in specs]
+
+        def fn(v: CompactionsV1) -> CompactionsV1:
+            floor = max((c.id.milliseconds for c in v.recent_compactions), default=0)
+            for i, c in enumerate(new):  # ULID rule: no job id older than the newest existing one
+                if c.id.milliseconds < floor:
+                    new[i] = attrs.evolve(c, id=lc.ulid_not_before(self.runtime, floor))
+                floor = max(floor, new[i].id.milliseconds)
+            return attrs.evolve(v, recent_compactions=v.recent_compactions + tuple(new))
+
+        await self._update(fn)
         for c, spec in zip(new, specs):
             self.runtime.event("compaction_state", id=str(c.id), status="Submitted", spec=spec.render())
 

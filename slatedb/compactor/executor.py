@@ -315,7 +315,8 @@ class Executor:
         for view in views:
             reader = await self._open(view.sst_id)
             b = bounds_of(view.visible_range)
-            keys = [k for k in reader.index.first_keys
+            first = reader.info.first_entry  # block 0's index key is empty: the SST's first key stands in
+            keys = [k for k in ([first] if first else []) + list(reader.index.first_keys[1:])
                     if (b.lo is None or k > b.lo) and (b.hi is None or k < b.hi)]
             info = sizes.get(view.sst_id, reader.info)
             size = max(info.index_offset + info.index_len, info.filter_offset + info.filter_len,

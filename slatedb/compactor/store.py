@@ -31,7 +31,7 @@ from slatedb.runtime import Runtime
 
 from slatedb.manifest.compaction import CompactionSpec
 
-from .lifecycle import check_compactions
+from .lifecycle import check_compactions, ulid_not_before
 
 
 #: Statuses after which a compaction never changes again (RFC 002 lifecycle).
@@ -109,6 +109,9 @@ async def submit_compaction(store: ObjectStore, runtime: Runtime, spec: Compacti
     while True:
         cur = await cs.read_latest()
         base = cur.compactions if cur is not None else CompactionsV1(0, ())
+        newest = max((c.id.milliseconds for c in base.recent_compactions), default=0)
+        if compaction.id.milliseconds < newest:  # ULID rule: not older than the newest job
+            compaction = attrs.evolve(compaction, id=ulid_not_before(runtime, newest))
         new = attrs.evolve(base, recent_compactions=base.recent_compactions + (compaction,))
         try:
             await cs.try_write((cur.id if cur is not None else 0) + 1, new)

@@ -186,6 +186,19 @@ class Worker:
             self.owned.pop(cid, None)
 
     async def _run(self, cid: ULID) -> bool:
+        """The heartbeat runs from the claim on (planning reads every input's index, which may
+        take longer than the timeout); it carries the progress once the ranges are planned."""
+        box: list[Callable[[], TieredCompactionContext] | None] = [None]
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._heartbeats, cid, lambda: box[0]() if box[0] is not None else None)
+                done = await self._run_claimed(cid, box)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise sole_exception(group) from None
+        return done
+
+    async def _run_claimed(self, cid: ULID, box: list) -> bool:
         cur = await self.cstore.read_latest()
         c = lc.find(cur.compactions, cid) if cur is not None else None
         if c is None or c.status is not S.RUNNING or c.worker is None or c.worker.worker_id != self.worker_id:
@@ -234,18 +247,13 @@ class Worker:
             await self._heartbeat(cid, current_ctx())
 
         await self._heartbeat(cid, current_ctx())  # the ranges are recorded before any output
+        box[0] = current_ctx
         try:
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._heartbeats, cid, current_ctx)
-                    if switches.COMMIT_UNFINISHED_RANGES in self.runtime.bugs and len(tasks) > 1:  # catalogued bug
-                        results = await self.runner.run_ranges(tasks[:1], on_output) + [
-                            tuple(progress[t.index]) for t in tasks[1:]]
-                    else:
-                        results = await self.runner.run_ranges(tasks, on_output)
-                    nursery.cancel_scope.cancel()
-            except BaseExceptionGroup as group:
-                raise sole_exception(group) from None
+            if switches.COMMIT_UNFINISHED_RANGES in self.runtime.bugs and len(tasks) > 1:  # catalogued bug
+                results = await self.runner.run_ranges(tasks[:1], on_output) + [
+                    tuple(progress[t.index]) for t in tasks[1:]]
+            else:
+                results = await self.runner.run_ranges(tasks, on_output)
         except (CompactionFailed, ObjectNotFoundError, NotImplementedError) as e:
             self.stats["failed_runs"] += 1
             self.runtime.event("compaction_worker_failed", id=str(cid), worker=self.worker_id,
@@ -272,12 +280,15 @@ class Worker:
                            outputs=[str(o.id) for o in lc.outputs_in_order(attrs.evolve(c, ctx=final))])
         return True
 
-    async def _heartbeats(self, cid: ULID, ctx_now: Callable[[], TieredCompactionContext]) -> None:
+    async def _heartbeats(self, cid: ULID, ctx_now: Callable[[], TieredCompactionContext | None]) -> None:
         while True:
             await self.runtime.sleep(self.options.heartbeat_interval)
-            await self._heartbeat(cid, ctx_now())
+            try:
+                await self._heartbeat(cid, ctx_now())
+            except lc.NotOwnerError:
+                return  # released by this worker meanwhile
 
-    async def _heartbeat(self, cid: ULID, ctx: TieredCompactionContext) -> None:
+    async def _heartbeat(self, cid: ULID, ctx: TieredCompactionContext | None) -> None:
         """W5: write heartbeat and progress if the job is still ours, else stop the job."""
         try:
             async with self._lock:

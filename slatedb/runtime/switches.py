@@ -43,9 +43,10 @@ UNION_EXTERNAL_DBS_NOT_MERGED = "union-external-dbs-not-merged"
 UNION_RELEASES_SOURCE_CHECKPOINT_EARLY = "union-releases-source-checkpoint-early"
 
 #: Every switch name.
-ALL: frozenset[str] = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))
 # distributed compaction: coordinator and workers (official 0.17 protocol)
 HEARTBEAT_NO_OWNER_CHECK = "heartbeat-no-owner-check"
 WORKER_FINISH_UNCHECKED = "worker-finish-unchecked"
 SUBRANGES_OVERLAP = "subranges-overlap"
 COMMIT_UNFINISHED_RANGES = "commit-unfinished-ranges"
+
+ALL: frozenset[str] = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))

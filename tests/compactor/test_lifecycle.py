@@ -1,0 +1,314 @@
+"""The official coordinator/worker lifecycle (spec/protocols/compaction.md, COMPACT-1/5/6/7):
+pure transitions, bad input refused with a typed error naming the object, zombie workers
+dropped, reclaim with progress kept, subcompactions equal to one merge, ULID rules."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import trio
+from ulid import ULID
+
+from slatedb.compactor import Compactor, full_spec, submit_compaction
+from slatedb.compactor import lifecycle as lc
+from slatedb.compactor.store import CompactionsStore, compactions_key
+from slatedb.compactor.subcompactions import InputSst, plan_boundaries, plan_ranges, target_bytes
+from slatedb.compactor.worker import Worker
+from slatedb.errors import CorruptionError
+from slatedb.format.compactions import encode_compactions
+from slatedb.format.types import (
+    CompactedSsTable,
+    Compaction,
+    CompactionsV1,
+    CompactionStatus,
+    SsTableInfo,
+    Subcompaction,
+    TieredCompactionContext,
+    TieredCompactionSpec,
+    WorkerSpec,
+)
+
+from .helpers import RecordingRuntime, clone_store, compactor_settings, filled_store, latest_compactions, latest_manifest, read_all
+from .test_compactor import _final_rows, compact
+
+S = CompactionStatus
+W1, W2 = str(ULID.from_timestamp(1000)), str(ULID.from_timestamp(2000))
+
+
+def _job(status=S.SUBMITTED, worker=None, ctx=None, ms=1000) -> Compaction:
+    return Compaction(ULID.from_bytes(ms.to_bytes(6, "big") + bytes(10)), TieredCompactionSpec(sorted_runs=(0,), destination=0), status,
+                      worker=worker, ctx=ctx)
+
+
+def _file(*jobs) -> CompactionsV1:
+    return CompactionsV1(3, tuple(jobs))
+
+
+def test_the_whole_lifecycle_and_only_its_transitions() -> None:
+    j = _job()
+    v = _file(j)
+    v = lc.set_status(v, j.id, S.SCHEDULED, ctx=TieredCompactionContext((), 7))
+    v = lc.claim(v, j.id, W1, 5000)
+    assert lc.find(v, j.id).worker == WorkerSpec(W1, 5000)
+    ctx = TieredCompactionContext((Subcompaction(lc.FULL_RANGE, ()),), 7)
+    v = lc.heartbeat(v, j.id, W1, 6000, ctx)
+    v = lc.finish(v, j.id, W1, 7000, ctx)
+    assert lc.find(v, j.id).status is S.COMPACTED and lc.find(v, j.id).ctx is None
+    v = lc.set_status(v, j.id, S.COMPLETED)
+    assert v.compactor_epoch == 3 and [c.status for c in v.recent_compactions] == [S.COMPLETED]
+    with pytest.raises(lc.LifecycleError):
+        lc.set_status(v, j.id, S.SUBMITTED)  # terminal is final
+    with pytest.raises(lc.LifecycleError):
+        lc.set_status(_file(_job()), _job().id, S.COMPLETED)  # Submitted -> Completed skips the commit
+
+
+def test_a_reclaimed_workers_heartbeat_and_result_are_dropped_and_the_new_owner_wins() -> None:
+    """COMPACT-5: every write of a worker re-checks its worker id."""
+    j = _job(S.SCHEDULED)
+    v = lc.claim(_file(j), j.id, W1, 1000)
+    with pytest.raises(lc.NotOwnerError):
+        lc.claim(v, j.id, W2, 1000)  # no double claim
+    v, reclaimed = lc.reclaim(v, now_ms=1000 + 30_001, timeout_ms=30_000)
+    assert reclaimed == [j.id] and lc.find(v, j.id).status is S.SCHEDULED and lc.find(v, j.id).worker is None
+    v = lc.claim(v, j.id, W2, 40_000)
+    ctx = TieredCompactionContext((Subcompaction(lc.FULL_RANGE, ()),), 0)
+    for zombie in (lambda: lc.heartbeat(v, j.id, W1, 41_000, ctx), lambda: lc.finish(v, j.id, W1, 41_000, ctx),
+                   lambda: lc.release(v, j.id, W1)):
+        with pytest.raises(lc.NotOwnerError):
+            zombie()
+    assert lc.find(lc.finish(v, j.id, W2, 42_000, ctx), j.id).status is S.COMPACTED
+    # A fresh heartbeat is not reclaimed; a Running job with no worker is.
+    assert lc.reclaim(v, now_ms=40_000 + 29_000, timeout_ms=30_000)[1] == []
+    assert lc.reclaim(_file(_job(S.RUNNING)), 0, 30_000)[1] == [_job().id]
+
+
+def test_reclaim_keeps_the_recorded_progress() -> None:
+    out = CompactedSsTable(ULID.from_timestamp(1500), SsTableInfo(first_entry=b"a", last_entry=b"c"))
+    ctx = TieredCompactionContext((Subcompaction(lc.make_range(None, b"m"), (out,)),
+                                   Subcompaction(lc.make_range(b"m", None), ())), 5)
+    j = _job(S.RUNNING, WorkerSpec(W1, 0), ctx)
+    v, _ = lc.reclaim(_file(j), 60_000, 30_000)
+    assert lc.find(v, j.id).ctx == ctx
+
+
+def test_coordinator_start_unschedules_and_leaves_running_jobs_alone() -> None:
+    a, b = _job(S.SCHEDULED, ms=1000), _job(S.RUNNING, WorkerSpec(W1, 5), ms=2000)
+    v = lc.coordinator_start(_file(a, b), 9)
+    assert v.compactor_epoch == 9
+    assert [(c.status, c.worker) for c in v.recent_compactions] == [(S.SUBMITTED, None), (S.RUNNING, WorkerSpec(W1, 5))]
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def test_a_worker_id_that_is_not_a_ulid_is_refused_naming_the_file() -> None:
+    v = _file(_job(S.RUNNING, WorkerSpec("worker-7", 0)))
+    with pytest.raises(CorruptionError, match=r"compactions/00000000000000000004.compactions.*not a ULID"):
+        lc.check_compactions(v, "compactions/00000000000000000004.compactions")
+    with pytest.raises(CorruptionError):
+        Worker.__init__(Worker.__new__(Worker), None, RecordingRuntime(), worker_id="not-a-ulid")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ranges, outputs", [
+    ([(None, b"m"), (b"k", None)], {}),                    # overlapping (COMPACT-6)
+    ([(None, b"m"), (b"n", None)], {}),                    # a gap
+    ([(None, b"m")], {}),                                  # does not reach +inf
+    ([(None, b"m"), (b"m", None)], {0: (b"a", b"q")}),     # an output outside its range
+])
+def test_subcompaction_ranges_that_do_not_tile_or_hold_their_outputs_are_refused(ranges, outputs) -> None:
+    subs = []
+    for i, (lo, hi) in enumerate(ranges):
+        outs = ()
+        if i in outputs:
+            first, last = outputs[i]
+            outs = (CompactedSsTable(ULID.from_timestamp(1000), SsTableInfo(first_entry=first, last_entry=last)),)
+        subs.append(Subcompaction(lc.make_range(lo, hi), outs))
+    job = _job(S.RUNNING, WorkerSpec(W1, 0), TieredCompactionContext(tuple(subs), 0))
+    with pytest.raises(CorruptionError, match=f"the.compactions.*compaction {job.id} subcompaction"):
+        lc.check_compactions(_file(job), "the.compactions")
+
+
+def test_a_compactions_file_with_an_unknown_state_or_bad_worker_is_a_typed_error_and_nothing_is_committed() -> None:
+    store, expected = filled_store(n_keys=100, rounds=1, deletes=0)
+    before = latest_manifest(store)
+    # Two encodings differing only in the status byte (1 vs 5) locate it; 9 is no state.
+    data = bytearray(encode_compactions(_file(_job(S.RUNNING))))
+    bad = _file(_job(S.SCHEDULED))
+    data_bad = bytearray(encode_compactions(bad))
+    diffs = [i for i, (x, y) in enumerate(zip(data, data_bad)) if x != y]
+    assert len(diffs) == 1 and data_bad[diffs[0]] == 5
+    data_bad[diffs[0]] = 9  # no such state
+    store.put_now(compactions_key(1), bytes(data_bad))
+    with pytest.raises(CorruptionError, match="compactions/00000000000000000001.compactions"):
+        trio.run(Compactor(store, RecordingRuntime(), compactor_settings()).start)
+    store2, _ = filled_store(n_keys=100, rounds=1, deletes=0)
+    store2.put_now(compactions_key(1), encode_compactions(CompactionsV1(0, (_job(S.RUNNING, WorkerSpec("w7", 0)),))))
+    with pytest.raises(CorruptionError, match="not a ULID"):
+        trio.run(Compactor(store2, RecordingRuntime(), compactor_settings()).start)
+    assert latest_manifest(store2)[1].compacted == before[1].compacted == ()
+    del expected
+
+
+# -- subcompactions --------------------------------------------------------------------------
+
+
+def test_range_target_is_the_larger_of_the_even_share_and_the_largest_input() -> None:
+    small = [InputSst(100, (b"a", b"b", b"c", b"d")) for _ in range(8)]
+    assert target_bytes(small, 4) == 200
+    assert len(plan_ranges(small, 4)) == 4
+    big = [InputSst(1000, tuple(b"k%03d" % i for i in range(100)))] + small
+    assert target_bytes(big, 4) == 1000
+    assert len(plan_boundaries(big, 4)) <= 1
+    assert plan_ranges(small, 1) == (lc.FULL_RANGE,)
+    cuts = plan_boundaries([InputSst(100, tuple(b"k%03d" % i for i in range(128)))] * 8, 12)
+    assert cuts == sorted(set(cuts)) and 1 <= len(cuts) <= 11
+
+
+def _settings(**worker):
+    s = compactor_settings(min_sources=100, max_sst_size=4096)
+    return attrs.evolve(s, compactor_options=attrs.evolve(
+        s.compactor_options, worker=attrs.evolve(s.compactor_options.worker, **worker)))
+
+
+def _full(store, settings, rt=None):
+    rt = rt or RecordingRuntime()
+
+    async def main():
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        c = Compactor(store, rt, settings)
+        await c.run_until_idle()
+        return c
+
+    return trio.run(main)
+
+
+def test_a_job_split_into_subcompactions_commits_exactly_the_single_process_result() -> None:
+    base, expected = filled_store(n_keys=400, rounds=2)
+    one, four = clone_store(base), clone_store(base)
+    _full(one, _settings(max_subcompactions=1))
+    rt = RecordingRuntime()
+    c = _full(four, _settings(max_subcompactions=4), rt)
+    assert c.stats["completed"] == 1
+    rows_one = [r for _, rows in _final_rows(one) for r in rows]
+    rows_four = [r for _, rows in _final_rows(four) for r in rows]
+    assert [(r.key, r.seq, r.kind, r.value) for r in rows_four] == [(r.key, r.seq, r.kind, r.value) for r in rows_one]
+    assert read_all(four) == expected
+    # The job really ran as several ranges: the heartbeat recorded them.
+    files = sorted(m.key for m in four.list_now("compactions/") if m.key.endswith(".compactions"))
+    from slatedb.format.compactions import decode_compactions
+    n_ranges = max(len(c.ctx.subcompactions) for k in files for c in decode_compactions(four.get_now(k).data, k).recent_compactions
+                   if c.ctx is not None)
+    assert n_ranges >= 3, n_ranges
+
+
+def test_a_worker_that_lost_its_job_mid_run_never_gets_its_result_committed() -> None:
+    """A zombie worker (stalled past the heartbeat timeout, reclaimed, the job given to another
+    worker that finished it) wakes up and finishes: its result is dropped (COMPACT-5)."""
+    store, expected = filled_store(n_keys=300, rounds=2)
+    settings = _settings(max_subcompactions=2)
+    events: list = []
+    rt_c, rt_a, rt_b = RecordingRuntime("coord", events), RecordingRuntime("wa", events), RecordingRuntime("wb", events)
+
+    class Stall:
+        def __init__(self, inner):
+            self.inner, self.gate, self.hit = inner, trio.Event(), trio.Event()
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        async def put(self, key, data, mode=None, **kw):
+            if key.startswith("compacted/") and not self.gate.is_set():
+                self.hit.set()
+                await self.gate.wait()
+            return await self.inner.put(key, data, mode, **kw) if mode is not None else await self.inner.put(key, data, **kw)
+
+    stalled = Stall(store)
+    wa = Worker(stalled, rt_a, settings)
+    wb = Worker(store, rt_b, settings)
+    coord = Compactor(store, rt_c, settings, local_worker=False)
+    coord.timeout_ms = 50
+
+    async def main():
+        await coord.start()
+        await submit_compaction(store, rt_c, full_spec(latest_manifest(store)[1]))
+        await coord.tick()  # Submitted -> Scheduled
+        (cid,) = await wa.step()
+        async with trio.open_nursery() as n:
+            result = {}
+
+            async def run_a():
+                result["a"] = await wa.run_job(cid)
+            n.start_soon(run_a)
+            await stalled.hit.wait()
+            await trio.sleep(0.1)
+            await coord.tick()  # A's heartbeat is stale: reclaimed
+            assert await wb.step() == [cid]
+            assert await wb.run_job(cid)
+            stalled.gate.set()  # the zombie wakes up and finishes
+        await coord.tick()  # commits B's result
+        return cid, result["a"]
+
+    cid, a_won = trio.run(main)
+    assert a_won is False and wa.stats["dropped"] == 1
+    commits = [f for _, k, f in events if k == "compaction_commit"]
+    b_outputs = {f["sst"] for who, k, f in events if k == "compaction_output" and who == "wb"}
+    a_outputs = {f["sst"] for who, k, f in events if k == "compaction_output" and who == "wa"}
+    assert len(commits) == 1 and set(commits[0]["outputs"]) <= b_outputs | a_outputs
+    _, m = latest_manifest(store)
+    committed = {str(v.sst_id) for r in m.compacted for v in r.ssts}
+    late = a_outputs - b_outputs
+    assert not late & committed, "a reclaimed worker's late output was committed"
+    assert read_all(store) == expected
+    _, cs = latest_compactions(store)
+    assert [c.status for c in cs.recent_compactions if c.id == cid] == [S.COMPLETED]
+
+
+def test_job_and_output_ids_obey_the_ulid_rules_with_a_clock_behind() -> None:
+    """COMPACT-7: a coordinator whose clock is behind the newest job id still mints job ids not
+    older than it, and outputs not older than their job."""
+    store, expected = filled_store(n_keys=200, rounds=2)
+    future_ms = latest_manifest(store)[1].l0[0].id.milliseconds + 3_600_000
+    rt = RecordingRuntime()
+
+    class Behind(RecordingRuntime):
+        pass
+
+    # A job from the future (another process's clock) already in the file.
+    f = _job(S.COMPLETED, ms=future_ms)
+    store.put_now(compactions_key(1), encode_compactions(CompactionsV1(0, (f,))))
+    c = compact(store, rt=rt)
+    assert c.stats["completed"] >= 1
+    _, cs = latest_compactions(store)
+    for job in cs.recent_compactions:
+        assert job.id.milliseconds >= future_ms
+        assert all(o.id.milliseconds >= job.id.milliseconds for o in job.output_ssts)
+    assert read_all(store) == expected
+    del Behind
+
+
+def test_the_coordinator_fails_a_compacted_job_with_outputs_older_than_its_job() -> None:
+    store, expected = filled_store(n_keys=200, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100)
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        job = await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await coord.tick()
+        w = Worker(store, rt, settings)
+        (cid,) = await w.step()
+        assert await w.run_job(cid)
+        cs = CompactionsStore(store, rt)
+        cur = await cs.read_latest()
+        done = lc.find(cur.compactions, cid)
+        old = tuple(attrs.evolve(o, id=ULID.from_timestamp(job.id.milliseconds - 1000)) for o in done.output_ssts)
+        await cs.try_write(cur.id + 1, lc.replace(cur.compactions, attrs.evolve(done, output_ssts=old)))
+        await coord.tick()
+        return cid
+
+    cid = trio.run(main)
+    _, cs = latest_compactions(store)
+    assert [c.status for c in cs.recent_compactions if c.id == cid] == [S.FAILED]
+    assert not latest_manifest(store)[1].compacted
+    assert read_all(store) == expected
