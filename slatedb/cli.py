@@ -121,8 +121,12 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
                 _emit(admin.compactions_json(stored))
         elif ns.command == "run-compactor":
             settings = _settings(ns.settings)
-            c = await admin.run_compactor(store, settings, once=ns.once)
-            _emit({"epoch": c.epoch, **c.stats, "fenced": c.fenced})
+            if ns.engine == "spark":
+                from slatedb.spark.compaction import spark_compactor_cli
+                c = await spark_compactor_cli(ns.path, settings, once=ns.once, master=ns.spark_master)
+            else:
+                c = await admin.run_compactor(store, settings, once=ns.once)
+            _emit({"epoch": c.epoch, **c.stats, "fenced": c.fenced, "engine": ns.engine})
         return 0
 
     return await _with_store(ns.path, body)
@@ -382,6 +386,10 @@ def _add_compaction_commands(sub) -> None:
     p = _add(sub, "run-compactor", "Run a compactor in the foreground (fences any other compactor)", note)
     p.add_argument("--once", action="store_true", help="stop when there is nothing left to compact")
     p.add_argument("--settings", default=None, help="settings file (JSON or TOML); SLATEDB_* variables apply too")
+    p.add_argument("--engine", choices=("local", "spark"), default="local",
+                   help="local: merge in this process; spark: this process coordinates and each subcompaction "
+                        "range runs as a Spark task (compactor_options.worker.max_subcompactions ranges per job)")
+    p.add_argument("--spark-master", default="local[2]", help="Spark master URL for --engine spark (default local[2])")
 
 
 def _add_admin_commands(sub) -> None:

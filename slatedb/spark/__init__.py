@@ -5,6 +5,8 @@
 * :func:`read` is the driver-owned snapshot: a checkpoint made now, refreshed while the block
   runs, deleted when it ends (failure included), and a DataFrame pinned to it.
 * :func:`bulk_load` range-partitions and sorts a DataFrame by key, then loads it.
+* :func:`run_compactor` compacts with the driver as coordinator and one Spark task per
+  subcompaction range.
 * :func:`load_sharded` makes a new database from a DataFrame: one shard database per key range,
   united into one (the union route); :func:`collect_shards` removes shards no longer used.
 
@@ -26,7 +28,15 @@ from .sharded import collect_shards as _collect_shards
 from .snapshot import establish, refresh_if_due, release
 
 __all__ = ["DuplicateKeyError", "LoadRefusedError", "SEQ_HEADROOM", "Split", "bulk_load", "collect_shards",
-           "load_sharded", "plan_splits", "read", "register"]
+           "load_sharded", "plan_splits", "read", "register", "run_compactor"]
+
+
+def run_compactor(spark: Any, url: str, settings: Any = None, *, once: bool = True, **store_options: Any) -> Any:
+    """Distributed compaction: this driver coordinates (and holds each job's claim) and every
+    subcompaction range runs as a Spark task (docs/spark.md "Distributed compaction")."""
+    from .compaction import run_compactor as _run
+
+    return _run(spark, url, settings, once=once, **store_options)
 
 
 def register(spark: Any) -> None:

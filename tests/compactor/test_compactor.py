@@ -259,7 +259,8 @@ def test_a_crash_after_each_output_sst_resumes_to_exactly_the_uninterrupted_resu
         _crash_after_outputs(store, k)
         _, cs = latest_compactions(store)
         (job,) = [c for c in cs.recent_compactions if c.status is S.RUNNING]
-        assert len(job.output_ssts) == k
+        # The k-th output's own heartbeat, or a timer heartbeat in flight with one fewer.
+        assert len(job.output_ssts) in (k - 1, k), (k, len(job.output_ssts))
         rt = RecordingRuntime("restarted")
         c = compact(store, compactor_settings(min_sources=100, max_sst_size=4096), rt)
         assert any(kind == "compaction_resume" for _, kind, _ in rt.events), k

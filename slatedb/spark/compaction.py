@@ -1,0 +1,141 @@
+"""Distributed compaction on Spark: the driver is the coordinator and the worker that holds
+each job's claim; every subcompaction range is a Spark task (docs/spark.md "Distributed
+compaction", spec/protocols/compaction.md W1-W6).
+
+* The driver runs :class:`slatedb.compactor.Compactor` (coordinator: epoch, validation,
+  reclaim, commit) whose local worker claims Scheduled jobs, plans their ranges and records
+  progress; :class:`SparkRanges` runs each range as a one-partition Spark job, all ranges of a
+  job at once (Spark runs concurrent jobs submitted from several driver threads).
+* A task merges its range over the input SSTs clipped to ``[lo, hi)`` from the range's resume
+  point and writes output SSTs under fresh ULIDs (never older than the job id), returning
+  their handles. It never writes ``.compactions``: the driver's heartbeat records a range's
+  outputs when its task returns (the heartbeat is the only writer of progress).
+* A failed task attempt is retried by Spark from the same resume point; the outputs of the
+  failed attempt (and of a losing speculative attempt, or of an executor lost mid-task) are
+  never recorded, so never committed: GC collects them once older than ``min_age``.
+* A driver that dies mid-job stops heartbeating: the next coordinator reclaims the job after
+  ``worker_heartbeat_timeout`` and a new worker resumes it, re-running only the ranges whose
+  outputs were not recorded (a recorded range restarts after its last output's last key).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import trio
+
+from slatedb.compactor.executor import Executor, Job
+from slatedb.compactor.worker import OnOutput, RangeTask
+from slatedb.config import Settings
+from slatedb.format.types import CompactedSsTable
+
+from .io import run_io
+
+def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, job: Job,
+               fail_dir: str | None = None) -> tuple[int, tuple]:
+    """One Spark task: merge one range, write its outputs, return their handles. ``fail_dir``
+    (tests): a file ``fail-<range>`` there makes this attempt fail after its first output SST,
+    once (the file is removed), so Spark retries the task."""
+    import os
+
+    marker = os.path.join(fail_dir, f"fail-{index}") if fail_dir else None
+
+    async def fn(store, rt) -> tuple[CompactedSsTable, ...]:
+        async def on_output(outputs: tuple[CompactedSsTable, ...]) -> None:
+            if marker is not None and os.path.exists(marker):
+                os.remove(marker)
+                raise RuntimeError(f"injected failure of range {index} after output {outputs[-1].id}")
+        return await Executor(store, rt).run(job, on_output)
+
+    return index, run_io(url, store_options, fn)
+
+
+class SparkRanges:
+    """A :class:`~slatedb.compactor.worker.RangeRunner` running each range as a Spark task."""
+
+    def __init__(self, spark: Any, url: str, store_options: Mapping[str, str] | None = None, *,
+                 fail_dir: str | None = None) -> None:
+        self.spark = spark
+        self.fail_dir = fail_dir
+        self.url = url
+        self.store_options = dict(store_options) if store_options else None
+        self.tasks_run = 0
+
+    def _submit(self, task: RangeTask) -> tuple[CompactedSsTable, ...]:
+        url, opts, fail_dir = self.url, self.store_options, self.fail_dir
+        sc = self.spark.sparkContext
+        sc.setJobGroup(f"slatedb-compaction-{task.job.compaction_id}-{task.index}",
+                       f"compaction {task.job.compaction_id} range {task.index}", interruptOnCancel=True)
+        rdd = sc.parallelize([(task.index, task.job)], 1)
+        (result,) = rdd.map(lambda t: _run_range(url, opts, t[0], t[1], fail_dir)).collect()
+        self.tasks_run += 1
+        return result[1]
+
+    async def run_ranges(self, tasks: Sequence[RangeTask], on_output: OnOutput) -> list[tuple[CompactedSsTable, ...]]:
+        results: dict[int, tuple[CompactedSsTable, ...]] = {}
+        # A range whose outputs are recorded and complete still runs (it writes nothing after
+        # its last key): the task cannot know it finished.
+
+        async def one(t: RangeTask) -> None:
+            outs = await trio.to_thread.run_sync(self._submit, t, abandon_on_cancel=True)
+            results[t.index] = outs
+            if outs != t.job.resume_outputs:
+                await on_output(t.index, outs)  # the heartbeat records the range's outputs
+
+        async with trio.open_nursery() as nursery:
+            for t in tasks:
+                nursery.start_soon(one, t)
+        return [results[t.index] for t in tasks]
+
+
+async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = None, *, once: bool = True,
+                              store_options: Mapping[str, str] | None = None, runtime: Any = None,
+                              runner: SparkRanges | None = None) -> Any:
+    """The coordinator with a Spark-backed worker on ``url`` (trio). ``once``: until idle."""
+    from slatedb.compactor import Compactor
+    from slatedb.objstore.url import resolve_store
+    from slatedb.runtime.production import ProductionRuntime
+
+    rt = runtime or ProductionRuntime("compactor")
+    store = resolve_store(url, options=store_options, clock_ms=rt.now_ms)
+    try:
+        c = Compactor(store, rt, settings, runner=runner or SparkRanges(spark, url, store_options))
+        if once:
+            await c.run_until_idle()
+        else:
+            await c.run()
+        return c
+    finally:
+        with trio.CancelScope(shield=True):
+            await store.aclose()
+
+
+def run_compactor(spark: Any, url: str, settings: Settings | None = None, *, once: bool = True,
+                  **store_options: Any) -> Any:
+    """``slatedb.spark.run_compactor(spark, url)``: compact the database at ``url`` with the
+    driver as coordinator and one Spark task per subcompaction range. Returns the compactor
+    (its ``stats``)."""
+    opts = {k: str(v) for k, v in store_options.items()} or None
+    return trio.run(lambda: run_spark_compactor(spark, url, settings, once=once, store_options=opts))
+
+
+async def spark_compactor_cli(url: str, settings: Settings | None, *, once: bool, master: str) -> Any:
+    """``slatedb run-compactor --engine spark``: a Spark session on ``master`` (bound to
+    127.0.0.1, no UI) for the run, stopped after."""
+    import os
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master).appName("slatedb-compactor")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        return await run_spark_compactor(spark, url, settings, once=once)
+    finally:
+        spark.stop()
