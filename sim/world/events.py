@@ -40,6 +40,13 @@ COMPACTION_OUTPUT = "compaction_output"
 COMPACTION_RESUME = "compaction_resume"
 COMPACTION_INVALID = "compaction_invalid"
 COMPACTION_COMMIT = "compaction_commit"
+# the coordinator/worker protocol (compaction.md W1-W6, reclaim)
+COMPACTION_RECLAIMED = "compaction_reclaimed"
+COMPACTION_CLAIMED = "compaction_claimed"
+COMPACTION_RELEASED = "compaction_released"
+COMPACTION_LOST = "compaction_lost"
+COMPACTION_RESULT_DROPPED = "compaction_result_dropped"
+COMPACTION_WORKER_FAILED = "compaction_worker_failed"
 PANIC = "panic"
 # checkpoints, readers, GC, clones, destroy (checkpoints-gc.md, reader.md, clone.md, destroy.md)
 CHECKPOINT_CREATE = "checkpoint_create"

@@ -17,6 +17,7 @@ Both use a local directory under ``--tmpdir`` (default: the system temp dir).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
@@ -131,13 +132,91 @@ def write_amplification(n: int, tmpdir: str | None) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def _timed_compaction(url: str, settings: Settings, runner=None) -> tuple[float, float]:
+    """(seconds of the whole job from submission to Completed, seconds of the driver's commit)."""
+    store = resolve_store(url)
+    rt = ProductionRuntime("bench-compactor")
+    try:
+        latest = await ManifestStore(store, rt).read_latest()
+        c = Compactor(store, rt, settings, runner=runner)
+        commit_s = [0.0]
+        inner = c._commit
+
+        async def timed_commit(job):
+            t = time.perf_counter()
+            await inner(job)
+            commit_s[0] += time.perf_counter() - t
+        c._commit = timed_commit  # type: ignore[method-assign]
+        await c.start()
+        await submit_compaction(store, rt, full_spec(latest.manifest))  # type: ignore[union-attr]
+        t0 = time.perf_counter()
+        await c.run_until_idle()
+        elapsed = time.perf_counter() - t0
+        assert c.stats["completed"] == 1, c.stats
+        return elapsed, commit_s[0]
+    finally:
+        await store.aclose()
+
+
+def spark_figures(n: int, tmpdir: str | None) -> None:
+    """Merge MB/s of one full compaction of 8 L0 SSTs: in process (one range) and on Spark with
+    1 and 2 executor cores (4 ranges), in one run on one input; a projection of N workers."""
+    from slatedb.spark.compaction import SparkRanges, spark_session_for
+
+    base = tempfile.mkdtemp(prefix="slatedb-bench-spark-compaction-", dir=tmpdir)
+    try:
+        os.makedirs(os.path.join(base, "input"))
+        raw = load_eight_l0(os.path.join(base, "input"), n)
+        mb = (raw + n * ROW_OVERHEAD_BYTES) / 1e6
+
+        def settings(subs: int) -> Settings:
+            return Settings.from_dict({"compactor_options": {
+                "poll_interval": "50ms", "commit_compacted_interval": "50ms",
+                "scheduler_options": {"min_compaction_sources": "1000", "max_compaction_sources": "1000"},
+                "worker": {"max_subcompactions": subs, "compactions_poll_interval": "50ms"}}})
+
+        def copy(name: str) -> str:
+            d = os.path.join(base, name)
+            shutil.copytree(os.path.join(base, "input"), d)
+            return f"file://{d}"
+
+        rows = []
+        t, commit = trio.run(_timed_compaction, copy("local"), settings(1))
+        rows.append(("in-process (1 range)", t, commit))
+        for cores in (1, 2):
+            with spark_session_for(f"local[{cores}]") as spark:
+                url = copy(f"spark{cores}")
+                spark.sparkContext.parallelize([0], 1).count()  # warm the Python workers
+                t, commit = trio.run(lambda: _timed_compaction(url, settings(4), SparkRanges(spark, url)))
+                rows.append((f"spark local[{cores}] (4 ranges)", t, commit))
+        print(f"distributed compaction: 8 L0 SSTs, {n:,} rows, {mb:.1f} MB merged, one input, one run")
+        for name, t, commit in rows:
+            print(f"  {name:<26} {t:6.2f} s  {mb / t:7.1f} MB/s  (driver commit {commit:.2f} s)")
+        one = rows[1]
+        per_worker = mb / max(1e-9, one[1] - one[2])  # one executor's merge MB/s, commit excluded
+        for workers in (6, 32):
+            t = mb / (per_worker * workers) + one[2]
+            print(f"  projected {workers:>2} workers         {t:6.2f} s  {mb / t:7.1f} MB/s  "
+                  f"(= {per_worker:.1f} MB/s x {workers}, plus the driver commit {one[2]:.2f} s)")
+        print(f"  ratios: spark local[2] / local[1] = {rows[1][1] / rows[2][1]:.2f}x; "
+              f"in-process / spark local[1] = {rows[1][1] / rows[0][1]:.2f}x (time)")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench-compaction", description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000, help="rows in the 8 L0 SSTs (default 100,000)")
     ap.add_argument("--runs", type=int, default=3, help="merge runs; the median is printed (default 3)")
     ap.add_argument("--wa-n", type=int, default=200_000, help="writes of the write-amplification run")
     ap.add_argument("--tmpdir", default=None)
+    ap.add_argument("--engine", choices=("local", "spark"), default="local",
+                    help="spark: the same full compaction in process, then on Spark with 1 and 2 executor cores "
+                         "(4 subcompaction ranges), side by side, with a projection to 6 and 32 workers")
     ns = ap.parse_args(argv)
+    if ns.engine == "spark":
+        spark_figures(ns.n, ns.tmpdir)
+        return
     m = merge_throughput(ns.n, ns.runs, ns.tmpdir)
     print(f"merge: {m['l0_ssts']} L0 SSTs, {m['rows']:,} rows, {m['input_mb']:.1f} MB of keys+values")
     print(f"  full compaction  {m['seconds']:.2f} s   {m['mb_per_s']:.1f} MB/s   {m['rows_per_s']:,.0f} rows/s"

@@ -64,7 +64,7 @@ from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime, probes, switches
 
-from . import lifecycle as lc
+import slatedb.compactor.lifecycle as lc
 from .lifecycle import ACTIVE, TERMINAL
 from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler, sst_size_bytes
 from .store import CompactionsConflict, CompactionsStore, StoredCompactions
@@ -115,6 +115,7 @@ class Compactor:
         self._wakeup = trio.Event()
         self._worker_wakeup = trio.Event()
         self._nursery: trio.Nursery | None = None
+        self._mine: set[ULID] = set()  # jobs this coordinator's scheduler proposed
         self._stats = {"completed": 0, "failed": 0, "resumed": 0, "reclaimed": 0}
 
     @property
@@ -389,6 +390,7 @@ class Compactor:
             return attrs.evolve(v, recent_compactions=v.recent_compactions + tuple(new))
 
         await self._update(fn)
+        self._mine |= {c.id for c in new}
         for c, spec in zip(new, specs):
             self.runtime.event("compaction_state", id=str(c.id), status="Submitted", spec=spec.render())
 
@@ -455,6 +457,8 @@ class Compactor:
 
         await self._update(fn)
         for cid, st in done.items():
+            if cid not in self._mine:  # submitted by another process (admin, another engine)
+                self.runtime.probe(probes.COMPACTOR_EXTERNAL_ADOPTED)
             if st is S.FAILED:
                 self._stats["failed"] += 1
             self.runtime.event("compaction_state", id=str(cid), status=st.name.title())

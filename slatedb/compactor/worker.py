@@ -48,7 +48,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime, probes, switches
 
-from . import lifecycle as lc
+import slatedb.compactor.lifecycle as lc
 from .executor import CompactionFailed, Executor, Job, is_bottom
 from .store import CompactionsStore
 from .subcompactions import plan_ranges

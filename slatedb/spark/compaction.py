@@ -20,14 +20,21 @@ compaction", spec/protocols/compaction.md W1-W6).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import contextlib
+import os
+import sys
+from typing import Any, Iterator, Mapping, Sequence
 
 import trio
 
+from slatedb.compactor.compactor import Compactor
 from slatedb.compactor.executor import Executor, Job
 from slatedb.compactor.worker import OnOutput, RangeTask
 from slatedb.config import Settings
 from slatedb.format.types import CompactedSsTable
+
+from slatedb.objstore.url import resolve_store
+from slatedb.runtime.production import ProductionRuntime
 
 from .io import run_io
 
@@ -92,10 +99,6 @@ async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = 
                               store_options: Mapping[str, str] | None = None, runtime: Any = None,
                               runner: SparkRanges | None = None) -> Any:
     """The coordinator with a Spark-backed worker on ``url`` (trio). ``once``: until idle."""
-    from slatedb.compactor import Compactor
-    from slatedb.objstore.url import resolve_store
-    from slatedb.runtime.production import ProductionRuntime
-
     rt = runtime or ProductionRuntime("compactor")
     store = resolve_store(url, options=store_options, clock_ms=rt.now_ms)
     try:
@@ -119,12 +122,9 @@ def run_compactor(spark: Any, url: str, settings: Settings | None = None, *, onc
     return trio.run(lambda: run_spark_compactor(spark, url, settings, once=once, store_options=opts))
 
 
-async def spark_compactor_cli(url: str, settings: Settings | None, *, once: bool, master: str) -> Any:
-    """``slatedb run-compactor --engine spark``: a Spark session on ``master`` (bound to
-    127.0.0.1, no UI) for the run, stopped after."""
-    import os
-    import sys
-
+@contextlib.contextmanager
+def spark_session_for(master: str) -> Iterator[Any]:
+    """A Spark session on ``master`` bound to 127.0.0.1, without UI, stopped on exit."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -136,6 +136,12 @@ async def spark_compactor_cli(url: str, settings: Settings | None, *, once: bool
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        return await run_spark_compactor(spark, url, settings, once=once)
+        yield spark
     finally:
         spark.stop()
+
+
+async def spark_compactor_cli(url: str, settings: Settings | None, *, once: bool, master: str) -> Any:
+    """``slatedb run-compactor --engine spark``: a Spark session on ``master`` for the run."""
+    with spark_session_for(master) as spark:
+        return await run_spark_compactor(spark, url, settings, once=once)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import attrs
 
-from slatedb.format.types import CompactionStatus
+from slatedb.compactor import lifecycle as lc
+from slatedb.format.types import CompactedSsTable, CompactionStatus, SsTableInfo, Subcompaction, TieredCompactionContext
 from slatedb.gc import GarbageCollector, GcStats
 
 from .helpers import DbBuilder, VirtualRuntime, gc_options, memory_store, run_virtual
@@ -252,5 +253,33 @@ def test_directories_turned_off_are_left_alone() -> None:
         rt.advance(MIN_AGE_S + 1)
         stats = await collector(db, manifest_options=None).run_once()
         assert db.manifest_ids() == [1, 2, 3, 4] and stats.wal_deleted == 1
+
+    run_virtual(main)
+
+
+def test_outputs_of_scheduled_and_compacted_jobs_are_kept_and_a_dropped_attempts_are_collected() -> None:
+    """Issue 24 item 5: the official lifecycle's in-flight states (Scheduled with recorded range
+    progress, a reclaimed job; Compacted, not yet committed) keep their outputs whatever their
+    age; the output of an attempt that was never recorded (a zombie worker's, a failed Spark
+    task's) is garbage once older than min_age."""
+    async def main() -> None:
+        rt, db = setup()
+        dropped = db.put_sst()  # written by an attempt whose result was dropped: recorded nowhere
+        out_scheduled = db.put_sst()
+        out_compacted = db.put_sst()
+        l0 = db.put_sst()
+        await db.add_l0(l0)
+        scheduled = db.compaction(CompactionStatus.SCHEDULED)
+        out = CompactedSsTable(out_scheduled, SsTableInfo(first_entry=b"a", last_entry=b"b"))
+        scheduled = attrs.evolve(scheduled, ctx=TieredCompactionContext(
+            (Subcompaction(lc.make_range(None, b"m"), (out,)), Subcompaction(lc.make_range(b"m", None), ())), 0))
+        compacted = db.compaction(CompactionStatus.COMPACTED, (out_compacted,))
+        await db.write_compactions(scheduled, compacted)
+        rt.advance(1)
+        await db.add_l0(db.put_sst())
+        rt.advance(MIN_AGE_S * 100)
+        stats = await collector(db).run_once()
+        assert {out_scheduled, out_compacted, l0} <= db.sst_ids()
+        assert dropped not in db.sst_ids() and stats.ssts_deleted == 1
 
     run_virtual(main)
