@@ -148,14 +148,14 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.WORKER_FINISH_UNCHECKED, "a worker finishes its job (Compacted) without checking it still owns "
         "it: a reclaimed worker's late output replaces the new owner's and is committed",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (finish re-checks the worker id); compaction.md W6",
-        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-5",), 40),
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-5", "COMPACT-1"), 40),
     Bug(switches.SUBRANGES_OVERLAP, "each subcompaction runs to the end of the next range: ranges overlap and "
         "rows are written twice", _ZOMBIE_WORKER_CLASS, "official subcompactions; compaction.md W3/W4",
         "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-6", "RESUME-2", "RESUME-1"), 24),
     Bug(switches.COMMIT_UNFINISHED_RANGES, "a worker writes Compacted after its first range: the coordinator "
         "commits a job before every subrange finished, losing the other ranges' rows",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (Compacted holds every range's outputs); compaction.md W6",
-        "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1",), 24),
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1", "ESCAPE-1"), 24),
         # -- GC, checkpoints, readers, clones (sim/scenarios/gc.py; figures in docs/simulation.md) --
     Bug(switches.GC_IGNORES_CHECKPOINTS, "GC takes no checkpoint as active: it keeps only what the latest manifest "
         "references and deletes the manifests, SSTs and WAL objects that checkpoints pin",

@@ -212,7 +212,6 @@ class Worker:
         spec = CompactionSpec.from_format(c.spec)
         reason = validate_spec(spec, manifest) or committed_already(manifest, lc.outputs_in_order(c))
         if reason is not None:  # W2: the sources changed since the claim
-            self.runtime.probe(probes.COMPACTOR_WORKER_RELEASED)
             await self._release(cid, reason)
             return False
         ctx = c.ctx

@@ -150,10 +150,6 @@ COMPACTOR_RECLAIMED = _probe(
     "compactor.reclaimed",
     "the coordinator reclaimed a Running job whose worker's heartbeat was older than the timeout",
     "compaction.md coordinator reclaim, COMPACT-5")
-COMPACTOR_WORKER_RELEASED = _probe(
-    "compactor.worker-released",
-    "a worker released a job it had claimed because the manifest no longer held its sources",
-    "compaction.md worker check after the claim, COMPACT-3")
 COMPACTOR_RESUMED_RANGES = _probe(
     "compactor.resumed-ranges",
     "a worker took over a job with recorded subcompaction ranges and progress",
