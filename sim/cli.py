@@ -25,7 +25,7 @@ from sim.campaign import ledger as ledger_mod
 from sim.world import probes as probes_mod
 from sim.scenarios import registry as scenarios_mod
 from sim.campaign import sweep as sweep_mod
-from sim.scenarios.store import StoreRunResult
+from sim.world.harness import WorldResult
 from sim.world.invariants import as_violation
 from sim.campaign.sweep import Scenario, parse_seeds
 
@@ -35,7 +35,7 @@ def _scenario(ns: argparse.Namespace) -> Scenario:
                     bugs=tuple(getattr(ns, "bug", None) or ()))
 
 
-def _run_seed(args: tuple[int, int, int, str, str]) -> tuple[StoreRunResult, float]:
+def _run_seed(args: tuple[int, int, int, str, str]) -> tuple[WorldResult, float]:
     """One seed: (seed, ops, clients, faults, workload) -> (the workload's result, wall seconds)."""
     seed, n_ops, n_clients, faults, workload = args
     return sweep_mod.simulate(Scenario(workload=workload, ops=n_ops, clients=n_clients, faults=faults), seed)

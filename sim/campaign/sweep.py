@@ -103,7 +103,7 @@ def parse_seeds(text: str) -> range:
 
 
 def simulate(scenario: Scenario, seed: int, choices: Any = None) -> tuple[Any, float]:
-    """Run one seed; the workload's own result (``DbWorkloadResult`` or ``StoreRunResult``) and
+    """Run one seed; its :class:`sim.world.harness.WorldResult` and
     the wall seconds it took. ``choices`` (:class:`sim.world.choices.Choices`) replays an edited or
     saved choice sequence instead of generating the seed's own."""
     start = _WALL.monotonic_s()

@@ -47,183 +47,29 @@ Same seed, same trace digest. Catalogued compactor bugs (``sim/scenarios/catalog
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
-import attrs
 import trio
 
 import slatedb.aio as aio
 from slatedb.compactor import Compactor, CompactorEpochError, full_spec, submit_compaction
 from slatedb.compactor.spec import CompactionSpec, L0Source, RunSource
-from slatedb.api.args import coerce_settings
-from slatedb.errors import ClosedError, FencedError, SlateDBError
+from slatedb.errors import ClosedError, FencedError
 from slatedb.manifest.store import ManifestStore
-from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode
-from slatedb.objstore.memory import MemoryBucket, MemoryStore
+from slatedb.objstore.memory import MemoryStore
 
-from sim.world.invariants import Violation
-from sim.world.choices import Choices, boolean
+from sim.checks.compactor import CompactorChecks
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
-from sim.checks.compactor import CompactorChecks
+from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, World
+from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
-from sim.world.store import ProcessCrashed, SimObjectStore, StoreFaults
-from sim.world.runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
-from sim.world.trace import Trace
-
-#: A run that has not finished after this much virtual time is reported as stuck.
-VIRTUAL_LIMIT_S = 6 * 3600
+from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
+from sim.world.runtime import SIM_EPOCH_MS, SimRuntime
+from sim.world.store import SimObjectStore
 #: Once faults stop, L0 must drain below ``min_compaction_sources`` within this (virtual s).
 DRAIN_LIMIT_S = 600.0
-N_KEYS = 64
-STALL_MAX_S = 60.0
-MIN_SOURCES = 2
-
-
-@attrs.frozen
-class CompactorWorkloadResult:
-    """Same fields as ``DbWorkloadResult`` (the CLI reports both), plus compaction figures."""
-
-    seed: int
-    ok: bool
-    digest: str
-    events: int
-    virtual_s: float
-    faults: dict
-    violations: tuple[str, ...]
-    acked: int = 0
-    compactors: int = 0
-    commits: int = 0
-    completed: int = 0
-    resumes: int = 0
-    verified: int = 0
-    external: int = 0
-    external_failed: int = 0  # invalid external compactions that ended Failed
-    drain_s: float = 0.0
-    last_events: str = ""
-
-
-def _settings(rng) -> dict:
-    """Per-seed settings (swarm): small SSTs, a compactor that compacts often."""
-    return {
-        "l0_sst_size_bytes": rng.choice([512, 1024, 2048]),
-        "flush_interval": rng.choice(["20ms", "50ms", "100ms"]),
-        "manifest_poll_interval": rng.choice(["100ms", "300ms"]),
-        "min_filter_keys": 8,
-        "l0_max_ssts": rng.choice([4, 8, 16]),
-        "compactor_options": {
-            "poll_interval": f"{rng.choice([100, 200, 500])}ms",
-            "max_concurrent_compactions": rng.choice([1, 2, 4]),
-            "scheduler_options": {"min_compaction_sources": str(MIN_SOURCES),
-                                  "max_compaction_sources": str(rng.choice([2, 4, 8]))},
-            "worker": {"max_sst_size": rng.choice([1024, 2048, 4096]),
-                       # the official coordinator/worker protocol: ranges, heartbeats, reclaims
-                       "max_subcompactions": rng.choice([1, 2, 4]),
-                       "heartbeat_interval": rng.choice(["1s", "2s"]),
-                       "compactions_poll_interval": rng.choice(["200ms", "1s"])},
-            "commit_compacted_interval": rng.choice(["50ms", "200ms"]),
-            "worker_heartbeat_timeout": rng.choice(["5s", "10s", "30s"]),
-        },
-    }
-
-
-class Model:
-    """Every write, and per key the highest acknowledged seq. Values are unique."""
-
-    def __init__(self) -> None:
-        self.writes: dict[bytes, list[tuple[int, bytes | None]]] = defaultdict(list)
-        self.acked_seq: dict[bytes, int] = {}
-        self.acked = 0
-
-    def write(self, key: bytes, seq: int, value: bytes | None) -> None:
-        self.writes[key].append((seq, value))
-
-    def ack(self, key: bytes, seq: int) -> None:
-        self.acked += 1
-        self.acked_seq[key] = max(self.acked_seq.get(key, -1), seq)
-
-    def allowed(self, key: bytes) -> list[bytes | None]:
-        """The last acknowledged value, or that of any later write (never acknowledged: it may
-        or may not have become durable); before any acknowledgement, absent too. Seqs grow across
-        writer incarnations above everything durable, so "later" is "higher seq"."""
-        a = self.acked_seq.get(key)
-        out = [v for s, v in self.writes[key] if a is None or s >= a]
-        if a is None:
-            out.append(None)
-        return out
-
-
-class World:
-    def __init__(self, seed: int, choices: Choices, faults: str, trace: Trace, bucket: MemoryBucket,
-                 bugs: frozenset[str]) -> None:
-        self.seed = seed
-        self.choices = choices
-        self.trace = trace
-        self.bugs = bugs
-        self.rng = choices.stream("world")
-        swarm = faults == "swarm"
-        self.faults = StoreFaults.swarm(self.rng) if swarm else StoreFaults()
-        # Stalls of up to a minute open every window a longer one would (poll intervals are
-        # < 1 s); longer ones only stretch the idle polling of every process.
-        self.faults = attrs.evolve(self.faults, stall_max_s=min(self.faults.stall_max_s, STALL_MAX_S))
-        self.crash_rate = self.rng.choice([0.0, 0.5, 1.0]) if swarm else 0.0
-        self.pause_rate = self.rng.choice([0.0, 0.5, 1.0]) if swarm else 0.0
-        self.replacements = 0
-        self.nursery: trio.Nursery | None = None
-        self.settings_map = _settings(self.rng)
-        self.settings = coerce_settings(self.settings_map)
-        self.bucket = bucket
-        self.stores: list[SimObjectStore] = []
-        self.healed = False
-        self.model = Model()
-        self.outcomes: dict[str, str] = {}
-        self.invalid_submitted: list[tuple[Any, str]] = []  # (compaction id, what is wrong)
-        self.valid_submitted = 0
-
-    def process(self, name: str) -> tuple[SimRuntime, SimObjectStore]:
-        # Wall clocks agree with the world's virtual time (a restarted process does not start
-        # at the epoch again), up to a skew of a second either way.
-        skew_ms = self.choices.stream("skew", name).randint(-1000, 1000)
-        rt = SimRuntime(name, self.choices, self.trace, bugs=self.bugs,
-                        offset_ms=int(trio.current_time() * 1000) + skew_ms)
-        inner = MemoryStore(self.bucket, rt.now_ms, url="memory://sim")
-        store = SimObjectStore(inner, self.choices.stream("store", name), self.trace, process=name,
-                               faults=self.faults)
-        store.faults_enabled = not self.healed
-        self.stores.append(store)
-        return rt, store
-
-    def heal(self) -> None:
-        """Faults stop: no new injected fault, no more crashes (requests in flight finish)."""
-        self.healed = True
-        self.trace.record("world", "heal")
-        for s in self.stores:
-            s.faults_enabled = False
-
-    def crash_plan(self, *, compactor: bool) -> "Crash | None":
-        """When a process will crash (None: it will not). Compactors crash either at a random
-        moment or right after one of their own events: an output SST stored (its progress not
-        yet recorded), a ``.compactions`` write committed, a compaction committed to the
-        manifest (not yet recorded Completed: RFC 002's crash window), startup completed."""
-        if not boolean(self.rng, self.crash_rate):
-            return None
-        if compactor and boolean(self.rng, 0.6):
-            if boolean(self.rng, 0.5):  # RFC 002's crash window: committed, not yet recorded
-                return Crash(None, "compaction_commit", None, 1)
-            kind, ns = self.rng.choice(CRASH_POINTS)
-            return Crash(None, kind, ns, self.rng.randint(1, 3))
-        return Crash(self.rng.uniform(0.05, 4.0))
-
-
-#: Events of a compactor process right after which it may crash (kind, ``ns`` field), besides
-#: the first ``compaction_commit`` (chosen half of the time).
-CRASH_POINTS = (("compaction_output", None), ("commit", "compactions"), ("compaction_commit", None),
-                ("compactor_started", None))
-#: Events of running compactors right after which a new compactor may start (a takeover).
-TAKEOVER_POINTS = (("compaction_output", None), ("commit", "compactions"), ("compaction_commit", None),
-                   ("compaction_state", None), ("pause", None), ("pause", None))
 
 
 # -----------------------------------------------------------------------------------------------
@@ -440,81 +286,52 @@ async def _admin(world: World, n: int) -> None:
 # -----------------------------------------------------------------------------------------------
 
 
-def run_compactor_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
-                           choices: Choices | None = None) -> CompactorWorkloadResult:
-    """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result.
-
-    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``); every
-    random choice comes from ``choices`` (default: generated from ``seed``)."""
-    choices = Choices(seed) if choices is None else choices
-    trace = Trace(trio.current_time)
-    writer_checks = WriterChecks().attach(trace)
-    bucket = MemoryBucket()
-    ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
-    checks = CompactorChecks(MemoryStore(bucket, lambda: 0, url="memory://sim")).attach(trace)
-    try:
-        return run_deterministic(_world, seed, choices, faults, trace, writer_checks, checks, bucket, frozenset(bugs),
-                                 seed=choices)
-    except (AssertionError, SlateDBError) as e:
-        return _failed(seed, trace, writer_checks, (Violation.of_exception(e),))
-    except BaseExceptionGroup as group:
-        return _failed(seed, trace, writer_checks, tuple(Violation.of_exception(e) for e in _leaves(group)))
+# -----------------------------------------------------------------------------------------------
+# Running one seed
+# -----------------------------------------------------------------------------------------------
 
 
-def _failed(seed: int, trace: Trace, wc: WriterChecks, violations: tuple[str, ...]) -> CompactorWorkloadResult:
-    return CompactorWorkloadResult(seed, False, trace.digest(), len(trace),
-                                   trace.events[-1].time_s if trace.events else 0.0, _fault_counts(wc), violations,
-                                   last_events=trace.render(last=40))
-
-
-def _leaves(group: BaseExceptionGroup):
-    for e in group.exceptions:
-        if isinstance(e, BaseExceptionGroup):
-            yield from _leaves(e)
-        else:
-            yield e
-
-
-def _fault_counts(checks: WriterChecks) -> dict:
-    return {k: checks.counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "crash") if checks.counts[k]}
-
-
-async def _world(seed: int, choices: Choices, faults: str, trace: Trace, writer_checks: WriterChecks, checks: CompactorChecks,
-                 bucket: MemoryBucket, bugs: frozenset[str]) -> CompactorWorkloadResult:
-    world = World(seed, choices, faults, trace, bucket, bugs)
+async def _processes(world: World, everything: trio.Nursery | None) -> None:
+    """Compactors at random times (sometimes two together), or right after an event of the
+    compactors already running (takeover in the middle of a compaction); the admin; the writer."""
+    assert everything is not None
     rng = world.rng
-    drain_s = 0.0
-    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
-        async with trio.open_nursery() as everything:
-            world.nursery = everything
-            # Compactors at random times (sometimes two together), or right after an event of
-            # the compactors already running (takeover in the middle of a compaction).
-            t = 0.0
-            for i in range(1, rng.randint(1, 5) + 1):
-                if i == 1 or not boolean(rng, 0.25):
-                    t += rng.uniform(0.1, 3.0)
-                trigger = (*rng.choice(TAKEOVER_POINTS), rng.randint(1, 6)) if boolean(rng, 0.5) else None
-                everything.start_soon(_start_compactor, world, f"c{i}", t, trigger, world.crash_plan(compactor=True))
-            everything.start_soon(_admin, world, rng.randint(2, 8))
-            await _writer(world, "w", rng.randint(250, 450))
-            # Liveness: faults stop; a last compactor drains L0 within DRAIN_LIMIT_S.
-            world.heal()
-            healed_at = trio.current_time()
-            everything.start_soon(lambda: _compactor(world, "cfinal", crash=None))
-            while True:
-                latest = checks.manifests.get(checks.latest_manifest)
-                if latest is not None and len(latest.l0) < MIN_SOURCES:
-                    break
-                if trio.current_time() - healed_at > DRAIN_LIMIT_S:
-                    raise AssertionError(f"liveness: L0 still holds {len(latest.l0) if latest else '?'} SSTs "
-                                         f"{DRAIN_LIMIT_S:.0f} virtual s after faults stopped")
-                await trio.sleep(0.05)
-            drain_s = trio.current_time() - healed_at
-            everything.cancel_scope.cancel()
-    assert not limit.cancelled_caught, f"liveness: the world still runs after {VIRTUAL_LIMIT_S} virtual s"
+    world.nursery = everything
+    t = 0.0
+    for i in range(1, rng.randint(1, 5) + 1):
+        if i == 1 or not boolean(rng, 0.25):
+            t += rng.uniform(0.1, 3.0)
+        trigger = (*rng.choice(TAKEOVER_POINTS), rng.randint(1, 6)) if boolean(rng, 0.5) else None
+        everything.start_soon(_start_compactor, world, f"c{i}", t, trigger, world.crash_plan(compactor=True))
+    everything.start_soon(_admin, world, rng.randint(2, 8))
+    await _writer(world, "w", rng.randint(250, 450))
+
+
+async def _drain(world: World, everything: trio.Nursery | None) -> None:
+    """Liveness: faults stop; a last compactor drains L0 within DRAIN_LIMIT_S."""
+    assert everything is not None
+    checks = world.setup.checkers["compactor"]
+    healed_at = trio.current_time()
+    everything.start_soon(lambda: _compactor(world, "cfinal", crash=None))
+    while True:
+        latest = checks.manifests.get(checks.latest_manifest)
+        if latest is not None and len(latest.l0) < MIN_SOURCES:
+            break
+        if trio.current_time() - healed_at > DRAIN_LIMIT_S:
+            raise AssertionError(f"liveness: L0 still holds {len(latest.l0) if latest else '?'} SSTs "
+                                 f"{DRAIN_LIMIT_S:.0f} virtual s after faults stopped")
+        await trio.sleep(0.05)
+    world.drain_s = trio.current_time() - healed_at
+
+
+async def _final(world: World) -> None:
+    """RESUME-1/2 on every output; contents through a fresh Db; COMPACT-3 for the admin's
+    invalid submissions."""
+    choices, trace, bucket = world.choices, world.trace, world.bucket
+    checks = world.setup.checkers["compactor"]
     final_rt = SimRuntime("final", choices, trace, offset_ms=int(trio.current_time() * 1000))
     inner = MemoryStore(bucket, final_rt.now_ms, url="memory://sim")
-    verified = await checks.verify_outputs(inner)  # RESUME-1/2
+    world.verified = await checks.verify_outputs(inner)  # RESUME-1/2
     # Contents: a fresh Db reads what the model allows.
     model = world.model
     async with aio.Db.open("memory://sim", {**world.settings_map, "compactor_options": None}, store=inner,
@@ -531,10 +348,38 @@ async def _world(seed: int, choices: Choices, faults: str, trace: Trace, writer_
     for cid, kind in world.invalid_submitted:
         if kind == "unknown-source":
             assert cid not in checks.committed, f"COMPACT-3: external compaction {cid} with an unknown source committed"
-    return CompactorWorkloadResult(
-        seed, True, trace.digest(), len(trace), trio.current_time(), _fault_counts(writer_checks), (),
-        acked=model.acked, compactors=checks.counts["compactor_started"], commits=checks.counts["commits"],
-        completed=checks.counts["completed"], resumes=checks.counts["resumes"], verified=verified,
+
+
+def _figures(world: World) -> dict[str, Any]:
+    checks = world.setup.checkers["compactor"]
+    return dict(
+        acked=world.model.acked, compactors=checks.counts["compactor_started"], commits=checks.counts["commits"],
+        completed=checks.counts["completed"], resumes=checks.counts["resumes"], verified=world.verified,
         external=len(world.invalid_submitted) + world.valid_submitted,
         external_failed=sum(1 for cid, _ in world.invalid_submitted if cid in checks.failed_reasons),
-        drain_s=round(drain_s, 3))
+        drain_s=round(world.drain_s, 3))
+
+
+def _fault_counts(setup: Setup, _world: World | None) -> dict:
+    counts = setup.checkers["writer"].counts
+    return {k: counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "crash") if counts[k]}
+
+
+SCENARIO = Scenario(
+    "compactor", World, _processes, liveness=_drain, heals=True, final=_final, figures=_figures,
+    fault_counts=_fault_counts,
+    checkers=(Checker("writer", lambda setup: WriterChecks()),
+              Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket))),
+              Checker("compactor", lambda setup: CompactorChecks(MemoryStore(setup.bucket, lambda: 0,
+                                                                             url="memory://sim")))),
+    processes_declared=("w", "c1..c5", "admin", "cfinal", "final"),
+    fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash"))
+
+
+def run_compactor_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
+                           choices: Choices | None = None) -> WorldResult:
+    """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result.
+
+    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``); every
+    random choice comes from ``choices`` (default: generated from ``seed``)."""
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, faults=faults)

@@ -60,7 +60,6 @@ client-visible lost, resurrected or reordered write.
 from __future__ import annotations
 
 import random
-from collections import deque
 from typing import Any
 
 import attrs
@@ -68,21 +67,24 @@ import trio
 
 import slatedb.aio as aio
 from slatedb.config import KiB, MiB, Settings
-from slatedb.errors import ClosedError, CorruptionError, FencedError, SlateDBError
+from slatedb.errors import ClosedError, CorruptionError, FencedError
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
-from sim.world.invariants import ORACLE, Violation
-from sim.world.choices import Choices, boolean
-from sim.checks.writer import WriterChecks
+from sim.checks.flips import FlipOracle, after_flip
+from sim.checks.lin_history import History, Incarnation
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
-from sim.checks.linearizability import PENDING, LinResult, Op, check_history
-from sim.world.store import FLIP_CLASSES, BitFlip, ProcessCrashed, SimObjectStore, StoreFaults, flip_one_bit
 from sim.checks.structure import check_world
-from sim.world.runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
+from sim.checks.writer import WriterChecks
+from sim.world.choices import Choices, boolean
+from sim.world.harness import VIRTUAL_LIMIT_S, Checker, Scenario, Setup, WorldResult, leaves, run_world
+from sim.world.hosts import ClockPlan, Host
+from sim.world.invariants import ORACLE, Violation
+from sim.world.store import FLIP_CLASSES, ProcessCrashed, SimObjectStore, StoreFaults, flip_one_bit
+from sim.world.runtime import SIM_EPOCH_MS
 from sim.world.trace import Trace
 
-#: A run that has not finished after this much virtual time is reported as stuck (liveness).
-VIRTUAL_LIMIT_S = 6 * 3600
+__all__ = ["SCENARIO", "run_db_workload", "draw_settings", "FlipOracle", "Incarnation", "History", "ClockPlan", "Host",
+           "VIRTUAL_LIMIT_S"]
 
 #: The base settings; :func:`draw_settings` varies most of them per seed.
 SETTINGS = {
@@ -130,226 +132,9 @@ def draw_settings(rng: random.Random) -> dict[str, Any]:
     return s
 
 
-@attrs.frozen
-class DbWorkloadResult:
-    """Same fields as ``StoreRunResult`` (the CLI reports both), plus the writer outcomes."""
-
-    seed: int
-    ok: bool
-    digest: str
-    events: int
-    virtual_s: float
-    faults: dict
-    violations: tuple[str, ...]
-    acked: int = 0
-    fenced: int = 0
-    last_events: str = ""
-    #: Operations of the history LIN checked, and reads it had to leave out (see the model).
-    lin_ops: int = 0
-    lin_reads_dropped: int = 0
-    #: What failed after a bit flip the format cannot detect (``bitflip.silent-damage``).
-    silent_damage: tuple[str, ...] = ()
-    #: The bit flip of the run, as ``<kind>:<how>:<key>`` (see :class:`sim.world.store.BitFlip`).
-    flip: str = ""
-
-
-# ---------------------------------------------------------------------------------------------
-# Clocks
-# ---------------------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class ClockPlan:
-    """One host's clock: a wall-clock offset, a rate drift, maybe one jump (after ``jump_at_s``
-    virtual seconds of its first process)."""
-
-    offset_ms: int = 0
-    drift_ppm: float = 0.0
-    jump_at_s: float | None = None
-    jump_ms: int = 0
-
-    @staticmethod
-    def draw(choices: Choices, host: str, skew: bool, jumps: bool) -> "ClockPlan":
-        rng = choices.stream("clock", host)
-        offset, drift = 0, 0.0
-        if skew:
-            offset = rng.choice([rng.randint(-50, 50), rng.randint(-5_000, 5_000), rng.randint(-600_000, 600_000)])
-            drift = rng.choice([rng.uniform(-100.0, 100.0), rng.uniform(-20_000.0, 20_000.0)])
-        jump_at, jump = None, 0
-        if jumps and boolean(rng, 0.5):
-            jump_at = rng.uniform(0.05, 4.0)
-            jump = rng.choice([-1, 1]) * rng.choice([1_000, 60_000, 3_600_000])
-        return ClockPlan(offset, drift, jump_at, jump)
-
-
-class Host:
-    """A machine: its clock survives a process restart (the new runtime carries on from the
-    dead one's wall time; its monotonic clock starts again)."""
-
-    def __init__(self, name: str, plan: ClockPlan, choices: Choices, trace: Trace) -> None:
-        self.name = name
-        self.plan = plan
-        self.choices = choices
-        self.trace = trace
-        self.rt: SimRuntime | None = None
-
-    def runtime(self, process: str, bugs: frozenset[str] = frozenset()) -> SimRuntime:
-        if self.rt is None:
-            # World-aligned wall clock (a process's own clock starts at the epoch) plus the skew.
-            offset = round(trio.current_time() * 1000) + self.plan.offset_ms
-            if self.plan.offset_ms or self.plan.drift_ppm:
-                self.trace.record(process, "clock.skew", offset_ms=self.plan.offset_ms,
-                                  drift_ppm=round(self.plan.drift_ppm, 3))
-        else:
-            offset = self.rt.now_ms() - SIM_EPOCH_MS
-        self.rt = SimRuntime(process, self.choices, self.trace, offset_ms=offset, drift_ppm=self.plan.drift_ppm,
-                             bugs=bugs)
-        return self.rt
-
-
-# ---------------------------------------------------------------------------------------------
-# The client-visible history
-# ---------------------------------------------------------------------------------------------
-
-
-class _Write:
-    __slots__ = ("process", "kind", "key", "value", "call", "call_s", "seq", "ret", "ret_s")
-
-    def __init__(self, process: str, kind: str, key: bytes, value: bytes | None, call: int, call_s: float) -> None:
-        self.process, self.kind, self.key, self.value = process, kind, key, value
-        self.call, self.call_s = call, call_s
-        self.seq: int | None = None
-        self.ret: int | None = None
-        self.ret_s = 0.0
-
-
-class _Read:
-    __slots__ = ("process", "epoch", "key", "value", "call", "ret", "call_s", "ret_s", "dep")
-
-    def __init__(self, process: str, epoch: int, key: bytes, value: bytes | None, call: int, ret: int,
-                 call_s: float, ret_s: float, dep: _Write | None) -> None:
-        self.process, self.epoch, self.key, self.value = process, epoch, key, value
-        self.call, self.ret, self.call_s, self.ret_s, self.dep = call, ret, call_s, ret_s, dep
-
-
-class Incarnation:
-    """One opened writer process: its epoch, and its writes not yet known durable."""
-
-    def __init__(self, history: "History", name: str, epoch: int) -> None:
-        self.history = history
-        self.name = name
-        self.epoch = epoch
-        self.unconfirmed: deque[tuple[Any, _Write]] = deque()  # (WriteHandle, record), seq order
-        self.last_write: dict[bytes, _Write] = {}
-
-    def sweep(self) -> None:
-        """Mark every write the client can now see durable as returned (durability is a prefix)."""
-        q = self.unconfirmed
-        while q and q[0][0].durable:
-            _h, rec = q.popleft()
-            rec.ret = self.history.tick()
-            rec.ret_s = trio.current_time()
-
-    async def write(self, db: aio.Db, kind: str, key: bytes, value: bytes | None) -> Any:
-        h = self.history
-        rec = _Write(self.name, kind, key, value, h.tick(), trio.current_time())
-        h.writes.append(rec)
-        handle = await (db.put(key, value) if kind == "put" else db.delete(key))  # type: ignore[arg-type]
-        rec.seq = handle.seq
-        self.unconfirmed.append((handle, rec))
-        self.last_write[key] = rec
-        return handle
-
-    async def read(self, db: aio.Db, key: bytes) -> bytes | None:
-        h = self.history
-        dep = self.last_write.get(key)
-        if dep is not None and dep.ret is not None:
-            dep = None  # already durable when the read was called
-        call, call_s = h.tick(), trio.current_time()
-        value = await db.get(key)
-        h.reads.append(_Read(self.name, self.epoch, key, value, call, h.tick(), call_s, trio.current_time(), dep))
-        return value
-
-
-class History:
-    """What the clients of one world called and saw (the model: see the module docstring)."""
-
-    def __init__(self) -> None:
-        self.stamp = 0
-        self.writes: list[_Write] = []
-        self.reads: list[_Read] = []
-        self.opens: list[tuple[int, int]] = []  # (epoch, stamp at which open returned)
-
-    def tick(self) -> int:
-        self.stamp += 1
-        return self.stamp
-
-    def opened(self, name: str, epoch: int) -> Incarnation:
-        self.opens.append((epoch, self.tick()))
-        return Incarnation(self, name, epoch)
-
-    def ops(self) -> tuple[list[Op], int]:
-        """The operations LIN checks, and how many reads the model leaves out."""
-        ops = []
-        for w in self.writes:
-            seq = f"seq {w.seq}" if w.seq is not None else "no seq"
-            if w.ret is None:
-                note = f"t={w.call_s:.4f}s {seq}, never acknowledged durable"
-                ops.append(Op(w.process, w.kind, w.key, w.value, w.call, PENDING, note))
-            else:
-                note = f"t={w.call_s:.4f}s..{w.ret_s:.4f}s {seq}, durable"
-                ops.append(Op(w.process, w.kind, w.key, w.value, w.call, w.ret, note))
-        dropped = 0
-        for r in self.reads:
-            newer_open = any(epoch > r.epoch and stamp < r.call for epoch, stamp in self.opens)
-            if newer_open or (r.dep is not None and r.dep.ret is None):
-                dropped += 1
-                continue
-            note = f"t={r.call_s:.4f}s..{r.ret_s:.4f}s epoch {r.epoch}"
-            ops.append(Op(r.process, "get", r.key, r.value, r.call, r.ret, note))
-        return ops, dropped
-
-    def check(self) -> tuple[LinResult, int, int]:
-        ops, dropped = self.ops()
-        return check_history(ops), len(ops), dropped
-
-
 # ---------------------------------------------------------------------------------------------
 # Bit flips
 # ---------------------------------------------------------------------------------------------
-
-
-class FlipOracle:
-    """What a flipped bit may do, and what it did.
-
-    After a bit of a stored object flipped (:func:`sim.world.store.flip_one_bit`), a read that
-    returns data must still match the model (DUR-1, LIN: unchanged), but a
-    :class:`~slatedb.errors.CorruptionError` is an acceptable answer: the process that meets it
-    stops (event ``corruption``, counted as ``bitflip.detected``) and the final check skips what
-    it cannot read (a database whose manifest or replayed WAL object is damaged cannot be
-    opened at all). For an SST or WAL SST, whose every block and metadata carry a CRC32, the
-    error must name the flipped object (FLIP-1). A flipped manifest or ``.compactions`` object
-    that still *decodes*, to different values, cannot be detected (flatbuffers, no checksum):
-    what goes wrong after such a flip is reported as ``bitflip.silent-damage``, not as the
-    run's failure. Without a flip, a CorruptionError is a failure as before."""
-
-    def __init__(self) -> None:
-        self.flip: BitFlip | None = None
-        self.detected: list[str] = []
-
-    def allows(self, e: CorruptionError, process: str, trace: Trace) -> bool:
-        """Account for a CorruptionError ``process`` met; False if it must fail the run."""
-        if self.flip is None:
-            return False
-        trace.record(process, "corruption", object=e.object_name, reason=e.reason)
-        self.detected.append(e.object_name)
-        if self.flip.how == "crc" and e.object_name != self.flip.key:
-            raise AssertionError(f"FLIP-1: {process} met corruption in {e.object_name!r} ({e.reason}) but the "
-                                 f"flipped object is {self.flip.key!r}") from e
-        return True
-
-    def silent(self) -> bool:
-        return self.flip is not None and self.flip.how == "silent"
 
 
 async def _flipper(world: World, rng: random.Random, at_s: float, kind: str) -> None:
@@ -386,6 +171,16 @@ class World:
     acked: dict = attrs.Factory(dict)  # (writer, seq) -> (key, value or None) acknowledged durable
     written: dict = attrs.Factory(dict)  # value -> seq of every put (values are unique)
     deleted: dict = attrs.Factory(dict)  # key -> seqs of every delete of it
+    outcomes: dict = attrs.Factory(dict)  # writer -> how it ended
+    rng: Any = None
+    crash_rate: float = 0.0
+    skew: bool = False
+    flip_rng: Any = None
+    flip_at: tuple[float, str] | None = None
+    hosts: dict = attrs.Factory(dict)
+    n_ops: list = attrs.Factory(list)
+    lin_ops: int = 0
+    lin_reads_dropped: int = 0
 
 
 def _key(i: int) -> bytes:
@@ -478,7 +273,7 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
                 outcome = "crashed"
             except* CorruptionError as group:
                 if world.flips is None or not all(world.flips.allows(e, name, world.trace)
-                                                  for e in _leaves(group)):
+                                                  for e in leaves(group)):
                     raise
                 outcome = "corrupt"
             nursery.cancel_scope.cancel()
@@ -496,71 +291,8 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
 # ---------------------------------------------------------------------------------------------
 
 
-def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
-                    choices: Choices | None = None) -> DbWorkloadResult:
-    """Run one world; a violated invariant, a lost write or a non-linearizable history is
-    reported in the result.
-
-    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``). Every
-    random choice comes from ``choices`` (default: generated from ``seed``; a replayed or shrunk
-    sequence, :mod:`sim.world.choices`)."""
-    choices = Choices(seed) if choices is None else choices
-    trace = Trace(trio.current_time)
-    checks = WriterChecks().attach(trace)
-    history = History()
-    flips = FlipOracle()
-    try:
-        result = run_deterministic(_world, seed, choices, faults, trace, checks, history, frozenset(bugs), flips,
-                                   seed=choices)
-        return _after_flip(result, flips)
-    except (AssertionError, SlateDBError) as e:
-        errors: list[BaseException] = [e]
-    except BaseExceptionGroup as group:
-        errors = list(_leaves(group))
-    # The run stopped early: still check what the clients saw until then.
-    lin, n_ops, dropped = history.check()
-    violations = tuple(Violation.of_exception(e) for e in errors)
-    if not lin.ok:
-        violations += (Violation("LIN: " + lin.describe(), "LIN", ORACLE),)
-    return _after_flip(DbWorkloadResult(
-        seed, False, trace.digest(), len(trace), trace.events[-1].time_s if trace.events else 0.0,
-        _fault_counts(checks), violations, last_events=trace.render(last=30), lin_ops=n_ops,
-        lin_reads_dropped=dropped), flips)
-
-
-def _after_flip(result: DbWorkloadResult, flips: FlipOracle) -> DbWorkloadResult:
-    """A run that failed after a flip the format cannot detect (a manifest or .compactions that
-    decodes to other values) is counted as silent damage, not as the run's failure."""
-    if flips.flip is not None:
-        f = flips.flip
-        result = attrs.evolve(result, flip=f"{f.kind}:{f.how}:{f.key}")
-    if result.ok or not flips.silent() or any(v.startswith("AssertionError: FLIP-") for v in result.violations):
-        return result
-    faults = dict(result.faults, **{"bitflip.silent-damage": 1})
-    return attrs.evolve(result, ok=True, faults=faults, violations=(), silent_damage=result.violations)
-
-
-def _leaves(group: BaseExceptionGroup):
-    for e in group.exceptions:
-        if isinstance(e, BaseExceptionGroup):
-            yield from _leaves(e)
-        else:
-            yield e
-
-
-_FAULT_KINDS = ("fault.transient", "store.reply-lost", "fault.stall", "crash", "clock.skew", "clock.jump",
-                "fault.bitflip")
-
-
-def _fault_counts(checks: WriterChecks) -> dict:
-    counts = {k: checks.counts[k] for k in _FAULT_KINDS if checks.counts[k]}
-    if checks.counts["corruption"]:
-        counts["bitflip.detected"] = checks.counts["corruption"]
-    return counts
-
-
-async def _world(seed: int, choices: Choices, faults: str, trace: Trace, checks: WriterChecks, history: History,
-                 bugs: frozenset[str], flips: FlipOracle | None = None) -> DbWorkloadResult:
+def _build(setup: Setup) -> World:
+    choices, trace, faults = setup.choices, setup.trace, setup.faults
     rng = choices.stream("world")
     store_faults = StoreFaults.swarm(rng) if faults == "swarm" else StoreFaults()
     crash_rate = rng.choice([0.0, 0.5, 1.0]) if faults == "swarm" else 0.0  # swarm: crashes on or off
@@ -570,40 +302,46 @@ async def _world(seed: int, choices: Choices, faults: str, trace: Trace, checks:
     trace.record("world", "settings", **{k: v for k, v in sorted(raw_settings.items())})
     skew = faults == "swarm" and boolean(swarm_rng, 0.5)
     jumps = faults == "swarm" and boolean(swarm_rng, 0.3)
-    world = World(seed, choices, trace, MemoryBucket(), store_faults, settings, history, bugs, flips)
-    ManifestFenceChecks(bucket_reader(world.bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
+    world = World(setup.seed, choices, trace, setup.bucket, store_faults, settings, History(), setup.bugs, FlipOracle())
+    world.rng, world.crash_rate, world.skew = rng, crash_rate, skew
     # A bit flip in a stored object on some swarm seeds, from its own stream.
-    flip_rng = choices.stream("bitflip")
-    flip_at: tuple[float, str] | None = None
-    if faults == "swarm" and boolean(flip_rng, BITFLIP_RATE):
-        kind = flip_rng.choices([c[0] for c in FLIP_CLASSES], weights=[c[3] for c in FLIP_CLASSES])[0]
-        flip_at = (flip_rng.uniform(0.2, 4.0), kind)
-    hosts = {name: Host(name, ClockPlan.draw(choices, name, skew, jumps), choices, trace) for name in ("w1", "w2", "w3")}
-    outcomes: dict[str, str] = {}
+    world.flip_rng = choices.stream("bitflip")
+    if faults == "swarm" and boolean(world.flip_rng, BITFLIP_RATE):
+        kind = world.flip_rng.choices([c[0] for c in FLIP_CLASSES], weights=[c[3] for c in FLIP_CLASSES])[0]
+        world.flip_at = (world.flip_rng.uniform(0.2, 4.0), kind)
+    world.hosts = {name: Host(name, ClockPlan.draw(choices, name, skew, jumps), choices, trace)
+                   for name in ("w1", "w2", "w3")}
     # The world's shape: three writers of 400, 200 and 200 operations in the seed's world; a
     # shrunk world may have fewer of either (the last writers go first).
     shape = choices.stream("shape")
     n_writers = shape.count(1, 3)
-    n_ops = [shape.count(1, n) for n in (400, 200, 200)[:n_writers]]
+    world.n_ops = [shape.count(1, n) for n in (400, 200, 200)[:n_writers]]
+    return world
+
+
+async def _processes(world: World, nursery: trio.Nursery | None) -> None:
+    """The writers (each may crash and restart) and the bit flipper."""
+    assert nursery is not None
+    rng = world.rng
 
     async def run(name: str, delay_s: float, n: int) -> None:
         await trio.sleep(delay_s)
-        crash_after = rng.uniform(0.05, 3.0) if boolean(rng, crash_rate) else None
-        outcomes[name] = await _writer(name, hosts[name], world, n, crash_after)
+        crash_after = rng.uniform(0.05, 3.0) if boolean(rng, world.crash_rate) else None
+        world.outcomes[name] = await _writer(name, world.hosts[name], world, n, crash_after)
 
-    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
-        async with trio.open_nursery() as nursery:
-            if flip_at is not None:
-                nursery.start_soon(_flipper, world, flip_rng, *flip_at)
-            delays = (0.0, rng.uniform(0.05, 2.0), rng.uniform(1.0, 4.0))
-            for i, n in enumerate(n_ops):
-                nursery.start_soon(run, f"w{i + 1}", delays[i], n)
-    # Liveness: with faults healed by retries, every writer finishes or learns it was fenced.
-    assert not limit.cancelled_caught, f"liveness: writers still running after {VIRTUAL_LIMIT_S} virtual s"
-    # Every acknowledged-durable write must be readable by a last writer: its own value, or the
-    # value of a write of the same key with a higher seq (superseded, never rolled back). The
-    # last writer then reads every key, for LIN.
-    final = Host("final", ClockPlan.draw(choices, "final", skew, False), choices, trace)
+    if world.flip_at is not None:
+        nursery.start_soon(_flipper, world, world.flip_rng, *world.flip_at)
+    delays = (0.0, rng.uniform(0.05, 2.0), rng.uniform(1.0, 4.0))
+    for i, n in enumerate(world.n_ops):
+        nursery.start_soon(run, f"w{i + 1}", delays[i], n)
+
+
+async def _final(world: World) -> None:
+    """Every acknowledged-durable write must be readable by a last writer: its own value, or the
+    value of a write of the same key with a higher seq (superseded, never rolled back). The
+    last writer then reads every key, for LIN."""
+    choices, trace = world.choices, world.trace
+    final = Host("final", ClockPlan.draw(choices, "final", world.skew, False), choices, trace)
     final_rt = final.runtime("final")
     inner = MemoryStore(world.bucket, final_rt.now_ms, url="memory://sim")
 
@@ -611,7 +349,7 @@ async def _world(seed: int, choices: Choices, faults: str, trace: Trace, checks:
         return world.flips is not None and world.flips.allows(e, "final", trace)
 
     try:
-        async with aio.Db.open("memory://sim", settings, store=inner, runtime=final_rt) as db:
+        async with aio.Db.open("memory://sim", world.settings, store=inner, runtime=final_rt) as db:
             for (_name, seq), (key, value) in world.acked.items():
                 try:
                     got = await db.get(key)
@@ -626,7 +364,7 @@ async def _world(seed: int, choices: Choices, faults: str, trace: Trace, checks:
                     assert got == value or world.written.get(got, -1) > seq, (
                         f"DUR-1: {key!r} holds {got!r} (seq {world.written.get(got)}), older than acknowledged "
                         f"{'delete' if value is None else repr(value)} (seq {seq})")
-            me = history.opened("final", db.core.epoch)
+            me = world.history.opened("final", db.core.epoch)
             for i in range(N_KEYS):
                 try:
                     await me.read(db, _key(i))
@@ -636,14 +374,51 @@ async def _world(seed: int, choices: Choices, faults: str, trace: Trace, checks:
     except* CorruptionError as group:
         # The database cannot be opened (its manifest, or a WAL object to replay, is damaged),
         # or closing it met the damage: detected, nothing more to check end to end.
-        if not all(corrupt(e) for e in _leaves(group)):
+        if not all(corrupt(e) for e in leaves(group)):
             raise
     if world.flips is None:  # bit flips damage objects on purpose (FLIP-1 judges those runs)
         await check_world(world.bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))
-    lin, n_ops, dropped = history.check()
-    violations = () if lin.ok else (Violation("LIN: " + lin.describe(), "LIN", ORACLE),)
-    fenced = sum(1 for o in outcomes.values() if o.endswith("fenced"))
-    return DbWorkloadResult(seed, lin.ok, trace.digest(), len(trace), trio.current_time(), _fault_counts(checks),
-                            violations, acked=len(world.acked), fenced=fenced,
-                            last_events="" if lin.ok else trace.render(last=30), lin_ops=n_ops,
-                            lin_reads_dropped=dropped)
+
+
+def _lin(world: World, _failed: bool) -> list[Violation]:
+    """LIN on the client history, also of a run that stopped early (what the clients saw until then)."""
+    lin, world.lin_ops, world.lin_reads_dropped = world.history.check()
+    return [] if lin.ok else [Violation("LIN: " + lin.describe(), "LIN", ORACLE)]
+
+
+_FAULT_KINDS = ("fault.transient", "store.reply-lost", "fault.stall", "crash", "clock.skew", "clock.jump",
+                "fault.bitflip")
+
+
+def _fault_counts(setup: Setup, _world: World | None) -> dict:
+    checks = setup.checkers["writer"]
+    counts = {k: checks.counts[k] for k in _FAULT_KINDS if checks.counts[k]}
+    if checks.counts["corruption"]:
+        counts["bitflip.detected"] = checks.counts["corruption"]
+    return counts
+
+
+def _figures(world: World) -> dict[str, Any]:
+    return {"acked": len(world.acked), "fenced": sum(1 for o in world.outcomes.values() if o.endswith("fenced")),
+            "lin_ops": world.lin_ops, "lin_reads_dropped": world.lin_reads_dropped, "silent_damage": (), "flip": ""}
+
+
+SCENARIO = Scenario(
+    "db", _build, _processes, nursery="join", final=_final, oracles=_lin, figures=_figures,
+    fault_counts=_fault_counts, after=lambda result, world: after_flip(result, world.flips if world else None),
+    checkers=(Checker("writer", lambda setup: WriterChecks()),
+              Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
+    limit_what="writers still running", processes_declared=("w1", "w2", "w3", "final"),
+    fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash", "clock.skew", "clock.jump",
+                 "fault.bitflip"))
+
+
+def run_db_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
+                    choices: Choices | None = None) -> WorldResult:
+    """Run one world; a violated invariant, a lost write or a non-linearizable history is
+    reported in the result.
+
+    ``bugs`` switches on catalogued bugs in every process of the world (``sim bugs``). Every
+    random choice comes from ``choices`` (default: generated from ``seed``; a replayed or shrunk
+    sequence, :mod:`sim.world.choices`)."""
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, faults=faults)

@@ -1,11 +1,12 @@
 """The one table of simulator scenarios: each registered once, with its metadata.
 
-A scenario is a ``run(seed, *, bugs=frozenset(), choices=None, ...)`` function that builds a
-world, runs it (its processes, fault injectors and checkers) and returns a result with ``ok``,
-``violations`` (:class:`sim.world.invariants.Violation`), ``digest``, ``events``, ``virtual_s`` and
-``faults``. Every random choice it makes comes from ``choices`` (:mod:`sim.world.choices`; default
-generated from the seed), which is what makes it replayable from a saved sequence and
-shrinkable by ``sim shrink`` with no shrink points of its own.
+A scenario is a declared world (``SCENARIO``, a :class:`sim.world.harness.Scenario`) and a
+``run(seed, *, bugs=frozenset(), choices=None, ...)`` function that is
+``run_world(SCENARIO, ...)``: one :class:`sim.world.harness.WorldResult` with ``ok``,
+``violations`` (:class:`sim.world.invariants.Violation`), ``digest``, ``events``, ``virtual_s``,
+``faults`` and the scenario's figures. Every random choice it makes comes from ``choices``
+(:mod:`sim.world.choices`; default generated from the seed), which is what makes it replayable
+from a saved sequence and shrinkable by ``sim shrink`` with no shrink points of its own.
 
 Registering one line here makes a scenario runnable (``sim run``), sweepable (``sim sweep``,
 ``sim dst``, ``--workload all``), huntable (``sim hunt``) and shrinkable (``sim shrink``); its

@@ -51,19 +51,17 @@ from slatedb.errors import CloneSourceWithWalError, SlateDBError
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.gc import GarbageCollector
 from slatedb.manifest.store import manifest_key
-from slatedb.objstore.memory import MemoryBucket
-from slatedb.projection import KeyRange, referenced_sst_ids
+from slatedb.projection import KeyRange
 from slatedb.projection.create import SourceSpec, create_database
 from slatedb.projection.ranges import effective_bounds
 from slatedb.reader.aio import DbReader
 
-from sim.world import invariants
+from sim.checks.structure import check_world, references_resolve
+from sim.scenarios.gc_world import World, fault_counts
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
-from sim.scenarios.gc import World, _fault_counts, _leaves
-from sim.checks.structure import check_world, references_resolve
-from sim.world.runtime import SIM_EPOCH_MS, run_deterministic
-from sim.world.trace import Trace
+from sim.world.harness import Scenario, Setup, WorldResult, run_world
+from sim.world.runtime import SIM_EPOCH_MS
 
 VIRTUAL_LIMIT_S = 4 * 3600
 N_KEYS = 48
@@ -73,21 +71,6 @@ SRC, MERGED = "memory://sim/src", "memory://sim/merged"
 
 def shard_url(i: int) -> str:
     return f"memory://sim/shard{i}"
-
-
-@attrs.frozen
-class RescaleWorkloadResult:
-    seed: int
-    ok: bool
-    digest: str
-    events: int
-    virtual_s: float
-    faults: dict
-    violations: tuple[str, ...]
-    shards: int = 0
-    outcome: str = ""
-    restarts: int = 0
-    last_events: str = ""
 
 
 class Violation(AssertionError):
@@ -281,14 +264,20 @@ async def _check_refs(world: World, root: str) -> None:
         raise Violation("CLONE-2", str(e)) from None
 
 
-async def _world(seed, choices, faults, trace, bucket, bugs, world_box) -> RescaleWorkloadResult:
-    world = World(seed, choices, faults, trace, bucket, bugs)
-    world_box.append(world)
-    rs = Rescale()
-    world_box.append(rs)
-    rng = choices.stream("workload", "main")
+def _build(setup: Setup) -> World:
+    world = World(setup.seed, setup.choices, setup.faults, setup.trace, setup.bucket, setup.bugs)
+    world.rs = Rescale()
+    world.rng_main = setup.choices.stream("workload", "main")
+    setup.trace.record("world", "settings", crash_rate=world.crash_rate, pause_rate=world.pause_rate)
+    return world
+
+
+async def _processes(world: World, background: trio.Nursery | None) -> None:
+    """GC on every database (until the end), the source's writer and the rescaler, then the
+    shard writers and the union (which heals the world and runs the final checks)."""
+    assert background is not None
+    rs, rng = world.rs, world.rng_main
     shards_done = trio.Event()
-    trace.record("world", "settings", crash_rate=world.crash_rate, pause_rate=world.pause_rate)
 
     def exists(root: str):
         async def wait() -> None:
@@ -296,27 +285,19 @@ async def _world(seed, choices, faults, trace, bucket, bugs, world_box) -> Resca
                 await trio.sleep(1.0)
         return wait
 
-    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
-        async with trio.open_nursery() as background:
-            background.start_soon(_gc, world, "gsrc", SRC, exists("src"))
-            background.start_soon(_gc, world, "gm", MERGED, exists("merged"))
-            for i in range(4):
-                background.start_soon(_gc, world, f"g{i}", shard_url(i), exists(f"shard{i}"))
-            async with trio.open_nursery() as work:
-                work.start_soon(_writer, world, rs)
-                work.start_soon(_rescaler, world, rs, shards_done)
-            if rs.outcome != "refused-wal":
-                async with trio.open_nursery() as writers:
-                    for i in range(len(rs.ranges)):
-                        writers.start_soon(_shard_writer, world, rs, i)
-                await trio.sleep(rng.uniform(0, 10))
-                await _union(world, rs)
-            background.cancel_scope.cancel()
-    assert not limit.cancelled_caught, f"liveness: the world still runs after {VIRTUAL_LIMIT_S} virtual s"
-    await check_world(world.bucket, ["src", "merged"] + [f"shard{i}" for i in range(4)],
-                      SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
-    return RescaleWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _fault_counts(trace), (),
-                                 shards=len(rs.ranges), outcome=rs.outcome or "merged", restarts=rs.restarts)
+    background.start_soon(_gc, world, "gsrc", SRC, exists("src"))
+    background.start_soon(_gc, world, "gm", MERGED, exists("merged"))
+    for i in range(4):
+        background.start_soon(_gc, world, f"g{i}", shard_url(i), exists(f"shard{i}"))
+    async with trio.open_nursery() as work:
+        work.start_soon(_writer, world, rs)
+        work.start_soon(_rescaler, world, rs, shards_done)
+    if rs.outcome != "refused-wal":
+        async with trio.open_nursery() as writers:
+            for i in range(len(rs.ranges)):
+                writers.start_soon(_shard_writer, world, rs, i)
+        await trio.sleep(rng.uniform(0, 10))
+        await _union(world, rs)
 
 
 async def _union(world: World, rs: Rescale) -> None:
@@ -356,23 +337,26 @@ async def _union(world: World, rs: Rescale) -> None:
         raise Violation("READ-3", f"after GC rounds the union reads {len(got)} rows, {len(want)} expected")
 
 
+async def _final(world: World) -> None:
+    """slatedb check on every database of the world (sim/checks/structure.py)."""
+    await check_world(world.bucket, ["src", "merged"] + [f"shard{i}" for i in range(4)],
+                      SIM_EPOCH_MS + int(trio.current_time() * 1000))
+
+
+def _after(result: WorldResult, _world: World | None) -> WorldResult:
+    return result if result.ok else attrs.evolve(result, figures={**result.figures, "outcome": "failed"})
+
+
+SCENARIO = Scenario(
+    "rescale", _build, _processes, virtual_limit_s=VIRTUAL_LIMIT_S, final=_final,
+    figures=lambda w: {"shards": len(w.rs.ranges), "outcome": w.rs.outcome or "merged", "restarts": w.rs.restarts},
+    fault_counts=lambda setup, _world: fault_counts(setup.trace), after=_after,
+    processes_declared=("w", "rescaler", "s<i>", "gsrc", "gm", "g<i>", "un", "mw"),
+    fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash", "pause"))
+
+
 def run_rescale_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
-                         choices: Choices | None = None) -> RescaleWorkloadResult:
+                         choices: Choices | None = None) -> WorldResult:
     """Run one world; a violated invariant, a wrong read or a stuck run is reported in the result.
     Every random choice comes from ``choices`` (default: generated from ``seed``)."""
-    choices = Choices(seed) if choices is None else choices
-    trace = Trace(trio.current_time)
-    bucket = MemoryBucket()
-    world_box: list = []
-    try:
-        return run_deterministic(_world, seed, choices, faults, trace, bucket, frozenset(bugs), world_box,
-                                 seed=choices)
-    except (AssertionError, SlateDBError) as e:
-        violations: tuple[str, ...] = (invariants.Violation.of_exception(e),)
-    except BaseExceptionGroup as group:
-        violations = tuple(invariants.Violation.of_exception(e) for e in _leaves(group))
-    rs = world_box[1] if len(world_box) > 1 else Rescale()
-    return RescaleWorkloadResult(seed, False, trace.digest(), len(trace),
-                                 trace.events[-1].time_s if trace.events else 0.0, _fault_counts(trace), violations,
-                                 shards=len(rs.ranges), outcome="failed", restarts=rs.restarts,
-                                 last_events=trace.render(last=40))
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, faults=faults)

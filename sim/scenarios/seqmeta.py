@@ -42,7 +42,6 @@ from typing import ClassVar
 import attrs
 import trio
 
-from slatedb.errors import SlateDBError
 from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
 from slatedb.manifest.checkpoints import writer_checkpoint
@@ -57,21 +56,17 @@ from slatedb.manifest.store import (
     parse_id,
 )
 from slatedb.objstore import CREATE_IF_ABSENT
-from slatedb.objstore.memory import MemoryBucket, MemoryStore
+from slatedb.objstore.memory import MemoryStore
 from slatedb.objstore.retry import retry_transient
 
-from sim.world.invariants import Violation
+from sim.checks.seqmeta import SeqmetaChecks
 from sim.world.choices import Choices, boolean
-from sim.world.invariants import InvariantViolation
-from sim.scenarios.db import DbWorkloadResult
+from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
+from sim.world.runtime import SimRuntime
 from sim.world.store import SimObjectStore, StoreFaults
-from sim.world.runtime import SimRuntime, run_deterministic
-from sim.world.trace import Event, Trace
 
 N_WRITERS = 3
 UPDATES_PER_WRITER = 25
-#: A run that has not finished after this much virtual time is reported as stuck (liveness).
-VIRTUAL_LIMIT_S = 6 * 3600
 
 
 @attrs.frozen
@@ -85,56 +80,6 @@ class Increment(Edit[None]):
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
         cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, 0, attempt.now_ms)
         return Change(attrs.evolve(m, last_l0_seq=m.last_l0_seq + 1, checkpoints=(cp,)), None)
-
-
-class SeqmetaChecks:
-    """SEQMETA-1 and SEQMETA-2 over the ``manifest/`` events of one world."""
-
-    def __init__(self) -> None:
-        self.committed: dict[int, str] = {}  # id -> process that reported it committed
-        self.pending: dict[tuple[str, int], int] = {}  # (process, request n) -> manifest id
-        self.max_created = 0  # highest manifest id ever created (successfully) so far
-        self.fresh: dict[tuple[str, int], bool] = {}  # (process, id) -> its last create was fresh
-        self.rejected = 0  # creates that succeeded but were refused by the boundary check
-        self.last_create: dict[str, int] = {}
-        self.counts: dict[str, int] = {}
-
-    def attach(self, trace: Trace) -> "SeqmetaChecks":
-        trace.listeners.append(self.on_event)
-        return self
-
-    def on_event(self, e: Event) -> None:
-        f = dict(e.fields)
-        kind = e.kind
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        if kind == "store.result" and f.get("outcome") == "transient-error":
-            self.counts["fault.transient"] = self.counts.get("fault.transient", 0) + 1
-        if kind == "store.put" and str(f.get("mode")) == str(CREATE_IF_ABSENT):
-            i = parse_id(f["key"], MANIFEST_DIR, MANIFEST_SUFFIX)
-            if i is not None:
-                self.pending[(e.process, f["n"])] = i
-        elif kind == "store.result":
-            i = self.pending.pop((e.process, f["n"]), None)
-            if i is not None and str(f["outcome"]).startswith("ok"):
-                self.fresh[(e.process, i)] = self.max_created < i
-                self.max_created = max(self.max_created, i)
-        elif kind == "create" and f.get("outcome") == "ok":
-            i = parse_id(f["path"], MANIFEST_DIR, MANIFEST_SUFFIX)
-            if i is not None:
-                self.last_create[e.process] = i
-        elif kind == "boundary_read":
-            i = self.last_create.get(e.process)
-            if i is not None and f["boundary"] >= i:
-                self.rejected += 1
-        elif kind == "commit" and f.get("ns") == "manifest":
-            i = f["id"]
-            owner = self.committed.get(i)
-            if owner is not None:
-                raise InvariantViolation("SEQMETA-1", e, f"manifest id {i} already reported committed to {owner}")
-            self.committed[i] = e.process
-            if not self.fresh.get((e.process, i), False):
-                raise InvariantViolation(
-                    "SEQMETA-2", e, f"manifest id {i} reported committed, but {e.process} made no fresh create of it")
 
 
 def _faults(rng) -> tuple[StoreFaults, dict]:
@@ -164,21 +109,45 @@ def _boundary_faults(rng, faults: StoreFaults) -> StoreFaults:
     return attrs.evolve(faults, transient_rate=transient, ambiguous_rate=rng.uniform(0.05, min(0.3, 1 - transient)))
 
 
-async def _world(seed: int, choices: Choices, trace: Trace, checks: SeqmetaChecks | None,
-                 bugs: frozenset[str]) -> DbWorkloadResult:
+@attrs.define
+class World:
+    """The knobs of one world, the store read directly, and the commits its writers reported."""
+
+    setup: Setup
+    faults: StoreFaults
+    knobs: dict
+    key_faults: tuple
+    direct: MemoryStore
+    n_writers: int
+    n_updates: int
+    commits: list = attrs.Factory(list)  # (process, id, counter value it committed)
+    writers_left: list = attrs.Factory(list)
+
+
+def _build(setup: Setup) -> World:
+    choices, trace = setup.choices, setup.trace
     rng = choices.stream("seqmeta")
     faults, knobs = _faults(rng)
     boundary_faults = _boundary_faults(rng, faults)
     key_faults = (("gc/", boundary_faults),)
     trace.record("world", "config", faults=repr(faults), boundary_faults=repr(boundary_faults), **knobs)
-    bucket = MemoryBucket()
     world_rt = SimRuntime("world", choices, trace)
-    direct = MemoryStore(bucket, world_rt.now_ms)
+    direct = MemoryStore(setup.bucket, world_rt.now_ms)
     direct.put_now(manifest_key(1), encode_manifest(ManifestV2(initialized=True)), CREATE_IF_ABSENT)
-    commits: list[tuple[str, int, int]] = []  # (process, id, counter value it committed)
     shape = choices.stream("shape")  # the seed's world is the full one; a shrunk one may be smaller
     n_writers, n_updates = shape.count(1, N_WRITERS), shape.count(1, UPDATES_PER_WRITER)
-    writers_left = [n_writers]
+    return World(setup, faults, knobs, key_faults, direct, n_writers, n_updates, writers_left=[n_writers])
+
+
+async def _processes(w: World, nursery: trio.Nursery | None) -> None:
+    """The metadata writers (stalling between preparing and creating a manifest) and a GC
+    advancing the boundary and deleting old manifests."""
+    assert nursery is not None
+    setup = w.setup
+    choices, trace, bugs, bucket = setup.choices, setup.trace, setup.bugs, setup.bucket
+    faults, knobs, key_faults, direct, commits, writers_left = w.faults, w.knobs, w.key_faults, w.direct, w.commits, \
+        w.writers_left
+    n_updates = w.n_updates
 
     async def writer(name: str) -> None:
         rt = SimRuntime(name, choices, trace, bugs=bugs)
@@ -235,50 +204,46 @@ async def _world(seed: int, choices: Choices, trace: Trace, checks: SeqmetaCheck
                     await retry_transient(rt, lambda: store.delete(key), what=f"delete {key}")
                     rt.event("delete", path=key, boundary=boundary)
 
-    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
-        async with trio.open_nursery() as nursery:
-            for w in range(n_writers):
-                nursery.start_soon(writer, f"m{w}")
-            nursery.start_soon(gc)
-    assert not limit.cancelled_caught, f"liveness: metadata writers still running after {VIRTUAL_LIMIT_S} virtual s"
+    for i in range(w.n_writers):
+        nursery.start_soon(writer, f"m{i}")
+    nursery.start_soon(gc)
 
-    # End to end: the counter of the latest manifest against the commits reported.
+
+async def _final(w: World) -> None:
+    """End to end: the counter of the latest manifest against the commits reported (SEQMETA-1)."""
+    direct, checks = w.direct, w.setup.checkers.get("seqmeta")
     ids = sorted(i for m in direct.list_now(MANIFEST_DIR)
                  if (i := parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX)) is not None)
     latest = decode_manifest_v2(bytes(direct.get_now(manifest_key(ids[-1])).data), manifest_key(ids[-1]))
     final = latest.last_l0_seq
-    n = len(commits)
+    n = len(w.commits)
     assert final >= n, f"SEQMETA-1: lost commit: {n} updates reported committed, the latest manifest counts {final}"
     rejected = checks.rejected if checks is not None else n
     assert final <= n + rejected, f"counter {final} above {n} commits + {rejected} rejected creates"
+
+
+def _fault_counts(setup: Setup, _world: World | None) -> dict:
+    checks = setup.checkers.get("seqmeta")
     counts = checks.counts if checks is not None else {}
-    fault_counts = {k: counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "pause")
-                    if counts.get(k)}
-    return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), fault_counts, (),
-                            acked=n, fenced=rejected)
+    return {k: counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "pause") if counts.get(k)}
+
+
+def _figures(w: World) -> dict:
+    checks = w.setup.checkers.get("seqmeta")
+    n = len(w.commits)
+    return {"acked": n, "fenced": checks.rejected if checks is not None else n}
+
+
+SCENARIO = Scenario(
+    "seqmeta", _build, _processes, nursery="join", final=_final, fault_counts=_fault_counts, figures=_figures,
+    checkers=(Checker("seqmeta", lambda setup: SeqmetaChecks(),
+                      when=lambda setup: setup.options.get("trace_checks", True)),),
+    limit_what="metadata writers still running", processes_declared=("m0", "m1", "m2", "gc"),
+    fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "pause"))
 
 
 def run_seqmeta_workload(seed: int, *, bugs: frozenset[str] = frozenset(), trace_checks: bool = True,
-                         choices: Choices | None = None) -> DbWorkloadResult:
+                         choices: Choices | None = None) -> WorldResult:
     """Run one world. ``trace_checks=False`` leaves only the end-to-end oracle (no lost commit).
     Every random choice comes from ``choices`` (default: generated from ``seed``)."""
-    choices = Choices(seed) if choices is None else choices
-    trace = Trace(trio.current_time)
-    checks = SeqmetaChecks().attach(trace) if trace_checks else None
-    try:
-        return run_deterministic(_world, seed, choices, trace, checks, frozenset(bugs), seed=choices)
-    except (AssertionError, SlateDBError) as e:
-        errors: list[BaseException] = [e]
-    except BaseExceptionGroup as group:
-        errors = list(_leaves(group))
-    last = trace.events[-1].time_s if trace.events else 0.0
-    return DbWorkloadResult(seed, False, trace.digest(), len(trace), last, {},
-                            tuple(Violation.of_exception(e) for e in errors), last_events=trace.render(last=30))
-
-
-def _leaves(group: BaseExceptionGroup):
-    for e in group.exceptions:
-        if isinstance(e, BaseExceptionGroup):
-            yield from _leaves(e)
-        else:
-            yield e
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, trace_checks=trace_checks)

@@ -13,7 +13,6 @@ tests (same seed, same trace digest).
 
 from __future__ import annotations
 
-import attrs
 import trio
 
 from slatedb.errors import (
@@ -22,161 +21,168 @@ from slatedb.errors import (
     TransientObjectStoreError,
 )
 from slatedb.objstore import CREATE_IF_ABSENT, OVERWRITE, PutMode
-from slatedb.objstore.memory import MemoryBucket, MemoryStore
+from slatedb.objstore.memory import MemoryStore
 from slatedb.objstore.retry import create_if_absent
 
 from sim.world.invariants import ORACLE, Violation
 from sim.world.store import SimObjectStore, StoreFaults
 from sim.world.choices import Choices
-from sim.world.runtime import SimRuntime, run_deterministic
-from sim.world.trace import Trace
+from sim.world.harness import Scenario, Setup, WorldResult, run_world
+from sim.world.runtime import SimRuntime
 
 
-@attrs.frozen
-class StoreRunResult:
-    seed: int
-    digest: str
-    ops: int
-    events: int
-    virtual_s: float
-    faults: dict[str, int]
-    violations: tuple[str, ...]
+class StoreWorld:
+    """The clients' shared state and what the oracle needs: acknowledged and ambiguous
+    increments, claims, the possible values of every private key."""
 
-    @property
-    def ok(self) -> bool:
-        return not self.violations
+    def __init__(self, setup: Setup) -> None:
+        choices, trace = setup.choices, setup.trace
+        self.setup = setup
+        self.world = SimRuntime("world", choices, trace)
+        fault_rng = choices.stream("faults")
+        self.faults = {
+            "swarm": lambda: StoreFaults.swarm(fault_rng),
+            "all": lambda: StoreFaults(0.0005, 0.05, 0.05, 0.05, 0.01, 120.0),
+            "none": StoreFaults,
+        }[setup.faults]()
+        trace.record("world", "faults", config=repr(self.faults))
+        self.acked_incr = 0
+        self.unknown_incr = 0
+        self.claims: dict[int, list[str]] = {}
+        self.private_possible: dict[str, set[bytes | None]] = {}
+        self.violations: list[Violation] = []
+        shape = choices.stream("shape")  # the seed's world is the full one; a shrunk one may be smaller
+        self.n_clients = shape.count(1, setup.options.get("n_clients", 6))
+        self.n_ops = setup.options.get("n_ops", 2000)
+        self.ops_left = shape.count(1, self.n_ops)
+        self.seed_store = MemoryStore(setup.bucket, self.world.now_ms)
+        self.seed_store.put_now("counter", b"0", CREATE_IF_ABSENT)
 
 
-async def _workload(seed: int, choices: Choices, n_ops: int, n_clients: int, faults_mode: str,
-                    bugs: frozenset[str]) -> StoreRunResult:
-    trace = Trace(trio.current_time)
-    bucket = MemoryBucket()
-    world = SimRuntime("world", choices, trace)
-    fault_rng = choices.stream("faults")
-    faults = {
-        "swarm": lambda: StoreFaults.swarm(fault_rng),
-        "all": lambda: StoreFaults(0.0005, 0.05, 0.05, 0.05, 0.01, 120.0),
-        "none": StoreFaults,
-    }[faults_mode]()
-    trace.record("world", "faults", config=repr(faults))
+async def _client(w: StoreWorld, i: int) -> None:
+    setup, choices, trace = w.setup, w.setup.choices, w.setup.trace
+    name = f"client{i}"
+    rt = SimRuntime(name, choices, trace, offset_ms=w.world.rng.randrange(-5000, 5000), bugs=setup.bugs)
+    store = SimObjectStore(
+        MemoryStore(setup.bucket, rt.now_ms), choices.stream("store", name), trace, process=name, faults=w.faults
+    )
+    next_claim = 1
+    while w.ops_left > 0:
+        w.ops_left -= 1
+        op = rt.rng.choice(["incr", "incr", "claim", "claim", "own", "own", "list", "sleep"])
+        try:
+            if op == "incr":
+                got = await store.get("counter")
+                new = str(int(got.data) + 1).encode()
+                try:
+                    await store.put("counter", new, PutMode.update_if_match(got.meta.etag))
+                    w.acked_incr += 1
+                except TransientObjectStoreError:
+                    w.unknown_incr += 1
+                except PreconditionFailedError:
+                    pass
+            elif op == "claim":
+                # Through the engine's create_if_absent (as manifests and WAL objects are): it
+                # retries ambiguous outcomes and reads the object back to tell ours apart.
+                key = f"seq/{next_claim:020d}"
+                if await create_if_absent(store, rt, key, name.encode()):
+                    w.claims.setdefault(next_claim, []).append(name)
+                next_claim += 1
+            elif op == "own":
+                await _own(w, rt, store, name)
+            elif op == "list":
+                metas = await store.list("seq/")
+                keys = [m.key for m in metas]
+                if keys != sorted(keys):
+                    w.violations.append(Violation(f"{name} list not in key order: {keys}", "oracle", ORACLE))
+            else:
+                await rt.sleep(rt.rng.choice([0.001, 0.01, 0.5]))
+        except TransientObjectStoreError:
+            pass
+    trace.record(name, "client.done")
 
-    acked_incr = 0
-    unknown_incr = 0
-    claims: dict[int, list[str]] = {}
-    private_possible: dict[str, set[bytes | None]] = {}
-    violations: list[str] = []
-    shape = choices.stream("shape")  # the seed's world is the full one; a shrunk one may be smaller
-    n_clients = shape.count(1, n_clients)
-    ops_left = [shape.count(1, n_ops)]
 
-    async def client(i: int) -> None:
-        nonlocal acked_incr, unknown_incr
-        name = f"client{i}"
-        rt = SimRuntime(name, choices, trace, offset_ms=world.rng.randrange(-5000, 5000), bugs=bugs)
-        store = SimObjectStore(
-            MemoryStore(bucket, rt.now_ms), choices.stream("store", name), trace, process=name, faults=faults
-        )
-        next_claim = 1
-        while ops_left[0] > 0:
-            ops_left[0] -= 1
-            op = rt.rng.choice(["incr", "incr", "claim", "claim", "own", "own", "list", "sleep"])
-            try:
-                if op == "incr":
-                    got = await store.get("counter")
-                    new = str(int(got.data) + 1).encode()
-                    try:
-                        await store.put("counter", new, PutMode.update_if_match(got.meta.etag))
-                        acked_incr += 1
-                    except TransientObjectStoreError:
-                        unknown_incr += 1
-                    except PreconditionFailedError:
-                        pass
-                elif op == "claim":
-                    # Through the engine's create_if_absent (as manifests and WAL objects are): it
-                    # retries ambiguous outcomes and reads the object back to tell ours apart.
-                    key = f"seq/{next_claim:020d}"
-                    if await create_if_absent(store, rt, key, name.encode()):
-                        claims.setdefault(next_claim, []).append(name)
-                    next_claim += 1
-                elif op == "own":
-                    key = f"private/{name}/k{rt.rng.randrange(4)}"
-                    possible = private_possible.setdefault(key, {None})
-                    action = rt.rng.choice(["put", "get", "delete"])
-                    if action == "put":
-                        value = rt.rng.randbytes(rt.rng.randrange(1, 64))
-                        try:
-                            await store.put(key, value, OVERWRITE)
-                            private_possible[key] = {value}
-                        except TransientObjectStoreError:
-                            possible.add(value)
-                    elif action == "delete":
-                        try:
-                            await store.delete(key)
-                            private_possible[key] = {None}
-                        except TransientObjectStoreError:
-                            possible.add(None)
-                    else:
-                        try:
-                            data: bytes | None = (await store.get(key)).data
-                        except ObjectNotFoundError:
-                            data = None
-                        if data not in possible:
-                            violations.append(Violation(f"{name} read {key}={data!r}, possible {possible!r}", "oracle", ORACLE))
-                        private_possible[key] = {data}
-                elif op == "list":
-                    metas = await store.list("seq/")
-                    keys = [m.key for m in metas]
-                    if keys != sorted(keys):
-                        violations.append(Violation(f"{name} list not in key order: {keys}", "oracle", ORACLE))
-                else:
-                    await rt.sleep(rt.rng.choice([0.001, 0.01, 0.5]))
-            except TransientObjectStoreError:
-                pass
-        trace.record(name, "client.done")
+async def _own(w: StoreWorld, rt: SimRuntime, store: SimObjectStore, name: str) -> None:
+    key = f"private/{name}/k{rt.rng.randrange(4)}"
+    possible = w.private_possible.setdefault(key, {None})
+    action = rt.rng.choice(["put", "get", "delete"])
+    if action == "put":
+        value = rt.rng.randbytes(rt.rng.randrange(1, 64))
+        try:
+            await store.put(key, value, OVERWRITE)
+            w.private_possible[key] = {value}
+        except TransientObjectStoreError:
+            possible.add(value)
+    elif action == "delete":
+        try:
+            await store.delete(key)
+            w.private_possible[key] = {None}
+        except TransientObjectStoreError:
+            possible.add(None)
+    else:
+        try:
+            data: bytes | None = (await store.get(key)).data
+        except ObjectNotFoundError:
+            data = None
+        if data not in possible:
+            w.violations.append(Violation(f"{name} read {key}={data!r}, possible {possible!r}", "oracle", ORACLE))
+        w.private_possible[key] = {data}
 
-    seed_store = MemoryStore(bucket, world.now_ms)
-    seed_store.put_now("counter", b"0", CREATE_IF_ABSENT)
-    async with trio.open_nursery() as nursery:
-        for i in range(n_clients):
-            nursery.start_soon(client, i, name=f"client{i}")
 
-    # Oracle, on the final state (read directly, without faults).
-    final = int(seed_store.get_now("counter").data)
-    if not (acked_incr <= final <= acked_incr + unknown_incr):
-        violations.append(Violation(f"counter={final}, acked={acked_incr}, unknown={unknown_incr}", "oracle", ORACLE))
-    for claim_id, winners in sorted(claims.items()):
+async def _clients(w: StoreWorld, nursery: trio.Nursery | None) -> None:
+    assert nursery is not None
+    for i in range(w.n_clients):
+        nursery.start_soon(_client, w, i, name=f"client{i}")
+
+
+def _oracle(w: StoreWorld, _failed: bool) -> list[Violation]:
+    """On the final state (read directly, without faults): the counter within the acknowledged
+    and ambiguous increments, one owner per claimed id, every private key a possible value."""
+    violations = list(w.violations)
+    final = int(w.seed_store.get_now("counter").data)
+    if not (w.acked_incr <= final <= w.acked_incr + w.unknown_incr):
+        violations.append(Violation(f"counter={final}, acked={w.acked_incr}, unknown={w.unknown_incr}", "oracle",
+                                    ORACLE))
+    for claim_id, winners in sorted(w.claims.items()):
         if len(winners) > 1:
             violations.append(Violation(f"seq id {claim_id} claimed by {winners}", "oracle", ORACLE))
-        owner = seed_store.get_now(f"seq/{claim_id:020d}").data.decode()
+        owner = w.seed_store.get_now(f"seq/{claim_id:020d}").data.decode()
         if winners and owner != winners[0]:
-            violations.append(Violation(f"seq id {claim_id} acknowledged to {winners[0]} but holds {owner}", "oracle", ORACLE))
-    for key, possible in sorted(private_possible.items()):
+            violations.append(Violation(f"seq id {claim_id} acknowledged to {winners[0]} but holds {owner}", "oracle",
+                                        ORACLE))
+    for key, possible in sorted(w.private_possible.items()):
         try:
-            data: bytes | None = seed_store.get_now(key).data
+            data: bytes | None = w.seed_store.get_now(key).data
         except ObjectNotFoundError:
             data = None
         if data not in possible:
             violations.append(Violation(f"final {key}={data!r}, possible {possible!r}", "oracle", ORACLE))
+    return violations
 
+
+def _fault_counts(setup: Setup, _world: StoreWorld | None) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for e in trace.events:
+    for e in setup.trace.events:
         fields = dict(e.fields)
         decision = "stall" if e.kind == "fault.stall" else fields.get("decision")
         if decision and decision != "ok":
             counts[decision] = counts.get(decision, 0) + 1
-    return StoreRunResult(
-        seed, trace.digest(), n_ops, len(trace), trio.current_time(), counts, tuple(violations)
-    )
+    return counts
+
+
+SCENARIO = Scenario(
+    "store", StoreWorld, _clients, nursery="join", oracles=_oracle, virtual_limit_s=None,
+    figures=lambda w: {"ops": w.n_ops}, fault_counts=_fault_counts,
+    processes_declared=("client0..clientN",),
+    fault_kinds=("transient", "ambiguous", "stall"))
 
 
 def run_store_workload(seed: int, *, n_ops: int = 2000, n_clients: int = 6, faults: str = "swarm",
-                       bugs: frozenset[str] = frozenset(), choices: Choices | None = None) -> StoreRunResult:
+                       bugs: frozenset[str] = frozenset(), choices: Choices | None = None) -> WorldResult:
     """Run the workload for ``seed`` on a fresh virtual clock with seeded scheduling.
 
     ``faults`` is ``"swarm"`` (a random subset of faults per seed), ``"all"`` or ``"none"``;
     ``bugs`` switches on catalogued bugs (``sim bugs``) in every client; every random choice
     comes from ``choices`` (default: generated from ``seed``).
     """
-    assert faults in ("swarm", "all", "none"), faults
-    choices = Choices(seed) if choices is None else choices
-    return run_deterministic(_workload, seed, choices, n_ops, n_clients, faults, frozenset(bugs), seed=choices)
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, faults=faults, n_ops=n_ops, n_clients=n_clients)

@@ -29,22 +29,23 @@ writer.
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import trio
 
 import slatedb.aio as aio
-from slatedb.errors import ClosedError, FencedError, SlateDBError
-from slatedb.objstore.memory import MemoryBucket, MemoryStore
+from slatedb.errors import ClosedError, FencedError
+from slatedb.objstore.memory import MemoryStore
 
-from sim.world.engine import LatePauseStore
-from sim.world.invariants import Violation
-from sim.world.choices import Choices, boolean
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
-from sim.scenarios.db import DbWorkloadResult
-from sim.world.store import ProcessCrashed, SimObjectStore, StoreFaults
-from sim.world.runtime import SIM_EPOCH_MS, SimRuntime, run_deterministic
-from sim.world.trace import Trace
+from sim.world.choices import Choices, boolean
+from sim.world.engine import LatePauseStore
+from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
+from sim.world.runtime import SIM_EPOCH_MS, SimRuntime
+from sim.world.store import ProcessCrashed, StoreFaults
 
 ROUNDS = 3
 WRITERS_PER_ROUND = 4
@@ -57,8 +58,6 @@ CRASH_POINTS = (*[("commit", n) for n in (1, 2, 2, 3, 3, 4, 5, 6)], ("ack", 1), 
                 ("replay", 1), ("replay", 2))
 PAUSE_POINTS = (("writer_epoch", 1), ("writer_epoch", 1), ("writer_epoch", 1), ("fence_written", 1), ("commit", 2),
                 ("ack", 1))
-#: A run that has not finished after this much virtual time is reported as stuck (liveness).
-VIRTUAL_LIMIT_S = 6 * 3600
 SETTINGS = {
     "l0_sst_size_bytes": 2048,  # drawn per seed below
     "flush_interval": "20ms",
@@ -68,8 +67,27 @@ SETTINGS = {
 }
 
 
-async def _world(seed: int, choices: Choices, trace: Trace, checks: WriterChecks,
-                 bugs: frozenset[str]) -> DbWorkloadResult:
+@attrs.define
+class World:
+    """The knobs of one world and what its writers acknowledged."""
+
+    setup: Setup
+    faults: StoreFaults
+    rng: Any
+    spread_s: float
+    crash_rate: float
+    pause_rate: float
+    settings: dict
+    rounds: int
+    writers: list[int]
+    writes: int
+    acked: dict = attrs.Factory(dict)  # (writer, seq) -> (key, value) acknowledged durable
+    written: dict = attrs.Factory(dict)  # value -> seq
+    outcomes: dict = attrs.Factory(dict)
+
+
+def _build(setup: Setup) -> World:
+    choices, trace = setup.choices, setup.trace
     rng = choices.stream("takeover")
     faults = StoreFaults(
         latency_min_s=0.0005,
@@ -92,116 +110,110 @@ async def _world(seed: int, choices: Choices, trace: Trace, checks: WriterChecks
     rounds = shape.count(1, ROUNDS)
     writers = [shape.count(1, WRITERS_PER_ROUND) for _ in range(rounds)]
     writes = shape.count(1, WRITES_PER_WRITER)
-    bucket = MemoryBucket()
-    ManifestFenceChecks(bucket_reader(bucket)).attach(trace)  # FENCE-5, CFENCE-1 at every manifest landing
-    acked: dict[tuple[str, int], tuple[bytes, bytes]] = {}
-    written: dict[bytes, int] = {}
-    outcomes: dict[str, str] = {}
+    return World(setup, faults, rng, spread_s, crash_rate, pause_rate, settings, rounds, writers, writes)
 
-    async def writer(name: str, delay_s: float, n_writes: int = writes, restarts: int = 1) -> None:
-        """One writer process; a crashed one restarts (as ``<name>.r``, reopening the database
-        and replaying what it left) with the writes it had left."""
-        await trio.sleep(delay_s)
-        rt = SimRuntime(name, choices, trace, bugs=bugs)
-        wrng = choices.stream("workload", name)
-        store = LatePauseStore(MemoryStore(bucket, rt.now_ms, url="memory://sim"), choices.stream("store", name),
-                               trace, process=name, faults=faults)
-        # Fault points, at protocol events of this process (its n-th event of one kind): a crash
-        # right there (memory lost; the moments after a manifest commit or an acknowledgement are
-        # where what is durable and what is only in memory differ most), or a pause of the
-        # process before its next request (e.g. between its epoch bump and its WAL listing: the
-        # fencing race of RFC 001).
-        crash_at = wrng.choice(CRASH_POINTS) if boolean(wrng, crash_rate) else None
-        pause_at = wrng.choice(PAUSE_POINTS) if boolean(wrng, pause_rate) else None
-        pause_s = wrng.uniform(0.2, 5.0)
-        life = trio.CancelScope()
-        seen: dict[str, int] = {}
 
-        def crash_point(e) -> None:
-            if e.process != name or store.crashed:
-                return
-            n = seen[e.kind] = seen.get(e.kind, 0) + 1
-            if pause_at == (e.kind, n):
-                store.pause_s = pause_s
-            if crash_at == (e.kind, n):
-                store.crash()
-                life.cancel()
+async def _writer(world: World, name: str, delay_s: float, n_writes: int, restarts: int = 1) -> None:
+    """One writer process; a crashed one restarts (as ``<name>.r``, reopening the database
+    and replaying what it left) with the writes it had left."""
+    setup = world.setup
+    choices, trace = setup.choices, setup.trace
+    await trio.sleep(delay_s)
+    rt = SimRuntime(name, choices, trace, bugs=setup.bugs)
+    wrng = choices.stream("workload", name)
+    store = LatePauseStore(MemoryStore(setup.bucket, rt.now_ms, url="memory://sim"), choices.stream("store", name),
+                           trace, process=name, faults=world.faults)
+    # Fault points, at protocol events of this process (its n-th event of one kind): a crash
+    # right there (memory lost; the moments after a manifest commit or an acknowledgement are
+    # where what is durable and what is only in memory differ most), or a pause of the
+    # process before its next request (e.g. between its epoch bump and its WAL listing: the
+    # fencing race of RFC 001).
+    crash_at = wrng.choice(CRASH_POINTS) if boolean(wrng, world.crash_rate) else None
+    pause_at = wrng.choice(PAUSE_POINTS) if boolean(wrng, world.pause_rate) else None
+    pause_s = wrng.uniform(0.2, 5.0)
+    life = trio.CancelScope()
+    seen: dict[str, int] = {}
 
-        trace.listeners.append(crash_point)
-        outcomes[name] = "crashed"
-        done = 0
-        try:
-            with life:
-                async with aio.Db.open("memory://sim", settings, store=store, runtime=rt) as db:
-                    for i in range(n_writes):
-                        with wrng.span("op"):  # one operation's draws, then the operation
-                            key = b"k%04d" % wrng.randrange(N_KEYS)
-                            durable = boolean(wrng, 0.5)
-                            pause = wrng.uniform(0.0, 0.02)
-                        value = b"%s:%d" % (name.encode(), i)
-                        h = await db.put(key, value)
-                        written[value] = h.seq
-                        if durable:
-                            await h.wait_durable()
-                            acked[(name, h.seq)] = (key, value)
-                        done = i + 1
-                        await rt.sleep(pause)
-                outcomes[name] = "closed"
-        except* (FencedError, ClosedError):
-            outcomes[name] = "fenced"
-        except* ProcessCrashed:
-            pass
-        finally:
-            trace.listeners.remove(crash_point)
-        if outcomes[name] == "crashed" and restarts > 0:
-            await writer(name + ".r", 0.0, max(1, n_writes - done), restarts - 1)
+    def crash_point(e) -> None:
+        if e.process != name or store.crashed:
+            return
+        n = seen[e.kind] = seen.get(e.kind, 0) + 1
+        if pause_at == (e.kind, n):
+            store.pause_s = pause_s
+        if crash_at == (e.kind, n):
+            store.crash()
+            life.cancel()
 
-    with trio.move_on_after(VIRTUAL_LIMIT_S) as limit:
-        for r in range(rounds):
-            async with trio.open_nursery() as nursery:
-                for w in range(writers[r]):
-                    nursery.start_soon(writer, f"r{r}w{w}", rng.uniform(0.0, spread_s))
-    assert not limit.cancelled_caught, f"liveness: writers still running after {VIRTUAL_LIMIT_S} virtual s"
-    final_rt = SimRuntime("final", choices, trace)
-    async with aio.Db.open("memory://sim", SETTINGS, store=MemoryStore(bucket, final_rt.now_ms, url="memory://sim"),
-                           runtime=final_rt) as db:
-        for (_name, seq), (key, value) in acked.items():
+    trace.listeners.append(crash_point)
+    world.outcomes[name] = "crashed"
+    done = 0
+    try:
+        with life:
+            async with aio.Db.open("memory://sim", world.settings, store=store, runtime=rt) as db:
+                for i in range(n_writes):
+                    with wrng.span("op"):  # one operation's draws, then the operation
+                        key = b"k%04d" % wrng.randrange(N_KEYS)
+                        durable = boolean(wrng, 0.5)
+                        pause = wrng.uniform(0.0, 0.02)
+                    value = b"%s:%d" % (name.encode(), i)
+                    h = await db.put(key, value)
+                    world.written[value] = h.seq
+                    if durable:
+                        await h.wait_durable()
+                        world.acked[(name, h.seq)] = (key, value)
+                    done = i + 1
+                    await rt.sleep(pause)
+            world.outcomes[name] = "closed"
+    except* (FencedError, ClosedError):
+        world.outcomes[name] = "fenced"
+    except* ProcessCrashed:
+        pass
+    finally:
+        trace.listeners.remove(crash_point)
+    if world.outcomes[name] == "crashed" and restarts > 0:
+        await _writer(world, name + ".r", 0.0, max(1, n_writes - done), restarts - 1)
+
+
+async def _rounds(world: World, _nursery: trio.Nursery | None) -> None:
+    """Rounds of writers, each round's writers starting within ``spread_s``."""
+    for r in range(world.rounds):
+        async with trio.open_nursery() as nursery:
+            for w in range(world.writers[r]):
+                nursery.start_soon(_writer, world, f"r{r}w{w}", world.rng.uniform(0.0, world.spread_s), world.writes)
+
+
+async def _final(world: World) -> None:
+    """DUR-1 end to end: a final writer reads every acknowledged write, or a newer value of its key."""
+    setup = world.setup
+    final_rt = SimRuntime("final", setup.choices, setup.trace)
+    async with aio.Db.open("memory://sim", SETTINGS, store=MemoryStore(setup.bucket, final_rt.now_ms,
+                                                                       url="memory://sim"), runtime=final_rt) as db:
+        for (_name, seq), (key, value) in world.acked.items():
             got = await db.get(key)
             assert got is not None, f"DUR-1: acknowledged durable write {value!r} of {key!r} (seq {seq}) lost"
-            assert got == value or written.get(got, -1) > seq, (
-                f"DUR-1: {key!r} holds {got!r} (seq {written.get(got)}), older than acknowledged {value!r} (seq {seq})")
-    await check_world(bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
-    return DbWorkloadResult(seed, True, trace.digest(), len(trace), trio.current_time(), _faults_seen(checks), (),
-                            acked=len(acked), fenced=sum(1 for o in outcomes.values() if o == "fenced"))
+            assert got == value or world.written.get(got, -1) > seq, (
+                f"DUR-1: {key!r} holds {got!r} (seq {world.written.get(got)}), older than acknowledged {value!r} "
+                f"(seq {seq})")
+    await check_world(setup.bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
 
 
-def run_takeover_workload(seed: int, *, bugs: frozenset[str] = frozenset(),
-                          choices: Choices | None = None) -> DbWorkloadResult:
-    """Run one world of takeover storms; a violated invariant or a lost write is reported.
-    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
-    choices = Choices(seed) if choices is None else choices
-    trace = Trace(trio.current_time)
-    checks = WriterChecks().attach(trace)
-    try:
-        return run_deterministic(_world, seed, choices, trace, checks, frozenset(bugs), seed=choices)
-    except (AssertionError, SlateDBError) as e:
-        errors: list[BaseException] = [e]
-    except BaseExceptionGroup as group:
-        errors = list(_leaves(group))
-    last = trace.events[-1].time_s if trace.events else 0.0
-    return DbWorkloadResult(seed, False, trace.digest(), len(trace), last, _faults_seen(checks),
-                            tuple(Violation.of_exception(e) for e in errors), last_events=trace.render(last=30))
-
-
-def _faults_seen(checks: WriterChecks) -> dict:
-    counts = checks.counts
+def _faults_seen(setup: Setup, _world: World | None) -> dict:
+    counts = setup.checkers["writer"].counts
     return {k: counts[k] for k in ("fault.transient", "store.reply-lost", "fault.stall", "fault.pause", "crash")
             if counts[k]}
 
 
-def _leaves(group: BaseExceptionGroup):
-    for e in group.exceptions:
-        if isinstance(e, BaseExceptionGroup):
-            yield from _leaves(e)
-        else:
-            yield e
+SCENARIO = Scenario(
+    "takeover", _build, _rounds, nursery="none", final=_final, fault_counts=_faults_seen,
+    figures=lambda w: {"acked": len(w.acked), "fenced": sum(1 for o in w.outcomes.values() if o == "fenced")},
+    checkers=(Checker("writer", lambda setup: WriterChecks()),
+              Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
+    limit_what="writers still running", processes_declared=("r<round>w<n>", "final"),
+    fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "fault.pause", "crash"))
+
+
+def run_takeover_workload(seed: int, *, bugs: frozenset[str] = frozenset(),
+                          choices: Choices | None = None) -> WorldResult:
+    """Run one world of takeover storms; a violated invariant or a lost write is reported.
+    Every random choice comes from ``choices`` (default: generated from ``seed``)."""
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs)

@@ -1,0 +1,121 @@
+"""The compactor world (``sim/scenarios/compactor.py``): settings drawn per seed, the processes'
+stores and clocks, the heal, and the crash plans of writers and compactors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from slatedb.api.args import coerce_settings
+from slatedb.objstore.memory import MemoryStore
+
+from sim.checks.contents import Model
+from sim.world.choices import boolean
+from sim.world.engine import Crash
+from sim.world.harness import Setup
+from sim.world.runtime import SimRuntime
+from sim.world.store import SimObjectStore, StoreFaults
+
+N_KEYS = 64
+STALL_MAX_S = 60.0
+MIN_SOURCES = 2
+
+
+def _settings(rng) -> dict:
+    """Per-seed settings (swarm): small SSTs, a compactor that compacts often."""
+    return {
+        "l0_sst_size_bytes": rng.choice([512, 1024, 2048]),
+        "flush_interval": rng.choice(["20ms", "50ms", "100ms"]),
+        "manifest_poll_interval": rng.choice(["100ms", "300ms"]),
+        "min_filter_keys": 8,
+        "l0_max_ssts": rng.choice([4, 8, 16]),
+        "compactor_options": {
+            "poll_interval": f"{rng.choice([100, 200, 500])}ms",
+            "max_concurrent_compactions": rng.choice([1, 2, 4]),
+            "scheduler_options": {"min_compaction_sources": str(MIN_SOURCES),
+                                  "max_compaction_sources": str(rng.choice([2, 4, 8]))},
+            "worker": {"max_sst_size": rng.choice([1024, 2048, 4096]),
+                       # the official coordinator/worker protocol: ranges, heartbeats, reclaims
+                       "max_subcompactions": rng.choice([1, 2, 4]),
+                       "heartbeat_interval": rng.choice(["1s", "2s"]),
+                       "compactions_poll_interval": rng.choice(["200ms", "1s"])},
+            "commit_compacted_interval": rng.choice(["50ms", "200ms"]),
+            "worker_heartbeat_timeout": rng.choice(["5s", "10s", "30s"]),
+        },
+    }
+
+
+class World:
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.seed = setup.seed
+        self.choices = choices = setup.choices
+        self.trace = setup.trace
+        self.bugs = setup.bugs
+        faults, bucket = setup.faults, setup.bucket
+        self.rng = choices.stream("world")
+        swarm = faults == "swarm"
+        self.faults = StoreFaults.swarm(self.rng) if swarm else StoreFaults()
+        # Stalls of up to a minute open every window a longer one would (poll intervals are
+        # < 1 s); longer ones only stretch the idle polling of every process.
+        self.faults = attrs.evolve(self.faults, stall_max_s=min(self.faults.stall_max_s, STALL_MAX_S))
+        self.crash_rate = self.rng.choice([0.0, 0.5, 1.0]) if swarm else 0.0
+        self.pause_rate = self.rng.choice([0.0, 0.5, 1.0]) if swarm else 0.0
+        self.replacements = 0
+        self.nursery: trio.Nursery | None = None
+        self.settings_map = _settings(self.rng)
+        self.settings = coerce_settings(self.settings_map)
+        self.bucket = bucket
+        self.stores: list[SimObjectStore] = []
+        self.healed = False
+        self.model = Model()
+        self.outcomes: dict[str, str] = {}
+        self.invalid_submitted: list[tuple[Any, str]] = []  # (compaction id, what is wrong)
+        self.valid_submitted = 0
+        self.drain_s = 0.0
+        self.verified = 0
+
+    def process(self, name: str) -> tuple[SimRuntime, SimObjectStore]:
+        # Wall clocks agree with the world's virtual time (a restarted process does not start
+        # at the epoch again), up to a skew of a second either way.
+        skew_ms = self.choices.stream("skew", name).randint(-1000, 1000)
+        rt = SimRuntime(name, self.choices, self.trace, bugs=self.bugs,
+                        offset_ms=int(trio.current_time() * 1000) + skew_ms)
+        inner = MemoryStore(self.bucket, rt.now_ms, url="memory://sim")
+        store = SimObjectStore(inner, self.choices.stream("store", name), self.trace, process=name,
+                               faults=self.faults)
+        store.faults_enabled = not self.healed
+        self.stores.append(store)
+        return rt, store
+
+    def heal(self) -> None:
+        """Faults stop: no new injected fault, no more crashes (requests in flight finish)."""
+        self.healed = True
+        self.trace.record("world", "heal")
+        for s in self.stores:
+            s.faults_enabled = False
+
+    def crash_plan(self, *, compactor: bool) -> "Crash | None":
+        """When a process will crash (None: it will not). Compactors crash either at a random
+        moment or right after one of their own events: an output SST stored (its progress not
+        yet recorded), a ``.compactions`` write committed, a compaction committed to the
+        manifest (not yet recorded Completed: RFC 002's crash window), startup completed."""
+        if not boolean(self.rng, self.crash_rate):
+            return None
+        if compactor and boolean(self.rng, 0.6):
+            if boolean(self.rng, 0.5):  # RFC 002's crash window: committed, not yet recorded
+                return Crash(None, "compaction_commit", None, 1)
+            kind, ns = self.rng.choice(CRASH_POINTS)
+            return Crash(None, kind, ns, self.rng.randint(1, 3))
+        return Crash(self.rng.uniform(0.05, 4.0))
+
+
+#: Events of a compactor process right after which it may crash (kind, ``ns`` field), besides
+#: the first ``compaction_commit`` (chosen half of the time).
+CRASH_POINTS = (("compaction_output", None), ("commit", "compactions"), ("compaction_commit", None),
+                ("compactor_started", None))
+#: Events of running compactors right after which a new compactor may start (a takeover).
+TAKEOVER_POINTS = (("compaction_output", None), ("commit", "compactions"), ("compaction_commit", None),
+                   ("compaction_state", None), ("pause", None), ("pause", None))

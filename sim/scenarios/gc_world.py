@@ -1,0 +1,151 @@
+"""The gc world (``sim/scenarios/gc.py``): its settings, drawn per seed, and what its processes
+share (the bucket, the stores, clocks, the READ-3 history, checkpoints, counters); also the
+rescale world's base."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import defaultdict
+
+import attrs
+import trio
+
+from slatedb.api.args import coerce_settings
+from slatedb.objstore.memory import MemoryBucket
+
+from sim.checks.prefix import History
+from sim.world.choices import Choices, boolean
+from sim.world.engine import Crash, PausableStore
+from sim.world.rooted import RootedStore
+from sim.world.runtime import SIM_EPOCH_MS, SimRuntime
+from sim.world.store import SimObjectStore, StoreFaults
+from sim.world.trace import Trace
+
+N_KEYS = 48
+STALL_MAX_S = 20.0
+PARENT, CLONE = "memory://sim/parent", "memory://sim/clone"
+#: A reader may fail this long (virtual s) after its last freeze ended; later it failed for good.
+RECOVER_S = 20.0
+
+
+def _dir(rng, min_ages) -> dict:
+    return {"interval": f"{rng.choice([500, 1000, 2000])}ms", "min_age": f"{rng.choice(min_ages)}ms"}
+
+
+def _gc_options(rng) -> dict:
+    """As aggressive as settings allow: short intervals, min_age far below the stalls."""
+    min_ages = [500, 1000, 2000, 5000, 10000]
+    return {"manifest_options": _dir(rng, min_ages), "wal_options": _dir(rng, min_ages),
+            "compacted_options": _dir(rng, min_ages), "compactions_options": _dir(rng, min_ages),
+            "detach_options": {"interval": "1s"}}
+
+
+def _settings(rng) -> dict:
+    return {
+        "l0_sst_size_bytes": rng.choice([512, 1024, 2048]),
+        "flush_interval": rng.choice(["20ms", "50ms", "100ms"]),
+        "manifest_poll_interval": rng.choice(["100ms", "300ms", "1s"]),
+        "min_filter_keys": 8,
+        "l0_max_ssts": rng.choice([4, 8]),
+        "compactor_options": {
+            "poll_interval": f"{rng.choice([100, 300, 1000])}ms",
+            "max_concurrent_compactions": rng.choice([1, 2]),
+            "scheduler_options": {"min_compaction_sources": "2", "max_compaction_sources": str(rng.choice([2, 4, 8]))},
+            "worker": {"max_sst_size": rng.choice([1024, 4096])},
+        },
+        "garbage_collector_options": _gc_options(rng),
+    }
+
+
+class World:
+    def __init__(self, seed: int, choices: Choices, faults: str, trace: Trace, bucket: MemoryBucket,
+                 bugs: frozenset[str]) -> None:
+        self.seed = seed
+        self.choices = choices
+        self.trace = trace
+        self.bugs = bugs
+        self.rng = choices.stream("world")
+        swarm = faults == "swarm"
+        f = StoreFaults.swarm(self.rng) if swarm else StoreFaults()
+        self.faults = attrs.evolve(f, stall_max_s=min(f.stall_max_s, STALL_MAX_S))
+        self.crash_rate = self.rng.choice([0.0, 0.5, 1.0]) if swarm else 0.0
+        self.pause_rate = self.rng.choice([0.0, 0.5, 1.0]) if swarm else 0.0
+        self.settings_map = _settings(self.rng)
+        self.settings = coerce_settings(self.settings_map)
+        self.bucket = bucket
+        self.stores: list[SimObjectStore] = []
+        self.runtimes: dict[str, SimRuntime] = {}
+        self.healed = False
+        self.history = History()
+        self.writer_checkpoints: list[tuple[uuid.UUID, float, tuple[int, int]]] = []  # (id, expires at, S range)
+        self.writer_done = trio.Event()
+        self.readers_done = trio.Event()
+        self.read_failures_excused = 0
+        self.reestablished = 0
+        self.reader_scans = 0
+        self.snapshot_reads = 0
+        self.checkpoint_scans = 0
+        self.clone_outcome = ""
+
+    # -- processes ----------------------------------------------------------------------------
+
+    def runtime(self, name: str) -> SimRuntime:
+        skew_ms = self.choices.stream("skew", name).randint(-1000, 1000)
+        rt = SimRuntime(name, self.choices, self.trace, bugs=self.bugs, offset_ms=int(trio.current_time() * 1000) + skew_ms)
+        self.runtimes[name] = rt
+        return rt
+
+    def clock_of(self, process: str):
+        rt = self.runtimes.get(process)
+        return rt.now_ms if rt is not None else (lambda: SIM_EPOCH_MS + int(trio.current_time() * 1000))
+
+    def store(self, process: str, url: str) -> RootedStore:
+        return RootedStore(self, process, url)
+
+    def heal(self) -> None:
+        self.healed = True
+        self.trace.record("world", "heal")
+        for s in self.stores:
+            s.faults_enabled = False
+
+    def now_wall_s(self) -> float:
+        return SIM_EPOCH_MS / 1000 + trio.current_time()
+
+    def pause_plan(self, name: str, store: PausableStore, nursery: trio.Nursery, max_s: float) -> None:
+        """Freeze the process now and then (minutes of virtual time at most)."""
+        rng = self.choices.stream("pauses", name)
+        if self.pause_rate == 0 or not boolean(rng, self.pause_rate):
+            return
+
+        async def pauser() -> None:
+            for _ in range(rng.randint(1, 3)):
+                await trio.sleep(rng.uniform(1.0, 20.0))
+                seconds = 10 ** rng.uniform(0, math.log10(max_s))
+                if self.healed:
+                    return
+                store.pause(seconds)
+                await trio.sleep(seconds)
+
+        nursery.start_soon(pauser)
+
+
+def _crash_after(world: World, name: str) -> Crash | None:
+    rng = world.choices.stream("crash", name)
+    if not boolean(rng, world.crash_rate):
+        return None
+    return Crash(rng.uniform(0.5, 20.0))
+
+
+async def _scan(r) -> dict:
+    return {k: v async for k, v in r.scan()}
+
+
+def fault_counts(trace: Trace) -> dict:
+    counts: dict[str, int] = defaultdict(int)
+    for e in trace.events:
+        if e.kind == "store.result" and dict(e.fields).get("outcome") == "transient-error":
+            counts["fault.transient"] += 1
+        elif e.kind in ("store.reply-lost", "fault.stall", "crash", "pause"):
+            counts[e.kind] += 1
+    return dict(counts)

@@ -1,0 +1,190 @@
+"""One harness for every scenario: :func:`run_world` runs a declared :class:`Scenario` for one
+seed and returns one :class:`WorldResult`.
+
+A scenario is data (FoundationDB's test specs are lists of workloads; hypothesis splits its
+engine from its strategies): it declares
+
+* its **checkers** (trace listeners of ``sim/checks/``, attached before the world starts and
+  armed in every phase),
+* its **world** (``build``: the knobs drawn from the choices, the stores, the shared state),
+* its **processes and fault injectors** (``processes``: the safety phase, faults on),
+* its **liveness phase** (``liveness``: after ``world.heal()`` when ``heals``, faults off),
+* its **end-to-end checks** (``final``, after every process ended, outside the time limit) and
+  its **oracles** (``oracles``: a history model judged at the end, also on a run that stopped
+  early when the scenario says so),
+* what it reports (``figures``, ``fault_counts``) and what it may inject (``fault_kinds``:
+  the coverage-gap guard of ``sim dst`` fails a campaign in which a declared kind never fired).
+
+The harness does the rest, the same for every scenario: a fresh trace and bucket, the
+checkers, a deterministic run on the virtual clock (``sim.world.runtime.run_deterministic``),
+the virtual time limit (a run still going after it is a liveness failure), the processes'
+nursery (cancelled when both phases are done, or joined), exceptions turned into
+:class:`sim.world.invariants.Violation` records, and the result. The nesting of the run (one
+time limit, one nursery for both phases) is the one every scenario had on its own, so the
+seeds' traces are the ones they were before the harness existed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Iterable
+
+import attrs
+import trio
+
+from slatedb.errors import SlateDBError
+from slatedb.objstore.memory import MemoryBucket
+
+from sim.world.choices import Choices
+from sim.world.invariants import Violation, as_violation
+from sim.world.runtime import run_deterministic
+from sim.world.trace import Trace
+
+#: A run still going after this much virtual time has failed (liveness), unless the scenario says otherwise.
+VIRTUAL_LIMIT_S = 6 * 3600
+
+
+@attrs.define
+class Setup:
+    """What every world starts from: the seed and its choices, the trace, the catalogued bugs
+    switched on, the fault mode (``swarm``, ``all``, ``none``), one in-memory bucket, the
+    scenario's own options (e.g. the store's ``n_ops``) and the attached checkers by name."""
+
+    seed: int
+    choices: Choices
+    trace: Trace
+    bugs: frozenset[str]
+    faults: str
+    bucket: MemoryBucket
+    options: dict[str, Any]
+    checkers: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Checker:
+    """A trace checker of ``sim/checks/``: ``make(setup)`` builds it, the harness attaches it."""
+
+    name: str
+    make: Callable[[Setup], Any]
+    when: Callable[[Setup], bool] = lambda _setup: True
+
+
+@attrs.frozen
+class Scenario:
+    """One scenario, declared (see the module's docstring). ``nursery`` is ``"cancel"`` (the
+    processes' nursery is cancelled once the phases are done: background processes such as GC
+    end with the world), ``"join"`` (it waits for every process) or ``"none"`` (the processes
+    open their own nurseries)."""
+
+    name: str
+    build: Callable[[Setup], Any]
+    processes: Callable[[Any, "trio.Nursery | None"], Awaitable[None]]
+    checkers: tuple[Checker, ...] = ()
+    liveness: Callable[[Any, "trio.Nursery | None"], Awaitable[None]] | None = None
+    heals: bool = False
+    nursery: str = "cancel"
+    final: Callable[[Any], Awaitable[None]] | None = None
+    oracles: Callable[[Any, bool], Iterable[Any]] = lambda _world, _failed: ()
+    figures: Callable[[Any], dict[str, Any]] = lambda _world: {}
+    fault_counts: Callable[[Setup, Any], dict[str, int]] = lambda _setup, _world: {}
+    after: Callable[["WorldResult", Any], "WorldResult"] | None = None
+    virtual_limit_s: float | None = VIRTUAL_LIMIT_S
+    limit_what: str = "the world still runs"
+    fault_kinds: tuple[str, ...] = ()
+    processes_declared: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class WorldResult:
+    """The one result record of a simulated run. ``figures`` holds what the scenario counts
+    (acknowledged writes, GC deletes, LIN operations...), also readable as attributes
+    (``result.acked``)."""
+
+    scenario: str
+    seed: int
+    ok: bool
+    digest: str
+    events: int
+    virtual_s: float
+    faults: dict[str, int]
+    violations: tuple[Violation, ...]
+    figures: dict[str, Any] = attrs.field(factory=dict)
+    last_events: str = ""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "figures":
+            raise AttributeError(name)
+        try:
+            return self.figures[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} of {self.scenario!r} has no field {name!r}") from None
+
+
+def leaves(group: BaseExceptionGroup) -> Iterable[BaseException]:
+    """The exceptions of a (nested) exception group."""
+    for e in group.exceptions:
+        if isinstance(e, BaseExceptionGroup):
+            yield from leaves(e)
+        else:
+            yield e
+
+
+def run_world(scenario: Scenario, seed: int, *, choices: Choices | None = None, bugs: Iterable[str] = frozenset(),
+              faults: str = "swarm", **options: Any) -> WorldResult:
+    """Run one seed of ``scenario``; never raises for what happens inside the world (a violated
+    invariant, an escaping exception, a stuck run are violations of the result). Every random
+    choice comes from ``choices`` (default: generated from ``seed``)."""
+    assert faults in ("swarm", "all", "none"), faults
+    choices = Choices(seed) if choices is None else choices
+    trace = Trace(trio.current_time)
+    setup = Setup(seed, choices, trace, frozenset(bugs), faults, MemoryBucket(), dict(options))
+    for checker in scenario.checkers:
+        if checker.when(setup):
+            made = checker.make(setup)
+            made.attach(trace)
+            setup.checkers[checker.name] = made
+    box: list[Any] = []
+    errors: list[BaseException] = []
+    end_s = None
+    try:
+        end_s = run_deterministic(_main, scenario, setup, box, seed=choices)
+    except (AssertionError, SlateDBError) as e:
+        errors = [e]
+    except BaseExceptionGroup as group:
+        errors = list(leaves(group))
+    world = box[0] if box else None
+    violations = [Violation.of_exception(e) for e in errors]
+    if world is not None:
+        violations += [as_violation(v) for v in scenario.oracles(world, bool(errors))]
+    if end_s is None:
+        end_s = trace.events[-1].time_s if trace.events else 0.0
+    result = WorldResult(
+        scenario.name, seed, not violations, trace.digest(), len(trace), end_s,
+        scenario.fault_counts(setup, world), tuple(violations),
+        figures=scenario.figures(world) if world is not None and not errors else {},
+        last_events=trace.render(last=40) if violations else "")
+    if scenario.after is not None:
+        result = scenario.after(result, world)
+    return result
+
+
+async def _main(scenario: Scenario, setup: Setup, box: list[Any]) -> float:
+    world = scenario.build(setup)
+    box.append(world)
+    limit = trio.CancelScope(deadline=trio.current_time() + scenario.virtual_limit_s) \
+        if scenario.virtual_limit_s is not None else trio.CancelScope()
+    with limit:
+        if scenario.nursery == "none":
+            await scenario.processes(world, None)
+        else:
+            async with trio.open_nursery() as nursery:
+                await scenario.processes(world, nursery)
+                if scenario.liveness is not None:
+                    if scenario.heals:
+                        world.heal()
+                    await scenario.liveness(world, nursery)
+                if scenario.nursery == "cancel":
+                    nursery.cancel_scope.cancel()
+    assert not limit.cancelled_caught, f"liveness: {scenario.limit_what} after {scenario.virtual_limit_s} virtual s"
+    if scenario.final is not None:
+        await scenario.final(world)
+    return trio.current_time()
