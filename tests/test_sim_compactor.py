@@ -20,7 +20,9 @@ SWITCHES = {
     "resume-skip-entry": ("RESUME-1", 25),
     "compactor-no-second-bump": ("CFENCE-2", 32),
     "compactor-no-commit-fence": ("CFENCE-1", 40),
-    "compaction-no-revalidate": ("COMPACT-3", 32),
+    # Since the coordinator/worker protocol the double commit is usually stopped earlier, by the
+    # manifest edit's own assertion (two runs with one id: an escaped exception), or by COMPACT-3.
+    "compaction-no-revalidate": (("COMPACT-3", "ESCAPE-1"), 32),
 }
 
 
@@ -48,7 +50,8 @@ def test_each_compactor_bug_is_caught_within_its_budget(switch: str) -> None:
     for seed in range(budget):
         result = run_compactor_workload(seed, bugs=frozenset({switch}))
         if not result.ok:
-            assert any(invariant in v for v in result.violations), (switch, seed, result.violations)
+            wanted = invariant if isinstance(invariant, tuple) else (invariant,)
+            assert any(i in v for i in wanted for v in result.violations), (switch, seed, result.violations)
             return
     pytest.fail(f"{switch} not detected in seeds 0..{budget - 1}")
 

@@ -139,7 +139,7 @@ CATALOGUE: tuple[Bug, ...] = (
         "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
         "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._decide",
-        "compactor", ("COMPACT-3",), 32),
+        "compactor", ("COMPACT-3", "ESCAPE-1"), 32),
     # -- distributed compaction: coordinator and workers (the official 0.17 protocol) --
     Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
         "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",

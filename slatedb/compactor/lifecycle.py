@@ -128,7 +128,7 @@ def check_subcompactions(c: Compaction, where: str) -> None:
             first, end = o.info.first_entry, o.info.last_entry
             if first is None or end is None:
                 continue
-            if (lo is not None and first < lo) or (hi is not None and end >= hi) or (last is not None and first <= last):
+            if (lo is not None and first < lo) or (hi is not None and end >= hi) or (last is not None and first < last):
                 raise CorruptionError(where, None, f"{what}: output {o.id} [{first!r}, {end!r}] lies outside its "
                                                    f"range [{lo!r}, {hi!r}) or out of order")
             last = end
