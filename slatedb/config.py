@@ -344,14 +344,14 @@ NOT_IMPLEMENTED: Final[dict[str, str]] = {
     "l0_max_ssts_per_key": "back-pressure counts L0 SSTs (l0_max_ssts) only",
     "l0_flush_parallelism": "memtables are flushed to L0 one at a time",
     "object_store_cache_options": "there is no local-disk object cache (the in-memory block cache is block_cache_size_bytes)",
-    "metric_level": "there are no metrics",
+    "metric_level": "every metric is recorded whatever the level (db.metrics())",
     "compactor_options.manifest_update_timeout": "see manifest_update_timeout",
     "compactor_options.enable_trivial_move": "every compaction rewrites its sources",
-    "compactor_options.metric_level": "there are no metrics",
+    "compactor_options.metric_level": "every metric is recorded whatever the level (db.metrics())",
     "compactor_options.worker.max_fetch_tasks": "a compaction reads its sources block by block, without prefetch tasks",
     "compactor_options.worker.bytes_to_fetch": "a compaction reads its sources block by block, without prefetch tasks",
-    "compactor_options.worker.metric_level": "there are no metrics",
-    "garbage_collector_options.metric_level": "there are no metrics",
+    "compactor_options.worker.metric_level": "every metric is recorded whatever the level (db.metrics())",
+    "garbage_collector_options.metric_level": "every metric is recorded whatever the level (db.metrics())",
 }
 
 
