@@ -33,6 +33,7 @@ from slatedb.errors import (
     TransactionConflictError,
 )
 from slatedb.reader import DbReader, DbReaderOptions
+from slatedb.wal_reader import ChangeRow, WalGapError, WalReader
 
 # Last: the checker reads through the modules above (slatedb.check(url), docs/check.md).
 from slatedb.checker import check  # noqa: E402,I001
@@ -40,6 +41,9 @@ from slatedb.checker import check  # noqa: E402,I001
 
 
 __all__ = [
+    "ChangeRow",
+    "WalGapError",
+    "WalReader",
     "IsolationLevel",
     "Transaction",
     "TransactionClosedError",

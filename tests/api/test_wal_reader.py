@@ -1,0 +1,76 @@
+"""Issue 22 item 4: the WAL reader for change data capture: every write as a row with kind,
+seq and timestamps, in seq order, following the live tail; a gap left by GC is an error."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import slatedb
+from slatedb import WalGapError, WalReader
+
+S = {"flush_interval": "1h", "compactor_options": None, "garbage_collector_options": None}
+
+
+def test_changes_are_every_write_in_seq_order(tmp_path) -> None:
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, S) as db:
+        db.put(b"a", b"1")
+        db.put(b"b", b"2", expire_at_ms=4_102_444_800_000)
+        db.flush()
+        db.delete(b"a")
+        batch = slatedb.WriteBatch()
+        batch.put(b"c", b"3")
+        batch.put(b"a", b"4")
+        db.write(batch)
+        db.flush()
+    with WalReader.open(url) as w:
+        rows = list(w.changes())
+        assert [(r.kind, r.key, r.value, r.seq) for r in rows] == [
+            ("VALUE", b"a", b"1", 1), ("VALUE", b"b", b"2", 2), ("TOMBSTONE", b"a", None, 3),
+            ("VALUE", b"c", b"3", 4), ("VALUE", b"a", b"4", 5)]
+        assert rows[1].expire_ts == 4_102_444_800_000 and all(r.create_ts for r in rows)
+        ids = w.wal_ids()
+        assert rows[0].wal_id < rows[2].wal_id and rows[-1].wal_id == w.last_wal_id() == ids[-1]
+        assert [r.seq for r in w.changes(start_id=rows[2].wal_id)] == [3, 4, 5]
+        assert w.read(ids[-1] + 1) is None
+
+
+def test_follow_waits_for_the_next_wal_object(tmp_path) -> None:
+    url = f"file://{tmp_path}"
+    db = slatedb.Db.open(url, S)
+    db.put(b"k0", b"v")
+    db.flush()
+    got = []
+    with WalReader.open(url) as w:
+        it = w.changes(follow=True, poll_interval_s=0.02)
+
+        def consume() -> None:
+            for row in it:
+                got.append(row.key)
+                if len(got) == 3:
+                    return
+
+        t = threading.Thread(target=consume)
+        t.start()
+        db.put(b"k1", b"v")
+        db.put(b"k2", b"v")
+        db.flush()
+        t.join(timeout=30)
+        assert not t.is_alive() and got == [b"k0", b"k1", b"k2"]
+    db.close()
+
+
+def test_a_wal_object_removed_before_it_was_read_is_a_gap(tmp_path) -> None:
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, S) as db:
+        for i in range(3):
+            db.put(b"k%d" % i, b"v")
+            db.flush()
+    with WalReader.open(url) as w:
+        ids = w.wal_ids()
+        (tmp_path / "wal" / ("%020d.sst" % ids[1])).unlink()
+        it = w.changes(start_id=ids[1])
+        with pytest.raises(WalGapError, match="is gone"):
+            next(it)
