@@ -48,7 +48,8 @@ from slatedb.lsm.cache import BlockCache
 from slatedb.lsm.paths import SstLocator
 from slatedb.lsm.read_path import ReadPath, ReadState
 from slatedb.lsm.view import build_view
-from slatedb.manifest.edits import AdvanceReplay, BumpWriterEpoch
+from slatedb.manifest.edit import WriterFence
+from slatedb.manifest.edits import AdvanceReplay, BumpWriterEpoch, ReleaseWriterCheckpoint
 from slatedb.manifest.missing import initial_over_leftovers, latest_or_refuse
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
@@ -296,6 +297,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         try:
             if self._error is None:
                 await self.flush_memtable()
+                await self._release_writer_checkpoint()
         except FencedError:
             pass  # fenced while closing: the newer writer owns the data; nothing more was acked
         finally:
@@ -308,6 +310,15 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
                 self._release_memory()
             self._wake_all()
             self.runtime.event("closed", epoch=self.epoch)
+
+    async def _release_writer_checkpoint(self) -> None:
+        """writer.md step 12: a clean close leaves no writer checkpoint behind (an engine that
+        opens the database next may never remove it; spec "Checkpoints across engines")."""
+        async with self._manifest_lock:
+            if self._error is not None or self._stored is None:
+                return
+            committed = await self.manifests.commit(ReleaseWriterCheckpoint(WriterFence(self.epoch)))
+            self._stored = committed.stored
 
     def _release_memory(self) -> None:
         """Drop memtables, SST readers and cached blocks (``_lock`` held): a closed database

@@ -73,7 +73,7 @@ class ManifestFollower:
                 return
             old = self._stored.manifest
             changed = (old.l0, old.compacted) != (latest.manifest.l0, latest.manifest.compacted)
-            if changed:
+            if changed and not self._closing:  # closing: aclose releases the writer checkpoint
                 epoch = self.epoch
 
                 with trio.CancelScope(shield=True):

@@ -20,7 +20,9 @@ def is_expired(cp: Checkpoint, now_s: int) -> bool:
 
 
 def active_checkpoints(m: ManifestV2, now_s: int) -> tuple[Checkpoint, ...]:
-    return tuple(c for c in m.checkpoints if not is_expired(c, now_s))
+    """``m``'s checkpoints that still pin: neither expired nor a stale writer checkpoint
+    (:func:`is_stale_writer_checkpoint`)."""
+    return tuple(c for c in m.checkpoints if not is_expired(c, now_s) and not is_stale_writer_checkpoint(c, m))
 
 
 def absurd_lifetime(lifetime_s: float) -> str:
@@ -53,10 +55,65 @@ def make_checkpoint(checkpoint_id: uuid.UUID, manifest_id: int, now_ms: int, *, 
     )
 
 
+#: The top 32 bits of a writer checkpoint's id (ASCII ``"SDBW"``). See :func:`writer_checkpoint_id`.
+WRITER_ID_MAGIC = 0x53444257
+#: Bits of a writer checkpoint id that hold its epoch (the low 62; the variant takes the 2 above).
+WRITER_ID_EPOCH_BITS = 62
+_EPOCH_MASK = (1 << WRITER_ID_EPOCH_BITS) - 1
+
+
+def writer_checkpoint_id(random_id: uuid.UUID, epoch: int) -> uuid.UUID:
+    """The id of a writer checkpoint of ``epoch`` made from the fresh ``random_id``.
+
+    The official 0.17 engine keeps our checkpoints when it rewrites a manifest but drops their
+    ``WriterCheckpoint`` metadata (it does not encode the union; spec/protocols/writer.md,
+    "Checkpoints across engines"). The id survives, so the id itself says "writer checkpoint of
+    epoch E": an RFC 9562 version-8 UUID whose top 32 bits are :data:`WRITER_ID_MAGIC`, 28 bits
+    random (from ``random_id``), and the low 62 bits the epoch (saturated; an epoch that large is
+    never judged stale). Every checkpoint a user makes, with either engine, has a random
+    version-4 id, and no API takes an id from the caller, so no user checkpoint matches."""
+    r = random_id.int
+    rand_hi = (r >> 80) & 0xFFFF  # 16 random bits
+    rand_lo = (r >> 64) & 0xFFF  # 12 random bits
+    value = ((WRITER_ID_MAGIC << 96) | (rand_hi << 80) | (0x8 << 76) | (rand_lo << 64)
+             | (0b10 << 62) | min(epoch, _EPOCH_MASK))
+    return uuid.UUID(int=value)
+
+
+def id_epoch(checkpoint_id: uuid.UUID) -> int | None:
+    """The epoch a writer checkpoint id (:func:`writer_checkpoint_id`) holds; None for any other id."""
+    v = checkpoint_id.int
+    if v >> 96 != WRITER_ID_MAGIC or (v >> 76) & 0xF != 0x8 or (v >> 62) & 0b11 != 0b10:
+        return None
+    return v & _EPOCH_MASK
+
+
+def is_writer_checkpoint(cp: Checkpoint) -> bool:
+    """A writer checkpoint: ``WriterCheckpoint`` metadata (ours, as written), or a writer id
+    whose metadata another engine dropped (what the official 0.17 engine leaves of ours)."""
+    return isinstance(cp.metadata, WriterCheckpoint) or id_epoch(cp.id) is not None
+
+
+def writer_epoch_of(cp: Checkpoint) -> int | None:
+    """The writer epoch a writer checkpoint belongs to (None: not a writer checkpoint)."""
+    if isinstance(cp.metadata, WriterCheckpoint):
+        return cp.metadata.epoch
+    return id_epoch(cp.id)
+
+
+def is_stale_writer_checkpoint(cp: Checkpoint, m: ManifestV2) -> bool:
+    """A writer checkpoint of an epoch older than ``m``'s writer: its writer was fenced (by our
+    writer, or the official one, which writes no checkpoint of its own and does not remove ours),
+    so nothing it pinned is read through it any more. GC removes it like an expired one."""
+    epoch = writer_epoch_of(cp)
+    return epoch is not None and epoch < min(m.writer_epoch, _EPOCH_MASK)
+
+
 def writer_checkpoint(checkpoint_id: uuid.UUID, manifest_id: int, epoch: int, now_ms: int) -> Checkpoint:
-    """The writer's checkpoint (RFC 000): pins ``manifest_id``, never expires, names the epoch."""
+    """The writer's checkpoint (RFC 000): pins ``manifest_id``, never expires, names the epoch
+    in its metadata and in its id (:func:`writer_checkpoint_id` of ``checkpoint_id``)."""
     return Checkpoint(
-        id=checkpoint_id,
+        id=writer_checkpoint_id(checkpoint_id, epoch),
         manifest_id=manifest_id,
         checkpoint_expire_time_s=0,
         checkpoint_create_time_s=max(0, now_ms // 1000),
@@ -70,7 +127,9 @@ def replace_writer_checkpoint(m: ManifestV2, cp: Checkpoint) -> tuple[Checkpoint
 
 
 def without_writer_checkpoints(m: ManifestV2) -> tuple[Checkpoint, ...]:
-    return tuple(c for c in m.checkpoints if not isinstance(c.metadata, WriterCheckpoint))
+    """``m``'s checkpoints but the writer checkpoints (:func:`is_writer_checkpoint`): also those
+    an earlier incarnation of either engine left without their metadata."""
+    return tuple(c for c in m.checkpoints if not is_writer_checkpoint(c))
 
 
 def check_writable_state(m: ManifestV2, what: str) -> None:

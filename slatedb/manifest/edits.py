@@ -8,6 +8,7 @@ edit                        who                                            alrea
 :class:`BumpWriterEpoch`    writer open (writer.md 2), soft destroy 1     its writer checkpoint is there
 :class:`AddL0`              L0 flush (writer.md 9)                         replay point and last L0 seq reached
 :class:`RefreshWriterCheckpoint`  manifest follower (writer.md 11)        its writer checkpoint is there
+:class:`ReleaseWriterCheckpoint`  writer close (writer.md 12)             no writer checkpoint left
 :class:`AdvanceReplay`      the ``replay-progress-early`` bug only         (idempotent)
 :class:`AddCheckpoint`      Db / admin / reader / clone (ckpt 1, 2)        its checkpoint id is there
 :class:`RefreshCheckpoint`  reader, admin (ckpt 3)                         (idempotent)
@@ -59,11 +60,14 @@ from .checkpoints import (
     expire_time_s,
     find_checkpoint,
     is_expired,
+    is_stale_writer_checkpoint,
+    is_writer_checkpoint,
     make_checkpoint,
     pinned_for_commit,
     replace_writer_checkpoint,
     without_writer_checkpoints,
     writer_checkpoint,
+    writer_checkpoint_id,
 )
 from .compaction import CompactionSpec, validate_spec
 from .edit import Attempt, Change, CompactorFence, Edit, WriterFence
@@ -89,7 +93,7 @@ class BumpWriterEpoch(Edit[int]):
     orphan_previous: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, int | None]:
-        cp = find_checkpoint(m, self.checkpoint_id)
+        cp = find_checkpoint(m, writer_checkpoint_id(self.checkpoint_id, m.writer_epoch))
         if cp is not None and isinstance(cp.metadata, WriterCheckpoint) and cp.metadata.epoch == m.writer_epoch:
             return True, m.writer_epoch
         return NOT_LANDED
@@ -156,11 +160,29 @@ class RefreshWriterCheckpoint(Edit[None]):
     checkpoint_id: uuid.UUID
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
-        return find_checkpoint(m, self.checkpoint_id) is not None, None
+        return find_checkpoint(m, writer_checkpoint_id(self.checkpoint_id, self.fence.epoch)) is not None, None
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
         cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms)
         return Change(attrs.evolve(m, checkpoints=replace_writer_checkpoint(m, cp)), None)
+
+
+@attrs.frozen
+class ReleaseWriterCheckpoint(Edit[None]):
+    """A clean close drops the writer checkpoint (writer.md step 12): a closed writer reads
+    nothing through it, and the official 0.17 engine, which may open the database next, writes
+    no writer checkpoint and would keep ours (metadata dropped) forever. Also drops what earlier
+    incarnations of either engine left (:func:`without_writer_checkpoints`). Nothing to drop:
+    nothing written."""
+
+    kind: ClassVar[str] = "release_writer_checkpoint"
+    fence: WriterFence
+
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        return len(without_writer_checkpoints(m)) == len(m.checkpoints), None
+
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
+        return Change(attrs.evolve(m, checkpoints=without_writer_checkpoints(m)), None)
 
 
 @attrs.frozen
@@ -304,7 +326,7 @@ class ExpireCheckpoints(Edit[tuple[Checkpoint, ...]]):
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[tuple[Checkpoint, ...]]:
         now_s = attempt.now_ms // 1000
-        expired = tuple(c for c in m.checkpoints if is_expired(c, now_s))
+        expired = tuple(c for c in m.checkpoints if is_expired(c, now_s) or is_stale_writer_checkpoint(c, m))
         if not expired:
             return Change(None, ())
         return Change(attrs.evolve(m, checkpoints=active_checkpoints(m, now_s)), expired)
@@ -532,7 +554,7 @@ class HardDestroy(Edit[int]):
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[int]:
         now_s = max(1, attempt.now_ms // 1000)
-        blocking = [c for c in active_checkpoints(m, now_s) if not isinstance(c.metadata, WriterCheckpoint)]
+        blocking = [c for c in active_checkpoints(m, now_s) if not is_writer_checkpoint(c)]
         if blocking:
             raise DeletionRefused(
                 f"cannot hard-destroy {self.label}: {len(blocking)} active checkpoint(s)"

@@ -103,6 +103,9 @@ def test_hard_destroy_ignores_writer_and_expired_checkpoints(url: str) -> None:
             return super().now_ms() + 7200_000
 
     add_checkpoint(url, lifetime_s=60)  # expired two hours from now
+    db = slatedb.Db.open(url, settings=NO_COMPACTOR)
+    db.put(b"c", b"3", durable=True)
+    db.abort()  # a crash: a clean close releases the writer checkpoint
     assert any(isinstance(c.metadata, WriterCheckpoint) for c in latest(url).manifest.checkpoints)
     trio.run(lambda: destroy(store(url), Later(), soft=False))
     assert keys_under(url) == []

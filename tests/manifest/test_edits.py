@@ -46,6 +46,7 @@ from slatedb.manifest.edits import (
     MarkInitialized,
     RefreshCheckpoint,
     RefreshWriterCheckpoint,
+    ReleaseWriterCheckpoint,
     SoftDestroy,
     committed_already,
 )
@@ -90,6 +91,7 @@ CASES = [
     ("bump_writer_epoch_destroyer", attrs.evolve(BASE, destroyed_at_s=5), BumpWriterEpoch(_uuid(29), allow_destroyed=True)),
     ("add_l0", BASE, AddL0(WriterFence(3), _sst(3), replay_after=8, wal_last=9, last_seq=55, checkpoint_id=_uuid(21))),
     ("refresh_writer_checkpoint", BASE, RefreshWriterCheckpoint(WriterFence(3), _uuid(22))),
+    ("release_writer_checkpoint", BASE, ReleaseWriterCheckpoint(WriterFence(3))),
     ("advance_replay", BASE, AdvanceReplay(3, 7)),
     ("add_checkpoint", BASE, AddCheckpoint(_uuid(23), lifetime_s=60, name="n")),
     ("add_checkpoint_writer", BASE, AddCheckpoint(_uuid(24), wal_last_seen=9, fence=WriterFence(3))),

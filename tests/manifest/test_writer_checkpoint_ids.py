@@ -1,0 +1,80 @@
+"""Writer checkpoint ids (issue 25 item 1): the id itself says "writer checkpoint of epoch E", so
+a writer checkpoint whose metadata another engine dropped is still recognised, and no checkpoint
+a user can make ever is."""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slatedb.format.types import Checkpoint, ManifestV2, WriterCheckpoint
+from slatedb.manifest.checkpoints import (
+    active_checkpoints,
+    id_epoch,
+    is_stale_writer_checkpoint,
+    is_writer_checkpoint,
+    without_writer_checkpoints,
+    writer_checkpoint,
+    writer_checkpoint_id,
+)
+from slatedb.manifest.edit import Attempt, WriterFence, apply_edit
+from slatedb.manifest.edits import BumpWriterEpoch, ExpireCheckpoints, HardDestroy, ReleaseWriterCheckpoint
+
+NOW_MS = 1_700_000_000_000
+u64 = st.integers(0, 2**64 - 1)
+
+
+@given(st.uuids(version=4), st.integers(0, 2**62 - 1))
+def test_a_writer_id_holds_its_epoch_and_no_random_id_is_one(random_id: uuid.UUID, epoch: int) -> None:
+    assert id_epoch(random_id) is None  # every user checkpoint id, ours and the official engine's
+    wid = writer_checkpoint_id(random_id, epoch)
+    assert id_epoch(wid) == epoch and wid.version == 8
+
+
+def _stripped(cp: Checkpoint) -> Checkpoint:
+    """What the official 0.17 engine writes back of our writer checkpoint: no metadata."""
+    return attrs.evolve(cp, metadata=None)
+
+
+def test_open_replaces_what_an_earlier_writer_left_and_keeps_every_user_checkpoint() -> None:
+    orphan = _stripped(writer_checkpoint(uuid.uuid4(), 2, 1, NOW_MS))
+    user_forever = Checkpoint(uuid.uuid4(), 2, 0, 1)  # never expires, no name: the same shape
+    named = Checkpoint(uuid.uuid4(), 2, 0, 1, name="slatedb-writer")
+    m = ManifestV2(initialized=True, writer_epoch=3, checkpoints=(orphan, user_forever, named))
+    assert is_writer_checkpoint(orphan) and not is_writer_checkpoint(user_forever) and not is_writer_checkpoint(named)
+    out = apply_edit(m, BumpWriterEpoch(uuid.uuid4()), Attempt(5, NOW_MS)).manifest
+    assert out is not None
+    assert [c for c in out.checkpoints if not is_writer_checkpoint(c)] == [user_forever, named]
+    (mine,) = [c for c in out.checkpoints if is_writer_checkpoint(c)]
+    assert mine.metadata == WriterCheckpoint(4) and id_epoch(mine.id) == 4
+
+
+def test_a_stale_writer_checkpoint_neither_pins_nor_blocks_destroy_and_gc_removes_it() -> None:
+    stale = _stripped(writer_checkpoint(uuid.uuid4(), 2, 1, NOW_MS))
+    current = _stripped(writer_checkpoint(uuid.uuid4(), 3, 2, NOW_MS))
+    user = Checkpoint(uuid.uuid4(), 2, 0, 1)
+    m = ManifestV2(initialized=True, writer_epoch=2, checkpoints=(stale, current, user))
+    assert is_stale_writer_checkpoint(stale, m) and not is_stale_writer_checkpoint(current, m)
+    assert active_checkpoints(m, NOW_MS // 1000) == (current, user)
+    expired = apply_edit(m, ExpireCheckpoints(), Attempt(5, NOW_MS))
+    assert expired.result == (stale,) and expired.manifest.checkpoints == (current, user)
+    # A hard destroy counts the user's checkpoint only.
+    try:
+        apply_edit(m, HardDestroy(), Attempt(5, NOW_MS))
+        raise AssertionError("a user checkpoint must refuse a hard destroy")
+    except Exception as e:  # noqa: BLE001
+        assert "1 active checkpoint" in str(e)
+    assert apply_edit(attrs.evolve(m, checkpoints=(stale, current)), HardDestroy(), Attempt(5, NOW_MS)).manifest
+
+
+def test_a_clean_close_releases_every_writer_checkpoint() -> None:
+    user = Checkpoint(uuid.uuid4(), 2, 0, 1)
+    m = ManifestV2(initialized=True, writer_epoch=2,
+                   checkpoints=(writer_checkpoint(uuid.uuid4(), 3, 2, NOW_MS), user,
+                                _stripped(writer_checkpoint(uuid.uuid4(), 1, 1, NOW_MS))))
+    out = apply_edit(m, ReleaseWriterCheckpoint(WriterFence(2)), Attempt(5, NOW_MS))
+    assert out.manifest.checkpoints == (user,) == without_writer_checkpoints(m)
+    assert apply_edit(out.manifest, ReleaseWriterCheckpoint(WriterFence(2)), Attempt(6, NOW_MS)).landed
