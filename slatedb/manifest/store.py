@@ -46,6 +46,7 @@ from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.runtime import Runtime, probes, switches
 
 from .edit import Attempt, Edit, apply_edit
+from .validate import check_manifest
 
 @attrs.frozen
 class StoredManifest:
@@ -271,6 +272,8 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
     suffix = MANIFEST_SUFFIX
     boundary_key = MANIFEST_BOUNDARY_KEY
     conflict = ManifestConflict
+    #: The id of the last manifest :meth:`commit` checked (:func:`check_manifest`).
+    _checked_id: int | None = None
 
     def encode(self, value: ManifestV2) -> bytes:
         return encode_manifest(value)
@@ -321,6 +324,9 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
                 current = await self.read_latest()
                 if current is None:
                     raise CorruptionError(MANIFEST_DIR, None, "the database has no manifest")
+            if current.id != self._checked_id:  # never build on a malformed manifest (sequenced-metadata.md)
+                check_manifest(current.manifest, current.id)
+                self._checked_id = current.id
             wal_ids = None
             if edit.lists_wal:
                 assert list_wal is not None, f"{edit.kind} lists the WAL: pass list_wal"
