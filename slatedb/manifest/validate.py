@@ -41,9 +41,10 @@ def manifest_problem(m: ManifestV2, manifest_id: int) -> str | None:
     for where, view in [("l0", v) for v in m.l0] + [(f"sorted run {r.id}", v) for r in m.compacted for v in r.ssts]:
         if view.sst_id not in ids:
             return f"{where} view {view.id} refers to SST {view.sst_id}, which the manifest does not list"
-        if (view.id, view.sst_id) in views:
+        # A view id repeated with another range occurs (the official union, projection-union.md).
+        if view in views:
             return f"{where} view {view.id} of SST {view.sst_id} listed twice"
-        views.add((view.id, view.sst_id))
+        views.add(view)
         problem = _range_problem(view)
         if problem:
             return f"{where} view {view.id}: {problem}"
