@@ -167,6 +167,11 @@ class AccessDeniedError(PermanentObjectStoreError):
     signature mismatch, missing permission)."""
 
 
+class CredentialsMissingError(AccessDeniedError):
+    """No credentials were found for the store (none in the options, the URL or the ``AWS_*``
+    variables): raised at once, never retried."""
+
+
 class BucketNotFoundError(PermanentObjectStoreError):
     """The bucket does not exist (it must be created before a database is opened in it)."""
 

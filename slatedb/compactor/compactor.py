@@ -170,9 +170,7 @@ class Compactor:
         return epoch
 
     async def _read_manifest(self) -> StoredManifest:
-        latest = await self.manifests.read_latest()
-        assert latest is not None
-        return latest
+        return await self.manifests.read_latest_required()
 
     def _fence(self, why: str) -> FencedError:
         self.fenced = True

@@ -62,8 +62,8 @@ class ManifestFollower:
         async with self._manifest_lock:
             if self._error is not None:
                 return
-            latest = await self.manifests.read_latest()
-            assert latest is not None and self._stored is not None
+            latest = await self.manifests.read_latest_required()
+            assert self._stored is not None
             if latest.id == self._stored.id:
                 return
             if latest.manifest.writer_epoch > self.epoch:

@@ -216,6 +216,18 @@ class SequencedStore(Generic[V, S]):
             except ObjectNotFoundError:
                 continue
 
+    async def read_latest_required(self) -> S:
+        """:meth:`read_latest` of a namespace that must exist (a database is open on it). None
+        means it was deleted under us: a missing bucket raises
+        :class:`~slatedb.errors.BucketNotFoundError` (:meth:`ObjectStore.check_root`), anything
+        else a :class:`~slatedb.errors.CorruptionError` naming the directory; never an assert."""
+        latest = await self.read_latest()
+        if latest is not None:
+            return latest
+        await retry_transient(self.runtime, self.store.check_root, what="check the store root")
+        raise CorruptionError(self.directory, None, f"no {self.namespace} file left: the database was deleted "
+                                                    "while open")
+
     async def try_write(self, file_id: int, value: V, *, edit: str | None = None) -> S:
         """Create ``file_id`` and check the boundary; raise :attr:`conflict` when the id was
         taken, :class:`ObjectVersionBehindBoundaryError` when behind the boundary. ``edit`` (the

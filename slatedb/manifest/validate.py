@@ -68,8 +68,6 @@ def _sst_problem(info, format_version) -> str | None:
             return f"unknown {name} {int(value)}"
     if info.sst_type != SstType.COMPACTED:
         return "a WAL SST among the compacted SSTs"
-    if info.index_len == 0:
-        return "no index block"
     # Blocks in order, back to back (slatedb-format.md section 4): data, filter, index, stats.
     if info.filter_offset + info.filter_len != info.index_offset:
         return (f"filter block [{info.filter_offset}, +{info.filter_len}) does not end where the index "

@@ -169,6 +169,10 @@ class ObjectStore(abc.ABC):
         got = await self.get(src_key)
         return await self.put(dst_key, got.data, OVERWRITE)
 
+    async def check_root(self) -> None:
+        """Raise a typed error if the store's root itself is gone (S3: the bucket,
+        :class:`~slatedb.errors.BucketNotFoundError`); nothing for stores without one."""
+
     def open_url(self, url: str) -> "ObjectStore":
         """Another database's store, reached from this one (a clone's parent, RFC 000 "SST Path
         Resolution") through the injected URL resolver (:func:`install_url_resolver`). Backends

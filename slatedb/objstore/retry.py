@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 from typing import Awaitable, Callable, TypeVar
 
+import trio
+
 from slatedb.errors import (
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -52,7 +54,33 @@ class _Backoff:
         self.pause_s = BACKOFF_MIN_S
         self.policy = runtime.retry_policy
         self.max_attempts = max_attempts
-        self.started_s: float | None = None
+        # With a deadline the clock starts at the first attempt: an attempt that hangs (a frozen
+        # endpoint: connect and read timeouts) counts against it (:meth:`attempt`).
+        self.started_s: float | None = runtime.monotonic_s() if self.policy.deadline_s is not None else None
+
+    async def attempt(self, what: str, attempt: int, op: Callable[[], Awaitable[T]]) -> T:
+        """``await op()``, cut off at the policy's deadline (counted from the first attempt):
+        then :class:`ObjectStoreRetriesExhaustedError`, whatever the attempt was waiting for."""
+        deadline = self.policy.deadline_s
+        if deadline is None or self.started_s is None:
+            return await op()
+        remaining = deadline - (self.runtime.monotonic_s() - self.started_s)
+        with self.runtime_move_on_after(remaining) as scope:
+            return await op()
+        assert scope.cancelled_caught
+        error = TransientObjectStoreError(what, f"no answer within the retry deadline of {deadline:g} s "
+                                                f"(the endpoint accepts no connection or does not reply)")
+        raise self._exhausted(what, attempt, error, self.runtime.monotonic_s() - self.started_s) from error
+
+    def runtime_move_on_after(self, seconds: float) -> trio.CancelScope:
+        return trio.move_on_after(max(0.0, self.runtime._world_seconds(seconds)))
+
+    def _exhausted(self, what: str, attempt: int, error: Exception, elapsed: float) -> ObjectStoreRetriesExhaustedError:
+        policy = self.policy
+        self.runtime.event("retry_exhausted", what=what, attempt=attempt, error=type(error).__name__)
+        bound = (f"object_store_max_retries={policy.max_retries}, retry deadline {policy.deadline_s:g} s"
+                 if policy.deadline_s is not None else f"object_store_max_retries={policy.max_retries}")
+        return ObjectStoreRetriesExhaustedError(getattr(error, "key", what), what, attempt, elapsed, error, bound)
 
     def _bounded(self) -> bool:
         return self.max_attempts is not None or self.policy.max_retries is not None or self.policy.deadline_s is not None
@@ -71,11 +99,7 @@ class _Backoff:
             elapsed = now - self.started_s
             out_of_retries = policy.max_retries is not None and attempt > policy.max_retries
             if out_of_retries or (policy.deadline_s is not None and elapsed >= policy.deadline_s):
-                self.runtime.event("retry_exhausted", what=what, attempt=attempt, error=type(error).__name__)
-                bound = (f"object_store_max_retries={policy.max_retries}, retry deadline {policy.deadline_s:g} s"
-                         if policy.deadline_s is not None else f"object_store_max_retries={policy.max_retries}")
-                raise ObjectStoreRetriesExhaustedError(getattr(error, "key", what), what, attempt, elapsed, error,
-                                                       bound) from error
+                raise self._exhausted(what, attempt, error, elapsed) from error
         pause = self.pause_s * (0.5 + self.runtime.rng.random())
         self.runtime.event("retry", what=what, attempt=attempt, error=type(error).__name__)
         if policy.log:
@@ -104,7 +128,7 @@ async def retry_transient(
     while True:
         attempt += 1
         try:
-            return await op()
+            return await backoff.attempt(what, attempt, op)
         except TransientObjectStoreError as e:
             await backoff.wait(what, attempt, e)
 
@@ -155,7 +179,7 @@ async def create_if_absent(
             if reason is not None:
                 raise reason
         try:
-            await store.put(key, data, CREATE_IF_ABSENT)
+            await backoff.attempt(f"create {key}", attempt, lambda: store.put(key, data, CREATE_IF_ABSENT))
             return True
         except ObjectAlreadyExistsError:
             if not ambiguous:

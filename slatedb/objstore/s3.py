@@ -12,7 +12,8 @@ Servers disagree in their error shapes, so we classify on the botocore error s3f
   and connection errors are transient.
 - Permanent, raised at once and never retried (issue 16): ``NoSuchBucket`` ->
   :class:`BucketNotFoundError` ("bucket X does not exist at ENDPOINT"); 403 and the credential
-  codes -> :class:`AccessDeniedError`; any other 4xx, and a request botocore refuses to send
+  codes -> :class:`AccessDeniedError`; no credentials at all (botocore's ``NoCredentialsError``)
+  -> :class:`CredentialsMissingError`; any other 4xx, and a request botocore refuses to send
   (parameter validation) -> :class:`PermanentObjectStoreError`. Every message names the bucket
   and the endpoint.
 
@@ -33,11 +34,18 @@ import calendar
 from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
-from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
 
 from slatedb.errors import (
     AccessDeniedError,
     BucketNotFoundError,
+    CredentialsMissingError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
     ObjectStoreError,
@@ -146,7 +154,9 @@ class S3Store(ObjectStore):
             return sync(fs.loop, coro_fn)
 
         try:
-            return await trio.to_thread.run_sync(run)
+            # abandon_on_cancel: a retry deadline (slatedb/objstore/retry.py) cuts off a request
+            # to a frozen endpoint; the abandoned thread ends at its own read timeout.
+            return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
         except ObjectStoreError:
             raise
         except (OSError, BotoCoreError, ClientError, asyncio.TimeoutError) as exc:
@@ -160,6 +170,10 @@ class S3Store(ObjectStore):
         """The typed error for ``exc`` (see the module docstring for the rules)."""
         err = _client_error(exc)
         if err is None:
+            if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+                return CredentialsMissingError(key, f"no credentials for {self._where()}: {exc} (set "
+                                                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or access_key_id "
+                                                    "and secret_access_key in the store options)")
             if isinstance(exc, ParamValidationError):
                 return PermanentObjectStoreError(key, f"invalid request to {self._where()}: {exc}")
             if isinstance(exc, FileNotFoundError):
@@ -282,6 +296,15 @@ class S3Store(ObjectStore):
             return out
 
         return await self._call(prefix, go)
+
+    async def check_root(self) -> None:
+        async def go() -> None:
+            await self._fs._call_s3("head_bucket", Bucket=self.bucket)
+
+        try:
+            await self._call("", go)
+        except ObjectNotFoundError:  # HEAD answers a missing bucket with a bare 404
+            raise BucketNotFoundError("", self.bucket, self.endpoint) from None
 
     async def delete(self, key: str) -> None:
         s3_key = self._key(key)

@@ -96,8 +96,7 @@ class WalWriter:
 
     @staticmethod
     async def _halt_if_newer(manifests: ManifestStore, runtime: Runtime, epoch: int) -> None:
-        latest = await manifests.read_latest()
-        assert latest is not None, "the manifest cannot disappear once written"
+        latest = await manifests.read_latest_required()
         current = latest.manifest.writer_epoch
         assert current >= epoch, f"manifest writer_epoch {current} went below our epoch {epoch} (FENCE-4)"
         if current > epoch:
