@@ -48,8 +48,6 @@ def manifest_problem(m: ManifestV2, manifest_id: int) -> str | None:
         problem = _range_problem(view)
         if problem:
             return f"{where} view {view.id}: {problem}"
-    if m.replay_after_wal_id > m.wal_id_last_seen:
-        return f"replay_after_wal_id {m.replay_after_wal_id} above wal_id_last_seen {m.wal_id_last_seen}"
     runs = [r.id for r in m.compacted]
     if len(set(runs)) != len(runs):
         return f"sorted run ids repeat: {runs}"
