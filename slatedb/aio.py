@@ -24,7 +24,7 @@ from slatedb.api.options import DbStatus
 from slatedb.api.read_kit import db_status
 from slatedb.api.txn import AsyncTransaction, IsolationLevel, isolation_of
 from slatedb.api.portal import Opening, RuntimeArg
-from slatedb.batch import WriteBatch
+from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
 from slatedb.api.args import check_create_mode, coerce_settings
@@ -121,6 +121,7 @@ class Db(AsyncReads):
     async def _write(self, op: Any, args: tuple, durable: bool) -> WriteHandle:
         """Run a core write, waiting out back-pressure (:class:`MustWait`) on the loop."""
         core = self._core
+        validate_flag("durable", durable)
         while True:
             try:
                 seq = op(*args)
@@ -143,6 +144,7 @@ class Db(AsyncReads):
         return await self._write(self._core.write, (batch,), durable)
 
     async def flush(self, wal: bool = True) -> None:
+        validate_flag("wal", wal)
         self._core.check_open()
         await self._host.acall(self._core.flush_wal if wal else self._core.flush_memtable)
 

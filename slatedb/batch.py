@@ -36,6 +36,11 @@ MAX_KEY_SIZE_BYTES: Final = 2**32 - 1
 MAX_VALUE_SIZE_BYTES: Final = 2**32 - 1
 #: ``ttl_s`` meaning "this row never expires, whatever the database default".
 NO_EXPIRY: Final = math.inf
+#: The row format stores ``expire_ts`` as an i64 of Unix milliseconds.
+MAX_EXPIRE_TS_MS: Final = 2**63 - 1
+#: The longest TTL accepted at the call: ``now + ttl`` stays in the i64 range for any clock
+#: before the year 285,000 (``now_ms < 2**53``); a longer one would kill the WAL encoder later.
+MAX_TTL_S: Final = (MAX_EXPIRE_TS_MS - 2**53) // 1000
 
 
 def _describe(obj: object) -> str:
@@ -88,7 +93,18 @@ def validate_ttl_s(ttl_s: object) -> float | None:
         raise InvalidArgumentError(f"ttl_s must be a number of seconds or None, not {_describe(ttl_s)}")
     if math.isnan(ttl_s) or ttl_s <= 0:
         raise InvalidArgumentError(f"ttl_s must be positive, got {ttl_s!r}")
+    if ttl_s != NO_EXPIRY and ttl_s > MAX_TTL_S:
+        raise InvalidArgumentError(f"ttl_s {ttl_s!r} ends past the row format's expiry range (i64 Unix ms): at most "
+                                   f"{MAX_TTL_S:g} s; use NO_EXPIRY for a row that never expires")
     return float(ttl_s)
+
+
+def validate_flag(name: str, value: object) -> bool:
+    """``value`` if it is a bool (``durable=``, ``wal=``); anything else, even truthy, is refused:
+    ``durable="no"`` must not silently mean yes."""
+    if type(value) is not bool:
+        raise InvalidArgumentError(f"{name} must be True or False, not {_describe(value)}")
+    return value
 
 
 def validate_expire_at_ms(value: Any) -> int:
@@ -96,6 +112,8 @@ def validate_expire_at_ms(value: Any) -> int:
         raise InvalidArgumentError(f"expire_at_ms must be an int (Unix milliseconds), not {type(value).__name__}")
     if value < 0:
         raise InvalidArgumentError(f"expire_at_ms must be >= 0, got {value}")
+    if value > MAX_EXPIRE_TS_MS:
+        raise InvalidArgumentError(f"expire_at_ms {value} is above the row format's i64 range ({MAX_EXPIRE_TS_MS})")
     return value
 
 

@@ -58,8 +58,14 @@ COMPRESSION_CODECS: Final = ("Snappy", "Zlib", "Lz4", "Zstd")
 METRIC_LEVELS: Final = ("Debug", "Info")
 
 
-def _f(kind: str, default: Any, *, min: float | None = None, optional: bool = False, ours: bool = False) -> Any:
-    return attrs.field(default=default, metadata={"kind": kind, "min": min, "optional": optional, "ours": ours})
+#: The smallest interval a setting accepts (1 ms): 0 would make an idle loop spin (a core burnt).
+MIN_INTERVAL_S: Final = 0.001
+
+
+def _f(kind: str, default: Any, *, min: float | None = None, max: float | None = None, optional: bool = False,
+       ours: bool = False) -> Any:
+    return attrs.field(default=default, metadata={"kind": kind, "min": min, "max": max, "optional": optional,
+                                                  "ours": ours})
 
 
 def _nested(cls: type, *, optional: bool = False, default: Any = None) -> Any:
@@ -159,8 +165,8 @@ class CompactorWorkerOptions(_Validated):
     """``compactor_options.worker``."""
 
     max_concurrent_compactions: int = _f(_INT, 4, min=1)
-    compactions_poll_interval: float = _f(_DURATION, 5.0, min=0)
-    heartbeat_interval: float = _f(_DURATION, 10.0, min=0)
+    compactions_poll_interval: float = _f(_DURATION, 5.0, min=MIN_INTERVAL_S)
+    heartbeat_interval: float = _f(_DURATION, 10.0, min=MIN_INTERVAL_S)
     max_sst_size: int = _f(_INT, 256 * MiB, min=1)
     max_fetch_tasks: int = _f(_INT, 4, min=1)
     bytes_to_fetch: int = _f(_INT, 2 * MiB, min=1)
@@ -174,7 +180,7 @@ class CompactorWorkerOptions(_Validated):
 class CompactorOptions(_Validated):
     """``compactor_options``."""
 
-    poll_interval: float = _f(_DURATION, 5.0, min=0)
+    poll_interval: float = _f(_DURATION, 5.0, min=MIN_INTERVAL_S)
     manifest_update_timeout: float = _f(_DURATION, 300.0, min=0)
     max_concurrent_compactions: int = _f(_INT, 4, min=1)
     enable_trivial_move: bool = _f(_BOOL, False)
@@ -183,7 +189,7 @@ class CompactorOptions(_Validated):
     )
     worker: CompactorWorkerOptions = _nested(CompactorWorkerOptions)
     metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
-    commit_compacted_interval: float = _f(_DURATION, 1.0, min=0)
+    commit_compacted_interval: float = _f(_DURATION, 1.0, min=MIN_INTERVAL_S)
     checkpoint_lifetime: float = _f(_DURATION, 900.0, min=0)
     worker_heartbeat_timeout: float = _f(_DURATION, 30.0, min=0)
     object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
@@ -199,7 +205,7 @@ class ObjectStoreCacheOptions(_Validated):
     cache_on_flush: bool = _f(_BOOL, False)
     cache_on_compaction: bool = _f(_BOOL, False)
     preload_disk_cache_on_startup: str | None = _f(_STR, None, optional=True)
-    scan_interval: float | None = _f(_DURATION, 3600.0, min=0, optional=True)
+    scan_interval: float | None = _f(_DURATION, 3600.0, min=MIN_INTERVAL_S, optional=True)
     max_open_file_handles: int = _f(_INT, 1000, min=1)
 
 
@@ -207,7 +213,7 @@ class ObjectStoreCacheOptions(_Validated):
 class GarbageCollectorDirectoryOptions(_Validated):
     """One directory's garbage-collection schedule (``garbage_collector_options.*_options``)."""
 
-    interval: float | None = _f(_DURATION, 600.0, min=0, optional=True)
+    interval: float | None = _f(_DURATION, 600.0, min=MIN_INTERVAL_S, optional=True)
     min_age: float = _f(_DURATION, 300.0, min=0)
     dry_run: bool = _f(_BOOL, False)
 
@@ -216,7 +222,7 @@ class GarbageCollectorDirectoryOptions(_Validated):
 class GarbageCollectorDetachOptions(_Validated):
     """``garbage_collector_options.detach_options``."""
 
-    interval: float | None = _f(_DURATION, 600.0, min=0, optional=True)
+    interval: float | None = _f(_DURATION, 600.0, min=MIN_INTERVAL_S, optional=True)
 
 
 @attrs.frozen
@@ -246,9 +252,9 @@ class Settings(_Validated):
     :meth:`from_env` or :meth:`load`; derive with ``attrs.evolve``.
     """
 
-    flush_interval: float = _f(_DURATION, 0.1, min=0)
+    flush_interval: float = _f(_DURATION, 0.1, min=MIN_INTERVAL_S)
     wal_enabled: bool = _f(_BOOL, True)
-    manifest_poll_interval: float = _f(_DURATION, 1.0, min=0)
+    manifest_poll_interval: float = _f(_DURATION, 1.0, min=MIN_INTERVAL_S)
     manifest_update_timeout: float = _f(_DURATION, 300.0, min=0)
     min_filter_keys: int = _f(_INT, 1000, min=0)
     l0_sst_size_bytes: int = _f(_INT, 64 * MiB, min=1)
@@ -262,7 +268,7 @@ class Settings(_Validated):
     object_store_cache_options: ObjectStoreCacheOptions = _nested(ObjectStoreCacheOptions)
     garbage_collector_options: GarbageCollectorOptions | None = _nested(GarbageCollectorOptions, optional=True)
     metric_level: str | None = _f(_METRIC_LEVEL, "Info", optional=True)
-    default_ttl_millis: int | None = _f(_INT, None, min=1, optional=True)
+    default_ttl_millis: int | None = _f(_INT, None, min=1, max=(2**63 - 1 - 2**53), optional=True)
     object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
 
     # --- ours (not in the official Settings; see OUR_SETTINGS) ---------------------------------
@@ -474,6 +480,9 @@ def _check_min(meta: Mapping[str, Any], value: float, name: str) -> None:
     lo = meta["min"]
     if lo is not None and value < lo:
         raise InvalidArgumentError(f"setting {name} must be at least {lo}, got {value!r}")
+    hi = meta.get("max")
+    if hi is not None and value > hi:
+        raise InvalidArgumentError(f"setting {name} must be at most {hi}, got {value!r}")
 
 
 def _choice(value: Any, choices: tuple[str, ...], name: str) -> str:

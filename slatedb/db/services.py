@@ -91,9 +91,12 @@ class Background:
             await fn()
         except SlateDBError as e:
             self.core._fail(e)
-        except AssertionError as e:  # pragma: no cover - engine bug
-            self.core._fail(SlateDBError(f"background task failed: {e!r}"))
-            raise
+        except Exception as e:  # an engine bug: stop the database naming the original error
+            # (re-raising would tear down the caller's nursery: every later call would only say
+            # "aborted", and the writes pending in that task's flush would be lost unnamed).
+            error = SlateDBError(f"background task {getattr(fn, '__name__', fn)} failed: {type(e).__name__}: {e}")
+            error.__cause__ = e
+            self.core._fail(error)
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         core = self.core

@@ -24,7 +24,7 @@ from slatedb.api.options import DbStatus
 from slatedb.api.read_kit import db_status
 from slatedb.api.txn import IsolationLevel, Transaction, isolation_of
 from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noqa: F401 (DbIterator: public)
-from slatedb.batch import WriteBatch
+from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
 from slatedb.errors import ClosedError, ReadOnlyError
@@ -137,6 +137,7 @@ class Db(SyncReads):
     def _write(self, op: Callable[..., int], args: tuple, durable: bool) -> WriteHandle:
         """Run a core write, waiting out back-pressure (:class:`MustWait`) on this thread."""
         core = self._core
+        validate_flag("durable", durable)
         while True:
             try:
                 seq = op(*args)
@@ -167,6 +168,7 @@ class Db(SyncReads):
     def flush(self, wal: bool = True) -> None:
         """``wal=True``: write the WAL buffer now (every write so far becomes durable).
         ``wal=False``: also flush the memtables to L0 SSTs."""
+        validate_flag("wal", wal)
         self._core.check_open()
         if wal:
             self._portal(self._core.flush_wal)

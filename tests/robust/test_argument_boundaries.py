@@ -1,0 +1,124 @@
+"""No foreground argument can kill a background task (issue 25 item 2).
+
+Before: ``db.put(k, v, ttl=1e30)`` was accepted, the background WAL flush died
+(``struct.error: int too large to convert``), every later call raised ``ClosedError: the database
+was aborted`` and the writes pending in that flush were lost. Zero intervals were accepted and an
+idle writer then burnt a core. ``put(durable='yes')`` and ``flush(wal='x')`` were accepted.
+
+Here every public write/read argument gets its boundary values (hypothesis): each call either
+succeeds or raises :class:`InvalidArgumentError` at the call, and the database stays usable: a
+durable probe write after every example is acknowledged and read back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import slatedb
+from slatedb.batch import MAX_EXPIRE_TS_MS, MAX_TTL_S
+from slatedb.errors import InvalidArgumentError, SlateDBError
+
+NUMBERS = st.sampled_from([
+    0, -1, -0.0, 1e-9, 1e-3, 0.5, 1, 2**31, 2**32, 2**53, MAX_TTL_S, MAX_TTL_S + 1, 2**62, 2**63 // 1000,
+    2**63, 2**64, 1e30, 1e300, math.inf, -math.inf, math.nan, True, False, None, "1", b"1",
+])
+INTS = st.sampled_from([0, -1, 1, 2**31, 2**53, MAX_EXPIRE_TS_MS, MAX_EXPIRE_TS_MS + 1, 2**64, None, 1.5, True, "5"])
+KEYS = st.sampled_from([b"", b"k", b"\x00", b"\xff" * 300, "str", None, 5, bytearray(b"ba"), memoryview(b"mv")])
+VALUES = st.sampled_from([b"", b"v", b"\x00" * 5000, "str", None, 5, bytearray(b"ba")])
+FLAGS = st.sampled_from([True, False, None, 0, 1, "yes", "", "x"])
+
+CALLS = st.one_of(
+    st.tuples(st.just("put"), KEYS, VALUES, NUMBERS, INTS, FLAGS),
+    st.tuples(st.just("delete"), KEYS, FLAGS),
+    st.tuples(st.just("flush"), FLAGS),
+    st.tuples(st.just("get"), KEYS),
+    st.tuples(st.just("scan"), KEYS, KEYS),
+    st.tuples(st.just("batch"), KEYS, VALUES, NUMBERS, FLAGS),
+)
+
+
+@pytest.fixture(scope="module")
+def db():
+    d = slatedb.Db.open("memory://argument-boundaries/db",
+                        settings={"flush_interval": "5ms", "compactor_options": None, "l0_sst_size_bytes": 4096})
+    yield d
+    d.close()
+
+
+def _call(db, call) -> None:
+    name, *args = call
+    if name == "put":
+        key, value, ttl, expire_at, durable = args
+        if expire_at is not None and ttl is not None:
+            expire_at = None
+        db.put(key, value, ttl, durable=durable, expire_at_ms=expire_at)
+    elif name == "delete":
+        db.delete(args[0], durable=args[1])
+    elif name == "flush":
+        db.flush(wal=args[0])
+    elif name == "get":
+        db.get(args[0])
+    elif name == "scan":
+        list(db.scan(args[0], args[1]))
+    elif name == "batch":
+        key, value, ttl, durable = args
+        b = slatedb.WriteBatch()
+        b.put(key, value, ttl)
+        db.write(b, durable=durable)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(call=CALLS)
+def test_every_argument_is_refused_at_the_call_or_accepted_and_the_database_lives(db, call) -> None:
+    try:
+        _call(db, call)
+    except InvalidArgumentError:
+        pass  # refused at the call, typed
+    db.put(b"probe", repr(call).encode()[:100], durable=True)  # the background flush still works
+    assert db.get(b"probe") == repr(call).encode()[:100]
+
+
+@pytest.mark.parametrize("bad", [dict(ttl=1e30), dict(ttl=2**62), dict(expire_at_ms=2**63), dict(durable="yes")])
+def test_the_reported_values_are_refused_at_the_call(db, bad) -> None:
+    with pytest.raises(InvalidArgumentError):
+        db.put(b"k", b"v", **bad)
+    with pytest.raises(InvalidArgumentError):
+        db.flush(wal="x")
+    db.put(b"after", b"1", durable=True)
+
+
+@pytest.mark.parametrize("setting", [{"flush_interval": 0}, {"manifest_poll_interval": "0s"},
+                                     {"compactor_options": {"poll_interval": "0ms"}},
+                                     {"garbage_collector_options": {"wal_options": {"interval": 0}}},
+                                     {"default_ttl_millis": 2**63}])
+def test_zero_intervals_and_out_of_range_settings_are_refused(setting) -> None:
+    with pytest.raises(InvalidArgumentError):
+        slatedb.Settings.from_dict(setting)
+
+
+def test_a_background_task_that_fails_anyway_closes_the_database_naming_the_error(monkeypatch) -> None:
+    """An engine bug in a background task: the database stops with the original error named
+    (not 'aborted'), and what was acknowledged durable before is still there on reopen."""
+    import slatedb.wal.writer as wal_writer
+
+    url = "memory://argument-boundaries/broken"
+    db = slatedb.Db.open(url, settings={"flush_interval": "5ms", "compactor_options": None})
+    db.put(b"before", b"1", durable=True)
+
+    def broken(*a, **k):
+        raise OverflowError("an encoder bug")
+
+    monkeypatch.setattr(wal_writer, "encode_wal_sst_fast", broken)
+    with pytest.raises(SlateDBError) as e:
+        db.put(b"after", b"2", durable=True)
+    assert "OverflowError" in str(e.value) and "an encoder bug" in str(e.value), str(e.value)
+    with pytest.raises(SlateDBError, match="an encoder bug"):
+        db.put(b"again", b"3")
+    db.abort()
+    monkeypatch.undo()
+    with slatedb.Db.open(url, settings={"compactor_options": None}) as again:
+        assert again.get(b"before") == b"1"
