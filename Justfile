@@ -26,6 +26,7 @@ gen:
 
 # The main job: every registered simulation scenario, seeds balanced by measured cost in a 9-minute
 # budget; one table and a replay command per failing seed (--quick: 20 s; --minutes N: a soak).
+[doc("The main job: every registered simulation scenario in a 9-minute budget, a table and replay commands (--quick: 20 s).")]
 dst *args:
     .venv/bin/sim dst "$@"
 
@@ -36,23 +37,27 @@ sim *args:
 # The db scenario over a fixed set of seeds (0..49), one after another, pinned to one CPU
 # (target >= 1000x; see docs/simulation.md).
 # Simulator throughput on one core: virtual s per wall s and seeds/minute.
+[doc("Simulator throughput on one core: virtual s per wall s and seeds/minute (db scenario, seeds 0..49).")]
 sim-bench *args:
     .venv/bin/sim bench {{args}}
 
 # e.g. ./just sim-spark --seeds 0..999 --workload db --parquet sim-results.parquet
 # A campaign as Spark tasks (local[*] unless --master URL), one Parquet row per seed.
+[doc("A campaign as Spark tasks (local[*] unless --master URL), one Parquet row per seed.")]
 sim-spark *args:
     .venv/bin/sim sweep --engine spark {{args}}
 
 # Mutation testing of the protocol modules: cosmic-ray's operators, each mutant judged in a copy of
 # the tree by a campaign over every scenario plus its package's tests (e.g. ./just mutate --sample 6
 # --jobs 2; ./just mutate --mutant ID replays one; see docs/simulation.md).
+[doc("Mutation testing of the protocol modules (e.g. ./just mutate --sample 6 --jobs 2; see docs/simulation.md).")]
 mutate *args:
     .venv/bin/sim mutate "$@"
 
 # The differential campaign against the official wheel: seeded operation sequences on a shared
 # store (engines switched, killed, reopened) and on twin stores, reads compared with a model and
 # between engines, slatedb check after every step, mismatches shrunk (e.g. ./just diff --seeds 0..99).
+[doc("Differential campaign against the official wheel (e.g. ./just diff --seeds 0..99).")]
 diff *args:
     {{python}} -m sim.diff "$@"
 
@@ -70,10 +75,12 @@ bench-compaction *args:
 
 # Side-by-side Db benchmark: ours vs the official wheel vs sqlite3, pinned to one CPU
 # (e.g. ./just bench --runs 1 --n 10000; see docs/benchmarks.md).
+[doc("Side-by-side Db benchmark: ours vs the official wheel vs sqlite3 (see docs/benchmarks.md).")]
 bench *args:
     {{python}} -m slatedb.bench.db {{args}}
 
 # Spark data source benchmark: bulk load and read rows/s with 1 and 2 executor cores against one
 # slatedb.Db (puts in batches, scan) in the same run, with ratios (see docs/spark.md).
+[doc("Spark data source benchmark: bulk load and read rows/s against slatedb.Db (see docs/spark.md).")]
 bench-spark *args:
     {{python}} -m slatedb.bench.spark {{args}}
