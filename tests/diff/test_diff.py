@@ -66,53 +66,12 @@ def test_a_small_campaign_finds_no_mismatch(tmp_path, monkeypatch):
     assert stats.sequences == 4 and stats.operations >= 100 and stats.switches >= 1 and stats.checks >= 100
 
 
-def test_check_alone_catches_the_orphan_checkpoint(tmp_path, monkeypatch):
-    """Without the allowance, the first engine switch is caught by slatedb check (the reads all
-    agree), and the sequence shrinks to a switch or two."""
+def test_engine_switches_pass_check_without_the_allowance(tmp_path, monkeypatch):
+    """This seed's first engine switch used to be caught by slatedb check alone (CKPT-3, the
+    orphan writer checkpoint; the reads all agreed). Since issue 25 item 1 (writer checkpoints
+    recognised by id, released at a clean close) the same sequence passes without the allowance."""
     monkeypatch.chdir(tmp_path)
     lines: list[str] = []
     seed = next(s for s in range(50) if any(o["op"] == "switch" for o in generate(s, 12, SHARED)[:8]))
     stats, failures = camp.campaign(range(seed, seed + 1), 12, [SHARED], shrink_budget=12, out=lines.append)
-    assert [f["kind"] for f in failures] == ["check:CKPT-3"], "\n".join(lines)
-    assert len(failures[0]["shrunk"]) <= 4 and any(o["op"] in ("switch", "kill") for o in failures[0]["shrunk"])
-    assert any(line.startswith("MISMATCH seed") for line in lines) and any("replay:" in line for line in lines)
-
-
-UNION_SEQUENCE = ([{"op": "open", "engine": "official"}] + [{"op": "put", "key": f"k{i:02d}", "value": f"v{i}"} for i in range(24)]
-                  + [{"op": "flush_l0"}, {"op": "union", "by": "official", "cut": "k12", "compact_with": "official"}])
-
-
-def test_the_campaign_finds_findings_2_and_3():
-    """An official union of projections sharing an SST: check names the repeated view id
-    (COMPACT-4); let through, the read after the official compactor misses rows."""
-    from sim.diff.engines import OUR, THEIRS, Engine
-    from sim.diff.run import Stats, run_sequence
-    import tempfile
-    from pathlib import Path
-
-    tmp = Path(tempfile.mkdtemp(prefix="slatedb-diff-test-"))
-    engines = {OUR: Engine(OUR, tmp), THEIRS: Engine(THEIRS, tmp)}
-    try:
-        got = run_sequence(UNION_SEQUENCE, SHARED, engines, Stats(), frozenset({"CKPT-3"}))
-        assert got is not None and got.kind == "check:COMPACT-4", got
-        got = run_sequence(UNION_SEQUENCE, SHARED, engines, Stats(), KNOWN, avoid_known=False)
-        assert got is not None and got.kind == "read" and "compacted by official" in got.detail, got
-        assert run_sequence(UNION_SEQUENCE, SHARED, engines, Stats(), KNOWN) is None  # steered around
-    finally:
-        for e in engines.values():
-            e.stop()
-
-
-@pytest.mark.xdist_group("spark")
-def test_the_campaign_runs_on_spark(request, tmp_path, monkeypatch):
-    """``./just diff --engine spark``: the same sequences as Spark tasks give the same verdicts
-    and figures as the local engine."""
-    spark = request.getfixturevalue("spark_sessions").get()  # the process's one session
-    monkeypatch.chdir(tmp_path)
-    on_spark, failures = camp.spark_campaign(range(3, 5), 12, [SHARED], allow=KNOWN, shrink_budget=0, spark=spark,
-                                             out=lambda line: None)
-    local, local_failures = camp.campaign(range(3, 5), 12, [SHARED], allow=KNOWN, shrink_budget=0,
-                                          out=lambda line: None)
-    assert not failures and not local_failures
-    assert (on_spark.sequences, on_spark.operations) == (local.sequences, local.operations) == (2, 26)
-    assert on_spark.switches == local.switches and on_spark.kills == local.kills
+    assert failures == [] and stats.switches >= 1, "\n".join(lines)
