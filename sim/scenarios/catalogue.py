@@ -144,7 +144,7 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
         "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (heartbeat re-checks the worker id); compaction.md W5",
-        "slatedb/compactor/worker.py Worker._heartbeat", "compactor", ("COMPACT-5",), 40),
+        "slatedb/compactor/worker.py Worker._heartbeat", "compactor", ("COMPACT-5", "RESUME-1"), 40),
     Bug(switches.WORKER_FINISH_UNCHECKED, "a worker finishes its job (Compacted) without checking it still owns "
         "it: a reclaimed worker's late output replaces the new owner's and is committed",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (finish re-checks the worker id); compaction.md W6",
