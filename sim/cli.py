@@ -251,15 +251,19 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
-    if ns.minutes is not None and ns.minutes <= 0:
-        print("sim: --minutes must be positive", file=sys.stderr)
+    if (ns.minutes is not None and ns.minutes <= 0) or (ns.cap_minutes is not None and ns.cap_minutes <= 0):
+        print("sim: --minutes and --cap-minutes must be positive", file=sys.stderr)
         return 2
-    budget_s = (ns.minutes * 60.0 if ns.minutes is not None
-                else dst_mod.QUICK_BUDGET_S if ns.quick else dst_mod.DEFAULT_BUDGET_S)
+    budget_s = ns.minutes * 60.0 if ns.minutes is not None else None
+    plan = None
+    if seeds is None and budget_s is None:  # the main job: a seed plan, the same on every machine
+        plan = dst_mod.plan("quick" if ns.quick else "default", names, ns.start)
+        print("plan: " + ", ".join(f"{w} {r.start}..{r.stop - 1}" for w, r in plan.items()), flush=True)
     out = open(ns.out, "w") if ns.out else None
     try:
-        campaign = dst_mod.run_campaign(scenarios, budget_s=budget_s, seeds=seeds, start=ns.start, jobs=ns.jobs,
-                                        out=out, progress=not ns.no_progress)
+        campaign = dst_mod.run_campaign(scenarios, budget_s=budget_s, seeds=plan if plan is not None else seeds,
+                                        start=ns.start, jobs=ns.jobs, out=out, progress=not ns.no_progress,
+                                        hard_stop_s=ns.cap_minutes * 60.0 if ns.cap_minutes else None)
     finally:
         if out:
             out.close()
@@ -403,13 +407,17 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--out", help="write one JSON line per seed to this file")
         common(p, allow_all=True)
 
-    p_dst = sub.add_parser("dst", help="the main job: every scenario, seeds balanced by cost in a time budget; one table")
+    p_dst = sub.add_parser("dst", help="the main job: every scenario, a fixed seed plan (the same on every machine); "
+                                       "one table")
     p_dst.add_argument("--seeds", default=None,
-                       help="N or A..B (inclusive): exactly these seeds of each scenario, no time budget")
+                       help="N or A..B (inclusive): exactly these seeds of each scenario instead of the plan")
     length = p_dst.add_mutually_exclusive_group()
     length.add_argument("--quick", action="store_true",
-                        help="a 20 s budget, seeds still running at 30 s cut (the before-stop check)")
-    length.add_argument("--minutes", type=float, default=None, help="a budget of N minutes (soaks; default 9)")
+                        help="the quick plan (about 30 s on 2 idle cores; the before-stop check and CI)")
+    length.add_argument("--minutes", type=float, default=None,
+                        help="a soak: time-boxed to N minutes, seeds balanced by measured cost")
+    p_dst.add_argument("--cap-minutes", type=float, default=None,
+                       help="a wall-clock cap on a plan: seeds not run by then fail the campaign, named")
     p_dst.add_argument("--from", dest="start", type=int, default=0, help="first seed of every scenario (default 0)")
     p_dst.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
     p_dst.add_argument("--out", help="write one JSON line per seed to this file")

@@ -1,5 +1,6 @@
-"""The main job (``sim dst`` / ``./just dst``, :mod:`sim.campaign.dst`): every registered scenario, seeds
-balanced by measured cost inside a time budget, one table, a replay command per failing seed."""
+"""The main job (``sim dst`` / ``./just dst``, :mod:`sim.campaign.dst`): every registered scenario, a
+fixed seed plan (or, for soaks, seeds balanced by measured cost inside a time budget), one table,
+a replay command per failing seed."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ COSTS = {"db": 0.2, "store": 0.25, "takeover": 0.25, "seqmeta": 0.1, "compactor"
 class FakeWorld:
     """A run function whose seeds cost COSTS on a fake clock, failing the seeds in ``fail``."""
 
-    def __init__(self, fail=()):
+    def __init__(self, fail=(), costs=None):
         self.now = 0.0
-        self.fail = set(fail)
+        self.fail = set(fail) if not isinstance(fail, dict) else set()
+        self.costs = fail if isinstance(fail, dict) else (costs or COSTS)
         self.ran = []
 
     def clock(self):
         return self.now
 
     def run(self, scenario, seed):
-        cost = COSTS.get(scenario.workload, 0.5)
+        cost = self.costs.get(scenario.workload, 0.5)
         self.now += cost
         self.ran.append((scenario.workload, seed))
         bad = (scenario.workload, seed) in self.fail
@@ -91,7 +93,7 @@ def test_cli_runs_every_registered_scenario_and_reports_failures(monkeypatch, ca
     assert "replay: ./just sim run --seed 0 --workload newscenario" in out
 
 
-def test_cli_quick_and_minutes_set_the_budget(monkeypatch, capsys):
+def test_cli_runs_a_seed_plan_and_minutes_a_soak(monkeypatch, capsys):
     seen = []
 
     def fake_campaign(scenarios, **kw):
@@ -102,9 +104,48 @@ def test_cli_quick_and_minutes_set_the_budget(monkeypatch, capsys):
     assert cli.main(["dst", "--quick"]) == 0
     assert cli.main(["dst", "--minutes", "30"]) == 0
     assert cli.main(["dst"]) == 0
-    assert [kw["budget_s"] for kw in seen] == [dst_mod.QUICK_BUDGET_S, 1800.0, dst_mod.DEFAULT_BUDGET_S]
-    # Well inside the before-stop hook's `timeout 55`, and the default within ten minutes.
-    assert dst_mod.QUICK_BUDGET_S <= 35 and dst_mod.DEFAULT_BUDGET_S <= 570
+    assert cli.main(["dst", "--quick", "--from", "1000"]) == 0
+    quick, soak, default, shifted = seen
+    names = list(scenarios_mod.BY_NAME)
+    # The main job is a plan: fixed seeds per scenario, no budget; --minutes is a time-boxed soak.
+    assert quick["budget_s"] is None and quick["seeds"] == dst_mod.plan("quick", names)
+    assert default["budget_s"] is None and default["seeds"] == dst_mod.plan("default", names)
+    assert soak["budget_s"] == 1800.0 and soak["seeds"] is None
+    assert shifted["seeds"]["gc"].start == 1000
+    assert "plan: db 0.." in capsys.readouterr().out
+
+
+def test_the_plan_is_a_function_of_the_table_alone() -> None:
+    names = list(scenarios_mod.BY_NAME)
+    quick, default = dst_mod.plan("quick", names), dst_mod.plan("default", names)
+    assert set(quick) == set(default) == set(names)
+    for w in names:
+        assert quick[w].start == default[w].start == 0
+        assert dst_mod.PLAN_MIN_SEEDS["quick"] <= len(quick[w]) <= len(default[w])
+    cost = lambda p: sum(len(r) * scenarios_mod.BY_NAME[w].cost_s for w, r in p.items())  # noqa: E731
+    # At the table's costs: about 25 s of 2 cores for --quick, about 8.5 minutes for the default.
+    assert 40 <= cost(quick) <= 60 and 900 <= cost(default) <= 1100
+
+
+def test_a_plan_runs_exactly_its_seeds_loaded_or_not() -> None:
+    """The same plan on a fast and on a slow machine: the same seeds ran (slower, never thinner)."""
+    plan = {"db": range(0, 5), "gc": range(0, 2)}
+    for slow in (1.0, 50.0):
+        world = FakeWorld({"db": 0.1 * slow, "gc": 1.0 * slow})
+        c = dst_mod.run_campaign([Scenario(workload="db"), Scenario(workload="gc")], budget_s=None, seeds=plan,
+                                 jobs=1, progress=False, run=world.run, clock=world.clock)
+        assert {s.scenario.workload: s.seeds for s in c.results} == {"db": [0, 1, 2, 3, 4], "gc": [0, 1]}
+        assert c.ok and c.not_run == ()
+
+
+def test_a_wall_clock_cap_fails_the_plan_and_names_what_did_not_run() -> None:
+    world = FakeWorld({"db": 1.0, "gc": 10.0})
+    c = dst_mod.run_campaign([Scenario(workload="db"), Scenario(workload="gc")], budget_s=None,
+                             seeds={"db": range(0, 5), "gc": range(0, 5)}, jobs=1, progress=False, run=world.run,
+                             clock=world.clock, hard_stop_s=12.0)
+    assert not c.ok and c.not_run
+    table = dst_mod.format_table(c)
+    assert "FAIL: the wall-clock cap stopped the plan; did not run: " in table and "gc " in table
 
 
 def test_justfile_dst_is_the_whole_registry():

@@ -1,9 +1,16 @@
 """The main job, ``sim dst`` (``./just dst``): every scenario of the one registry in one campaign.
 
 Every scenario of the one table, :data:`sim.scenarios.registry.SCENARIOS`, runs (a scenario registered
-there later is in the main job at once). The campaign is time-boxed: ``budget_s`` wall seconds (default
-:data:`DEFAULT_BUDGET_S`, ``--quick`` :data:`QUICK_BUDGET_S`, ``--minutes N`` for soaks) shared
-equally between the scenarios, and each scenario's seed count follows from its *measured* cost:
+there later is in the main job at once). **The main job is a seed plan, not a time box**
+(:func:`plan`): ``./just dst`` runs :data:`PLAN_CORE_S` ``["default"]`` core-seconds of seeds,
+``--quick`` ``["quick"]``, shared equally between the scenarios and turned into a seed count per
+scenario by the table's fixed ``cost_s`` -- constants, never a measurement, so the same command
+runs the same seeds on any machine, loaded or not (slower under load, never thinner). Calibrated
+so that the default plan takes about 9 minutes on 2 idle cores and ``--quick`` about 30 s. A
+wall-clock cap (``--cap-minutes``), if given, fails the run and names what did not run.
+
+``--minutes N`` (soaks) is time-boxed instead: ``budget_s`` wall seconds
+shared equally between the scenarios, and each scenario's seed count follows from its *measured* cost:
 the scheduler always hands the next free worker the next seed of the scenario that has used the
 fewest core-seconds so far, so a scenario whose seeds cost 2.5 s runs a tenth as many seeds as one
 whose seeds cost 0.25 s, and all of them get the same share of the machine. A scenario gets a new
@@ -38,10 +45,27 @@ from sim.campaign.sweep import Progress, Scenario, invariant_of
 
 _WALL = ProductionRuntime("sim-dst")
 
-#: Wall seconds of the default main job: with the tail of the seeds in flight, under ten minutes.
+#: Wall seconds of a time-boxed campaign when none is given (``--minutes`` soaks name theirs).
 DEFAULT_BUDGET_S = 540.0
-#: ``--quick``: the before-stop hook runs ``timeout 55 ./just dst --quick``.
-QUICK_BUDGET_S = 20.0
+#: The seed plans: core-seconds of seeds (at the table's ``cost_s``) shared equally between the
+#: scenarios. 1,000 core-s keep 2 idle cores busy about 8.5 minutes (plus start-up and the tail:
+#: about 9); 50 core-s, about 25 s (about 30 with start-up).
+PLAN_CORE_S = {"quick": 50.0, "default": 1000.0}
+#: Fewest seeds of any scenario in a plan.
+PLAN_MIN_SEEDS = {"quick": 3, "default": 20}
+
+
+def plan(kind: str, workloads: Sequence[str], start: int = 0) -> dict[str, range]:
+    """The seeds of each scenario in plan ``kind`` (``quick`` or ``default``), from seed ``start``:
+    a pure function of the registry's constants, the same on every machine."""
+    share = PLAN_CORE_S[kind] / max(1, len(workloads))
+    out = {}
+    for w in workloads:
+        n = max(PLAN_MIN_SEEDS[kind], round(share / prior_cost_s(w)))
+        out[w] = range(start, start + n)
+    return out
+
+
 def grace_s(budget_s: float) -> float:
     """How long seeds in flight may overrun the budget before they are cut."""
     return min(30.0, budget_s / 2)
@@ -108,6 +132,7 @@ class Campaign:
     jobs: int
     budget_s: float | None  # None: fixed seeds
     cut: tuple = ()  # (scenario, seed) still running at the hard stop, terminated
+    not_run: tuple = ()  # (scenario, seed) of a plan never started (a wall-clock cap stopped it)
 
     @property
     def rows(self) -> list[dict]:
@@ -115,6 +140,9 @@ class Campaign:
 
     @property
     def ok(self) -> bool:
+        """Every seed passed; for fixed seeds (a plan), every seed also ran."""
+        if self.budget_s is None and (self.cut or self.not_run):
+            return False
         return all(r["ok"] for r in self.rows)
 
 
@@ -152,10 +180,12 @@ class _Lane:
 
 
 def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFAULT_BUDGET_S,
-                 seeds: Iterable[int] | None = None, start: int = 0, jobs: int = 0, out: IO[str] | None = None,
+                 seeds: "Iterable[int] | dict[str, Iterable[int]] | None" = None, start: int = 0, jobs: int = 0,
+                 out: IO[str] | None = None,
                  progress: bool = True, run: Callable[[Scenario, int], dict] | None = None,
                  clock: Callable[[], float] | None = None, hard_stop_s: float | None = None) -> Campaign:
-    """Run ``scenarios`` together: exactly ``seeds`` of each, or (``seeds`` None) as many of each
+    """Run ``scenarios`` together: exactly ``seeds`` of each (a dict: per scenario, a plan), or
+    (``seeds`` None) as many of each
     as a fair share of ``budget_s`` wall seconds buys at its measured cost, from seed ``start``.
     ``jobs`` worker processes (0: all cores; 1: in this process). With a budget, seeds still
     running ``hard_stop_s`` wall seconds after the start (default: the budget plus
@@ -168,9 +198,15 @@ def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFA
         raise ValueError("a campaign needs seeds or a positive budget")
     run = run or sweep_mod.run_seed
     jobs = jobs or os.cpu_count() or 1
-    seed_list = list(seeds) if seeds is not None else None
-    lanes = [_Lane(s, seed_list, start) for s in scenarios]
-    total = len(seed_list) * len(lanes) if seed_list is not None else 0
+    if isinstance(seeds, dict):
+        per = {w: list(v) for w, v in seeds.items()}
+        lanes = [_Lane(s, per.get(s.workload, []), start) for s in scenarios]
+        seed_list: list[int] | None = [x for v in per.values() for x in v]
+        total = sum(len(ln.fixed or ()) for ln in lanes)
+    else:
+        seed_list = list(seeds) if seeds is not None else None
+        lanes = [_Lane(s, seed_list, start) for s in scenarios]
+        total = len(seed_list) * len(lanes) if seed_list is not None else 0
     if hard_stop_s is None and seed_list is None and budget_s is not None:
         hard_stop_s = budget_s + grace_s(budget_s)
     cut: list = []
@@ -185,6 +221,8 @@ def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFA
     def pick() -> _Lane | None:
         """The lane to run next: the least charged one that still has seeds and fits the budget."""
         live = [ln for ln in lanes if ln.has_more()]
+        if seed_list is not None and hard_stop_s is not None and elapsed() >= hard_stop_s:
+            return None  # the cap: what is left did not run (and fails the campaign)
         if budget_s is not None and seed_list is None:
             left = budget_s - elapsed()
             # Every scenario runs at least one seed; after that a seed must be expected to fit.
@@ -216,8 +254,10 @@ def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFA
             bar.update(100, failures)
         bar.close()
     results = [ScenarioResult(ln.scenario, sorted(ln.rows, key=lambda r: r["seed"])) for ln in lanes]
+    not_run = tuple((ln.scenario.workload, seed) for ln in lanes for seed in (ln.fixed or ()))
     return Campaign(results, elapsed(), jobs, budget_s if seed_list is None else None,
-                    cut=tuple((lane.scenario.workload, seed) for lane, seed in cut))
+                    cut=tuple((lane.scenario.workload, seed) for lane, seed in cut),
+                    not_run=not_run if seed_list is not None else ())
 
 
 def _run_pool(run, jobs: int, pick, done, hard_stop_s: float | None, elapsed) -> list:
@@ -304,6 +344,12 @@ def format_table(c: Campaign) -> str:
     if c.cut:
         lines.append(f"cut at the hard stop (still running, neither passed nor failed): "
                      + ", ".join(f"{w} seed {seed}" for w, seed in c.cut))
+    if c.not_run:
+        by: dict[str, list[int]] = {}
+        for w, seed in c.not_run:
+            by.setdefault(w, []).append(seed)
+        lines.append("FAIL: the wall-clock cap stopped the plan; did not run: "
+                     + ", ".join(f"{w} {_seed_range(sorted(v))}" for w, v in by.items()))
     failing = [r for r in rows if not r["ok"]]
     if failing:
         lines.append("")
