@@ -305,6 +305,12 @@ async def _admin(world: World) -> None:
 async def _clone(world: World) -> None:
     rng = world.choices.stream("workload", "clone")
     await trio.sleep(rng.uniform(3.0, 25.0))
+    # A clone needs its parent: when the parent's writer has not created the database yet (its
+    # first requests stalled), wait for it (gc seeds 541, 620: the clone met no database there
+    # and the scenario called that CLONE-2). Read from the bucket, not through a store: seeds
+    # whose parent exists by now run exactly as before.
+    while not any(k.startswith("parent/manifest/") for k in world.bucket.objects) and not world.healed:
+        await trio.sleep(1.0)
     if world.healed:
         return
     rt = world.runtime("clone")

@@ -199,10 +199,21 @@ class ReaderCore(ReadPath):
         rt = self.runtime
         # Only after the manifest read is the WAL listed (RFC 001 NOTE): GC deletes WAL ids <= the
         # replay point of a newer manifest only, and a newer manifest fails our CAS.
-        edit = AddReaderCheckpoint(rt.new_uuid(), lifetime_s=self.options.checkpoint_lifetime_s, refuse="open a reader")
-        current = await self._latest("open a reader")
-        added = await self.manifests.commit(edit, current=current, list_wal=lambda: list_wal_ids(self.store, rt))
-        stored, cp = added.stored, added.result.checkpoint
+        while True:
+            edit = AddReaderCheckpoint(rt.new_uuid(), lifetime_s=self.options.checkpoint_lifetime_s,
+                                       refuse="open a reader")
+            current = await self._latest("open a reader")
+            added = await self.manifests.commit(edit, current=current, list_wal=lambda: list_wal_ids(self.store, rt))
+            stored, cp = added.stored, added.result.checkpoint
+            # READ-1: a checkpoint whose commit took so long (a stalled reply, a frozen process)
+            # that less than half its lifetime is left -- or none -- may already be expired in
+            # GC's eyes (clocks differ), and GC may have collected the WAL objects it pins (gc
+            # seeds 371, 383): never adopt it; drop it and establish another.
+            left_s = cp.checkpoint_expire_time_s - rt.now_ms() / 1000
+            if left_s >= self.options.checkpoint_lifetime_s / 2:
+                break
+            self._retired.append(cp.id)
+            rt.event("reader_checkpoint_stale", id=str(cp.id), manifest_id=stored.id, left_s=round(left_s, 3))
         old = self.checkpoint_id
         self.checkpoint_id = cp.id
         self._expire_s = cp.checkpoint_expire_time_s
