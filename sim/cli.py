@@ -153,6 +153,8 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
                 print(f"  rate:      {r.detections}/{r.seeds_run} seeds")
             print(f"  violation: {r.violation[:300]}")
             print(f"  replay:    {r.replay}")
+            if r.probe_seeds:
+                print("  probes:    " + ", ".join(f"{p} {n}" for p, n in sorted(r.probe_seeds.items())))
     if ns.all:
         rate_col = f" {'rate':>9}" if ns.rate else ""
         print(f"{'bug':<24} {'workload':<9} {'seed':>5} {'seeds':>5} {'fired':<10} {'wall s':>7}{rate_col}  replay")

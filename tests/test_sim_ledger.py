@@ -45,6 +45,13 @@ def test_dst_sweep_and_hunt_append_one_row_each(ledger_file, capsys) -> None:
     assert hunt["bugs"] == "zombie-ack" and json.loads(hunt["seed_ranges"]) == [[0, 2]]
     assert hunt["failures"] == 1 and json.loads(hunt["failing_seeds"]) == [2]
     assert json.loads(hunt["by_invariant"]) == {"FENCE-3": 1} and hunt["faults"] > 0
+    # Probe hits (seeds hitting each coverage probe) are in every row: db seeds hit manifest.conflict.
+    assert json.loads(sweep["probe_hits"]).get("manifest.conflict", 0) >= 1
+    assert json.loads(hunt["probe_hits"]).get("manifest.conflict", 0) >= 1
+    assert "probes:    " in out
+    assert cli.main(["ledger"]) == 0
+    printed = capsys.readouterr().out
+    assert "probe hits (seeds hitting each probe, all campaigns): " in printed and "manifest.conflict db " in printed
 
 
 def test_a_failing_campaign_records_its_failures_by_invariant(ledger_file) -> None:
@@ -127,3 +134,22 @@ def test_the_spark_engine_appends_to_the_parquet_ledger(ledger_file, tmp_path, c
     assert cli.main(["ledger"]) == 0
     out = capsys.readouterr().out
     assert "db " in out and "sweep (spark)" in out
+
+
+def test_a_ledger_written_before_probe_hits_gains_the_column(tmp_path) -> None:
+    path = str(tmp_path / "old.sqlite")
+    old = [c for c in ledger.COLUMNS if c[0] != "probe_hits"]
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE campaigns (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                + ", ".join(f"{n} {t} NOT NULL" for n, t in old) + ")")
+    row = ledger.entry(kind="dst", engine="local", scenario="db", faults_mode="swarm", bugs=[], seeds=[0, 1],
+                       failing_seeds=[], by_invariant={}, faults_by_kind={}, virtual_s=1.0, wall_s=1.0)
+    con.execute(f"INSERT INTO campaigns ({', '.join(n for n, _ in old)}) VALUES ({', '.join('?' * len(old))})",
+                [row[n] for n, _ in old])
+    con.commit()
+    con.close()
+    ledger.append_sqlite(path, dict(row, probe_hits=json.dumps({"manifest.conflict": 2})))
+    first, second = ledger.read_sqlite(path)
+    assert first["probe_hits"] == "{}" and json.loads(second["probe_hits"]) == {"manifest.conflict": 2}
+    (group,) = ledger.cumulative([first, second])
+    assert group["seeds"] == 4 and group["probe_hits"] == {"manifest.conflict": 2}

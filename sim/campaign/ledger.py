@@ -36,12 +36,14 @@ DEFAULT_SQLITE = os.path.join(".sim", "ledger.sqlite")
 DEFAULT_PARQUET = os.path.join(".sim", "ledger.parquet")
 
 #: The columns, in order (SQLite table ``campaigns`` and the Parquet schema). JSON text for the
-#: structured ones (``seed_ranges``, ``failing_seeds``, ``by_invariant``, ``faults_by_kind``).
+#: structured ones (``seed_ranges``, ``failing_seeds``, ``by_invariant``, ``faults_by_kind``,
+#: ``probe_hits``: per coverage probe, the seeds of the campaign that hit it).
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("recorded_utc", "TEXT"), ("commit_id", "TEXT"), ("kind", "TEXT"), ("engine", "TEXT"), ("scenario", "TEXT"),
     ("faults_mode", "TEXT"), ("bugs", "TEXT"), ("seed_ranges", "TEXT"), ("seeds", "INTEGER"),
     ("failures", "INTEGER"), ("failing_seeds", "TEXT"), ("by_invariant", "TEXT"), ("faults", "INTEGER"),
     ("faults_by_kind", "TEXT"), ("virtual_s", "REAL"), ("wall_s", "REAL"), ("core_s", "REAL"),
+    ("probe_hits", "TEXT"),
 )
 NAMES = tuple(name for name, _ in COLUMNS)
 
@@ -95,7 +97,8 @@ def _now_utc() -> str:
 
 def entry(*, kind: str, engine: str, scenario: str, faults_mode: str, bugs: Sequence[str], seeds: Iterable[int],
           failing_seeds: Iterable[int], by_invariant: dict, faults_by_kind: dict, virtual_s: float, wall_s: float,
-          core_s: float | None = None, commit: str | None = None, recorded_utc: str | None = None) -> dict:
+          core_s: float | None = None, commit: str | None = None, recorded_utc: str | None = None,
+          probe_hits: dict | None = None) -> dict:
     """One ledger row. ``wall_s``: the campaign's wall time (shared by the scenarios of one
     ``sim dst``); ``core_s``: the seeds' own wall times added up (busy core-seconds)."""
     seeds = list(seeds)
@@ -109,6 +112,7 @@ def entry(*, kind: str, engine: str, scenario: str, faults_mode: str, bugs: Sequ
         "faults": sum(faults.values()), "faults_by_kind": json.dumps(faults, sort_keys=True),
         "virtual_s": float(virtual_s), "wall_s": float(wall_s),
         "core_s": float(wall_s if core_s is None else core_s),
+        "probe_hits": json.dumps({str(k): int(v) for k, v in sorted((probe_hits or {}).items()) if v}, sort_keys=True),
     }
 
 
@@ -121,14 +125,17 @@ def from_rows(rows: Sequence[dict], scenario: Any, *, kind: str, engine: str, wa
 
     by_invariant: Counter = Counter()
     faults: Counter = Counter()
+    probe_seeds: Counter = Counter()
     for r in rows:
         faults.update(r["faults"])
+        probe_seeds.update({name for name, n in (r.get("probes") or {}).items() if n})
         if not r["ok"]:
             by_invariant.update(set(r.get("invariants") or [invariant_of(v) for v in r["violations"]]) or {"?"})
     return entry(kind=kind, engine=engine, scenario=scenario.workload, faults_mode=scenario.faults,
                  bugs=scenario.bugs, seeds=[r["seed"] for r in rows], failing_seeds=[r["seed"] for r in rows if not r["ok"]],
                  by_invariant=dict(by_invariant), faults_by_kind=dict(faults),
-                 virtual_s=sum(r["virtual_s"] for r in rows), wall_s=wall_s, core_s=sum(r["wall_s"] for r in rows))
+                 virtual_s=sum(r["virtual_s"] for r in rows), wall_s=wall_s, core_s=sum(r["wall_s"] for r in rows),
+                 probe_hits=dict(probe_seeds))
 
 
 def from_report(report: Any, scenario: Any, kind: str) -> dict:
@@ -143,7 +150,8 @@ def from_hunt(result: Any) -> dict:
                  seeds=range(result.seeds_run), failing_seeds=failing,
                  by_invariant={result.invariant: len(failing)} if failing else {},
                  faults_by_kind=dict(result.faults),
-                  virtual_s=float(result.virtual_s), wall_s=float(result.total_wall_s or result.wall_s))
+                 virtual_s=float(result.virtual_s), wall_s=float(result.total_wall_s or result.wall_s),
+                 probe_hits=dict(getattr(result, "probe_seeds", None) or {}))
 
 
 # --- SQLite ------------------------------------------------------------------------------------
@@ -155,6 +163,11 @@ def _connect(path: str) -> sqlite3.Connection:
     con = sqlite3.connect(path, timeout=30)
     cols = ", ".join(f"{name} {typ} NOT NULL" for name, typ in COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS campaigns (id INTEGER PRIMARY KEY AUTOINCREMENT, {cols})")
+    have = {r[1] for r in con.execute("PRAGMA table_info(campaigns)")}
+    for name, typ in COLUMNS:
+        if name not in have:  # a ledger written before the column existed
+            default = "'{}'" if typ == "TEXT" else "0"
+            con.execute(f"ALTER TABLE campaigns ADD COLUMN {name} {typ} NOT NULL DEFAULT {default}")
     return con
 
 
@@ -210,7 +223,7 @@ def read_parquet(path: str) -> list[dict]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    return [{n: r[n] for n in NAMES} for r in table.to_pylist()]
+    return [{n: r.get(n, "{}") for n in NAMES} for r in table.to_pylist()]
 
 
 # --- sim ledger --------------------------------------------------------------------------------
@@ -241,15 +254,19 @@ def cumulative(rows: Sequence[dict]) -> list[dict]:
     out = []
     for (scenario, commit, bugs), rs in groups.items():
         by_inv: dict[str, int] = defaultdict(int)
+        probe_hits: dict[str, int] = defaultdict(int)
         for r in rs:
             for k, v in json.loads(r["by_invariant"]).items():
                 by_inv[k] += int(v)
+            for k, v in json.loads(r.get("probe_hits") or "{}").items():
+                probe_hits[k] += int(v)
         out.append({
             "scenario": scenario, "commit": commit, "bugs": bugs or "-", "campaigns": len(rs),
             "seeds": sum(int(r["seeds"]) for r in rs),
             "distinct": _count(rg for r in rs for rg in json.loads(r["seed_ranges"])),
             "failures": sum(int(r["failures"]) for r in rs), "by_invariant": dict(by_inv),
             "faults": sum(int(r["faults"]) for r in rs), "kinds": sorted({r["kind"] for r in rs}),
+            "probe_hits": dict(probe_hits),
             "engines": sorted({r["engine"] for r in rs}), "first": rs[0]["recorded_utc"], "last": rs[-1]["recorded_utc"],
         })
     out.sort(key=lambda g: (g["scenario"], g["bugs"] != "-", g["bugs"], g["last"]))
@@ -258,13 +275,14 @@ def cumulative(rows: Sequence[dict]) -> list[dict]:
 
 def format_cumulative(groups: Sequence[dict]) -> str:
     head = (f"{'scenario':<10} {'commit':<18} {'bugs':<24} {'campaigns':>9} {'seeds':>8} {'distinct':>8} "
-            f"{'failures':>8}  {'faults':>8}  {'kinds':<16} {'last (UTC)':<20} by invariant")
+            f"{'failures':>8}  {'faults':>8}  {'probes':>6}  {'kinds':<16} {'last (UTC)':<20} by invariant")
     lines = [head]
     for g in groups:
         inv = ", ".join(f"{k} {v}" for k, v in sorted(g["by_invariant"].items(), key=lambda kv: -kv[1])) or "-"
         kinds = ",".join(g["kinds"]) + ("" if g["engines"] == ["local"] else f" ({','.join(g['engines'])})")
         lines.append(f"{g['scenario']:<10} {g['commit']:<18} {g['bugs'][:24]:<24} {g['campaigns']:>9} {g['seeds']:>8} "
-                     f"{g['distinct']:>8} {g['failures']:>8}  {g['faults']:>8}  {kinds:<16} {g['last']:<20} {inv}")
+                     f"{g['distinct']:>8} {g['failures']:>8}  {g['faults']:>8}  {len(g.get('probe_hits') or {}):>6}  "
+                     f"{kinds:<16} {g['last']:<20} {inv}")
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for g in groups:
         if g["bugs"] == "-":
@@ -274,4 +292,11 @@ def format_cumulative(groups: Sequence[dict]) -> str:
         lines.append("")
         lines.append("clean campaigns (no bug switched on), all commits: "
                      + "; ".join(f"{s} {n} seeds, {f} failing" for s, (n, f) in sorted(totals.items())))
+    hits: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for g in groups:
+        for name, n in (g.get("probe_hits") or {}).items():
+            hits[name][g["scenario"]] += n
+    if hits:
+        lines.append("probe hits (seeds hitting each probe, all campaigns): " + "; ".join(
+            f"{name} " + ", ".join(f"{s} {n}" for s, n in sorted(by.items())) for name, by in sorted(hits.items())))
     return "\n".join(lines)

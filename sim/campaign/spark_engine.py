@@ -82,6 +82,7 @@ def schema() -> Any:
         T.StructField("invariants", T.ArrayType(T.StringType()), False),
         T.StructField("wall_s", T.DoubleType(), False),
         T.StructField("replay", T.StringType(), False),
+        T.StructField("probes", T.MapType(T.StringType(), T.LongType()), False),  # coverage probe -> hits
     ])
 
 
@@ -167,7 +168,7 @@ def sweep_on(spark: Any, scenario: Scenario, seeds: Iterable[int], *, parquet: s
         if not row["ok"]:
             failed.add(1)
         return (row["seed"], row["workload"], row["ok"], row["digest"], row["events"], row["virtual_s"],
-                row["faults"], row["violations"], row["invariants"], row["wall_s"], row["replay"])
+                row["faults"], row["violations"], row["invariants"], row["wall_s"], row["replay"], row["probes"])
 
     bar = Progress(len(seeds), label="spark", enabled=progress)
     stop = threading.Event()
@@ -197,6 +198,7 @@ def _plain(row: dict) -> dict:
     row["faults"] = dict(sorted((row["faults"] or {}).items()))
     row["violations"] = list(row["violations"] or [])
     row["invariants"] = list(row["invariants"] or [])
+    row["probes"] = dict(sorted((row.get("probes") or {}).items()))
     return row
 
 

@@ -46,7 +46,7 @@ DESCRIPTIONS = {s.name: s.description for s in scenarios_mod.SCENARIOS}
 
 #: The fields of one result row, in order (JSON lines and the Parquet schema).
 ROW_FIELDS = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults", "violations",
-              "invariants", "wall_s", "replay")
+              "invariants", "wall_s", "replay", "probes")
 
 
 @attrs.frozen
@@ -139,7 +139,7 @@ def _row(scenario: Scenario, seed: int, ok: bool, digest: str, events: int, virt
         "virtual_s": float(virtual_s), "faults": {str(k): int(v) for k, v in sorted(faults.items())},
         "violations": [str(v) for v in violations], "invariants": sorted({v.invariant for v in violations}),
         "wall_s": float(wall_s), "replay": scenario.replay(seed),
-        # Not in ROW_FIELDS (the Parquet schema): probe hits of this seed, by probe name.
+        # Probe hits of this seed, by probe name (also a column of the Spark engine's Parquet rows).
         "probes": {str(k): int(v) for k, v in sorted((probes or {}).items())},
     }
 

@@ -26,6 +26,7 @@ from slatedb.runtime import switches
 from slatedb.runtime.production import ProductionRuntime
 
 from sim.world import invariants
+from sim.world import probes as probes_mod
 
 from sim.scenarios import registry as scenarios
 @attrs.frozen
@@ -286,6 +287,7 @@ class HuntResult:
     faults: dict = attrs.field(factory=dict)  # fault kind -> injected, summed over the seeds run
     virtual_s: float = 0.0
     total_wall_s: float = 0.0
+    probe_seeds: dict = attrs.field(factory=dict)  # coverage probe -> seeds of the hunt that hit it
 
     @property
     def replay(self) -> str:
@@ -295,11 +297,12 @@ class HuntResult:
 _WALL = ProductionRuntime("sim-bugs")  # wall time is reported, never fed into a run
 
 
-def _hunt_one(args: tuple[str, int, str]) -> tuple[int, bool, str, str, dict, float]:
+def _hunt_one(args: tuple[str, int, str]) -> tuple[int, bool, str, str, dict, float, tuple[str, ...]]:
     workload, seed, bug = args
-    result = run(workload, seed, [bug])
+    with probes_mod.counting() as hits:
+        result = run(workload, seed, [bug])
     return (seed, result.ok, fired(result), (result.violations[0] if result.violations else ""),
-            dict(result.faults), float(result.virtual_s))
+            dict(result.faults), float(result.virtual_s), tuple(sorted(k for k, v in hits.items() if v)))
 
 
 def _verdicts(work: list[tuple[str, int, str]], jobs: int):
@@ -338,9 +341,13 @@ def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | 
     failing: list[int] = []
     faults: dict[str, int] = {}
     virtual_s = 0.0
-    for seed, ok, inv, violation, seed_faults, seed_virtual_s in _verdicts([(workload, s, name) for s in range(n)], jobs):
+    probe_seeds: dict[str, int] = {}
+    for seed, ok, inv, violation, seed_faults, seed_virtual_s, hit in _verdicts([(workload, s, name) for s in range(n)],
+                                                                               jobs):
         ran += 1
         virtual_s += seed_virtual_s
+        for p in hit:
+            probe_seeds[p] = probe_seeds.get(p, 0) + 1
         for k, v in seed_faults.items():
             faults[k] = faults.get(k, 0) + int(v)
         if ok:
@@ -352,7 +359,7 @@ def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | 
             if not rate:
                 break
     ledger = {"failing_seeds": tuple(failing), "faults": faults, "virtual_s": virtual_s,
-              "total_wall_s": _WALL.monotonic_s() - start}
+              "total_wall_s": _WALL.monotonic_s() - start, "probe_seeds": probe_seeds}
     if first is None:
         return HuntResult(name, workload, ran, None, "-", False, _WALL.monotonic_s() - start,
                           detections=0 if rate else None, **ledger)
