@@ -35,7 +35,7 @@ from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.objstore.url import resolve_store
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, switches
 from slatedb.runtime.production import default_runtime
 from slatedb.wal.writer import WalWriter
 
@@ -82,15 +82,13 @@ async def _soft(store: ObjectStore, rt: Runtime) -> None:
         bumped = (await ms.commit(BumpWriterEpoch(rt.new_uuid(), allow_destroyed=True))).stored
         epoch = bumped.manifest.writer_epoch
         rt.event("destroy", destroy_step="epoch", soft=True, epoch=epoch, manifest=bumped.id)
-        m = bumped.manifest
+        fence = _bug_no_fence if switches.SOFT_DESTROY_NO_FENCE in rt.bugs else _fence
         try:
-            wal = await WalWriter.fence(store=store, runtime=rt, manifests=ms, epoch=epoch,
-                                        floor_id=max(m.replay_after_wal_id, m.wal_id_last_seen),
-                                        sst_options=SstOptions())
+            fence_id = await fence(store, rt, ms, bumped, epoch)
         except FencedError:
             rt.event("destroy", destroy_step="fenced", soft=True, epoch=epoch)
             continue  # a newer writer opened meanwhile: claim again
-        rt.event("destroy", destroy_step="fence", soft=True, epoch=epoch, id=wal.fence_id)
+        rt.event("destroy", destroy_step="fence", soft=True, epoch=epoch, id=fence_id)
 
         # Steps 2 and 3 in one write: drop the writer checkpoint, set destroyed_at_s.
         try:
@@ -100,6 +98,22 @@ async def _soft(store: ObjectStore, rt: Runtime) -> None:
             continue
         rt.event("destroy", destroy_step="marked", soft=True, manifest=done.id, destroyed_at_s=done.manifest.destroyed_at_s)
         return
+
+
+async def _fence(store: ObjectStore, rt: Runtime, ms: ManifestStore, bumped: StoredManifest, epoch: int) -> int:
+    """Soft destroy step 1, second half: fence the WAL at ``epoch`` (any live writer is fenced)."""
+    m = bumped.manifest
+    wal = await WalWriter.fence(store=store, runtime=rt, manifests=ms, epoch=epoch,
+                                floor_id=max(m.replay_after_wal_id, m.wal_id_last_seen), sst_options=SstOptions())
+    return wal.fence_id
+
+
+async def _bug_no_fence(store: ObjectStore, rt: Runtime, ms: ManifestStore, bumped: StoredManifest,
+                        epoch: int) -> int:
+    """Catalogued bug ``soft-destroy-no-fence`` (sim/scenarios/catalogue.py): the epoch bump alone,
+    no WAL fence, so a live writer goes on creating WAL objects after the mark until it polls
+    the manifest (DESTROY-2)."""
+    return 0
 
 
 # -- hard ------------------------------------------------------------------------------------

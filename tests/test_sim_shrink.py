@@ -117,6 +117,7 @@ EVERY_SCENARIO = [
     ("compactor", 0, "resume-reemit", 12),
     ("gc", 0, "gc-ignores-checkpoints", 4),
     ("rescale", 0, "union-seq-not-max", 6),
+    ("destroy", 2, "soft-destroy-no-fence", 6),
 ]
 
 

@@ -222,6 +222,10 @@ CATALOGUE: tuple[Bug, ...] = (
         "cannot be made from them and the new database never initializes",
         _PROJ_CLASS, "RFC 000 Clones (final checkpoint from the source checkpoint); projection-union.md steps C6-C7",
         "slatedb/projection/create.py _Job.run", "rescale", ("CLONE-1",), 4),
+    Bug(switches.SOFT_DESTROY_NO_FENCE, "a soft destroy bumps the writer epoch but does not fence the WAL: a live "
+        "writer goes on creating WAL objects after the destroy's mark until it polls the manifest",
+        _WAL_CLASS, "RFC 000 Deleting a Database (soft, step 1: fence any active writer); destroy.md step 1",
+        "slatedb/destroy.py _soft", "destroy", ("DESTROY-2",), 20),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}

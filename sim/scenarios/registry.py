@@ -73,6 +73,9 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
                  "BOUNDARY-1/2, CLONE-*)", takes_faults=True, cost_s=3.0),
+    ScenarioSpec("destroy", "sim.scenarios.destroy:run_destroy_workload",
+                 "destroy (soft and hard destroys racing a writer, a reader, checkpoints, a clone and GC; DESTROY-1..6)",
+                 takes_faults=True, cost_s=2.0),
     ScenarioSpec("rescale", "sim.scenarios.rescale:run_rescale_workload",
                  "rescale (split by projection, shard writers, merge by union, GC everywhere, crashes of the "
                  "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=3.0),

@@ -41,6 +41,8 @@ PROJECTION_WIDENS_VIEW = "projection-widens-view"
 UNION_SEQ_NOT_MAX = "union-seq-not-max"
 UNION_EXTERNAL_DBS_NOT_MERGED = "union-external-dbs-not-merged"
 UNION_RELEASES_SOURCE_CHECKPOINT_EARLY = "union-releases-source-checkpoint-early"
+# destroy (RFC 000 "Deleting a Database")
+SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
 
 #: Every switch name.
 # distributed compaction: coordinator and workers (official 0.17 protocol)

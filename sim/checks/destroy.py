@@ -1,0 +1,159 @@
+"""DESTROY-1..6 (spec/protocols/destroy.md) over the store traffic of one world of databases
+under roots of one bucket.
+
+Every check reads what *landed* (a ``store.result`` ok after a ``store.put`` or
+``store.delete``: the moment the simulated store applied the request) and the bucket itself:
+
+* **DESTROY-2**: once a manifest with ``destroyed_at_s`` has landed (the soft destroy's mark,
+  which lands only while the destroyer's epoch is the latest), no WAL object of a writer with an
+  older epoch lands;
+* **DESTROY-3**: no manifest lands that raises ``writer_epoch`` or adds a checkpoint over a
+  destroyed manifest, except by a destroyer (processes whose name starts with ``d``: a racing
+  soft destroyer claims the epoch of a destroyed manifest on purpose, ``allow_destroyed``);
+* **DESTROY-1**: no object is deleted by a hard destroyer (processes ``hd*``) while the latest
+  manifest of its database lists an unexpired checkpoint other than a writer checkpoint;
+* **DESTROY-4**: after every delete, a database that still holds objects still holds a
+  manifest;
+* **DESTROY-5**: when a clone's last manifest is deleted, no parent still lists a final
+  checkpoint of that clone;
+* **DESTROY-6** (liveness, :func:`destroyed_and_gone`): a destroyed database is gone once no
+  checkpoint pins it and its grace has passed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable
+
+from slatedb.format.manifest import decode_manifest_v2
+from slatedb.format.types import ManifestV2, WriterCheckpoint
+from slatedb.objstore.memory import MemoryBucket
+
+from sim.world.invariants import InvariantViolation
+from sim.world.runtime import SIM_EPOCH_MS
+from sim.world.trace import Event, Trace
+
+#: Seconds of clock skew between processes a checkpoint's expiry is given (DESTROY-1).
+SKEW_S = 2.0
+
+
+def _manifest_id(rel: str) -> int | None:
+    if rel.startswith("manifest/") and rel.endswith(".manifest"):
+        return int(rel[len("manifest/"):-len(".manifest")])
+    return None
+
+
+class DestroyChecks:
+    """The trace checks of DESTROY-1..5 for databases under ``roots`` (``"parent/"``...);
+    ``writer_epochs`` maps a process to the writer epoch it opened with (``writer_epoch``
+    events)."""
+
+    def __init__(self, bucket: MemoryBucket, roots: tuple[str, ...]) -> None:
+        self.bucket = bucket
+        self.roots = roots
+        self.pending: dict[tuple[str, int], tuple[str, str]] = {}
+        self.epoch_of: dict[str, int] = {}
+        self.marked_epoch: dict[str, int] = {}  # root -> writer epoch of its first destroyed manifest
+        self.manifests: dict[str, dict[int, ManifestV2]] = defaultdict(dict)
+        self.final_checkpoints: dict[str, set[str]] = defaultdict(set)  # clone root -> its final checkpoint ids
+        self.counts: dict[str, int] = defaultdict(int)
+
+    def attach(self, trace: Trace) -> "DestroyChecks":
+        trace.listeners.append(self.on_event)
+        return self
+
+    def _root(self, key: str) -> tuple[str | None, str]:
+        for root in self.roots:
+            if key.startswith(root):
+                return root, key[len(root):]
+        return None, key
+
+    def on_event(self, e: Event) -> None:
+        kind = e.kind
+        if kind == "writer_epoch":
+            self.epoch_of[e.process] = dict(e.fields)["epoch"]
+        elif kind in ("store.put", "store.delete"):
+            f = dict(e.fields)
+            self.pending[(e.process, f["n"])] = (kind, f["key"])
+        elif kind == "store.result":
+            f = dict(e.fields)
+            got = self.pending.pop((e.process, f["n"]), None)
+            if got is None or not str(f["outcome"]).startswith("ok"):
+                return
+            op, key = got
+            root, rel = self._root(key)
+            if root is None:
+                return
+            if op == "store.put":
+                self._put_landed(e, root, rel, key)
+            else:
+                self._delete_landed(e, root, rel)
+
+    # -- puts ---------------------------------------------------------------------------------
+
+    def _put_landed(self, e: Event, root: str, rel: str, key: str) -> None:
+        mid = _manifest_id(rel)
+        if mid is not None and key in self.bucket.objects:
+            m = decode_manifest_v2(bytes(self.bucket.objects[key][0]), key)
+            before = self.manifests[root].get(max(self.manifests[root], default=-1))
+            self.manifests[root][mid] = m
+            for ext in m.external_dbs:
+                if ext.final_checkpoint_id is not None:
+                    self.final_checkpoints[root].add(str(ext.final_checkpoint_id))
+            if before is not None and before.destroyed_at_s and not e.process.startswith("d"):
+                new_cps = {c.id for c in m.checkpoints} - {c.id for c in before.checkpoints}
+                if m.writer_epoch > before.writer_epoch or new_cps:
+                    raise InvariantViolation("DESTROY-3", e, f"{e.process} wrote {root}manifest {mid} over destroyed "
+                                                             f"manifest (epoch {before.writer_epoch} -> {m.writer_epoch}, "
+                                                             f"{len(new_cps)} new checkpoint(s))")
+            if m.destroyed_at_s and root not in self.marked_epoch:
+                self.marked_epoch[root] = m.writer_epoch
+                self.counts["marked"] += 1
+            return
+        if rel.startswith("wal/") and root in self.marked_epoch:
+            epoch = self.epoch_of.get(e.process)
+            if epoch is not None and epoch < self.marked_epoch[root]:
+                raise InvariantViolation("DESTROY-2", e, f"{e.process} (writer epoch {epoch}) created {root}{rel} "
+                                                         f"after the destroy of epoch {self.marked_epoch[root]} landed")
+
+    # -- deletes ------------------------------------------------------------------------------
+
+    def _objects(self, root: str) -> list[str]:
+        return [k for k in self.bucket.objects if k.startswith(root)]
+
+    def _latest(self, root: str) -> ManifestV2 | None:
+        ids = sorted(i for k in self._objects(root) if (i := _manifest_id(k[len(root):])) is not None)
+        if not ids:
+            return None
+        key = f"{root}manifest/{ids[-1]:020d}.manifest"
+        return decode_manifest_v2(bytes(self.bucket.objects[key][0]), key)
+
+    def _delete_landed(self, e: Event, root: str, rel: str) -> None:
+        left = self._objects(root)
+        latest = self._latest(root)
+        if left and latest is None:
+            raise InvariantViolation("DESTROY-4", e, f"{root} still holds {len(left)} objects (e.g. {sorted(left)[:2]}) "
+                                                     f"but no manifest")
+        if e.process.startswith("hd") and latest is not None:
+            now_s = (SIM_EPOCH_MS / 1000) + e.time_s
+            active = [c for c in latest.checkpoints if not isinstance(c.metadata, WriterCheckpoint)
+                      and (not c.checkpoint_expire_time_s or c.checkpoint_expire_time_s > now_s + SKEW_S)]
+            if active:
+                raise InvariantViolation("DESTROY-1", e, f"hard destroy deletes {root}{rel} while the latest manifest "
+                                                         f"holds {len(active)} active checkpoint(s)")
+        if latest is None and self.final_checkpoints.get(root):
+            for parent in self.roots:
+                pm = self._latest(parent) if parent != root else None
+                held = {str(c.id) for c in pm.checkpoints} & self.final_checkpoints[root] if pm else set()
+                if held:
+                    raise InvariantViolation("DESTROY-5", e, f"{root} is gone but {parent} still holds its final "
+                                                             f"checkpoint(s) {sorted(held)[:2]}")
+        self.counts["deletes"] += 1
+
+
+def destroyed_and_gone(bucket: MemoryBucket, root: str, why_not: Callable[[], Any] = lambda: "") -> list[str]:
+    """DESTROY-6: a destroyed database no checkpoint pins, past its grace, holds no object."""
+    left = sorted(k for k in bucket.objects if k.startswith(root))
+    if left:
+        return [f"DESTROY-6: destroyed database {root} still holds {len(left)} objects, e.g. {left[:3]} {why_not()}"]
+    return []

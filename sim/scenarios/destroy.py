@@ -1,0 +1,234 @@
+"""A simulated world of destroying a database while everyone still uses it (spec/protocols/destroy.md).
+
+One bucket, two databases (``parent/`` and, in most seeds, its ``clone/``), swarm store faults,
+and these processes:
+
+* the parent's **writer** ``w`` (no in-process compactor or GC: their pins would outlive the
+  run) writing in paced bursts until it is fenced by a destroy;
+* a **managed reader** ``r1`` scanning the parent until the destroy fails it for good;
+* an **admin** creating short-lived checkpoints on the parent (refused once it is destroyed);
+* a **clone** of the parent made early (it holds a final checkpoint on the parent), a writer
+  ``cw`` on it, then a **hard destroy** of the clone ``hdc`` (it must release the final
+  checkpoint before the clone's last manifest goes, DESTROY-5);
+* one or two **soft destroyers** ``d1``, ``d2`` of the parent at random moments (racing each
+  other within half a second in half the seeds);
+* in half the seeds a **hard destroyer** ``hdp`` of the parent once its writer is gone,
+  retrying while a checkpoint (the clone's final one, the admin's) still blocks it (DESTROY-1);
+* standalone **GC** processes ``g1`` (parent) and ``g2`` (clone), the parent's with a short
+  ``db_delete_grace`` so that it finishes the soft destroy in the run.
+
+Checked: :class:`sim.checks.destroy.DestroyChecks` (DESTROY-1..5) on every landing, the
+manifest fences, and liveness: once faults
+stop, every destroyed database is gone (DESTROY-6) within its grace plus a few GC rounds.
+Catalogued bug ``soft-destroy-no-fence`` (a soft destroy that skips the WAL fence) fires
+DESTROY-2.
+"""
+
+from __future__ import annotations
+
+import trio
+
+import slatedb.aio as aio
+from slatedb.checkpoint import CheckpointOptions, create_checkpoint
+from slatedb.clone import create_clone
+from slatedb.destroy import destroy
+from slatedb.errors import ClosedError, FencedError, InvalidDbStateError, InvalidDeletionError, NotFoundError
+from slatedb.gc import GarbageCollector
+from slatedb.manifest.store import ManifestStore
+from slatedb.reader import DbReaderOptions
+from slatedb.reader.aio import DbReader
+
+from sim.checks.destroy import DestroyChecks, destroyed_and_gone
+from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.scenarios.gc_world import CLONE, PARENT, World, fault_counts
+from sim.world.choices import Choices, boolean
+from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
+
+N_KEYS = 32
+#: Once faults stop, destroyed databases must be gone within their grace plus this (virtual s):
+#: a clone's ephemeral source checkpoint on its parent lives 300 s (clone.md).
+GONE_WITHIN_S = 400.0
+
+
+def _exists(world: World, root: str) -> bool:
+    return any(k.startswith(f"{root}/manifest/") for k in world.bucket.objects)
+
+
+async def _wait_for(world: World, root: str) -> None:
+    """Until the database under ``root`` exists (read from the bucket: no store traffic)."""
+    while not _exists(world, root):
+        await trio.sleep(0.5)
+
+
+def _build(setup: Setup) -> World:
+    world = World(setup.seed, setup.choices, setup.faults, setup.trace, setup.bucket, setup.bugs)
+    world.setup = setup
+    rng = world.rng
+    world.grace_s = rng.choice([1.0, 5.0, 20.0])
+    world.outcomes = {}
+    world.writer_gone = trio.Event()
+    world.destroyed = trio.Event()
+    world.db_settings = dict(world.settings_map, compactor_options=None, garbage_collector_options=None)
+    setup.trace.record("world", "settings", grace_s=world.grace_s, crash_rate=world.crash_rate,
+                       pause_rate=world.pause_rate)
+    return world
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+async def _writer(world: World) -> None:
+    rt, rng = world.runtime("w"), world.choices.stream("workload", "w")
+    try:
+        async with aio.Db.open(PARENT, world.db_settings, store=world.store("w", PARENT), runtime=rt) as db:
+            for i in range(rng.randint(60, 240)):
+                wh = await db.put(b"k%03d" % rng.randrange(N_KEYS), b"w:%d:" % i + b"v" * rng.randrange(32))
+                if boolean(rng, 0.3):
+                    await wh.wait_durable()
+                await rt.sleep(rng.uniform(0, 0.2))
+        world.outcomes["w"] = "closed"
+    except* (FencedError, ClosedError):
+        world.outcomes["w"] = "fenced"  # by a destroyer's epoch bump and fence
+    except* InvalidDbStateError:
+        world.outcomes["w"] = "refused"  # its open met a destroyed manifest (DESTROY-3)
+    finally:
+        world.writer_gone.set()
+
+
+async def _reader(world: World) -> None:
+    rt, rng = world.runtime("r1"), world.choices.stream("workload", "r1")
+    await trio.sleep(rng.uniform(0.5, 3.0))
+    await _wait_for(world, "parent")
+    opts = DbReaderOptions(manifest_poll_interval_s=rng.choice([0.3, 1.0]), checkpoint_lifetime_s=10.0)
+    try:
+        async with DbReader.open(PARENT, options=opts, store=world.store("r1", PARENT), runtime=rt) as r:
+            while not world.writer_gone.is_set():
+                _ = {k: v async for k, v in r.scan()}
+                await trio.sleep(rng.uniform(0.2, 1.0))
+        world.outcomes["r1"] = "closed"
+    except* InvalidDbStateError:
+        world.outcomes["r1"] = "destroyed"  # a reader fails for good on a destroyed database (READ-4)
+
+
+async def _admin(world: World) -> None:
+    rt, rng = world.runtime("admin"), world.choices.stream("workload", "admin")
+    ms = ManifestStore(world.store("admin", PARENT), rt)
+    await _wait_for(world, "parent")
+    for _ in range(rng.randint(1, 4)):
+        await trio.sleep(rng.uniform(0.5, 5.0))
+        try:
+            await create_checkpoint(ms, rt, CheckpointOptions(lifetime_s=rng.uniform(3.0, 15.0)))
+        except InvalidDbStateError:
+            world.outcomes["admin"] = "refused"  # destroyed meanwhile (DESTROY-3)
+            return
+
+
+async def _clone(world: World) -> None:
+    rng = world.choices.stream("workload", "clone")
+    await trio.sleep(rng.uniform(0.5, 3.0))
+    await _wait_for(world, "parent")
+    rt = world.runtime("clone")
+    try:
+        await create_clone(world.store("clone", CLONE), world.store("clone", PARENT), rt, None)
+    except InvalidDbStateError:
+        # The parent was destroyed first (DESTROY-3): the half-made clone (its manifest written,
+        # not initialized) is the user's to remove.
+        world.outcomes["clone"] = "refused"
+        await destroy(world.store("hdc", CLONE), world.runtime("hdc"), soft=False)
+        return
+    cw_rt = world.runtime("cw")
+    async with aio.Db.open(CLONE, world.db_settings, store=world.store("cw", CLONE), runtime=cw_rt) as db:
+        for i in range(rng.randint(5, 30)):
+            await db.put(b"c%03d" % rng.randrange(8), b"cw:%d" % i)
+        await db.flush()
+    await trio.sleep(rng.uniform(0.5, 20.0))
+    await destroy(world.store("hdc", CLONE), world.runtime("hdc"), soft=False)
+    world.outcomes["clone"] = "hard-destroyed"
+
+
+async def _soft_destroyer(world: World, name: str, at_s: float) -> None:
+    await trio.sleep(at_s)
+    await _wait_for(world, "parent")
+    await destroy(world.store(name, PARENT), world.runtime(name), soft=True)
+    world.outcomes[name] = "destroyed"
+    world.destroyed.set()
+
+
+async def _hard_destroyer(world: World) -> None:
+    """The parent, hard, once its writer is gone and a soft destroy landed; refused while a
+    checkpoint blocks it (DESTROY-1), retried."""
+    rng = world.choices.stream("workload", "hdp")
+    await world.writer_gone.wait()
+    await world.destroyed.wait()
+    while _exists(world, "parent"):
+        try:
+            await destroy(world.store("hdp", PARENT), world.runtime("hdp"), soft=False)
+            world.outcomes["hdp"] = "hard-destroyed"
+            return
+        except InvalidDeletionError:
+            world.outcomes["hdp"] = "refused"
+        except NotFoundError:
+            return  # GC removed the database under it (objects left, the manifest gone last)
+        await trio.sleep(rng.uniform(1.0, 5.0))
+
+
+async def _gc(world: World, name: str, url: str, root: str, grace_s: float) -> None:
+    await _wait_for(world, root)
+    gc = GarbageCollector(world.store(name, url), world.runtime(name), world.settings.garbage_collector_options,
+                          db_delete_grace_s=grace_s)
+    try:
+        await gc.run()
+    finally:
+        with trio.CancelScope(shield=True):
+            await gc.locator.aclose()
+
+
+async def _processes(world: World, background: trio.Nursery | None) -> None:
+    assert background is not None
+    rng = world.rng
+    background.start_soon(_gc, world, "g1", PARENT, "parent", world.grace_s)
+    background.start_soon(_gc, world, "g2", CLONE, "clone", world.grace_s)
+    async with trio.open_nursery() as n:
+        n.start_soon(_writer, world)
+        n.start_soon(_reader, world)
+        n.start_soon(_admin, world)
+        if boolean(rng, 0.8):
+            n.start_soon(_clone, world)
+        at = rng.uniform(2.0, 12.0)
+        n.start_soon(_soft_destroyer, world, "d1", at)
+        if boolean(rng, 0.5):
+            n.start_soon(_soft_destroyer, world, "d2", at + rng.uniform(0.0, 0.5))
+        if boolean(rng, 0.5):
+            n.start_soon(_hard_destroyer, world)
+
+
+async def _gone(world: World, _background: trio.Nursery | None) -> None:
+    """Liveness (DESTROY-6): faults stop; GC finishes the destroyed databases."""
+    deadline = trio.current_time() + world.grace_s + GONE_WITHIN_S
+    while trio.current_time() < deadline and (_exists(world, "parent") or _exists(world, "clone")):
+        await trio.sleep(1.0)
+
+
+def _oracles(world: World, failed: bool) -> list[str]:
+    if failed:
+        return []
+    return destroyed_and_gone(world.bucket, "parent/") + destroyed_and_gone(world.bucket, "clone/")
+
+
+SCENARIO = Scenario(
+    "destroy", _build, _processes, liveness=_gone, heals=True, oracles=_oracles,
+    figures=lambda w: {"outcomes": dict(sorted(w.outcomes.items()))},
+    fault_counts=lambda setup, _world: fault_counts(setup.trace),
+    checkers=(Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket))),
+              Checker("destroy", lambda setup: DestroyChecks(setup.bucket, ("parent/", "clone/")))),
+    processes_declared=("w", "r1", "admin", "clone", "cw", "hdc", "d1", "d2", "hdp", "g1", "g2"),
+    fault_kinds=("fault.transient", "store.reply-lost", "fault.stall"))
+
+
+def run_destroy_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
+                         choices: Choices | None = None) -> WorldResult:
+    """Run one world; a violated invariant or a database left behind is reported in the result."""
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, faults=faults)
+
+
+__all__ = ["SCENARIO", "run_destroy_workload"]
