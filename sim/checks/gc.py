@@ -78,10 +78,16 @@ def _sst_of(rel: str) -> ULID | None:
         return None
 
 
-def snapshot_isolation(process: str, seq: int, first: dict, again: dict) -> str | None:
+def snapshot_isolation(process: str, seq: int, first: dict, again: dict, model: dict | None = None) -> str | None:
     """**READ-6** for one snapshot: ``first`` is its scan when it was taken (nothing was written in
     between: the state at ``seq``), ``again`` its scan after flushes, compactions and GC ran; they
-    must be equal. The violation's text, or None."""
+    must be equal, and with ``model`` (the durable history's state at ``seq``,
+    :meth:`sim.checks.prefix.History.state_at`) equal to it. The violation's text, or None."""
+    if model is not None and (first != model or again != model):
+        got = again if again != model else first
+        diff = sorted(k for k in set(got) | set(model) if got.get(k) != model.get(k))
+        return (f"READ-6: snapshot at seq {seq} of {process} reads {len(got)} keys, the model of the state at "
+                f"that seq {len(model)}: {len(diff)} keys differ, e.g. {diff[:3]}")
     if again == first:
         return None
     diff = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))

@@ -39,6 +39,16 @@ class History:
             versions.sort()
         return out
 
+    def state_at(self, seq: int) -> dict[bytes, bytes]:
+        """The model's state at ``seq``: per key, the value of its last durable-history write
+        with a seq <= ``seq`` (absent when that write is a delete or there is none)."""
+        out = {}
+        for key, versions in self.durable().items():
+            below = [v for s, v in versions if s <= seq]
+            if below and below[-1] is not None:
+                out[key] = below[-1]
+        return out
+
     def check(self) -> list[str]:
         """READ-3 for every observation; returns the violations."""
         hist = self.durable()

@@ -62,7 +62,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                     snap.close()
                     held = None
                     world.snapshot_reads += 1
-                    violation = snapshot_isolation(name, snap.seq, first, again)
+                    violation = snapshot_isolation(name, snap.seq, first, again, world.history.state_at(snap.seq))
                     if violation:
                         raise AssertionError(violation)
                 last = None
