@@ -272,6 +272,9 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     print(dst_mod.format_table(campaign))
     print()
     print(probes_mod.format_table(campaign.rows))
+    gaps = dst_mod.coverage_gaps(campaign)
+    for gap in gaps:
+        print(f"COVERAGE GAP: {gap}")
     for result in campaign.results:  # the ledger (sim/campaign/ledger.py): one row per scenario of the campaign
         recorded = ledger_mod.record(ledger_mod.from_rows(result.rows, result.scenario, kind="dst", engine="local",
                                                           wall_s=campaign.wall_s))
@@ -279,7 +282,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
         print(f"ledger: {recorded}")
     if ns.out:
         print(f"results: {ns.out}")
-    return 0 if campaign.ok else 1
+    return 0 if campaign.ok and not gaps else 1
 
 
 def _dst_coverage(ns: argparse.Namespace) -> int:

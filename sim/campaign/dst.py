@@ -29,6 +29,7 @@ per failing seed. Wall time is only reported and scheduled on, never fed into a 
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import queue
@@ -40,6 +41,7 @@ import attrs
 from slatedb.runtime.production import ProductionRuntime
 
 from sim.scenarios import registry as scenarios_mod
+from sim.world import probes as probes_mod
 from sim.campaign import sweep as sweep_mod
 from sim.campaign.sweep import Progress, Scenario, invariant_of
 
@@ -296,6 +298,39 @@ def _run_pool(run, jobs: int, pick, done, hard_stop_s: float | None, elapsed) ->
         if not terminated:
             pool.close()
         pool.join()
+
+
+#: A scenario's declared fault kinds are held to having fired once it ran this many seeds.
+GAP_MIN_SEEDS = 20
+
+
+def coverage_gaps(c: Campaign) -> list[str]:
+    """The coverage-gap guard: a fault kind a scenario declares (``SCENARIO.fault_kinds``) that
+    none of its seeds injected once it ran :data:`GAP_MIN_SEEDS` seeds, and a coverage probe
+    :data:`sim.world.probes.REACHED_BY` assigns to a scenario that none of its seeds hit once the
+    seeds listed there (and the scenario's :data:`sim.world.probes.DEFAULT_SEEDS_FLOOR`) ran.
+    One line per gap; empty when nothing its scenarios declare was left unexercised."""
+    gaps = []
+    for result in c.results:
+        w = result.scenario.workload
+        if result.scenario.bugs or result.scenario.faults != "swarm":
+            continue
+        seeds = set(result.seeds)
+        spec = scenarios_mod.BY_NAME.get(w)
+        declared = getattr(importlib.import_module(spec.runner.partition(":")[0]), "SCENARIO", None) if spec else None
+        if declared is not None and len(seeds) >= GAP_MIN_SEEDS:
+            for kind in declared.fault_kinds:
+                if not result.faults.get(kind):
+                    gaps.append(f"{w}: fault kind {kind} declared, never injected in {len(seeds)} seeds")
+        hit = Counter()
+        for r in result.rows:
+            hit.update({p for p, n in (r.get("probes") or {}).items() if n})
+        floor = probes_mod.DEFAULT_SEEDS_FLOOR.get(w, 0)
+        for probe, (scenario, listed) in probes_mod.REACHED_BY.items():
+            if scenario == w and set(listed) <= seeds and len(seeds) >= floor and not hit[probe]:
+                gaps.append(f"{w}: probe {probe} never hit in {len(seeds)} seeds (reached by seed(s) "
+                            f"{', '.join(map(str, listed))})")
+    return gaps
 
 
 def _seed_range(seeds: list[int]) -> str:
