@@ -18,7 +18,7 @@ WRITER = {"l0_sst_size_bytes": 4096, "compactor_options": None, "l0_max_ssts": 1
 
 def compactor_settings(min_sources: int = 2, max_sst_size: int = 1 << 30, **extra: Any) -> Settings:
     d = {"min_filter_keys": 1, "compactor_options": {
-        "poll_interval": "50ms", "commit_compacted_interval": "20ms", "worker_heartbeat_timeout": "1s",
+        "poll_interval": "50ms", "commit_compacted_interval": "20ms", "worker_heartbeat_timeout": "3s",
         "scheduler_options": {"min_compaction_sources": str(min_sources),
                                                        "max_compaction_sources": str(max(8, min_sources))},
         "worker": {"max_sst_size": max_sst_size, "heartbeat_interval": "200ms", "compactions_poll_interval": "50ms"}}}
