@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -72,6 +73,7 @@ def campaign(seeds: range, steps: int, modes: list[str], *, allow: frozenset[str
     finally:
         for e in engines.values():
             e.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     return stats, failures
 
 
@@ -110,6 +112,7 @@ def spark_campaign(seeds: range, steps: int, modes: list[str], *, allow: frozens
         finally:
             for e in engines.values():
                 e.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
     return stats, failures
 
 
@@ -176,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for e in engines.values():
                 e.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
         print("passes" if got is None else f"fails at step {got.step} {json.dumps(got.op)}: {got.kind}: {got.detail}")
         return 0 if got is None else 1
     modes = [SHARED, TWIN] if ns.mode == "both" else [ns.mode]

@@ -5,6 +5,7 @@ local engine does."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable
@@ -28,6 +29,7 @@ def run_one(seed: int, mode: str, steps: int, allow: frozenset[str]) -> dict:
     finally:
         for e in engines.values():
             e.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     return {"seed": seed, "mode": mode, **{f: getattr(stats, f) for f in STAT_FIELDS},
             "mismatch": None if got is None else {"step": got.step, "op": got.op, "kind": got.kind,
                                                   "detail": got.detail}}
