@@ -103,7 +103,7 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.REPLAY_PROGRESS_EARLY, "open records replay progress (replay_after_wal_id = fence - 1) in the "
         "manifest before the replayed rows reach L0; a crash or fence before that flush loses them",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
-        "takeover", ("DUR-1", "LIN"), 40, also=("db",)),
+        "takeover", ("DUR-1", "LIN", "DUR-2"), 40, also=("db",)),
     Bug(switches.NO_BOUNDARY_CHECK, "a .manifest (or .compactions) create that succeeded is reported committed without the post-create "
         "read of its gc/*.boundary file",
         _SEQMETA_CLASS, "RFC 004 Checking Boundaries After Writes; sequenced-metadata.md step 4",
