@@ -39,3 +39,30 @@ def test_ratios_mean_ours_is_better_above_one():
     assert bench.ratio(20.0, 10.0, higher=True) == "2.00x"  # rates: ours/other
     assert bench.ratio(5.0, 10.0, higher=False) == "2.00x"  # times and sizes: other/ours
     assert bench.ratio(None, 10.0, higher=True) == "-"
+
+
+def test_driver_runs_every_peer_side_by_side_with_a_ratio_each(tmp_path, capsys):
+    """plyvel, rocksdict and lmdb, each in its own child of the peers' venv (made on first use),
+    beside ours: every data check passes and each peer has its ratio column."""
+    rc = bench.main(["--runs", "1", "--n", "300", "--engines", "ours,plyvel,rocksdict,lmdb", "--no-pin",
+                     "--tmpdir", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert "data checks: ours OK, plyvel OK, rocksdict OK, lmdb OK; all engines scanned identical bytes" in printed
+    header = next(line for line in printed.splitlines() if line.startswith("| phase"))
+    for peer in ("plyvel", "rocksdict", "lmdb"):
+        assert f"ours vs {peer}" in header
+
+
+def test_wrong_data_from_a_child_fails_the_run(tmp_path, capsys, monkeypatch):
+    real = bench.run_child
+
+    def tampered(cmd, engine, timeout_s):
+        res, err = real(cmd, engine, timeout_s)
+        res["checks"]["digest"] = "0" * 64  # the child scanned back other bytes than were written
+        return res, err
+
+    monkeypatch.setattr(bench, "run_child", tampered)
+    rc = bench.main(["--runs", "1", "--n", "200", "--engines", "sqlite3", "--no-pin", "--tmpdir", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert rc == 1 and "data checks: sqlite3 FAILED" in printed and "wrong data: digest=" in printed

@@ -1,12 +1,16 @@
 """Side-by-side Db benchmark: ``python -m slatedb.bench.db`` (``./just bench``).
 
 Runs the workload of shared/reference/baseline.md against our ``slatedb.Db`` (sync API), the
-official ``slatedb==0.17.0`` wheel (in its own venv, see :mod:`slatedb.bench.official_venv`) and,
-as a reference column, stdlib ``sqlite3``. Every run of every engine is a fresh child process
-pinned to CPU 0 with ``taskset -c 0``; runs are interleaved (ours, official, sqlite3, ours, ...)
-so that a slow spell of the machine hits all engines alike; the table shows the median of the
-runs. The children are ``db_workload_ours.py``, ``db_workload_official.py`` and
-``db_workload_sqlite.py``; each prints one ``__RESULT__{json}`` line. See docs/benchmarks.md.
+official ``slatedb==0.17.0`` wheel (in its own venv, see :mod:`slatedb.bench.official_venv`),
+stdlib ``sqlite3``, and the embedded C-backed engines a Python user would pick: LevelDB
+(``plyvel``), RocksDB (``rocksdict``) and LMDB (``lmdb``), pinned in a venv the benchmark makes
+on first use (:mod:`slatedb.bench.peers_venv`). Every run of every engine is a fresh child
+process pinned to CPU 0 with ``taskset -c 0``; runs are interleaved (ours, official, sqlite3,
+plyvel, rocksdict, lmdb, ours, ...) so that a slow spell of the machine hits all engines alike;
+the table shows the median of the runs, and one ratio column per peer. The children are
+``db_workload_ours.py``, ``db_workload_official.py``, ``db_workload_sqlite.py`` and
+``db_workload_peers.py``; each prints one ``__RESULT__{json}`` line, whose data checks the
+driver verifies (the command exits non-zero on wrong data). See docs/benchmarks.md.
 
     python -m slatedb.bench.db                      # 3 runs of 100,000 keys, all engines
     python -m slatedb.bench.db --runs 1 --n 10000   # quick smoke
@@ -28,9 +32,10 @@ import time
 from pathlib import Path
 
 from slatedb.bench.official_venv import REPO_ROOT, OfficialUnavailable, ensure_official_venv
+from slatedb.bench.peers_venv import PEERS, ensure_peers_venv
 
 HERE = Path(__file__).resolve().parent
-ENGINES = ("ours", "official", "sqlite3")
+ENGINES = ("ours", "official", "sqlite3", "plyvel", "rocksdict", "lmdb")
 
 #: (key, label, unit, higher_is_better)
 PHASES = [
@@ -66,15 +71,19 @@ def pin_prefix(no_pin: bool) -> tuple[list[str], str]:
     return [taskset, "-c", "0"], "each child pinned to CPU 0 with taskset -c 0"
 
 
-def child_command(engine: str, official_python: Path | None, n: int, tmpdir: str | None) -> list[str]:
+def child_command(engine: str, venv_python: Path | None, n: int, tmpdir: str | None) -> list[str]:
+    """The child that runs ``engine`` (``venv_python``: the official or the peers' venv)."""
     extra = ["--n", str(n)] + (["--tmpdir", tmpdir] if tmpdir else [])
     if engine == "ours":
         return [sys.executable, "-m", "slatedb.bench.db_workload_ours", *extra]
     if engine == "official":
-        assert official_python is not None
-        return [str(official_python), "-I", str(HERE / "db_workload_official.py"), *extra]
+        assert venv_python is not None
+        return [str(venv_python), "-I", str(HERE / "db_workload_official.py"), *extra]
     if engine == "sqlite3":
         return [sys.executable, "-I", str(HERE / "db_workload_sqlite.py"), *extra]
+    if engine in PEERS:
+        assert venv_python is not None
+        return [str(venv_python), "-I", str(HERE / "db_workload_peers.py"), "--engine", engine, *extra]
     raise ValueError(engine)
 
 
@@ -145,10 +154,8 @@ def median_phases(results: list[dict]) -> dict[str, float]:
 
 def render_table(medians: dict[str, dict], engines: list[str], n: int) -> str:
     cols = ["phase", "unit"] + [e for e in engines]
-    if "ours" in engines and "official" in engines:
-        cols.append("ours vs official")
-    if "ours" in engines and "sqlite3" in engines:
-        cols.append("ours vs sqlite3")
+    others = [e for e in engines if e != "ours"] if "ours" in engines else []
+    cols += [f"ours vs {e}" for e in others]
     cols.append("ratio is")
     rows = []
     for key, label, unit, higher in PHASES:
@@ -157,10 +164,8 @@ def render_table(medians: dict[str, dict], engines: list[str], n: int) -> str:
         for e in engines:
             row.append(fmt(medians[e].get(key), unit) if e in medians else "failed")
         ours = medians.get("ours", {}).get(key)
-        if "ours vs official" in cols:
-            row.append(ratio(ours, medians.get("official", {}).get(key), higher))
-        if "ours vs sqlite3" in cols:
-            row.append(ratio(ours, medians.get("sqlite3", {}).get(key), higher))
+        for e in others:
+            row.append(ratio(ours, medians.get(e, {}).get(key), higher))
         row.append("ours/other (rate)" if higher else "other/ours (time, size)")
         rows.append(row)
     widths = [max(len(str(r[i])) for r in [cols] + rows) for i in range(len(cols))]
@@ -198,19 +203,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds allowed per child run (default 1800)")
     args = ap.parse_args(argv)
     wanted = {e.strip() for e in args.engines.split(",") if e.strip()}
-    engines = [e for e in ENGINES if e in wanted]  # columns always in the order ours, official, sqlite3
+    engines = [e for e in ENGINES if e in wanted]  # columns always in the order of ENGINES
     unknown = wanted - set(ENGINES)
     if unknown or not engines or args.runs < 1 or args.n < 10:
         ap.error(f"bad --engines {sorted(unknown)} / --runs / --n (n >= 10)")
 
     prefix, pin_note = pin_prefix(args.no_pin)
-    official_python = None
+    venvs: dict[str, Path] = {}  # engine -> the python of its venv (official wheel, peers)
     errors: dict[str, list[str]] = {e: [] for e in engines}
     if "official" in engines:
         try:
-            official_python = ensure_official_venv()
+            venvs["official"] = ensure_official_venv()
         except OfficialUnavailable as e:
             errors["official"].append(str(e))
+    if any(e in PEERS for e in engines):
+        try:
+            peers_python = ensure_peers_venv()
+            venvs.update({e: peers_python for e in engines if e in PEERS})
+        except OfficialUnavailable as e:
+            for p in engines:
+                if p in PEERS:
+                    errors[p].append(str(e))
 
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     header = [
@@ -223,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {e: [] for e in engines}
     for i in range(args.runs):
         for engine in engines:
-            if engine == "official" and official_python is None:
+            if engine not in ("ours", "sqlite3") and engine not in venvs:
                 continue  # its venv could not be made: reported below, column shows "failed"
-            cmd = prefix + child_command(engine, official_python, args.n, args.tmpdir)
+            cmd = prefix + child_command(engine, venvs.get(engine), args.n, args.tmpdir)
             t0 = time.perf_counter()
             res, err = run_child(cmd, engine, args.timeout)
             took = time.perf_counter() - t0

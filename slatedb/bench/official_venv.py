@@ -42,25 +42,32 @@ _venv_python = venv_python  # the name tests/interop/official.py used
 
 def ensure_official_venv() -> Path:
     """Create (once, under a lock) the venv holding the official wheel; return its python."""
+    return ensure_venv(VENV_DIR, [f"slatedb=={OFFICIAL_VERSION}"], _MARKER, _LOCK)
+
+
+def ensure_venv(venv_dir: Path, requirements: list[str], marker: Path, lock_path: Path) -> Path:
+    """Create (once, under the file lock ``lock_path``) a venv with ``requirements`` installed;
+    ``marker``, written last, says it is complete. Returns its python."""
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    if _MARKER.exists():
-        return venv_python()
-    with open(_LOCK, "w") as lock:
+    python = venv_dir / "bin" / "python"
+    if marker.exists():
+        return python
+    with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if _MARKER.exists():  # another worker finished while we waited
-                return venv_python()
-            if not venv_python().exists():
-                subprocess.run([sys.executable, "-m", "venv", str(VENV_DIR)], check=True)
+            if marker.exists():  # another worker finished while we waited
+                return python
+            if not python.exists():
+                subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True)
             proc = subprocess.run(
-                [str(venv_python()), "-m", "pip", "install", "-q", f"slatedb=={OFFICIAL_VERSION}"],
+                [str(python), "-m", "pip", "install", "-q", *requirements],
                 capture_output=True,
                 text=True,
                 timeout=_INSTALL_TIMEOUT_S,
             )
             if proc.returncode != 0:
-                raise OfficialUnavailable(f"pip install slatedb=={OFFICIAL_VERSION} failed:\n{proc.stderr}")
-            _MARKER.write_text(OFFICIAL_VERSION + "\n")
-            return venv_python()
+                raise OfficialUnavailable(f"pip install {' '.join(requirements)} failed:\n{proc.stderr}")
+            marker.write_text(" ".join(requirements) + "\n")
+            return python
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
