@@ -109,8 +109,12 @@ def test_closed_port_retries_up_to_object_store_max_retries_then_raises(caplog) 
     msg = str(err)
     assert "after 3 attempts" in msg and endpoint in msg and "bucket bucket" in msg, msg
     assert took < 10, took
-    waits = [r.getMessage() for r in caplog.records if r.name.startswith("slatedb.objstore")]
+    records = [r for r in caplog.records if r.name.startswith("slatedb.objstore")]
+    waits = [r.getMessage() for r in records if r.levelno == logging.WARNING]
     assert len(waits) == 2 and all("retry" in w and endpoint in w for w in waits), waits
+    # and one ERROR line when the retries run out (the observability log of issue 22 item 5)
+    exhausted = [r.getMessage() for r in records if r.levelno == logging.ERROR]
+    assert len(exhausted) == 1 and "retry_exhausted" in exhausted[0] and "attempt=3" in exhausted[0], exhausted
 
 
 def test_closed_port_with_default_settings_returns_within_seconds() -> None:
