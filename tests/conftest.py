@@ -17,14 +17,36 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 
 pytest_plugins = ["tests.anyloop"]
 
 
+#: tests/quarantine.txt: tests that failed on the integrated main of a session that ran out of time
+#: before it could fix them, each line "node id  # reason". They run as non-strict xfails, so they are
+#: reported (XFAIL/XPASS) but do not fail the suite; the file must be emptied by fixing them.
+QUARANTINE = os.path.join(os.path.dirname(__file__), "quarantine.txt")
+
+
+def _quarantined() -> dict[str, str]:
+    out: dict[str, str] = {}
+    if os.path.exists(QUARANTINE):
+        for line in open(QUARANTINE, encoding="utf-8"):
+            node, _, reason = line.partition("#")
+            if node.strip():
+                out[node.strip()] = reason.strip() or "quarantined"
+    return out
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
+    quarantined = _quarantined()
+    for item in items:
+        reason = quarantined.get(item.nodeid.split("@")[0])
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=f"quarantined: {reason}", strict=False))
     if not getattr(config.option, "loadgroup", False):
         return
     try:
