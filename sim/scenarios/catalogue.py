@@ -193,7 +193,8 @@ CATALOGUE: tuple[Bug, ...] = (
         "slatedb/db/common.py SnapshotLifecycle._state", "gc", ("READ-6",), 6),
     Bug(switches.WRITER_CHECKPOINT_ORPHANED, "a writer that opens keeps the previous writer's checkpoint with its "
         "WriterCheckpoint metadata stripped instead of replacing it (what an engine rewriting a manifest it does not "
-        "understand did, issue 25): a checkpoint that never expires pins its manifest, SSTs and WAL range for ever "
+        "understand did, issue 25), and writers mint plain checkpoint ids (the id rule of issue 25 off, which would "
+        "recognise the orphan by its id): a checkpoint that never expires pins its manifest, SSTs and WAL range for ever "
         "and blocks a hard destroy; no trace oracle watches it, slatedb check at the end of the run names it",
         "Checkpoint leak: a checkpoint nobody owns outlives its holder and pins data for ever (RFC 000 writers)",
         "RFC 000 Writers (Establishing Initial Checkpoint: the new writer deletes the old one); checkpoints-gc.md CKPT-3",

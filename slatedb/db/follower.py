@@ -18,7 +18,7 @@ from slatedb.lsm.view import build_view
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddCheckpoint, RefreshWriterCheckpoint
 from slatedb.manifest.store import StoredManifest
-from slatedb.runtime import probes
+from slatedb.runtime import probes, switches
 
 from .state import ImmEntry
 
@@ -78,7 +78,9 @@ class ManifestFollower:
 
                 with trio.CancelScope(shield=True):
                     try:
-                        edit = RefreshWriterCheckpoint(WriterFence(epoch), self.runtime.new_uuid())
+                        edit = RefreshWriterCheckpoint(  # legacy_id: catalogued bug writer-checkpoint-orphaned
+                            WriterFence(epoch), self.runtime.new_uuid(),
+                            legacy_id=switches.WRITER_CHECKPOINT_ORPHANED in self.runtime.bugs)
                         latest = (await self.manifests.commit(edit, current=latest)).stored
                     except FencedError as e:
                         self._fail(e)

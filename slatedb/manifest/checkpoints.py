@@ -109,11 +109,15 @@ def is_stale_writer_checkpoint(cp: Checkpoint, m: ManifestV2) -> bool:
     return epoch is not None and epoch < min(m.writer_epoch, _EPOCH_MASK)
 
 
-def writer_checkpoint(checkpoint_id: uuid.UUID, manifest_id: int, epoch: int, now_ms: int) -> Checkpoint:
+def writer_checkpoint(checkpoint_id: uuid.UUID, manifest_id: int, epoch: int, now_ms: int,
+                      legacy_id: bool = False) -> Checkpoint:
     """The writer's checkpoint (RFC 000): pins ``manifest_id``, never expires, names the epoch
-    in its metadata and in its id (:func:`writer_checkpoint_id` of ``checkpoint_id``)."""
+    in its metadata and in its id (:func:`writer_checkpoint_id` of ``checkpoint_id``).
+
+    ``legacy_id`` (catalogued bug ``writer-checkpoint-orphaned`` only): the plain random id a
+    writer minted before the id rule, which nothing but the metadata recognises."""
     return Checkpoint(
-        id=writer_checkpoint_id(checkpoint_id, epoch),
+        id=checkpoint_id if legacy_id else writer_checkpoint_id(checkpoint_id, epoch),
         manifest_id=manifest_id,
         checkpoint_expire_time_s=0,
         checkpoint_create_time_s=max(0, now_ms // 1000),

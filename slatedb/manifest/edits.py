@@ -89,11 +89,13 @@ class BumpWriterEpoch(Edit[int]):
     checkpoint_id: uuid.UUID
     allow_destroyed: bool = False
     #: Catalogued bug ``writer-checkpoint-orphaned`` (sim/scenarios/catalogue.py): the previous
-    #: writer's checkpoint is kept with its metadata stripped instead of being replaced.
+    #: writer's checkpoint is kept with its metadata stripped instead of being replaced, and
+    #: writer checkpoints have plain ids (no id rule), so nothing recognises the orphan again.
     orphan_previous: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, int | None]:
-        cp = find_checkpoint(m, writer_checkpoint_id(self.checkpoint_id, m.writer_epoch))
+        cp_id = self.checkpoint_id if self.orphan_previous else writer_checkpoint_id(self.checkpoint_id, m.writer_epoch)
+        cp = find_checkpoint(m, cp_id)
         if cp is not None and isinstance(cp.metadata, WriterCheckpoint) and cp.metadata.epoch == m.writer_epoch:
             return True, m.writer_epoch
         return NOT_LANDED
@@ -102,7 +104,7 @@ class BumpWriterEpoch(Edit[int]):
         if m.destroyed_at_s and not self.allow_destroyed:
             raise InvalidDbStateError(f"the database was destroyed at {m.destroyed_at_s} s")
         epoch = m.writer_epoch + 1
-        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, epoch, attempt.now_ms)
+        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, epoch, attempt.now_ms, self.orphan_previous)
         if self.orphan_previous:
             kept = tuple(attrs.evolve(c, metadata=None) if isinstance(c.metadata, WriterCheckpoint) else c
                          for c in m.checkpoints)
@@ -129,6 +131,8 @@ class AddL0(Edit[None]):
     last_seq: int
     checkpoint_id: uuid.UUID
     snapshot_floor: int | None = None
+    #: Catalogued bug ``writer-checkpoint-orphaned``: a plain checkpoint id (see BumpWriterEpoch).
+    legacy_id: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
         return (m.replay_after_wal_id >= self.replay_after and m.last_l0_seq >= self.last_seq), None
@@ -136,7 +140,7 @@ class AddL0(Edit[None]):
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
         last_l0_seq = max(m.last_l0_seq, self.last_seq)
         snapshot_min = last_l0_seq if self.snapshot_floor is None else min(last_l0_seq, self.snapshot_floor)
-        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms)
+        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms, self.legacy_id)
         return Change(attrs.evolve(
             m,
             ssts=m.ssts + (self.sst,),
@@ -158,12 +162,15 @@ class RefreshWriterCheckpoint(Edit[None]):
     kind: ClassVar[str] = "refresh_writer_checkpoint"
     fence: WriterFence
     checkpoint_id: uuid.UUID
+    #: Catalogued bug ``writer-checkpoint-orphaned``: a plain checkpoint id (see BumpWriterEpoch).
+    legacy_id: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
-        return find_checkpoint(m, writer_checkpoint_id(self.checkpoint_id, self.fence.epoch)) is not None, None
+        cp_id = self.checkpoint_id if self.legacy_id else writer_checkpoint_id(self.checkpoint_id, self.fence.epoch)
+        return find_checkpoint(m, cp_id) is not None, None
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
-        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms)
+        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms, self.legacy_id)
         return Change(attrs.evolve(m, checkpoints=replace_writer_checkpoint(m, cp)), None)
 
 
