@@ -171,6 +171,12 @@ class SstIndex:
                 i -= 1
         return i
 
+    def find_last_block(self, key: bytes) -> int:
+        """The last block that may hold ``key``: the last whose first key is ``<= key`` (a key
+        equal to a block's first key lies in that block, and perhaps also in the ones before
+        it, which :meth:`find_block` steps back to)."""
+        return max(0, bisect_right(self.first_keys, key) - 1)
+
     def to_block_meta(self) -> tuple[BlockMeta, ...]:
         return tuple(BlockMeta(o, k) for o, k in zip(self.offsets, self.first_keys))
 

@@ -73,7 +73,7 @@ class SstSource:
             if n == 0:
                 continue
             first = 0 if b.lo is None else index.find_block(b.lo)
-            last = n - 1 if b.hi is None else index.find_block(b.hi)
+            last = n - 1 if b.hi is None else index.find_last_block(b.hi)
             if first < 0:
                 first = 0
             if last < first:

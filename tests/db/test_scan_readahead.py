@@ -56,5 +56,20 @@ def test_a_reverse_fetch_reads_back_from_the_last_block_of_a_bounded_scan(monkey
     monkeypatch.setattr(scan, "SCAN_READ_BYTES", 10**9)
     src = SstSource([h], KeyBounds(hi=b"k030", hi_inclusive=False), True)
     reader, lo, hi = src.io_request()
-    last = h.reader.index.find_block(b"k030")
+    last = h.reader.index.find_last_block(b"k030")
     assert (lo, hi) == (0, last + 1)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_a_range_ending_at_a_blocks_first_key_plans_that_block(monkeypatch, reverse: bool):
+    """Finding 6 of the differential campaign (tests/checker/test_findings.py): a projection's
+    view narrowed to one key that is its block's first key planned only the block before (the
+    lower-bound search steps back on an exact match), so scans missed the key."""
+    h = handle()
+    monkeypatch.setattr(scan, "SCAN_READ_BYTES", 10**9)
+    index = h.reader.index
+    for i in range(1, len(index)):
+        key = index.first_keys[i]
+        for bounds in (KeyBounds(lo=key, hi=key, hi_inclusive=True), KeyBounds(hi=key, hi_inclusive=True)):
+            _reader, lo, hi = SstSource([h], bounds, reverse).io_request()
+            assert lo <= i < hi, (i, key, bounds, lo, hi)
