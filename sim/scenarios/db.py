@@ -376,7 +376,7 @@ async def _final(world: World) -> None:
         # or closing it met the damage: detected, nothing more to check end to end.
         if not all(corrupt(e) for e in leaves(group)):
             raise
-    if world.flips is None:  # bit flips damage objects on purpose (FLIP-1 judges those runs)
+    if world.flips is None or world.flips.flip is None:  # a flipped bit is damage on purpose (FLIP-1 judges it)
         await check_world(world.bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))
 
 

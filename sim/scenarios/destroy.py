@@ -40,9 +40,11 @@ from slatedb.reader.aio import DbReader
 
 from sim.checks.destroy import DestroyChecks, destroyed_and_gone
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.structure import check_world
 from sim.scenarios.gc_world import CLONE, PARENT, World, fault_counts
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
+from sim.world.runtime import SIM_EPOCH_MS
 
 N_KEYS = 32
 #: Once faults stop, destroyed databases must be gone within their grace plus this (virtual s):
@@ -207,6 +209,9 @@ async def _gone(world: World, _background: trio.Nursery | None) -> None:
     deadline = trio.current_time() + world.grace_s + GONE_WITHIN_S
     while trio.current_time() < deadline and (_exists(world, "parent") or _exists(world, "clone")):
         await trio.sleep(1.0)
+    # slatedb check on what is left (a database gone entirely is skipped; a soft-destroyed one
+    # that GC has not finished must still be a healthy database).
+    await check_world(world.bucket, ["parent", "clone"], SIM_EPOCH_MS + int(trio.current_time() * 1000))
 
 
 def _oracles(world: World, failed: bool) -> list[str]:

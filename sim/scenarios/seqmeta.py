@@ -60,9 +60,10 @@ from slatedb.objstore.memory import MemoryStore
 from slatedb.objstore.retry import retry_transient
 
 from sim.checks.seqmeta import SeqmetaChecks
+from sim.checks.structure import check_world
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
-from sim.world.runtime import SimRuntime
+from sim.world.runtime import SIM_EPOCH_MS, SimRuntime
 from sim.world.store import SimObjectStore, StoreFaults
 
 N_WRITERS = 3
@@ -220,6 +221,8 @@ async def _final(w: World) -> None:
     assert final >= n, f"SEQMETA-1: lost commit: {n} updates reported committed, the latest manifest counts {final}"
     rejected = checks.rejected if checks is not None else n
     assert final <= n + rejected, f"counter {final} above {n} commits + {rejected} rejected creates"
+    # slatedb check on the manifests and boundary the run left (BOUNDARY-1/4, FENCE-4, DUR-2, GC-2).
+    await check_world(w.setup.bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))
 
 
 def _fault_counts(setup: Setup, _world: World | None) -> dict:
