@@ -111,3 +111,33 @@ def test_a_checker_an_escaping_exception_an_oracle_and_a_stuck_world_are_violati
 
     r = run_world(_tiny(stuck, virtual_limit_s=60.0), 1)
     assert [v.invariant for v in r.violations] == ["liveness"] and "60.0 virtual s" in r.violations[0]
+
+
+def test_a_verdict_the_code_under_test_swallows_or_wraps_is_still_a_violation() -> None:
+    # A checker raises into the code that recorded the event: often an engine background task
+    # whose error handling turns any exception into a database failure (slatedb/db/services.py
+    # Background._guard), which a writer already halted drops (it keeps its first error). That
+    # hid every FENCE-3 of zombie-ack (db) for a whole session.
+    async def swallowed(w: _Tiny, nursery) -> None:
+        for _ in range(3):
+            try:
+                w.setup.trace.record("p", "tick")
+            except Exception:
+                pass
+            await trio.sleep(1)
+
+    r = run_world(_tiny(swallowed, checkers=(Checker("watch", lambda s: _Watch()),)), 1)
+    assert not r.ok and [v.invariant for v in r.violations] == ["FENCE-1"]
+    assert r.violations[0].event.time_s == 1.0 and r.events == 3
+    assert r.last_events.splitlines()[-1] == r.violations[0].event.render()  # the run went on after it
+
+    async def wrapped(w: _Tiny, nursery) -> None:
+        for _ in range(2):
+            try:
+                w.setup.trace.record("p", "tick")
+            except Exception as e:
+                error = RuntimeError(f"background task failed: {type(e).__name__}: {e}")
+        raise error from None  # the cause dropped, the verdict named in the message
+
+    r = run_world(_tiny(wrapped, checkers=(Checker("watch", lambda s: _Watch()),)), 1)
+    assert [v.invariant for v in r.violations] == ["FENCE-1"] and r.violations[0].startswith("InvariantViolation")

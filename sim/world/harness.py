@@ -152,19 +152,65 @@ def run_world(scenario: Scenario, seed: int, *, choices: Choices | None = None, 
     except BaseExceptionGroup as group:
         errors = list(leaves(group))
     world = box[0] if box else None
+    stopped_early = bool(errors)
+    errors = with_verdicts(errors, trace.verdicts)
     violations = [Violation.of_exception(e) for e in errors]
     if world is not None:
-        violations += [as_violation(v) for v in scenario.oracles(world, bool(errors))]
+        violations += [as_violation(v) for v in scenario.oracles(world, stopped_early)]
     if end_s is None:
         end_s = trace.events[-1].time_s if trace.events else 0.0
     result = WorldResult(
         scenario.name, seed, not violations, trace.digest(), len(trace), end_s,
         scenario.fault_counts(setup, world), tuple(violations),
         figures=scenario.figures(world) if world is not None and not errors else {},
-        last_events=trace.render(last=40) if violations else "")
+        last_events=_last_events(trace, errors) if violations else "")
     if scenario.after is not None:
         result = scenario.after(result, world)
     return result
+
+
+def _chain(e: BaseException) -> Iterable[BaseException]:
+    """``e`` and the exceptions it was raised from or during (``__cause__``, ``__context__``)."""
+    seen: list[BaseException] = []
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if any(x is y for y in seen):
+            continue
+        seen.append(x)
+        todo += [c for c in (x.__cause__, x.__context__) if c is not None]
+    return seen
+
+
+def with_verdicts(errors: list[BaseException], verdicts: Iterable[BaseException]) -> list[BaseException]:
+    """What escaped the world (``errors``) with every verdict a checker raised into the code under
+    test (:attr:`sim.world.trace.Trace.verdicts`) that did not escape as itself: one the engine
+    wrapped (raised from it, or naming it in its message: ``raise error from None`` drops the
+    cause) replaces its wrapper; one it swallowed -- a background task's error
+    handling, or a writer already halted that keeps its first error -- comes first, in order.
+    Unchanged when every verdict escaped."""
+    out = list(errors)
+    swallowed: list[BaseException] = []
+    for v in verdicts:
+        if any(v is e for e in out):
+            continue
+        for i, e in enumerate(out):
+            if any(v is c for c in _chain(e)) or (str(v) and str(v) in str(e)):
+                out[i] = v
+                break
+        else:
+            swallowed.append(v)
+    return swallowed + out
+
+
+def _last_events(trace: Trace, errors: list[BaseException]) -> str:
+    """The trace's last 40 events, or, when the first error is a verdict at an event of the trace
+    (the run may have gone on after the engine swallowed it), the 40 up to that event."""
+    event = getattr(errors[0], "event", None) if errors else None
+    at = next((i for i, e in enumerate(trace.events) if e is event), None) if event is not None else None
+    if at is None:
+        return trace.render(last=40)
+    return "\n".join(e.render() for e in trace.events[max(0, at - 39):at + 1])
 
 
 async def _main(scenario: Scenario, setup: Setup, box: list[Any]) -> float:

@@ -59,6 +59,14 @@ class Trace:
         self._hash = hashlib.sha256()
         #: Optional observer called on every event (the invariant checkers attach here).
         self.listeners: list[Callable[[Event], None]] = []
+        #: Every verdict a listener raised (an ``AssertionError``: a checker's
+        #: :class:`~sim.world.invariants.InvariantViolation` or a plain one), in order. The
+        #: exception is raised on, into the code that recorded the event -- often the engine's
+        #: own background task, whose error handling may swallow it (``Background._guard``
+        #: turns any exception into a database failure, and a writer already halted keeps its
+        #: first error): :func:`sim.world.harness.run_world` reports these whatever became of
+        #: them, so no code under test can hide a violation from the simulator.
+        self.verdicts: list[AssertionError] = []
 
     def record(self, process: str, kind: str, **fields: Any) -> Event:
         event = Event(self._clock(), process, kind, tuple(fields.items()))
@@ -66,7 +74,11 @@ class Trace:
         self._hash.update(event.render().encode())
         self._hash.update(b"\n")
         for listener in self.listeners:
-            listener(event)
+            try:
+                listener(event)
+            except AssertionError as verdict:
+                self.verdicts.append(verdict)
+                raise
         return event
 
     def digest(self) -> str:
