@@ -38,7 +38,7 @@ import attrs
 from sim.campaign.sweep import invariant_of
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_SPEC_INDEX = os.path.join(os.path.dirname(_HERE), "spec", "protocols", "README.md")
+_SPEC_INDEX = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "spec", "protocols", "README.md")  # sim/campaign/ -> repo
 
 #: Store requests (one per request; their answers and lost replies attach to them by ``n``).
 _STORE_OPS = ("store.get", "store.head", "store.list", "store.put", "store.delete", "store.copy")
