@@ -74,7 +74,7 @@ def _red_columns(img) -> list[int]:
 
 def test_a_failing_run_draws_lanes_faults_versions_and_the_violation(tmp_path, capsys) -> None:
     page = str(tmp_path / "run.html")
-    assert cli.main(["run", "--seed", "2", "--workload", "db", "--bug", "zombie-ack", "--timeline", page]) == 1
+    assert cli.main(["run", "--seed", "1", "--workload", "db", "--bug", "zombie-ack", "--timeline", page]) == 1
     out = capsys.readouterr().out
     assert f"timeline: {page}" in out
     html = open(page, encoding="utf-8").read()
@@ -115,7 +115,7 @@ def test_a_passing_run_draws_lanes_and_no_violation(tmp_path) -> None:
 
 def test_shrink_writes_the_shrunk_runs_timeline(tmp_path, capsys) -> None:
     page = str(tmp_path / "shrunk.html")
-    assert cli.main(["shrink", "--seed", "2", "--workload", "takeover", "--bug", "no-epoch-recheck", "-q",
+    assert cli.main(["shrink", "--seed", "1", "--workload", "takeover", "--bug", "no-epoch-recheck", "-q",
                      "--timeline", page]) == 0
     out = capsys.readouterr().out
     assert f"timeline: {page}" in out
@@ -129,12 +129,12 @@ def test_shrink_writes_the_shrunk_runs_timeline(tmp_path, capsys) -> None:
 
 
 def test_a_failing_run_prints_the_protocol_events_around_the_violation(capsys) -> None:
-    assert cli.main(["run", "--seed", "2", "--workload", "db", "--bug", "zombie-ack"]) == 1
+    assert cli.main(["run", "--seed", "1", "--workload", "db", "--bug", "zombie-ack"]) == 1
     out = capsys.readouterr().out
     assert "protocol events and faults around the violating event" in out
     lines = out.splitlines()
     marked = [ln for ln in lines if ln.startswith(">> ")]
-    assert len(marked) == 1 and " ack " in marked[0] and "wal/00000000000000000029.sst" in marked[0]
+    assert len(marked) == 1 and " ack " in marked[0] and "wal/00000000000000000004.sst" in marked[0]
     shown = lines[lines.index(next(ln for ln in lines if ln.startswith("protocol events"))) + 1:]
     shown = [ln for ln in shown if ln.startswith(("   ", ">> "))]
     assert len(shown) >= 20
