@@ -8,6 +8,10 @@ each step as it happens; this sees what the steps left, including damage no step
 watches (an orphan checkpoint pins data for ever, a missing WAL object no reader reached yet).
 
 The rescale scenario's reference check (CLONE-2) is this check too (:func:`references_resolve`).
+Every scenario that leaves a database runs it at its end: db (unless a bit was flipped on
+purpose), takeover, seqmeta (manifests and boundary only), compactor, gc, destroy (what is
+left, if anything) and rescale. The store scenario makes no database (it drives the object
+store's contract alone), so there is nothing to check.
 """
 
 from __future__ import annotations
