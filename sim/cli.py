@@ -331,7 +331,10 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
-    path = ns.save or f"shrunk-{ns.workload}-{ns.seed}.json"
+    path = ns.save
+    if path is None:  # under .sim/ (ignored by git), never the working directory itself
+        os.makedirs(".sim", exist_ok=True)
+        path = os.path.join(".sim", f"shrunk-{ns.workload}-{ns.seed}.json")
     with open(path, "w") as f:
         f.write(choices_mod.dumps(r.saved) + "\n")
     print(shrink_mod.format_report(r, path, trace_lines=ns.trace_lines))
@@ -452,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     p_shrink = sub.add_parser("shrink", help="minimise a failing run's choices (any scenario); optionally write a test")
     p_shrink.add_argument("--seed", type=int, required=True)
     p_shrink.add_argument("--save", metavar="FILE", help="where to save the shrunk choice sequence "
-                          "(default shrunk-<workload>-<seed>.json)")
+                          "(default .sim/shrunk-<workload>-<seed>.json)")
     p_shrink.add_argument("--write-test", metavar="PATH", help="write a pytest regression test (tests/regressions/test_<name>.py)")
     p_shrink.add_argument("--max-runs", type=int, default=400, help="candidate runs at most (default 400)")
     p_shrink.add_argument("--max-seconds", type=float, default=300.0, help="wall seconds at most (default 300)")

@@ -113,11 +113,14 @@ def test_a_passing_run_draws_lanes_and_no_violation(tmp_path) -> None:
     assert _red_columns(_screenshot(page, str(tmp_path / "pass.png"))) == []
 
 
-def test_shrink_writes_the_shrunk_runs_timeline(tmp_path, capsys) -> None:
+def test_shrink_writes_the_shrunk_runs_timeline(tmp_path, capsys, monkeypatch) -> None:
     page = str(tmp_path / "shrunk.html")
+    monkeypatch.chdir(tmp_path)
     assert cli.main(["shrink", "--seed", "1", "--workload", "takeover", "--bug", "no-epoch-recheck", "-q",
                      "--timeline", page]) == 0
     out = capsys.readouterr().out
+    # The choice sequence goes under .sim/ (git-ignored), not into the working directory (issue 25 item 10).
+    assert (tmp_path / ".sim" / "shrunk-takeover-1.json").is_file() and not list(tmp_path.glob("shrunk-*"))
     assert f"timeline: {page}" in out
     html = open(page, encoding="utf-8").read()
     assert "shrunk run, fires DUR-1" in html and "--keep" in html

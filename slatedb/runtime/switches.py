@@ -44,11 +44,11 @@ UNION_RELEASES_SOURCE_CHECKPOINT_EARLY = "union-releases-source-checkpoint-early
 # destroy (RFC 000 "Deleting a Database")
 SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
 
-#: Every switch name.
 # distributed compaction: coordinator and workers (official 0.17 protocol)
 HEARTBEAT_NO_OWNER_CHECK = "heartbeat-no-owner-check"
 WORKER_FINISH_UNCHECKED = "worker-finish-unchecked"
 SUBRANGES_OVERLAP = "subranges-overlap"
 COMMIT_UNFINISHED_RANGES = "commit-unfinished-ranges"
 
+#: Every switch name (every upper-case string constant above).
 ALL: frozenset[str] = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))
