@@ -24,6 +24,9 @@ from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import wal_key
 
 ROUNDS = 12
+#: Keys the writer may write per holder round (unbounded, a loaded machine made the WAL range,
+#: and so each round, grow without end: the test ran for over half an hour).
+KEYS_PER_ROUND = 300
 #: Wall-clock jump shared by every runtime and the store (ms).
 SHIFT = {"ms": 0}
 
@@ -52,10 +55,14 @@ def test_checkpoint_holder_reads_everything_it_pinned_while_gc_runs_flat_out() -
     store = MemoryStore(MemoryBucket(), ShiftedRuntime().now_ms, url="memory://gc-live")
     expected: dict[bytes, bytes] = {}
     checked = {"ssts": 0, "wal": 0, "checkpoints": 0}
+    quota = {"keys": 0}
 
     async def writer(db: Db, done: trio.Event) -> None:
         i = 0
         while not done.is_set():
+            if i >= quota["keys"]:  # a fixed amount of work per holder round, however slow the machine
+                await trio.sleep(0.01)
+                continue
             key, value = b"k%04d" % (i % 700), b"v%d" % i + b"." * 40
             await db.put(key, value)
             expected[key] = value
@@ -67,6 +74,8 @@ def test_checkpoint_holder_reads_everything_it_pinned_while_gc_runs_flat_out() -
         rt = ShiftedRuntime("holder")
         manifests = ManifestStore(store, rt)
         for _ in range(ROUNDS):
+            quota["keys"] += KEYS_PER_ROUND
+            await trio.sleep(0.2)
             made = await create_checkpoint(manifests, rt, CheckpointOptions(lifetime_s=10**6))
             pinned = (await manifests.read(made.manifest_id)).manifest
             ssts = sorted(manifest_sst_ids(pinned))
