@@ -479,7 +479,8 @@ class CommitBulkLoad(Edit[None]):
     :class:`BumpWriterEpoch` got: the load's SSTs (``ssts``, views ``views`` minted when the edit
     was built) in front of L0, with the WAL rows below the load's fence ``fence_id`` as one more
     L0 SST (``tail``; append only), ``last_l0_seq`` = the load's ``load_seq`` and the replay point
-    at the fence. ``overwrite`` drops every older L0 view, SST and sorted run. Refused (nothing
+    at the fence, and the load's writer checkpoint dropped (it ends as a clean close does).
+    ``overwrite`` drops every older L0 view, SST and sorted run. Refused (nothing
     written) when a seq reached ``load_seq`` (LOAD-5: ``wal_seq`` is the highest seq below the
     fence). Already applied when every load SST is in ``ssts``."""
 
@@ -507,7 +508,9 @@ class CommitBulkLoad(Edit[None]):
                                       "load committed, or a writer wrote more than the headroom): nothing committed")
         common = dict(last_l0_seq=self.load_seq, last_l0_clock_tick=max(m.last_l0_clock_tick, attempt.now_ms),
                       replay_after_wal_id=max(m.replay_after_wal_id, self.fence_id),
-                      wal_id_last_seen=max(m.wal_id_last_seen, self.fence_id))
+                      wal_id_last_seen=max(m.wal_id_last_seen, self.fence_id),
+                      # the load, the writer of this epoch, ends here: its writer checkpoint goes (CKPT-3)
+                      checkpoints=without_writer_checkpoints(m))
         if self.overwrite:
             return Change(attrs.evolve(m, ssts=self.ssts, l0=self.views, compacted=(), **common), None)
         tail_sst = () if self.tail is None else (self.tail,)

@@ -261,3 +261,13 @@ def test_commit_events_name_the_edit() -> None:
     creates = [f for f in rt.kinds("create") if f["path"].startswith("manifest/")]
     commits = [f for f in rt.kinds("commit") if f["ns"] == "manifest"]
     assert [c["edit"] for c in creates] == ["expire_checkpoints"] and [c["edit"] for c in commits] == ["expire_checkpoints"]
+
+
+def test_a_bulk_load_commit_drops_its_writer_checkpoint_and_keeps_the_others() -> None:
+    """The load is the writer of its epoch and ends in its commit, as a clean close does: its
+    writer checkpoint left behind, an official writer opening next would keep it for ever without
+    its metadata (CKPT-3; found by slatedb check after tests/spark/test_load_interop.py)."""
+    for name in ("commit_bulk_load", "commit_bulk_load_overwrite"):
+        _, base, edit = next(c for c in CASES if c[0] == name)
+        after = edit.apply(base, Attempt(1, NOW_MS)).manifest
+        assert WRITER_CP not in after.checkpoints and {USER_CP, EXPIRED_CP} <= set(after.checkpoints), name
