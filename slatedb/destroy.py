@@ -17,7 +17,9 @@ then deletes every object). From then on a writer, a checkpoint or a reader refu
 (DESTROY-1); set ``destroyed_at_s`` if unset (CAS, the checkpoint check redone on every
 attempt); release the database's final checkpoints on its external databases (a clone's
 parents; ``missing_ok``, DESTROY-5); delete every object under the root except the latest
-manifest, then the latest manifest (DESTROY-4: an interrupted hard destroy can be re-run).
+manifest, list again until a listing shows nothing else (objects a concurrent GC wrote after the
+first listing are deleted too), then delete the latest manifest (DESTROY-4: an interrupted hard
+destroy can be re-run).
 
 Writer checkpoints do not block a hard destroy: the writer they belong to is gone by the
 caller's guarantee (the soft path deletes the writer checkpoint explicitly for the same reason).
@@ -27,8 +29,9 @@ from __future__ import annotations
 
 from slatedb.checkpoint import delete_checkpoint
 from slatedb.lsm.paths import SstLocator
-from slatedb.errors import FencedError, NotFoundError
+from slatedb.errors import CorruptionError, FencedError, NotFoundError
 from slatedb.format.sst import SstOptions
+from slatedb.gc.destroyed import delete_latest_last
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, DeletionRefused, HardDestroy, SoftDestroy
 from slatedb.manifest.store import ManifestStore, StoredManifest
@@ -119,15 +122,21 @@ async def _bug_no_fence(store: ObjectStore, rt: Runtime, ms: ManifestStore, bump
 # -- hard ------------------------------------------------------------------------------------
 
 
+async def _no_manifest(store: ObjectStore, rt: Runtime) -> None:
+    """Step 1 without a manifest: an empty path is done; objects but no manifest is not a database."""
+    left = await retry_transient(rt, lambda: store.list(""), what="list")
+    if not left:
+        rt.event("destroy", destroy_step="already", soft=False)
+        return
+    raise NotFoundError(f"{store.url} holds {len(left)} objects but no manifest: not a database, not deleting")
+
+
 async def _hard(store: ObjectStore, rt: Runtime) -> None:
     ms = ManifestStore(store, rt)
     latest = await ms.read_latest()
     if latest is None:
-        left = await retry_transient(rt, lambda: store.list(""), what="list")
-        if not left:
-            rt.event("destroy", destroy_step="already", soft=False)
-            return
-        raise NotFoundError(f"{store.url} holds {len(left)} objects but no manifest: not a database, not deleting")
+        await _no_manifest(store, rt)
+        return
 
     # Steps 1 and 2: no active checkpoint, then destroyed_at_s (checked again on every CAS try).
     try:
@@ -135,6 +144,12 @@ async def _hard(store: ObjectStore, rt: Runtime) -> None:
     except DeletionRefused as e:
         rt.event("destroy", destroy_step="refused", soft=False, checkpoints=e.checkpoints)
         raise
+    except CorruptionError:
+        if await ms.read_latest() is not None:
+            raise
+        # GC removed the (soft-destroyed) database between our read and our mark: step 1 again.
+        await _no_manifest(store, rt)
+        return
     rt.event("destroy", destroy_step="marked", soft=False, manifest=marked.id, destroyed_at_s=marked.manifest.destroyed_at_s)
 
     # Release the final checkpoints this database holds on its external databases.
@@ -152,14 +167,14 @@ async def _hard(store: ObjectStore, rt: Runtime) -> None:
     finally:
         await locator.aclose()
 
-    # Steps 3 and 4: everything but the latest manifest, then the latest manifest.
-    keep = ms.key((await _latest(ms, store)).id)
-    metas = await retry_transient(rt, lambda: store.list(""), what="list")
-    deleted = 0
-    for meta in metas:
-        if meta.key == keep:
-            continue
-        await retry_transient(rt, lambda k=meta.key: store.delete(k), what=f"delete {meta.key}")
-        deleted += 1
-    await retry_transient(rt, lambda: store.delete(keep), what=f"delete {keep}")
-    rt.event("destroy", destroy_step="deleted", soft=False, objects=deleted + 1)
+    # Steps 4 and 5: everything but the latest manifest, then the latest manifest -- only once a
+    # listing taken after the other deletes shows nothing else: a GC pass that read the database
+    # before the mark may still create a boundary file after our first listing (seed 3).
+    async def list_keys() -> list[str]:
+        return [m.key for m in await retry_transient(rt, lambda: store.list(""), what="list")]
+
+    async def delete(key: str) -> None:
+        await retry_transient(rt, lambda: store.delete(key), what=f"delete {key}")
+
+    deleted = await delete_latest_last(rt, str(store.url), list_keys, delete)
+    rt.event("destroy", destroy_step="deleted", soft=False, objects=deleted)

@@ -27,6 +27,18 @@ def test_destroy_seeds_pass(seed: int) -> None:
     assert r.outcomes["d1"] == "destroyed" and r.outcomes["w"] in ("fenced", "refused", "closed")
 
 
+@pytest.mark.parametrize("seed", [3, 17, 44])
+def test_destroy_racing_a_standalone_gc_leaves_nothing(seed: int) -> None:
+    """Seed 3: the clone's GC created ``gc/manifest.boundary`` after the hard destroy's listing,
+    which then deleted the latest manifest (DESTROY-4: an object and no manifest). Seed 17: a
+    GC whose boundary a hard destroy deleted under its pass raised ``BoundaryVanishedError``.
+    Seed 44: another destroyer's stalled manifest create lands on an id the hard destroy had
+    just deleted; its listing before the latest manifest finds it (destroy.md H4/H5, S5)."""
+    r = run_destroy_workload(seed)
+    assert r.ok, r.violations
+    assert seed != 3 or r.outcomes["clone"] == "hard-destroyed"
+
+
 def test_soft_destroy_without_the_fence_fires_destroy_2() -> None:
     r = run_destroy_workload(2, bugs=frozenset({"soft-destroy-no-fence"}))
     assert not r.ok and bugs.fired(r) == "DESTROY-2"
@@ -43,6 +55,27 @@ def test_a_loose_already_applied_check_of_the_destroy_edit_is_caught(monkeypatch
     monkeypatch.setattr(SoftDestroy, "landed", loose)
     r = run_destroy_workload(2)
     assert not r.ok and r.violations[0].invariant == "DESTROY-6"
+
+
+def test_a_destroy_that_trusts_its_first_listing_is_caught(monkeypatch) -> None:
+    """destroy.md H4/H5 with the re-listing taken out: the latest manifest goes right after what
+    the first listing held. In seed 44 another destroyer's manifest create, stalled 16 s, lands on
+    an id the hard destroy had just deleted; the destroy then deletes the latest manifest while
+    that one remains (DESTROY-4)."""
+    import slatedb.destroy
+    import slatedb.gc.destroyed as removal
+
+    async def first_listing_only(runtime, what, list_keys, delete):
+        keys = sorted(await list_keys(), key=removal._removal_order)
+        manifests = [k for k in keys if removal._manifest_id(k) is not None]
+        for key in [k for k in keys if k != manifests[-1]] + manifests[-1:]:
+            await delete(key)
+        return len(keys)
+
+    monkeypatch.setattr(removal, "delete_latest_last", first_listing_only)
+    monkeypatch.setattr(slatedb.destroy, "delete_latest_last", first_listing_only)
+    r = run_destroy_workload(44)
+    assert not r.ok and r.violations[0].invariant == "DESTROY-4", r.violations
 
 
 def _landing(trace: Trace, bucket: MemoryBucket, process: str, n: int, key: str, data: bytes | None) -> None:

@@ -13,7 +13,7 @@ Every check reads what *landed* (a ``store.result`` ok after a ``store.put`` or
 * **DESTROY-1**: no object is deleted by a hard destroyer (processes ``hd*``) while the latest
   manifest of its database lists an unexpired checkpoint other than a writer checkpoint;
 * **DESTROY-4**: after every delete, a database that still holds objects still holds a
-  manifest;
+  manifest, and its latest manifest is deleted only when nothing else of it is left;
 * **DESTROY-5**: when a clone's last manifest is deleted, no parent still lists a final
   checkpoint of that clone;
 * **DESTROY-6** (liveness, :func:`destroyed_and_gone`): a destroyed database is gone once no
@@ -134,6 +134,15 @@ class DestroyChecks:
         if left and latest is None:
             raise InvariantViolation("DESTROY-4", e, f"{root} still holds {len(left)} objects (e.g. {sorted(left)[:2]}) "
                                                      f"but no manifest")
+        mid = _manifest_id(rel)
+        if mid is not None and left:
+            older = [i for k in left if (i := _manifest_id(k[len(root):])) is not None]
+            if all(i < mid for i in older):
+                # Its latest manifest went while other objects remain: the destroy deleted what
+                # an earlier listing held, not what landed since (a stalled manifest create on an
+                # id it had freed, destroy seed 44). Nobody else deletes a latest manifest.
+                raise InvariantViolation("DESTROY-4", e, f"{e.process} deleted {root}{rel}, the latest manifest, while "
+                                                         f"{len(left)} objects remain (e.g. {sorted(left)[:2]})")
         if e.process.startswith("hd") and latest is not None:
             now_s = (SIM_EPOCH_MS / 1000) + e.time_s
             active = [c for c in latest.checkpoints if not isinstance(c.metadata, WriterCheckpoint)

@@ -89,6 +89,7 @@ SHARD_COLLECTED = "shard_collected"
 SPARK_CHECKPOINT = "spark_checkpoint"
 DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"
+DESTROY_LATE_OBJECTS = "destroy_late_objects"  # a destroy's re-listing found objects that landed meanwhile (destroy.md H4/S5)
 
 # -- the simulator's own events ----------------------------------------------------------------
 SPAWN = "spawn"  # a task spawned through the runtime (every spawn is traced)

@@ -54,6 +54,8 @@ def counting() -> Iterator[Counter]:
 #: floors allow for cores three times slower (shared) and then some.
 DEFAULT_SEEDS_FLOOR: dict[str, int] = {
     "db": 100, "takeover": 100, "seqmeta": 100, "store": 100, "compactor": 40, "gc": 12, "rescale": 12,
+    # the default plan (sim/campaign/dst.py ``plan``, a fixed seed count) runs destroy seeds 0..61
+    "destroy": 50,
 }
 
 #: probe -> (scenario, seeds of it that hit the probe), each seed below its scenario's floor.
@@ -89,6 +91,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.GC_WAL_KEPT_CHECKPOINT: ("gc", (1,)),
     P.GC_CHECKPOINT_EXPIRED: ("gc", (1,)),
     P.GC_CLONE_DETACHED: ("gc", (10,)),
+    P.DESTROY_LATE_OBJECTS: ("destroy", (44,)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (2,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
     P.UNION_RESUMED: ("rescale", (2,)),

@@ -6,7 +6,8 @@ One pass, in the RFC's order:
 
 1. read the latest manifest (none: nothing to do);
 2. a soft-destroyed database past its grace period with no active checkpoint is removed
-   (:mod:`slatedb.gc.destroyed`), and GC stops for good;
+   (:mod:`slatedb.gc.destroyed`), and GC stops for good; a destroyed database not yet ready
+   is left alone: the pass writes and deletes nothing;
 3. expired checkpoints are removed from the manifest (a CAS, retried from a fresh read);
 4. each enabled directory is collected: ``manifest/`` and ``compactions/`` (boundary first),
    ``wal/`` (data objects, then 0-byte fences under their own options), ``compacted/``; then
@@ -160,7 +161,8 @@ class GarbageCollector:
         """Collect each enabled directory every ``interval`` (its first pass after one interval:
         a just-opened database is left alone), until cancelled or :attr:`finished`. A failing
         pass is reported and retried at the next interval; a vanished boundary file
-        (:class:`BoundaryVanishedError`) or a :class:`GcInvariantError` stops GC."""
+        (:class:`BoundaryVanishedError`, unless a destroy deleted it: then the pass ends and the
+        next one finds the destroyed manifest) or a :class:`GcInvariantError` stops GC."""
         o = self.options
         schedules = [
             ("manifest", o.manifest_options, self._collect_manifests),
@@ -210,6 +212,13 @@ class GarbageCollector:
                         await fn(tally)
                     except PinnedManifestMissingError as e:
                         self.runtime.event("gc_skip", directory=name, reason=str(e))
+                    except BoundaryVanishedError:
+                        if not await self._destroyed():
+                            raise
+                        # A destroy deleted the boundary file under this pass (its update-if-match
+                        # failed, nothing was written): the next pass sees the destroyed manifest.
+                        self.runtime.event("gc_skip", directory=name, reason="boundary deleted by a destroy")
+                        break
         stats = tally.freeze()
         self.totals = self.totals + stats
         self.runtime.event("gc_pass", **attrs.asdict(stats))
@@ -237,7 +246,20 @@ class GarbageCollector:
             tally.set(db_destroyed=True, destroyed_objects=count)
             self.finished = True
             return None
+        if latest.manifest.destroyed_at_s:
+            # Destroyed, not yet ready (grace, an active checkpoint) or hard-destroyed under us:
+            # write nothing -- no checkpoint expiry, no boundary, no detach. A write landing
+            # after a destroyer's listing would outlive the database (DESTROY-4); step 5 alone
+            # removes it.
+            self.runtime.event("gc_skip", directory="*", reason="database destroyed, waiting for step 5")
+            return None
         return await self._expire_checkpoints(tally, latest)
+
+    async def _destroyed(self) -> bool:
+        """The database is destroyed (marked) or gone: a vanished boundary file is its destroyer's
+        doing, not a stale process's."""
+        latest = await self.manifests.read_latest()
+        return latest is None or bool(latest.manifest.destroyed_at_s)
 
     async def _expire_checkpoints(self, tally: "GcTally", latest: StoredManifest) -> StoredManifest:
         """Remove every expired checkpoint in one manifest update (CAS; on a lost race the change

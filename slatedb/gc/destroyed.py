@@ -6,6 +6,14 @@ clone first releases the final checkpoints it holds on its parents, so their GC 
 shared SSTs. Then every object of the database goes, the latest manifest last: a GC that stops
 half-way leaves a database still marked destroyed, and the next pass finishes the job.
 
+Other processes may still be writing while the objects go: a GC pass (this one's or another
+process's) that read the manifest before the mark can create a boundary file after the
+destroyer's listing (destroy seed 3). So the latest manifest is deleted only once a listing taken
+after every other delete shows nothing else (:func:`delete_latest_last`, shared with the hard
+destroy): every object that lands before that listing is deleted before the manifest. A request
+still on the wire then (a stalled write of a process that read the database before the mark) can
+land after the latest manifest is gone; nothing a destroyer does can prevent that one.
+
 Only SlateDB's own directories are removed (``manifest/``, ``wal/``, ``compacted/``,
 ``compactions/``, ``gc/``): anything else under the root (another database nested below it, a
 user's file) is not this database's to delete. The boundary files go too -- the one exception to
@@ -23,11 +31,57 @@ from slatedb.format.types import ExternalDb
 from slatedb.manifest.store import MANIFEST_DIR, ManifestStore, StoredManifest, parse_id, MANIFEST_SUFFIX
 from slatedb.objstore.base import ObjectStore
 from slatedb.format.layout import DB_DIRECTORIES as _LAYOUT_DIRECTORIES
+from slatedb.errors import InvalidDbStateError
 from slatedb.objstore.retry import retry_transient
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, probes
 
 #: The top-level directories a SlateDB database writes.
 DB_DIRECTORIES = _LAYOUT_DIRECTORIES
+
+#: Listings :func:`delete_latest_last` takes before it gives up on a database whose objects keep
+#: appearing (a process still writing to it): the latest manifest stays, a re-run finishes.
+REMOVE_ROUNDS = 5
+
+
+def _manifest_id(key: str) -> int | None:
+    return parse_id(key, MANIFEST_DIR, MANIFEST_SUFFIX)
+
+
+def _removal_order(key: str) -> tuple[bool, int, str]:
+    """Data and other metadata first, then the manifests in ascending id order."""
+    mid = _manifest_id(key)
+    return (mid is not None, mid or 0, key)
+
+
+async def delete_latest_last(runtime: Runtime, what: str, list_keys: Callable[[], Awaitable[list[str]]],
+                             delete: Callable[[str], Awaitable[None]]) -> int:
+    """Delete every key ``list_keys`` returns, the latest manifest (the highest id listed) last
+    and only once a listing taken after every other delete holds nothing else (destroy.md H4/H5,
+    S5; DESTROY-4): an object that landed after an earlier listing (a GC's boundary file, a
+    straggling commit) is found and deleted while the manifest still marks the database as one
+    to destroy. Returns how many objects were deleted. :class:`InvalidDbStateError` when
+    objects still appear after :data:`REMOVE_ROUNDS` listings: some process is still writing;
+    the latest manifest is left, so running the destroy again finishes the job."""
+    count = 0
+    for round_no in range(REMOVE_ROUNDS):
+        keys = sorted(await list_keys(), key=_removal_order)
+        manifests = [k for k in keys if _manifest_id(k) is not None]
+        latest = manifests[-1] if manifests else None
+        others = [k for k in keys if k != latest]
+        if not others:
+            if latest is not None:
+                await delete(latest)
+                count += 1
+            return count
+        if round_no:
+            runtime.probe(probes.DESTROY_LATE_OBJECTS)
+            runtime.event("destroy_late_objects", root=what, objects=len(others), keys=others[:3])
+        for key in others:
+            await delete(key)
+            count += 1
+    raise InvalidDbStateError(f"{what}: objects still appear after {REMOVE_ROUNDS} listings while the database "
+                              f"is being destroyed (a process still writes to it); its latest manifest is "
+                              f"kept, run the destroy again")
 
 
 def ready_to_destroy(latest: StoredManifest, now_ms: int, grace_s: float) -> bool:
@@ -56,24 +110,20 @@ async def release_parent_checkpoint(locator: SstLocator, runtime: Runtime, db: E
 
 async def destroy_database(store: ObjectStore, runtime: Runtime, latest: StoredManifest, locator: SstLocator,
                            delete: Callable[[str], Awaitable[None]]) -> int:
-    """Release the parents' final checkpoints, then delete every object of the database with
-    ``delete`` (which emits the trace event), the manifests last in ascending id order so that
-    the latest (destroyed) one goes last. Returns how many objects were deleted."""
+    """Release the parents' final checkpoints, then delete every object of SlateDB's directories
+    with ``delete`` (which emits the trace event), the manifests last in ascending id order and
+    the latest one only after a listing shows nothing else (:func:`delete_latest_last`).
+    Returns how many objects were deleted."""
     for db in latest.manifest.external_dbs:
         await release_parent_checkpoint(locator, runtime, db)
-    count = 0
-    for directory in DB_DIRECTORIES:
-        if directory == MANIFEST_DIR:
-            continue
-        metas = await retry_transient(runtime, lambda: store.list(directory), what=f"list {directory}")
-        for meta in metas:
-            await delete(meta.key)
-            count += 1
-    metas = await retry_transient(runtime, lambda: store.list(MANIFEST_DIR), what=f"list {MANIFEST_DIR}")
-    ordered = sorted(metas, key=lambda m: (parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX) is not None,
-                                           parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX) or 0))
-    for meta in ordered:
-        await delete(meta.key)
-        count += 1
+
+    async def list_keys() -> list[str]:
+        keys: list[str] = []
+        for directory in DB_DIRECTORIES:
+            metas = await retry_transient(runtime, lambda d=directory: store.list(d), what=f"list {directory}")
+            keys.extend(m.key for m in metas)
+        return keys
+
+    count = await delete_latest_last(runtime, str(store.url), list_keys, delete)
     runtime.event("db_destroyed", manifest=latest.id, objects=count)
     return count

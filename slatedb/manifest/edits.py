@@ -320,7 +320,9 @@ class DeleteCheckpoint(Edit[None]):
 
 @attrs.frozen
 class ExpireCheckpoints(Edit[tuple[Checkpoint, ...]]):
-    """GC: remove every checkpoint expired now (checkpoints-gc.md step 5). Result: the removed."""
+    """GC: remove every checkpoint expired now (checkpoints-gc.md step 5). Result: the removed.
+    Writes nothing to a destroyed manifest (a commit landing after a destroyer's listing would
+    outlive the database, DESTROY-4)."""
 
     kind: ClassVar[str] = "expire_checkpoints"
 
@@ -334,7 +336,7 @@ class ExpireCheckpoints(Edit[tuple[Checkpoint, ...]]):
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[tuple[Checkpoint, ...]]:
         now_s = attempt.now_ms // 1000
         expired = tuple(c for c in m.checkpoints if is_expired(c, now_s) or is_stale_writer_checkpoint(c, m))
-        if not expired:
+        if not expired or m.destroyed_at_s:  # nothing is written to a destroyed database (destroy.md S5)
             return Change(None, ())
         return Change(attrs.evolve(m, checkpoints=active_checkpoints(m, now_s)), expired)
 
@@ -345,7 +347,8 @@ class ExpireCheckpoints(Edit[tuple[Checkpoint, ...]]):
 @attrs.frozen
 class DetachExternalDb(Edit[tuple[ExternalDb, ...]]):
     """GC: drop the external database ``(path, source_checkpoint_id)`` once none of its SSTs is
-    referenced (checkpoints-gc.md step 9). Result: the entries removed (none: already gone)."""
+    referenced (checkpoints-gc.md step 9). Result: the entries removed (none: already gone, or
+    the manifest is destroyed: nothing is written to it, DESTROY-4)."""
 
     kind: ClassVar[str] = "detach_external_db"
     path: str
@@ -362,7 +365,7 @@ class DetachExternalDb(Edit[tuple[ExternalDb, ...]]):
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[tuple[ExternalDb, ...]]:
         gone = tuple(e for e in m.external_dbs if self._gone(e))
-        if not gone:
+        if not gone or m.destroyed_at_s:  # nothing is written to a destroyed database (destroy.md S5)
             return Change(None, ())
         return Change(attrs.evolve(m, external_dbs=tuple(e for e in m.external_dbs if not self._gone(e))), gone)
 

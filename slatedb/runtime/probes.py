@@ -188,6 +188,15 @@ GC_CLONE_DETACHED = _probe(
     "final checkpoint on the parent)",
     "checkpoints-gc.md step 9, CLONE-2")
 
+# -- Destroy (spec/protocols/destroy.md) -----------------------------------------------------------
+
+DESTROY_LATE_OBJECTS = _probe(
+    "destroy.late-objects",
+    "a hard destroy (or GC removing a soft-destroyed database), listing again before deleting the "
+    "latest manifest, found objects that landed after its previous listing (a GC's boundary file "
+    "written meanwhile) and deleted them first",
+    "destroy.md H4/S5, DESTROY-4")
+
 # -- Readers, clones, projection and union --------------------------------------------------------
 
 READER_CHECKPOINT_EXPIRED = _probe(

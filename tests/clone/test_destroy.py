@@ -312,3 +312,73 @@ def test_hard_destroy_releases_final_checkpoints_past_an_entry_without_one(url: 
     assert keys_under(child) == []
     assert [c for c in latest(url).manifest.checkpoints if c.checkpoint_expire_time_s == 0
             and not isinstance(c.metadata, WriterCheckpoint)] == []
+
+
+class LandsDuringDeletes(CrashingStore):
+    """``inner`` where, during the first ``lands`` deletes of a hard destroy (after its listing),
+    another process's write lands: a GC's ``gc/manifest.boundary`` (destroy seed 3), then more."""
+
+    def __init__(self, inner, lands: int) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+        self.lands = lands
+        self.deleted: list[str] = []
+
+    async def delete(self, key):
+        if self.lands > 0:
+            self.inner.put_now("gc/manifest.boundary" if not self.deleted else f"wal/late-{self.lands}", b"7")
+            self.lands -= 1
+        self.deleted.append(key)
+        return await self.inner.delete(key)
+
+
+def test_hard_destroy_deletes_objects_that_land_after_its_listing(url: str) -> None:
+    """DESTROY-4: a GC's boundary file created while the hard destroy deletes (after its listing)
+    is found by the listing taken before the latest manifest goes, and deleted first; the latest
+    manifest is the last delete and nothing is left (else: an object and no manifest, a path no
+    later destroy accepts)."""
+    rt = Recorder()
+    s = LandsDuringDeletes(store(url), lands=2)
+    trio.run(lambda: destroy(s, rt, soft=False))
+    assert keys_under(url) == []
+    assert s.deleted[-1].startswith("manifest/") and "gc/manifest.boundary" in s.deleted
+    assert [f["objects"] for k, f in rt.events if k == "destroy_late_objects"] == [2]
+
+
+def test_hard_destroy_keeps_the_latest_manifest_while_objects_keep_appearing(url: str) -> None:
+    """A process that never stops writing (the caller's guarantee broken): after a bounded number
+    of listings the destroy gives up with the latest manifest in place (DESTROY-4), and a re-run
+    once the writes stop finishes the job."""
+    s = LandsDuringDeletes(store(url), lands=1000)
+    with pytest.raises(InvalidDbStateError, match="objects still appear"):
+        trio.run(lambda: destroy(s, ProductionRuntime(), soft=False))
+    left = keys_under(url)
+    assert any(k.startswith("manifest/") for k in left) and not any(k.startswith("manifest/") for k in s.deleted[-3:])
+    hard(url)
+    assert keys_under(url) == []
+
+
+class RemovedAfterFirstRead(CrashingStore):
+    """``inner`` where the whole database is removed (GC finishing a soft destroy) between the
+    hard destroy's first manifest read (step 1) and the read of its mark's CAS (step 2)."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+        self.listings = 0
+
+    async def list(self, prefix=""):
+        if prefix == "manifest/":
+            self.listings += 1
+            if self.listings == 2:
+                for m in self.inner.list_now(""):
+                    self.inner.delete_now(m.key)
+        return await self.inner.list(prefix)
+
+
+def test_hard_destroy_of_a_database_gc_removes_under_it_is_done(url: str) -> None:
+    """Destroy seed 24 with the listing switch on: GC's step 5 removed the soft-destroyed database
+    between the hard destroy's read and its mark: step 1 again (an empty path: done), not a
+    ``CorruptionError`` ("no manifest")."""
+    soft(url)
+    rt = Recorder()
+    trio.run(lambda: destroy(RemovedAfterFirstRead(store(url)), rt, soft=False))
+    assert keys_under(url) == [] and rt.steps() == [{"destroy_step": "already", "soft": False}]

@@ -133,3 +133,75 @@ def test_detach_tolerates_a_parent_checkpoint_already_gone() -> None:
         assert stats.clones_detached == 1 and (await clone.latest()).manifest.external_dbs == ()
 
     run_virtual(main)
+
+
+def _objects(store) -> dict[str, str | None]:
+    return {m.key: m.etag for m in store.list_now("")}
+
+
+def test_gc_writes_nothing_to_a_destroyed_database_before_removing_it() -> None:
+    """Destroyed but not yet removable (grace; or hard-destroyed under GC): a pass writes and
+    deletes nothing -- no expired checkpoint removed, no boundary file created or moved, no old
+    manifest deleted. A write landing after a destroyer's listing would outlive the database
+    (DESTROY-4; destroy seed 3: GC created ``gc/manifest.boundary`` while a hard destroy deleted
+    the clone). The same database not destroyed gets all of those."""
+    async def main(destroyed: bool) -> tuple[dict, dict]:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        db.put_wal(1)
+        await db.commits(4)
+        await db.add_checkpoint(expire_in_s=10.0)
+        now_s = rt.now_ms() // 1000
+        await db.commit(lambda m: attrs.evolve(m, destroyed_at_s=now_s if destroyed else 0))
+        rt.advance(300.0)  # past min_age and the checkpoint's expiry, within the grace
+        before = _objects(db.store)
+        gc = GarbageCollector(db.store, rt, gc_options(), db_delete_grace_s=3600.0)
+        stats = await gc.run_once()
+        assert not stats.db_destroyed
+        return before, _objects(db.store)
+
+    before, after = run_virtual(main, True)
+    assert after == before
+    before, after = run_virtual(main, False)  # the control: a live database is collected
+    assert "gc/manifest.boundary" in after and set(after) != set(before)
+
+
+class DestroyedBeforeBoundaryPut:
+    """A store whose first boundary put (after GC read the boundary) is preceded by a hard
+    destroy of the whole database: the put's ETag no longer matches anything."""
+
+    def __init__(self, inner, rt) -> None:
+        self.inner, self.rt, self.raced = inner, rt, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def put(self, key, data, mode=None):
+        from slatedb.destroy import destroy
+        if key.endswith(".boundary") and not self.raced and self.inner.list_now("gc/"):
+            self.raced = True
+            await destroy(self.inner, self.rt, soft=False)
+        return await self.inner.put(key, data, mode) if mode is not None else await self.inner.put(key, data)
+
+
+def test_a_boundary_deleted_by_a_destroy_under_a_pass_ends_the_pass_quietly() -> None:
+    """GC had seen the boundary file; a hard destroy deletes it (and the database) before GC's
+    update-if-match lands: the update fails (nothing is written back), and GC, finding the
+    database gone, skips the rest of the pass instead of raising ``BoundaryVanishedError`` (which
+    is for a stale process of a database that still exists)."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(3)
+        rt.advance(300.0)
+        gc = GarbageCollector(db.store, rt, gc_options())
+        await gc.run_once()  # creates the boundary (GC has now seen it)
+        assert db.keys("gc/")
+        await db.commits(3)
+        rt.advance(300.0)
+        gc.store = gc.manifests.store = DestroyedBeforeBoundaryPut(db.store, rt)
+        await gc.run_once()
+        assert db.store.list_now("") == []
+        assert any("boundary deleted by a destroy" in f["reason"] for f in rt.kinds("gc_skip"))
+
+    run_virtual(main)

@@ -239,6 +239,16 @@ def test_a_hard_destroy_after_a_lost_race_still_checks_checkpoints() -> None:
         apply_edit(destroyed, HardDestroy(), Attempt(1, NOW_MS, retried=True, maybe_landed=False))
 
 
+def test_gc_edits_write_nothing_over_a_destroyed_manifest() -> None:
+    """GC's edits (checkpoint expiry, clone detach) would remove something from BASE; over the
+    same manifest destroyed they write nothing: a GC commit landing after a destroyer's listing
+    would outlive the database (destroy.md S5, DESTROY-4; destroy seed 40)."""
+    for edit in (ExpireCheckpoints(), DetachExternalDb("parent", _uuid(9))):
+        assert apply_edit(BASE, edit, Attempt(1, NOW_MS)).manifest is not None, edit
+        change = apply_edit(attrs.evolve(BASE, destroyed_at_s=5), edit, Attempt(1, NOW_MS))
+        assert change.manifest is None and change.result == (), edit
+
+
 def test_edits_are_values_and_applying_is_pure() -> None:
     edit = AddCheckpoint(_uuid(23), lifetime_s=60)
     assert edit == AddCheckpoint(_uuid(23), lifetime_s=60) and hash(edit) == hash(AddCheckpoint(_uuid(23), lifetime_s=60))
