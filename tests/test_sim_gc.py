@@ -25,7 +25,7 @@ FIRST_DETECTION = {
     "gc-no-min-age": 2,
     "gc-ignores-inflight-compaction": 8,
     "gc-delete-before-boundary": 0,
-    "expired-checkpoint-fatal": 5,
+    "expired-checkpoint-fatal": 1,
     "clone-copies-all-wal": 2,
     "reader-ignores-new-ssts": 1,
     "snapshot-uncapped": 1,
