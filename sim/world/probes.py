@@ -83,7 +83,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.COMPACTOR_INVALID: ("compactor", (0,)),
     P.COMPACTOR_EXTERNAL_ADOPTED: ("compactor", (0,)),
     P.COMPACTOR_RECLAIMED: ("compactor", (1,)),
-    P.COMPACTOR_RESULT_DROPPED: ("compactor", (1,)),
+    P.COMPACTOR_RESULT_DROPPED: ("compactor", (19,)),
     P.COMPACTOR_RESUMED_RANGES: ("compactor", (0,)),
     P.GC_SST_KEPT_IN_FLIGHT: ("gc", (7,)),
     P.GC_SST_KEPT_ULID_CUTOFF: ("gc", (1,)),

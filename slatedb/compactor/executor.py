@@ -54,6 +54,10 @@ from slatedb.manifest.compaction import CompactionSpec, L0Source
 from .lifecycle import ulid_not_before
 from .subcompactions import InputSst, sample
 
+#: The input SSTs one job has opened, by SST id: planning and every range of the job read the
+#: same readers (each open is a HEAD and a ranged GET of the footer and index).
+InputReaders = dict[ULID, SstReader]
+
 _TOMBSTONE = RowKind.TOMBSTONE
 _MERGE = RowKind.MERGE_OPERAND
 
@@ -171,11 +175,17 @@ class Executor:
         self.runtime = runtime
         self.locator = SstLocator(store, runtime)
 
-    async def _open(self, sst_id: ULID) -> SstReader:
+    async def _open(self, sst_id: ULID, readers: InputReaders | None = None) -> SstReader:
         """Inputs may live in another database (a clone compacting its parent's SSTs); outputs
-        are always this database's own (``last_row`` reads those)."""
+        are always this database's own (``last_row`` reads those). ``readers``: the SSTs this
+        job already opened (an SST object never changes, so its reader is reused as is)."""
+        if readers is not None and sst_id in readers:
+            return readers[sst_id]
         store, key = self.locator.locate(sst_id)
-        return await SstReader.open(_RetryingReads(store, self.runtime), key)
+        reader = await SstReader.open(_RetryingReads(store, self.runtime), key)
+        if readers is not None:
+            readers[sst_id] = reader
+        return reader
 
     async def last_row(self, sst: CompactedSsTable) -> Row:
         reader = await self._open(sst.id)
@@ -184,7 +194,7 @@ class Executor:
         block = await reader.read_block(reader.num_blocks - 1)
         return block.rows[-1]
 
-    async def _streams(self, job: Job, start: bytes | None) -> list[_Stream]:
+    async def _streams(self, job: Job, start: bytes | None, readers: InputReaders | None) -> list[_Stream]:
         m = job.manifest
         await self.locator.update(m)
         l0 = {v.id: v for v in m.l0}
@@ -193,14 +203,17 @@ class Executor:
         for order, src in enumerate(job.spec.sources):
             if isinstance(src, L0Source):
                 view = l0[src.view_id]
-                streams.append(_Stream(_view_blocks(await self._open(view.sst_id), view, start), order))
+                streams.append(_Stream(_view_blocks(await self._open(view.sst_id, readers), view, start), order))
             else:
                 run = runs[src.run_id]
-                readers = [(await self._open(v.sst_id), v) for v in run.ssts]
-                streams.append(_Stream(_run_blocks(readers, start), order))
+                opened = [(await self._open(v.sst_id, readers), v) for v in run.ssts]
+                streams.append(_Stream(_run_blocks(opened, start), order))
         return streams
 
-    async def run(self, job: Job, on_output: Callable[[tuple[CompactedSsTable, ...]], Awaitable[None]]) -> tuple[CompactedSsTable, ...]:
+    async def run(self, job: Job, on_output: Callable[[tuple[CompactedSsTable, ...]], Awaitable[None]],
+                  readers: InputReaders | None = None) -> tuple[CompactedSsTable, ...]:
+        """Merge ``job``'s range. ``readers``: input SSTs the caller already opened for this job
+        (planning, other ranges), shared rather than opened again; what this run opens is added."""
         outputs = list(job.resume_outputs)
         cursor: tuple[bytes, int] | None = None
         if outputs:
@@ -214,7 +227,7 @@ class Executor:
             raise CorruptionError(sst_key(outputs[-1].id), None, f"output of compaction {job.compaction_id} ends at "
                                   f"{cursor[0]!r}, outside its subcompaction range [{job.key_lo!r}, {job.key_hi!r})")
         start = cursor[0] if cursor else job.key_lo
-        streams = await self._streams(job, start)
+        streams = await self._streams(job, start, readers)
         hi = job.key_hi
         heap: list[tuple[bytes, int, int, _Stream]] = []
         for st in streams:
@@ -301,9 +314,11 @@ class Executor:
             await cut()
         return tuple(outputs)
 
-    async def plan_inputs(self, spec: CompactionSpec, manifest: ManifestV2) -> list[InputSst]:
+    async def plan_inputs(self, spec: CompactionSpec, manifest: ManifestV2,
+                          readers: InputReaders | None = None) -> list[InputSst]:
         """Each input SST view's size and anchor keys (its index's block first keys within the
-        view), for :func:`slatedb.compactor.subcompactions.plan_ranges`."""
+        view), for :func:`slatedb.compactor.subcompactions.plan_ranges`. The readers it opens
+        are left in ``readers`` for the ranges to merge from."""
         await self.locator.update(manifest)
         l0 = {v.id: v for v in manifest.l0}
         runs = {r.id: r for r in manifest.compacted}
@@ -313,7 +328,7 @@ class Executor:
         sizes = {s.id: s.info for s in manifest.ssts}
         out = []
         for view in views:
-            reader = await self._open(view.sst_id)
+            reader = await self._open(view.sst_id, readers)
             b = bounds_of(view.visible_range)
             first = reader.info.first_entry  # block 0's index key is empty: the SST's first key stands in
             keys = [k for k in ([first] if first else []) + list(reader.index.first_keys[1:])

@@ -8,8 +8,9 @@ W2 **Check after the claim**: read the manifest; release the job (back to Schedu
    sources no longer match.
 W3 **Plan**: a job with recorded ranges keeps them (resume); else ranges are cut at anchor keys
    (:mod:`slatedb.compactor.subcompactions`, ``worker.max_subcompactions``).
-W4 **Run** each range through the merge (:class:`RangeRunner`: in process, or Spark tasks), a
-   range with outputs restarting after its last output's last ``(key, seq)``.
+W4 **Run** every range at once through the merge (:class:`RangeRunner`: in process from the
+   readers W3 opened, so each input's footer and index is read once per job (COMPACT-8), or one
+   Spark task per range), a range with outputs restarting after its last output's last ``(key, seq)``.
 W5 **Heartbeat** every ``worker.heartbeat_interval`` (and after each output, so that progress is
    never older than one output SST): re-read; a job gone or owned by another worker id is
    stopped; else write the heartbeat and the progress (``ctx``) by CAS. The heartbeat is the only
@@ -49,7 +50,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime, probes, switches
 
 import slatedb.compactor.lifecycle as lc
-from .executor import CompactionFailed, Executor, Job, is_bottom
+from .executor import CompactionFailed, Executor, InputReaders, Job, is_bottom
 from .store import CompactionsStore
 from .subcompactions import plan_ranges
 
@@ -61,10 +62,13 @@ OnOutput = Callable[[int, tuple[CompactedSsTable, ...]], Awaitable[None]]
 
 @attrs.frozen
 class RangeTask:
-    """One subcompaction to run: the job fixed at the claim, the range, its recorded outputs."""
+    """One subcompaction to run: the job fixed at the claim, the range, its recorded outputs.
+    ``readers``: the input SSTs the worker opened to plan the job, for ranges merged in this
+    process (a Spark task opens its own)."""
 
     index: int
     job: Job
+    readers: InputReaders | None = attrs.field(default=None, eq=False, repr=False)
 
 
 class RangeRunner(Protocol):
@@ -73,18 +77,30 @@ class RangeRunner(Protocol):
 
 
 class LocalRanges:
-    """Ranges merged one after the other in this process."""
+    """Ranges merged in this process, all at once (as Spark runs them), from the input SSTs
+    opened to plan the job (W4)."""
 
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
 
     async def run_ranges(self, tasks: Sequence[RangeTask], on_output: OnOutput) -> list[tuple[CompactedSsTable, ...]]:
-        out = []
-        for t in tasks:
-            async def cb(outputs: tuple[CompactedSsTable, ...], i: int = t.index) -> None:
-                await on_output(i, outputs)
-            out.append(await self.executor.run(t.job, cb))
-        return out
+        results: dict[int, tuple[CompactedSsTable, ...]] = {}
+
+        async def one(t: RangeTask) -> None:
+            async def cb(outputs: tuple[CompactedSsTable, ...]) -> None:
+                await on_output(t.index, outputs)
+            results[t.index] = await self.executor.run(t.job, cb, t.readers)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for t in tasks:
+                    nursery.start_soon(one, t)
+        except BaseExceptionGroup as group:
+            error = sole_exception(group)
+            while isinstance(error, BaseExceptionGroup):  # several ranges failed at once: the first
+                error = error.exceptions[0]
+            raise error from None
+        return [results[t.index] for t in tasks]
 
 
 def output_options(settings: Settings) -> tuple[SstOptions, int]:
@@ -215,9 +231,11 @@ class Worker:
             await self._release(cid, reason)
             return False
         ctx = c.ctx
+        readers: InputReaders = {}  # planning opens every input; the ranges merge from the same readers
         if ctx is None or not ctx.subcompactions:
             retention = ctx.retention_min_seq if ctx is not None else manifest.recent_snapshot_min_seq
-            ranges = plan_ranges(await self.executor.plan_inputs(spec, manifest), self.options.max_subcompactions)
+            ranges = plan_ranges(await self.executor.plan_inputs(spec, manifest, readers),
+                                 self.options.max_subcompactions)
             ctx = lc.with_ranges(None, ranges, retention)
             # A job recorded before subcompactions (one output list) resumes as one range.
             if c.output_ssts and not (c.ctx and c.ctx.subcompactions):
@@ -234,7 +252,7 @@ class Worker:
             tasks.append(RangeTask(i, Job(
                 compaction_id=cid, spec=spec, manifest=manifest, retention_min_seq=ctx.retention_min_seq,
                 bottom=is_bottom(manifest, spec), now_ms=now_ms, max_sst_size_bytes=self.max_sst_size_bytes,
-                sst_options=self.sst_options, resume_outputs=sub.output_ssts, key_lo=lo, key_hi=hi)))
+                sst_options=self.sst_options, resume_outputs=sub.output_ssts, key_lo=lo, key_hi=hi), readers))
 
         def current_ctx() -> TieredCompactionContext:
             return attrs.evolve(ctx, subcompactions=tuple(

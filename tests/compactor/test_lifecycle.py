@@ -15,6 +15,7 @@ from slatedb.compactor.store import CompactionsStore, compactions_key
 from slatedb.compactor.subcompactions import InputSst, plan_boundaries, plan_ranges, target_bytes
 from slatedb.compactor.worker import Worker
 from slatedb.errors import CorruptionError
+from slatedb.format.layout import sst_key
 from slatedb.format.compactions import encode_compactions
 from slatedb.format.types import (
     CompactedSsTable,
@@ -199,6 +200,63 @@ def test_a_job_split_into_subcompactions_commits_exactly_the_single_process_resu
     n_ranges = max(len(c.ctx.subcompactions) for k in files for c in decode_compactions(four.get_now(k).data, k).recent_compactions
                    if c.ctx is not None)
     assert n_ranges >= 3, n_ranges
+
+
+def test_a_job_split_into_ranges_opens_each_input_once_and_merges_its_ranges_at_once() -> None:
+    """W3/W4, COMPACT-8: the input SSTs opened to plan the ranges are the ones every range
+    merges from (one HEAD and one footer/index read per input SST for the whole job, not one
+    per range), and the ranges of a job run at once. Before, each range opened every input again
+    and the local worker ran them one after the other: a job cost its planning plus a full set of
+    opens per range, in sequence (gc seed 390: an L0 backlog drained too slowly after the heal)."""
+    store, expected = filled_store(n_keys=400, rounds=2)
+    inputs = {sst_key(v.sst_id) for v in latest_manifest(store)[1].l0}
+
+    class Watched:
+        """Counts the HEADs of input SSTs; the first output SST's PUT waits (a few seconds at
+        most) until another range has begun writing too: ranges run one after the other never
+        get there."""
+
+        def __init__(self, inner):
+            self.inner, self.heads, self.writers, self.alone = inner, {}, 0, False
+            self.second_writer = trio.Event()
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        async def head(self, key):
+            self.heads[key] = self.heads.get(key, 0) + 1
+            return await self.inner.head(key)
+
+        async def put(self, key, data, *args, **kw):
+            if key.startswith("compacted/") and key not in inputs:
+                self.writers += 1
+                if self.writers >= 2:
+                    self.second_writer.set()
+                with trio.move_on_after(5) as waited:
+                    await self.second_writer.wait()
+                self.alone |= waited.cancelled_caught
+            return await self.inner.put(key, data, *args, **kw)
+
+    watched = Watched(store)
+    rt = RecordingRuntime()
+
+    async def main():
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        c = Compactor(watched, rt, _settings(max_subcompactions=4))
+        await c.run_until_idle()
+        return c
+
+    c = trio.run(main)
+    assert c.stats["completed"] == 1 and read_all(store) == expected
+    assert max(len(cc.ctx.subcompactions) for cc in _all_jobs(store) if cc.ctx is not None) >= 3
+    assert {k: n for k, n in watched.heads.items() if k in inputs} == {k: 1 for k in inputs}, watched.heads
+    assert not watched.alone, "the ranges ran one after the other"
+
+
+def _all_jobs(store):
+    from slatedb.format.compactions import decode_compactions
+    files = sorted(m.key for m in store.list_now("compactions/") if m.key.endswith(".compactions"))
+    return [c for k in files for c in decode_compactions(store.get_now(k).data, k).recent_compactions]
 
 
 def test_a_worker_that_lost_its_job_mid_run_never_gets_its_result_committed() -> None:
