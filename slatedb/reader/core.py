@@ -67,6 +67,11 @@ from slatedb.wal.writer import list_wal_ids, wal_key
 from .options import DbReaderOptions
 
 
+class WalObjectMissingError(InvalidDbStateError):
+    """A WAL object of the pinned manifest's replay range is gone (READ-1/READ-2 say it cannot
+    be while the checkpoint pinning it is active)."""
+
+
 class WalTable:
     """One bounded in-memory table of replayed WAL rows, from WAL ids ``first_wal..last_wal``."""
 
@@ -210,24 +215,33 @@ class ReaderCore(ReadPath):
             # GC's eyes (clocks differ), and GC may have collected the WAL objects it pins (gc
             # seeds 371, 383): never adopt it; drop it and establish another.
             left_s = cp.checkpoint_expire_time_s - rt.now_ms() / 1000
-            if left_s >= self.options.checkpoint_lifetime_s / 2:
-                break
-            self._retired.append(cp.id)
-            rt.event("reader_checkpoint_stale", id=str(cp.id), manifest_id=stored.id, left_s=round(left_s, 3))
-        old = self.checkpoint_id
-        self.checkpoint_id = cp.id
-        self._expire_s = cp.checkpoint_expire_time_s
-        self.stats["establishes"] += 1
-        rt.event("reader_checkpoint", id=str(cp.id), manifest_id=stored.id, reason=reason,
-                 replay_after=stored.manifest.replay_after_wal_id, last_seen=stored.manifest.wal_id_last_seen,
-                 expire_s=cp.checkpoint_expire_time_s, replaced=None if old is None else str(old))
-        try:
-            await self._adopt(stored, reason)
-        except BaseException:
-            # The view was not switched: keep reading through the old checkpoint, drop the new.
-            self.checkpoint_id = old
-            self._retired.append(cp.id)
-            raise
+            if left_s < self.options.checkpoint_lifetime_s / 2:
+                self._retired.append(cp.id)
+                rt.event("reader_checkpoint_stale", id=str(cp.id), manifest_id=stored.id, left_s=round(left_s, 3))
+                continue
+            old, old_expire_s = self.checkpoint_id, self._expire_s
+            self.checkpoint_id = cp.id
+            self._expire_s = cp.checkpoint_expire_time_s
+            self.stats["establishes"] += 1
+            rt.event("reader_checkpoint", id=str(cp.id), manifest_id=stored.id, reason=reason,
+                     replay_after=stored.manifest.replay_after_wal_id, last_seen=stored.manifest.wal_id_last_seen,
+                     expire_s=cp.checkpoint_expire_time_s, replaced=None if old is None else str(old))
+            try:
+                await self._adopt(stored, reason)
+            except BaseException as e:
+                # The view was not switched: keep reading through the old checkpoint, drop the new.
+                self.checkpoint_id, self._expire_s = old, old_expire_s
+                self._retired.append(cp.id)
+                # READ-4: the replay outlived the new checkpoint (a stalled read, a frozen
+                # process) and GC collected a WAL object it pinned: not a fatal error, the same
+                # case as a stale commit above; establish another (gc seed 47). A WAL object
+                # missing under a checkpoint still active is READ-1's violation: raised.
+                left_s = cp.checkpoint_expire_time_s - rt.now_ms() / 1000
+                if isinstance(e, WalObjectMissingError) and left_s < self.options.checkpoint_lifetime_s / 2:
+                    rt.event("reader_checkpoint_stale", id=str(cp.id), manifest_id=stored.id, left_s=round(left_s, 3))
+                    continue
+                raise
+            break
         if old is not None:
             self._retired.append(old)
 
@@ -294,7 +308,7 @@ class ReaderCore(ReadPath):
             for wal_id in range(start, last_seen + 1):
                 rows = await self._fetch_wal(wal_id)
                 if rows is None:  # READ-1/READ-2 say this cannot happen
-                    raise InvalidDbStateError(
+                    raise WalObjectMissingError(
                         f"{wal_key(wal_id)} is missing from the WAL range ({replay_after}, {last_seen}] pinned by "
                         f"manifest {stored.id}")
                 with self._lock:

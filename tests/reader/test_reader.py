@@ -546,3 +546,40 @@ def test_a_checkpoint_deleted_just_before_its_refresh_is_reestablished(monkeypat
         assert r.checkpoint_id != first and r.checkpoint_id in {c.id for c in checkpoints(store)}
         assert [e["expired"] for e in clock.kinds("reader_checkpoint_lost")] == [False]
         assert r.get(b"a") == b"1" and r.stats["refreshes"] == 0
+
+
+def test_a_replay_that_outlives_its_new_checkpoint_establishes_another() -> None:
+    """READ-4 (gc seed 47): the reader commits a fresh checkpoint, then its replay of the pinned
+    WAL range stalls past the checkpoint's lifetime; meanwhile the writer flushed those rows to
+    L0 and GC, seeing the checkpoint expired, collected the WAL objects. The missing object is
+    the expired checkpoint's doing, not a broken database: the reader retires that checkpoint and
+    establishes another (``reader_checkpoint_stale``), and keeps serving reads. (It used to fail
+    for good: "wal/... is missing from the WAL range ... pinned by manifest ...".)"""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings={**WRITER, "flush_interval": "1h"}, store=store) as db:
+        db.put(b"x", b"0")
+        db.flush(wal=False)
+        clock = Clock()
+        opts = slatedb.DbReaderOptions(manifest_poll_interval_s=20, checkpoint_lifetime_s=60, follow_latest=False)
+        with open_reader(store, clock=clock, options=opts) as r:
+            for k in (b"a", b"b", b"c"):
+                db.put(k, b"1")
+                db.flush()  # one WAL object each
+            compact_all_l0(store)  # the SST set changes: the next round re-establishes and replays a, b, c
+            fetch = r.core._fetch_wal
+            stalled: list[int] = []
+
+            async def stalling_fetch(wal_id):
+                if not stalled:
+                    stalled.append(wal_id)
+                    clock.advance(61)  # this read stalls past the new checkpoint's lifetime
+                    await trio.to_thread.run_sync(lambda: db.flush(wal=False))  # a, b, c reach L0
+                    for later in (wal_id + 1, wal_id + 2):  # GC: the checkpoint expired, the replay point moved
+                        store.delete_now(wal_key(later))
+                return await fetch(wal_id)
+
+            r.core._fetch_wal = stalling_fetch
+            r.refresh()
+            assert stalled and [e["manifest_id"] for e in clock.kinds("reader_checkpoint_stale")]
+            assert r.checkpoint_id in {c.id for c in checkpoints(store)}
+            assert {k: r.get(k) for k in (b"x", b"a", b"b", b"c")} == {b"x": b"0", b"a": b"1", b"b": b"1", b"c": b"1"}
