@@ -34,6 +34,7 @@ from slatedb.lsm.read_path import ReadState
 from slatedb.errors import ClosedError, ReadOnlyError
 from slatedb.objstore.base import ObjectStore
 from slatedb.reader.aio import DbReader
+from slatedb.merge_operator import merge_operator_of
 from slatedb.runtime import Runtime
 
 __all__ = ["Db", "DbIterator", "DbReader", "Snapshot", "WriteHandle"]
@@ -77,7 +78,7 @@ class Snapshot(SnapshotLifecycle, AsyncReads):
     async def __aexit__(self, *exc: Any) -> None:
         self.release()
 
-    delete = write = put
+    delete = write = merge = put
 
 
 class Db(AsyncReads):
@@ -98,6 +99,7 @@ class Db(AsyncReads):
         store: ObjectStore | None = None,
         runtime: RuntimeArg = None,
         create: str = "if_missing",
+        merge_operator: Any = None,
     ) -> Opening:
         """Open the database at ``url`` as its writer: ``await`` the result, or use it as
         ``async with`` (leaving the block closes the database, flushing everything -- or, on an
@@ -105,9 +107,10 @@ class Db(AsyncReads):
         arguments raise here, before anything is awaited."""
         settings = coerce_settings(settings)
         create = check_create_mode(create)
+        op = merge_operator_of(merge_operator)
 
         async def open_core(st: ObjectStore, rt: Runtime) -> DbCore:
-            return await DbCore.open(st, settings, rt, create)
+            return await DbCore.open(st, settings, rt, create, op)
 
         return Opening(cls, open_core, url, store=store, store_options=store_options, runtime=runtime,
                        thread_name="slatedb-runtime", closed_message="the database is closed")
@@ -139,6 +142,11 @@ class Db(AsyncReads):
 
     async def delete(self, key: bytes, *, durable: bool = False) -> WriteHandle:
         return await self._write(self._core.delete, (key,), durable)
+
+    async def merge(self, key: bytes, operand: bytes, ttl: float | None = None, *, durable: bool = False,
+                    expire_at_ms: int | None = None) -> WriteHandle:
+        """See :meth:`slatedb.Db.merge`."""
+        return await self._write(self._core.merge, (key, operand, ttl, expire_at_ms), durable)
 
     async def write(self, batch: WriteBatch, *, durable: bool = False) -> WriteHandle:
         return await self._write(self._core.write, (batch,), durable)

@@ -180,11 +180,15 @@ class WriteBatch:
         self._size_bytes += len(key)
 
     def merge(self, key: bytes, operand: bytes, ttl_s: float | None = None) -> None:
-        """Refused: merge operands need a merge operator, which this engine does not have yet
-        (a batch holding one could never be written). Raises :class:`InvalidArgumentError`."""
-        raise InvalidArgumentError(
-            "WriteBatch.merge is not supported: merge operands need a merge operator, which slatedb-py does "
-            "not have yet (use put with the merged value)")
+        """Add a merge operand for ``key`` (folded by the database's merge operator on reads,
+        spec/protocols/merge.md). Writing the batch to a database opened without a merge
+        operator raises :class:`~slatedb.errors.MergeOperatorMissingError` and writes nothing."""
+        key = validate_key(key)
+        operand = validate_value(operand)
+        if ttl_s is not None:
+            ttl_s = validate_ttl_s(ttl_s)
+        self._ops.append(BatchOp(OpKind.MERGE, key, operand, ttl_s))
+        self._size_bytes += len(key) + len(operand)
 
     @property
     def ops(self) -> tuple[BatchOp, ...]:

@@ -42,6 +42,26 @@ class SeekKeyOutOfRangeError(InvalidArgumentError):
     The iterator is left where it was."""
 
 
+class MergeOperatorError(SlateDBError):
+    """A merge operand could not be resolved (spec/protocols/merge.md MERGE-7): the merge operator
+    raised or returned something other than bytes, naming the key. Raised by the read or the
+    compaction that met the operand; nothing is written by it, and the database stays usable."""
+
+    def __init__(self, key: bytes, message: str) -> None:
+        self.key = key
+        super().__init__(f"merge operator failed for key {key!r}: {message}")
+
+
+class MergeOperatorMissingError(InvalidArgumentError):
+    """A merge needs a merge operator and none was configured (the official
+    ``MergeOperatorMissing``): ``merge`` without one at open, or a read meeting a merge operand
+    of ``key`` in a database opened without one (MERGE-8)."""
+
+    def __init__(self, message: str, key: bytes | None = None) -> None:
+        self.key = key
+        super().__init__(message)
+
+
 class TransactionConflictError(SlateDBError):
     """A transaction's commit found a conflicting write committed after it began (the official
     ``Error.Transaction("transaction conflict")``). Nothing of the transaction was written."""

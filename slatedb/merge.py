@@ -14,8 +14,10 @@ L0 SSTs newest first, then the sorted runs newest first. A row stream is ordered
   the wall clock), we never return an expired row.
 * :func:`point_lookup` is the same rule for one key, consulting sources lazily, newest first.
 
-Merge operands are not resolved here yet (no merge operator): meeting one raises
-:class:`NotImplementedError` rather than returning a wrong value.
+Merge operands (spec/protocols/merge.md) are resolved by :func:`resolve_versions`: when the
+newest visible version of a key is an operand, the key's versions down to its base are folded
+with the merge operator (MERGE-1..4). Without an operator, meeting an operand raises
+:class:`~slatedb.errors.MergeOperatorMissingError` naming the key (MERGE-8).
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
 
+from slatedb.errors import MergeOperatorMissingError
+from slatedb.merge_operator import MergeFn, fold
 from slatedb.row import Row, RowKind
 
 _VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
+_MERGE = RowKind.MERGE_OPERAND
 
 
 def _forward_order(row: Row) -> tuple[bytes, int]:
@@ -54,37 +59,76 @@ def merge_rows(sources: Sequence[Iterable[Row]], *, reverse: bool = False) -> It
     return heapq.merge(*sources, key=_forward_order)
 
 
-def _merge_operand_error(row: Row) -> NotImplementedError:
-    return NotImplementedError(
-        f"key {row.key!r} seq {row.seq} is a merge operand; merge operators are not supported yet"
-    )
+def _merge_operand_error(row: Row) -> MergeOperatorMissingError:
+    return MergeOperatorMissingError(
+        f"key {row.key!r} seq {row.seq} is a merge operand and no merge operator is configured "
+        "(open with merge_operator=...)", row.key)
 
 
-def visible(rows: Iterable[Row], *, snapshot_seq: int | None = None, now_ms: int) -> Iterator[tuple[bytes, bytes]]:
+def resolve_versions(versions: Iterable[Row], op: MergeFn | None, now_ms: int,
+                     snapshot_seq: int | None = None) -> Row | None:
+    """The row a reader sees for one key, from its versions **newest first** (several sources
+    merged; a repeated seq is one version): ``None`` when absent, else a VALUE row.
+
+    MERGE-1: the newest version with ``seq <= snapshot_seq`` decides; when it is an operand, the
+    operands down to the key's base are applied oldest first onto the base's value. MERGE-3: a
+    tombstone is a base of ``None``. MERGE-4: an expired operand is skipped, an expired value is
+    a base of ``None``; the result carries the newest operand's seq, the earliest ``expire_ts``
+    and the latest ``create_ts`` of the rows folded.
+    """
+    operands: list[Row] = []
+    base: Row | None = None
+    last_seq = -1
+    for row in versions:
+        seq = row.seq
+        if seq == last_seq or (snapshot_seq is not None and seq > snapshot_seq):
+            continue
+        last_seq = seq
+        kind = row.kind
+        expire = row.expire_ts_ms
+        if kind is _MERGE:
+            if expire is None or expire > now_ms:
+                operands.append(row)
+            continue
+        if kind is _VALUE and (expire is None or expire > now_ms):
+            base = row
+        break
+    if not operands:
+        return base
+    if op is None:
+        raise _merge_operand_error(operands[0])
+    first = operands[0]
+    folded = operands if base is None else operands + [base]
+    expires = [r.expire_ts_ms for r in folded if r.expire_ts_ms is not None]
+    creates = [r.create_ts_ms for r in folded if r.create_ts_ms is not None]
+    value = fold(op, first.key, None if base is None else base.value, [r.value for r in reversed(operands)])
+    return Row(first.key, first.seq, _VALUE, value, min(expires) if expires else None,
+               max(creates) if creates else None)
+
+
+def visible(rows: Iterable[Row], *, snapshot_seq: int | None = None, now_ms: int,
+            op: MergeFn | None = None) -> Iterator[tuple[bytes, bytes]]:
     """The ``(key, value)`` pairs a reader sees in a merged stream (any of the two orders).
 
-    For each key only the first row with ``seq <= snapshot_seq`` (any seq when None) decides:
+    For each key the first row with ``seq <= snapshot_seq`` (any seq when None) decides:
     a value that is not expired at ``now_ms`` is yielded; a tombstone or an expired value hides
-    the key (older versions are not consulted).
+    the key (older versions are not consulted); a merge operand is folded with the key's older
+    rows of the stream (:func:`resolve_versions`, the stream being newest first per key).
     """
     last_key: bytes | None = None
-    if snapshot_seq is None:
-        for row in rows:
-            key = row.key
-            if key == last_key:
-                continue
-            last_key = key
-            kind = row.kind
-            if kind is _VALUE:
-                expire = row.expire_ts_ms
-                if expire is None or expire > now_ms:
-                    yield (key, row.value)
-            elif kind is not _TOMBSTONE:
-                raise _merge_operand_error(row)
-        return
+    group: list[Row] | None = None  # the rows of a key whose newest visible row is an operand
     for row in rows:
         key = row.key
-        if key == last_key or row.seq > snapshot_seq:
+        if key == last_key:
+            if group is not None:
+                group.append(row)
+            continue
+        if group is not None:
+            got = resolve_versions(group, op, now_ms, snapshot_seq)
+            group = None
+            if got is not None:
+                yield (got.key, got.value)
+        if snapshot_seq is not None and row.seq > snapshot_seq:
             continue
         last_key = key
         kind = row.kind
@@ -92,8 +136,12 @@ def visible(rows: Iterable[Row], *, snapshot_seq: int | None = None, now_ms: int
             expire = row.expire_ts_ms
             if expire is None or expire > now_ms:
                 yield (key, row.value)
-        elif kind is not _TOMBSTONE:
-            raise _merge_operand_error(row)
+        elif kind is _MERGE:
+            group = [row]
+    if group is not None:
+        got = resolve_versions(group, op, now_ms, snapshot_seq)
+        if got is not None:
+            yield (got.key, got.value)
 
 
 def resolve_row(row: Row | None, now_ms: int) -> bytes | None:

@@ -14,6 +14,7 @@ from slatedb.api.args import prefix_bounds, scan_bounds
 from slatedb.api.options import KeyValue, ReadOptions, ScanOptions
 from slatedb.api.read_kit import bound_for, key_value, scan_options, seek_bounds
 from slatedb.lsm.scan import MergeScan, NeedIO
+from slatedb.row import RowKind
 from slatedb.lsm.view import KeyBounds
 from slatedb.format.sst_reader import NEED_IO
 
@@ -131,6 +132,10 @@ class SyncReads:
         row = self._core.get_row_fast(key, rs, max_seq)
         if row is NEED_IO:
             row = self._portal(self._core.get_row_slow, key, rs, max_seq)
+        if row is not None and row.kind is RowKind.MERGE_OPERAND:  # type: ignore[union-attr]
+            row = self._core.get_resolved_fast(key, rs, max_seq)  # operands folded (MERGE-1)
+            if row is NEED_IO:
+                row = self._portal(self._core.get_resolved_slow, key, rs, max_seq)
         return key_value(row, self._core.runtime.now_ms())  # type: ignore[arg-type]
 
     def _scan(self, bounds: KeyBounds, reverse: bool, options: Any = None) -> DbIterator:

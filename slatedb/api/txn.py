@@ -30,7 +30,13 @@ from typing import Any, Callable, Iterable
 
 from slatedb.api.options import KeyValue
 from slatedb.batch import WriteBatch, validate_key, validate_ttl_s, validate_value
-from slatedb.errors import InvalidArgumentError, TransactionClosedError, TransactionConflictError
+from slatedb.errors import (
+    InvalidArgumentError,
+    MergeOperatorMissingError,
+    TransactionClosedError,
+    TransactionConflictError,
+)
+from slatedb.merge_operator import fold
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.row import Row
 
@@ -64,6 +70,8 @@ class TxnState:
         self.seq: int = snapshot.seq
         self.isolation = isolation
         self.writes: dict[bytes, tuple[str, bytes, float | None]] = {}
+        #: Merge operands written after the key's last put/delete (or with none), oldest first.
+        self.merges: dict[bytes, list[tuple[bytes, float | None]]] = {}
         self.reads: set[bytes] = set()
         self.unmarked: set[bytes] = set()
         self.done = False
@@ -83,6 +91,7 @@ class TxnState:
         key, value = validate_key(key), validate_value(value)
         self.writes.pop(key, None)  # a later write of a key is its last (batch order)
         self.writes[key] = ("put", value, validate_ttl_s(ttl))
+        self.merges.pop(key, None)
         self.unmarked.discard(key)
 
     def delete(self, key: Any) -> None:
@@ -90,7 +99,25 @@ class TxnState:
         key = validate_key(key)
         self.writes.pop(key, None)
         self.writes[key] = ("delete", b"", None)
+        self.merges.pop(key, None)
         self.unmarked.discard(key)
+
+    def merge(self, key: Any, operand: Any, ttl: Any) -> None:
+        """A merge operand, applied after the key's earlier writes in this transaction (MERGE-10)."""
+        self.check_open()
+        if self.core.merge_operator is None:
+            raise MergeOperatorMissingError(
+                "merge needs a merge operator: open the database with merge_operator=... (nothing was written)")
+        key, operand = validate_key(key), validate_value(operand)
+        self.merges.setdefault(key, []).append((operand, validate_ttl_s(ttl)))
+        self.unmarked.discard(key)
+
+    def apply_merges(self, key: bytes, base: bytes | None) -> bytes | None:
+        """``base`` (the key's value before this transaction's operands) with them applied."""
+        ops = self.merges.get(key)
+        if not ops:
+            return base
+        return fold(self.core.merge_operator, key, base, [o for o, _ttl in ops])
 
     def mark_read(self, keys: Iterable[Any]) -> None:
         self.check_open()
@@ -103,10 +130,12 @@ class TxnState:
     # -- reads ----------------------------------------------------------------------------------
 
     def local(self, key: bytes) -> tuple[bool, bytes | None]:
+        """``(True, value)`` when this transaction's writes decide ``key``; ``(False, None)``
+        when the snapshot's value is needed (pass it through :meth:`apply_merges`)."""
         op = self.writes.get(key)
         if op is None:
             return False, None
-        return True, (op[1] if op[0] == "put" else None)
+        return True, self.apply_merges(key, op[1] if op[0] == "put" else None)
 
     def read(self, key: bytes) -> None:
         if self.isolation is IsolationLevel.SERIALIZABLE_SNAPSHOT:
@@ -122,6 +151,9 @@ class TxnState:
                     merged[key] = value
                 else:
                     merged.pop(key, None)
+        for key in self.merges:
+            if (lo is None or key >= lo) and (hi is None or key < hi):
+                merged[key] = self.apply_merges(key, merged.get(key))  # type: ignore[assignment]
         out = sorted(merged.items(), reverse=reverse)
         for key, _v in out:
             self.read(key)
@@ -136,10 +168,13 @@ class TxnState:
                 b.put(key, value, ttl)
             else:
                 b.delete(key)
+        for key, ops in self.merges.items():
+            for operand, ttl in ops:
+                b.merge(key, operand, ttl)
         return b
 
     def checked_keys(self) -> list[bytes]:
-        keys = set(self.writes) - self.unmarked
+        keys = (set(self.writes) | set(self.merges)) - self.unmarked
         keys |= self.reads  # SSI reads, and mark_read under both levels
         return sorted(keys)
 
@@ -197,9 +232,9 @@ class Transaction:
     def delete(self, key: bytes) -> None:
         self._t.delete(key)
 
-    def merge(self, key: bytes, operand: bytes) -> None:
-        self._t.check_open()
-        raise InvalidArgumentError("merge needs a merge operator, which this database does not have")
+    def merge(self, key: bytes, operand: bytes, ttl: float | None = None) -> None:
+        """A merge operand for ``key`` (reads in this transaction see it folded; MERGE-10)."""
+        self._t.merge(key, operand, ttl)
 
     def mark_read(self, keys: Iterable[bytes]) -> None:
         self._t.mark_read(keys)
@@ -213,7 +248,7 @@ class Transaction:
         key = validate_key(key)
         found, value = t.local(key)
         if not found:
-            value = t.snapshot.get(key)
+            value = t.apply_merges(key, t.snapshot.get(key))
         t.read(key)
         return value
 
@@ -223,7 +258,12 @@ class Transaction:
         key = validate_key(key)
         found, value = t.local(key)
         t.read(key)
-        return key_value_local(key, value) if found else t.snapshot.get_key_value(key)
+        if found:
+            return key_value_local(key, value)
+        kv = t.snapshot.get_key_value(key)
+        if key in t.merges:
+            return key_value_local(key, t.apply_merges(key, None if kv is None else kv.value))
+        return kv
 
     def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> list[tuple[bytes, bytes]]:
         """The ``(key, value)`` rows of ``[start, end)`` at the snapshot with this transaction's
@@ -239,7 +279,7 @@ class Transaction:
         t = self._t
         t.check_open()
         try:
-            if not t.writes:
+            if not t.writes and not t.merges:
                 return None
             core, portal = self._db._core, self._db._portal
             keys = t.checked_keys()
@@ -294,9 +334,8 @@ class AsyncTransaction:
     async def delete(self, key: bytes) -> None:
         self._t.delete(key)
 
-    async def merge(self, key: bytes, operand: bytes) -> None:
-        self._t.check_open()
-        raise InvalidArgumentError("merge needs a merge operator, which this database does not have")
+    async def merge(self, key: bytes, operand: bytes, ttl: float | None = None) -> None:
+        self._t.merge(key, operand, ttl)
 
     async def mark_read(self, keys: Iterable[bytes]) -> None:
         self._t.mark_read(keys)
@@ -310,7 +349,7 @@ class AsyncTransaction:
         key = validate_key(key)
         found, value = t.local(key)
         if not found:
-            value = await t.snapshot.get(key)
+            value = t.apply_merges(key, await t.snapshot.get(key))
         t.read(key)
         return value
 
@@ -320,7 +359,12 @@ class AsyncTransaction:
         key = validate_key(key)
         found, value = t.local(key)
         t.read(key)
-        return key_value_local(key, value) if found else await t.snapshot.get_key_value(key)
+        if found:
+            return key_value_local(key, value)
+        kv = await t.snapshot.get_key_value(key)
+        if key in t.merges:
+            return key_value_local(key, t.apply_merges(key, None if kv is None else kv.value))
+        return kv
 
     async def scan(self, start: bytes | None = None, end: bytes | None = None, *,
                    reverse: bool = False) -> list[tuple[bytes, bytes]]:
@@ -333,7 +377,7 @@ class AsyncTransaction:
         t = self._t
         t.check_open()
         try:
-            if not t.writes:
+            if not t.writes and not t.merges:
                 return None
             core, host = self._db._core, self._db._host
             keys = t.checked_keys()

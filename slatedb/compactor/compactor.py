@@ -34,7 +34,7 @@ plus the store's ``create``/``commit`` events with ``epoch``.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Any, Callable
 
 import attrs
 import trio
@@ -95,6 +95,7 @@ class Compactor:
         on_commit: Callable[[StoredManifest], None] | None = None,
         local_worker: bool = True,
         runner: RangeRunner | None = None,
+        merge_operator: Any = None,
     ) -> None:
         self.store = store
         self.runtime = runtime
@@ -103,7 +104,8 @@ class Compactor:
         self.scheduler = scheduler or SizeTieredScheduler(SizeTieredOptions.from_map(self.options.scheduler_options))
         self.manifests = ManifestStore(store, runtime)
         self.cstore = CompactionsStore(store, runtime)
-        self.worker: Worker | None = Worker(store, runtime, self.settings, runner=runner) if local_worker else None
+        self.worker: Worker | None = Worker(store, runtime, self.settings, runner=runner,
+                                                      merge_operator=merge_operator) if local_worker else None
         self.max_concurrent = self.options.max_concurrent_compactions
         self.timeout_ms = int(self.options.worker_heartbeat_timeout * 1000)
         self.on_commit = on_commit

@@ -15,6 +15,17 @@ oldest sequence an active snapshot may read at):
 * only when writing the bottom run (no run older than the destination) is that newest
   ``seq <= M`` version dropped if it is a tombstone: nothing below can resurface.
 
+**Merge operands** (spec/protocols/merge.md MERGE-5, MERGE-6): an expired operand is dropped
+(never turned into a tombstone, which would hide the older history). When the newest version
+``<= M`` is an operand, the versions a reader at ``M`` folds are kept down to the key's base
+(value or tombstone), older ones dropped. With a merge operator they are folded: consecutive
+operands with the same ``expire_ts`` into one (a *partial* merge, still an operand, carrying the
+newest seq), and the oldest group with the base when the base is a tombstone or a value with the
+same ``expire_ts`` (a *full* merge: a value), or onto nothing when writing the bottom run without
+a base. Versions above ``M`` are never folded (a snapshot may read between them). Without an
+operator the operands and their base are kept as they are. A failing operator fails the job
+(:class:`CompactionFailed`), writing nothing more.
+
 **Outputs** are cut at ``max_sst_size`` but only between two keys: all versions of a key stay
 in one SST, so a point lookup in a sorted run (which picks the one SST whose key range may hold
 the key) finds every version.
@@ -37,13 +48,14 @@ import trio
 from ulid import ULID
 
 from slatedb.lsm.view import bounds_of, sst_key
-from slatedb.errors import CorruptionError, SlateDBError
+from slatedb.errors import CorruptionError, MergeOperatorError, SlateDBError
 from slatedb.format.sst import SstOptions
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import SstWriter
 from slatedb.format.types import CompactedSsTable, CompactedSsTableView, ManifestV2
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
+from slatedb.merge_operator import MergeFn, fold
 from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime, probes, switches
 
@@ -58,6 +70,7 @@ from .subcompactions import InputSst, sample
 #: same readers (each open is a HEAD and a ranged GET of the footer and index).
 InputReaders = dict[ULID, SstReader]
 
+_VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
 _MERGE = RowKind.MERGE_OPERAND
 
@@ -170,10 +183,12 @@ class Executor:
     """Executes :class:`Job` s against one store. ``on_output`` is awaited after each output
     SST is stored, with every output so far (the compactor persists that progress)."""
 
-    def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
+    def __init__(self, store: ObjectStore, runtime: Runtime, merge_operator: MergeFn | None = None) -> None:
         self.store = store
         self.runtime = runtime
         self.locator = SstLocator(store, runtime)
+        #: Folds merge operands (None: they are kept unmerged, MERGE-6).
+        self.merge_operator = merge_operator
 
     async def _open(self, sst_id: ULID, readers: InputReaders | None = None) -> SstReader:
         """Inputs may live in another database (a clone compacting its parent's SSTs); outputs
@@ -240,8 +255,9 @@ class Executor:
         writer_last_key: bytes | None = None
         max_bytes = job.max_sst_size_bytes
         M, bottom, now = job.retention_min_seq, job.bottom, job.now_ms
+        op = self.merge_operator
         cur_key: bytes | None = None
-        kept_at_or_below_m = False  # the key's newest version with seq <= M was seen
+        versions: list[Row] = []  # the current key's versions, newest first
         prev_seq = -1
         rows_in = 0
 
@@ -259,6 +275,28 @@ class Executor:
 
         written = _bug_written_reemit if switches.RESUME_REEMIT in self.runtime.bugs else _written
         first_after_cursor_kept = _bug_drop_first if switches.RESUME_SKIP_ENTRY in self.runtime.bugs else _keep_first
+
+        async def emit(key: bytes, rows: list[Row]) -> None:
+            """Retention of one key's versions, then the resume skip and the output."""
+            nonlocal cursor, writer_last_key
+            try:
+                kept = retain(rows, M, bottom, now, op)
+            except MergeOperatorError as e:
+                raise CompactionFailed(f"compaction {job.compaction_id}: {e}") from e
+            for row in kept:
+                # -- resume: skip what the interrupted attempt already wrote ---------------------
+                if cursor is not None:
+                    if written(key, row.seq, cursor):
+                        continue
+                    cursor = None
+                    if not first_after_cursor_kept():
+                        continue
+                # -- output ------------------------------------------------------------------------
+                if writer_last_key is not None and key != writer_last_key and writer.estimated_size_bytes() >= max_bytes:
+                    await cut()
+                writer.add(row)
+                writer_last_key = key
+
         while heap:
             key, _nseq, _order, st = heap[0]
             if hi is not None and key >= hi:
@@ -276,36 +314,16 @@ class Executor:
             rows_in += 1
             if rows_in % CHUNK_ROWS == 0:
                 await trio.lowlevel.checkpoint()
-
-            # -- retention, per key ----------------------------------------------------------
             if key != cur_key:
+                if versions:
+                    await emit(cur_key, versions)  # type: ignore[arg-type]
                 cur_key = key
-                kept_at_or_below_m = False
-            elif row.seq == prev_seq:
-                continue  # the same version in two sources: keep the newer source's copy
+                versions = [row]
+            elif row.seq != prev_seq:  # the same version in two sources: keep the newer source's copy
+                versions.append(row)
             prev_seq = row.seq
-            if row.kind is _MERGE:
-                raise CompactionFailed(f"key {row.key!r} seq {row.seq} is a merge operand; merge operators are not supported")
-            if row.seq <= M:
-                if kept_at_or_below_m:
-                    continue
-                kept_at_or_below_m = True
-            if row.kind is not _TOMBSTONE and row.expire_ts_ms is not None and row.expire_ts_ms <= now:
-                row = Row(row.key, row.seq, _TOMBSTONE, b"", None, row.create_ts_ms)
-            if bottom and row.kind is _TOMBSTONE and row.seq <= M:
-                continue
-            # -- resume: skip what the interrupted attempt already wrote ---------------------
-            if cursor is not None:
-                if written(key, row.seq, cursor):
-                    continue
-                cursor = None
-                if not first_after_cursor_kept():
-                    continue
-            # -- output ------------------------------------------------------------------------
-            if writer_last_key is not None and key != writer_last_key and writer.estimated_size_bytes() >= max_bytes:
-                await cut()
-            writer.add(row)
-            writer_last_key = key
+        if versions:
+            await emit(cur_key, versions)  # type: ignore[arg-type]
         for st in streams:  # a range ends before its sources do: close them now, not at GC time
             aclose = getattr(st.blocks, "aclose", None)
             if aclose is not None:
@@ -338,6 +356,104 @@ class Executor:
                        info.stats_offset + info.stats_len)
             out.append(InputSst(size, sample(keys)))
         return out
+
+
+def _expired(row: Row, now: int) -> bool:
+    return row.expire_ts_ms is not None and row.expire_ts_ms <= now
+
+
+def _as_tombstone(row: Row) -> Row:
+    return Row(row.key, row.seq, _TOMBSTONE, b"", None, row.create_ts_ms)
+
+
+def retain(rows: list[Row], M: int, bottom: bool, now: int, op: MergeFn | None) -> list[Row]:
+    """The versions of one key a compaction writes (module docstring, "Retention" and "Merge
+    operands"). ``rows``: the key's versions newest first, each seq once."""
+    if len(rows) == 1:  # the common case
+        row = rows[0]
+        if row.kind is _MERGE:
+            if _expired(row, now):
+                return []
+            if bottom and op is not None and row.seq <= M:
+                return [_full(op, [row], None)]
+            return [row]
+        if row.kind is not _TOMBSTONE and _expired(row, now):
+            row = _as_tombstone(row)
+        if bottom and row.kind is _TOMBSTONE and row.seq <= M:
+            return []
+        return [row]
+    out: list[Row] = []
+    i, n = 0, len(rows)
+    while i < n and rows[i].seq > M:  # every version a snapshot above M may read, as it is
+        row = rows[i]
+        i += 1
+        if _expired(row, now):
+            if row.kind is _MERGE:
+                continue  # MERGE-4: reads skip it; a tombstone would hide older history
+            if row.kind is not _TOMBSTONE:
+                row = _as_tombstone(row)
+        out.append(row)
+    chain: list[Row] = []  # operands a reader at M folds, newest first
+    base: Row | None = None
+    while i < n:
+        row = rows[i]
+        i += 1
+        if row.kind is _MERGE:
+            if not _expired(row, now):
+                chain.append(row)
+            continue
+        base = _as_tombstone(row) if row.kind is not _TOMBSTONE and _expired(row, now) else row
+        break
+    drop_base = base is not None and bottom and base.kind is _TOMBSTONE
+    if op is None or not chain:  # MERGE-6: unmerged without an operator
+        out.extend(chain)
+        if base is not None and not drop_base:
+            out.append(base)
+        return out
+    groups: list[list[Row]] = []  # consecutive operands with one expire_ts, newest first
+    for row in chain:
+        if groups and groups[-1][0].expire_ts_ms == row.expire_ts_ms:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    last = groups.pop()
+    for g in groups:
+        out.append(_partial(op, g))
+    if base is not None and (base.kind is _TOMBSTONE or base.expire_ts_ms == last[0].expire_ts_ms):
+        out.append(_full(op, last, base))  # MERGE-5: full merge with the base
+    elif base is None and bottom:
+        out.append(_full(op, last, None))  # nothing below the bottom run: a full merge
+    else:
+        out.append(_partial(op, last))
+        if base is not None and not drop_base:
+            out.append(base)
+    return out
+
+
+def _meta(rows: list[Row]) -> tuple[int | None, int | None]:
+    expires = [r.expire_ts_ms for r in rows if r.expire_ts_ms is not None]
+    creates = [r.create_ts_ms for r in rows if r.create_ts_ms is not None]
+    return (min(expires) if expires else None), (max(creates) if creates else None)
+
+
+def _partial(op: MergeFn, group: list[Row]) -> Row:
+    """Consecutive operands (newest first) folded into one operand (MERGE-5)."""
+    if len(group) == 1:
+        return group[0]
+    first = group[0]
+    expire, create = _meta(group)
+    value = fold(op, first.key, None, [r.value for r in reversed(group)])
+    return Row(first.key, first.seq, _MERGE, value, expire, create)
+
+
+def _full(op: MergeFn, group: list[Row], base: Row | None) -> Row:
+    """Operands (newest first) folded onto their base (a value, a tombstone, or None): a value."""
+    first = group[0]
+    rows = group if base is None or base.kind is _TOMBSTONE else group + [base]
+    expire, create = _meta(rows)
+    start = base.value if base is not None and base.kind is not _TOMBSTONE else None
+    value = fold(op, first.key, start, [r.value for r in reversed(group)])
+    return Row(first.key, first.seq, _VALUE, value, expire, create)
 
 
 class CompactionFailed(SlateDBError):

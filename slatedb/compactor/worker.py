@@ -24,13 +24,14 @@ Workers never change ``compactor_epoch`` (they keep the file's).
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 import attrs
 import trio
 from ulid import ULID
 
 from slatedb.config import CompactorOptions, Settings
+from slatedb.merge_operator import merge_operator_of
 from slatedb.errors import ObjectNotFoundError, sole_exception
 from slatedb.format.sst import SstOptions, sst_options_of
 from slatedb.format.types import (
@@ -119,7 +120,8 @@ class Worker:
     claimed ids (run them with :meth:`run_job`); ``await run()`` polls until cancelled."""
 
     def __init__(self, store: ObjectStore, runtime: Runtime, settings: Settings | None = None, *,
-                 worker_id: str | None = None, runner: RangeRunner | None = None) -> None:
+                 worker_id: str | None = None, runner: RangeRunner | None = None,
+                 merge_operator: Any = None) -> None:
         self.store = store
         self.runtime = runtime
         self.settings = settings or Settings()
@@ -129,7 +131,8 @@ class Worker:
         lc.parse_worker_id(self.worker_id, "worker id")
         self.cstore = CompactionsStore(store, runtime)
         self.manifests = ManifestStore(store, runtime)
-        self.executor = Executor(store, runtime)
+        # Folds merge operands (spec/protocols/merge.md MERGE-5); None keeps them unmerged (MERGE-6).
+        self.executor = Executor(store, runtime, merge_operator_of(merge_operator))
         self.runner: RangeRunner = runner or LocalRanges(self.executor)
         self.sst_options, self.max_sst_size_bytes = output_options(self.settings)
         self.owned: dict[ULID, trio.CancelScope | None] = {}

@@ -54,6 +54,7 @@ from slatedb.manifest.missing import initial_over_leftovers, latest_or_refuse
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
+from slatedb.merge_operator import MergeFn
 from slatedb.runtime import Runtime, switches, with_max_retries
 from slatedb.wal.writer import WalWriter, replay_wal
 
@@ -79,8 +80,11 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
     # Opening
     # ------------------------------------------------------------------------------------------
 
-    def __init__(self, store: ObjectStore, settings: Settings, runtime: Runtime) -> None:
+    def __init__(self, store: ObjectStore, settings: Settings, runtime: Runtime,
+                 merge_operator: MergeFn | None = None) -> None:
         self.store = store
+        #: The merge operator given at open (spec/protocols/merge.md), for reads and the compactor.
+        self.merge_operator = merge_operator
         self.settings = settings
         self.runtime = runtime
         self.manifests = ManifestStore(store, runtime)
@@ -130,7 +134,8 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self.compactor: Any = None
 
     @classmethod
-    async def open(cls, store: ObjectStore, settings: Settings, runtime: Runtime, create: str = "if_missing") -> "DbCore":
+    async def open(cls, store: ObjectStore, settings: Settings, runtime: Runtime, create: str = "if_missing",
+                   merge_operator: MergeFn | None = None) -> "DbCore":
         """The writer's open protocol: epoch bump with writer checkpoint, WAL fence, replay.
         ``create``: see :func:`slatedb.manifest.missing.latest_or_refuse`."""
         if not settings.wal_enabled:
@@ -143,7 +148,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
                     f"setting {part}.object_store_max_retries={own} applies to a standalone process only: the "
                     f"in-process one shares the writer's object_store_max_retries ({settings.object_store_max_retries})")
         with_max_retries(runtime, settings.object_store_max_retries)
-        core = cls(store, settings, runtime)
+        core = cls(store, settings, runtime, merge_operator)
         await core._open(create)
         return core
 

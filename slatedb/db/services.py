@@ -37,7 +37,8 @@ class Services:
         def adopted(_stored: Any) -> None:
             self._poll_wakeup.set()
 
-        self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted)
+        self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted,
+                                   merge_operator=self.merge_operator)
         try:
             await self.compactor.run()
         except* SlateDBError as group:  # from the compactor's nursery: a group

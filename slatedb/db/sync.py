@@ -30,6 +30,7 @@ from slatedb.config import Settings
 from slatedb.errors import ClosedError, ReadOnlyError
 from slatedb.lsm.read_path import ReadState
 from slatedb.objstore.base import ObjectStore
+from slatedb.merge_operator import merge_operator_of
 from slatedb.runtime import Runtime
 
 from .common import SnapshotLifecycle
@@ -69,7 +70,7 @@ class Snapshot(SnapshotLifecycle, SyncReads):
     def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a snapshot is read-only: write through the Db")
 
-    delete = write = put
+    delete = write = merge = put
 
 
 class Db(SyncReads):
@@ -91,6 +92,7 @@ class Db(SyncReads):
         store: ObjectStore | None = None,
         runtime: RuntimeArg = None,
         create: str = "if_missing",
+        merge_operator: Any = None,
     ) -> "Db":
         """Open (or create) the database at ``url`` (``file:///dir``, ``s3://bucket/prefix``,
         ``memory://name``) as its writer, fencing any previous writer.
@@ -102,14 +104,19 @@ class Db(SyncReads):
         :class:`~slatedb.errors.ManifestsMissingError` naming what it holds (its manifests were
         lost: a new database would orphan the SSTs).
 
+        ``merge_operator``: a callable ``(key, existing_value, operand) -> bytes`` or an object
+        with such a ``merge`` method (spec/protocols/merge.md); it folds the operands of
+        :meth:`merge` on reads and in the in-process compactor.
+
         ``store`` overrides the store ``url`` names; ``runtime`` is a runtime, or a factory of
         one called on the runtime thread (None: production; see :func:`slatedb.api.portal.make_runtime`).
         """
         settings = coerce_settings(settings)
         create = check_create_mode(create)
+        op = merge_operator_of(merge_operator)
 
         async def open_core(st: ObjectStore, rt: Runtime) -> DbCore:
-            return await DbCore.open(st, settings, rt, create)
+            return await DbCore.open(st, settings, rt, create, op)
 
         return cls(RuntimeThread.start("slatedb-runtime", open_core, url, store=store, store_options=store_options,
                                        runtime=runtime, closed_message="the database is closed"))
@@ -160,6 +167,14 @@ class Db(SyncReads):
     def delete(self, key: bytes, *, durable: bool = False) -> WriteHandle:
         """Delete ``key`` (writes a tombstone)."""
         return self._write(self._core.delete, (key,), durable)
+
+    def merge(self, key: bytes, operand: bytes, ttl: float | None = None, *, durable: bool = False,
+              expire_at_ms: int | None = None) -> WriteHandle:
+        """Append a merge operand for ``key``: reads see the merge operator applied to the
+        key's value and its operands in write order (spec/protocols/merge.md). ``ttl`` /
+        ``expire_at_ms`` as for :meth:`put`. Without a merge operator given at open:
+        :class:`~slatedb.errors.MergeOperatorMissingError`, nothing written."""
+        return self._write(self._core.merge, (key, operand, ttl, expire_at_ms), durable)
 
     def write(self, batch: WriteBatch, *, durable: bool = False) -> WriteHandle:
         """Apply every operation of ``batch`` atomically; the handle's seq is the batch's last."""

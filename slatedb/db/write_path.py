@@ -25,12 +25,13 @@ from slatedb.batch import (
     validate_ttl_s,
     validate_value,
 )
-from slatedb.errors import ClosedError, InvalidArgumentError
+from slatedb.errors import ClosedError, InvalidArgumentError, MergeOperatorMissingError
 from slatedb.memtable import ROW_OVERHEAD_BYTES
 from slatedb.row import Row, RowKind
 
 _VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
+_MERGE = RowKind.MERGE_OPERAND
 
 
 class MustWait(Exception):
@@ -79,6 +80,26 @@ class WritePath:
         key = validate_key(key)
         return self._append(key, _TOMBSTONE, b"", None, self._now_ms())
 
+    def merge(self, key: bytes, operand: bytes, ttl_s: float | None = None, expire_at_ms: int | None = None) -> int:
+        """Append a merge operand (MERGE-8: refused, nothing written, without a merge operator)."""
+        self._check_merge_operator()
+        key, operand = validate_key(key), validate_value(operand)
+        now = self._now_ms()
+        if expire_at_ms is not None:
+            if ttl_s is not None:
+                raise InvalidArgumentError("give ttl or expire_at_ms, not both")
+            expire = validate_expire_at_ms(expire_at_ms)
+        elif ttl_s is None and self._default_ttl_ms is None:
+            expire = None
+        else:
+            expire = expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)
+        return self._append(key, _MERGE, operand, expire, now)
+
+    def _check_merge_operator(self) -> None:
+        if self.merge_operator is None:
+            raise MergeOperatorMissingError(
+                "merge needs a merge operator: open the database with merge_operator=... (nothing was written)")
+
     def _append(self, key: bytes, kind: RowKind, value: bytes, expire: int | None, now: int) -> int:
         """One validated row into the live memtable and the WAL buffer, under the write lock."""
         w = self._w
@@ -99,12 +120,14 @@ class WritePath:
         ops = batch._ops  # validated when added
         if not ops:
             raise InvalidArgumentError("write() of an empty WriteBatch")
-        for op in ops:
-            if op.kind is OpKind.MERGE:
-                raise InvalidArgumentError("merge operands need a merge operator, which this database does not have")
+        if self.merge_operator is None:
+            for op in ops:
+                if op.kind is OpKind.MERGE:
+                    self._check_merge_operator()
         now = self._now_ms()
         default_ttl = self._default_ttl_ms
         put_kind = OpKind.PUT
+        merge_kind = OpKind.MERGE
         w = self._w
         with w.lock:
             if self._gate:
@@ -122,6 +145,8 @@ class WritePath:
                         add(Row(key, seq, _VALUE, value, None, now))
                     else:
                         add(Row(key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
+                elif kind is merge_kind:
+                    add(Row(key, seq, _MERGE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
                 else:
                     add(Row(key, seq, _TOMBSTONE, b"", None, now))
                 size += len(key) + len(value)

@@ -20,13 +20,16 @@ import attrs
 
 from slatedb.format.sst_reader import NEED_IO, SstReader
 from slatedb.memtable import Memtable
-from slatedb.merge import resolve_row, visible
+from slatedb.merge import resolve_row, resolve_versions, visible
+from slatedb.merge_operator import MergeFn
 from slatedb.objstore.retry import retry_transient
-from slatedb.row import Row
+from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime
 
 from .scan import MemSource, MergeScan, SstSource
 from .view import KeyBounds, LsmView
+
+_MERGE = RowKind.MERGE_OPERAND
 
 
 @attrs.frozen(eq=False)
@@ -46,6 +49,8 @@ class ReadPath:
     _lock: threading.Lock
     read_state: ReadState  # the current state (a property of the engine)
     last_seq: int  # the newest sequence number a read may see
+    #: The merge operator given at open (None: none; reading an operand raises, MERGE-8).
+    merge_operator: MergeFn | None = None
 
     def check_open(self) -> None:  # pragma: no cover - declared
         raise NotImplementedError
@@ -57,28 +62,63 @@ class ReadPath:
         for mem in rs.mems:
             row = mem.get(key, max_seq)
             if row is not None:
+                if row.kind is _MERGE:
+                    return _value_of(self.get_resolved_fast(key, rs, max_seq))
                 return resolve_row(row, now)
         for h in rs.view.point_candidates(key):
             row = h.reader.get_cached(key, max_seq)
             if row is NEED_IO:
                 return NEED_IO
             if row is not None:
+                if row.kind is _MERGE:  # type: ignore[union-attr]
+                    return NEED_IO  # the key's older versions: get_slow folds them (MERGE-1)
                 return resolve_row(row, now)  # type: ignore[arg-type]
         return None
 
     async def get_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None:
         """``get`` with block reads (REQUIRES: the engine's loop)."""
+        return _value_of(await self.get_resolved_slow(key, rs, max_seq))
+
+    # -- merge operands: the key's versions down to its base, folded (MERGE-1..4) ------------------
+
+    def get_resolved_fast(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None | object:
+        """The row a reader sees for ``key`` (a VALUE row, operands folded; None when absent)
+        from memtables alone; :data:`NEED_IO` when the fold needs rows of SSTs. Any thread."""
         now = self.runtime.now_ms()
+        rows: list[Row] = []
         for mem in rs.mems:
-            row = mem.get(key, max_seq)
-            if row is not None:
-                return resolve_row(row, now)
+            if _gather(rows, mem.versions(key), max_seq):
+                return resolve_versions(_newest_first(rows), self.merge_operator, now, max_seq)
+        if not rows:
+            row = self.get_row_fast(key, rs, max_seq)
+            if row is NEED_IO or row is None or row.kind is _MERGE:  # type: ignore[union-attr]
+                return NEED_IO if row is not None else None
+            return row if resolve_row(row, now) is not None else None  # type: ignore[arg-type]
+        return NEED_IO
+
+    async def get_resolved_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None:
+        """:meth:`get_resolved_fast` with block reads (REQUIRES: the engine's loop)."""
+        now = self.runtime.now_ms()
+        rows: list[Row] = []
+        for mem in rs.mems:
+            if _gather(rows, mem.versions(key), max_seq):
+                return resolve_versions(_newest_first(rows), self.merge_operator, now, max_seq)
         for h in rs.view.point_candidates(key):
             reader = h.reader
-            row = await retry_transient(self.runtime, lambda: reader.get(key, max_seq), what=f"get {reader.object_name}")
-            if row is not None:
-                return resolve_row(row, now)
-        return None
+            if not rows:  # the common case: one row decides
+                row = await retry_transient(self.runtime, lambda: reader.get(key, max_seq),
+                                            what=f"get {reader.object_name}")
+                if row is None:
+                    continue
+                if row.kind is not _MERGE:
+                    return row if resolve_row(row, now) is not None else None
+            elif not reader.might_contain(key):
+                continue
+            versions = await retry_transient(self.runtime, lambda: reader.get_versions(key),
+                                             what=f"get {reader.object_name}")
+            if _gather(rows, versions, max_seq):
+                break
+        return resolve_versions(_newest_first(rows), self.merge_operator, now, max_seq)
 
     def get_row_fast(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None | object:
         """The row deciding ``key`` (newest with ``seq <= max_seq``, any kind) from memtables and
@@ -123,14 +163,38 @@ class ReadPath:
         view = rs.view
         if not view.l0 and not view.runs and len(mem_iters) <= 1:
             it = mem_iters[0] if mem_iters else iter(())
-            return None, visible(it, snapshot_seq=max_seq, now_ms=now)
+            return None, visible(it, snapshot_seq=max_seq, now_ms=now, op=self.merge_operator)
         sources: list[Any] = [MemSource(it) for it in mem_iters]
         sources.extend(SstSource([h], bounds, reverse) for h in view.l0)
         sources.extend(SstSource(run.ssts, bounds, reverse) for run in view.runs)
-        return MergeScan(sources, reverse=reverse, max_seq=max_seq, now_ms=now), None
+        return MergeScan(sources, reverse=reverse, max_seq=max_seq, now_ms=now, op=self.merge_operator), None
 
     async def load_blocks(self, reader: SstReader, first: int, last_exclusive: int):
         """Blocks ``[first, last_exclusive)`` of ``reader`` (REQUIRES: the engine's loop)."""
         return await retry_transient(
             self.runtime, lambda: reader.read_blocks(first, last_exclusive), what=f"read {reader.object_name}"
         )
+
+
+def _value_of(row: Row | None | object) -> bytes | None | object:
+    if row is None or row is NEED_IO:
+        return row
+    return row.value  # type: ignore[union-attr]
+
+
+def _gather(rows: list[Row], versions: list[Row], max_seq: int | None) -> bool:
+    """Add a source's versions of a key (newest first) to ``rows``; True once a base (a value
+    or a tombstone at or below ``max_seq``) is among them: older sources cannot matter."""
+    done = False
+    for row in versions:
+        if max_seq is not None and row.seq > max_seq:
+            continue
+        rows.append(row)
+        if row.kind is not _MERGE:
+            done = True
+            break
+    return done
+
+
+def _newest_first(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: -r.seq)  # stable: a repeated seq keeps the earlier source's copy

@@ -9,7 +9,8 @@ again. So one merge serves both APIs, and rows in memory or in the block cache a
 plain synchronous Python.
 
 Visibility is decided per key group: among a key's rows (each source yields a key's versions
-contiguously) the highest ``seq <= max_seq`` wins; a tombstone or an expired value hides the key.
+contiguously) the highest ``seq <= max_seq`` wins; a tombstone or an expired value hides the key;
+a merge operand is folded with the key's older rows (MERGE-1, :func:`slatedb.merge.resolve_versions`).
 Picking the maximum rather than "the first row seen" keeps reverse scans right when one key's
 versions straddle two blocks of an SST.
 """
@@ -22,13 +23,15 @@ from typing import Iterator, Sequence
 
 from slatedb.format.block import Block
 from slatedb.format.sst_reader import SstReader
-from slatedb.merge import _merge_operand_error
+from slatedb.merge import resolve_versions
+from slatedb.merge_operator import MergeFn
 from slatedb.row import Row, RowKind
 
 from .view import KeyBounds, SstHandle
 
 _VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
+_MERGE = RowKind.MERGE_OPERAND
 _EMPTY: list[Row] = []
 
 #: Consecutive uncached blocks are fetched in reads of about this many bytes.
@@ -175,7 +178,8 @@ class MergeScan:
     for equal ``(key, seq)`` the earlier source wins, as in the point-lookup order.
     """
 
-    def __init__(self, sources: Sequence[MemSource | SstSource], *, reverse: bool, max_seq: int, now_ms: int) -> None:
+    def __init__(self, sources: Sequence[MemSource | SstSource], *, reverse: bool, max_seq: int, now_ms: int,
+                 op: MergeFn | None = None) -> None:
         self._sources = list(sources)
         self._pending = list(range(len(self._sources)))
         self._heap: list[tuple] = []
@@ -184,6 +188,8 @@ class MergeScan:
         self._now_ms = now_ms
         self._key: bytes | None = None
         self._best: Row | None = None
+        self._group: list[Row] = []  # the key's rows with seq <= max_seq (for a merge fold)
+        self._op = op
         self._done = False
         self._out: list[tuple[bytes, bytes]] = []
 
@@ -231,7 +237,9 @@ class MergeScan:
                 self._emit(out)
                 self._key = key
                 self._best = None
+                self._group = []
             if row.seq <= max_seq:
+                self._group.append(row)
                 best = self._best
                 if best is None or row.seq > best.seq:
                     self._best = row
@@ -247,8 +255,15 @@ class MergeScan:
             expire = row.expire_ts_ms
             if expire is None or expire > self._now_ms:
                 out.append((row.key, row.value))
-        elif kind is not _TOMBSTONE:
-            raise _merge_operand_error(row)
+        elif kind is _MERGE:
+            # A reverse scan meets a key's versions in any order (blocks are reversed): sort.
+            got = resolve_versions(sorted(self._group, key=_neg_seq), self._op, self._now_ms, self._max_seq)
+            if got is not None:
+                out.append((got.key, got.value))
+
+
+def _neg_seq(row: Row) -> int:
+    return -row.seq
 
 
 class _Desc:

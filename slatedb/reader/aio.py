@@ -24,6 +24,7 @@ from slatedb.api.args import coerce_settings
 from slatedb.lsm.read_path import ReadState
 from slatedb.errors import ReadOnlyError
 from slatedb.objstore.base import ObjectStore
+from slatedb.merge_operator import merge_operator_of
 from slatedb.runtime import Runtime
 
 from .core import ReaderCore
@@ -48,13 +49,15 @@ class DbReader(AsyncReads):
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
         runtime: RuntimeArg = None,
+        merge_operator: Any = None,
     ) -> Opening:
         """Open a reader (see :meth:`slatedb.DbReader.open`): ``await`` it, or use it as
         ``async with`` (leaving the block deletes the reader's own checkpoint)."""
         settings = coerce_settings(settings)
+        op = merge_operator_of(merge_operator)
 
         async def open_core(st: ObjectStore, rt: Runtime) -> ReaderCore:
-            return await ReaderCore.open(st, rt, options, settings, checkpoint_id)
+            return await ReaderCore.open(st, rt, options, settings, checkpoint_id, op)
 
         return Opening(cls, open_core, url, store=store, store_options=store_options, runtime=runtime,
                        thread_name="slatedb-reader", closed_message="the reader is closed")
@@ -68,7 +71,7 @@ class DbReader(AsyncReads):
     async def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a DbReader is read-only: write through the Db")
 
-    delete = write = put
+    delete = write = merge = put
 
     async def refresh(self) -> None:
         """One maintenance round now (see :meth:`slatedb.DbReader.refresh`)."""

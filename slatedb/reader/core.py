@@ -152,12 +152,13 @@ class ReaderCore(ReadPath):
 
     @classmethod
     async def open(cls, store: ObjectStore, runtime: Runtime, options: DbReaderOptions, settings: Settings,
-                   checkpoint_id: uuid.UUID | str | None = None) -> "ReaderCore":
+                   checkpoint_id: uuid.UUID | str | None = None, merge_operator: Any = None) -> "ReaderCore":
         if not isinstance(options, DbReaderOptions):
             raise InvalidArgumentError(f"options must be a DbReaderOptions, not {type(options).__name__}")
         cid = None if checkpoint_id is None else as_checkpoint_id(checkpoint_id)
         with_max_retries(runtime, settings.object_store_max_retries)
         core = cls(store, runtime, options, settings, cid)
+        core.merge_operator = merge_operator  # folds merge operands on reads (spec/protocols/merge.md)
         try:
             if cid is None:
                 await core._establish("open")

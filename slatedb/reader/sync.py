@@ -20,6 +20,7 @@ from slatedb.api.args import coerce_settings
 from slatedb.lsm.read_path import ReadState
 from slatedb.errors import ReadOnlyError
 from slatedb.objstore.base import ObjectStore
+from slatedb.merge_operator import merge_operator_of
 from slatedb.runtime import Runtime
 
 from .core import ReaderCore
@@ -46,6 +47,7 @@ class DbReader(SyncReads):
         store_options: Mapping[str, str] | None = None,
         store: ObjectStore | None = None,
         runtime: RuntimeArg = None,
+        merge_operator: Any = None,
     ) -> "DbReader":
         """Open a reader of the database at ``url``.
 
@@ -57,9 +59,10 @@ class DbReader(SyncReads):
         names; ``runtime`` is a runtime, or a factory of one called on the runtime thread.
         """
         settings = coerce_settings(settings)
+        op = merge_operator_of(merge_operator)
 
         async def open_core(st: ObjectStore, rt: Runtime) -> ReaderCore:
-            return await ReaderCore.open(st, rt, options, settings, checkpoint_id)
+            return await ReaderCore.open(st, rt, options, settings, checkpoint_id, op)
 
         return cls(RuntimeThread.start("slatedb-reader", open_core, url, store=store, store_options=store_options,
                                        runtime=runtime, closed_message="the database is closed"))
@@ -80,7 +83,7 @@ class DbReader(SyncReads):
     def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a DbReader is read-only: write through the Db")
 
-    delete = write = put
+    delete = write = merge = put
 
     def refresh(self) -> None:
         """Run one maintenance round now (what the background task does every

@@ -32,6 +32,7 @@ from slatedb.compactor.executor import Executor, Job
 from slatedb.compactor.worker import OnOutput, RangeTask
 from slatedb.config import Settings
 from slatedb.format.types import CompactedSsTable
+from slatedb.merge_operator import merge_operator_of
 
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime.production import ProductionRuntime
@@ -39,7 +40,7 @@ from slatedb.runtime.production import ProductionRuntime
 from .io import run_io
 
 def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, job: Job,
-               fail_dir: str | None = None) -> tuple[int, tuple]:
+               fail_dir: str | None = None, merge_operator: Any = None) -> tuple[int, tuple]:
     """One Spark task: merge one range, write its outputs, return their handles. ``fail_dir``
     (tests): a file ``fail-<range>`` there makes this attempt fail after its first output SST,
     once (the file is removed), so Spark retries the task."""
@@ -52,7 +53,7 @@ def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, jo
             if marker is not None and os.path.exists(marker):
                 os.remove(marker)
                 raise RuntimeError(f"injected failure of range {index} after output {outputs[-1].id}")
-        return await Executor(store, rt).run(job, on_output)
+        return await Executor(store, rt, merge_operator_of(merge_operator)).run(job, on_output)
 
     return index, run_io(url, store_options, fn)
 
@@ -61,20 +62,23 @@ class SparkRanges:
     """A :class:`~slatedb.compactor.worker.RangeRunner` running each range as a Spark task."""
 
     def __init__(self, spark: Any, url: str, store_options: Mapping[str, str] | None = None, *,
-                 fail_dir: str | None = None) -> None:
+                 fail_dir: str | None = None, merge_operator: Any = None) -> None:
         self.spark = spark
+        #: Shipped to every task in its closure (cloudpickled: a lambda works); None keeps
+        #: merge operands unmerged (spec/protocols/merge.md MERGE-6).
+        self.merge_operator = merge_operator_of(merge_operator)
         self.fail_dir = fail_dir
         self.url = url
         self.store_options = dict(store_options) if store_options else None
         self.tasks_run = 0
 
     def _submit(self, task: RangeTask) -> tuple[CompactedSsTable, ...]:
-        url, opts, fail_dir = self.url, self.store_options, self.fail_dir
+        url, opts, fail_dir, op = self.url, self.store_options, self.fail_dir, self.merge_operator
         sc = self.spark.sparkContext
         sc.setJobGroup(f"slatedb-compaction-{task.job.compaction_id}-{task.index}",
                        f"compaction {task.job.compaction_id} range {task.index}", interruptOnCancel=True)
         rdd = sc.parallelize([(task.index, task.job)], 1)
-        (result,) = rdd.map(lambda t: _run_range(url, opts, t[0], t[1], fail_dir)).collect()
+        (result,) = rdd.map(lambda t: _run_range(url, opts, t[0], t[1], fail_dir, op)).collect()
         self.tasks_run += 1
         return result[1]
 
@@ -97,12 +101,14 @@ class SparkRanges:
 
 async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = None, *, once: bool = True,
                               store_options: Mapping[str, str] | None = None, runtime: Any = None,
-                              runner: SparkRanges | None = None) -> Any:
+                              runner: SparkRanges | None = None, merge_operator: Any = None) -> Any:
     """The coordinator with a Spark-backed worker on ``url`` (trio). ``once``: until idle."""
     rt = runtime or ProductionRuntime("compactor")
     store = resolve_store(url, options=store_options, clock_ms=rt.now_ms)
     try:
-        c = Compactor(store, rt, settings, runner=runner or SparkRanges(spark, url, store_options))
+        c = Compactor(store, rt, settings, runner=runner or SparkRanges(spark, url, store_options,
+                                                                        merge_operator=merge_operator),
+                      merge_operator=merge_operator)
         if once:
             await c.run_until_idle()
         else:
@@ -114,12 +120,13 @@ async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = 
 
 
 def run_compactor(spark: Any, url: str, settings: Settings | None = None, *, once: bool = True,
-                  **store_options: Any) -> Any:
+                  merge_operator: Any = None, **store_options: Any) -> Any:
     """``slatedb.spark.run_compactor(spark, url)``: compact the database at ``url`` with the
     driver as coordinator and one Spark task per subcompaction range. Returns the compactor
-    (its ``stats``)."""
+    (its ``stats``). ``merge_operator``: folds merge operands (else they stay unmerged)."""
     opts = {k: str(v) for k, v in store_options.items()} or None
-    return trio.run(lambda: run_spark_compactor(spark, url, settings, once=once, store_options=opts))
+    return trio.run(lambda: run_spark_compactor(spark, url, settings, once=once, store_options=opts,
+                                                merge_operator=merge_operator))
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from slatedb.lsm.scan import MemSource, MergeScan, NeedIO, SstSource
 from slatedb.lsm.view import KeyBounds
-from slatedb.merge import _merge_operand_error
+from slatedb.merge import resolve_versions
 from slatedb.reader import DbReader
 from slatedb.row import Row, RowKind
 
@@ -33,8 +33,10 @@ class RowMergeScan(MergeScan):
         if row.kind is RowKind.VALUE:
             if row.expire_ts_ms is None or row.expire_ts_ms > self._now_ms:
                 out.append(row)
-        elif row.kind is not RowKind.TOMBSTONE:
-            raise _merge_operand_error(row)
+        elif row.kind is RowKind.MERGE_OPERAND:  # folded (MERGE-1), or MergeOperatorMissingError
+            got = resolve_versions(sorted(self._group, key=lambda r: -r.seq), self._op, self._now_ms, self._max_seq)
+            if got is not None:
+                out.append(got)
 
 
 def scan_rows(reader: DbReader, bounds: KeyBounds, batch_rows: int) -> Iterator[list[Row]]:
@@ -50,7 +52,7 @@ def scan_rows(reader: DbReader, bounds: KeyBounds, batch_rows: int) -> Iterator[
     ]
     sources.extend(SstSource([h], bounds, False) for h in rs.view.l0)
     sources.extend(SstSource(run.ssts, bounds, False) for run in rs.view.runs)
-    merge = RowMergeScan(sources, reverse=False, max_seq=max_seq, now_ms=now)
+    merge = RowMergeScan(sources, reverse=False, max_seq=max_seq, now_ms=now, op=core.merge_operator)
     portal = reader._portal
     while True:
         try:

@@ -90,7 +90,9 @@ def test_batch_records_ops_in_order():
         (lambda b: b.put(b"k", b"v", ttl_s="1s"), "ttl_s must be a number"),
         (lambda b: b.put(b"k", b"v", ttl_s=True), "ttl_s must be a number"),
         (lambda b: b.delete(b""), "key cannot be empty"),
-        (lambda b: b.merge(b"k", b"+1"), "needs? a merge operator"),
+        (lambda b: b.merge(b"", b"+1"), "key cannot be empty"),
+        (lambda b: b.merge(b"k", "+1"), "value must be bytes"),
+        (lambda b: b.merge(b"k", b"+1", ttl_s=0), "ttl_s must be positive"),
     ],
 )
 def test_rejected_call_leaves_batch_unchanged(call, match):

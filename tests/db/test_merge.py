@@ -52,9 +52,12 @@ def test_visible_rules():
     assert list(visible(rows, now_ms=NOW, snapshot_seq=0)) == []
 
 
-def test_visible_merge_operand_not_supported():
-    with pytest.raises(NotImplementedError, match="merge operand"):
+def test_visible_merge_operand_without_an_operator_is_a_typed_error_naming_the_key():
+    """MERGE-8: an operand read without a merge operator raises MergeOperatorMissingError naming the key."""
+    from slatedb.errors import MergeOperatorMissingError
+    with pytest.raises(MergeOperatorMissingError, match="b'a'") as e:
         list(visible([r(b"a", 1, b"+1", kind=M)], now_ms=NOW))
+    assert e.value.key == b"a"
 
 
 def test_point_lookup_stops_at_first_deciding_source():

@@ -1,5 +1,5 @@
 """Issue 16 item 6 (API edges): ``async with db.snapshot()``, ``WriteBatch.merge`` refused at the
-call, ``scan_prefix(b"")`` scans everything."""
+write by a database without a merge operator (MERGE-8), ``scan_prefix(b"")`` scans everything."""
 
 from __future__ import annotations
 
@@ -25,12 +25,20 @@ async def test_async_snapshot_is_an_async_context_manager(tmp_path) -> None:
             assert await snap2.get(b"k") == b"new"
 
 
-def test_write_batch_merge_is_refused_at_the_call() -> None:
+def test_write_batch_merge_is_refused_at_the_write_without_a_merge_operator(tmp_path) -> None:
+    """MERGE-8: a batch holding a merge operand, written to a database opened without a merge
+    operator, raises at ``write`` and writes nothing of the batch."""
     b = WriteBatch()
     b.put(b"a", b"1")
-    with pytest.raises(InvalidArgumentError, match="merge operator"):
-        b.merge(b"k", b"+1")
-    assert len(b) == 1  # unchanged
+    b.merge(b"k", b"+1")
+    assert len(b) == 2
+    with slatedb.Db.open(f"file://{tmp_path}", SETTINGS) as db:
+        seq = db.status().durable_seq
+        with pytest.raises(slatedb.MergeOperatorMissingError, match="merge operator"):
+            db.write(b)
+        assert db.get(b"a") is None and db.get(b"k") is None
+        db.flush()
+        assert db.status().durable_seq == seq
 
 
 @pytest.mark.parametrize("reverse", [False, True])

@@ -1,0 +1,67 @@
+"""Merge operators (spec/protocols/merge.md): what a user gives at open, and how the engine calls it.
+
+A merge operator is a Python callable ``op(key, existing_value, operand) -> bytes`` or an object
+with such a ``merge`` method (the official binding's ``MergeOperator`` subclasses fit).
+``existing_value`` is ``None`` when the key has no base value (nothing, a tombstone, an expired
+value) or when a compaction folds operands without their base (a *partial* merge, which assumes
+the operator is associative, as the official engine does).
+
+:func:`merge_operator_of` checks what the user passed, at the call that passed it.
+:func:`fold` applies the operator to operands oldest first; any exception it raises, and any
+result that is not bytes, becomes :class:`~slatedb.errors.MergeOperatorError` naming the key
+(MERGE-7).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+from slatedb.errors import InvalidArgumentError, MergeOperatorError, MergeOperatorMissingError
+
+#: The engine's view of an operator: ``fn(key, existing_value, operand) -> bytes``.
+MergeFn = Callable[[bytes, "bytes | None", bytes], bytes]
+
+
+class MergeOperator(Protocol):
+    """What :func:`merge_operator_of` accepts besides a plain callable."""
+
+    def merge(self, key: bytes, existing_value: bytes | None, operand: bytes) -> bytes: ...
+
+
+def merge_operator_of(op: Any) -> MergeFn | None:
+    """The function to call for ``op`` (``None`` stays ``None``): ``op.merge`` when ``op`` has a
+    callable ``merge`` attribute, else ``op`` itself if callable; anything else is refused."""
+    if op is None:
+        return None
+    method = getattr(op, "merge", None)
+    if callable(method):
+        return method
+    if callable(op):
+        return op
+    raise InvalidArgumentError(
+        f"merge_operator must be a callable (key, existing_value, operand) -> bytes or an object with such a "
+        f"merge method, not {type(op).__name__}")
+
+
+def fold(op: MergeFn | None, key: bytes, base: bytes | None, operands: Sequence[bytes]) -> bytes:
+    """``base`` with ``operands`` (oldest first) applied one by one: ``op(key, acc, operand)``."""
+    if op is None:
+        raise MergeOperatorMissingError(
+            f"key {key!r} holds merge operands and no merge operator is configured "
+            "(open the database with merge_operator=...)", key)
+    acc = base
+    for operand in operands:
+        try:
+            out = op(key, acc, operand)
+        except MergeOperatorError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's code: any failure becomes typed
+            raise MergeOperatorError(key, f"{type(e).__name__}: {e}") from e
+        if type(out) is not bytes:
+            if isinstance(out, (bytearray, memoryview)):
+                out = bytes(out)
+            else:
+                raise MergeOperatorError(key, f"the operator returned {type(out).__name__}, not bytes")
+        acc = out
+    assert acc is not None
+    return acc
