@@ -12,6 +12,7 @@ from slatedb.compactor import Compactor, full_spec, submit_compaction
 from slatedb.config import Settings
 from slatedb.errors import FencedError
 from slatedb.format.manifest import decode_manifest_v2
+from slatedb.manifest.compaction import CompactionSpec, L0Source
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.runtime.production import ProductionRuntime
@@ -27,12 +28,12 @@ def latest_manifest(store: MemoryStore):
     return ids[-1], decode_manifest_v2(store.get_now(key).data, key)
 
 
-async def _compact_all_l0(store: MemoryStore) -> int:
+async def _compact_all_l0(store: MemoryStore, merge_operator=None, l0_only: bool = False) -> int:
     rt = ProductionRuntime("compactor")
     settings = Settings.from_dict({"min_filter_keys": 1, "compactor_options": {"scheduler_options": {
         "min_compaction_sources": "1000", "max_compaction_sources": "1000"}}})  # only what we submit
     while True:  # a compactor starting at the same moment (the Db's own) may take our epoch
-        compactor = Compactor(store, rt, settings)
+        compactor = Compactor(store, rt, settings, merge_operator=merge_operator)
         try:
             await compactor.start()
             break
@@ -42,6 +43,9 @@ async def _compact_all_l0(store: MemoryStore) -> int:
     cur = await ManifestStore(store, rt).read_latest()
     assert cur is not None
     spec = full_spec(cur.manifest)
+    if l0_only and spec is not None:  # the L0 SSTs into a new run above the others (not the bottom)
+        spec = CompactionSpec(tuple(s for s in spec.sources if isinstance(s, L0Source)),
+                              max((r.id for r in cur.manifest.compacted), default=-1) + 1)
     if not cur.manifest.l0 or spec is None:
         return 0
     await submit_compaction(store, rt, spec)
@@ -50,9 +54,11 @@ async def _compact_all_l0(store: MemoryStore) -> int:
     return len(cur.manifest.l0)
 
 
-def compact_all_l0(store: MemoryStore) -> int:
-    """Merge every L0 SST and sorted run into one run; return how many L0 SSTs went."""
-    return trio.run(_compact_all_l0, store)
+def compact_all_l0(store: MemoryStore, merge_operator=None, l0_only: bool = False) -> int:
+    """Merge every L0 SST and sorted run into one run; return how many L0 SSTs went.
+    ``merge_operator``: the compactor's (None: merge operands stay unmerged); ``l0_only``: only
+    the L0 SSTs, into a new run above the existing ones."""
+    return trio.run(_compact_all_l0, store, merge_operator, l0_only)
 
 
 __all__ = ["StoredManifest", "compact_all_l0", "latest_manifest", "memory_store"]
