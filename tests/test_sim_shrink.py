@@ -118,6 +118,7 @@ EVERY_SCENARIO = [
     ("gc", 0, "gc-ignores-checkpoints", 4),
     ("rescale", 0, "union-seq-not-max", 6),
     ("destroy", 2, "soft-destroy-no-fence", 6),
+    ("txn", 0, "txn-reads-unchecked", 8),
 ]
 
 

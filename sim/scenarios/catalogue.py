@@ -74,6 +74,8 @@ _ZOMBIE_WORKER_CLASS = ("Distributed compaction: a reclaimed worker's late write
                         "committed unfinished (official coordinator/worker protocol, RFC 0025/0028)")
 _GC_CLASS = "GC deletes SSTs still used by a reader, a checkpoint, or an in-flight compaction (RFC 000 / RFC 002)"
 _PROJ_CLASS = "Clone/projection leaks rows outside the visible range, or union seqs collide (RFC 000)"
+_TXN_CLASS = ("Transactions: a commit check that misses a concurrent write (lost update, write skew under "
+              "serializable isolation, a non-serializable committed history)")
 _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
                   "deleted N+1 and believes it committed (RFC 004)")
 
@@ -227,6 +229,16 @@ CATALOGUE: tuple[Bug, ...] = (
         "writer goes on creating WAL objects after the destroy's mark until it polls the manifest",
         _WAL_CLASS, "RFC 000 Deleting a Database (soft, step 1: fence any active writer); destroy.md step 1",
         "slatedb/destroy.py _soft", "destroy", ("DESTROY-2",), 20),
+    # -- transactions (sim/scenarios/txn.py; budgets from `sim hunt --rate --seeds 200`) --
+    Bug(switches.TXN_READS_UNCHECKED, "a commit checks only the keys the transaction wrote, not its read set (SSI "
+        "reads, mark_read keys): a serializable transaction commits over a write to a key it read (write skew)",
+        _TXN_CLASS, "official SSI (read-write conflict refused at commit); transactions.md step C1",
+        "slatedb/api/txn.py TxnState.checked_keys", "txn", ("TXN-4",), 8),
+    Bug(switches.TXN_WINDOW_IGNORES_FLUSH, "a commit's check under the write lock looks at the memtables only, even when "
+        "a flush moved the SST view since its first check: a row written meanwhile and already flushed to L0 is "
+        "missed (lost update, write skew)",
+        _TXN_CLASS, "transactions.md step C3 (re-check when the view moved)", "slatedb/api/txn.py TxnState.under_lock",
+        "txn", ("TXN-3", "TXN-4"), 60),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}

@@ -79,6 +79,9 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("rescale", "sim.scenarios.rescale:run_rescale_workload",
                  "rescale (split by projection, shard writers, merge by union, GC everywhere, crashes of the "
                  "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=3.0),
+    ScenarioSpec("txn", "sim.scenarios.txn:run_txn_workload",
+                 "txn (concurrent SNAPSHOT / SERIALIZABLE_SNAPSHOT transactions and plain writes, flushes, "
+                 "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.3),
 )
 
 BY_NAME: dict[str, ScenarioSpec] = {s.name: s for s in SCENARIOS}

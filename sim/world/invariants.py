@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # stdlib only at run time (models/run.py imports this module)
 
 #: The protocol pages' prefixes, in the order of spec/protocols/README.md.
 SPEC_PREFIXES = ("FENCE", "SEQMETA", "BOUNDARY", "CKPT", "GC", "COMPACT", "CFENCE",
-                 "RESUME", "CLONE", "PROJ", "DUR", "READ", "DESTROY", "LOAD", "MERGE")
+                 "RESUME", "CLONE", "PROJ", "DUR", "READ", "DESTROY", "LOAD", "MERGE", "TXN")
 #: The simulator's own numbered oracles (not protocol invariants, so not on a spec page):
 #: ``FLIP-1`` (a bit flip is reported against its object), ``ESCAPE-1`` (spec/simulation.md: an
 #: exception that escapes a simulated process is a named failure).

@@ -56,6 +56,8 @@ DEFAULT_SEEDS_FLOOR: dict[str, int] = {
     "db": 100, "takeover": 100, "seqmeta": 100, "store": 100, "compactor": 40, "gc": 12, "rescale": 12,
     # the default plan (sim/campaign/dst.py ``plan``, a fixed seed count) runs destroy seeds 0..61
     "destroy": 50,
+    # txn: 0.3 s a seed, about 360 seeds in the default plan
+    "txn": 100,
 }
 
 #: probe -> (scenario, seeds of it that hit the probe), each seed below its scenario's floor.
@@ -95,6 +97,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
     P.UNION_RESUMED: ("rescale", (2,)),
+    P.TXN_VIEW_MOVED: ("txn", (0,)),
 }
 
 

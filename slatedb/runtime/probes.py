@@ -212,6 +212,15 @@ UNION_RESUMED = _probe(
     "a projection or union found half done (its manifest written, not initialized) was resumed",
     "projection-union.md C2, PROJ-4")
 
+# -- Transactions (spec/protocols/transactions.md) ---------------------------------------------------
+
+TXN_VIEW_MOVED = _probe(
+    "txn.view-moved",
+    "a transaction's commit found, under the write lock, that a flush (or a manifest refresh) had "
+    "changed the SST view since its first conflict check: rows written meanwhile may have left the "
+    "memtables, so the check ran again",
+    "transactions.md step C3, TXN-3/TXN-4")
+
 # Rare branches with no probe yet because no scenario reaches them (a probe there would be unhit
 # by every campaign; add it with the scenario that reaches it): GC keeping an SST only for its
 # min_age (the ULID cutoff keeps it first in every measured seed), a clone resumed after a crash

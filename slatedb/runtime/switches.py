@@ -43,6 +43,9 @@ UNION_EXTERNAL_DBS_NOT_MERGED = "union-external-dbs-not-merged"
 UNION_RELEASES_SOURCE_CHECKPOINT_EARLY = "union-releases-source-checkpoint-early"
 # destroy (RFC 000 "Deleting a Database")
 SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
+# transactions (spec/protocols/transactions.md)
+TXN_READS_UNCHECKED = "txn-reads-unchecked"
+TXN_WINDOW_IGNORES_FLUSH = "txn-window-ignores-flush"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)
 HEARTBEAT_NO_OWNER_CHECK = "heartbeat-no-owner-check"
