@@ -142,14 +142,15 @@ async def failure_reason(store: ObjectStore, compaction_id: ULID) -> str | None:
 
 
 async def run_compactor(store: ObjectStore, settings: Settings | None = None, *, once: bool = False,
-                        runtime: Runtime | None = None) -> Compactor:
+                        runtime: Runtime | None = None, merge_operator: Any = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
-    to compact; otherwise until cancelled or fenced."""
+    to compact; otherwise until cancelled or fenced. ``merge_operator``: folds merge operands
+    (spec/protocols/merge.md; without one they are kept as they are)."""
     settings = settings or Settings()
     rt = runtime or ProductionRuntime("compactor")
     own = settings.compactor_options.object_store_max_retries if settings.compactor_options else None
     with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
-    c = Compactor(store, rt, settings)
+    c = Compactor(store, rt, settings, merge_operator=merge_operator)
     if once:
         await c.run_until_idle()
     else:

@@ -29,6 +29,7 @@ import trio
 
 from slatedb.config import Settings
 from slatedb.errors import InvalidArgumentError, SlateDBError, sole_exception
+from slatedb.merge_operator import load_merge_operator
 from slatedb.objstore import resolve_store
 
 DEBUG_ENV = "SLATEDB_DEBUG"
@@ -121,11 +122,13 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
                 _emit(admin.compactions_json(stored))
         elif ns.command == "run-compactor":
             settings = _settings(ns.settings)
+            op = None if ns.merge_operator is None else load_merge_operator(ns.merge_operator)
             if ns.engine == "spark":
                 from slatedb.spark.compaction import spark_compactor_cli
-                c = await spark_compactor_cli(ns.path, settings, once=ns.once, master=ns.spark_master)
+                c = await spark_compactor_cli(ns.path, settings, once=ns.once, master=ns.spark_master,
+                                              merge_operator=op)
             else:
-                c = await admin.run_compactor(store, settings, once=ns.once)
+                c = await admin.run_compactor(store, settings, once=ns.once, merge_operator=op)
             _emit({"epoch": c.epoch, **c.stats, "fenced": c.fenced, "engine": ns.engine})
         return 0
 
@@ -390,6 +393,9 @@ def _add_compaction_commands(sub) -> None:
                    help="local: merge in this process; spark: this process coordinates and each subcompaction "
                         "range runs as a Spark task (compactor_options.worker.max_subcompactions ranges per job)")
     p.add_argument("--spark-master", default="local[2]", help="Spark master URL for --engine spark (default local[2])")
+    p.add_argument("--merge-operator", default=None, metavar="MODULE:NAME",
+                   help="the database's merge operator (a callable or a class, importable here) to fold merge "
+                        "operands; without it they are kept as they are")
 
 
 def _add_admin_commands(sub) -> None:

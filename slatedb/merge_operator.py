@@ -14,6 +14,7 @@ result that is not bytes, becomes :class:`~slatedb.errors.MergeOperatorError` na
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Protocol, Sequence
 
 from slatedb.errors import InvalidArgumentError, MergeOperatorError, MergeOperatorMissingError
@@ -41,6 +42,32 @@ def merge_operator_of(op: Any) -> MergeFn | None:
     raise InvalidArgumentError(
         f"merge_operator must be a callable (key, existing_value, operand) -> bytes or an object with such a "
         f"merge method, not {type(op).__name__}")
+
+
+def concat(key: bytes, existing_value: bytes | None, operand: bytes) -> bytes:
+    """A ready-made operator: byte concatenation (the official documentation's example; it is
+    associative). By name: ``slatedb.merge_operator:concat``."""
+    return operand if existing_value is None else existing_value + operand
+
+
+def load_merge_operator(spec: str) -> MergeFn:
+    """The operator named ``"package.module:name"`` (``slatedb run-compactor --merge-operator``):
+    a callable, an object with ``merge``, or a class of such objects (instantiated without
+    arguments). A name that does not resolve is refused naming it."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InvalidArgumentError(f"merge operator {spec!r} must be given as package.module:name")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as e:
+        raise InvalidArgumentError(f"merge operator {spec!r} cannot be loaded: {e}") from None
+    if isinstance(found, type):
+        found = found()
+    op = merge_operator_of(found)
+    assert op is not None
+    return op
 
 
 def fold(op: MergeFn | None, key: bytes, base: bytes | None, operands: Sequence[bytes]) -> bytes:

@@ -148,7 +148,8 @@ def spark_session_for(master: str) -> Iterator[Any]:
         spark.stop()
 
 
-async def spark_compactor_cli(url: str, settings: Settings | None, *, once: bool, master: str) -> Any:
+async def spark_compactor_cli(url: str, settings: Settings | None, *, once: bool, master: str,
+                              merge_operator: Any = None) -> Any:
     """``slatedb run-compactor --engine spark``: a Spark session on ``master`` for the run."""
     with spark_session_for(master) as spark:
-        return await run_spark_compactor(spark, url, settings, once=once)
+        return await run_spark_compactor(spark, url, settings, once=once, merge_operator=merge_operator)

@@ -13,6 +13,7 @@ from typing import Mapping
 
 import attrs
 
+from slatedb.merge_operator import load_merge_operator
 from slatedb.lsm.view import KeyBounds
 from slatedb.errors import InvalidArgumentError
 
@@ -22,7 +23,7 @@ from .plan import DEFAULT_SPLIT_SIZE_BYTES
 STORE_OPTIONS = ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token")
 
 READ_OPTIONS = ("checkpoint", "start", "end", "start_hex", "end_hex", "split_size_bytes", "include_seq",
-                "include_expiry", "checkpoint_lifetime_s", "batch_rows")
+                "include_expiry", "checkpoint_lifetime_s", "batch_rows", "merge_operator")
 WRITE_OPTIONS = ("sst_size_bytes", "block_size_bytes", "sharded")
 COMMON_OPTIONS = ("url", "path")
 
@@ -80,6 +81,9 @@ class SourceOptions:
     include_expiry: bool = False
     checkpoint_lifetime_s: float = DEFAULT_CHECKPOINT_LIFETIME_S
     batch_rows: int = DEFAULT_BATCH_ROWS
+    #: ``module:name`` of the merge operator tasks fold merge operands with (None: an operand
+    #: is an error naming its key, spec/protocols/merge.md MERGE-8).
+    merge_operator: str | None = None
     sst_size_bytes: int = DEFAULT_SST_SIZE_BYTES
     block_size_bytes: int = 4096
     sharded: bool = False
@@ -150,4 +154,12 @@ def parse_options(options: Mapping[str, str], *, writing: bool = False) -> Sourc
         include_expiry=_bool("include_expiry", opts.get("include_expiry"), False),
         checkpoint_lifetime_s=lifetime_s,
         batch_rows=_positive_int("batch_rows", opts.get("batch_rows"), DEFAULT_BATCH_ROWS),
+        merge_operator=_merge_operator(opts.get("merge_operator")),
     )
+
+
+def _merge_operator(spec: str | None) -> str | None:
+    """Checked where the DataFrame is defined: a name that does not load is refused there."""
+    if spec is not None:
+        load_merge_operator(spec)
+    return spec

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 from slatedb.lsm.scan import MemSource, MergeScan, NeedIO, SstSource
 from slatedb.lsm.view import KeyBounds
 from slatedb.merge import resolve_versions
+from slatedb.merge_operator import load_merge_operator
 from slatedb.reader import DbReader
 from slatedb.row import Row, RowKind
 
@@ -121,7 +122,8 @@ def read_split(opts: SourceOptions, checkpoint_id: str, lo: bytes | None, hi: by
     try:
         if bounds.is_empty():
             return
-        with DbReader.open(opts.url, cid, store_options=opts.store_dict) as reader:
+        op = None if opts.merge_operator is None else load_merge_operator(opts.merge_operator)
+        with DbReader.open(opts.url, cid, store_options=opts.store_dict, merge_operator=op) as reader:
             for rows in scan_rows(reader, bounds, opts.batch_rows):
                 cols = [pa.array([r.key for r in rows], pa.binary()), pa.array([r.value for r in rows], pa.binary())]
                 if opts.include_seq:

@@ -330,3 +330,50 @@ def test_an_l0_compaction_above_the_base_makes_a_partial_merge_MERGE_5() -> None
     assert [(r.kind, r.value) for r in rows] == [(RowKind.MERGE_OPERAND, b"12"), (RowKind.VALUE, b"A")]
     with open_db(store) as db:
         assert db.get(b"a") == b"A12" and list(db.scan(reverse=True)) == [(b"a", b"A12")]
+
+
+def test_the_standalone_compactor_cli_loads_the_operator_by_name_MERGE_5(tmp_path) -> None:
+    """``slatedb run-compactor --merge-operator module:name`` folds; a name that does not load is
+    a one-line error and compacts nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "mergeops.py").write_text(
+        "class Concat:\n    def merge(self, key, existing, operand):\n        return (existing or b'') + operand\n")
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url, settings=WRITER, merge_operator=concat) as db:
+        db.put(b"a", b"A")
+        for op in (b"1", b"2"):
+            db.merge(b"a", op)
+            db.flush(wal=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "ops"), os.environ.get("PYTHONPATH", "")])}
+    cli = os.path.join(os.path.dirname(sys.executable), "slatedb")
+    bad = subprocess.run([cli, "--path", url, "run-compactor", "--once", "--merge-operator", "mergeops:Nope"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode != 0 and "mergeops:Nope" in bad.stderr and "Traceback" not in bad.stderr
+    subprocess.run([cli, "--path", url, "submit-compaction", "--request", "Full"], check=True, capture_output=True,
+                   env=env, timeout=300)
+    ran = subprocess.run([cli, "--path", url, "run-compactor", "--once", "--merge-operator", "mergeops:Concat"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["completed"] >= 1
+
+    async def rows():
+        from slatedb.objstore import resolve_store
+        store = resolve_store(url)
+        try:
+            from slatedb.manifest.store import ManifestStore
+            m = (await ManifestStore(store, ProductionRuntime("t")).read_latest()).manifest
+            out = []
+            for run in m.compacted:
+                for view in run.ssts:
+                    reader = await SstReader.open(store, sst_key(view.sst_id))
+                    out += [(r.kind, r.value) async for r in reader.scan()]
+            return out
+        finally:
+            await store.aclose()
+
+    assert trio.run(rows) == [(RowKind.VALUE, b"A12")]

@@ -10,6 +10,7 @@ import pytest
 import trio
 
 import slatedb
+import slatedb.merge_operator
 from slatedb.row import RowKind
 from slatedb.spark.compaction import run_spark_compactor
 
@@ -55,3 +56,29 @@ def test_spark_tasks_fold_merge_operands_with_the_operator_and_keep_them_without
         assert [(k, v) for _r, k, _s, _kind, v in rows if k == b"k0003"] == [(b"k0003", expected[b"k0003"])]
     with slatedb.Db.open(url, settings=WRITER, merge_operator=lambda k, e, o: (e or b"") + o) as db:
         assert dict(db.scan()) == expected
+
+
+def test_a_dataframe_read_folds_operands_with_the_named_operator_MERGE_2_MERGE_8(spark, tmp_path: Path) -> None:
+    """``option("merge_operator", "module:name")``: every task's reader folds (operands in L0 and
+    in the WAL); without it an operand is an error naming the key; a name that does not load is
+    refused where the DataFrame is defined."""
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, settings=WRITER, merge_operator=slatedb.merge_operator.concat) as db:
+        db.put(b"a", b"A")
+        db.merge(b"a", b"1")
+        db.flush(wal=False)
+        db.merge(b"a", b"2")
+        db.merge(b"b", b"x", durable=True)
+        db.put(b"c", b"C")
+        want = dict(db.scan())
+    assert want == {b"a": b"A12", b"b": b"x", b"c": b"C"}
+
+    def read(**options):
+        return spark.read.format("slatedb").options(url=url, **options).load()
+
+    got = {bytes(r["key"]): bytes(r["value"]) for r in read(merge_operator="slatedb.merge_operator:concat").collect()}
+    assert got == want
+    with pytest.raises(Exception, match="merge operator"):
+        read().collect()
+    with pytest.raises(Exception, match="cannot be loaded"):
+        read(merge_operator="slatedb.merge_operator:nope")
