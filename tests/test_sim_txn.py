@@ -124,6 +124,7 @@ def test_worlds_take_over_crash_conflict_and_skew() -> None:
 
 
 @pytest.mark.parametrize("bug,seed,fired", [("txn-reads-unchecked", 0, "TXN-4"),
+                                            ("txn-snapshot-writes-unchecked", 1, "TXN-3"),
                                             ("txn-window-ignores-flush", 0, "TXN-3")])
 def test_each_switch_is_caught_by_the_history(bug: str, seed: int, fired: str) -> None:
     """The first detecting seed (``sim hunt --bug``); the same world passes with the switch off
@@ -145,4 +146,4 @@ def test_registered_once_in_the_main_job_and_the_hunt() -> None:
     assert [s.name for s in registry.SCENARIOS].count("txn") == 1
     assert "txn" in dst.plan("quick", [s.name for s in registry.SCENARIOS])
     mine = [b for b in catalogue.CATALOGUE if b.workload == "txn"]
-    assert len(mine) >= 2 and all(any(i.startswith("TXN-") for i in b.invariants) for b in mine)
+    assert len(mine) >= 3 and all(any(i.startswith("TXN-") for i in b.invariants) for b in mine)

@@ -238,7 +238,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "a flush moved the SST view since its first check: a row written meanwhile and already flushed to L0 is "
         "missed (lost update, write skew)",
         _TXN_CLASS, "transactions.md step C3 (re-check when the view moved)", "slatedb/api/txn.py TxnState.under_lock",
-        "txn", ("TXN-3", "TXN-4"), 60),
+        "txn", ("TXN-3", "TXN-4"), 80),
+    Bug(switches.TXN_SNAPSHOT_WRITES_UNCHECKED, "a SNAPSHOT commit does not check the keys it writes: first committer "
+        "does not win, two read-modify-writes of one counter both commit (lost update)",
+        _TXN_CLASS, "official SNAPSHOT (write-write conflict refused, a plain put counts); transactions.md step C1",
+        "slatedb/api/txn.py TxnState.checked_keys", "txn", ("TXN-3",), 8),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}

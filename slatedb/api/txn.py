@@ -176,6 +176,10 @@ class TxnState:
 
     def checked_keys(self) -> list[bytes]:
         keys = (set(self.writes) | set(self.merges)) - self.unmarked
+        # Catalogued bug (sim/scenarios/catalogue.py): a SNAPSHOT commit checks no written key.
+        if switches.TXN_SNAPSHOT_WRITES_UNCHECKED in self.core.runtime.bugs and \
+                self.isolation is IsolationLevel.SNAPSHOT:
+            keys = set()
         # Catalogued bug (sim/scenarios/catalogue.py): the read set is not checked at commit.
         if switches.TXN_READS_UNCHECKED not in self.core.runtime.bugs:
             keys |= self.reads  # SSI reads, and mark_read under both levels

@@ -46,6 +46,7 @@ SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
 # transactions (spec/protocols/transactions.md)
 TXN_READS_UNCHECKED = "txn-reads-unchecked"
 TXN_WINDOW_IGNORES_FLUSH = "txn-window-ignores-flush"
+TXN_SNAPSHOT_WRITES_UNCHECKED = "txn-snapshot-writes-unchecked"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)
 HEARTBEAT_NO_OWNER_CHECK = "heartbeat-no-owner-check"
