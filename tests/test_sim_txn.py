@@ -62,7 +62,9 @@ def test_write_skew_under_ssi_is_txn_4_and_allowed_under_si() -> None:
         verdict = check_history([a, b], rows, **pairs)
         if guarded:
             assert verdict.violations and all(v.startswith("TXN-4") for v in verdict.violations), (kind, verdict)
-            assert any("write skew" in v for v in verdict.violations)
+            assert any("write skew" in v for v in verdict.violations)  # end to end
+            assert any("b (snapshot seq 0, commit seq 2)" in v and "not serializable" in v
+                       for v in verdict.violations)  # and the transaction that committed second
         else:
             assert verdict.violations == [] and verdict.figures["si_skews"] == 1
 
