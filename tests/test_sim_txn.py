@@ -149,3 +149,12 @@ def test_registered_once_in_the_main_job_and_the_hunt() -> None:
     assert "txn" in dst.plan("quick", [s.name for s in registry.SCENARIOS])
     mine = [b for b in catalogue.CATALOGUE if b.workload == "txn"]
     assert len(mine) >= 3 and all(any(i.startswith("TXN-") for i in b.invariants) for b in mine)
+
+
+def test_tombstones_are_told_apart_by_key_and_seq() -> None:
+    """A delete's row carries no value: it is its key at the seq the delete returned (a zombie's
+    delete of the same key may have been given the same seq: either may own the row)."""
+    d = Attempt("d", "delete", "blind", writes={b"k": None}, outcome="acked", seq=3)
+    zombie = Attempt("z", "delete", "blind", writes={b"k": None}, outcome="written", seq=3)
+    assert _violations([d, zombie], [(3, b"k", None)]) == []
+    assert any("acknowledged durable" in v for v in _violations([d], [(3, b"j", None)]))

@@ -111,19 +111,18 @@ def check_history(attempts: Iterable[Attempt], rows: Iterable[tuple[int, bytes, 
     rows = sorted(rows, key=lambda r: r[0])
     verdict = Verdict()
     owner: dict[tuple[bytes, bytes], Attempt] = {}
-    deletes: dict[tuple[bytes, int], Attempt] = {}
+    deletes: dict[tuple[bytes, int], list[Attempt]] = {}  # two writers may give one seq to deletes of a key
     for a in attempts:
         for key, value in a.writes.items():
             if value is not None:
                 owner[(key, value)] = a
             elif a.seq is not None:
-                deletes[(key, a.seq)] = a
+                deletes.setdefault((key, a.seq), []).append(a)
     landed: dict[str, list[tuple[int, bytes]]] = {}
     seen_values: set[tuple[bytes, bytes]] = set()
     for seq, key, value in rows:
         if value is None:
-            a = deletes.get((key, seq))
-            if a is not None:
+            for a in deletes.get((key, seq), ()):
                 landed.setdefault(a.tag, []).append((seq, key))
             continue
         if (key, value) in seen_values:
