@@ -98,6 +98,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
     P.UNION_RESUMED: ("rescale", (2,)),
     P.TXN_VIEW_MOVED: ("txn", (0,)),
+    P.TXN_CONFLICT_AFTER_VIEW_MOVED: ("txn", (0, 8)),
 }
 
 

@@ -76,6 +76,7 @@ class TxnState:
         self.reads: set[bytes] = set()
         self.unmarked: set[bytes] = set()
         self.done = False
+        self.view_moved = False  # a commit check found the SST view moved and checked again
 
     def check_open(self) -> None:
         if self.done:
@@ -187,6 +188,8 @@ class TxnState:
 
     def conflict(self, key: bytes, row: Row | None) -> None:
         if row is not None and row.seq > self.seq:
+            if self.view_moved:
+                self.core.runtime.probe(probes.TXN_CONFLICT_AFTER_VIEW_MOVED)
             raise TransactionConflictError(
                 f"transaction conflict: key {key!r} was written at seq {row.seq}, after the "
                 f"transaction's snapshot (seq {self.seq})")
@@ -202,6 +205,7 @@ class TxnState:
                 # Catalogued bug: check the memtables only, as if the view had not moved.
                 if switches.TXN_WINDOW_IGNORES_FLUSH not in core.runtime.bugs:
                     core.runtime.probe(probes.TXN_VIEW_MOVED)
+                    self.view_moved = True
                     raise _ViewMoved()
             for key in keys:
                 for mem in rs.mems:

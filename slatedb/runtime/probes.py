@@ -220,6 +220,11 @@ TXN_VIEW_MOVED = _probe(
     "changed the SST view since its first conflict check: rows written meanwhile may have left the "
     "memtables, so the check ran again",
     "transactions.md step C3, TXN-3/TXN-4")
+TXN_CONFLICT_AFTER_VIEW_MOVED = _probe(
+    "txn.conflict-after-view-moved",
+    "a commit that checked again because a flush moved the SST view found a conflict then: a row "
+    "written during its first check, which the memtables alone no longer showed",
+    "transactions.md step C3, TXN-3/TXN-4")
 
 # Rare branches with no probe yet because no scenario reaches them (a probe there would be unhit
 # by every campaign; add it with the scenario that reaches it): GC keeping an SST only for its
