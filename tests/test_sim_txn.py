@@ -123,6 +123,7 @@ def test_worlds_take_over_crash_conflict_and_skew() -> None:
     assert all(r.ok for r in results), [r.violations for r in results if not r.ok]
     assert sum(r.fenced for r in results) and sum(r.faults.get("crash", 0) for r in results)
     assert sum(r.conflicts for r in results) > 10
+    assert sum(r.si_skews for r in results)  # seed 4: the anomaly SNAPSHOT allows, reached and allowed
 
 
 @pytest.mark.parametrize("bug,seed,fired", [("txn-reads-unchecked", 0, "TXN-4"),
