@@ -126,6 +126,12 @@ def test_worlds_take_over_crash_conflict_and_skew() -> None:
     assert sum(r.si_skews for r in results)  # seed 4: the anomaly SNAPSHOT allows, reached and allowed
 
 
+def test_a_seed_replays_bit_for_bit_and_seeds_differ() -> None:
+    a, b = txn_scenario.run_txn_workload(2), txn_scenario.run_txn_workload(2)
+    assert a.digest == b.digest and a.events == b.events and a.figures == b.figures
+    assert txn_scenario.run_txn_workload(3).digest != a.digest
+
+
 @pytest.mark.parametrize("bug,seed,fired", [("txn-reads-unchecked", 0, "TXN-4"),
                                             ("txn-snapshot-writes-unchecked", 1, "TXN-3"),
                                             ("txn-window-ignores-flush", 0, "TXN-3")])
