@@ -35,6 +35,11 @@ Checked as each file lands:
   holding all its inputs; and c is recorded ``Scheduled`` (validated) only while the
   latest manifest holds all its inputs (a resumed compaction whose inputs are gone must fail).
 
+* **COMPACT-5** a Running job changes worker id only through Scheduled (release, reclaim),
+  and the run a manifest commits for a job is its owner's Compacted result;
+* **COMPACT-6** ``ctx.subcompactions`` tile the key space, each output inside its range;
+* **COMPACT-7** ULID rules on job and output ids.
+
 Checked at the end by :meth:`CompactorChecks.verify_outputs` (it reads the SSTs):
 
 * **RESUME-2** across the output SSTs of every committed compaction, ``(key asc, seq desc)``
@@ -42,7 +47,9 @@ Checked at the end by :meth:`CompactorChecks.verify_outputs` (it reads the SSTs)
 * **RESUME-1** those outputs are exactly the rows of an uninterrupted run: an independent merge
   of the inputs (as listed in the manifest the commit replaced) with the retention rules of
   ``slatedb/compactor/executor.py`` (the compaction's persisted ``retention_min_seq``, bottom run
-  tombstones dropped) must give the same ``(key, seq, kind, value)`` rows.
+  tombstones dropped) must give the same ``(key, seq, kind, value)`` rows;
+* **COMPACT-9** they are exactly the rows of a single-process compaction of the same spec by
+  the production merge (:mod:`sim.checks.compaction_oracle`).
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ from slatedb.format.types import CompactionsV1, CompactionStatus, ManifestV2, Ti
 from slatedb.objstore.memory import MemoryStore
 from slatedb.row import Row, RowKind
 
+from sim.checks import compaction_oracle as oracle
 from sim.world.invariants import InvariantViolation
 from sim.world.trace import Event
 
@@ -112,6 +120,7 @@ class CompactorChecks:
         self.commit_manifests: dict[int, ULID | None] = {}  # compactor-commit manifest -> id (if known)
         self.run_ssts_ever: set[ULID] = set()
         self.owner: dict[ULID, str | None] = {}  # Running job -> the worker id that claimed it
+        self.compacted_outputs: dict[ULID, tuple[ULID, ...]] = {}  # the owner's Compacted result
         self.newest_job_ms = 0
         self.counts: dict[str, int] = defaultdict(int)
 
@@ -213,10 +222,19 @@ class CompactorChecks:
                      and set(self.specs[i].l0_view_ids) == removed_l0 and set(self.specs[i].sorted_runs) >= removed_runs]
             cid = cands[0] if len(cands) == 1 else None
         self.commit_manifests[mid] = cid
+        self.check_owners_result(e, mid, cid, outputs)
         if cid is None:
             self.counts["commits_unidentified"] += 1
         else:
             self._committed(e, cid, mid)
+
+    def check_owners_result(self, e: Event, mid: int, cid: ULID | None, outputs: tuple[ULID, ...]) -> None:
+        """COMPACT-5: the run manifest ``mid`` commits for ``cid`` is its owner's Compacted result."""
+        result = self.compacted_outputs.get(cid) if cid is not None else None
+        if outputs and result is not None and outputs != result:
+            raise InvariantViolation("COMPACT-5", e, f"manifest {mid} commits compaction {cid} with outputs "
+                                                    f"{[str(o) for o in outputs]}, not its owner's Compacted result "
+                                                    f"{[str(o) for o in result]}")
 
     def _committed(self, e: Event, cid: ULID, mid: int) -> None:
         """COMPACT-3: ``cid`` committed as manifest ``mid`` (from a landing or an event)."""
@@ -319,6 +337,8 @@ class CompactorChecks:
         elif prev is S.RUNNING and comp.status in (S.RUNNING, S.COMPACTED) and wid != self.owner.get(comp.id):
             raise InvariantViolation("COMPACT-5", e, f"compaction {comp.id} owned by worker {self.owner.get(comp.id)} "
                                                     f"is {comp.status.name} under worker {wid} in .compactions {cid}")
+        if comp.status is S.COMPACTED and prev is not S.COMPACTED:
+            self.compacted_outputs[comp.id] = tuple(o.id for o in comp.output_ssts)
 
     # -- the end: RESUME-1 and RESUME-2 ------------------------------------------------------
 
@@ -344,14 +364,14 @@ class CompactorChecks:
                     raise AssertionError(f"RESUME-2: compaction {cid} (manifest {mid}) outputs {a.key!r}@{a.seq} "
                                          f"then {b.key!r}@{b.seq}")
             expected = await _expected_rows(store, spec, base, self.retention[cid])
-            if expected is None:
-                continue
             got_t = [(r.key, r.seq, int(r.kind), r.value) for r in got]
-            if got_t != expected:
+            if expected is not None and got_t != expected:
                 missing = sorted(set(expected) - set(got_t))[:3]
                 extra = sorted(set(got_t) - set(expected))[:3]
                 raise AssertionError(f"RESUME-1: compaction {cid} (manifest {mid}) outputs {len(got_t)} rows, an "
                                      f"uninterrupted run {len(expected)}; missing {missing}, extra {extra}")
+            oracle.compare(cid, mid, [oracle.as_tuple(r) for r in got],
+                           await oracle.single_process_rows(store, spec, base, self.retention[cid]))  # COMPACT-9
             checked += 1
         return checked
 

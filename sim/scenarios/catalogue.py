@@ -159,6 +159,19 @@ CATALOGUE: tuple[Bug, ...] = (
         "commits a job before every subrange finished, losing the other ranges' rows",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (Compacted holds every range's outputs); compaction.md W6",
         "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1", "ESCAPE-1"), 24),
+    Bug(switches.CLAIM_UNCHECKED, "a worker's claim does not re-check, on the file it writes over, that the job is "
+        "still Scheduled and free: a worker that lost the claim race takes the job from the one that won it",
+        _ZOMBIE_WORKER_CLASS, "official worker protocol (claim by CAS of a Scheduled job with no worker); "
+        "compaction.md W1", "slatedb/compactor/worker.py Worker.step", "compactor-workers", ("COMPACT-5",), 6),
+    Bug(switches.OUTPUTS_IN_ID_ORDER, "a worker's Compacted result lists its outputs by SST id (the order they were "
+        "written) instead of in range order: with a job's ranges running at once the sorted run is out of key order",
+        _ZOMBIE_WORKER_CLASS, "official worker protocol (outputs concatenated in range order); compaction.md W6",
+        "slatedb/compactor/worker.py Worker._run", "compactor-workers", ("RESUME-2", "COMPACT-9", "COMPACT-4"), 6),
+    Bug(switches.RESUME_REPLANS_RANGES, "a worker taking over a job with recorded ranges plans ranges of its own "
+        "(its max_subcompactions) and keeps range i's recorded outputs as its new range i's progress",
+        _ZOMBIE_WORKER_CLASS, "official worker protocol (a resumed job keeps its recorded ranges); compaction.md W3",
+        "slatedb/compactor/worker.py Worker._run_claimed", "compactor-workers", ("COMPACT-6", "RESUME-1", "COMPACT-9"),
+        60),
         # -- GC, checkpoints, readers, clones (sim/scenarios/gc.py; figures in docs/simulation.md) --
     Bug(switches.GC_IGNORES_CHECKPOINTS, "GC takes no checkpoint as active: it keeps only what the latest manifest "
         "references and deletes the manifests, SSTs and WAL objects that checkpoints pin",

@@ -201,7 +201,7 @@ async def _compactor(world: World, name: str, *, crash: Crash | None = None, res
     rt, sim_store = world.process(name)
     store = PausableStore(sim_store)
     _pause_plan(world, name, store)
-    comp = Compactor(store, rt, world.settings)
+    comp = Compactor(store, rt, world.settings, local_worker=world.local_worker)
 
     async def body() -> str:
         await _wait_for_db(sim_store, rt)
@@ -322,6 +322,7 @@ async def _drain(world: World, everything: trio.Nursery | None) -> None:
     at_heal = checks.manifests.get(checks.latest_manifest)
     limit_s = max(DRAIN_LIMIT_S, DRAIN_PER_L0_S * (len(at_heal.l0) if at_heal is not None else 0))
     everything.start_soon(lambda: _compactor(world, "cfinal", crash=None))
+    world.start_final_workers(everything)
     while True:
         latest = checks.manifests.get(checks.latest_manifest)
         if latest is not None and len(latest.l0) < MIN_SOURCES:

@@ -77,6 +77,13 @@ class World:
         self.drain_s = 0.0
         self.verified = 0
 
+    #: Compactors run their local worker (``sim/scenarios/compactor_workers.py``: coordinators
+    #: alone, with worker processes of their own).
+    local_worker = True
+
+    def start_final_workers(self, nursery: trio.Nursery) -> None:
+        """At the heal, beside ``cfinal``: the workers that drain L0 (none: ``cfinal``'s own)."""
+
     def process(self, name: str) -> tuple[SimRuntime, SimObjectStore]:
         # Wall clocks agree with the world's virtual time (a restarted process does not start
         # at the epoch again), up to a skew of a second either way.

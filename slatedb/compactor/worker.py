@@ -153,8 +153,10 @@ class Worker:
         for cid in free[:max(0, self.options.max_concurrent_compactions - len(self.owned))]:
             try:
                 async with self._lock:
-                    await self.cstore.update(lambda v, cid=cid: lc.claim(v, cid, self.worker_id, self.runtime.now_ms()))
+                    claim = _bug_claim_unchecked if switches.CLAIM_UNCHECKED in self.runtime.bugs else lc.claim  # catalogued bug
+                    await self.cstore.update(lambda v, cid=cid: claim(v, cid, self.worker_id, self.runtime.now_ms()))
             except lc.NotOwnerError:
+                self.runtime.probe(probes.COMPACTOR_CLAIM_LOST)
                 continue
             self.owned[cid] = None
             self.stats["claimed"] += 1
@@ -245,6 +247,10 @@ class Worker:
                 ctx = TieredCompactionContext((Subcompaction(lc.FULL_RANGE, c.output_ssts),), retention)
         else:
             self.runtime.probe(probes.COMPACTOR_RESUMED_RANGES)
+            if switches.RESUME_REPLANS_RANGES in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+                ranges = plan_ranges(await self.executor.plan_inputs(spec, manifest, readers),
+                                     self.options.max_subcompactions)
+                ctx = _bug_replanned(ctx, ranges)
         progress = [list(sub.output_ssts) for sub in ctx.subcompactions]
         now_ms = self.runtime.now_ms()
         tasks = []
@@ -288,6 +294,9 @@ class Worker:
                 if switches.WORKER_FINISH_UNCHECKED in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
                     await self.cstore.update(lambda v: _bug_finish_unchecked(v, cid, self.worker_id,
                                                                              self.runtime.now_ms(), final))
+                elif switches.OUTPUTS_IN_ID_ORDER in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+                    await self.cstore.update(lambda v: _bug_finish_id_order(v, cid, self.worker_id,
+                                                                            self.runtime.now_ms(), final))
                 else:
                     await self.cstore.update(lambda v: lc.finish(v, cid, self.worker_id, self.runtime.now_ms(), final))
         except lc.NotOwnerError as e:
@@ -322,6 +331,7 @@ class Worker:
             scope = self.owned.get(cid)
             if scope is None:
                 raise
+            self.runtime.probe(probes.COMPACTOR_JOB_LOST)
             scope.cancel()
             await trio.lowlevel.checkpoint()  # raises Cancelled: the job's scope ends it
 
@@ -344,3 +354,31 @@ def _bug_finish_unchecked(v, cid, worker_id, now_ms, ctx):
         raise lc.NotOwnerError(f"compaction {cid} is gone")
     c = attrs.evolve(c, status=S.RUNNING, worker=WorkerSpec(worker_id, now_ms))
     return lc.finish(lc.replace(v, c), cid, worker_id, now_ms, ctx)
+
+
+def _bug_claim_unchecked(v, cid, worker_id, now_ms):
+    """Catalogued bug ``claim-unchecked``: the claim does not re-check, on the file it writes
+    over, that the job is still Scheduled and free: a worker that lost the claim race takes the
+    job from the worker that won it."""
+    c = lc.find(v, cid)
+    if c is None or c.status not in (S.SCHEDULED, S.RUNNING):
+        raise lc.NotOwnerError(f"compaction {cid} is gone")
+    return lc.replace(v, attrs.evolve(c, status=S.RUNNING, worker=WorkerSpec(worker_id, now_ms)))
+
+
+def _bug_finish_id_order(v, cid, worker_id, now_ms, ctx):
+    """Catalogued bug ``outputs-in-id-order``: the Compacted result lists every range's outputs
+    by SST id (the order they were written) instead of in range order: with the ranges of a job
+    running at once, the sorted run's SSTs are out of key order."""
+    done = lc.finish(v, cid, worker_id, now_ms, ctx)
+    c = lc.find(done, cid)
+    return lc.replace(done, attrs.evolve(c, output_ssts=tuple(sorted(c.output_ssts, key=lambda o: o.id.bytes))))
+
+
+def _bug_replanned(ctx, ranges):
+    """Catalogued bug ``resume-replans-ranges``: a worker taking over a job with recorded ranges
+    plans its own (its ``max_subcompactions``) and keeps range i's recorded outputs as the
+    progress of its new range i."""
+    subs = ctx.subcompactions
+    return attrs.evolve(ctx, subcompactions=tuple(
+        Subcompaction(r, subs[i].output_ssts if i < len(subs) else ()) for i, r in enumerate(ranges)))

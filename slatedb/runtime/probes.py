@@ -158,6 +158,16 @@ COMPACTOR_RESULT_DROPPED = _probe(
     "compactor.result-dropped",
     "a worker's result was dropped because its job was reclaimed or gone (a zombie worker)",
     "compaction.md worker finish, COMPACT-5")
+COMPACTOR_CLAIM_LOST = _probe(
+    "compactor.claim-lost",
+    "a worker's claim found its job no longer Scheduled and free (another worker claimed it first): "
+    "the claim is dropped, the job is not taken over",
+    "compaction.md W1, COMPACT-5")
+COMPACTOR_JOB_LOST = _probe(
+    "compactor.job-lost",
+    "a worker's heartbeat found its job reclaimed or owned by another worker (it stalled past the "
+    "heartbeat timeout): the job is stopped mid-run",
+    "compaction.md W5, COMPACT-5")
 
 # -- GC (spec/protocols/checkpoints-gc.md) ------------------------------------------------------
 

@@ -53,6 +53,9 @@ HEARTBEAT_NO_OWNER_CHECK = "heartbeat-no-owner-check"
 WORKER_FINISH_UNCHECKED = "worker-finish-unchecked"
 SUBRANGES_OVERLAP = "subranges-overlap"
 COMMIT_UNFINISHED_RANGES = "commit-unfinished-ranges"
+CLAIM_UNCHECKED = "claim-unchecked"
+OUTPUTS_IN_ID_ORDER = "outputs-in-id-order"
+RESUME_REPLANS_RANGES = "resume-replans-ranges"
 
 #: Every switch name (every upper-case string constant above).
 ALL: frozenset[str] = frozenset(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str))
