@@ -28,6 +28,7 @@ from slatedb.manifest.compaction import CompactionSpec
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.errors import ObjectNotFoundError
+from slatedb.merge_operator import MergeFn
 from slatedb.row import Row
 from slatedb.runtime.production import ProductionRuntime
 
@@ -81,8 +82,10 @@ async def sst_rows(store: ObjectStore, sst_id: ULID) -> list[Row]:
 
 
 async def single_process_rows(store: ObjectStore, spec: TieredCompactionSpec, base: ManifestV2,
-                              retention_min_seq: int, now_ms: int = 0) -> list[RowTuple]:
-    """The rows a single-process compaction of ``spec`` over ``base`` writes (production merge)."""
+                              retention_min_seq: int, now_ms: int = 0,
+                              merge_operator: "MergeFn | None" = None) -> list[RowTuple]:
+    """The rows a single-process compaction of ``spec`` over ``base`` writes (production merge,
+    with the world's merge operator if it has one)."""
     scratch = ScratchWrites(store)
     runtime = ProductionRuntime("compaction-oracle")
     cspec = CompactionSpec.from_format(spec)
@@ -92,7 +95,7 @@ async def single_process_rows(store: ObjectStore, spec: TieredCompactionSpec, ba
     async def ignore(_outputs: tuple[CompactedSsTable, ...]) -> None:
         return None
 
-    outputs = await Executor(scratch, runtime).run(job, ignore)
+    outputs = await Executor(scratch, runtime, merge_operator).run(job, ignore)
     rows: list[RowTuple] = []
     for o in outputs:
         rows.extend(as_tuple(r) for r in await sst_rows(scratch, o.id))

@@ -147,18 +147,18 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
         "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (heartbeat re-checks the worker id); compaction.md W5",
-        "slatedb/compactor/worker.py Worker._heartbeat", "compactor", ("COMPACT-5", "RESUME-1"), 40),
+        "slatedb/compactor/worker.py Worker._heartbeat", "compactor", ("COMPACT-5", "RESUME-1"), 40, also=("compactor-workers",)),
     Bug(switches.WORKER_FINISH_UNCHECKED, "a worker finishes its job (Compacted) without checking it still owns "
         "it: a reclaimed worker's late output replaces the new owner's and is committed",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (finish re-checks the worker id); compaction.md W6",
         "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-5", "COMPACT-1"), 40),
     Bug(switches.SUBRANGES_OVERLAP, "each subcompaction runs to the end of the next range: ranges overlap and "
         "rows are written twice", _ZOMBIE_WORKER_CLASS, "official subcompactions; compaction.md W3/W4",
-        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-6", "RESUME-2", "RESUME-1"), 24),
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-6", "RESUME-2", "RESUME-1"), 24, also=("compactor-workers",)),
     Bug(switches.COMMIT_UNFINISHED_RANGES, "a worker writes Compacted after its first range: the coordinator "
         "commits a job before every subrange finished, losing the other ranges' rows",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (Compacted holds every range's outputs); compaction.md W6",
-        "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1", "ESCAPE-1"), 24),
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1", "ESCAPE-1"), 24, also=("compactor-workers",)),
     Bug(switches.CLAIM_UNCHECKED, "a worker's claim does not re-check, on the file it writes over, that the job is "
         "still Scheduled and free: a worker that lost the claim race takes the job from the one that won it",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (claim by CAS of a Scheduled job with no worker); "
