@@ -188,7 +188,8 @@ class MergeScan:
         self._now_ms = now_ms
         self._key: bytes | None = None
         self._best: Row | None = None
-        self._group: list[Row] = []  # the key's rows with seq <= max_seq (for a merge fold)
+        #: The key's rows with seq <= max_seq, for a merge fold (None: not needed).
+        self._group: list[Row] | None = None
         self._op = op
         self._done = False
         self._out: list[tuple[bytes, bytes]] = []
@@ -237,12 +238,20 @@ class MergeScan:
                 self._emit(out)
                 self._key = key
                 self._best = None
-                self._group = []
+                self._group = None
             if row.seq <= max_seq:
-                self._group.append(row)
                 best = self._best
-                if best is None or row.seq > best.seq:
+                if best is None:
                     self._best = row
+                    # A forward scan meets a key's rows newest first: the first decides, and
+                    # the rest matter only under an operand. A reverse scan may meet them in
+                    # any order (an SST's blocks are reversed): keep them all.
+                    if reverse or row.kind is _MERGE:
+                        self._group = [row]
+                elif self._group is not None:
+                    self._group.append(row)
+                    if row.seq > best.seq:
+                        self._best = row
         return out
 
     def _emit(self, out: list[tuple[bytes, bytes]]) -> None:
@@ -257,7 +266,7 @@ class MergeScan:
                 out.append((row.key, row.value))
         elif kind is _MERGE:
             # A reverse scan meets a key's versions in any order (blocks are reversed): sort.
-            got = resolve_versions(sorted(self._group, key=_neg_seq), self._op, self._now_ms, self._max_seq)
+            got = resolve_versions(sorted(self._group or [row], key=_neg_seq), self._op, self._now_ms, self._max_seq)
             if got is not None:
                 out.append((got.key, got.value))
 

@@ -35,7 +35,7 @@ class RowMergeScan(MergeScan):
             if row.expire_ts_ms is None or row.expire_ts_ms > self._now_ms:
                 out.append(row)
         elif row.kind is RowKind.MERGE_OPERAND:  # folded (MERGE-1), or MergeOperatorMissingError
-            got = resolve_versions(sorted(self._group, key=lambda r: -r.seq), self._op, self._now_ms, self._max_seq)
+            got = resolve_versions(sorted(self._group or [row], key=lambda r: -r.seq), self._op, self._now_ms, self._max_seq)
             if got is not None:
                 out.append(got)
 

@@ -377,3 +377,14 @@ def test_the_standalone_compactor_cli_loads_the_operator_by_name_MERGE_5(tmp_pat
             await store.aclose()
 
     assert trio.run(rows) == [(RowKind.VALUE, b"A12")]
+
+
+def test_the_wal_reader_shows_raw_operands_MERGE_2() -> None:
+    """Change data capture is raw, as upstream's: operands appear as MERGE rows, unfolded."""
+    store = memory_store()
+    with open_db(store) as db:
+        db.put(b"a", b"A")
+        db.merge(b"a", b"1", durable=True)
+        with slatedb.WalReader.open("memory://test", store=store) as w:
+            rows = [(r.kind, r.key, r.value) for r in w.changes()]
+    assert rows == [("VALUE", b"a", b"A"), ("MERGE", b"a", b"1")]
