@@ -1,0 +1,124 @@
+"""``AdminBuilder`` / ``Admin`` with the official signatures over :mod:`slatedb.admin`: the
+checkpoint calls and a GC pass. Each call runs the admin operation on a trio loop of its own
+(a worker thread), so the caller's asyncio loop keeps running."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import trio
+
+from slatedb import admin as _admin
+from slatedb.checkpoint import CheckpointOptions as _CkptOptions
+from slatedb.objstore.url import resolve_store
+from slatedb.uniffi.errors import Error, refused, translated
+from slatedb.uniffi.store import ObjectStore
+from slatedb.uniffi.values import Checkpoint, CheckpointCreateResult, CheckpointOptions
+
+_NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI have it"
+
+
+class Admin:
+    """Administrative operations on the database at one path."""
+
+    def __init__(self, url: str, options: dict[str, str]) -> None:
+        self._url = url
+        self._options = options
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        url, options = self._url, self._options
+
+        async def main() -> Any:
+            store = resolve_store(url, options=options or None)
+            try:
+                return await fn(store, *args)
+            finally:
+                await store.aclose()
+
+        with translated():
+            return await asyncio.to_thread(trio.run, main)
+
+    async def create_detached_checkpoint(self, options: CheckpointOptions) -> CheckpointCreateResult:
+        if not isinstance(options, CheckpointOptions):
+            raise TypeError(f"options must be a CheckpointOptions, not {type(options).__name__}")
+        with translated():
+            ours = _CkptOptions(lifetime_s=None if options.lifetime_ms is None else options.lifetime_ms / 1000.0,
+                                source=None if options.source is None else _admin.as_checkpoint_id(options.source),
+                                name=options.name)
+        got = await self._run(_admin.create_checkpoint, ours)
+        return CheckpointCreateResult(id=str(got.id), manifest_id=got.manifest_id)
+
+    async def list_checkpoints(self, name_filter: str | None) -> list[Checkpoint]:
+        got = await self._run(_admin.list_checkpoints, name_filter)
+        return [Checkpoint(id=str(c.id), manifest_id=c.manifest_id,
+                           expire_time_secs=c.checkpoint_expire_time_s or None,
+                           create_time_secs=c.checkpoint_create_time_s, name=c.name) for c in got]
+
+    async def refresh_checkpoint(self, id: str, lifetime_ms: int | None) -> None:
+        await self._run(_admin.refresh_checkpoint, id, None if lifetime_ms is None else lifetime_ms / 1000.0)
+
+    async def delete_checkpoint(self, id: str) -> None:
+        await self._run(_admin.delete_checkpoint, id)
+
+    async def run_gc_once(self, options: Any) -> None:
+        if options is not None:
+            raise refused("run_gc_once with GarbageCollectorOptions", "pass None: the database's GC settings apply")
+        await self._run(lambda store: _admin.run_gc(store, None, True))
+
+    async def _refused(self, name: str) -> Any:
+        raise refused(f"Admin.{name}", _NOT_OFFERED)
+
+    async def read_manifest(self, id: int | None) -> Any:
+        return await self._refused("read_manifest")
+
+    async def list_manifests(self, _from: int | None, to: int | None) -> Any:
+        return await self._refused("list_manifests")
+
+    async def read_compactions(self, id: int | None) -> Any:
+        return await self._refused("read_compactions")
+
+    async def list_compactions(self, _from: int | None, to: int | None) -> Any:
+        return await self._refused("list_compactions")
+
+    async def read_compaction(self, compaction_id: str, compactions_id: int | None) -> Any:
+        return await self._refused("read_compaction")
+
+    async def read_compactor_state_view(self) -> Any:
+        return await self._refused("read_compactor_state_view")
+
+    async def submit_compaction(self, spec: Any) -> Any:
+        return await self._refused("submit_compaction")
+
+    async def delete_db(self, confirm: bool) -> Any:
+        return await self._refused("delete_db")
+
+    async def get_sequence_for_timestamp(self, timestamp_secs: int, round_up: bool) -> Any:
+        return await self._refused("get_sequence_for_timestamp")
+
+    async def get_timestamp_for_sequence(self, seq: int, round_up: bool) -> Any:
+        return await self._refused("get_timestamp_for_sequence")
+
+    def create_clone_builder_from_source(self, source: Any) -> Any:
+        raise refused("Admin.create_clone_builder_from_source", _NOT_OFFERED)
+
+
+class AdminBuilder:
+    def __init__(self, path: str, object_store: ObjectStore) -> None:
+        if not isinstance(object_store, ObjectStore):
+            raise TypeError(f"object_store must be an ObjectStore, not {type(object_store).__name__}")
+        self._url = object_store.url_of(path)
+        self._options = object_store.options
+        self._built = False
+
+    def with_seed(self, seed: int) -> None:
+        raise refused("with_seed", "ids come from the production runtime")
+
+    def with_wal_object_store(self, wal_object_store: ObjectStore) -> None:
+        raise refused("with_wal_object_store", "the WAL lives in the database's own store")
+
+    def build(self) -> Admin:
+        if self._built:
+            raise Error.Invalid("this AdminBuilder was already built")
+        self._built = True
+        return Admin(self._url, self._options)

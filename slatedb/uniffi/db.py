@@ -1,0 +1,539 @@
+"""``DbBuilder``, ``Db``, ``DbSnapshot``, ``DbTransaction``, ``DbIterator``, ``WriteHandle`` and
+``WriteBatch`` with the official signatures: every database call a coroutine (asyncio), each
+delegating to :mod:`slatedb.aio`, with this engine's errors raised as the official ``Error.*``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from slatedb import aio
+from slatedb.api.options import CloseReason as _OurReason
+from slatedb.batch import WriteBatch as _Batch
+from slatedb.errors import InvalidArgumentError
+from slatedb.format.sst_reader import NEED_IO
+from slatedb.row import RowKind
+import slatedb.uniffi.convert as convert
+from slatedb.uniffi.observe import attach_recorder
+from slatedb.uniffi.errors import CloseReason, Error, MergeOperatorCallbackError, refused, translated
+from slatedb.uniffi.store import ObjectStore, Settings
+from slatedb.uniffi.values import DbStatus, FlushOptions, FlushType, IsolationLevel, KeyValue, SstBlockSize
+
+_REASONS = {_OurReason.CLEAN: CloseReason.CLEAN, _OurReason.FENCED: CloseReason.FENCED,
+            _OurReason.PANIC: CloseReason.PANIC, _OurReason.UNKNOWN: CloseReason.UNKNOWN}
+
+
+def _key(key: Any, name: str = "key") -> bytes:
+    if isinstance(key, (bytearray, memoryview)):
+        key = bytes(key)
+    if not isinstance(key, bytes):
+        raise TypeError(f"{name} must be bytes, not {type(key).__name__}")
+    return key
+
+
+class MergeOperator:
+    """Subclass and implement ``merge(key, existing_value, operand) -> bytes``; raise
+    ``MergeOperatorCallbackError.Failed(message)`` to fail a merge."""
+
+    def merge(self, key: bytes, existing_value: bytes | None, operand: bytes) -> bytes:
+        raise NotImplementedError
+
+
+class _OperatorCall:
+    """The engine's merge function over a user's :class:`MergeOperator`."""
+
+    def __init__(self, op: MergeOperator) -> None:
+        self._op = op
+
+    def __call__(self, key: bytes, existing_value: bytes | None, operand: bytes) -> bytes:
+        out = self._op.merge(key, existing_value, operand)
+        return bytes(out) if isinstance(out, (bytearray, memoryview)) else out
+
+
+class WriteHandle:
+    """A write's sequence number and creation time; ``await_durable()`` waits for its WAL."""
+
+    def __init__(self, handle: aio.WriteHandle, create_ts: int) -> None:
+        self._h = handle
+        self._create_ts = create_ts
+
+    def seqnum(self) -> int:
+        return self._h.seq
+
+    def create_ts(self) -> int:
+        return self._create_ts
+
+    async def await_durable(self) -> None:
+        with translated():
+            await self._h.wait_durable()
+
+
+class DbIterator:
+    """Rows of a scan: ``await next()`` (None at the end), ``await next_batch(n)``, ``await seek(key)``."""
+
+    def __init__(self, it: Any, meta: Any) -> None:
+        self._it = it          # our aio DbIterator, or a list of (key, value)
+        self._meta = meta      # async (key, value) -> KeyValue
+        self._pos = 0
+
+    async def next(self) -> KeyValue | None:
+        got = await self.next_batch(1)
+        return got[0] if got else None
+
+    async def next_batch(self, max: int) -> list[KeyValue]:
+        if isinstance(max, bool) or not isinstance(max, int) or max < 0:
+            raise Error.Invalid(f"next_batch needs a non-negative int, not {max!r}")
+        with translated():
+            if isinstance(self._it, list):
+                pairs = self._it[self._pos:self._pos + max]
+                self._pos += len(pairs)
+            else:
+                pairs = await self._it.next_batch(max) if max else []
+            return [await self._meta(k, v) for k, v in pairs]
+
+    async def seek(self, key: bytes) -> None:
+        key = _key(key)
+        with translated():
+            if isinstance(self._it, list):
+                raise refused("seek on a transaction's scan", "scan again from the key")
+            await self._it.seek(key)
+
+
+def _resolved_meta(reads: Any, rs: Any, max_seq: int | None) -> Any:
+    """Row metadata of a scanned ``(key, value)`` at the scan's own snapshot."""
+    core, host = reads._core, reads._host
+
+    async def meta(key: bytes, value: bytes) -> KeyValue:
+        row = core.get_row_fast(key, rs, max_seq)
+        if row is NEED_IO:
+            row = await host.acall(core.get_row_slow, key, rs, max_seq)
+        if row is None:
+            return KeyValue(key=key, value=value, seq=0, create_ts=0, expire_ts=None)
+        return KeyValue(key=key, value=value, seq=row.seq, create_ts=row.create_ts_ms or 0,
+                        expire_ts=row.expire_ts_ms if row.kind is not RowKind.MERGE_OPERAND else row.expire_ts_ms)
+    return meta
+
+
+class _Reads:
+    """get/scan in the official shapes over one of our async readers (``self._r``)."""
+
+    _r: Any
+
+    def _reason(self) -> Any:
+        return None
+
+    async def get(self, key: bytes) -> bytes | None:
+        key = _key(key)
+        with translated(self._reason):
+            return await self._r.get(key)
+
+    async def get_with_options(self, key: bytes, options: Any) -> bytes | None:
+        key = _key(key)
+        with translated(self._reason):
+            return await self._r.get(key, convert.read_options(options))
+
+    async def get_key_value(self, key: bytes) -> KeyValue | None:
+        key = _key(key)
+        with translated(self._reason):
+            return convert.key_value(await self._r.get_key_value(key))
+
+    async def get_key_value_with_options(self, key: bytes, options: Any) -> KeyValue | None:
+        key = _key(key)
+        with translated(self._reason):
+            return convert.key_value(await self._r.get_key_value(key, convert.read_options(options)))
+
+    def _iterator(self, bounds: Any, options: Any) -> DbIterator:
+        r = self._r
+        it = r._scan(bounds, False, options)
+        rs, _, _, max_seq = it._scan
+        return DbIterator(it, _resolved_meta(r, rs, max_seq))
+
+    async def scan(self, range: Any) -> DbIterator:
+        with translated(self._reason):
+            return self._iterator(convert.bounds_of(range), None)
+
+    async def scan_with_options(self, range: Any, options: Any) -> DbIterator:
+        with translated(self._reason):
+            return self._iterator(convert.bounds_of(range), convert.scan_options(options))
+
+    async def scan_prefix(self, prefix: bytes, subrange: Any) -> DbIterator:
+        with translated(self._reason):
+            return self._iterator(convert.bounds_of(subrange, _key(prefix, "prefix")), None)
+
+    async def scan_prefix_with_options(self, prefix: bytes, subrange: Any, options: Any) -> DbIterator:
+        with translated(self._reason):
+            return self._iterator(convert.bounds_of(subrange, _key(prefix, "prefix")), convert.scan_options(options))
+
+
+class DbSnapshot(_Reads):
+    """A read-only, consistent point in time (``await db.snapshot()``)."""
+
+    def __init__(self, snap: aio.Snapshot, db: "Db") -> None:
+        self._r = snap
+        self._db = db
+
+    def _reason(self) -> Any:
+        return self._db._reason()
+
+
+class WriteBatch:
+    """Puts, deletes and merges applied atomically by ``await db.write(batch)``."""
+
+    def __init__(self) -> None:
+        self._b = _Batch()
+        self._consumed = False
+
+    def _check(self) -> None:
+        if self._consumed:
+            raise Error.Invalid("this WriteBatch was already written")
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._check()
+        with translated():
+            self._b.put(_key(key), _key(value, "value"))
+
+    def put_with_options(self, key: bytes, value: bytes, options: Any) -> None:
+        self._check()
+        ttl, at = convert.ttl_args(options, "put")
+        if at is not None:
+            raise refused("Ttl.EXPIRE_AT_MILLIS in a WriteBatch", "use db.put_with_options, or EXPIRE_AFTER_MILLIS")
+        with translated():
+            self._b.put(_key(key), _key(value, "value"), ttl)
+
+    def delete(self, key: bytes) -> None:
+        self._check()
+        with translated():
+            self._b.delete(_key(key))
+
+    def merge(self, key: bytes, operand: bytes) -> None:
+        self._check()
+        with translated():
+            self._b.merge(_key(key), _key(operand, "operand"))
+
+    def merge_with_options(self, key: bytes, operand: bytes, options: Any) -> None:
+        self._check()
+        ttl, at = convert.ttl_args(options, "merge")
+        if at is not None:
+            raise refused("Ttl.EXPIRE_AT_MILLIS in a WriteBatch", "use db.merge_with_options, or EXPIRE_AFTER_MILLIS")
+        with translated():
+            self._b.merge(_key(key), _key(operand, "operand"), ttl)
+
+
+class DbTransaction:
+    """A transaction (``await db.begin(IsolationLevel...)``); unusable after commit or rollback."""
+
+    def __init__(self, txn: Any, db: "Db", tid: str) -> None:
+        self._t = txn
+        self._db = db
+        self._id = tid
+
+    def id(self) -> str:
+        return self._id
+
+    def seqnum(self) -> int:
+        return self._t.seqnum
+
+    async def put(self, key: bytes, value: bytes) -> None:
+        with translated(self._db._reason):
+            await self._t.put(_key(key), _key(value, "value"))
+
+    async def put_with_options(self, key: bytes, value: bytes, options: Any) -> None:
+        ttl, at = convert.ttl_args(options, "put")
+        if at is not None:
+            raise refused("Ttl.EXPIRE_AT_MILLIS in a transaction", "use EXPIRE_AFTER_MILLIS")
+        with translated(self._db._reason):
+            await self._t.put(_key(key), _key(value, "value"), ttl)
+
+    async def delete(self, key: bytes) -> None:
+        with translated(self._db._reason):
+            await self._t.delete(_key(key))
+
+    async def merge(self, key: bytes, operand: bytes) -> None:
+        with translated(self._db._reason):
+            await self._t.merge(_key(key), _key(operand, "operand"))
+
+    async def merge_with_options(self, key: bytes, operand: bytes, options: Any) -> None:
+        ttl, at = convert.ttl_args(options, "merge")
+        if at is not None:
+            raise refused("Ttl.EXPIRE_AT_MILLIS in a transaction", "use EXPIRE_AFTER_MILLIS")
+        with translated(self._db._reason):
+            await self._t.merge(_key(key), _key(operand, "operand"), ttl)
+
+    async def mark_read(self, keys: list) -> None:
+        with translated(self._db._reason):
+            await self._t.mark_read([_key(k) for k in keys])
+
+    async def unmark_write(self, keys: list) -> None:
+        with translated(self._db._reason):
+            await self._t.unmark_write([_key(k) for k in keys])
+
+    async def get(self, key: bytes) -> bytes | None:
+        with translated(self._db._reason):
+            return await self._t.get(_key(key))
+
+    async def get_with_options(self, key: bytes, options: Any) -> bytes | None:
+        self._default_read(options)
+        return await self.get(key)
+
+    async def get_key_value(self, key: bytes) -> KeyValue | None:
+        with translated(self._db._reason):
+            return convert.key_value(await self._t.get_key_value(_key(key)))
+
+    async def get_key_value_with_options(self, key: bytes, options: Any) -> KeyValue | None:
+        self._default_read(options)
+        return await self.get_key_value(key)
+
+    @staticmethod
+    def _default_read(options: Any) -> None:
+        o = convert.read_options(options)
+        if o.durability_filter.name != "MEMORY":
+            raise refused("durability_filter=REMOTE in a transaction", "a transaction reads its own snapshot")
+
+    async def _scan(self, bounds: Any, options: Any) -> DbIterator:
+        reverse = False
+        if options is not None:
+            o = convert.scan_options(options)
+            if o.durability_filter.name != "MEMORY":
+                raise refused("durability_filter=REMOTE in a transaction", "a transaction reads its own snapshot")
+            reverse = o.order.name == "DESCENDING"
+        start, end = convert.half_open(bounds)
+        if start is not None and end is not None and start >= end:
+            return DbIterator([], None)
+        rows = await self._t.scan(start, end, reverse=reverse)
+        t = self._t
+
+        async def meta(key: bytes, value: bytes) -> KeyValue:
+            kv = await t.get_key_value(key)
+            if kv is None:
+                return KeyValue(key=key, value=value, seq=0, create_ts=0, expire_ts=None)
+            return KeyValue(key=key, value=value, seq=kv.seq, create_ts=kv.create_ts or 0, expire_ts=kv.expire_ts)
+        return DbIterator(list(rows), meta)
+
+    async def scan(self, range: Any) -> DbIterator:
+        with translated(self._db._reason):
+            return await self._scan(convert.bounds_of(range), None)
+
+    async def scan_with_options(self, range: Any, options: Any) -> DbIterator:
+        with translated(self._db._reason):
+            return await self._scan(convert.bounds_of(range), options)
+
+    async def scan_prefix(self, prefix: bytes, subrange: Any) -> DbIterator:
+        with translated(self._db._reason):
+            return await self._scan(convert.bounds_of(subrange, _key(prefix, "prefix")), None)
+
+    async def scan_prefix_with_options(self, prefix: bytes, subrange: Any, options: Any) -> DbIterator:
+        with translated(self._db._reason):
+            return await self._scan(convert.bounds_of(subrange, _key(prefix, "prefix")), options)
+
+    async def commit(self) -> WriteHandle | None:
+        with translated(self._db._reason):
+            h = await self._t.commit()
+            return None if h is None else self._db._handle(h, None)
+
+    async def commit_with_options(self, options: Any) -> WriteHandle | None:
+        convert.check_write_options(options)
+        return await self.commit()
+
+    async def rollback(self) -> None:
+        with translated(self._db._reason):
+            await self._t.rollback()
+
+
+class Db(_Reads):
+    """An open database (``await DbBuilder(path, store).build()``)."""
+
+    def __init__(self, db: aio.Db) -> None:
+        self._r = db
+
+    def _reason(self) -> Any:
+        reason = self._r.status().close_reason
+        return None if reason is None else _REASONS[reason]
+
+    def _handle(self, h: aio.WriteHandle, key: bytes | None) -> WriteHandle:
+        """The official handle: our handle and the row's creation time (read back from the
+        memtable at the write's own seq)."""
+        core = self._r._core
+        create_ts = None
+        if key is not None:
+            row = core.get_row_fast(key, core.read_state, h.seq)
+            if row is not None and row is not NEED_IO and row.seq == h.seq:
+                create_ts = row.create_ts_ms
+        if create_ts is None:
+            create_ts = core.runtime.now_ms()
+        return WriteHandle(h, create_ts)
+
+    async def put(self, key: bytes, value: bytes) -> WriteHandle:
+        key = _key(key)
+        with translated(self._reason):
+            return self._handle(await self._r.put(key, _key(value, "value")), key)
+
+    async def put_with_options(self, key: bytes, value: bytes, put_options: Any, write_options: Any) -> WriteHandle:
+        key = _key(key)
+        ttl, at = convert.ttl_args(put_options, "put")
+        convert.check_write_options(write_options)
+        with translated(self._reason):
+            return self._handle(await self._r.put(key, _key(value, "value"), ttl, expire_at_ms=at), key)
+
+    async def delete(self, key: bytes) -> WriteHandle:
+        key = _key(key)
+        with translated(self._reason):
+            return self._handle(await self._r.delete(key), key)
+
+    async def delete_with_options(self, key: bytes, options: Any) -> WriteHandle:
+        convert.check_write_options(options)
+        return await self.delete(key)
+
+    async def merge(self, key: bytes, operand: bytes) -> WriteHandle:
+        key = _key(key)
+        with translated(self._reason):
+            return self._handle(await self._r.merge(key, _key(operand, "operand")), key)
+
+    async def merge_with_options(self, key: bytes, operand: bytes, merge_options: Any, write_options: Any) -> WriteHandle:
+        key = _key(key)
+        ttl, at = convert.ttl_args(merge_options, "merge")
+        convert.check_write_options(write_options)
+        with translated(self._reason):
+            return self._handle(await self._r.merge(key, _key(operand, "operand"), ttl, expire_at_ms=at), key)
+
+    async def write(self, batch: WriteBatch) -> WriteHandle:
+        if not isinstance(batch, WriteBatch):
+            raise TypeError(f"write() takes a WriteBatch, not {type(batch).__name__}")
+        batch._check()
+        ops = batch._b._ops
+        with translated(self._reason):
+            h = await self._r.write(batch._b)
+        batch._consumed = True
+        return self._handle(h, ops[-1].key if ops else None)
+
+    async def write_with_options(self, batch: WriteBatch, options: Any) -> WriteHandle:
+        convert.check_write_options(options)
+        return await self.write(batch)
+
+    async def flush(self) -> None:
+        with translated(self._reason):
+            await self._r.flush()
+
+    async def flush_with_options(self, options: Any) -> None:
+        if not isinstance(options, FlushOptions) or not isinstance(options.flush_type, FlushType):
+            raise Error.Invalid("flush_with_options takes FlushOptions(flush_type=FlushType.WAL or MEM_TABLE)")
+        with translated(self._reason):
+            await self._r.flush(wal=options.flush_type is FlushType.WAL)
+
+    async def snapshot(self) -> DbSnapshot:
+        with translated(self._reason):
+            return DbSnapshot(self._r.snapshot(), self)
+
+    async def begin(self, isolation_level: Any) -> DbTransaction:
+        if not isinstance(isolation_level, IsolationLevel):
+            raise TypeError(f"isolation_level must be an IsolationLevel, not {type(isolation_level).__name__}")
+        with translated(self._reason):
+            txn = await self._r.begin(isolation_level.name)
+        return DbTransaction(txn, self, _txn_id(self._r))
+
+    def status(self) -> DbStatus:
+        st = self._r.status()
+        reason = None if st.close_reason is None else _REASONS[st.close_reason]
+        return DbStatus(durable_seq=st.durable_seq, close_reason=reason, segments=[])
+
+    async def shutdown(self) -> None:
+        with translated(self._reason):
+            await self._r.close()
+
+    async def shutdown_with_options(self, options: Any) -> None:
+        ft = getattr(options, "flush_type", None)
+        if ft is not None and not isinstance(ft, FlushType):
+            raise Error.Invalid(f"CloseOptions.flush_type must be a FlushType or None, not {ft!r}")
+        with translated(self._reason):
+            if ft is FlushType.MEM_TABLE:
+                await self._r.flush(wal=False)
+            await self._r.close()
+
+    async def warm_sst(self, sst_id: Any, targets: list) -> None:
+        raise refused("warm_sst", "blocks are cached as they are read")
+
+    async def evict_cached_sst(self, sst_id: Any) -> None:
+        raise refused("evict_cached_sst", "the block cache evicts by recency")
+
+    async def flush_cache_to_disk(self) -> None:
+        raise refused("flush_cache_to_disk", "there is no on-disk cache")
+
+
+def _txn_id(db: aio.Db) -> str:
+    """A transaction's id in UUID form (the official shape), from the runtime's ids."""
+    return str(db._core.runtime.new_uuid())
+
+
+class DbBuilder:
+    """Opens a database at ``path`` in ``object_store`` (``await builder.build()``; one build)."""
+
+    def __init__(self, path: str, object_store: ObjectStore) -> None:
+        if not isinstance(object_store, ObjectStore):
+            raise TypeError(f"object_store must be an ObjectStore, not {type(object_store).__name__}")
+        self._url = object_store.url_of(path)
+        self._options = object_store.options
+        self._settings = Settings.default()
+        self._merge: MergeOperator | None = None
+        self._built = False
+
+    def with_settings(self, settings: Settings) -> None:
+        if not isinstance(settings, Settings):
+            raise TypeError(f"settings must be a Settings, not {type(settings).__name__}")
+        self._settings = settings
+
+    def with_merge_operator(self, merge_operator: MergeOperator) -> None:
+        if not isinstance(merge_operator, MergeOperator):
+            raise TypeError(f"merge_operator must subclass MergeOperator, not {type(merge_operator).__name__}")
+        self._merge = merge_operator
+
+    def with_metrics_recorder(self, metrics_recorder: Any) -> None:
+        self._recorder = attach_recorder(metrics_recorder)
+
+    def with_db_cache(self, db_cache: Any, db_cache_id: int) -> None:
+        raise refused("with_db_cache (foyer/moka caches)", "the block cache is in memory, sized by settings")
+
+    def with_db_cache_disabled(self) -> None:
+        self._no_cache = True
+
+    def with_filter_policies(self, policies: list) -> None:
+        raise refused("with_filter_policies", "SSTs carry this engine's bloom filter")
+
+    def with_sst_block_size(self, sst_block_size: Any) -> None:
+        if not isinstance(sst_block_size, SstBlockSize):
+            raise TypeError(f"sst_block_size must be an SstBlockSize, not {type(sst_block_size).__name__}")
+        self._block = 1024 << sst_block_size.value
+
+    def with_wal_object_store(self, wal_object_store: ObjectStore) -> None:
+        raise refused("with_wal_object_store", "the WAL lives in the database's own store")
+
+    def with_seed(self, seed: int) -> None:
+        raise refused("with_seed", "ids and jitter come from the production runtime")
+
+    def with_segment_extractor(self, extractor: Any) -> None:
+        raise refused("with_segment_extractor (segments)", "databases have one segment")
+
+    def _our_settings(self) -> Any:
+        s = self._settings.settings
+        if getattr(self, "_block", None) is not None:
+            s = attrs.evolve(s, block_size_bytes=self._block)
+        if getattr(self, "_no_cache", False):
+            s = attrs.evolve(s, block_cache_size_bytes=0)
+        return s
+
+    async def build(self) -> Db:
+        if self._built:
+            raise Error.Invalid("this DbBuilder was already built")
+        self._built = True
+        op = None if self._merge is None else _OperatorCall(self._merge)
+        with translated():
+            db = await aio.Db.open(self._url, self._our_settings(), store_options=self._options or None,
+                                   merge_operator=op)
+        out = Db(db)
+        recorder = getattr(self, "_recorder", None)
+        if recorder is not None:
+            recorder.bind(db)
+        return out
+
+
+__all__ = ["Db", "DbBuilder", "DbIterator", "DbSnapshot", "DbTransaction", "MergeOperator",
+           "MergeOperatorCallbackError", "WriteBatch", "WriteHandle", "InvalidArgumentError"]

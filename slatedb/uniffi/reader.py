@@ -1,0 +1,185 @@
+"""``DbReaderBuilder`` / ``DbReader`` and ``SlateDbWalReader`` / ``SlateDbWalIterator`` with the
+official signatures, over :class:`slatedb.aio.DbReader` and :class:`slatedb.WalReader`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import attrs
+
+from slatedb.reader import DbReaderOptions
+from slatedb.reader.aio import DbReader as _AioReader
+from slatedb.wal_reader import WalReader
+from slatedb.uniffi.db import MergeOperator, _OperatorCall, _Reads
+from slatedb.uniffi.observe import attach_recorder
+from slatedb.uniffi.errors import Error, refused, translated
+from slatedb.uniffi.store import ObjectStore
+from slatedb.uniffi.values import (
+    DbStatus, ReaderMode, ReaderOptions, RowEntry, RowEntryKind, SlateDbWalReaderOptions, WalRows,
+)
+
+
+class DbReader(_Reads):
+    """A read-only view of a database (``await DbReaderBuilder(path, store).build()``)."""
+
+    def __init__(self, r: _AioReader) -> None:
+        self._r = r
+        self._closed = False
+
+    def status(self) -> DbStatus:
+        core = self._r.core
+        return DbStatus(durable_seq=int(getattr(core, "last_seq", 0) or 0), close_reason=None, segments=[])
+
+    async def shutdown(self) -> None:
+        with translated():
+            await self._r.close()
+
+    async def warm_sst(self, sst_id: Any, targets: list) -> None:
+        raise refused("warm_sst", "blocks are cached as they are read")
+
+    async def evict_cached_sst(self, sst_id: Any) -> None:
+        raise refused("evict_cached_sst", "the block cache evicts by recency")
+
+    async def flush_cache_to_disk(self) -> None:
+        raise refused("flush_cache_to_disk", "there is no on-disk cache")
+
+
+class DbReaderBuilder:
+    """Opens a :class:`DbReader` at ``path`` in ``object_store``."""
+
+    def __init__(self, path: str, object_store: ObjectStore) -> None:
+        if not isinstance(object_store, ObjectStore):
+            raise TypeError(f"object_store must be an ObjectStore, not {type(object_store).__name__}")
+        self._url = object_store.url_of(path)
+        self._store_options = object_store.options
+        self._mode: Any = ReaderMode.MANAGED_CHECKPOINT()
+        self._options: DbReaderOptions = DbReaderOptions()
+        self._merge: MergeOperator | None = None
+        self._built = False
+
+    def with_reader_mode(self, mode: Any) -> None:
+        if not isinstance(mode, ReaderMode):
+            raise TypeError(f"mode must be a ReaderMode, not {type(mode).__name__}")
+        self._mode = mode
+
+    def with_options(self, options: ReaderOptions) -> None:
+        if not isinstance(options, ReaderOptions):
+            raise TypeError(f"options must be a ReaderOptions, not {type(options).__name__}")
+        if options.skip_wal_replay:
+            raise refused("ReaderOptions(skip_wal_replay=True)", "a reader replays the WAL after its checkpoint")
+        if options.object_store_max_retries is not None:
+            raise refused("ReaderOptions.object_store_max_retries", "set it in the database's settings")
+        with translated():
+            self._options = DbReaderOptions(
+                manifest_poll_interval_s=options.manifest_poll_interval_ms / 1000.0,
+                checkpoint_lifetime_s=options.checkpoint_lifetime_ms / 1000.0,
+                max_memtable_bytes=options.max_memtable_bytes)
+
+    def with_merge_operator(self, merge_operator: MergeOperator) -> None:
+        if not isinstance(merge_operator, MergeOperator):
+            raise TypeError(f"merge_operator must subclass MergeOperator, not {type(merge_operator).__name__}")
+        self._merge = merge_operator
+
+    def with_metrics_recorder(self, metrics_recorder: Any) -> None:
+        self._recorder = attach_recorder(metrics_recorder)
+
+    def with_db_cache(self, db_cache: Any, db_cache_id: int) -> None:
+        raise refused("with_db_cache (foyer/moka caches)", "the block cache is in memory, sized by settings")
+
+    def with_db_cache_disabled(self) -> None:
+        raise refused("with_db_cache_disabled on a reader", "the reader's block cache is sized by settings")
+
+    def with_filter_policies(self, policies: list) -> None:
+        raise refused("with_filter_policies", "SSTs carry this engine's bloom filter")
+
+    def with_segment_extractor(self, extractor: Any) -> None:
+        raise refused("with_segment_extractor (segments)", "databases have one segment")
+
+    def with_wal_object_store(self, wal_object_store: ObjectStore) -> None:
+        raise refused("with_wal_object_store", "the WAL lives in the database's own store")
+
+    async def build(self) -> DbReader:
+        if self._built:
+            raise Error.Invalid("this DbReaderBuilder was already built")
+        self._built = True
+        mode, options, checkpoint = self._mode, self._options, None
+        if mode.is_checkpoint():
+            checkpoint = mode[0]
+        elif mode.is_follow_latest():
+            raise refused("ReaderMode.FOLLOW_LATEST", "a reader holds a checkpoint it creates and refreshes "
+                          "(MANAGED_CHECKPOINT) or the one given (CHECKPOINT)")
+        else:
+            options = attrs.evolve(options, follow_latest=True)
+        op = None if self._merge is None else _OperatorCall(self._merge)
+        with translated():
+            r = await _AioReader.open(self._url, checkpoint, options=options,
+                                      store_options=self._store_options or None, merge_operator=op)
+        recorder = getattr(self, "_recorder", None)
+        if recorder is not None:
+            recorder.bind(r)
+        return DbReader(r)
+
+
+_KINDS = {"VALUE": RowEntryKind.VALUE, "TOMBSTONE": RowEntryKind.TOMBSTONE, "MERGE": RowEntryKind.MERGE}
+
+
+class SlateDbWalIterator:
+    """``await next()``: the rows of the next WAL file; at the tail it waits for the next one."""
+
+    def __init__(self, reader: Any, start_id: int, poll_s: float) -> None:
+        self._reader = reader
+        self._next = start_id
+        self._poll_s = poll_s
+
+    async def next(self) -> WalRows | None:
+        core, portal = self._reader._core, self._reader._portal
+        with translated():
+            while True:
+                ids = await portal.acall(core.wal_ids)
+                later = [i for i in ids if i >= self._next]
+                if later:
+                    wal_id = later[0]
+                    rows = await portal.acall(core.read, wal_id)
+                    if rows is not None:
+                        self._next = wal_id + 1
+                        return WalRows(rows=[RowEntry(kind=_KINDS[r.kind], key=r.key, value=r.value, seq=r.seq,
+                                                      create_ts=r.create_ts, expire_ts=r.expire_ts) for r in rows],
+                                       last_consumed_wal_file_id=wal_id)
+                    continue
+                await asyncio.sleep(self._poll_s)
+
+
+class SlateDbWalReader:
+    """Reads a database's WAL files (change data capture); never writes."""
+
+    def __init__(self, path: str, object_store: ObjectStore, _options: Any = None) -> None:
+        if not isinstance(object_store, ObjectStore):
+            raise TypeError(f"object_store must be an ObjectStore, not {type(object_store).__name__}")
+        options = _options or SlateDbWalReaderOptions()
+        if not isinstance(options, SlateDbWalReaderOptions):
+            raise TypeError(f"options must be a SlateDbWalReaderOptions, not {type(options).__name__}")
+        with translated():
+            self._w = WalReader.open(object_store.url_of(path), store_options=object_store.options or None)
+
+    @staticmethod
+    def with_options(path: str, object_store: ObjectStore, options: SlateDbWalReaderOptions) -> "SlateDbWalReader":
+        return SlateDbWalReader(path, object_store, options)
+
+    @staticmethod
+    def with_wal_object_store(*args: Any) -> "SlateDbWalReader":
+        raise refused("a dedicated WAL object store", "the WAL lives in the database's own store")
+
+    with_wal_object_store_and_options = with_wal_object_store
+
+    async def last_wal_file_id(self, replay_after_wal_id: int) -> int:
+        core, portal = self._w._core, self._w._portal
+        with translated():
+            ids = await portal.acall(core.wal_ids)
+        later = [i for i in ids if i > replay_after_wal_id]
+        return later[-1] if later else replay_after_wal_id
+
+    async def iterator(self, start_wal_file_id: int) -> SlateDbWalIterator:
+        if isinstance(start_wal_file_id, bool) or not isinstance(start_wal_file_id, int) or start_wal_file_id < 0:
+            raise Error.Invalid(f"start_wal_file_id must be a non-negative int, not {start_wal_file_id!r}")
+        return SlateDbWalIterator(self._w, start_wal_file_id, 0.1)

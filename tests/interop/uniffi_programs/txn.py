@@ -1,0 +1,77 @@
+"""Transactions: the four probed conflict rules, reads of own writes, scans, rollback, use after commit."""
+import asyncio, json, sys
+
+import slatedb.uniffi as u
+
+
+def kr(start=None, end=None):
+    return u.KeyRange(start=start, start_inclusive=True, end=end, end_inclusive=False)
+
+
+async def outcome(txn):
+    try:
+        h = await txn.commit()
+        return "committed" if h is not None else "nothing"
+    except u.Error as e:
+        return type(e).__qualname__
+
+
+async def main(root):
+    out = {}
+    store = u.ObjectStoreBuilder.from_url("file://" + root).build()
+    db = await u.DbBuilder("db", store).build()
+    await db.put(b"x", b"0")
+    await db.put(b"y", b"0")
+
+    for level in (u.IsolationLevel.SERIALIZABLE_SNAPSHOT, u.IsolationLevel.SNAPSHOT):
+        t1 = await db.begin(level)
+        await t1.get(b"x")
+        t2 = await db.begin(level)
+        await t2.put(b"x", b"t2")
+        out[f"{level.name}_t2"] = await outcome(t2)
+        await t1.put(b"y", b"t1")
+        out[f"{level.name}_read_write"] = await outcome(t1)
+
+        t3 = await db.begin(level)
+        await t3.mark_read([b"y"])
+        await db.put(b"y", b"plain")
+        await t3.put(b"z", b"t3")
+        out[f"{level.name}_mark_read"] = await outcome(t3)
+
+        t4 = await db.begin(level)
+        await t4.put(b"w", b"t4")
+        await db.put(b"w", b"plain")
+        out[f"{level.name}_write_write"] = await outcome(t4)
+
+        t5 = await db.begin(level)
+        await t5.get(b"x")
+        out[f"{level.name}_read_only"] = await outcome(t5)
+
+    t = await db.begin(u.IsolationLevel.SNAPSHOT)
+    await t.put(b"a1", b"1")
+    await t.put(b"a2", b"2")
+    await t.delete(b"x")
+    out["own_read"] = [(await t.get(b"a1")).decode(), await t.get(b"x"), (await t.get(b"y")).decode()]
+    it = await t.scan(kr(b"a", b"z"))
+    rows = []
+    while (kv := await it.next()) is not None:
+        rows.append([kv.key.decode(), kv.value.decode()])
+    out["txn_scan"] = rows
+    out["outside_before_commit"] = await db.get(b"a1")
+    h = await t.commit()
+    await h.await_durable()
+    out["after_commit"] = [(await db.get(b"a1")).decode(), await db.get(b"x")]
+    try:
+        await t.put(b"late", b"1")
+    except u.Error as e:
+        out["use_after_commit"] = type(e).__qualname__
+    r = await db.begin(u.IsolationLevel.SERIALIZABLE_SNAPSHOT)
+    await r.put(b"rb", b"1")
+    await r.rollback()
+    out["rolled_back"] = await db.get(b"rb")
+    out["id_is_uuid"] = len(r.id()) == 36
+    await db.shutdown()
+    return out
+
+
+print(json.dumps(asyncio.run(main(sys.argv[1])), sort_keys=True))
