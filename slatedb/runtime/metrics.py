@@ -142,6 +142,8 @@ _EVENTS: dict[str, tuple[str, int, str | None]] = {
     "compactor_started": ("slatedb.compactor", _INFO, None),
     "compactor_fenced": ("slatedb.compactor", _WARNING, None),
     "compactor_error": ("slatedb.compactor", _ERROR, None),
+    # a job that could not run (a failing merge operator, a missing input): released, retried
+    "compaction_worker_failed": ("slatedb.compactor", _ERROR, None),
     "gc_pass": ("slatedb.gc", _INFO, "gc_passes"),
     "gc_delete": ("slatedb.gc", _DEBUG, "gc_deletes"),
     "gc_error": ("slatedb.gc", _ERROR, None),

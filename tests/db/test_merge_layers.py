@@ -237,7 +237,7 @@ def test_an_operator_that_fails_gives_a_typed_error_at_the_read_and_the_db_stays
         assert db.get(b"a") == b"fixed" and db.get(b"c") == b"ok"
 
 
-def test_a_failing_operator_fails_the_compaction_and_the_db_stays_usable_MERGE_7() -> None:
+def test_a_failing_operator_fails_the_compaction_and_the_db_stays_usable_MERGE_7(caplog) -> None:
     def boom(key, existing, operand):
         raise RuntimeError("operator down")
 
@@ -258,8 +258,11 @@ def test_a_failing_operator_fails_the_compaction_and_the_db_stays_usable_MERGE_7
         with trio.move_on_after(1.5):
             await compactor.run()
 
-    trio.run(main)
+    with caplog.at_level("ERROR", logger="slatedb.compactor"):
+        trio.run(main)
     assert compactor.stats["failed_runs"] >= 1 and compactor.stats["completed"] == 0, compactor.stats
+    assert any("compaction_worker_failed" in r.getMessage() and "operator down" in r.getMessage()
+               for r in caplog.records if r.name == "slatedb.compactor"), "the failure is logged"
     _, m = latest_manifest(store)
     assert len(m.l0) == 3 and not m.compacted  # nothing half-written was committed
     with open_db(store, concat) as db:
