@@ -11,6 +11,7 @@ import trio
 
 from slatedb import admin as _admin
 from slatedb.checkpoint import CheckpointOptions as _CkptOptions
+from slatedb.errors import CheckpointNotFoundError
 from slatedb.objstore.url import resolve_store
 from slatedb.uniffi.errors import Error, refused, translated
 from slatedb.uniffi.store import ObjectStore
@@ -59,7 +60,13 @@ class Admin:
         await self._run(_admin.refresh_checkpoint, id, None if lifetime_ms is None else lifetime_ms / 1000.0)
 
     async def delete_checkpoint(self, id: str) -> None:
-        await self._run(_admin.delete_checkpoint, id)
+        """Idempotent, as in the official: deleting a checkpoint that is not there succeeds."""
+        async def delete(store: Any, cid: str) -> None:
+            try:
+                await _admin.delete_checkpoint(store, cid)
+            except CheckpointNotFoundError:
+                pass
+        await self._run(delete, id)
 
     async def run_gc_once(self, options: Any) -> None:
         if options is not None:

@@ -10,7 +10,7 @@ import attrs
 
 from slatedb import aio
 from slatedb.api.options import CloseReason as _OurReason
-from slatedb.batch import WriteBatch as _Batch
+from slatedb.batch import OpKind, WriteBatch as _Batch
 from slatedb.errors import InvalidArgumentError
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.row import RowKind
@@ -343,8 +343,37 @@ class DbTransaction:
 class Db(_Reads):
     """An open database (``await DbBuilder(path, store).build()``)."""
 
-    def __init__(self, db: aio.Db) -> None:
+    def __init__(self, db: aio.Db, merge_operator: MergeOperator | None = None) -> None:
         self._r = db
+        self._merge = merge_operator
+
+    def _check_operand(self, key: bytes, operand: Any) -> None:
+        """Refuse at the call a merge operand the operator fails on, nothing written (the
+        official engine folds each operand into the memtable's entry as it is written, so its
+        operator's failure surfaces at the write): the operator is called on the key's
+        newest memtable value (None when it has none there)."""
+        op = self._merge
+        if op is None or not isinstance(operand, (bytes, bytearray, memoryview)):
+            return
+        core = self._r._core
+        rs = core.read_state
+        existing = None
+        for mem in rs.mems:
+            row = mem.get(key, None)
+            if row is None:
+                continue
+            if row.kind is RowKind.VALUE:
+                existing = row.value
+            elif row.kind is RowKind.MERGE_OPERAND:
+                got = core.get_resolved_fast(key, rs, None)
+                existing = None if got is NEED_IO or got is None else got.value
+            break
+        try:
+            op.merge(key, existing, bytes(operand))
+        except MergeOperatorCallbackError.Failed as e:
+            raise Error.Invalid(f"merge operator error ({e.message})") from None
+        except Exception as e:  # noqa: BLE001 - the user's operator: any failure refuses the write
+            raise Error.Invalid(f"merge operator error ({type(e).__name__}: {e})") from None
 
     def _reason(self) -> Any:
         reason = self._r.status().close_reason
@@ -386,6 +415,7 @@ class Db(_Reads):
 
     async def merge(self, key: bytes, operand: bytes) -> WriteHandle:
         key = _key(key)
+        self._check_operand(key, operand)
         with translated(self._reason):
             return self._handle(await self._r.merge(key, _key(operand, "operand")), key)
 
@@ -393,6 +423,7 @@ class Db(_Reads):
         key = _key(key)
         ttl, at = convert.ttl_args(merge_options, "merge")
         convert.check_write_options(write_options)
+        self._check_operand(key, operand)
         with translated(self._reason):
             return self._handle(await self._r.merge(key, _key(operand, "operand"), ttl, expire_at_ms=at), key)
 
@@ -401,6 +432,9 @@ class Db(_Reads):
             raise TypeError(f"write() takes a WriteBatch, not {type(batch).__name__}")
         batch._check()
         ops = batch._b._ops
+        for o in ops:
+            if o.kind is OpKind.MERGE:
+                self._check_operand(o.key, o.value)
         with translated(self._reason):
             h = await self._r.write(batch._b)
         batch._consumed = True
@@ -528,7 +562,7 @@ class DbBuilder:
         with translated():
             db = await aio.Db.open(self._url, self._our_settings(), store_options=self._options or None,
                                    merge_operator=op)
-        out = Db(db)
+        out = Db(db, self._merge)
         recorder = getattr(self, "_recorder", None)
         if recorder is not None:
             recorder.bind(db)

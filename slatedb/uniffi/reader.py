@@ -138,6 +138,8 @@ class SlateDbWalIterator:
             while True:
                 ids = await portal.acall(core.wal_ids)
                 later = [i for i in ids if i >= self._next]
+                if later and later[0] != self._next and self._next not in ids:
+                    raise Error.Data(f"WAL was truncated at file {self._next}")
                 if later:
                     wal_id = later[0]
                     rows = await portal.acall(core.read, wal_id)

@@ -211,6 +211,10 @@ class Settings:
             node = node[part]
             if not isinstance(node, dict):
                 raise Error.Invalid(f"settings key {key!r}: {part!r} is not a section")
+        old = node.get(parts[-1])
+        if old is not None and value is not None and _json_kind(old) != _json_kind(value):
+            raise Error.Invalid(f"settings update produced invalid settings: {key}: invalid type: "
+                                f"{_json_kind(value)} `{value_json}`, expected a {_json_kind(old)}")
         node[parts[-1]] = value
         try:
             self._s = _Settings.from_dict(data)
@@ -224,6 +228,17 @@ class Settings:
     def settings(self) -> _Settings:
         """This engine's settings value."""
         return self._s
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON type of a settings value as the official parser names it (durations are strings)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "integer" if isinstance(value, int) else "number"
+    if isinstance(value, str):
+        return "string"
+    return "map" if isinstance(value, dict) else type(value).__name__
 
 
 def _overlay(base: dict, env: dict, defaults: dict) -> dict:
