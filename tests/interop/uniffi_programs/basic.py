@@ -67,6 +67,14 @@ async def main(root):
     out["kv_fields"] = [kv.key.decode(), kv.expire_ts, kv.create_ts > 0]
     await db.flush()
     await db.flush_with_options(u.FlushOptions(flush_type=u.FlushType.MEM_TABLE))
+    await db.put(b"k2", b"new")
+    meta = []
+    it = await db.scan(kr(b"k1", True, b"k3", True))
+    while (row := await it.next()) is not None:  # rows from L0 and from the memtable
+        point = await db.get_key_value(row.key)
+        meta.append([row.key.decode(), row.value.decode(), row.seq == point.seq, row.create_ts == point.create_ts,
+                     row.expire_ts])
+    out["scan_metadata"] = meta
     st = db.status()
     out["status"] = [st.durable_seq >= h.seqnum(), st.close_reason]
     try:
