@@ -29,7 +29,8 @@ from slatedb.uniffi.values import (
     KeyValue, LogLevel, LogRecord, MergeOptions, Metric, MetricLabel, MetricValue, MokaCacheOptions,
     ObjectStoreType, PrefixTarget, PutOptions, ReaderMode, ReaderOptions, ReadOptions, RowEntry, RowEntryKind,
     ScanOptions, SegmentPrefix, SlateDbWalReaderOptions, SourceId, SsTableId, SstBlockSize, SstType,
-    TracingOptions, Ttl, WalRows, WriteOptions,
+    TracingOptions, Ttl, WalRows, WriteOptions, SsTableInfo, SsTableHandle, SsTableView, SortedRun, Segment,
+    ExternalDb, VersionedManifest,
 )
 
 __all__ = [
@@ -45,5 +46,6 @@ __all__ = [
     "ReaderMode", "ReaderOptions", "RowEntry", "RowEntryKind", "ScanOptions", "SegmentPrefix", "Settings",
     "SlateDbWalIterator", "SlateDbWalReader", "SlateDbWalReaderOptions", "SourceId", "SsTableId", "SstBlockSize",
     "SstType", "TracingOptions", "Ttl", "UpDownCounter", "WalRows", "WriteBatch", "WriteHandle", "WriteOptions",
-    "init_logging",
+    "init_logging", "SsTableInfo", "SsTableHandle", "SsTableView", "SortedRun", "Segment", "ExternalDb",
+    "VersionedManifest",
 ]

@@ -1,5 +1,5 @@
 """``AdminBuilder`` / ``Admin`` with the official signatures over :mod:`slatedb.admin`: the
-checkpoint calls and a GC pass. Each call runs the admin operation on a trio loop of its own
+checkpoint calls, manifest reads and a GC pass. Each call runs the admin operation on a trio loop of its own
 (a worker thread), so the caller's asyncio loop keeps running."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import trio
 
 from slatedb import admin as _admin
 from slatedb.checkpoint import CheckpointOptions as _CkptOptions
-from slatedb.errors import CheckpointNotFoundError
+from slatedb.errors import CheckpointNotFoundError, NotFoundError
 from slatedb.objstore.url import resolve_store
 from slatedb.uniffi.errors import Error, refused, translated
+from slatedb.uniffi.manifest_view import checkpoint, versioned_manifest
 from slatedb.uniffi.store import ObjectStore
-from slatedb.uniffi.values import Checkpoint, CheckpointCreateResult, CheckpointOptions
+from slatedb.uniffi.values import Checkpoint, CheckpointCreateResult, CheckpointOptions, VersionedManifest
 
 _NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI have it"
 
@@ -52,9 +53,7 @@ class Admin:
 
     async def list_checkpoints(self, name_filter: str | None) -> list[Checkpoint]:
         got = await self._run(_admin.list_checkpoints, name_filter)
-        return [Checkpoint(id=str(c.id), manifest_id=c.manifest_id,
-                           expire_time_secs=c.checkpoint_expire_time_s or None,
-                           create_time_secs=c.checkpoint_create_time_s, name=c.name) for c in got]
+        return [checkpoint(c) for c in got]
 
     async def refresh_checkpoint(self, id: str, lifetime_ms: int | None) -> None:
         await self._run(_admin.refresh_checkpoint, id, None if lifetime_ms is None else lifetime_ms / 1000.0)
@@ -76,11 +75,32 @@ class Admin:
     async def _refused(self, name: str) -> Any:
         raise refused(f"Admin.{name}", _NOT_OFFERED)
 
-    async def read_manifest(self, id: int | None) -> Any:
-        return await self._refused("read_manifest")
+    async def read_manifest(self, id: int | None) -> VersionedManifest | None:
+        """The manifest ``id``, or the latest (None when there is no such manifest)."""
+        if id is not None and (isinstance(id, bool) or not isinstance(id, int) or id < 0):
+            raise Error.Invalid(f"manifest id must be a non-negative int or None, not {id!r}")
 
-    async def list_manifests(self, _from: int | None, to: int | None) -> Any:
-        return await self._refused("list_manifests")
+        async def read(store: Any) -> Any:
+            try:
+                stored = await _admin.read_manifest(store, id)
+            except NotFoundError:
+                return None
+            return versioned_manifest(stored.id, stored.manifest)
+        return await self._run(read)
+
+    async def list_manifests(self, _from: int | None, to: int | None) -> list[VersionedManifest]:
+        """The manifests with ids in ``[_from, to)`` (None: open), by id."""
+        async def read(store: Any) -> Any:
+            infos = await _admin.list_manifests(store, _from, None if to is None else to - 1)
+            out = []
+            for info in infos:
+                try:
+                    stored = await _admin.read_manifest(store, info.id)
+                except NotFoundError:
+                    continue  # deleted by GC since the listing
+                out.append(versioned_manifest(stored.id, stored.manifest))
+            return out
+        return await self._run(read)
 
     async def read_compactions(self, id: int | None) -> Any:
         return await self._refused("read_compactions")

@@ -13,7 +13,7 @@ from slatedb.reader.aio import DbReader as _AioReader
 from slatedb.wal_reader import WalReader
 from slatedb.uniffi.db import MergeOperator, _OperatorCall, _Reads
 from slatedb.uniffi.observe import attach_recorder
-from slatedb.uniffi.errors import Error, refused, translated
+from slatedb.uniffi.errors import CloseReason, Error, refused, translated
 from slatedb.uniffi.store import ObjectStore
 from slatedb.uniffi.values import (
     DbStatus, ReaderMode, ReaderOptions, RowEntry, RowEntryKind, SlateDbWalReaderOptions, WalRows,
@@ -27,9 +27,15 @@ class DbReader(_Reads):
         self._r = r
         self._closed = False
 
-    def status(self) -> DbStatus:
+    def _reason(self) -> Any:
         core = self._r.core
-        return DbStatus(durable_seq=int(getattr(core, "last_seq", 0) or 0), close_reason=None, segments=[])
+        if core.error is not None:
+            return CloseReason.PANIC
+        return CloseReason.CLEAN if core.closed else None
+
+    def status(self) -> DbStatus:
+        """A reader serves durable rows only: its durable seq is the newest seq it holds."""
+        return DbStatus(durable_seq=self._r.core.last_seq, close_reason=self._reason(), segments=[])
 
     async def shutdown(self) -> None:
         with translated():

@@ -276,3 +276,77 @@ class LogRecord:
     module_path: str | None
     file: str | None
     line: int | None
+
+
+@_record
+class SsTableInfo:
+    first_entry: bytes | None
+    last_entry: bytes | None
+    index_offset: int
+    index_len: int
+    filter_offset: int
+    filter_len: int
+    compression_codec: Any
+    sst_type: Any
+    stats_offset: int
+    stats_len: int
+    filter_format: Any
+
+
+@_record
+class SsTableHandle:
+    id: SsTableId
+    info: SsTableInfo
+    estimated_size_bytes: int
+
+
+@_record
+class SsTableView:
+    id: str
+    sst: SsTableHandle
+    visible_range: KeyRange | None
+    estimated_size_bytes: int
+
+
+@_record
+class SortedRun:
+    id: int
+    sst_views: list
+    estimated_size_bytes: int
+
+
+@_record
+class Segment:
+    prefix: bytes
+    last_compacted_l0_sst_view_id: str | None
+    l0: list
+    compacted: list
+
+
+@_record
+class ExternalDb:
+    path: str
+    source_checkpoint_id: str
+    final_checkpoint_id: str | None
+    sst_ids: list
+
+
+@_record
+class VersionedManifest:
+    id: int
+    writer_epoch: int
+    compactor_epoch: int
+    external_dbs: list
+    initialized: bool
+    last_compacted_l0_sst_view_id: str | None
+    last_compacted_l0_sst_id: str | None
+    l0: list
+    compacted: list
+    segments: list
+    next_wal_sst_id: int
+    replay_after_wal_id: int
+    last_l0_clock_tick: int
+    last_l0_seq: int
+    recent_snapshot_min_seq: int
+    checkpoints: list
+    wal_object_store_uri: str | None

@@ -56,7 +56,14 @@ async def main(root):
     out["latest"] = await pairs(await latest.scan(kr()))
     kv = await latest.get_key_value(b"d")
     out["latest_kv"] = [kv.value.decode(), kv.seq > 0]
+    st = latest.status()
+    out["reader_status"] = [st.durable_seq == kv.seq, st.close_reason]
     await latest.shutdown()
+    try:
+        await latest.get(b"d")
+        out["reader_after_shutdown"] = "ok"
+    except u.Error as e:
+        out["reader_after_shutdown"] = type(e).__qualname__
 
     await admin.refresh_checkpoint(cp.id, 60_000)
     out["refreshed_expires"] = (await admin.list_checkpoints("first"))[0].expire_time_secs is not None
