@@ -12,6 +12,7 @@ from slatedb import aio
 from slatedb.api.options import CloseReason as _OurReason
 from slatedb.batch import OpKind, WriteBatch as _Batch
 from slatedb.errors import InvalidArgumentError
+from slatedb.api.read_kit import seek_bounds
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.row import RowKind
 import slatedb.uniffi.convert as convert
@@ -72,10 +73,12 @@ class WriteHandle:
 class DbIterator:
     """Rows of a scan: ``await next()`` (None at the end), ``await next_batch(n)``, ``await seek(key)``."""
 
-    def __init__(self, it: Any, meta: Any) -> None:
-        self._it = it          # our aio DbIterator, or a list of (key, value)
+    def __init__(self, it: Any, meta: Any, bounds: Any = None, reverse: bool = False) -> None:
+        self._it = it          # our aio DbIterator, or a list of (key, value) (a transaction's scan)
         self._meta = meta      # async (key, value) -> KeyValue
         self._pos = 0
+        self._bounds = bounds  # of a list: the scan's bounds and direction, for seek
+        self._reverse = reverse
 
     async def next(self) -> KeyValue | None:
         got = await self.next_batch(1)
@@ -96,7 +99,9 @@ class DbIterator:
         key = _key(key)
         with translated():
             if isinstance(self._it, list):
-                raise refused("seek on a transaction's scan", "scan again from the key")
+                rest = seek_bounds(self._bounds, key, self._reverse)  # outside the range: refused
+                self._pos = next((i for i, (k, _v) in enumerate(self._it) if rest.contains(k)), len(self._it))
+                return
             await self._it.seek(key)
 
 
@@ -299,7 +304,7 @@ class DbTransaction:
             reverse = o.order.name == "DESCENDING"
         start, end = convert.half_open(bounds)
         if start is not None and end is not None and start >= end:
-            return DbIterator([], None)
+            return DbIterator([], None, bounds, reverse)
         rows = await self._t.scan(start, end, reverse=reverse)
         t = self._t
 
@@ -308,7 +313,7 @@ class DbTransaction:
             if kv is None:
                 return KeyValue(key=key, value=value, seq=0, create_ts=0, expire_ts=None)
             return KeyValue(key=key, value=value, seq=kv.seq, create_ts=kv.create_ts or 0, expire_ts=kv.expire_ts)
-        return DbIterator(list(rows), meta)
+        return DbIterator(list(rows), meta, bounds, reverse)
 
     async def scan(self, range: Any) -> DbIterator:
         with translated(self._db._reason):

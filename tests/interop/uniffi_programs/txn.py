@@ -57,6 +57,14 @@ async def main(root):
     while (kv := await it.next()) is not None:
         rows.append([kv.key.decode(), kv.value.decode()])
     out["txn_scan"] = rows
+    it = await t.scan(kr(b"a", b"z"))
+    await it.seek(b"a2")
+    out["txn_seek"] = [kv.key.decode() for kv in await it.next_batch(10)]
+    try:
+        await it.seek(b"zz")
+        out["txn_seek_outside"] = "ok"
+    except u.Error as e:
+        out["txn_seek_outside"] = type(e).__qualname__
     out["outside_before_commit"] = await db.get(b"a1")
     h = await t.commit()
     await h.await_durable()
