@@ -61,6 +61,7 @@ def test_clean_worlds_pass_with_separate_workers_contending_stalling_and_returni
     assert sum(r.verified for r in results) >= 15  # COMPACT-9 and RESUME-1/2 on real outputs
     assert sum(r.reclaims for r in results) >= 2  # stale heartbeats reclaimed by the coordinator
     assert sum(r.jobs_lost for r in results) >= 1  # a late worker found its job taken over
+    assert sum(r.results_dropped for r in results) >= 1  # a late worker's finished result was dropped (W6)
     assert sum(r.stalls for r in results) >= 2
     assert sum(r.worker_restarts for r in results) >= 1  # a crashed worker came back, a new worker id
     assert sum(r.resumes for r in results) >= 1  # a reclaimed job resumed from its recorded ranges

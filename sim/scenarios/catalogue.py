@@ -151,7 +151,7 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.WORKER_FINISH_UNCHECKED, "a worker finishes its job (Compacted) without checking it still owns "
         "it: a reclaimed worker's late output replaces the new owner's and is committed",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (finish re-checks the worker id); compaction.md W6",
-        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-5", "COMPACT-1"), 40),
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-5", "COMPACT-1"), 40, also=("compactor-workers",)),
     Bug(switches.SUBRANGES_OVERLAP, "each subcompaction runs to the end of the next range: ranges overlap and "
         "rows are written twice", _ZOMBIE_WORKER_CLASS, "official subcompactions; compaction.md W3/W4",
         "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-6", "RESUME-2", "RESUME-1"), 24, also=("compactor-workers",)),

@@ -17,8 +17,8 @@ as the official 0.17 deployment does, the roles in separate processes:
   - **crash** (at a random moment, or right after a claim, an output SST, or a ``.compactions``
     write) and restart under a new name and worker id (``k1.r1``): the job they held is
     reclaimed once its heartbeat is stale and resumed from its recorded ranges by another;
-  - **stall** (the whole process freezes, 0.3 to 60 virtual s, right after a claim or after
-    recording an output) or **lose their heartbeat** (only their ``.compactions`` requests
+  - **stall** (the whole process freezes, 0.3 to 60 virtual s, right after a claim, after
+    recording an output, or as its job's result leaves) or **lose their heartbeat** (only their ``.compactions`` requests
     hang, the merge goes on): past the timeout the coordinator reclaims the job, another worker
     claims and finishes it, and the stalled one **returns late**: its heartbeat finds the job
     owned by another (the job stops), or its finished result is dropped (W6).
@@ -45,6 +45,8 @@ import trio
 
 from slatedb.api.args import coerce_settings
 from slatedb.compactor.worker import Worker
+from slatedb.format.compactions import decode_compactions
+from slatedb.format.types import CompactionStatus
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, PutMode
 from slatedb.objstore.memory import MemoryStore
 
@@ -91,6 +93,29 @@ class HeartbeatLossStore(PausableStore):
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         await self._wait_key(prefix)
         return await self.sim.list(prefix)
+
+
+class ResultStallStore(PausableStore):
+    """A worker that freezes as it writes a job's result: the request of its ``nth`` Compacted
+    leaves ``seconds`` late (the late worker of W6), everything after it waits too."""
+
+    def __init__(self, sim, world: "WorkersWorld", nth: int, seconds: float) -> None:
+        super().__init__(sim)
+        self.world, self.nth, self.seconds = world, nth, seconds
+        self.worker_id = ""
+        self.results: set = set()
+
+    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
+        if self.nth and key.startswith("compactions/") and not self.world.healed:
+            done = {c.id for c in decode_compactions(data, key).recent_compactions
+                    if c.status is CompactionStatus.COMPACTED and c.worker is not None
+                    and c.worker.worker_id == self.worker_id}
+            if done - self.results:
+                self.results |= done
+                if len(self.results) >= self.nth:
+                    self.nth = 0
+                    self.pause(self.seconds)
+        return await super().put(key, data, mode)
 
 
 class WorkersWorld(World):
@@ -142,8 +167,13 @@ def _stall_plan(world: WorkersWorld, name: str) -> PausableStore | None:
     progress of that output; the job's result when it was the last)."""
     if world.pause_rate == 0 or not boolean(world.rng, world.pause_rate):
         return None
+    at_result = boolean(world.rng, 0.35)
     heartbeat_only = boolean(world.rng, 0.4)
     at_claim = boolean(world.rng, 0.3)
+    if at_result:  # most often back just after the reclaim: the job is being redone by another worker
+        timeout_s = world.settings.compactor_options.worker_heartbeat_timeout
+        late_s = timeout_s + world.rng.uniform(1.0, 4.0) if boolean(world.rng, 0.7) else 10 ** world.rng.uniform(*STALL_LOG10_S)
+        return _Stall(world, name, False, False, world.rng.randint(1, 2), late_s, at_result=True)
     nth = world.rng.randint(1, 2 if at_claim else 4)
     seconds = 10 ** world.rng.uniform(*STALL_LOG10_S)
     return _Stall(world, name, heartbeat_only, at_claim, nth, seconds)
@@ -151,15 +181,16 @@ def _stall_plan(world: WorkersWorld, name: str) -> PausableStore | None:
 
 class _Stall:
     def __init__(self, world: WorkersWorld, name: str, heartbeat_only: bool, at_claim: bool, nth: int,
-                 seconds: float) -> None:
-        self.world, self.name, self.heartbeat_only = world, name, heartbeat_only
+                 seconds: float, at_result: bool = False) -> None:
+        self.world, self.name, self.heartbeat_only, self.at_result = world, name, heartbeat_only, at_result
         self.at_claim, self.nth, self.seconds = at_claim, nth, seconds
         self.seen = 0
         self.store: PausableStore | None = None
 
     def attach(self, store: PausableStore) -> None:
         self.store = store
-        self.world.trace.listeners.append(self.on_event)
+        if not self.at_result:  # else the store stalls itself (ResultStallStore)
+            self.world.trace.listeners.append(self.on_event)
 
     def on_event(self, e) -> None:
         if e.process != self.name:
@@ -182,10 +213,16 @@ async def _worker(world: WorkersWorld, name: str, crash: Crash | None, restarts:
     rt, sim_store = world.process(name)
     base = name.split(".")[0]
     stall = None if base == "kfinal" else _stall_plan(world, name)
-    store = (HeartbeatLossStore if stall is not None and stall.heartbeat_only else PausableStore)(sim_store)
+    store: PausableStore
+    if stall is not None and stall.at_result:
+        store = ResultStallStore(sim_store, world, stall.nth, stall.seconds)
+    else:
+        store = (HeartbeatLossStore if stall is not None and stall.heartbeat_only else PausableStore)(sim_store)
     if stall is not None:
         stall.attach(store)
     worker = Worker(store, rt, world.worker_settings(base))
+    if isinstance(store, ResultStallStore):
+        store.worker_id = worker.worker_id
 
     async def body() -> str:
         await _wait_for_db(sim_store, rt)

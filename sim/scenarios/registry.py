@@ -72,7 +72,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  takes_faults=True, cost_s=1.0),
     ScenarioSpec("compactor-workers", "sim.scenarios.compactor_workers:run_compactor_workers",
                  "compactor-workers (coordinators and 2-4 separate workers that crash, stall, lose their heartbeat and "
-                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=1.5),
+                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=1.0),
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
                  "BOUNDARY-1/2, CLONE-*)", takes_faults=True, cost_s=3.0),

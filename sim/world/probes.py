@@ -58,7 +58,7 @@ DEFAULT_SEEDS_FLOOR: dict[str, int] = {
     "destroy": 50,
     # txn: 0.3 s a seed, about 360 seeds in the default plan
     "txn": 100,
-    # the default plan runs about 67 seeds of it (at its cost_s)
+    # the default plan runs about 100 seeds of it (cost_s 1.0: 0.75 of the compactor's CPU a seed, seeds 0..7)
     "compactor-workers": 30,
 }
 
@@ -89,7 +89,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.COMPACTOR_RECLAIMED: ("compactor", (1,)),
     P.COMPACTOR_RESULT_DROPPED: ("compactor", (19,)),
     P.COMPACTOR_RESUMED_RANGES: ("compactor", (0,)),
-    P.COMPACTOR_CLAIM_LOST: ("compactor-workers", (0,)),
+    P.COMPACTOR_CLAIM_LOST: ("compactor-workers", (1,)),
     P.COMPACTOR_JOB_LOST: ("compactor-workers", (1,)),
     P.GC_SST_KEPT_IN_FLIGHT: ("gc", (2,)),
     P.GC_SST_KEPT_ULID_CUTOFF: ("gc", (1,)),
