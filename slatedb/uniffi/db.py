@@ -120,6 +120,18 @@ def _resolved_meta(reads: Any, rs: Any, max_seq: int | None) -> Any:
     return meta
 
 
+#: The seq the official binding reports for a row a transaction wrote itself (u64::MAX: it has
+#: none until commit).
+UNCOMMITTED_SEQ = 2**64 - 1
+
+
+def _local_seq(kv: KeyValue | None) -> KeyValue | None:
+    """A transaction's own row (ours: seq 0, no create_ts) with the official uncommitted seq."""
+    if kv is not None and kv.seq == 0:
+        kv.seq = UNCOMMITTED_SEQ
+    return kv
+
+
 class _Reads:
     """get/scan in the official shapes over one of our async readers (``self._r``)."""
 
@@ -283,7 +295,7 @@ class DbTransaction:
 
     async def get_key_value(self, key: bytes) -> KeyValue | None:
         with translated(self._db._reason):
-            return convert.key_value(await self._t.get_key_value(_key(key)))
+            return _local_seq(convert.key_value(await self._t.get_key_value(_key(key))))
 
     async def get_key_value_with_options(self, key: bytes, options: Any) -> KeyValue | None:
         self._default_read(options)
@@ -309,10 +321,10 @@ class DbTransaction:
         t = self._t
 
         async def meta(key: bytes, value: bytes) -> KeyValue:
-            kv = await t.get_key_value(key)
+            kv = _local_seq(convert.key_value(await t.get_key_value(key)))
             if kv is None:
                 return KeyValue(key=key, value=value, seq=0, create_ts=0, expire_ts=None)
-            return KeyValue(key=key, value=value, seq=kv.seq, create_ts=kv.create_ts or 0, expire_ts=kv.expire_ts)
+            return KeyValue(key=key, value=value, seq=kv.seq, create_ts=kv.create_ts, expire_ts=kv.expire_ts)
         return DbIterator(list(rows), meta, bounds, reverse)
 
     async def scan(self, range: Any) -> DbIterator:

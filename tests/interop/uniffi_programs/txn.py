@@ -57,6 +57,11 @@ async def main(root):
     while (kv := await it.next()) is not None:
         rows.append([kv.key.decode(), kv.value.decode()])
     out["txn_scan"] = rows
+    own, committed = await t.get_key_value(b"a1"), await t.get_key_value(b"y")
+    out["txn_row_metadata"] = [own.seq, own.create_ts, own.expire_ts, committed.seq < own.seq, committed.create_ts > 0]
+    it = await t.scan(kr(b"a1", b"a2"))
+    kv = await it.next()
+    out["txn_scan_metadata"] = [kv.seq, kv.create_ts]
     it = await t.scan(kr(b"a", b"z"))
     await it.seek(b"a2")
     out["txn_seek"] = [kv.key.decode() for kv in await it.next_batch(10)]
