@@ -34,15 +34,30 @@ CompactionStatus = _enum("CompactionStatus", ["SUBMITTED", "SCHEDULED", "RUNNING
                                               "COMPACTED"])
 
 
-def _tagged(name: str, variants: dict[str, int], doc: str) -> type:
-    """A UniFFI tagged union: ``Name.VARIANT(*values)`` instances of ``Name``, with ``is_VARIANT()``
-    / ``is_variant()``, indexing into the values, and the official ``str``."""
+def _tagged(name: str, variants: dict[str, Any], doc: str) -> type:
+    """A UniFFI tagged union: ``Name.VARIANT(...)`` instances of ``Name``, with ``is_VARIANT()`` /
+    ``is_variant()`` and the official ``str``. A variant is given its arity (positional values,
+    indexable: ``Ttl.EXPIRE_AFTER_MILLIS(ms)[0]``) or its field names (keyword or positional,
+    read as attributes: ``CacheTarget.DATA(range=...).range``)."""
     base = type(name, (), {"__doc__": doc, "__module__": __name__})
 
-    def make(variant: str, arity: int) -> type:
-        def __init__(self: Any, *values: Any) -> None:
-            if len(values) != arity:
-                raise TypeError(f"Expected {arity} arguments, found {len(values)}")
+    def make(variant: str, spec: Any) -> type:
+        fields: tuple[str, ...] = spec if isinstance(spec, tuple) else ()
+        arity = len(fields) if fields else spec
+
+        def __init__(self: Any, *values: Any, **named: Any) -> None:
+            if fields:
+                if len(values) > len(fields) or set(named) - set(fields):
+                    raise TypeError(f"{name}.{variant} takes {', '.join(fields)}")
+                got = dict(zip(fields, values), **named)
+                missing = [f for f in fields if f not in got]
+                if missing:
+                    raise TypeError(f"{name}.{variant} is missing {', '.join(missing)}")
+                values = tuple(got[f] for f in fields)
+                for f, value in zip(fields, values):
+                    setattr(self, f, value)
+            elif named or len(values) != arity:
+                raise TypeError(f"Expected {arity} arguments, found {len(values) + len(named)}")
             self._values = values
 
         def __eq__(self: Any, other: Any) -> bool:
@@ -50,18 +65,21 @@ def _tagged(name: str, variants: dict[str, int], doc: str) -> type:
                 return NotImplemented
             return type(other) is type(self) and other._values == self._values
 
+        def show(self: Any) -> str:
+            if fields:
+                return f"{name}.{variant}(" + ", ".join(f"{f}={v!r}" for f, v in zip(fields, self._values)) + ")"
+            return f"{name}.{variant}{self._values!r}" if arity else f"{name}.{variant}()"
+
         cls = type(variant, (base,), {
             "__init__": __init__, "__eq__": __eq__, "__hash__": lambda self: hash((variant, self._values)),
-            "__getitem__": lambda self, i: self._values[i],
-            "__str__": lambda self: f"{name}.{variant}{self._values!r}" if arity else f"{name}.{variant}()",
-            "__repr__": lambda self: f"{name}.{variant}{self._values!r}" if arity else f"{name}.{variant}()",
+            "__getitem__": lambda self, i: self._values[i], "__str__": show, "__repr__": show,
             "__module__": __name__,
         })
         cls.__qualname__ = f"{name}.{variant}"
         return cls
 
-    for variant, arity in variants.items():
-        setattr(base, variant, make(variant, arity))
+    for variant, spec in variants.items():
+        setattr(base, variant, make(variant, spec))
     for variant in variants:
         for spelling in (variant, variant.lower()):
             setattr(base, f"is_{spelling}", lambda self, _v=variant: type(self) is getattr(base, _v))
@@ -72,13 +90,14 @@ Ttl = _tagged("Ttl", {"DEFAULT": 0, "NO_EXPIRY": 0, "EXPIRE_AFTER_MILLIS": 1, "E
               "Time-to-live policy applied to an inserted value or merge operand.")
 ReaderMode = _tagged("ReaderMode", {"MANAGED_CHECKPOINT": 0, "CHECKPOINT": 1, "FOLLOW_LATEST": 0},
                      "How a reader chooses and refreshes database state.")
-CacheTarget = _tagged("CacheTarget", {"FILTERS": 0, "INDEX": 0, "STATS": 0, "DATA": 1}, "What warm_sst loads.")
+CacheTarget = _tagged("CacheTarget", {"FILTERS": 0, "INDEX": 0, "STATS": 0, "DATA": ("range",)}, "What warm_sst loads.")
 MetricValue = _tagged("MetricValue", {"COUNTER": 1, "GAUGE": 1, "UP_DOWN_COUNTER": 1, "HISTOGRAM": 1},
                       "A metric's value.")
-FilterContext = _tagged("FilterContext", {"BYTES": 1}, "Context handed to filter policies.")
-PrefixTarget = _tagged("PrefixTarget", {"POINT": 1, "PREFIX": 1}, "A filter probe target.")
+FilterContext = _tagged("FilterContext", {"BYTES": ("payload",)}, "Context handed to filter policies.")
+PrefixTarget = _tagged("PrefixTarget", {"POINT": ("key",), "PREFIX": ("prefix",)}, "A filter probe target.")
 SourceId = _tagged("SourceId", {"SORTED_RUN": 1, "SST_VIEW": 1}, "A compaction source.")
-CompactionSpec = _tagged("CompactionSpec", {"TIERED": 2, "DRAIN_SEGMENT": 1}, "A compaction request.")
+CompactionSpec = _tagged("CompactionSpec", {"TIERED": ("segment", "sources", "destination"),
+                                            "DRAIN_SEGMENT": ("segment", "sources")}, "A compaction request.")
 
 
 def _record(cls: type) -> type:

@@ -114,3 +114,16 @@ def test_a_reader_in_follow_latest_mode_is_refused(tmp_path):
             await b.build()
 
     asyncio.run(main())
+
+
+def test_tagged_unions_take_the_official_arguments():
+    assert u.Ttl.EXPIRE_AFTER_MILLIS(5)[0] == 5 and u.Ttl.EXPIRE_AFTER_MILLIS(5).is_expire_after_millis()
+    assert isinstance(u.Ttl.DEFAULT(), u.Ttl) and u.Ttl.DEFAULT() == u.Ttl.DEFAULT() != u.Ttl.NO_EXPIRY()
+    assert u.ReaderMode.CHECKPOINT("id")[0] == "id"
+    assert u.CacheTarget.DATA(range=None).range is None and str(u.FilterContext.BYTES(b"x")) == "FilterContext.BYTES(payload=b'x')"
+    spec = u.CompactionSpec.TIERED(b"", sources=[u.SourceId.SORTED_RUN(1)], destination=3)
+    assert spec.destination == 3 and spec.is_tiered()
+    with pytest.raises(TypeError):
+        u.Ttl.EXPIRE_AFTER_MILLIS()
+    with pytest.raises(TypeError):
+        u.CompactionSpec.DRAIN_SEGMENT(b"")
