@@ -30,7 +30,7 @@ from slatedb.uniffi.values import (
     ObjectStoreType, PrefixTarget, PutOptions, ReaderMode, ReaderOptions, ReadOptions, RowEntry, RowEntryKind,
     ScanOptions, SegmentPrefix, SlateDbWalReaderOptions, SourceId, SsTableId, SstBlockSize, SstType,
     TracingOptions, Ttl, WalRows, WriteOptions, SsTableInfo, SsTableHandle, SsTableView, SortedRun, Segment,
-    ExternalDb, VersionedManifest,
+    ExternalDb, VersionedManifest, Compaction, VersionedCompactions, CompactorStateView,
 )
 
 __all__ = [
@@ -47,5 +47,5 @@ __all__ = [
     "SlateDbWalIterator", "SlateDbWalReader", "SlateDbWalReaderOptions", "SourceId", "SsTableId", "SstBlockSize",
     "SstType", "TracingOptions", "Ttl", "UpDownCounter", "WalRows", "WriteBatch", "WriteHandle", "WriteOptions",
     "init_logging", "SsTableInfo", "SsTableHandle", "SsTableView", "SortedRun", "Segment", "ExternalDb",
-    "VersionedManifest",
+    "VersionedManifest", "Compaction", "VersionedCompactions", "CompactorStateView",
 ]

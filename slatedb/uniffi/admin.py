@@ -1,5 +1,5 @@
 """``AdminBuilder`` / ``Admin`` with the official signatures over :mod:`slatedb.admin`: the
-checkpoint calls, manifest reads and a GC pass. Each call runs the admin operation on a trio loop of its own
+checkpoint calls, manifest and compaction reads and a GC pass. Each call runs the admin operation on a trio loop of its own
 (a worker thread), so the caller's asyncio loop keeps running."""
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from slatedb.checkpoint import CheckpointOptions as _CkptOptions
 from slatedb.errors import CheckpointNotFoundError, NotFoundError
 from slatedb.objstore.url import resolve_store
 from slatedb.uniffi.errors import Error, refused, translated
-from slatedb.uniffi.manifest_view import checkpoint, versioned_manifest
+from slatedb.uniffi.manifest_view import checkpoint, compaction, versioned_compactions, versioned_manifest
 from slatedb.uniffi.store import ObjectStore
-from slatedb.uniffi.values import Checkpoint, CheckpointCreateResult, CheckpointOptions, VersionedManifest
+from slatedb.uniffi.values import (
+    Checkpoint, CheckpointCreateResult, CheckpointOptions, Compaction, CompactorStateView, VersionedCompactions,
+    VersionedManifest,
+)
 
 _NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI have it"
 
@@ -102,17 +105,41 @@ class Admin:
             return out
         return await self._run(read)
 
-    async def read_compactions(self, id: int | None) -> Any:
-        return await self._refused("read_compactions")
+    async def read_compactions(self, id: int | None) -> VersionedCompactions | None:
+        """The ``.compactions`` file ``id``, or the latest (None when there is none)."""
+        async def read(store: Any) -> Any:
+            try:
+                return versioned_compactions(await _admin.read_compactions(store, id))
+            except NotFoundError:
+                return None
+        return await self._run(read)
 
-    async def list_compactions(self, _from: int | None, to: int | None) -> Any:
-        return await self._refused("list_compactions")
+    async def list_compactions(self, _from: int | None, to: int | None) -> list[VersionedCompactions]:
+        """The ``.compactions`` files with ids in ``[_from, to)`` (None: open), by id."""
+        async def read(store: Any) -> Any:
+            got = await _admin.list_compactions(store, _from, None if to is None else to - 1)
+            return [versioned_compactions(x) for x in got]
+        return await self._run(read)
 
-    async def read_compaction(self, compaction_id: str, compactions_id: int | None) -> Any:
-        return await self._refused("read_compaction")
+    async def read_compaction(self, compaction_id: str, compactions_id: int | None) -> Compaction | None:
+        """One compaction by id, from the file ``compactions_id`` or the latest (None: not found)."""
+        async def read(store: Any) -> Any:
+            try:
+                return compaction(await _admin.read_compaction(store, compaction_id, compactions_id))
+            except NotFoundError:
+                return None
+        return await self._run(read)
 
-    async def read_compactor_state_view(self) -> Any:
-        return await self._refused("read_compactor_state_view")
+    async def read_compactor_state_view(self) -> CompactorStateView:
+        """The latest ``.compactions`` file (None when there is none) and the latest manifest."""
+        async def read(store: Any) -> Any:
+            try:
+                cs = versioned_compactions(await _admin.read_compactions(store, None))
+            except NotFoundError:
+                cs = None
+            m = await _admin.read_manifest(store, None)
+            return CompactorStateView(compactions=cs, manifest=versioned_manifest(m.id, m.manifest))
+        return await self._run(read)
 
     async def submit_compaction(self, spec: Any) -> Any:
         return await self._refused("submit_compaction")

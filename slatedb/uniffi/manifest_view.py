@@ -81,3 +81,27 @@ def versioned_manifest(manifest_id: int, m: t.ManifestV2) -> v.VersionedManifest
         last_l0_clock_tick=m.last_l0_clock_tick, last_l0_seq=m.last_l0_seq,
         recent_snapshot_min_seq=m.recent_snapshot_min_seq, checkpoints=[checkpoint(c) for c in m.checkpoints],
         wal_object_store_uri=None)
+
+
+_FINISHED = (t.CompactionStatus.COMPLETED, t.CompactionStatus.FAILED)
+
+
+def _spec(spec: Any) -> Any:
+    sources = [v.SourceId.SST_VIEW(str(i)) for i in spec.l0_view_ids] + [v.SourceId.SORTED_RUN(i) for i in spec.sorted_runs]
+    if isinstance(spec, t.DrainSegmentSpec):
+        return v.CompactionSpec.DRAIN_SEGMENT(segment=spec.segment, sources=sources)
+    return v.CompactionSpec.TIERED(segment=spec.segment or b"", sources=sources, destination=spec.destination)
+
+
+def compaction(c: t.Compaction) -> v.Compaction:
+    """The official ``Compaction``. ``bytes_processed`` is a running compactor's in-memory progress,
+    not stored in the ``.compactions`` file: 0 here, as the official reports for a job read back."""
+    outputs = [_handle(t.CompactedSsTableV2(s.id, s.info, s.format_version)) for s in c.output_ssts]
+    return v.Compaction(id=str(c.id), spec=_spec(c.spec), bytes_processed=0,
+                        status=v.CompactionStatus[c.status.name], output_ssts=outputs,
+                        active=c.status not in _FINISHED)
+
+
+def versioned_compactions(stored: Any) -> v.VersionedCompactions:
+    return v.VersionedCompactions(id=stored.id, compactor_epoch=stored.compactions.compactor_epoch,
+                                  recent_compactions=[compaction(c) for c in stored.compactions.recent_compactions])

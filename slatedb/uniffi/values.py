@@ -369,3 +369,26 @@ class VersionedManifest:
     recent_snapshot_min_seq: int
     checkpoints: list
     wal_object_store_uri: str | None
+
+
+@_record
+class Compaction:
+    id: str
+    spec: Any
+    bytes_processed: int
+    status: Any
+    output_ssts: list
+    active: bool
+
+
+@_record
+class VersionedCompactions:
+    id: int
+    compactor_epoch: int
+    recent_compactions: list
+
+
+@_record
+class CompactorStateView:
+    compactions: VersionedCompactions | None
+    manifest: VersionedManifest
