@@ -17,8 +17,8 @@ from slatedb.uniffi.errors import Error, refused, translated
 from slatedb.uniffi.manifest_view import checkpoint, compaction, versioned_compactions, versioned_manifest
 from slatedb.uniffi.store import ObjectStore
 from slatedb.uniffi.values import (
-    Checkpoint, CheckpointCreateResult, CheckpointOptions, Compaction, CompactorStateView, VersionedCompactions,
-    VersionedManifest,
+    Checkpoint, CheckpointCreateResult, CheckpointOptions, Compaction, CompactionSpec, CompactorStateView, SourceId,
+    VersionedCompactions, VersionedManifest,
 )
 
 _NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI have it"
@@ -141,8 +141,20 @@ class Admin:
             return CompactorStateView(compactions=cs, manifest=versioned_manifest(m.id, m.manifest))
         return await self._run(read)
 
-    async def submit_compaction(self, spec: Any) -> Any:
-        return await self._refused("submit_compaction")
+    async def submit_compaction(self, spec: Any) -> Compaction:
+        """Record ``spec`` (``CompactionSpec.TIERED``) as Submitted; the running compactor
+        validates and runs it (an invalid one ends Failed). Segments are refused."""
+        if not isinstance(spec, CompactionSpec):
+            raise TypeError(f"spec must be a CompactionSpec, not {type(spec).__name__}")
+        if spec.is_drain_segment() or spec.segment:
+            raise refused("a compaction of a segment", "databases have one segment (segment=b'')")
+        sources = []
+        for src in spec.sources:
+            if not isinstance(src, SourceId):
+                raise TypeError(f"sources must be SourceId values, not {type(src).__name__}")
+            sources.append({"Sst": src[0]} if src.is_sst_view() else {"SortedRun": src[0]})
+        request = {"sources": sources, "destination": spec.destination}
+        return compaction(await self._run(_admin.submit_compaction, request))
 
     async def delete_db(self, confirm: bool) -> Any:
         return await self._refused("delete_db")
