@@ -9,8 +9,7 @@ async def main(root):
     out = {}
     store = u.ObjectStoreBuilder.from_url("file://" + root).build()
     s = u.Settings.default()
-    s.set("l0_sst_size_bytes", "1024")
-    s.set("l0_max_ssts", "4")
+    s.set("l0_sst_size_bytes", "65536")
     s.set("compactor_options.poll_interval", json.dumps("100ms"))
     b = u.DbBuilder("db", store)
     b.with_settings(s)
