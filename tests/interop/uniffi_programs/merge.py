@@ -56,6 +56,13 @@ async def main(root):
     b.with_merge_operator(Concat())
     db = await b.build()
     out["reopened"] = [(await db.get(b"k")).decode(), (await db.get(b"fresh")).decode()]
+    await db.merge(b"k", b"r")
+    await db.flush()
+    rb = u.DbReaderBuilder("db", store)
+    rb.with_merge_operator(Concat())
+    reader = await rb.build()
+    out["reader"] = [(await reader.get(b"k")).decode(), (await reader.get(b"fresh")).decode()]
+    await reader.shutdown()
     await db.shutdown()
 
     db = await u.DbBuilder("plain", store).build()
