@@ -1,5 +1,4 @@
-"""``DbBuilder``, ``Db``, ``DbSnapshot``, ``DbTransaction``, ``DbIterator``, ``WriteHandle`` and
-``WriteBatch`` with the official signatures: every database call a coroutine (asyncio), each
+"""``DbBuilder``, ``Db``, ``DbSnapshot`` and ``WriteBatch`` with the official signatures: every database call a coroutine (asyncio), each
 delegating to :mod:`slatedb.aio`, with this engine's errors raised as the official ``Error.*``."""
 
 from __future__ import annotations
@@ -12,124 +11,20 @@ from slatedb import aio
 from slatedb.api.options import CloseReason as _OurReason
 from slatedb.batch import OpKind, WriteBatch as _Batch
 from slatedb.errors import InvalidArgumentError
-from slatedb.api.read_kit import seek_bounds
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.row import RowKind
 import slatedb.uniffi.convert as convert
 from slatedb.uniffi.observe import attach_recorder
 from slatedb.uniffi.errors import CloseReason, Error, MergeOperatorCallbackError, refused, translated
+from slatedb.uniffi.handles import (  # noqa: F401 (re-exported: the classes of the official module)
+    DbIterator, MergeOperator, WriteHandle, _key, _OperatorCall, _resolved_meta,
+)
+from slatedb.uniffi.txn import DbTransaction
 from slatedb.uniffi.store import ObjectStore, Settings
 from slatedb.uniffi.values import DbStatus, FlushOptions, FlushType, IsolationLevel, KeyValue, SstBlockSize
 
 _REASONS = {_OurReason.CLEAN: CloseReason.CLEAN, _OurReason.FENCED: CloseReason.FENCED,
             _OurReason.PANIC: CloseReason.PANIC, _OurReason.UNKNOWN: CloseReason.UNKNOWN}
-
-
-def _key(key: Any, name: str = "key") -> bytes:
-    if isinstance(key, (bytearray, memoryview)):
-        key = bytes(key)
-    if not isinstance(key, bytes):
-        raise TypeError(f"{name} must be bytes, not {type(key).__name__}")
-    return key
-
-
-class MergeOperator:
-    """Subclass and implement ``merge(key, existing_value, operand) -> bytes``; raise
-    ``MergeOperatorCallbackError.Failed(message)`` to fail a merge."""
-
-    def merge(self, key: bytes, existing_value: bytes | None, operand: bytes) -> bytes:
-        raise NotImplementedError
-
-
-class _OperatorCall:
-    """The engine's merge function over a user's :class:`MergeOperator`."""
-
-    def __init__(self, op: MergeOperator) -> None:
-        self._op = op
-
-    def __call__(self, key: bytes, existing_value: bytes | None, operand: bytes) -> bytes:
-        out = self._op.merge(key, existing_value, operand)
-        return bytes(out) if isinstance(out, (bytearray, memoryview)) else out
-
-
-class WriteHandle:
-    """A write's sequence number and creation time; ``await_durable()`` waits for its WAL."""
-
-    def __init__(self, handle: aio.WriteHandle, create_ts: int) -> None:
-        self._h = handle
-        self._create_ts = create_ts
-
-    def seqnum(self) -> int:
-        return self._h.seq
-
-    def create_ts(self) -> int:
-        return self._create_ts
-
-    async def await_durable(self) -> None:
-        with translated():
-            await self._h.wait_durable()
-
-
-class DbIterator:
-    """Rows of a scan: ``await next()`` (None at the end), ``await next_batch(n)``, ``await seek(key)``."""
-
-    def __init__(self, it: Any, meta: Any, bounds: Any = None, reverse: bool = False) -> None:
-        self._it = it          # our aio DbIterator, or a list of (key, value) (a transaction's scan)
-        self._meta = meta      # async (key, value) -> KeyValue
-        self._pos = 0
-        self._bounds = bounds  # of a list: the scan's bounds and direction, for seek
-        self._reverse = reverse
-
-    async def next(self) -> KeyValue | None:
-        got = await self.next_batch(1)
-        return got[0] if got else None
-
-    async def next_batch(self, max: int) -> list[KeyValue]:
-        if isinstance(max, bool) or not isinstance(max, int) or max < 0:
-            raise Error.Invalid(f"next_batch needs a non-negative int, not {max!r}")
-        with translated():
-            if isinstance(self._it, list):
-                pairs = self._it[self._pos:self._pos + max]
-                self._pos += len(pairs)
-            else:
-                pairs = await self._it.next_batch(max) if max else []
-            return [await self._meta(k, v) for k, v in pairs]
-
-    async def seek(self, key: bytes) -> None:
-        key = _key(key)
-        with translated():
-            if isinstance(self._it, list):
-                rest = seek_bounds(self._bounds, key, self._reverse)  # outside the range: refused
-                self._pos = next((i for i, (k, _v) in enumerate(self._it) if rest.contains(k)), len(self._it))
-                return
-            await self._it.seek(key)
-
-
-def _resolved_meta(reads: Any, rs: Any, max_seq: int | None) -> Any:
-    """Row metadata of a scanned ``(key, value)`` at the scan's own snapshot."""
-    core, host = reads._core, reads._host
-
-    async def meta(key: bytes, value: bytes) -> KeyValue:
-        row = core.get_row_fast(key, rs, max_seq)
-        if row is NEED_IO:
-            row = await host.acall(core.get_row_slow, key, rs, max_seq)
-        if row is None:
-            return KeyValue(key=key, value=value, seq=0, create_ts=0, expire_ts=None)
-        return KeyValue(key=key, value=value, seq=row.seq, create_ts=row.create_ts_ms or 0,
-                        expire_ts=row.expire_ts_ms if row.kind is not RowKind.MERGE_OPERAND else row.expire_ts_ms)
-    return meta
-
-
-#: The seq the official binding reports for a row a transaction wrote itself (u64::MAX: it has
-#: none until commit).
-UNCOMMITTED_SEQ = 2**64 - 1
-
-
-def _local_seq(kv: KeyValue | None) -> KeyValue | None:
-    """A transaction's own row (ours: seq 0, no create_ts) with the official uncommitted seq."""
-    if kv is not None and kv.seq == 0:
-        kv.seq = UNCOMMITTED_SEQ
-    return kv
 
 
 class _Reads:
@@ -235,126 +130,6 @@ class WriteBatch:
             raise refused("Ttl.EXPIRE_AT_MILLIS in a WriteBatch", "use db.merge_with_options, or EXPIRE_AFTER_MILLIS")
         with translated():
             self._b.merge(_key(key), _key(operand, "operand"), ttl)
-
-
-class DbTransaction:
-    """A transaction (``await db.begin(IsolationLevel...)``); unusable after commit or rollback."""
-
-    def __init__(self, txn: Any, db: "Db", tid: str) -> None:
-        self._t = txn
-        self._db = db
-        self._id = tid
-
-    def id(self) -> str:
-        return self._id
-
-    def seqnum(self) -> int:
-        return self._t.seqnum
-
-    async def put(self, key: bytes, value: bytes) -> None:
-        with translated(self._db._reason):
-            await self._t.put(_key(key), _key(value, "value"))
-
-    async def put_with_options(self, key: bytes, value: bytes, options: Any) -> None:
-        ttl, at = convert.ttl_args(options, "put")
-        if at is not None:
-            raise refused("Ttl.EXPIRE_AT_MILLIS in a transaction", "use EXPIRE_AFTER_MILLIS")
-        with translated(self._db._reason):
-            await self._t.put(_key(key), _key(value, "value"), ttl)
-
-    async def delete(self, key: bytes) -> None:
-        with translated(self._db._reason):
-            await self._t.delete(_key(key))
-
-    async def merge(self, key: bytes, operand: bytes) -> None:
-        with translated(self._db._reason):
-            await self._t.merge(_key(key), _key(operand, "operand"))
-
-    async def merge_with_options(self, key: bytes, operand: bytes, options: Any) -> None:
-        ttl, at = convert.ttl_args(options, "merge")
-        if at is not None:
-            raise refused("Ttl.EXPIRE_AT_MILLIS in a transaction", "use EXPIRE_AFTER_MILLIS")
-        with translated(self._db._reason):
-            await self._t.merge(_key(key), _key(operand, "operand"), ttl)
-
-    async def mark_read(self, keys: list) -> None:
-        with translated(self._db._reason):
-            await self._t.mark_read([_key(k) for k in keys])
-
-    async def unmark_write(self, keys: list) -> None:
-        with translated(self._db._reason):
-            await self._t.unmark_write([_key(k) for k in keys])
-
-    async def get(self, key: bytes) -> bytes | None:
-        with translated(self._db._reason):
-            return await self._t.get(_key(key))
-
-    async def get_with_options(self, key: bytes, options: Any) -> bytes | None:
-        self._default_read(options)
-        return await self.get(key)
-
-    async def get_key_value(self, key: bytes) -> KeyValue | None:
-        with translated(self._db._reason):
-            return _local_seq(convert.key_value(await self._t.get_key_value(_key(key))))
-
-    async def get_key_value_with_options(self, key: bytes, options: Any) -> KeyValue | None:
-        self._default_read(options)
-        return await self.get_key_value(key)
-
-    @staticmethod
-    def _default_read(options: Any) -> None:
-        o = convert.read_options(options)
-        if o.durability_filter.name != "MEMORY":
-            raise refused("durability_filter=REMOTE in a transaction", "a transaction reads its own snapshot")
-
-    async def _scan(self, bounds: Any, options: Any) -> DbIterator:
-        reverse = False
-        if options is not None:
-            o = convert.scan_options(options)
-            if o.durability_filter.name != "MEMORY":
-                raise refused("durability_filter=REMOTE in a transaction", "a transaction reads its own snapshot")
-            reverse = o.order.name == "DESCENDING"
-        start, end = convert.half_open(bounds)
-        if start is not None and end is not None and start >= end:
-            return DbIterator([], None, bounds, reverse)
-        rows = await self._t.scan(start, end, reverse=reverse)
-        t = self._t
-
-        async def meta(key: bytes, value: bytes) -> KeyValue:
-            kv = _local_seq(convert.key_value(await t.get_key_value(key)))
-            if kv is None:
-                return KeyValue(key=key, value=value, seq=0, create_ts=0, expire_ts=None)
-            return KeyValue(key=key, value=value, seq=kv.seq, create_ts=kv.create_ts, expire_ts=kv.expire_ts)
-        return DbIterator(list(rows), meta, bounds, reverse)
-
-    async def scan(self, range: Any) -> DbIterator:
-        with translated(self._db._reason):
-            return await self._scan(convert.bounds_of(range), None)
-
-    async def scan_with_options(self, range: Any, options: Any) -> DbIterator:
-        with translated(self._db._reason):
-            return await self._scan(convert.bounds_of(range), options)
-
-    async def scan_prefix(self, prefix: bytes, subrange: Any) -> DbIterator:
-        with translated(self._db._reason):
-            return await self._scan(convert.bounds_of(subrange, _key(prefix, "prefix")), None)
-
-    async def scan_prefix_with_options(self, prefix: bytes, subrange: Any, options: Any) -> DbIterator:
-        with translated(self._db._reason):
-            return await self._scan(convert.bounds_of(subrange, _key(prefix, "prefix")), options)
-
-    async def commit(self) -> WriteHandle | None:
-        with translated(self._db._reason):
-            h = await self._t.commit()
-            return None if h is None else self._db._handle(h, None)
-
-    async def commit_with_options(self, options: Any) -> WriteHandle | None:
-        convert.check_write_options(options)
-        return await self.commit()
-
-    async def rollback(self) -> None:
-        with translated(self._db._reason):
-            await self._t.rollback()
 
 
 class Db(_Reads):
