@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from slatedb.config import Settings as _Settings
 from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader as _AioReader
 from slatedb.wal_reader import WalReader
@@ -94,7 +95,7 @@ class DbReaderBuilder:
         raise refused("with_db_cache (foyer/moka caches)", "the block cache is in memory, sized by settings")
 
     def with_db_cache_disabled(self) -> None:
-        raise refused("with_db_cache_disabled on a reader", "the reader's block cache is sized by settings")
+        self._no_cache = True
 
     def with_filter_policies(self, policies: list) -> None:
         raise refused("with_filter_policies", "SSTs carry this engine's bloom filter")
@@ -119,7 +120,8 @@ class DbReaderBuilder:
             options = attrs.evolve(options, follow_latest=True)
         op = None if self._merge is None else _OperatorCall(self._merge)
         with translated():
-            r = await _AioReader.open(self._url, checkpoint, options=options,
+            settings = _Settings(block_cache_size_bytes=0) if getattr(self, "_no_cache", False) else None
+            r = await _AioReader.open(self._url, checkpoint, options=options, settings=settings,
                                       store_options=self._store_options or None, merge_operator=op)
         recorder = getattr(self, "_recorder", None)
         if recorder is not None:

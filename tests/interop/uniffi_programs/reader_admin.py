@@ -44,6 +44,7 @@ async def main(root):
 
     rb = u.DbReaderBuilder("db", store)
     rb.with_reader_mode(u.ReaderMode.CHECKPOINT(cp.id))
+    rb.with_db_cache_disabled()
     pinned = await rb.build()
     out["pinned"] = await pairs(await pinned.scan(kr()))
     out["pinned_get"] = [v(await pinned.get(k)) for k in (b"a", b"b", b"c", b"d")]
