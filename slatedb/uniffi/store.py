@@ -37,7 +37,8 @@ class ObjectStore:
     """An object store root: :meth:`resolve` a URL, or build one with :class:`ObjectStoreBuilder`."""
 
     def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
-        self._url = url.rstrip("/")
+        root = url.rstrip("/")
+        self._url = url[:len(root) + 2] if root.endswith(":") else root  # "file://" stays whole
         self._options = dict(options or {})
 
     @staticmethod
@@ -59,7 +60,7 @@ class ObjectStore:
             raise Error.Invalid(f"path must be a str, not {type(path).__name__}")
         path = path.strip("/")
         if not path:
-            return self._url + "/" if self._url.endswith(":/") else self._url
+            return self._url + "/" if self._url.endswith("://") else self._url
         try:
             validate_key(path)
         except Exception as e:

@@ -127,3 +127,13 @@ def test_tagged_unions_take_the_official_arguments():
         u.Ttl.EXPIRE_AFTER_MILLIS()
     with pytest.raises(TypeError):
         u.CompactionSpec.DRAIN_SEGMENT(b"")
+
+
+def test_databases_live_at_their_path_under_the_store_root(tmp_path):
+    assert u.ObjectStoreBuilder(u.ObjectStoreType.LOCAL).build().url_of("data/db") == "file:///data/db"
+    assert u.ObjectStore.resolve("file:///").url_of("db") == "file:///db"
+    assert u.ObjectStoreBuilder.from_url(f"file://{tmp_path}/").build().url_of("a/db") == f"file://{tmp_path}/a/db"
+    one, two = u.ObjectStore.resolve("memory:///"), u.ObjectStore.resolve("memory:///")
+    assert one.url_of("db") != two.url_of("db")  # each in-memory store is its own
+    with pytest.raises(u.Error.Invalid, match="provide path to builder"):
+        u.ObjectStore.resolve(f"file://{tmp_path}")
