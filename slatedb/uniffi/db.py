@@ -35,27 +35,40 @@ class _Reads:
     def _reason(self) -> Any:
         return None
 
+    def _live(self) -> None:
+        """Reads of a database that stopped (fenced by a newer writer, or failed) raise
+        ``Error.Closed`` with the reason, as in the official; a cleanly closed one raises on its
+        own."""
+        reason = self._reason()
+        if reason is not None and reason is not CloseReason.CLEAN:
+            raise Error.Closed(reason, f"the database is closed ({reason.name.lower()})")
+
     async def get(self, key: bytes) -> bytes | None:
         key = _key(key)
+        self._live()
         with translated(self._reason):
             return await self._r.get(key)
 
     async def get_with_options(self, key: bytes, options: Any) -> bytes | None:
         key = _key(key)
+        self._live()
         with translated(self._reason):
             return await self._r.get(key, convert.read_options(options))
 
     async def get_key_value(self, key: bytes) -> KeyValue | None:
         key = _key(key)
+        self._live()
         with translated(self._reason):
             return convert.key_value(await self._r.get_key_value(key))
 
     async def get_key_value_with_options(self, key: bytes, options: Any) -> KeyValue | None:
         key = _key(key)
+        self._live()
         with translated(self._reason):
             return convert.key_value(await self._r.get_key_value(key, convert.read_options(options)))
 
     def _iterator(self, bounds: Any, options: Any) -> DbIterator:
+        self._live()
         r = self._r
         it = r._scan(bounds, False, options)
         rs, _, _, max_seq = it._scan
