@@ -83,8 +83,12 @@ def test_the_seed_is_its_choices(workload: str, seed: int) -> None:
     assert again.misaligned == 0 and again.sort_key() == choices.sort_key()
 
 
+#: A takeover seed the no-epoch-recheck switch fails (seed 2 before group commit changed the traces).
+TAKEOVER_SEED = 0
+
+
 def test_shrinking_takeover_no_epoch_recheck(tmp_path) -> None:
-    r = shrink("takeover", 1, ["no-epoch-recheck"], max_runs=60)
+    r = shrink("takeover", TAKEOVER_SEED, ["no-epoch-recheck"], max_runs=60)
     assert r.invariant == "DUR-1" and Violation.of_message(r.violation).invariant == "DUR-1"
     assert r.shrunk.choices < r.original.choices and r.shrunk.nontrivial * 4 < r.original.nontrivial
     assert r.shrunk.faults < r.original.faults and r.shrunk.events < r.original.events
@@ -93,10 +97,10 @@ def test_shrinking_takeover_no_epoch_recheck(tmp_path) -> None:
     with open(path, "w") as f:
         f.write(dumps(r.saved))
     report = format_report(r, path)
-    assert f"replay: ./just sim run --seed 1 --workload takeover --bug no-epoch-recheck --keep {path}" in report
+    assert f"replay: ./just sim run --seed {TAKEOVER_SEED} --workload takeover --bug no-epoch-recheck --keep {path}" in report
     # The replay reproduces it from the command line; with the switch off it passes.
-    assert cli.main(["run", "--seed", "1", "--workload", "takeover", "--bug", "no-epoch-recheck", "--keep", path]) == 1
-    assert cli.main(["run", "--seed", "1", "--workload", "takeover", "--keep", path]) == 0
+    assert cli.main(["run", "--seed", str(TAKEOVER_SEED), "--workload", "takeover", "--bug", "no-epoch-recheck", "--keep", path]) == 1
+    assert cli.main(["run", "--seed", str(TAKEOVER_SEED), "--workload", "takeover", "--keep", path]) == 0
     # The readable trace keeps the protocol story and drops the store's ordinary traffic.
     lines = readable(r.trace.splitlines())
     assert len(lines) < r.shrunk.events and any(" ack " in line for line in lines)

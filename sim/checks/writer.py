@@ -19,7 +19,7 @@ def _wal_id(path: str) -> int:
 
 
 class WriterChecks:
-    """FENCE-1, FENCE-3, FENCE-4, DUR-1 and BOUNDARY-3 over the events of one simulated world."""
+    """FENCE-1, FENCE-3, FENCE-4, DUR-1, DUR-3 and BOUNDARY-3 over the events of one simulated world."""
 
     def __init__(self) -> None:
         self.halted: set[str] = set()
@@ -31,10 +31,19 @@ class WriterChecks:
         self.pending_puts: dict[tuple[str, int], str] = {}
         self.boundary_reads: dict[str, list[int]] = defaultdict(list)
         self.counts: dict[str, int] = defaultdict(int)
+        self.acked_seq: dict[str, int] = defaultdict(int)  # process -> highest seq of its acks
 
     def attach(self, trace: Trace) -> "WriterChecks":
         trace.listeners.append(self.on_event)
         return self
+
+    def durable_returned(self, process: str, seq: int, e: Event) -> None:
+        """DUR-3: a client's durable wait for ``seq`` returned (``e``: the trace's last event
+        then): ``process`` must have acknowledged a WAL object holding it (an ``ack`` event with
+        a seq at least ``seq``) before."""
+        if self.acked_seq[process] < seq:
+            raise InvariantViolation("DUR-3", e, f"{process}: a durable wait for seq {seq} returned, but its "
+                                     f"WAL acks reach only seq {self.acked_seq[process]}")
 
     def on_event(self, e: Event) -> None:
         f = dict(e.fields)
@@ -80,6 +89,7 @@ class WriterChecks:
                 if fence_epoch > epoch and wal_id >= fence:
                     raise InvariantViolation("DUR-1", e, f"wal {wal_id} acked at epoch {epoch} is above epoch {fence_epoch}'s fence {fence}")
             self.acks.append((wal_id, epoch, e))
+            self.acked_seq[e.process] = max(self.acked_seq[e.process], f["seq"])
         elif kind == "halt":
             self.halted.add(e.process)
         elif kind == "boundary_read":

@@ -80,6 +80,10 @@ _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a 
                   "deleted N+1 and believes it committed (RFC 004)")
 
 CATALOGUE: tuple[Bug, ...] = (
+    Bug(switches.GROUP_ACK_EARLY, "group commit: a durable wait arriving while a WAL flush is in flight joins "
+        "that group and returns when it lands, before the WAL object holding its own row exists",
+        _REPLAY_CLASS, "RFC 001 Acknowledgements; writer.md step 8, DUR-3", "slatedb/db/write_path.py WritePath._want_durable",
+        "db", ("DUR-3",), 10),
     Bug(switches.ZOMBIE_ACK, "a writer that halted while its WAL write was in flight still acknowledges it",
         _WAL_CLASS, "RFC 001 Acknowledgements; writer.md step 8", "slatedb/db/flushers.py Flushers._write_wal",
         "db", ("FENCE-3",), 30, also=("takeover",)),

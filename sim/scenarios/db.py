@@ -17,7 +17,8 @@ settings (``settings``) and the skews (``clock.skew``, ``clock.jump``).
 
 Checked on every run:
 
-* the trace invariants of :class:`sim.checks.writer.WriterChecks` (FENCE-1/3/4, DUR-1, BOUNDARY-3);
+* the trace invariants of :class:`sim.checks.writer.WriterChecks` (FENCE-1/3/4, DUR-1, BOUNDARY-3), and
+  DUR-3 each time a durable wait returns;
 * durability, end to end: every write acknowledged durable by any writer is readable, with
   that value or a newer one of the same key, by a final writer opened after everything;
 * linearizability of the client-visible history (``LIN``, :mod:`sim.checks.linearizability`), under
@@ -168,6 +169,7 @@ class World:
     history: History
     bugs: frozenset[str]
     flips: "FlipOracle | None" = None
+    checks: WriterChecks = attrs.Factory(WriterChecks)  # the world's writer checks (DUR-3 at a durable return)
     acked: dict = attrs.Factory(dict)  # (writer, seq) -> (key, value or None) acknowledged durable
     written: dict = attrs.Factory(dict)  # value -> seq of every put (values are unique)
     deleted: dict = attrs.Factory(dict)  # key -> seqs of every delete of it
@@ -238,6 +240,7 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
                     world.written[value] = h.seq  # before any wait: a crash may leave it durable anyway
                 if durable:
                     await h.wait_durable()
+                    world.checks.durable_returned(name, h.seq, world.trace.events[-1])  # DUR-3
                     world.acked[(name, h.seq)] = (key, value)
                     me.sweep()
                 done = i + 1
@@ -302,7 +305,8 @@ def _build(setup: Setup) -> World:
     trace.record("world", "settings", **{k: v for k, v in sorted(raw_settings.items())})
     skew = faults == "swarm" and boolean(swarm_rng, 0.5)
     jumps = faults == "swarm" and boolean(swarm_rng, 0.3)
-    world = World(setup.seed, choices, trace, setup.bucket, store_faults, settings, History(), setup.bugs, FlipOracle())
+    world = World(setup.seed, choices, trace, setup.bucket, store_faults, settings, History(), setup.bugs, FlipOracle(),
+                  setup.checkers["writer"])
     world.rng, world.crash_rate, world.skew = rng, crash_rate, skew
     # A bit flip in a stored object on some swarm seeds, from its own stream.
     world.flip_rng = choices.stream("bitflip")

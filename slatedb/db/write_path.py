@@ -28,6 +28,7 @@ from slatedb.batch import (
 from slatedb.errors import ClosedError, InvalidArgumentError, MergeOperatorMissingError
 from slatedb.memtable import ROW_OVERHEAD_BYTES
 from slatedb.row import Row, RowKind
+from slatedb.runtime import probes, switches
 
 _VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
@@ -36,6 +37,18 @@ _MERGE = RowKind.MERGE_OPERAND
 
 class MustWait(Exception):
     """Internal: the write must wait for room (back-pressure); the wrapper waits and retries."""
+
+
+def _own_row(seq: int, taken_seq: int, durable_seq: int) -> int:
+    """DUR-3: a durable wait returns once a WAL object holding its own row landed."""
+    return seq
+
+
+def _bug_in_flight_group(seq: int, taken_seq: int, durable_seq: int) -> int:
+    """Catalogued bug ``group-ack-early`` (sim/scenarios/catalogue.py): a waiter that arrives while
+    a WAL flush is in flight joins that group, although its row was written after the flush took
+    the buffer: it returns when the in-flight object lands, before its own row's object does."""
+    return min(seq, taken_seq) if taken_seq > durable_seq else seq
 
 
 
@@ -222,9 +235,25 @@ class WritePath:
     def durable_seq(self) -> int:
         return self._w.durable_seq
 
+    def _want_durable(self, seq: int) -> int:
+        """Group commit (``_lock`` held): a waiter for ``seq`` starts a WAL flush at once unless
+        its row is already handed to one in flight (which then makes it durable); waiters that
+        arrive while a flush is in flight kick the next one, which takes all their rows together.
+        Nobody waiting, nothing kicked: the flusher keeps its ``flush_interval``. Returns the seq
+        the waiter waits for (DUR-3: its own)."""
+        w = self._w
+        if seq > w.taken_seq:
+            if w.taken_seq > w.durable_seq:
+                self.runtime.probe(probes.DURABLE_WAIT_JOINS_NEXT_GROUP)
+            self._kick_flush()
+        target = _bug_in_flight_group if switches.GROUP_ACK_EARLY in self.runtime.bugs else _own_row
+        return target(seq, w.taken_seq, w.durable_seq)
+
     def wait_durable_sync(self, seq: int, timeout_s: float | None = None) -> None:
         w = self._w
         with w.lock:
+            if w.durable_seq < seq:
+                seq = self._want_durable(seq)
             while w.durable_seq < seq:
                 if self._error is not None:
                     raise self._error
@@ -235,6 +264,9 @@ class WritePath:
 
     async def wait_durable(self, seq: int) -> None:
         w = self._w
+        if w.durable_seq < seq:
+            with w.lock:
+                seq = self._want_durable(seq)
         while w.durable_seq < seq:
             if self._error is not None:
                 raise self._error

@@ -57,6 +57,12 @@ WAL_REPLAY_FENCE = _probe(
     "a WAL replay (writer open or reader) read another writer's 0-byte fence inside its range",
     "writer.md step 4, DUR-1")
 
+DURABLE_WAIT_JOINS_NEXT_GROUP = _probe(
+    "writer.durable-wait-joins-next-group",
+    "a durable wait arrived while a WAL flush was in flight without its row: it kicks the next "
+    "flush and waits for that one (group commit)",
+    "writer.md step 8, DUR-3")
+
 # -- Create-if-absent with ambiguous outcomes (spec/objstore.md, slatedb/objstore/retry.py) -------
 
 CREATE_AMBIGUOUS_LANDED_MANIFEST = _probe(

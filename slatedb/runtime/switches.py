@@ -9,6 +9,7 @@ from __future__ import annotations
 
 # zombie writers (RFC 001)
 ZOMBIE_ACK = "zombie-ack"
+GROUP_ACK_EARLY = "group-ack-early"
 FENCE_IGNORED = "fence-ignored"
 NO_EPOCH_RECHECK = "no-epoch-recheck"
 L0_COMMIT_UNFENCED = "l0-commit-unfenced"
