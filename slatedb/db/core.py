@@ -101,6 +101,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._gate = False  # True when a write must look at closed/error/back-pressure
         self._blocked = False
         self._kicked = False
+        self._flusher_idle = False  # the WAL flusher sleeps until a row arrives (see _flush_loop)
         self._next_check_bytes = 0
         self._closing = False
         self._closed = False
@@ -119,6 +120,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._trio_thread: int | None = None
         self._tasks_scope: trio.CancelScope | None = None
         self._flush_wakeup = trio.Event()
+        self._wal_arrival = trio.Event()  # set by the first row after the flusher went idle
         self._l0_wakeup = trio.Event()
         self._durable_event = trio.Event()
         self._room_event = trio.Event()
@@ -244,7 +246,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._wake_all()
 
     def _wake_all(self) -> None:
-        for name in ("_durable_event", "_room_event", "_l0_wakeup", "_flush_wakeup", "_l0_progress"):
+        for name in ("_durable_event", "_room_event", "_l0_wakeup", "_flush_wakeup", "_wal_arrival", "_l0_progress"):
             getattr(self, name).set()
             setattr(self, name, trio.Event())
 

@@ -60,11 +60,15 @@ class WritePath:
         if self._kicked:
             return
         self._kicked = True
+        self._set_from_any_thread("_flush_wakeup")
+
+    def _set_from_any_thread(self, name: str) -> None:
+        """Set the trio event named ``name`` (an attribute replaced after each use) from any thread."""
         if threading.get_ident() == self._trio_thread:
-            self._flush_wakeup.set()
+            getattr(self, name).set()
         elif self._trio_token is not None:
             try:
-                self._trio_token.run_sync_soon(lambda: self._flush_wakeup.set())
+                self._trio_token.run_sync_soon(lambda: getattr(self, name).set())
             except trio.RunFinishedError:
                 pass
 
@@ -179,8 +183,11 @@ class WritePath:
             raise MustWait()
 
     def _on_threshold(self) -> None:
-        """A size threshold was crossed (``_lock`` held): cut a full memtable, kick the
-        flusher, maybe block."""
+        """A size threshold was crossed (``_lock`` held): wake an idle flusher, cut a full
+        memtable, kick the flusher, maybe block."""
+        if self._flusher_idle and self._w.wal_bytes:
+            self._flusher_idle = False
+            self._set_from_any_thread("_wal_arrival")
         if self._w.memtable.size_bytes >= self._l0_size:
             self._w.cut()
             self._kicked = False
@@ -199,6 +206,9 @@ class WritePath:
         u = w.unflushed_bytes
         self._blocked = u > self._max_unflushed
         self._gate = self._blocked or self._closing or self._error is not None
+        if self._flusher_idle:  # the next row must wake the flusher (_on_threshold)
+            self._next_check_bytes = u + 1
+            return
         deltas = [self._max_unflushed - u + 1]
         deltas.append(self._l0_size - w.memtable.size_bytes)
         if not self._kicked:
