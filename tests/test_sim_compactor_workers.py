@@ -38,7 +38,7 @@ W1, W2 = str(ULID.from_timestamp(1000)), str(ULID.from_timestamp(2000))
 
 #: Seeds that pass with every switch off; between them several workers claim, stall past the
 #: heartbeat timeout, get reclaimed, return late (their job stopped), crash and restart.
-CLEAN_SEEDS = (0, 1, 2)
+CLEAN_SEEDS = (0, 1, 2, 4)  # seed 4: a stall, a lost job and a dropped result
 
 #: The switches this scenario was built to catch: invariants that may fire, seeds (0..budget-1)
 #: within which one must (measured with ``sim hunt --rate``, with a margin: the catalogue's).

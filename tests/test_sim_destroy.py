@@ -40,7 +40,7 @@ def test_destroy_racing_a_standalone_gc_leaves_nothing(seed: int) -> None:
 
 
 def test_soft_destroy_without_the_fence_fires_destroy_2() -> None:
-    r = run_destroy_workload(2, bugs=frozenset({"soft-destroy-no-fence"}))
+    r = run_destroy_workload(1, bugs=frozenset({"soft-destroy-no-fence"}))
     assert not r.ok and bugs.fired(r) == "DESTROY-2"
 
 

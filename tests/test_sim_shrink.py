@@ -118,11 +118,12 @@ EVERY_SCENARIO = [
     ("db", 1, "zombie-ack", 12),
     ("seqmeta", 1, "no-boundary-check", 12),
     ("store", 0, "ambiguous-create-trust", 40),  # large streams: the first passes take more runs
-    ("compactor", 0, "resume-reemit", 12),
+    ("compactor", 1, "resume-reemit", 12),
     ("gc", 0, "gc-ignores-checkpoints", 4),
     ("rescale", 0, "union-seq-not-max", 6),
-    ("destroy", 2, "soft-destroy-no-fence", 6),
-    ("txn", 0, "txn-reads-unchecked", 8),
+    ("destroy", 1, "soft-destroy-no-fence", 6),
+    ("txn", 1, "txn-reads-unchecked", 8),
+    ("compactor-workers", 0, "outputs-in-id-order", 8),
 ]
 
 

@@ -137,7 +137,7 @@ def test_a_failing_run_prints_the_protocol_events_around_the_violation(capsys) -
     assert "protocol events and faults around the violating event" in out
     lines = out.splitlines()
     marked = [ln for ln in lines if ln.startswith(">> ")]
-    assert len(marked) == 1 and " ack " in marked[0] and "wal/00000000000000000004.sst" in marked[0]
+    assert len(marked) == 1 and " ack " in marked[0] and "wal/00000000000000000005.sst" in marked[0]
     shown = lines[lines.index(next(ln for ln in lines if ln.startswith("protocol events"))) + 1:]
     shown = [ln for ln in shown if ln.startswith(("   ", ">> "))]
     assert len(shown) >= 20

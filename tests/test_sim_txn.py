@@ -132,9 +132,9 @@ def test_a_seed_replays_bit_for_bit_and_seeds_differ() -> None:
     assert txn_scenario.run_txn_workload(3).digest != a.digest
 
 
-@pytest.mark.parametrize("bug,seed,fired", [("txn-reads-unchecked", 0, "TXN-4"),
+@pytest.mark.parametrize("bug,seed,fired", [("txn-reads-unchecked", 1, "TXN-4"),
                                             ("txn-snapshot-writes-unchecked", 1, "TXN-3"),
-                                            ("txn-window-ignores-flush", 0, "TXN-3")])
+                                            ("txn-window-ignores-flush", 28, "TXN-3")])
 def test_each_switch_is_caught_by_the_history(bug: str, seed: int, fired: str) -> None:
     """The first detecting seed (``sim hunt --bug``); the same world passes with the switch off
     (test_worlds_pass_and_run_what_they_claim)."""

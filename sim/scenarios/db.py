@@ -3,10 +3,10 @@
 Three writer processes share one simulated object store (latency, transient errors, ambiguous
 outcomes, stalls -- a swarm mix per seed). In some seeds writers also crash at a random moment
 (wherever they are: mid-flush, mid-manifest-update; memory lost, requests on the wire still
-land) and restart. Writer ``w1`` writes, waiting for durability now and
-then; at random virtual times ``w2`` and then ``w3`` open the same database, each fencing its
-predecessor, and keep writing. Zombies keep trying until they learn they were fenced. Writers
-also delete now and then and read keys (mostly ones they just wrote).
+land) and restart. Writer ``w1`` writes, waiting for durability now and then; at random virtual
+times ``w2`` and then ``w3`` open the same database, each fencing its predecessor, and keep
+writing. Zombies keep trying until they learn they were fenced. Writers also delete now and then
+and read keys (mostly ones they just wrote).
 
 Per seed, swarm style, the world also draws Db settings (flush interval, memtable and block
 sizes, back-pressure threshold, compression codec, bloom filters, block cache) from valid
@@ -17,8 +17,8 @@ settings (``settings``) and the skews (``clock.skew``, ``clock.jump``).
 
 Checked on every run:
 
-* the trace invariants of :class:`sim.checks.writer.WriterChecks` (FENCE-1/3/4, DUR-1, BOUNDARY-3), and
-  DUR-3 each time a durable wait returns;
+* the trace invariants of :class:`sim.checks.writer.WriterChecks` (FENCE-1/3/4, DUR-1,
+  BOUNDARY-3; DUR-3 at each durable return);
 * durability, end to end: every write acknowledged durable by any writer is readable, with
   that value or a newer one of the same key, by a final writer opened after everything;
 * linearizability of the client-visible history (``LIN``, :mod:`sim.checks.linearizability`), under
@@ -26,8 +26,8 @@ Checked on every run:
 
 The model of guarantees checked by LIN
 --------------------------------------
-The history holds every put, delete and get a writer called, stamped at call and return with
-one counter (so real-time order is exact), and the final writer's read of every key.
+The history holds every put, delete and get a writer called, stamped at call and return with one
+counter (so real-time order is exact), and the final writer's read of every key.
 
 *Writes.* A write returns, for this engine, when it is acknowledged durable, not when
 ``put`` returns: ``put`` only puts the row in the writer's memtable, and a row that never
@@ -196,9 +196,7 @@ def _draw_op(rng: random.Random, recent: list[bytes]) -> tuple[bytes | None, byt
     if boolean(rng, READ_RATE):
         read_key = rng.choice(recent) if recent and boolean(rng, 0.6) else _key(rng.randrange(N_KEYS))
     key = _key(rng.randrange(N_KEYS))
-    recent.append(key)
-    if len(recent) > 8:
-        del recent[0]
+    recent[:] = [*recent[-7:], key]  # the last 8 keys written
     durable = boolean(rng, 0.2)
     delete = boolean(rng, DELETE_RATE)
     pause_s = rng.uniform(0, 0.05) if boolean(rng, 0.3) else None
@@ -213,8 +211,7 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
     rt = host.runtime(name, world.bugs)
     rng = world.choices.stream("workload", name)
     inner = MemoryStore(world.bucket, rt.now_ms, url="memory://sim")
-    store = SimObjectStore(inner, world.choices.stream("store", name), world.trace, process=name,
-                           faults=world.faults)
+    store = SimObjectStore(inner, world.choices.stream("store", name), world.trace, process=name, faults=world.faults)
     done = 0
     me: Incarnation | None = None
     recent: list[bytes] = []
