@@ -6,7 +6,7 @@ there later is in the main job at once). **The main job is a seed plan, not a ti
 ``--quick`` ``["quick"]``, shared equally between the scenarios and turned into a seed count per
 scenario by the table's fixed ``cost_s`` -- constants, never a measurement, so the same command
 runs the same seeds on any machine, loaded or not (slower under load, never thinner). Calibrated
-so that the default plan takes about 9 minutes on 2 idle cores and ``--quick`` about 30 s. A
+so that the default plan takes about 9 minutes on 2 idle cores and ``--quick`` about 40 s. A
 wall-clock cap (``--cap-minutes``), if given, fails the run and names what did not run.
 
 ``--minutes N`` (soaks) is time-boxed instead: ``budget_s`` wall seconds
@@ -51,7 +51,8 @@ _WALL = ProductionRuntime("sim-dst")
 DEFAULT_BUDGET_S = 540.0
 #: The seed plans: core-seconds of seeds (at the table's ``cost_s``) shared equally between the
 #: scenarios. 1,000 core-s keep 2 idle cores busy about 8.5 minutes (plus start-up and the tail:
-#: about 9); 50 core-s, about 25 s (about 30 with start-up).
+#: about 9); 50 core-s shared, but every scenario runs at least 3 seeds, so the quick plan holds
+#: about 80 core-s: about 40 s (about 45 with start-up).
 PLAN_CORE_S = {"quick": 50.0, "default": 1000.0}
 #: Fewest seeds of any scenario in a plan.
 PLAN_MIN_SEEDS = {"quick": 3, "default": 20}
