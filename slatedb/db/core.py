@@ -163,8 +163,8 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
                 first_id, replay_after = await initial_over_leftovers(self.manifests)
             await self.manifests.create_initial(
                 ManifestV2(initialized=True, replay_after_wal_id=replay_after, wal_id_last_seen=replay_after), first_id)
-        elif not latest.manifest.initialized:
-            raise InvalidArgumentError(
+        elif not latest.manifest.initialized:  # the state of the stored database, not an argument
+            raise InvalidDbStateError(
                 f"database at {self.store.url} is not initialized (a clone that never finished opening)"
             )
 
