@@ -48,6 +48,7 @@ PHASES = [
     ("scan_batch", "full scan, batches of 1000", "rows/s", True),
     ("durable_put", "durable put, one at a time", "puts/s", True),
     ("durable_p50_ms", "durable put, p50 latency", "ms", False),
+    ("durable_put_16", "durable puts, 16 concurrent writers", "puts/s", True),
     ("close_ms", "close after loading N keys", "ms", False),
     ("reopen_ms", "reopen", "ms", False),
     ("max_rss_mb", "max RSS of the process", "MB", False),

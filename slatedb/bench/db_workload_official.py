@@ -32,6 +32,7 @@ VALUE_LEN = 100
 WRITE_BATCH = 100
 SCAN_BATCH = 1000
 N_DURABLE = 30
+DURABLE_WRITERS, DURABLE_EACH = 16, 8  # 16 concurrent durable writers, 8 puts each
 
 
 def workload(n: int) -> dict:
@@ -156,6 +157,16 @@ async def run(n: int, root: str) -> dict:
     r["durable_put"] = len(lat) / (time.perf_counter() - t0)
     r["durable_p50_ms"] = statistics.median(lat) * 1e3
     checks["durable_ok"] = await db.get(keys[0]) == w["durable_values"][0]
+
+    # (8b) durable puts from 16 concurrent writers (asyncio tasks: the binding is asyncio-only)
+    async def writer(t: int) -> None:
+        for j in range(DURABLE_EACH):
+            handle = await db.put(keys[(t * DURABLE_EACH + j) % n], w["durable_values"][j % N_DURABLE])
+            await handle.await_durable()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(writer(t) for t in range(DURABLE_WRITERS)))
+    r["durable_put_16"] = DURABLE_WRITERS * DURABLE_EACH / (time.perf_counter() - t0)
     await db.shutdown()
 
     # (2) put in write batches of 100, into a second fresh DB

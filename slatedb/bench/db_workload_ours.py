@@ -29,6 +29,7 @@ VALUE_LEN = 100
 WRITE_BATCH = 100
 SCAN_BATCH = 1000
 N_DURABLE = 30
+DURABLE_WRITERS, DURABLE_EACH = 16, 8  # 16 concurrent durable writers, 8 puts each
 
 
 def workload(n: int) -> dict:
@@ -155,6 +156,21 @@ def run(n: int, root: str) -> dict:
     r["durable_put"] = len(lat) / (time.perf_counter() - t0)
     r["durable_p50_ms"] = statistics.median(lat) * 1e3
     checks["durable_ok"] = db.get(keys[0]) == w["durable_values"][0]
+
+    # (8b) durable puts from 16 concurrent writers (threads; group commit shares WAL objects)
+    import threading
+
+    def writer(t: int) -> None:
+        for j in range(DURABLE_EACH):
+            db.put(keys[(t * DURABLE_EACH + j) % n], w["durable_values"][j % N_DURABLE], durable=True)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(DURABLE_WRITERS)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    r["durable_put_16"] = DURABLE_WRITERS * DURABLE_EACH / (time.perf_counter() - t0)
     db.close()
 
     # (2) put in write batches of 100, into a second fresh DB
