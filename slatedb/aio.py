@@ -16,6 +16,8 @@ yielding or hopping; only block reads, durability waits, flushes and back-pressu
 
 from __future__ import annotations
 
+from slatedb.api.cache_control import AsyncCacheControl
+
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -81,7 +83,7 @@ class Snapshot(SnapshotLifecycle, AsyncReads):
     delete = write = merge = put
 
 
-class Db(AsyncReads):
+class Db(AsyncReads, AsyncCacheControl):
     """An open database under the caller's asyncio or trio loop: ``async with Db.open(url)``,
     or ``db = await Db.open(url)`` and ``await db.close()``."""
 

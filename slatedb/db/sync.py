@@ -15,6 +15,8 @@ writes die with the process, and reopening replays every WAL object written befo
 
 from __future__ import annotations
 
+from slatedb.api.cache_control import SyncCacheControl
+
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -73,7 +75,7 @@ class Snapshot(SnapshotLifecycle, SyncReads):
     delete = write = merge = put
 
 
-class Db(SyncReads):
+class Db(SyncReads, SyncCacheControl):
     """An open database (the writer). Build it with :meth:`open`; see the module docstring."""
 
     def __init__(self, portal: RuntimeThread) -> None:

@@ -59,6 +59,17 @@ class BlockCache:
                 self._size_bytes -= _weight(evicted)
             assert self._size_bytes >= 0
 
+    def discard_all(self, keys: Any) -> int:
+        """Drop the entries of ``keys`` that are cached; how many there were."""
+        dropped = 0
+        with self._lock:
+            for key in keys:
+                old = self._entries.pop(key, None)
+                if old is not None:
+                    self._size_bytes -= _weight(old)
+                    dropped += 1
+        return dropped
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

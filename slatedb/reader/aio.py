@@ -13,6 +13,8 @@ the service runner is :func:`slatedb.api.portal.serve`, as for :class:`slatedb.a
 
 from __future__ import annotations
 
+from slatedb.api.cache_control import AsyncCacheControl
+
 import uuid
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,7 +33,7 @@ from .core import ReaderCore
 from .options import DbReaderOptions
 
 
-class DbReader(AsyncReads):
+class DbReader(AsyncReads, AsyncCacheControl):
     """A read-only view of a database under the caller's asyncio or trio loop; see :meth:`open`."""
 
     def __init__(self, core: ReaderCore, host: Any) -> None:

@@ -9,6 +9,8 @@ and the reads :class:`slatedb.api.sync_reads.SyncReads`, as for :class:`slatedb.
 
 from __future__ import annotations
 
+from slatedb.api.cache_control import SyncCacheControl
+
 import uuid
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,7 +29,7 @@ from .core import ReaderCore
 from .options import DbReaderOptions
 
 
-class DbReader(SyncReads):
+class DbReader(SyncReads, SyncCacheControl):
     """A read-only view of a database (RFC 000 ``DbReader``). Build it with :meth:`open`."""
 
     _core: ReaderCore

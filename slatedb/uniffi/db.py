@@ -14,6 +14,7 @@ from slatedb.errors import InvalidArgumentError
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.row import RowKind
 import slatedb.uniffi.convert as convert
+import slatedb.uniffi.cache as _cache
 from slatedb.uniffi.observe import attach_recorder
 from slatedb.uniffi.errors import CloseReason, Error, MergeOperatorCallbackError, refused, translated
 from slatedb.uniffi.handles import (  # noqa: F401 (re-exported: the classes of the official module)
@@ -289,10 +290,12 @@ class Db(_Reads):
             await self._r.close()
 
     async def warm_sst(self, sst_id: Any, targets: list) -> None:
-        raise refused("warm_sst", "blocks are cached as they are read")
+        """Reads the data blocks of ``CacheTarget.DATA(range)`` targets into the block cache
+        (:mod:`slatedb.uniffi.cache`)."""
+        await _cache.warm_sst(self._r, sst_id, targets, self._reason)
 
     async def evict_cached_sst(self, sst_id: Any) -> None:
-        raise refused("evict_cached_sst", "the block cache evicts by recency")
+        await _cache.evict_cached_sst(self._r, sst_id, self._reason)
 
     async def flush_cache_to_disk(self) -> None:
         raise refused("flush_cache_to_disk", "there is no on-disk cache")

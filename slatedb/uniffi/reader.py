@@ -12,6 +12,7 @@ from slatedb.config import Settings as _Settings
 from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader as _AioReader
 from slatedb.wal_reader import WalReader
+import slatedb.uniffi.cache as _cache
 from slatedb.uniffi.db import MergeOperator, _OperatorCall, _Reads
 from slatedb.uniffi.observe import attach_recorder
 from slatedb.uniffi.errors import CloseReason, Error, refused, translated
@@ -43,10 +44,10 @@ class DbReader(_Reads):
             await self._r.close()
 
     async def warm_sst(self, sst_id: Any, targets: list) -> None:
-        raise refused("warm_sst", "blocks are cached as they are read")
+        await _cache.warm_sst(self._r, sst_id, targets, self._reason)
 
     async def evict_cached_sst(self, sst_id: Any) -> None:
-        raise refused("evict_cached_sst", "the block cache evicts by recency")
+        await _cache.evict_cached_sst(self._r, sst_id, self._reason)
 
     async def flush_cache_to_disk(self) -> None:
         raise refused("flush_cache_to_disk", "there is no on-disk cache")
