@@ -13,6 +13,7 @@ never for simulation.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -78,14 +79,26 @@ class LocalStore(ObjectStore):
         return os.path.join(self.root, *validate_key(key).split("/"))
 
     @contextmanager
-    def _locked(self, key: str) -> Iterator[None]:
+    def _locked(self, key: str) -> Iterator[str]:
+        """Hold ``key``'s lock file (an flock shared by every process on this root); yields its
+        path. The holder may unlink the lock file before it lets go (a deleted object leaves no
+        lock file behind): whoever then wins the flock of the unlinked file sees that the path
+        no longer names the file it locked, and locks the path afresh."""
         lock_dir = os.path.join(self.root, _LOCK_DIR)
-        os.makedirs(lock_dir, exist_ok=True)
-        name = hashlib.sha1(key.encode()).hexdigest() + ".lock"
-        fd = os.open(os.path.join(lock_dir, name), os.O_CREAT | os.O_RDWR, 0o644)
-        try:
+        lock = os.path.join(lock_dir, hashlib.sha1(key.encode()).hexdigest() + ".lock")
+        while True:
+            os.makedirs(lock_dir, exist_ok=True)
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            try:
+                current = os.stat(lock).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(fd).st_ino:
+                break
+            os.close(fd)  # unlinked by the holder we waited for: lock the new file
+        try:
+            yield lock
         finally:
             os.close(fd)  # closing releases the flock
 
@@ -222,10 +235,14 @@ class LocalStore(ObjectStore):
         path = self._path(key)
 
         def unlink() -> None:
-            with self._locked(key):
+            with self._locked(key) as lock:
                 try:
                     os.unlink(path)
                 except (FileNotFoundError, NotADirectoryError):
                     pass
+                # The object is gone: so is its lock file (else one per key ever written, for
+                # ever -- a database whose GC deleted its objects kept every lock file).
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
 
         await self._run(key, unlink)

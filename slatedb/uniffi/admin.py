@@ -11,7 +11,7 @@ import trio
 
 from slatedb import admin as _admin
 from slatedb.checkpoint import CheckpointOptions as _CkptOptions
-from slatedb.errors import CheckpointNotFoundError, NotFoundError
+from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError, NotFoundError
 from slatedb.objstore.url import resolve_store
 from slatedb.uniffi.errors import Error, refused, translated
 from slatedb.uniffi.manifest_view import checkpoint, compaction, versioned_compactions, versioned_manifest
@@ -27,9 +27,10 @@ _NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI
 class Admin:
     """Administrative operations on the database at one path."""
 
-    def __init__(self, url: str, options: dict[str, str]) -> None:
+    def __init__(self, url: str, options: dict[str, str], path: str = "") -> None:
         self._url = url
         self._options = options
+        self._path = path  # the path given to the builder (delete_db names objects under it)
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         url, options = self._url, self._options
@@ -156,8 +157,28 @@ class Admin:
         request = {"sources": sources, "destination": spec.destination}
         return compaction(await self._run(_admin.submit_compaction, request))
 
-    async def delete_db(self, confirm: bool) -> Any:
-        return await self._refused("delete_db")
+    async def delete_db(self, confirm: bool) -> list[str]:
+        """The official ``delete_db``: with ``confirm`` false, the paths (``<path>/<key>``) that
+        would be deleted; with ``confirm`` true, a hard destroy (:func:`slatedb.admin.destroy`,
+        ``soft=False``: it releases the checkpoints the database pinned in its parents, then
+        deletes every object, the latest manifest last) and the paths deleted. Idempotent: an
+        empty path deletes nothing. A path holding objects but no manifest is refused
+        (``Error.Data``, as the official). Unlike the official, a database with an unexpired
+        checkpoint other than its writer's is refused (``Error.Invalid``, DESTROY-1) rather than
+        deleted under its holder, and no ``.deleting`` marker object is written or listed."""
+        if not isinstance(confirm, bool):
+            raise TypeError(f"confirm must be a bool, not {type(confirm).__name__}")
+        prefix = self._path.strip("/")
+
+        async def run(store: Any) -> list[str]:
+            keys = sorted(m.key for m in await store.list(""))
+            if keys and not any(k.startswith("manifest/") and k.endswith(".manifest") for k in keys):
+                raise InvalidDbStateError(f"{self._url} holds objects but no SlateDB manifest: not a database")
+            if confirm and keys:
+                await _admin.destroy(store, False)
+            return [f"{prefix}/{k}" if prefix else k for k in keys]
+
+        return await self._run(run)
 
     async def get_sequence_for_timestamp(self, timestamp_secs: int, round_up: bool) -> Any:
         return await self._refused("get_sequence_for_timestamp")
@@ -175,6 +196,7 @@ class AdminBuilder:
             raise TypeError(f"object_store must be an ObjectStore, not {type(object_store).__name__}")
         self._url = object_store.url_of(path)
         self._options = object_store.options
+        self._path = path
         self._built = False
 
     def with_seed(self, seed: int) -> None:
@@ -187,4 +209,4 @@ class AdminBuilder:
         if self._built:
             raise Error.Invalid("this AdminBuilder was already built")
         self._built = True
-        return Admin(self._url, self._options)
+        return Admin(self._url, self._options, self._path)

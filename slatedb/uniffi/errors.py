@@ -106,8 +106,8 @@ def translate(e: BaseException, closed_reason: CloseReason | None = None) -> Bas
         return Error.Closed(CloseReason.FENCED, msg)
     if isinstance(e, ours.ClosedError):
         return Error.Closed(closed_reason or CloseReason.CLEAN, msg)
-    if isinstance(e, (ours.InvalidArgumentError, ValueError, TypeError)):
-        return Error.Invalid(msg)
+    if isinstance(e, (ours.InvalidArgumentError, ours.InvalidDeletionError, ValueError, TypeError)):
+        return Error.Invalid(msg)  # InvalidDeletionError: a hard destroy refused (active checkpoints)
     if isinstance(e, ours.MergeOperatorError):
         return Error.Invalid(msg)
     if isinstance(e, (ours.CorruptionError, ours.NotFoundError, ours.InvalidDbStateError)):
