@@ -20,8 +20,9 @@ from slatedb.uniffi.observe import (
     Counter, DefaultMetricsRecorder, Gauge, Histogram, LogCallback, MetricsRecorder, UpDownCounter, init_logging,
 )
 from slatedb.uniffi.reader import DbReader, DbReaderBuilder, SlateDbWalIterator, SlateDbWalReader
+from slatedb.uniffi.clone import CloneBuilder, CloneSourceSpec
 from slatedb.uniffi.store import ObjectStore, ObjectStoreBuilder, Settings
-from slatedb.uniffi.unsupported import CloneBuilder, DbCache, FilterPolicy, PrefixExtractor
+from slatedb.uniffi.unsupported import DbCache, FilterPolicy, PrefixExtractor
 from slatedb.uniffi.values import (
     BloomFilterOptions, CacheTarget, Checkpoint, CheckpointCreateResult, CheckpointOptions, CloseOptions,
     CompactionSpec, CompactionStatus, CompressionCodec, DbStatus, DurabilityLevel, FilterContext, FilterFormat,
@@ -31,11 +32,15 @@ from slatedb.uniffi.values import (
     ScanOptions, SegmentPrefix, SlateDbWalReaderOptions, SourceId, SsTableId, SstBlockSize, SstType,
     TracingOptions, Ttl, WalRows, WriteOptions, SsTableInfo, SsTableHandle, SsTableView, SortedRun, Segment,
     ExternalDb, VersionedManifest, Compaction, VersionedCompactions, CompactorStateView,
+    GarbageCollectorDirectoryOptions, GarbageCollectorOptions, GarbageCollectorScheduleOptions, ObjectMetadata,
+    IdentifiedObjectMetadata,
 )
 
 __all__ = [
     "Admin", "AdminBuilder", "BloomFilterOptions", "CacheTarget", "Checkpoint", "CheckpointCreateResult",
-    "CheckpointOptions", "CloneBuilder", "CloseOptions", "CloseReason", "CompactionSpec", "CompactionStatus",
+    "CheckpointOptions", "CloneBuilder", "CloneSourceSpec", "CloseOptions", "CloseReason", "CompactionSpec",
+    "CompactionStatus", "GarbageCollectorDirectoryOptions", "GarbageCollectorOptions", "GarbageCollectorScheduleOptions",
+    "ObjectMetadata", "IdentifiedObjectMetadata",
     "CompressionCodec", "Counter", "Db", "DbBuilder", "DbCache", "DbIterator", "DbReader", "DbReaderBuilder",
     "DbSnapshot", "DbStatus", "DbTransaction", "DefaultMetricsRecorder", "DurabilityLevel", "Error",
     "FilterContext", "FilterFormat", "FilterPolicy", "FlushOptions", "FlushType", "FoyerCacheOptions", "Gauge",

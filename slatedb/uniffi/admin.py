@@ -13,6 +13,7 @@ from slatedb import admin as _admin
 from slatedb.checkpoint import CheckpointOptions as _CkptOptions
 from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError, NotFoundError
 from slatedb.objstore.url import resolve_store
+from slatedb.uniffi.clone import CloneBuilder
 from slatedb.uniffi.errors import Error, refused, translated
 from slatedb.uniffi.manifest_view import checkpoint, compaction, versioned_compactions, versioned_manifest
 from slatedb.uniffi.store import ObjectStore
@@ -27,10 +28,11 @@ _NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI
 class Admin:
     """Administrative operations on the database at one path."""
 
-    def __init__(self, url: str, options: dict[str, str], path: str = "") -> None:
+    def __init__(self, url: str, options: dict[str, str], path: str = "", store: ObjectStore | None = None) -> None:
         self._url = url
         self._options = options
         self._path = path  # the path given to the builder (delete_db names objects under it)
+        self._store = store  # the builder's store (clone sources are paths in it)
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         url, options = self._url, self._options
@@ -187,7 +189,11 @@ class Admin:
         return await self._refused("get_timestamp_for_sequence")
 
     def create_clone_builder_from_source(self, source: Any) -> Any:
-        raise refused("Admin.create_clone_builder_from_source", _NOT_OFFERED)
+        """A :class:`~slatedb.uniffi.clone.CloneBuilder` making the database at this admin's path
+        from ``source`` (a ``CloneSourceSpec`` whose path is in the same store)."""
+        if self._store is None:
+            raise Error.Invalid("this Admin was not built by an AdminBuilder: it has no store to resolve sources in")
+        return CloneBuilder(self._store, self._path, source)
 
 
 class AdminBuilder:
@@ -197,6 +203,7 @@ class AdminBuilder:
         self._url = object_store.url_of(path)
         self._options = object_store.options
         self._path = path
+        self._store = object_store
         self._built = False
 
     def with_seed(self, seed: int) -> None:
@@ -209,4 +216,4 @@ class AdminBuilder:
         if self._built:
             raise Error.Invalid("this AdminBuilder was already built")
         self._built = True
-        return Admin(self._url, self._options, self._path)
+        return Admin(self._url, self._options, self._path, self._store)

@@ -50,7 +50,3 @@ class PrefixExtractor:
     def prefix_len(self, key: bytes, target: Any) -> Any:
         raise NotImplementedError
 
-
-class CloneBuilder:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise refused("CloneBuilder", "slatedb.admin.create_clone_from_sources and the slatedb CLI make clones")

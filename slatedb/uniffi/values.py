@@ -392,3 +392,47 @@ class VersionedCompactions:
 class CompactorStateView:
     compactions: VersionedCompactions | None
     manifest: VersionedManifest
+
+
+# Garbage-collector options and object metadata: the official records, for programs that build
+# them (``Admin.run_gc_once`` takes None here: the database's GC settings apply).
+
+
+@_record
+class GarbageCollectorDirectoryOptions:
+    min_age_ms: int
+    dry_run: bool
+    interval_ms: int | None = None
+
+
+@_record
+class GarbageCollectorScheduleOptions:
+    interval_ms: int | None = None
+
+
+@_record
+class GarbageCollectorOptions:
+    manifest_options: GarbageCollectorDirectoryOptions | None = None
+    wal_options: GarbageCollectorDirectoryOptions | None = None
+    wal_fence_options: GarbageCollectorDirectoryOptions | None = None
+    compacted_options: GarbageCollectorDirectoryOptions | None = None
+    compactions_options: GarbageCollectorDirectoryOptions | None = None
+    detach_options: GarbageCollectorScheduleOptions | None = None
+    disable_boundary_files: bool = False
+    object_store_max_retries: int | None = None
+
+
+@_record
+class ObjectMetadata:
+    last_modified_seconds: int
+    last_modified_nanos: int
+    size: int
+    location: str
+    e_tag: str | None
+    version: str | None
+
+
+@_record
+class IdentifiedObjectMetadata:
+    id: int
+    metadata: ObjectMetadata

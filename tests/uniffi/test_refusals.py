@@ -25,6 +25,8 @@ MokaCacheOptions ObjectStore ObjectStoreBuilder ObjectStoreType PrefixExtractor 
 ReadOptions ReaderMode ReaderOptions RowEntry RowEntryKind ScanOptions SegmentPrefix Settings SlateDbWalIterator
 SlateDbWalReader SlateDbWalReaderOptions SourceId SsTableId SstBlockSize SstType TracingOptions Ttl
 UpDownCounter WalRows WriteBatch WriteHandle WriteOptions init_logging
+CloneSourceSpec GarbageCollectorDirectoryOptions GarbageCollectorOptions GarbageCollectorScheduleOptions
+ObjectMetadata IdentifiedObjectMetadata
 """.split()
 
 
