@@ -29,13 +29,14 @@ from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions
 from slatedb.compactor import CompactionSpec, Compactor, full_spec
 from slatedb.compactor import submit_compaction as _submit
 from slatedb.format.layout import failed_reason_key
+from slatedb.format import seq_tracker as _seqtrack
 from slatedb.compactor.store import CompactionsStore, StoredCompactions
 from slatedb.clone import create_clone_url
 from slatedb.config import GarbageCollectorOptions, Settings
 from slatedb.destroy import destroy as _destroy
 from slatedb.errors import InvalidArgumentError, NotFoundError, ObjectNotFoundError, SlateDBError  # noqa: F401
 from slatedb.format.types import Checkpoint, Compaction, ManifestV2, TieredCompactionSpec, WriterCheckpoint
-from slatedb.format.layout import MANIFEST_DIR, MANIFEST_SUFFIX, parse_id
+from slatedb.format.layout import MANIFEST_DIR, MANIFEST_SUFFIX, manifest_key, parse_id
 from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
 from slatedb.gc import run_gc as _run_gc
 from slatedb.manifest.missing import require_latest
@@ -235,6 +236,45 @@ async def read_manifest(store: ObjectStore, manifest_id: int | None = None, runt
         return await manifests.read(manifest_id)
     except ObjectNotFoundError:
         raise NotFoundError(f"manifest {manifest_id} does not exist at {store.url}") from None
+
+
+def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value < hi:
+        raise InvalidArgumentError(f"{name} must be an integer in [{lo}, {hi}), got {value!r}")
+    return value
+
+
+def _check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+async def sequence_tracker(store: ObjectStore, runtime: Runtime | None = None) -> _seqtrack.SequenceTracker:
+    """The latest manifest's sequence tracker (RFC 0012, :mod:`slatedb.format.seq_tracker`);
+    :class:`~slatedb.errors.CorruptionError` naming the manifest when its bytes do not decode."""
+    latest = await _latest(ManifestStore(store, _admin_runtime(runtime)))
+    return _seqtrack.decode(latest.manifest.sequence_tracker, manifest_key(latest.id))
+
+
+async def get_sequence_for_timestamp(store: ObjectStore, timestamp_s: int, round_up: bool = False,
+                                     runtime: Runtime | None = None) -> int | None:
+    """The sequence number the latest manifest's tracker recorded at ``timestamp_s`` (Unix
+    seconds); without an exact entry the next later entry's (``round_up``) or the next earlier
+    one's; None when there is none. The official ``Admin.get_sequence_for_timestamp``."""
+    ts = _int_arg("timestamp_s", timestamp_s, -2**63, 2**63)
+    up = _check_flag("round_up", round_up)
+    return (await sequence_tracker(store, runtime)).find_seq(ts, up)
+
+
+async def get_timestamp_for_sequence(store: ObjectStore, seq: int, round_up: bool = False,
+                                     runtime: Runtime | None = None) -> int | None:
+    """The timestamp (Unix seconds) the latest manifest's tracker recorded for ``seq``; without
+    an exact entry the next higher entry's (``round_up``) or the next lower one's; None when
+    there is none. The official ``Admin.get_timestamp_for_sequence``."""
+    q = _int_arg("seq", seq, 0, 2**64)
+    up = _check_flag("round_up", round_up)
+    return (await sequence_tracker(store, runtime)).find_ts(q, up)
 
 
 @attrs.frozen

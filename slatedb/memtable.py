@@ -50,7 +50,7 @@ class FrozenMemtableError(SlateDBError, AssertionError):
 class Memtable:
     """A sorted multi-version table of rows, keyed by key bytes (see the module docstring)."""
 
-    __slots__ = ("_versions", "_keys", "_pending", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq",
+    __slots__ = ("_versions", "_keys", "_pending", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq", "_first_ts_ms",
                  "_last_seq", "_frozen")
 
     def __init__(self) -> None:
@@ -62,6 +62,8 @@ class Memtable:
         self._num_rows = 0
         self._size_bytes = 0
         self._first_seq: int | None = None
+        #: ``create_ts_ms`` of the first row put (the sequence tracker's entry for the table).
+        self._first_ts_ms: int | None = None
         self._last_seq: int | None = None
         self._frozen = False
 
@@ -92,6 +94,7 @@ class Memtable:
         self._size_bytes += len(key) + len(row.value) + ROW_OVERHEAD_BYTES
         if self._last_seq is None:
             self._first_seq = self._last_seq = seq
+            self._first_ts_ms = row.create_ts_ms
         elif seq > self._last_seq:
             self._last_seq = seq
         elif seq < self._first_seq:  # type: ignore[operator]
@@ -245,6 +248,14 @@ class Memtable:
     def size_bytes(self) -> int:
         """Estimated size: per row ``len(key) + len(value) + ROW_OVERHEAD_BYTES``."""
         return self._size_bytes
+
+    @property
+    def first_write(self) -> tuple[int, int] | None:
+        """``(seq, create_ts_ms)`` of the first row put (None when empty or its time is
+        unknown): what the manifest's sequence tracker records for this table (RFC 0012)."""
+        if self._first_seq is None or self._first_ts_ms is None:
+            return None
+        return self._first_seq, self._first_ts_ms
 
     @property
     def first_seq(self) -> int | None:

@@ -188,6 +188,7 @@ class Flushers:
                     replay_after=replay_after, wal_last=wal_last, last_seq=entry.mem.last_seq or 0,
                     checkpoint_id=self.runtime.new_uuid(), snapshot_floor=min(self._snapshot_seqs.values(), default=None),
                     legacy_id=switches.WRITER_CHECKPOINT_ORPHANED in self.runtime.bugs,  # catalogued bug
+                    tracked=entry.mem.first_write,
                 )
                 try:
                     stored = (await self.manifests.commit(edit, current=self._stored)).stored

@@ -43,6 +43,8 @@ from slatedb.errors import (
     InvalidDbStateError,
     InvalidDeletionError,
 )
+from slatedb.format import seq_tracker
+from slatedb.format.layout import manifest_key
 from slatedb.format.types import (
     Checkpoint,
     CompactedSsTable,
@@ -133,6 +135,9 @@ class AddL0(Edit[None]):
     snapshot_floor: int | None = None
     #: Catalogued bug ``writer-checkpoint-orphaned``: a plain checkpoint id (see BumpWriterEpoch).
     legacy_id: bool = False
+    #: ``(seq, create_ts_ms)`` of the flushed table's first row, added to the manifest's sequence
+    #: tracker (RFC 0012: at most one entry a minute; :mod:`slatedb.format.seq_tracker`).
+    tracked: tuple[int, int] | None = None
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
         return (m.replay_after_wal_id >= self.replay_after and m.last_l0_seq >= self.last_seq), None
@@ -151,7 +156,20 @@ class AddL0(Edit[None]):
             last_l0_clock_tick=attempt.now_ms,
             recent_snapshot_min_seq=snapshot_min,
             checkpoints=replace_writer_checkpoint(m, cp),
+            sequence_tracker=_tracked(m, self.tracked, attempt),
         ), None)
+
+
+def _tracked(m: ManifestV2, tracked: tuple[int, int] | None, attempt: Attempt) -> bytes | None:
+    """``m``'s sequence tracker with ``tracked`` recorded (unchanged bytes when it is not);
+    corrupt tracker bytes raise :class:`~slatedb.errors.CorruptionError` naming the manifest
+    instead of being copied forward."""
+    if tracked is None:
+        return m.sequence_tracker
+    seq, ts_ms = tracked
+    old = seq_tracker.decode(m.sequence_tracker, manifest_key(attempt.base_id))
+    new = old.insert(seq, ts_ms // 1000, old.timestamps_s[-1] if old else None)
+    return m.sequence_tracker if new is old else new.encode()
 
 
 @attrs.frozen

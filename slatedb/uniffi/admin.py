@@ -25,6 +25,18 @@ from slatedb.uniffi.values import (
 _NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI have it"
 
 
+def _lowered_int(value: Any, name: str, lo: int, hi: int) -> int:
+    """An integer argument checked as the official binding's generated code does (TypeError,
+    ValueError), before any I/O."""
+    try:
+        value = value.__index__()
+    except Exception:
+        raise TypeError(f"'{type(value).__name__}' object cannot be interpreted as an integer") from None
+    if not lo <= value < hi:
+        raise ValueError(f"{name} requires {lo} <= value < {hi}")
+    return value
+
+
 class Admin:
     """Administrative operations on the database at one path."""
 
@@ -183,10 +195,28 @@ class Admin:
         return await self._run(run)
 
     async def get_sequence_for_timestamp(self, timestamp_secs: int, round_up: bool) -> Any:
-        return await self._refused("get_sequence_for_timestamp")
+        """The latest manifest's sequence tracker's entry for ``timestamp_secs`` (None when no
+        manifest or no entry): :func:`slatedb.admin.get_sequence_for_timestamp`."""
+        ts, up = _lowered_int(timestamp_secs, "i64", -2**63, 2**63), bool(round_up)
+
+        async def find(store: Any) -> Any:
+            try:
+                return await _admin.get_sequence_for_timestamp(store, ts, up)
+            except NotFoundError:
+                return None
+        return await self._run(find)
 
     async def get_timestamp_for_sequence(self, seq: int, round_up: bool) -> Any:
-        return await self._refused("get_timestamp_for_sequence")
+        """The latest manifest's sequence tracker's timestamp (Unix seconds) for ``seq``:
+        :func:`slatedb.admin.get_timestamp_for_sequence`."""
+        q, up = _lowered_int(seq, "u64", 0, 2**64), bool(round_up)
+
+        async def find(store: Any) -> Any:
+            try:
+                return await _admin.get_timestamp_for_sequence(store, q, up)
+            except NotFoundError:
+                return None
+        return await self._run(find)
 
     def create_clone_builder_from_source(self, source: Any) -> Any:
         """A :class:`~slatedb.uniffi.clone.CloneBuilder` making the database at this admin's path
