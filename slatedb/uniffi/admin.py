@@ -22,8 +22,6 @@ from slatedb.uniffi.values import (
     VersionedCompactions, VersionedManifest,
 )
 
-_NOT_OFFERED = "not offered by slatedb.uniffi; slatedb.admin and the slatedb CLI have it"
-
 
 def _lowered_int(value: Any, name: str, lo: int, hi: int) -> int:
     """An integer argument checked as the official binding's generated code does (TypeError,
@@ -89,9 +87,6 @@ class Admin:
         if options is not None:
             raise refused("run_gc_once with GarbageCollectorOptions", "pass None: the database's GC settings apply")
         await self._run(lambda store: _admin.run_gc(store, None, True))
-
-    async def _refused(self, name: str) -> Any:
-        raise refused(f"Admin.{name}", _NOT_OFFERED)
 
     async def read_manifest(self, id: int | None) -> VersionedManifest | None:
         """The manifest ``id``, or the latest (None when there is no such manifest)."""
