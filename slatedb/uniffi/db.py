@@ -15,7 +15,7 @@ from slatedb.format.sst_reader import NEED_IO
 from slatedb.row import RowKind
 import slatedb.uniffi.convert as convert
 import slatedb.uniffi.cache as _cache
-from slatedb.uniffi.observe import attach_recorder
+from slatedb.uniffi.builder_common import SharedBuilderCalls
 from slatedb.uniffi.errors import CloseReason, Error, MergeOperatorCallbackError, refused, translated
 from slatedb.uniffi.handles import (  # noqa: F401 (re-exported: the classes of the official module)
     DbIterator, MergeOperator, WriteHandle, _key, _OperatorCall, _resolved_meta,
@@ -306,7 +306,7 @@ def _txn_id(db: aio.Db) -> str:
     return str(db._core.runtime.new_uuid())
 
 
-class DbBuilder:
+class DbBuilder(SharedBuilderCalls):
     """Opens a database at ``path`` in ``object_store`` (``await builder.build()``; one build)."""
 
     def __init__(self, path: str, object_store: ObjectStore) -> None:
@@ -323,36 +323,13 @@ class DbBuilder:
             raise TypeError(f"settings must be a Settings, not {type(settings).__name__}")
         self._settings = settings
 
-    def with_merge_operator(self, merge_operator: MergeOperator) -> None:
-        if not isinstance(merge_operator, MergeOperator):
-            raise TypeError(f"merge_operator must subclass MergeOperator, not {type(merge_operator).__name__}")
-        self._merge = merge_operator
-
-    def with_metrics_recorder(self, metrics_recorder: Any) -> None:
-        self._recorder = attach_recorder(metrics_recorder)
-
-    def with_db_cache(self, db_cache: Any, db_cache_id: int) -> None:
-        raise refused("with_db_cache (foyer/moka caches)", "the block cache is in memory, sized by settings")
-
-    def with_db_cache_disabled(self) -> None:
-        self._no_cache = True
-
-    def with_filter_policies(self, policies: list) -> None:
-        raise refused("with_filter_policies", "SSTs carry this engine's bloom filter")
-
     def with_sst_block_size(self, sst_block_size: Any) -> None:
         if not isinstance(sst_block_size, SstBlockSize):
             raise TypeError(f"sst_block_size must be an SstBlockSize, not {type(sst_block_size).__name__}")
         self._block = 1024 << sst_block_size.value
 
-    def with_wal_object_store(self, wal_object_store: ObjectStore) -> None:
-        raise refused("with_wal_object_store", "the WAL lives in the database's own store")
-
     def with_seed(self, seed: int) -> None:
         raise refused("with_seed", "ids and jitter come from the production runtime")
-
-    def with_segment_extractor(self, extractor: Any) -> None:
-        raise refused("with_segment_extractor (segments)", "databases have one segment")
 
     def _our_settings(self) -> Any:
         s = self._settings.settings

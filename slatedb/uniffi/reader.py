@@ -14,7 +14,7 @@ from slatedb.reader.aio import DbReader as _AioReader
 from slatedb.wal_reader import WalReader
 import slatedb.uniffi.cache as _cache
 from slatedb.uniffi.db import MergeOperator, _OperatorCall, _Reads
-from slatedb.uniffi.observe import attach_recorder
+from slatedb.uniffi.builder_common import SharedBuilderCalls
 from slatedb.uniffi.errors import CloseReason, Error, refused, translated
 from slatedb.uniffi.store import ObjectStore
 from slatedb.uniffi.values import (
@@ -53,7 +53,7 @@ class DbReader(_Reads):
         raise refused("flush_cache_to_disk", "there is no on-disk cache")
 
 
-class DbReaderBuilder:
+class DbReaderBuilder(SharedBuilderCalls):
     """Opens a :class:`DbReader` at ``path`` in ``object_store``."""
 
     def __init__(self, path: str, object_store: ObjectStore) -> None:
@@ -84,28 +84,12 @@ class DbReaderBuilder:
                 checkpoint_lifetime_s=options.checkpoint_lifetime_ms / 1000.0,
                 max_memtable_bytes=options.max_memtable_bytes)
 
-    def with_merge_operator(self, merge_operator: MergeOperator) -> None:
-        if not isinstance(merge_operator, MergeOperator):
-            raise TypeError(f"merge_operator must subclass MergeOperator, not {type(merge_operator).__name__}")
-        self._merge = merge_operator
 
-    def with_metrics_recorder(self, metrics_recorder: Any) -> None:
-        self._recorder = attach_recorder(metrics_recorder)
 
-    def with_db_cache(self, db_cache: Any, db_cache_id: int) -> None:
-        raise refused("with_db_cache (foyer/moka caches)", "the block cache is in memory, sized by settings")
 
-    def with_db_cache_disabled(self) -> None:
-        self._no_cache = True
 
-    def with_filter_policies(self, policies: list) -> None:
-        raise refused("with_filter_policies", "SSTs carry this engine's bloom filter")
 
-    def with_segment_extractor(self, extractor: Any) -> None:
-        raise refused("with_segment_extractor (segments)", "databases have one segment")
 
-    def with_wal_object_store(self, wal_object_store: ObjectStore) -> None:
-        raise refused("with_wal_object_store", "the WAL lives in the database's own store")
 
     async def build(self) -> DbReader:
         if self._built:
