@@ -83,15 +83,22 @@ class WritePath:
         if type(value) is not bytes or len(value) > _batch.MAX_VALUE_SIZE_BYTES:
             value = validate_value(value)
         now = self._now_ms()
-        if expire_at_ms is not None:  # an absolute expiry (the official Ttl.EXPIRE_AT_MILLIS)
+        if expire_at_ms is None and ttl_s is None and self._default_ttl_ms is None:
+            expire = None  # the common case, inline (hot path)
+        else:
+            expire = self._expiry(now, ttl_s, expire_at_ms)
+        return self._append(key, _VALUE, value, expire, now)
+
+    def _expiry(self, now: int, ttl_s: float | None, expire_at_ms: int | None) -> int | None:
+        """The expiry of a row written at ``now``: ``expire_at_ms`` (an absolute expiry, the
+        official Ttl.EXPIRE_AT_MILLIS), else ``ttl_s`` or the default TTL; validated here."""
+        if expire_at_ms is not None:
             if ttl_s is not None:
                 raise InvalidArgumentError("give ttl or expire_at_ms, not both")
-            expire = validate_expire_at_ms(expire_at_ms)
-        elif ttl_s is None and self._default_ttl_ms is None:
-            expire = None
-        else:
-            expire = expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)
-        return self._append(key, _VALUE, value, expire, now)
+            return validate_expire_at_ms(expire_at_ms)
+        if ttl_s is None and self._default_ttl_ms is None:
+            return None
+        return expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)
 
     def delete(self, key: bytes) -> int:
         key = validate_key(key)
@@ -102,15 +109,7 @@ class WritePath:
         self._check_merge_operator()
         key, operand = validate_key(key), validate_value(operand)
         now = self._now_ms()
-        if expire_at_ms is not None:
-            if ttl_s is not None:
-                raise InvalidArgumentError("give ttl or expire_at_ms, not both")
-            expire = validate_expire_at_ms(expire_at_ms)
-        elif ttl_s is None and self._default_ttl_ms is None:
-            expire = None
-        else:
-            expire = expire_ts_ms(now, validate_ttl_s(ttl_s), self._default_ttl_ms)
-        return self._append(key, _MERGE, operand, expire, now)
+        return self._append(key, _MERGE, operand, self._expiry(now, ttl_s, expire_at_ms), now)
 
     def _check_merge_operator(self) -> None:
         if self.merge_operator is None:
