@@ -43,7 +43,8 @@ def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, jo
                fail_dir: str | None = None, merge_operator: Any = None) -> tuple[int, tuple]:
     """One Spark task: merge one range, write its outputs, return their handles. ``fail_dir``
     (tests): a file ``fail-<range>`` there makes this attempt fail after its first output SST,
-    once (the file is removed), so Spark retries the task."""
+    once (the file is removed), so Spark retries the task; a file holding ``exit`` kills the
+    task's Python worker process instead (``os._exit``: an executor lost mid-task)."""
     import os
 
     marker = os.path.join(fail_dir, f"fail-{index}") if fail_dir else None
@@ -51,7 +52,11 @@ def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, jo
     async def fn(store, rt) -> tuple[CompactedSsTable, ...]:
         async def on_output(outputs: tuple[CompactedSsTable, ...]) -> None:
             if marker is not None and os.path.exists(marker):
+                with open(marker) as f:
+                    how = f.read().strip()
                 os.remove(marker)
+                if how == "exit":
+                    os._exit(17)  # the worker process dies with its output written, unreported
                 raise RuntimeError(f"injected failure of range {index} after output {outputs[-1].id}")
         return await Executor(store, rt, merge_operator_of(merge_operator)).run(job, on_output)
 
