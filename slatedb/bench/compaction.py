@@ -183,15 +183,24 @@ def spark_figures(n: int, tmpdir: str | None) -> None:
         rows = []
         t, commit = trio.run(_timed_compaction, copy("local"), settings(1))
         rows.append(("in-process (1 range)", t, commit))
+        timings = {}
         for cores in (1, 2):
             with spark_session_for(f"local[{cores}]") as spark:
                 url = copy(f"spark{cores}")
                 spark.sparkContext.parallelize([0], 1).count()  # warm the Python workers
-                t, commit = trio.run(lambda: _timed_compaction(url, settings(4), SparkRanges(spark, url)))
+                runner = SparkRanges(spark, url)
+                t, commit = trio.run(lambda: _timed_compaction(url, settings(4), runner))
                 rows.append((f"spark local[{cores}] (4 ranges)", t, commit))
+                timings[cores] = runner.timings
         print(f"distributed compaction: 8 L0 SSTs, {n:,} rows, {mb:.1f} MB merged, one input, one run")
         for name, t, commit in rows:
             print(f"  {name:<26} {t:6.2f} s  {mb / t:7.1f} MB/s  (driver commit {commit:.2f} s)")
+        for (name, t, commit), (cores, ts) in zip(rows[1:], timings.items()):  # where the time goes
+            inside = sum(a for a, _ in ts)
+            print(f"  local[{cores}]: {len(ts)} ranges, {inside:.2f} s inside the tasks (store + merge, longest "
+                  f"{max((a for a, _ in ts), default=0):.2f} s; in-process merge {rows[0][1]:.2f} s); "
+                  f"{max(0.0, t - inside / cores):.2f} s of the {t:.2f} s outside them (Spark scheduling and "
+                  f"shipping, the coordinator's polls and heartbeats, commit {commit:.2f} s)")
         one = rows[1]
         per_worker = mb / max(1e-9, one[1] - one[2])  # one executor's merge MB/s, commit excluded
         for workers in (6, 32):
