@@ -80,6 +80,12 @@ bench-compaction *args:
 bench *args:
     {{python}} -m slatedb.bench.db {{args}}
 
+# Durable puts against a real S3 server (SeaweedFS started on 127.0.0.1 unless --endpoint-url):
+# durable put p50 against one conditional PUT's, and 16 concurrent durable writers.
+[doc("Durable puts on S3 (SeaweedFS started here unless --endpoint-url): p50 against one PUT, 16 writers.")]
+bench-s3 *args:
+    {{python}} -m slatedb.bench.durable_s3 {{args}}
+
 # Spark data source benchmark: bulk load and read rows/s with 1 and 2 executor cores against one
 # slatedb.Db (puts in batches, scan) in the same run, with ratios (see docs/spark.md).
 [doc("Spark data source benchmark: bulk load and read rows/s against slatedb.Db (see docs/spark.md).")]
