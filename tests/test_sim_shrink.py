@@ -118,6 +118,7 @@ EVERY_SCENARIO = [
     ("db", 1, "zombie-ack", 12),
     ("seqmeta", 1, "no-boundary-check", 12),
     ("store", 0, "ambiguous-create-trust", 40),  # large streams: the first passes take more runs
+    ("store-bounded", 0, "retry-one-short", 12),
     ("compactor", 1, "resume-reemit", 12),
     ("gc", 0, "gc-ignores-checkpoints", 4),
     ("rescale", 0, "union-seq-not-max", 6),

@@ -121,6 +121,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "another writer's object for its own (RFC 001 / RFC 004 create-if-absent CAS)",
         "RFC 001 Manifest Updates; wal-fencing.md FENCE-4", "slatedb/objstore/retry.py create_if_absent",
         "seqmeta", ("SEQMETA-1", "SEQMETA-2"), 20, also=("db", "takeover", "store")),
+    Bug(switches.RETRY_ONE_SHORT, "the production retry bound stops one attempt early: a call gives up with "
+        "ObjectStoreRetriesExhaustedError after max_retries attempts instead of max_retries + 1",
+        "Off-by-one in a retry bound: a configured object_store_max_retries honoured one attempt short "
+        "(independent mutation testing, issue 27 item 5)",
+        "spec/objstore.md RETRY-1", "slatedb/objstore/retry.py _Backoff.wait", "store-bounded", ("RETRY-1",), 4),
     Bug(switches.BOUNDARY_PUT_TRUSTED, "GC takes a boundary-file write that failed ambiguously (transient error or lost "
         "reply) as applied, without reading the boundary back, and deletes metadata files above the durable boundary",
         _SEQMETA_CLASS, "RFC 004 Advancing Boundaries; sequenced-metadata.md GC step 2 (model UNSAFE_GC_DELETE_FIRST)",

@@ -69,6 +69,9 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("store", "sim.scenarios.store:run_store_workload",
                  "store-workload (object-store CAS, claims, private keys)", takes_faults=True, takes_size=True,
                  cost_s=0.9),
+    ScenarioSpec("store-bounded", "sim.scenarios.store_bounded:run_store_bounded",
+                 "store-bounded (store calls under the production retry policy, 0-5 retries, frequent faults; RETRY-1)",
+                 takes_faults=True, cost_s=0.2),  # 0.21 CPU s a seed, seeds 0..11 on a loaded machine
     ScenarioSpec("compactor", "sim.scenarios.compactor:run_compactor_workload",
                  "compactor (writer, fencing compactors, crashes, admin submissions; CFENCE-*, COMPACT-*, RESUME-*)",
                  takes_faults=True, cost_s=2.4),

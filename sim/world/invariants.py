@@ -28,10 +28,11 @@ if TYPE_CHECKING:  # stdlib only at run time (models/run.py imports this module)
 #: The protocol pages' prefixes, in the order of spec/protocols/README.md.
 SPEC_PREFIXES = ("FENCE", "SEQMETA", "BOUNDARY", "CKPT", "GC", "COMPACT", "CFENCE",
                  "RESUME", "CLONE", "PROJ", "DUR", "READ", "DESTROY", "LOAD", "MERGE", "TXN")
-#: The simulator's own numbered oracles (not protocol invariants, so not on a spec page):
-#: ``FLIP-1`` (a bit flip is reported against its object), ``ESCAPE-1`` (spec/simulation.md: an
-#: exception that escapes a simulated process is a named failure).
-SIM_PREFIXES = ("FLIP", "ESCAPE")
+#: Numbered ids not on a protocol page: the simulator's own oracles, ``FLIP-1`` (a bit flip is
+#: reported against its object) and ``ESCAPE-1`` (spec/simulation.md: an exception that escapes a
+#: simulated process is a named failure), and the store layer's ``RETRY-1`` (spec/objstore.md: the
+#: production retry bound, checked by the ``store-bounded`` scenario).
+SIM_PREFIXES = ("FLIP", "ESCAPE", "RETRY")
 #: Whole-history oracles of the simulator, named without a number.
 ORACLES = ("LIN",)
 

@@ -13,8 +13,10 @@ Bounds: the runtime's :class:`~slatedb.runtime.RetryPolicy` says how long to kee
 Production stops after ``max_retries`` retries (``object_store_max_retries``, default 10) or its
 deadline and raises :class:`~slatedb.errors.ObjectStoreRetriesExhaustedError` (not transient,
 so no caller loops on it), logging every wait on the ``slatedb.objstore`` logger. The simulator
-keeps the unbounded policy: its faults end when the scenario heals them, and a bound there would
-change which seeds pass. Permanent errors (403, missing bucket, invalid request) are never
+keeps the unbounded policy in every scenario but ``store-bounded``, which gives each client the
+production policy with its own ``max_retries`` and checks RETRY-1 (spec/objstore.md: exactly
+``max_retries + 1`` attempts, then the typed error): elsewhere the faults end when the scenario
+heals them, and a bound there would change which seeds pass. Permanent errors (403, missing bucket, invalid request) are never
 retried: they are not :class:`~slatedb.errors.TransientObjectStoreError`.
 """
 
@@ -98,6 +100,8 @@ class _Backoff:
                 self.started_s = now
             elapsed = now - self.started_s
             out_of_retries = policy.max_retries is not None and attempt > policy.max_retries
+            if switches.RETRY_ONE_SHORT in self.runtime.bugs and policy.max_retries is not None:
+                out_of_retries = attempt >= policy.max_retries  # catalogued bug: one attempt fewer
             if out_of_retries or (policy.deadline_s is not None and elapsed >= policy.deadline_s):
                 raise self._exhausted(what, attempt, error, elapsed) from error
         pause = self.pause_s * (0.5 + self.runtime.rng.random())

@@ -20,6 +20,7 @@ REPLAY_PROGRESS_EARLY = "replay-progress-early"
 # sequenced metadata and conditional creates (RFC 004)
 NO_BOUNDARY_CHECK = "no-boundary-check"
 AMBIGUOUS_CREATE_TRUST = "ambiguous-create-trust"
+RETRY_ONE_SHORT = "retry-one-short"
 BOUNDARY_PUT_TRUSTED = "boundary-put-trusted"
 # compaction (RFC 002 / RFC 003)
 RESUME_REEMIT = "resume-reemit"
