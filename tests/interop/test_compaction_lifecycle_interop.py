@@ -1,18 +1,22 @@
-"""The official coordinator/worker lifecycle across engines (issue 24 item 3): our compactor
-stopped at each state (Submitted, Scheduled, Running with a stale and with a live heartbeat,
-Compacted) and the official 0.17 compactor taking over; a job the official admin submitted and
-ours taking over. Rows exact through both engines; ``Admin.read_compactions`` decodes every
-``.compactions`` file we wrote along the way."""
+"""The official coordinator/worker lifecycle across engines (issue 24 item 3), both ways: our
+compactor stopped at each state (Submitted, Scheduled, Running with a stale and with a live
+heartbeat, Compacted) and the official 0.17 compactor taking over; the official compactor
+stopped at each state and ours taking over; a job the official admin submitted and ours taking
+over. Rows exact through both engines; ``Admin.read_compactions`` (ours and the official one)
+decodes every ``.compactions`` file of the history."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 import trio
 
 import slatedb
+from slatedb import admin
 from slatedb.compactor import Compactor, full_spec, submit_compaction
 from slatedb.compactor import lifecycle as lc
 from slatedb.compactor.store import CompactionsStore
@@ -23,6 +27,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.objstore import resolve_store
 from slatedb.runtime.production import ProductionRuntime
 
+from .official_stopped import OfficialWriter
 from .test_compaction_interop import NO_COMPACTOR, ORPHAN_WRITER_CHECKPOINT, ops
 from .test_db_interop import assert_official_sees, latest_manifest, model, url_of
 
@@ -191,3 +196,245 @@ def test_ours_takes_over_a_compaction_the_official_admin_submitted(official, tmp
     assert any("COMPLETED" in s for s in got[-1]["statuses"]), got
     assert_official_sees(official, tmp_path, set(expected), expected, "writer")
     del jid
+
+
+# ---------------------------------------------------------------------------------------------
+# The other way: the official compactor stopped at each state, ours taking over
+# ---------------------------------------------------------------------------------------------
+
+#: The official writer's settings for every stop: all 16 L0 SSTs in one job (its size-tiered
+#: scheduler), small outputs in 3 ranges (inputs of several blocks: the 0.17 planner leaves a
+#: job of single-block L0 SSTs unsplit), a heartbeat every 10 ms; nothing else ticks for 60 s.
+OFFICIAL_STOP_BASE = {
+    "l0_max_ssts": 256,
+    "compactor_options.poll_interval": "60s",
+    "compactor_options.commit_compacted_interval": "60s",
+    "compactor_options.scheduler_options": {"min_compaction_sources": "2", "max_compaction_sources": "100"},
+    "compactor_options.worker.compactions_poll_interval": "60s",
+    "compactor_options.worker.heartbeat_interval": "10ms",
+    "compactor_options.worker.max_sst_size": 4096,
+    "compactor_options.worker.max_subcompactions": 3,
+}
+#: What makes each state last (over :data:`OFFICIAL_STOP_BASE`).
+OFFICIAL_STOP_AT = {
+    # The official scheduler writes Submitted and, in the same tick, Scheduled; the admin's
+    # submission stays Submitted until the coordinator's next tick (its scheduler off here).
+    "submitted": {"compactor_options.scheduler_options": {"min_compaction_sources": "100",
+                                                          "max_compaction_sources": "100"}},
+    # Validated at the coordinator's first tick; the worker polls 30-90 s later.
+    "scheduled": {},
+    # Claimed 150-450 ms after the first tick; then stepped until a heartbeat records progress.
+    "running-stale": {"compactor_options.worker.compactions_poll_interval": "300ms"},
+    "running-live": {"compactor_options.worker.compactions_poll_interval": "300ms"},
+    # The worker finishes at once; the coordinator commits at its next tick, 60 s later.
+    "compacted": {"compactor_options.worker.compactions_poll_interval": "100ms"},
+}
+
+
+def _ours_taking_over(timeout: str) -> Settings:
+    return Settings.from_dict({"min_filter_keys": 10, "compactor_options": {
+        "poll_interval": "50ms", "commit_compacted_interval": "50ms", "worker_heartbeat_timeout": timeout,
+        "scheduler_options": {"min_compaction_sources": "100", "max_compaction_sources": "100"},
+        "worker": {"max_sst_size": 8192, "max_subcompactions": 3, "heartbeat_interval": "200ms"}}})
+
+
+STALE_TIMEOUT_S, LIVE_TIMEOUT_S = 1.0, 3.0
+
+
+def _fill_big(root: Path) -> dict[bytes, bytes]:
+    """1000 keys written twice (200-byte values) and every 11th deleted: 16 L0 SSTs of 32 KiB."""
+    writes = [{"op": "put", "key": b"lc%05d" % i, "value": b"r%d-%d-" % (r, i) + b"v" * 200}
+              for r in range(2) for i in range(1000)]
+    writes += [{"op": "delete", "key": b"lc%05d" % i} for i in range(0, 1000, 11)]
+    with slatedb.Db.open(url_of(root), settings={**NO_COMPACTOR, "l0_sst_size_bytes": 32768}) as db:
+        for o in writes:
+            db.put(o["key"], o["value"]) if o["op"] == "put" else db.delete(o["key"])
+    assert len(latest_manifest(root).l0) >= 8
+    return model(writes)
+
+
+def _progress(c) -> int:
+    return sum(len(s.output_ssts) for s in c.ctx.subcompactions) if c.ctx is not None else 0
+
+
+def _only(v, status: S | None = None):
+    """The one job of ``v`` (None when there is none, or it is not in ``status``)."""
+    if len(v.recent_compactions) != 1:
+        return None
+    c = v.recent_compactions[0]
+    return c if status is None or c.status is status else None
+
+
+def _stop_official_at(official, root: Path, state: str, attempts: int = 3):
+    """The official writer (its compactor) killed at ``state``; returns the job as it left it.
+    A missed window (the job moved on before the kill) restores the filled database and tries
+    again, at most ``attempts`` times."""
+    overrides = {**OFFICIAL_STOP_BASE, **OFFICIAL_STOP_AT[state]}
+    pristine = root / "pristine"
+    shutil.copytree(root / "db", pristine)
+    try:
+        for _ in range(attempts):
+            if state == "submitted":
+                views = [str(v.id) for v in latest_manifest(root).l0]  # newest first: every L0 view
+                w = OfficialWriter(official, root, overrides, submit_views=views)
+                got = w.run_until(lambda v: _only(v, S.SUBMITTED) is not None, timeout_s=30,
+                                  missed=lambda v: _only(v, S.SCHEDULED) is not None)  # validated first
+            elif state.startswith("running"):
+                w = OfficialWriter(official, root, overrides)
+                got = w.step_until(
+                    lambda v: _only(v, S.SCHEDULED) is not None or (_only(v, S.RUNNING) is not None
+                                                                   and not _progress(_only(v))),
+                    lambda v: _only(v, S.RUNNING) is not None and _progress(_only(v)) > 0, timeout_s=30)
+            else:
+                st, after = {"scheduled": (S.SCHEDULED, S.RUNNING), "compacted": (S.COMPACTED, S.COMPLETED)}[state]
+                w = OfficialWriter(official, root, overrides)
+                got = w.run_until(lambda v: _only(v, st) is not None, timeout_s=30,
+                                  missed=lambda v: _only(v, after) is not None)
+            if got is not None:
+                return _only(got)
+            shutil.rmtree(root / "db")
+            shutil.copytree(pristine, root / "db")
+        pytest.fail(f"the official compactor was never stopped at {state} in {attempts} attempts")
+    finally:
+        shutil.rmtree(pristine)
+
+
+async def _ours_takes_over(url: str, state: str, job) -> dict:
+    """Our coordinator and local worker take over the official compactor's ``.compactions``;
+    records what the start left, every reclaim decision on the official worker's claim (its
+    heartbeat's age, the status after), and COMPACT-2 at the Completed write."""
+    store = resolve_store(url)
+    rt = ProductionRuntime("ours")
+    timeout_s = LIVE_TIMEOUT_S if state == "running-live" else STALE_TIMEOUT_S
+    official = job.worker.worker_id if job.worker is not None else None
+    out: dict = {"reclaim_ticks": [], "completed_with_outputs_in_manifest": None}
+    try:
+        coord = Compactor(store, rt, _ours_taking_over(f"{int(timeout_s * 1000)}ms"))
+        manifests = ManifestStore(store, rt)
+        inner_write = coord.cstore.try_write
+
+        async def try_write(file_id, value, **kw):
+            c = lc.find(value, job.id)
+            if c is not None and c.status is S.COMPLETED and out["completed_with_outputs_in_manifest"] is None:
+                m = (await manifests.read_latest()).manifest
+                listed = {v.sst_id for r in m.compacted for v in r.ssts}
+                out["completed_with_outputs_in_manifest"] = all(o.id in listed for o in c.output_ssts)
+            return await inner_write(file_id, value, **kw)
+        coord.cstore.try_write = try_write  # type: ignore[method-assign]
+
+        inner_reclaim = coord._reclaim
+
+        async def reclaim():
+            before = lc.find(coord._file.compactions, job.id) if coord._file is not None else None
+            now_ms = rt.now_ms()
+            await inner_reclaim()
+            after = lc.find(coord._file.compactions, job.id) if coord._file is not None else None
+            if before is not None and before.status is S.RUNNING and before.worker.worker_id == official:
+                out["reclaim_ticks"].append((now_ms - before.worker.last_heartbeat_ms, after.status))
+        coord._reclaim = reclaim  # type: ignore[method-assign]
+
+        await coord.start()
+        out["after_start"] = lc.find(coord._file.compactions, job.id)
+        await coord.run_until_idle()
+        out["stats"] = coord.stats
+        out["timeout_ms"] = coord.timeout_ms
+        latest = await CompactionsStore(store, rt).read_latest()
+        out["final"] = lc.find(latest.compactions, job.id)
+        return out
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
+@pytest.mark.parametrize("state", ["submitted", "scheduled", "running-stale", "running-live", "compacted"])
+def test_ours_takes_over_the_official_compactor_stopped_at_each_state(official, tmp_path: Path, state: str) -> None:
+    """The official writer's compactor runs as a child process and is SIGKILLed at ``state``
+    (:mod:`tests.interop.official_stopped`); then our coordinator and local worker take over.
+
+    How each state is produced, and what the official 0.17 engine was seen doing (the facts are
+    in spec/protocols/compaction.md, "The official 0.17 engine, observed"):
+
+    * its coordinator's first tick runs at once after its start (two writes: the new epoch with
+      entries unchanged, then Scheduled -> Submitted), and writes the scheduler's Submitted and
+      its validation, Scheduled, ~1 ms apart in the same tick: a kill catches the scheduler's own
+      Submitted about 2 times in 5, so **submitted** is the official admin's submission into the
+      running official compactor's ``.compactions``, waiting for the next tick (60 s away);
+    * **scheduled**: validated at the first tick; the official worker does not claim at start,
+      only after a jittered ``compactions_poll_interval`` (60 s here);
+    * **running-***: claimed ~0.3 s after the start and Compacted ~40 ms later, so the child is
+      stepped (SIGSTOP/SIGCONT bursts of 2 ms) from Scheduled on and killed while stopped at the
+      first file whose ``ctx`` records outputs (3 ranges; progress is published only by its
+      heartbeat, every 10 ms). **Stale**: ours starts once the heartbeat is older than our
+      timeout (1 s) and reclaims at its first tick. **Live**: ours starts at once (timeout 3 s),
+      leaves the job alone at every tick until the heartbeat is older than the timeout, then
+      reclaims it. Either way our worker resumes every official range after its recorded
+      outputs, which stay in the committed run, in range order;
+    * **compacted**: the official worker finishes at once; its coordinator would commit at its
+      next tick (60 s away). Ours commits the official outputs as they are, manifest first
+      (checked at the write of Completed), then ``.compactions`` Completed.
+
+    A missed window (the job moved past the state before the kill) restores the filled database
+    and tries again, three times at most."""
+    expected = _fill_big(tmp_path)
+    job = _stop_official_at(official, tmp_path, state)
+    official_worker = job.worker.worker_id if job.worker is not None else None
+    if state == "running-stale":  # its heartbeat lapses before ours starts
+        time.sleep(max(0.0, (job.worker.last_heartbeat_ms + STALE_TIMEOUT_S * 1000 + 200) / 1000 - time.time()))
+
+    got = trio.run(_ours_takes_over, url_of(tmp_path), state, job)
+    start, final, stats = got["after_start"], got["final"], got["stats"]
+    assert final is not None and final.status is S.COMPLETED, (state, final)
+    assert got["completed_with_outputs_in_manifest"] is True, "COMPACT-2: .compactions Completed before the manifest"
+    m = latest_manifest(tmp_path)
+    assert not m.l0 and len(m.compacted) == 1, (state, len(m.l0), [r.id for r in m.compacted])
+    assert [v.sst_id for v in m.compacted[0].ssts] == [o.id for o in final.output_ssts]
+
+    if state == "submitted":  # the official admin's submission, validated by ours
+        assert start.status is S.SUBMITTED and stats["claimed"] == 1
+    elif state == "scheduled":  # our start sends it back to Submitted for revalidation
+        assert start.status is S.SUBMITTED and start.worker is None and stats["claimed"] == 1
+    elif state.startswith("running"):
+        # Left alone at our start (its worker may be alive), reclaimed only once its heartbeat
+        # is older than our timeout, then resumed: every range keeps the official outputs.
+        assert start.status is S.RUNNING and start.worker.worker_id == official_worker
+        assert len(job.ctx.subcompactions) > 1, "the official worker ran the job in one range"
+        ticks = got["reclaim_ticks"]
+        assert ticks and ticks[-1][1] is S.SCHEDULED and ticks[-1][0] > got["timeout_ms"], ticks
+        assert all(status is S.RUNNING for age, status in ticks[:-1]), ticks
+        if state == "running-live":
+            assert ticks[0][0] <= got["timeout_ms"] and len(ticks) > 1, f"never seen live: {ticks}"
+        else:
+            assert len(ticks) == 1, ticks
+        assert stats["reclaimed"] == 1 and stats["claimed"] == 1
+        ours = [o.id for o in final.output_ssts]
+        kept = [o.id for sub in job.ctx.subcompactions for o in sub.output_ssts]
+        assert [i for i in ours if i in set(kept)] == kept, "the official outputs were not all kept, in range order"
+        for sub in job.ctx.subcompactions:  # each range restarts right after its recorded outputs
+            ids = [o.id for o in sub.output_ssts]
+            if ids:
+                at = ours.index(ids[0])
+                assert ours[at:at + len(ids)] == ids, "a range's recorded outputs are not contiguous"
+        assert len(ours) > len(kept)
+    else:  # Compacted: ours commits the official worker's outputs as they are
+        assert start.status is S.COMPACTED and stats["claimed"] == 0
+        assert [o.id for o in final.output_ssts] == [o.id for o in job.output_ssts]
+
+    with slatedb.Db.open(url_of(tmp_path), settings=NO_COMPACTOR) as db:
+        assert dict(db.scan()) == expected
+    assert_official_sees(official, tmp_path, set(expected) | {b"lc%05d" % i for i in range(1000)}, expected, "both")
+    # Every .compactions file of the history decodes, by our admin API and by the official one.
+    files = sorted((tmp_path / "db" / "compactions").glob("*.compactions"))
+    ours_listed, ours_latest = trio.run(_read_ours, url_of(tmp_path))
+    assert [s.id for s in ours_listed] == [int(p.name.split(".")[0]) for p in files]
+    assert ours_latest.id == ours_listed[-1].id and ours_latest.find(job.id).status is S.COMPLETED
+    listed = official.run_json(OFFICIAL_LIST, str(tmp_path))
+    assert len(listed) == len(files) and any("COMPLETED" in s for s in listed[-1]["statuses"])
+
+
+async def _read_ours(url: str):
+    """Our admin API: every ``.compactions`` file, and the latest."""
+    store = resolve_store(url)
+    try:
+        return await admin.list_compactions(store), await admin.read_compactions(store)
+    finally:
+        await store.aclose()
