@@ -98,3 +98,24 @@ def full_spec_of(m):
     from slatedb.compactor import full_spec
 
     return full_spec(m)
+
+
+def test_point_reads_that_consult_sorted_runs_oldest_first_are_reported_as_read_7(monkeypatch) -> None:
+    """Issue 27 item 5, a kill without a name: a hand-written mutant whose point reads walk the
+    sorted runs oldest first (an older run's version shadows the newer one) was caught only by
+    the scenario's private assertion; it is now READ-7 by name (spec/protocols/reader.md)."""
+    from sim.scenarios.catalogue import fired
+    from slatedb.lsm import view
+
+    def oldest_runs_first(self, key):
+        for h in self.l0:
+            if h.bounds.contains(key):
+                yield h
+        for run in reversed(self.runs):
+            h = run.find(key)
+            if h is not None and h.bounds.contains(key):
+                yield h
+
+    monkeypatch.setattr(view.LsmView, "point_candidates", oldest_runs_first)
+    result = run_compactor_workload(0)
+    assert not result.ok and fired(result) == "READ-7", result.violations

@@ -36,7 +36,9 @@ Checked on every run:
   :data:`DRAIN_LIMIT_S` virtual seconds (longer for a big backlog, :data:`DRAIN_PER_L0_S`); the whole world within 6 virtual hours;
 * RESUME-1/2 on the output SSTs of every committed compaction
   (:meth:`CompactorChecks.verify_outputs`);
-* contents: a fresh Db reads, for every key, its last acknowledged value (absent if that was
+* READ-7 on the writer's own reads (its last write of a key, through compacted runs) and READ-6
+  on its snapshots' reads (the version at the snapshot's sequence);
+* contents (READ-7): a fresh Db reads, for every key, its last acknowledged value (absent if that was
   a delete) or the value of a later write that was never acknowledged (it may or may not have
   become durable before a crash); no key that was never written exists; an external
   compaction naming an unknown source never commits.
@@ -125,7 +127,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                     key = rng.choice(list(own))
                     got = await db.get(key)
                     want = own[key][-1][1]
-                    assert got == want, f"read: {name} reads {got!r} for {key!r}, its last write was {want!r}"
+                    assert got == want, f"READ-7: read: {name} reads {got!r} for {key!r}, its last write was {want!r}"
                 if boolean(rng, 0.1) and len(snaps) < 3:
                     snaps.append(db.snapshot())
                 if snaps and boolean(rng, 0.15):
@@ -135,7 +137,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                         versions = [v for s, v in own[key] if s <= snap.seq]
                         if versions:
                             got = await snap.get(key)
-                            assert got == versions[-1], (f"snapshot: {name} at seq {snap.seq} reads {got!r} for "
+                            assert got == versions[-1], (f"READ-6: snapshot: {name} at seq {snap.seq} reads {got!r} for "
                                                          f"{key!r}, expected {versions[-1]!r}")
                     snap.release()
                 if boolean(rng, 0.6):  # paced: the compactors contend for ~10 virtual s or more
@@ -351,10 +353,10 @@ async def _final(world: World) -> None:
             got = await db.get(key)
             allowed = model.allowed(key)
             if got not in allowed:
-                raise AssertionError(f"contents: {key!r} reads {got!r}; the last acknowledged write (seq "
+                raise AssertionError(f"READ-7: contents: {key!r} reads {got!r}; the last acknowledged write (seq "
                                      f"{model.acked_seq.get(key)}) or a later one allows {allowed[:4]!r}")
         async for key, _value in db.scan():
-            assert key in model.writes, f"contents: {key!r} exists but was never written"
+            assert key in model.writes, f"READ-7: contents: {key!r} exists but was never written"
     await check_world(bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))  # slatedb check
     for cid, kind in world.invalid_submitted:
         if kind == "unknown-source":
