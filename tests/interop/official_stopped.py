@@ -135,12 +135,19 @@ class OfficialWriter:
         v = newest_compactions(self.root)
         return v if v is not None and pred(v) else None
 
-    def step_until(self, start: Pred, pred: Pred, timeout_s: float, burst_s: float = 0.002) -> CompactionsV1 | None:
+    def resume(self) -> None:
+        """Let a child left stopped by :meth:`step_until` run on."""
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def step_until(self, start: Pred, pred: Pred, timeout_s: float, burst_s: float = 0.002,
+                   keep_stopped: bool = False) -> CompactionsV1 | None:
         """Free running until ``start`` matches, then stepped until ``pred`` matches (killed while
-        stopped: the state is exact). Returns the state, or None when the window was missed
-        (``pred`` never seen before the compaction moved on, or the timeout)."""
+        stopped: the state is exact; with ``keep_stopped``, left stopped instead: :meth:`resume`
+        or :meth:`kill` it). Returns the state, or None when the window was missed (``pred`` never
+        seen before the compaction moved on, or the timeout; the child is killed)."""
         pid = self.proc.pid
         deadline = time.monotonic() + timeout_s
+        found = None
         try:
             while True:
                 if time.monotonic() > deadline:
@@ -156,6 +163,7 @@ class OfficialWriter:
                     time.sleep(0.0005)
                 v = newest_compactions(self.root)
                 if v is not None and pred(v):
+                    found = v
                     return v
                 if v is not None and not start(v) and not pred(v):
                     return None  # moved past the window
@@ -164,4 +172,5 @@ class OfficialWriter:
                 os.kill(pid, signal.SIGSTOP)
             return None
         finally:
-            self.kill()
+            if found is None or not keep_stopped:
+                self.kill()

@@ -11,6 +11,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import trio
@@ -238,7 +239,7 @@ def _ours_taking_over(timeout: str) -> Settings:
         "worker": {"max_sst_size": 8192, "max_subcompactions": 3, "heartbeat_interval": "200ms"}}})
 
 
-STALE_TIMEOUT_S, LIVE_TIMEOUT_S = 1.0, 3.0
+STALE_TIMEOUT_S, LIVE_TIMEOUT_S, LIVE_WORKER_TIMEOUT_S = 1.0, 3.0, 10.0
 
 
 def _fill_big(root: Path) -> dict[bytes, bytes]:
@@ -265,10 +266,11 @@ def _only(v, status: S | None = None):
     return c if status is None or c.status is status else None
 
 
-def _stop_official_at(official, root: Path, state: str, attempts: int = 3):
+def _stop_official_at(official, root: Path, state: str, attempts: int = 3, keep: OfficialWriter | list | None = None):
     """The official writer (its compactor) killed at ``state``; returns the job as it left it.
     A missed window (the job moved on before the kill) restores the filled database and tries
-    again, at most ``attempts`` times."""
+    again, at most ``attempts`` times. With a list as ``keep`` (Running only), the writer is
+    left stopped instead of killed, and appended to the list."""
     overrides = {**OFFICIAL_STOP_BASE, **OFFICIAL_STOP_AT[state]}
     pristine = root / "pristine"
     shutil.copytree(root / "db", pristine)
@@ -284,7 +286,10 @@ def _stop_official_at(official, root: Path, state: str, attempts: int = 3):
                 got = w.step_until(
                     lambda v: _only(v, S.SCHEDULED) is not None or (_only(v, S.RUNNING) is not None
                                                                    and not _progress(_only(v))),
-                    lambda v: _only(v, S.RUNNING) is not None and _progress(_only(v)) > 0, timeout_s=30)
+                    lambda v: _only(v, S.RUNNING) is not None and _progress(_only(v)) > 0, timeout_s=30,
+                    keep_stopped=keep is not None)
+                if got is not None and keep is not None:
+                    keep.append(w)
             else:
                 st, after = {"scheduled": (S.SCHEDULED, S.RUNNING), "compacted": (S.COMPACTED, S.COMPLETED)}[state]
                 w = OfficialWriter(official, root, overrides)
@@ -299,13 +304,14 @@ def _stop_official_at(official, root: Path, state: str, attempts: int = 3):
         shutil.rmtree(pristine)
 
 
-async def _ours_takes_over(url: str, state: str, job) -> dict:
+async def _ours_takes_over(url: str, state: str, job, on_started: Callable[[], None] | None = None) -> dict:
     """Our coordinator and local worker take over the official compactor's ``.compactions``;
     records what the start left, every reclaim decision on the official worker's claim (its
-    heartbeat's age, the status after), and COMPACT-2 at the Completed write."""
+    heartbeat's age, the status after), and COMPACT-2 at the Completed write. ``on_started``
+    runs after our start and first tick."""
     store = resolve_store(url)
     rt = ProductionRuntime("ours")
-    timeout_s = LIVE_TIMEOUT_S if state == "running-live" else STALE_TIMEOUT_S
+    timeout_s = {"running-live": LIVE_TIMEOUT_S, "live-worker": LIVE_WORKER_TIMEOUT_S}.get(state, STALE_TIMEOUT_S)
     official = job.worker.worker_id if job.worker is not None else None
     out: dict = {"reclaim_ticks": [], "completed_with_outputs_in_manifest": None}
     try:
@@ -335,6 +341,10 @@ async def _ours_takes_over(url: str, state: str, job) -> dict:
 
         await coord.start()
         out["after_start"] = lc.find(coord._file.compactions, job.id)
+        if on_started is not None:
+            await coord.tick()
+            out["after_first_tick"] = lc.find(coord._file.compactions, job.id)
+            on_started()
         await coord.run_until_idle()
         out["stats"] = coord.stats
         out["timeout_ms"] = coord.timeout_ms
@@ -438,3 +448,36 @@ async def _read_ours(url: str):
         return await admin.list_compactions(store), await admin.read_compactions(store)
     finally:
         await store.aclose()
+
+
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
+def test_ours_coordinates_a_live_official_worker(official, tmp_path: Path) -> None:
+    """Running with a live heartbeat, and the worker really alive: the official writer is
+    stopped (SIGSTOP, not killed) while its worker holds the job with progress recorded; ours
+    starts (a new compactor epoch: the official coordinator, 60 s from its next tick, is fenced)
+    and leaves the job alone; the official process runs on, its worker heartbeats and writes
+    Compacted under our epoch (workers keep the file's epoch), and ours commits those outputs,
+    manifest first. Our worker never claims the job; nothing is reclaimed."""
+    expected = _fill_big(tmp_path)
+    kept: list[OfficialWriter] = []
+    job = _stop_official_at(official, tmp_path, "running-live", keep=kept)
+    (w,) = kept
+    try:
+        got = trio.run(_ours_takes_over, url_of(tmp_path), "live-worker", job, w.resume)
+    finally:
+        w.kill()
+    start, first, final, stats = got["after_start"], got["after_first_tick"], got["final"], got["stats"]
+    for c in (start, first):  # left alone: its heartbeat is younger than our timeout
+        assert c.status is S.RUNNING and c.worker.worker_id == job.worker.worker_id, c
+    assert final is not None and final.status is S.COMPLETED, final
+    assert final.worker is not None and final.worker.worker_id == job.worker.worker_id  # the official result
+    assert stats["reclaimed"] == 0 and stats["claimed"] == 0 and stats["completed"] == 1, stats
+    assert all(status is S.RUNNING for _, status in got["reclaim_ticks"]), got["reclaim_ticks"]
+    assert got["completed_with_outputs_in_manifest"] is True, "COMPACT-2: .compactions Completed before the manifest"
+    kept_ids = [o.id for sub in job.ctx.subcompactions for o in sub.output_ssts]
+    assert [i for i in (o.id for o in final.output_ssts) if i in set(kept_ids)] == kept_ids  # its recorded progress
+    m = latest_manifest(tmp_path)
+    assert not m.l0 and [v.sst_id for v in m.compacted[0].ssts] == [o.id for o in final.output_ssts]
+    with slatedb.Db.open(url_of(tmp_path), settings=NO_COMPACTOR) as db:
+        assert dict(db.scan()) == expected
+    assert_official_sees(official, tmp_path, set(expected), expected, "both")
