@@ -160,6 +160,8 @@ class OfficialWriter:
             os.kill(pid, signal.SIGSTOP)
             while time.monotonic() < deadline:
                 while not _all_stopped(pid):
+                    if time.monotonic() > deadline:
+                        return None
                     time.sleep(0.0005)
                 v = newest_compactions(self.root)
                 if v is not None and pred(v):
