@@ -10,7 +10,10 @@ if at all, as an unrelated "no such object" dozens of seeds later:
 * **CFENCE-1** (compaction.md), in every scenario: a manifest that carries a compaction commit
   (L0 SSTs removed or sorted runs changed, the compactor epoch unchanged) lands only if no
   manifest below it carries a compactor epoch above the epoch its process announced
-  (``compactor_started``).
+  (``compactor_started``);
+* **TRACK-1 / TRACK-2** (writer.md), in every scenario: a landed manifest's sequence tracker is
+  in order and records no seq above its ``last_l0_seq``, and keeps every pair of the manifest
+  below it (appended only; halved past its capacity).
 
 Manifest ids are a sequence (create-if-absent of ``N+1`` after reading ``N``), so "a newer epoch
 was durable when this update landed" is "a manifest with a smaller id carries it". The checker
@@ -25,6 +28,8 @@ import re
 from collections import defaultdict
 from typing import Callable
 
+from slatedb.errors import CorruptionError
+from slatedb.format import seq_tracker
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.types import ManifestV2
 
@@ -94,10 +99,21 @@ class ManifestFenceChecks:
         known = self.manifests[root]
         known[mid] = m
         below = [i for i in known if i < mid]
+        tracker = _tracker(m, key)
+        if tracker is not None:
+            problem = seq_tracker.order_problem(tracker, m.last_l0_seq)
+            if problem:
+                raise InvariantViolation("TRACK-1", e, f"{root}manifest {mid}'s sequence tracker: {problem}")
         if not below:
             return
         prev = known[max(below)]
         self.counts["manifest_landings"] += 1
+        prev_tracker = _tracker(prev, key)
+        if tracker is not None and prev_tracker is not None:
+            problem = seq_tracker.successor_problem(prev_tracker, tracker)
+            if problem:
+                raise InvariantViolation("TRACK-2", e, f"{root}manifest {mid}'s sequence tracker against manifest "
+                                                       f"{max(below)}'s: {problem}")
         epoch = self.writer_epoch.get(e.process)
         if epoch is not None and _writer_change(prev, m):
             self.counts["writer_updates"] += 1
@@ -115,6 +131,14 @@ class ManifestFenceChecks:
                     "CFENCE-1", e, f"{root}manifest {mid} carries a compaction commit of {e.process} (compactor "
                                    f"epoch {cepoch}) but manifest {newer[1]} below it already has compactor epoch "
                                    f"{newer[0]}")
+
+
+def _tracker(m: ManifestV2, key: str) -> seq_tracker.SequenceTracker | None:
+    """``m``'s sequence tracker; None when its bytes do not decode (a bit flip: FLIP-1's)."""
+    try:
+        return seq_tracker.decode(m.sequence_tracker, key)
+    except CorruptionError:
+        return None
 
 
 def bucket_reader(bucket) -> Callable[[str], bytes | None]:

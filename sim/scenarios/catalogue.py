@@ -225,6 +225,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "Checkpoint leak: a checkpoint nobody owns outlives its holder and pins data for ever (RFC 000 writers)",
         "RFC 000 Writers (Establishing Initial Checkpoint: the new writer deletes the old one); checkpoints-gc.md CKPT-3",
         "slatedb/db/core.py DbCore._open", "takeover", ("CKPT-3",), 2),
+    Bug(switches.TRACKER_FORGETS, "an L0 flush records its (seq, time) pair on an empty sequence tracker instead of "
+        "the manifest's: every earlier pair is dropped, so Admin.get_sequence_for_timestamp and its inverse answer "
+        "from one pair (a realistic slip: building the new tracker from a default)",
+        "Metadata loss: a manifest field rewritten from scratch instead of carried forward",
+        "RFC 0012 sequence tracker (appended only); writer.md step 9, TRACK-2",
+        "slatedb/db/flushers.py Flushers._flush_imm", "db", ("TRACK-2",), 12),
     Bug(switches.CLONE_COPIES_ALL_WAL, "a clone copies every parent WAL object above the source manifest's replay point, "
         "not only those up to its wal_id_last_seen: parent writes made after the checkpoint leak into the clone",
         "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # stdlib only at run time (models/run.py imports this module)
 
 #: The protocol pages' prefixes, in the order of spec/protocols/README.md.
 SPEC_PREFIXES = ("FENCE", "SEQMETA", "BOUNDARY", "CKPT", "GC", "COMPACT", "CFENCE",
-                 "RESUME", "CLONE", "PROJ", "DUR", "READ", "DESTROY", "LOAD", "MERGE", "TXN")
+                 "RESUME", "CLONE", "PROJ", "DUR", "READ", "DESTROY", "LOAD", "MERGE", "TXN", "TRACK")
 #: Numbered ids not on a protocol page: the simulator's own oracles, ``FLIP-1`` (a bit flip is
 #: reported against its object) and ``ESCAPE-1`` (spec/simulation.md: an exception that escapes a
 #: simulated process is a named failure), and the store layer's ``RETRY-1`` (spec/objstore.md: the

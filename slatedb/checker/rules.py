@@ -13,6 +13,7 @@ WAL objects and external databases, the stores) and yields :class:`Finding` valu
 | READ-2 | every WAL id in an active checkpoint's pinned range exists |
 | BOUNDARY-1 | no manifest / ``.compactions`` id above the boundary and below the latest is missing |
 | BOUNDARY-4 | each boundary file parses and lies below the latest id of its namespace |
+| TRACK-1, TRACK-2 | each manifest's sequence tracker decodes, is in order with no seq above ``last_l0_seq``, and keeps the pairs of the manifest below it |
 | FENCE-4, CFENCE-3, DUR-2 | epochs, replay point, ``wal_id_last_seen`` and ``last_l0_seq`` never move back over the manifests above the boundary; ``.compactions`` epoch not above the manifest's; (deep) no row above ``last_l0_seq`` in L0 or a sorted run, WAL seqs never decrease |
 | COMPACT-4 | ids unique; sorted runs' views in key order and non-overlapping; (deep) rows in (key asc, seq desc) inside each compacted SST, within its first/last entry |
 | GC-3 | outputs recorded by a Submitted/Running compaction exist |
@@ -43,6 +44,7 @@ from slatedb.format.layout import (
     sst_key,
     wal_key,
 )
+from slatedb.format import seq_tracker
 from slatedb.format.sst import decode_all_blocks, decode_layout
 from slatedb.format.sst_reader import read_layout
 from slatedb.format.types import (
@@ -124,11 +126,35 @@ def history(img: DbImage) -> Iterator[Finding]:
         for field in ("replay_after_wal_id", "wal_id_last_seen", "last_l0_seq"):
             if getattr(m, field) < getattr(p, field):
                 yield Finding("DUR-2", key, f"{field} {getattr(m, field)} below manifest {a}'s {getattr(p, field)}")
+    yield from _trackers(img, ids)
     if img.compactions is not None and img.latest is not None:
         if img.compactions.compactor_epoch > img.latest.compactor_epoch:
             yield Finding("CFENCE-3", compactions_key(img.compactions_ids[-1]),
                           f"compactor_epoch {img.compactions.compactor_epoch} above the latest manifest's "
                           f"{img.latest.compactor_epoch}")
+
+
+def _trackers(img: DbImage, ids: list[int]) -> Iterator[Finding]:
+    """TRACK-1 (each manifest's sequence tracker decodes, in order, no seq above its
+    ``last_l0_seq``) and TRACK-2 (each keeps the pairs of the one below it)."""
+    prev: seq_tracker.SequenceTracker | None = None
+    prev_id = 0
+    for mid in ids:
+        key = manifest_key(mid)
+        try:
+            t = seq_tracker.decode(img.manifests[mid].sequence_tracker, key)
+        except CorruptionError as e:
+            yield Finding("TRACK-1", key, f"sequence tracker does not decode: {e}")
+            prev = None
+            continue
+        problem = seq_tracker.order_problem(t, img.manifests[mid].last_l0_seq)
+        if problem:
+            yield Finding("TRACK-1", key, f"sequence tracker: {problem}")
+        if prev is not None:
+            problem = seq_tracker.successor_problem(prev, t)
+            if problem:
+                yield Finding("TRACK-2", key, f"sequence tracker against manifest {prev_id}'s: {problem}")
+        prev, prev_id = t, mid
 
 
 def checkpoints(img: DbImage, now_s: int) -> Iterator[Finding]:

@@ -189,6 +189,7 @@ class Flushers:
                     checkpoint_id=self.runtime.new_uuid(), snapshot_floor=min(self._snapshot_seqs.values(), default=None),
                     legacy_id=switches.WRITER_CHECKPOINT_ORPHANED in self.runtime.bugs,  # catalogued bug
                     tracked=entry.mem.first_write,
+                    forget_tracker=switches.TRACKER_FORGETS in self.runtime.bugs,  # catalogued bug
                 )
                 try:
                     stored = (await self.manifests.commit(edit, current=self._stored)).stored

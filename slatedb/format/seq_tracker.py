@@ -157,6 +157,40 @@ class SequenceTracker:
                 + _encode_gorilla([_to_i64(s) for s in self.seqs]) + _encode_gorilla(list(self.timestamps_s)))
 
 
+def order_problem(t: SequenceTracker, last_l0_seq: int) -> str | None:
+    """TRACK-1 (spec/protocols/writer.md): pairs in order, sequence numbers and timestamps both
+    non-decreasing, none above the manifest's ``last_l0_seq``; the problem, or None."""
+    for i in range(1, len(t.seqs)):
+        if t.seqs[i] < t.seqs[i - 1] or t.timestamps_s[i] < t.timestamps_s[i - 1]:
+            return (f"pair {i} ({t.seqs[i]}, {t.timestamps_s[i]} s) is below pair {i - 1} "
+                    f"({t.seqs[i - 1]}, {t.timestamps_s[i - 1]} s)")
+    if t.seqs and t.seqs[-1] > last_l0_seq:
+        return f"tracked seq {t.seqs[-1]} is above last_l0_seq {last_l0_seq}"
+    return None
+
+
+def successor_problem(prev: SequenceTracker, new: SequenceTracker,
+                      capacity: int = DEFAULT_CAPACITY) -> str | None:
+    """TRACK-2: a later manifest's tracker keeps every pair of an earlier one (pairs are only
+    appended), except that once it reaches ``capacity`` it keeps every other pair, the oldest
+    first; the problem, or None."""
+    old = list(zip(prev.seqs, prev.timestamps_s))
+    now = list(zip(new.seqs, new.timestamps_s))
+    if now[:len(old)] == old:
+        return None
+    halved = old[::2]
+    while len(old) > capacity // 2 and (len(now) < len(halved) or now[:len(halved)] != halved):
+        if len(halved) <= 1:
+            break
+        halved = halved[::2]  # several halvings between the two manifests
+    else:
+        if len(old) > capacity // 2:
+            return None
+    lost = [p for p in old if p not in now]
+    return (f"{len(lost)} of the earlier tracker's {len(old)} pairs are gone (first {lost[0] if lost else None}) "
+            f"although it holds {len(now)} now")
+
+
 def _find(keys: tuple[int, ...], values: tuple[int, ...], key: int, round_up: bool) -> int | None:
     if not keys:
         return None

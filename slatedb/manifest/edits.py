@@ -138,6 +138,8 @@ class AddL0(Edit[None]):
     #: ``(seq, create_ts_ms)`` of the flushed table's first row, added to the manifest's sequence
     #: tracker (RFC 0012: at most one entry a minute; :mod:`slatedb.format.seq_tracker`).
     tracked: tuple[int, int] | None = None
+    #: Catalogued bug ``tracker-forgets``: the pair is recorded on an empty tracker (TRACK-2).
+    forget_tracker: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
         return (m.replay_after_wal_id >= self.replay_after and m.last_l0_seq >= self.last_seq), None
@@ -156,18 +158,21 @@ class AddL0(Edit[None]):
             last_l0_clock_tick=attempt.now_ms,
             recent_snapshot_min_seq=snapshot_min,
             checkpoints=replace_writer_checkpoint(m, cp),
-            sequence_tracker=_tracked(m, self.tracked, attempt),
+            sequence_tracker=_tracked(m, self.tracked, attempt, self.forget_tracker),
         ), None)
 
 
-def _tracked(m: ManifestV2, tracked: tuple[int, int] | None, attempt: Attempt) -> bytes | None:
+def _tracked(m: ManifestV2, tracked: tuple[int, int] | None, attempt: Attempt, forget: bool = False) -> bytes | None:
     """``m``'s sequence tracker with ``tracked`` recorded (unchanged bytes when it is not);
     corrupt tracker bytes raise :class:`~slatedb.errors.CorruptionError` naming the manifest
-    instead of being copied forward."""
+    instead of being copied forward. Pairs are only appended (TRACK-1, TRACK-2)."""
     if tracked is None:
         return m.sequence_tracker
     seq, ts_ms = tracked
     old = seq_tracker.decode(m.sequence_tracker, manifest_key(attempt.base_id))
+    if forget and old:  # catalogued bug tracker-forgets: the interval kept, the pairs not
+        new = seq_tracker.SequenceTracker().insert(seq, ts_ms // 1000, old.timestamps_s[-1])
+        return m.sequence_tracker if not new else new.encode()
     new = old.insert(seq, ts_ms // 1000, old.timestamps_s[-1] if old else None)
     return m.sequence_tracker if new is old else new.encode()
 

@@ -36,6 +36,7 @@ GC_DELETE_BEFORE_BOUNDARY = "gc-delete-before-boundary"
 EXPIRED_CHECKPOINT_FATAL = "expired-checkpoint-fatal"
 SNAPSHOT_UNCAPPED = "snapshot-uncapped"
 WRITER_CHECKPOINT_ORPHANED = "writer-checkpoint-orphaned"
+TRACKER_FORGETS = "tracker-forgets"
 READER_IGNORES_NEW_SSTS = "reader-ignores-new-ssts"
 CLONE_COPIES_ALL_WAL = "clone-copies-all-wal"
 # projection and union (RFC 000)

@@ -308,3 +308,44 @@ def test_cli_exit_codes_and_json(db, tmp_path):
     assert _cli("check").returncode == 2
     with pytest.raises(CheckAccessError):
         slatedb.check(f"file://{tmp_path / 'nothing2'}")
+
+
+def _tracker_now(url):
+    from slatedb.format import seq_tracker
+
+    m = latest(url).manifest
+    return m, seq_tracker.decode(m.sequence_tracker, "latest")
+
+
+def test_sequence_tracker_forgotten_pairs_are_track_2_and_garbage_is_track_1(db):
+    """TRACK-2 (writer.md): a manifest's tracker keeps the pairs of the one below it; TRACK-1:
+    it decodes."""
+    from slatedb.format.seq_tracker import SequenceTracker
+
+    root, url = db
+    m, t = _tracker_now(url)
+    assert t, "our writer records a pair at its first L0 flush"
+    grown = SequenceTracker(t.seqs + (m.last_l0_seq,), t.timestamps_s + (t.timestamps_s[-1] + 60,))
+    rewrite_latest(root, url, sequence_tracker=grown.encode())
+    assert slatedb.check(url).healthy, "an appended pair is fine"
+    forgot = rewrite_latest(root, url, sequence_tracker=SequenceTracker((m.last_l0_seq,), (t.timestamps_s[-1] + 120,)).encode())
+    (f,) = only(slatedb.check(url), "TRACK-2")
+    assert f.object == f"manifest/{forgot:020d}.manifest" and "pairs are gone" in f.message
+    new_id = rewrite_latest(root, url, sequence_tracker=b"\x07garbage")
+    assert any(f.object == f"manifest/{new_id:020d}.manifest" and "does not decode" in f.message
+               for f in slatedb.check(url).about("TRACK-1"))
+
+
+@pytest.mark.parametrize("what", ["not in order", "above last_l0_seq"])
+def test_sequence_tracker_out_of_order_or_ahead_is_track_1(db, what):
+    from slatedb.format.seq_tracker import SequenceTracker
+
+    root, url = db
+    m, t = _tracker_now(url)
+    if what == "not in order":  # the decoder itself refuses it, naming the manifest
+        bad = SequenceTracker(t.seqs + (t.seqs[-1],), t.timestamps_s + (t.timestamps_s[-1] - 60,))
+    else:
+        bad = SequenceTracker(t.seqs + (m.last_l0_seq + 1,), t.timestamps_s + (t.timestamps_s[-1] + 60,))
+    new_id = rewrite_latest(root, url, sequence_tracker=bad.encode())
+    (f,) = only(slatedb.check(url), "TRACK-1")
+    assert f.object == f"manifest/{new_id:020d}.manifest" and what in f.message

@@ -84,3 +84,26 @@ def test_our_writer_records_the_first_write_of_each_flushed_table(tmp_path) -> N
         assert trio.run(admin.get_sequence_for_timestamp, store, t.timestamps_s[1] - 1, False) == first
         assert trio.run(admin.get_sequence_for_timestamp, store, t.timestamps_s[1] - 1, True) == third
         assert trio.run(admin.get_timestamp_for_sequence, store, second, True) == t.timestamps_s[1]
+
+
+def test_order_and_successor_problems_name_what_is_wrong() -> None:
+    """TRACK-1/TRACK-2's pure rules (slatedb check and the simulator's manifest check use them),
+    fed good and bad trackers."""
+    from slatedb.format.seq_tracker import SequenceTracker, order_problem, successor_problem
+
+    t = SequenceTracker((1, 5, 9), (100, 160, 220))
+    assert order_problem(t, 9) is None and order_problem(SequenceTracker(), 0) is None
+    assert "above last_l0_seq" in order_problem(t, 8)
+    assert "below pair 1" in order_problem(SequenceTracker((1, 5, 4), (100, 160, 220)), 9)
+    assert "below pair 0" in order_problem(SequenceTracker((1, 5), (160, 100)), 9)
+    assert successor_problem(SequenceTracker(), t) is None
+    assert successor_problem(t, t) is None
+    assert successor_problem(t, SequenceTracker((1, 5, 9, 12), (100, 160, 220, 280))) is None
+    assert "pairs are gone" in successor_problem(t, SequenceTracker((12,), (280,)))
+    assert "pairs are gone" in successor_problem(t, SequenceTracker((1, 9), (100, 220)))  # a middle pair lost
+    # halving past the capacity keeps every other pair, the oldest first
+    big = SequenceTracker(tuple(range(8)), tuple(100 + 60 * i for i in range(8)))
+    halved = big.insert(8, 100 + 60 * 8, 100 + 60 * 7, capacity=8)
+    assert len(halved) < len(big) and successor_problem(big, halved, capacity=8) is None
+    assert "pairs are gone" in successor_problem(big, halved)  # far below the default capacity: a loss
+    assert "pairs are gone" in successor_problem(big, SequenceTracker(big.seqs[1::2], big.timestamps_s[1::2]), capacity=8)
