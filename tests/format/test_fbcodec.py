@@ -114,3 +114,39 @@ def test_truncated_index_raises_corruption(metas: list[t.BlockMeta], data) -> No
         return
     # FlatBuffers are built back to front; the trailing bytes may be vector padding.
     assert decoded == tuple(metas)
+
+
+def _both(raw: bytes):
+    """(outcome of decode_sst_index, outcome of the checked reader): a value or the error text."""
+    out = []
+    for fn in (fbcodec.decode_sst_index, fbcodec.checked_sst_index):
+        try:
+            out.append(fn(raw, "obj"))
+        except CorruptionError as e:
+            out.append(("error", str(e)))
+    return out
+
+
+@given(block_metas, st.data())
+def test_the_fast_index_decoder_answers_exactly_as_the_checked_reader(metas: list[t.BlockMeta], data) -> None:
+    """decode_sst_index reads indexes with struct alone and falls back to the checked reader at
+    the first doubt: on intact, truncated and bit-flipped bytes both give the same blocks or the
+    same CorruptionError."""
+    raw = bytearray(fbcodec.encode_sst_index(metas))
+    fast, checked = _both(bytes(raw))
+    assert fast == checked == tuple(metas)
+    cut = data.draw(st.integers(0, len(raw)))
+    fast, checked = _both(bytes(raw[:cut]))
+    assert fast == checked
+    if raw:
+        for _ in range(3):
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] ^= 1 << data.draw(st.integers(0, 7))
+        fast, checked = _both(bytes(raw))
+        assert fast == checked
+
+
+def test_the_fast_index_decoder_takes_the_fast_path_on_a_real_index() -> None:
+    metas = [t.BlockMeta(offset=4096 * i, first_key=b"k%06d" % i) for i in range(500)]
+    raw = fbcodec.encode_sst_index(metas)
+    assert fbcodec._fast_sst_index(raw) == tuple(metas)
