@@ -135,11 +135,10 @@ class MemoryStore(ObjectStore):
     def list_now(self, prefix: str = "") -> list[ObjectMeta]:
         full_prefix = self._root + validate_prefix(prefix)
         n = len(self._root)
-        return [
-            attrs.evolve(meta, key=k[n:])
-            for k, (_, meta) in sorted(self._bucket.objects.items())
-            if k.startswith(full_prefix)
-        ]
+        # Filter, then sort only the matches (keys are unique: the order is the keys' order); a
+        # simulated world lists often over a bucket holding every database's objects.
+        found = sorted((k, meta) for k, (_, meta) in self._bucket.objects.items() if k.startswith(full_prefix))
+        return [ObjectMeta(k[n:], meta.size_bytes, meta.last_modified_ms, meta.etag) for k, meta in found]
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         validate_prefix(prefix)
