@@ -13,7 +13,17 @@ if at all, as an unrelated "no such object" dozens of seeds later:
   (``compactor_started``);
 * **TRACK-1 / TRACK-2** (writer.md), in every scenario: a landed manifest's sequence tracker is
   in order and records no seq above its ``last_l0_seq``, and keeps every pair of the manifest
-  below it (appended only; halved past its capacity).
+  below it (appended only; halved past its capacity);
+* **PROJ-6** (projection-union.md): an SST is stored under one database only, so in a manifest
+  an SST id listed in ``external_dbs`` appears under one path only (a union or clone that lists a
+  source's nested external SSTs as the source's own names a second, wrong path for them);
+* **GC-5** (checkpoints-gc.md): an L0 SST a manifest adds has a ULID time at or after the newest
+  L0 of the manifest below it (else of its last compacted L0), and not before its writer's clock
+  when it minted the id: the writer mints the id and sends the upload's first attempt at one
+  virtual moment, and the stored object's ``last_modified`` is the uploader's clock when its last
+  attempt applied, so the id's time must be at least that stamp less the virtual time between
+  (with 5 % for clock drift; skipped when the uploader's wall clock jumped in between).
+  PROJ-6 and GC-5 were caught before only as an escaping exception or by liveness (issue 27).
 
 Manifest ids are a sequence (create-if-absent of ``N+1`` after reading ``N``), so "a newer epoch
 was durable when this update landed" is "a manifest with a smaller id carries it". The checker
@@ -37,6 +47,10 @@ from sim.world.invariants import InvariantViolation
 from sim.world.trace import Event, Trace
 
 _KEY = re.compile(r"^(?P<root>.*?)manifest/(?P<id>[0-9]{20})\.manifest$")
+_SST = re.compile(r"^(?P<root>.*?)compacted/[0-9A-Z]{26}\.sst$")
+#: Clock drift the GC-5 bound allows for (the simulator draws at most 2 %), and the rounding of ms.
+_DRIFT = 1.05
+_ROUNDING_MS = 2
 
 
 def _writer_change(prev: ManifestV2 | None, m: ManifestV2) -> bool:
@@ -44,6 +58,31 @@ def _writer_change(prev: ManifestV2 | None, m: ManifestV2) -> bool:
         return False
     new_l0 = {v.id for v in m.l0} - {v.id for v in prev.l0}
     return bool(new_l0) or m.replay_after_wal_id > prev.replay_after_wal_id or m.last_l0_seq > prev.last_l0_seq
+
+
+def _l0_views(m: ManifestV2) -> list:
+    return list(m.l0) + [v for seg in m.segments for v in seg.l0]
+
+
+def _newest_l0_ms(m: ManifestV2) -> int:
+    """The ULID time of ``m``'s newest L0 SST, else of its last compacted L0 view; 0 if none
+    (written here again, not imported: the rule the engine's ``sst_ids.newest_l0_ms`` serves)."""
+    views = _l0_views(m)
+    if views:
+        return max(v.sst_id.milliseconds for v in views)
+    last = [m.last_compacted_l0_sst_view_id] + [seg.last_compacted_l0_sst_view_id for seg in m.segments]
+    return max((u.milliseconds for u in last if u is not None), default=0)
+
+
+def _one_path_per_external_sst(m: ManifestV2) -> tuple[object, str, str] | None:
+    """PROJ-6: an SST id listed under two paths of ``m.external_dbs`` (id, path, other path)."""
+    where: dict[object, str] = {}
+    for e in m.external_dbs:
+        for i in e.sst_ids:
+            other = where.setdefault(i, e.path)
+            if other != e.path:
+                return i, other, e.path
+    return None
 
 
 def _compactor_change(prev: ManifestV2 | None, m: ManifestV2) -> bool:
@@ -54,11 +93,17 @@ def _compactor_change(prev: ManifestV2 | None, m: ManifestV2) -> bool:
 
 
 class ManifestFenceChecks:
-    """FENCE-5 and CFENCE-1 (see the module docstring). ``read(key)`` returns the bytes stored
-    under ``key`` now (None when absent)."""
+    """FENCE-5, CFENCE-1, TRACK-1/2, PROJ-6 and GC-5 (see the module docstring). ``read(key)``
+    returns the bytes stored under ``key`` now (None when absent)."""
 
-    def __init__(self, read: Callable[[str], bytes | None]) -> None:
+    def __init__(self, read: Callable[[str], bytes | None],
+                 modified_ms: Callable[[str], int | None] | None = None) -> None:
         self.read = read
+        self.modified_ms = modified_ms  # the stored object's last_modified (GC-5's clock bound), None: absent
+        self.first_put: dict[str, tuple[str, float]] = {}  # SST key -> (process, virtual time of its first put)
+        self.applied: dict[str, float] = {}  # SST key -> virtual time its last put applied
+        self.pending_sst: dict[tuple[str, int], str] = {}
+        self.jumps: list[tuple[str, float]] = []  # (process, virtual time) of wall-clock jumps
         self.pending: dict[tuple[str, int], str] = {}
         self.writer_epoch: dict[str, int] = {}  # process -> its writer epoch
         self.compactor_epoch: dict[str, int] = {}  # process -> its compactor's epoch
@@ -79,11 +124,19 @@ class ManifestFenceChecks:
             f = dict(e.fields)
             if _KEY.match(f["key"]):
                 self.pending[(e.process, f["n"])] = f["key"]
+            elif _SST.match(f["key"]):
+                self.first_put.setdefault(f["key"], (e.process, e.time_s))
+                self.pending_sst[(e.process, f["n"])] = f["key"]
         elif kind == "store.result":
             f = dict(e.fields)
             key = self.pending.pop((e.process, f["n"]), None)
             if key is not None and str(f["outcome"]).startswith("ok"):
                 self._landed(e, key)
+            sst = self.pending_sst.pop((e.process, f["n"]), None)
+            if sst is not None and str(f["outcome"]).startswith("ok"):
+                self.applied[sst] = e.time_s
+        elif kind == "clock.jump":
+            self.jumps.append((e.process, e.time_s))
 
     def _landed(self, e: Event, key: str) -> None:
         m_key = _KEY.match(key)
@@ -98,6 +151,11 @@ class ManifestFenceChecks:
             return
         known = self.manifests[root]
         known[mid] = m
+        twice = _one_path_per_external_sst(m)
+        if twice is not None:
+            raise InvariantViolation(
+                "PROJ-6", e, f"{root}manifest {mid} lists SST {twice[0]} in external_dbs under {twice[1]!r} and "
+                             f"under {twice[2]!r}: an SST is stored under one database only")
         below = [i for i in known if i < mid]
         tracker = _tracker(m, key)
         if tracker is not None:
@@ -114,6 +172,20 @@ class ManifestFenceChecks:
             if problem:
                 raise InvariantViolation("TRACK-2", e, f"{root}manifest {mid}'s sequence tracker against manifest "
                                                        f"{max(below)}'s: {problem}")
+        floor_ms = _newest_l0_ms(prev)
+        added = {v.sst_id for v in _l0_views(m)} - {v.sst_id for v in _l0_views(prev)}
+        for sst_id in sorted(added):
+            self.counts["l0_added"] += 1
+            if sst_id.milliseconds < floor_ms:
+                raise InvariantViolation(
+                    "GC-5", e, f"{root}manifest {mid} adds L0 SST {sst_id} (ULID time {sst_id.milliseconds}) below "
+                               f"the newest L0 of manifest {max(below)} (ULID time {floor_ms}), by {e.process}")
+            minted_ms = self._minted_at_least_ms(f"{root}compacted/{sst_id}.sst")
+            if minted_ms is not None and sst_id.milliseconds < minted_ms:
+                raise InvariantViolation(
+                    "GC-5", e, f"{root}manifest {mid} adds L0 SST {sst_id} with ULID time {sst_id.milliseconds}, "
+                               f"{minted_ms - sst_id.milliseconds} ms before its writer's clock when it minted the id "
+                               f"(at least {minted_ms})")
         epoch = self.writer_epoch.get(e.process)
         if epoch is not None and _writer_change(prev, m):
             self.counts["writer_updates"] += 1
@@ -132,6 +204,20 @@ class ManifestFenceChecks:
                                    f"epoch {cepoch}) but manifest {newer[1]} below it already has compactor epoch "
                                    f"{newer[0]}")
 
+    def _minted_at_least_ms(self, key: str) -> int | None:
+        """A lower bound of the uploader's wall clock when it minted the SST id of ``key`` (None
+        when this world did not see its upload, or the uploader's clock jumped meanwhile)."""
+        first, applied = self.first_put.get(key), self.applied.get(key)
+        if self.modified_ms is None or first is None or applied is None:
+            return None
+        process, minted_s = first
+        if any(p == process and minted_s <= t <= applied for p, t in self.jumps):
+            return None
+        stamp = self.modified_ms(key)
+        if stamp is None:
+            return None
+        return stamp - int((applied - minted_s) * 1000 * _DRIFT) - _ROUNDING_MS
+
 
 def _tracker(m: ManifestV2, key: str) -> seq_tracker.SequenceTracker | None:
     """``m``'s sequence tracker; None when its bytes do not decode (a bit flip: FLIP-1's)."""
@@ -149,3 +235,19 @@ def bucket_reader(bucket) -> Callable[[str], bytes | None]:
         return None if got is None else got[0]
 
     return read
+
+
+def bucket_modified_ms(bucket) -> Callable[[str], int | None]:
+    """``modified_ms`` over a :class:`~slatedb.objstore.memory.MemoryBucket`: the stored object's
+    ``last_modified`` (the clock of the process whose put applied last)."""
+
+    def modified_ms(key: str) -> int | None:
+        got = bucket.objects.get(key)
+        return None if got is None else got[1].last_modified_ms
+
+    return modified_ms
+
+
+def manifest_checks(setup) -> ManifestFenceChecks:
+    """The checker over a world's bucket (``Checker("manifest", manifest_checks)``)."""
+    return ManifestFenceChecks(bucket_reader(setup.bucket), bucket_modified_ms(setup.bucket))

@@ -61,7 +61,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.memory import MemoryStore
 
 from sim.checks.compactor import CompactorChecks
-from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
 from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, World
@@ -382,7 +382,7 @@ SCENARIO = Scenario(
     "compactor", World, _processes, liveness=_drain, heals=True, final=_final, figures=_figures,
     fault_counts=_fault_counts,
     checkers=(Checker("writer", lambda setup: WriterChecks()),
-              Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket))),
+              Checker("manifest", manifest_checks),
               Checker("compactor", lambda setup: CompactorChecks(MemoryStore(setup.bucket, lambda: 0,
                                                                              url="memory://sim")))),
     processes_declared=("w", "c1..c5", "admin", "cfinal", "final"),

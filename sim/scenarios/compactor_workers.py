@@ -51,7 +51,7 @@ from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, PutMode
 from slatedb.objstore.memory import MemoryStore
 
 from sim.checks.compactor import CompactorChecks
-from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.manifest import manifest_checks
 from sim.checks.writer import WriterChecks
 from sim.scenarios.compactor import _admin, _drain, _fault_counts, _figures, _final, _start_compactor, _wait_for_db, _writer
 from sim.scenarios.compactor_world import World
@@ -279,7 +279,7 @@ SCENARIO = Scenario(
     "compactor-workers", WorkersWorld, _processes, liveness=_drain, heals=True, final=_final, figures=_worker_figures,
     fault_counts=_fault_counts,
     checkers=(Checker("writer", lambda setup: WriterChecks()),
-              Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket))),
+              Checker("manifest", manifest_checks),
               Checker("compactor", lambda setup: CompactorChecks(MemoryStore(setup.bucket, lambda: 0,
                                                                              url="memory://sim")))),
     processes_declared=("w", "c1", "c2", "k1..k4", "admin", "cfinal", "kfinal", "final"),

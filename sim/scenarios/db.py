@@ -73,7 +73,7 @@ from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
 from sim.checks.flips import FlipOracle, after_flip
 from sim.checks.lin_history import History, Incarnation
-from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
 from sim.world.choices import Choices, boolean
@@ -408,7 +408,7 @@ SCENARIO = Scenario(
     "db", _build, _processes, nursery="join", final=_final, oracles=_lin, figures=_figures,
     fault_counts=_fault_counts, after=lambda result, world: after_flip(result, world.flips if world else None),
     checkers=(Checker("writer", lambda setup: WriterChecks()),
-              Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
+              Checker("manifest", manifest_checks)),
     limit_what="writers still running", processes_declared=("w1", "w2", "w3", "final"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash", "clock.skew", "clock.jump",
                  "fault.bitflip"))

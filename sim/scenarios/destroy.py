@@ -39,7 +39,7 @@ from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader
 
 from sim.checks.destroy import DestroyChecks, destroyed_and_gone
-from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.scenarios.gc_world import CLONE, PARENT, World, fault_counts
 from sim.world.choices import Choices, boolean
@@ -224,7 +224,7 @@ SCENARIO = Scenario(
     "destroy", _build, _processes, liveness=_gone, heals=True, oracles=_oracles,
     figures=lambda w: {"outcomes": dict(sorted(w.outcomes.items()))},
     fault_counts=lambda setup, _world: fault_counts(setup.trace),
-    checkers=(Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket))),
+    checkers=(Checker("manifest", manifest_checks),
               Checker("destroy", lambda setup: DestroyChecks(setup.bucket, ("parent/", "clone/")))),
     processes_declared=("w", "r1", "admin", "clone", "cw", "hdc", "d1", "d2", "hdp", "g1", "g2"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall"))

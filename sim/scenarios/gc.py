@@ -69,7 +69,7 @@ from slatedb.reader.aio import DbReader
 from sim.checks.gc import GcChecks
 from sim.checks.gc_liveness import READER_CATCH_UP_POLLS, no_garbage, reader_catches_up, \
     reader_holds_only_what_it_needs
-from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.scenarios.gc_processes import _admin, _clone, _compactor_process, _gc_process, _managed_reader, _writer
 from sim.scenarios.gc_world import N_KEYS, PARENT, World, _scan, fault_counts
@@ -193,7 +193,7 @@ SCENARIO = Scenario(
     "gc", _build, _processes, liveness=_liveness, heals=True, final=_final,
     oracles=lambda world, failed: () if failed else world.history.check(),
     figures=_figures, fault_counts=lambda setup, _world: fault_counts(setup.trace),
-    checkers=(Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket))),
+    checkers=(Checker("manifest", manifest_checks),
               Checker("gc", lambda setup: GcChecks(setup.bucket, ("parent/", "clone/"), _db_of))),
     processes_declared=("w", "w.r<n>", "g1", "c1", "r1", "r2", "admin", "clone", "cw", "wfinal", "rfinal"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash", "pause"))

@@ -56,11 +56,12 @@ from slatedb.projection.create import SourceSpec, create_database
 from slatedb.projection.ranges import effective_bounds
 from slatedb.reader.aio import DbReader
 
+from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world, references_resolve
 from sim.scenarios.gc_world import World, fault_counts
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
-from sim.world.harness import Scenario, Setup, WorldResult, run_world
+from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.runtime import SIM_EPOCH_MS
 
 VIRTUAL_LIMIT_S = 4 * 3600
@@ -349,6 +350,7 @@ def _after(result: WorldResult, _world: World | None) -> WorldResult:
 
 SCENARIO = Scenario(
     "rescale", _build, _processes, virtual_limit_s=VIRTUAL_LIMIT_S, final=_final,
+    checkers=(Checker("manifest", manifest_checks),),
     figures=lambda w: {"shards": len(w.rs.ranges), "outcome": w.rs.outcome or "merged", "restarts": w.rs.restarts},
     fault_counts=lambda setup, _world: fault_counts(setup.trace), after=_after,
     processes_declared=("w", "rescaler", "s<i>", "gsrc", "gm", "g<i>", "un", "mw"),

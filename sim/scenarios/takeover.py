@@ -38,7 +38,7 @@ import slatedb.aio as aio
 from slatedb.errors import ClosedError, FencedError
 from slatedb.objstore.memory import MemoryStore
 
-from sim.checks.manifest import ManifestFenceChecks, bucket_reader
+from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
 from sim.world.choices import Choices, boolean
@@ -207,7 +207,7 @@ SCENARIO = Scenario(
     "takeover", _build, _rounds, nursery="none", final=_final, fault_counts=_faults_seen,
     figures=lambda w: {"acked": len(w.acked), "fenced": sum(1 for o in w.outcomes.values() if o == "fenced")},
     checkers=(Checker("writer", lambda setup: WriterChecks()),
-              Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
+              Checker("manifest", manifest_checks)),
     limit_what="writers still running", processes_declared=("r<round>w<n>", "final"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "fault.pause", "crash"))
 
