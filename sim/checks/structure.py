@@ -1,7 +1,7 @@
 """``slatedb check`` at the end of every simulated run (issue 26 item 2): the stored structure of
 each database a world made must satisfy the invariants the checker reads from objects
 (:mod:`slatedb.checker`: GC-4, CKPT-2/3, FENCE-1, READ-2, BOUNDARY-1/4, FENCE-4, CFENCE-3, DUR-2,
-COMPACT-1/4, GC-3, CLONE-1/2, PROJ-5, DESTROY-4). The same code users run on their databases, on
+COMPACT-1/4, GC-3, CLONE-1/2, PROJ-5/6, DESTROY-4). The same code users run on their databases, on
 a fault-free view of the world's bucket at the world's final time; a finding fails the seed with
 its invariant id. The trace oracles (:mod:`sim.checks.writer`, :mod:`sim.checks.gc`, ...) see
 each step as it happens; this sees what the steps left, including damage no step's oracle
@@ -61,4 +61,4 @@ async def references_resolve(bucket: MemoryBucket, name: str, now_ms: int) -> No
 
 
 _ALL = ("DESTROY-4", "GC-2", "GC-4", "CKPT-2", "CKPT-3", "FENCE-1", "READ-2", "BOUNDARY-1", "BOUNDARY-4", "FENCE-4",
-        "CFENCE-3", "DUR-2", "COMPACT-1", "COMPACT-4", "GC-3", "CLONE-1", "CLONE-2", "PROJ-5")
+        "CFENCE-3", "DUR-2", "COMPACT-1", "COMPACT-4", "GC-3", "CLONE-1", "CLONE-2", "PROJ-5", "PROJ-6")

@@ -18,7 +18,7 @@ WAL objects and external databases, the stores) and yields :class:`Finding` valu
 | COMPACT-4 | ids unique; sorted runs' views in key order and non-overlapping; (deep) rows in (key asc, seq desc) inside each compacted SST, within its first/last entry |
 | GC-3 | outputs recorded by a Submitted/Running compaction exist |
 | COMPACT-1 | the latest ``.compactions`` decodes |
-| CLONE-1, CLONE-2, PROJ-5 | every external database resolves, holds the final checkpoint (pinning an existing manifest) and every SST the entry lists; one entry per (path, source checkpoint) |
+| CLONE-1, CLONE-2, PROJ-5, PROJ-6 | every external database resolves, holds the final checkpoint (pinning an existing manifest) and every SST the entry lists; one entry per (path, source checkpoint); an SST listed under one path only |
 """
 
 from __future__ import annotations
@@ -465,6 +465,14 @@ async def external_dbs(chk: ObjectChecker, now_s: int) -> list[Finding]:
     if len(pairs) != len(set(pairs)):
         out.append(Finding("PROJ-5", manifest_key(img.latest_id), "two external_dbs entries share "
                                                                   "(path, source_checkpoint_id)"))
+    where: dict[ULID, str] = {}
+    for e in m.external_dbs:
+        for i in e.sst_ids:
+            other = where.setdefault(i, e.path)
+            if other != e.path:
+                out.append(Finding("PROJ-6", manifest_key(img.latest_id), f"SST {i} listed in external_dbs under "
+                                                                          f"{other!r} and under {e.path!r}: an SST "
+                                                                          f"is stored under one database only"))
     for e in m.external_dbs:
         store = await chk.external(e.path)
         if store is None:

@@ -258,6 +258,27 @@ def test_clone_and_projection_and_union_are_clean_then_dangling(tmp_path, pristi
     assert not parent.exists()  # read-only: nothing re-created
 
 
+def test_an_sst_listed_under_two_paths_of_external_dbs_is_proj_6(tmp_path, pristine):
+    """A union that lists a source's nested external SST as the source's own (issue 27 item 5)."""
+    from slatedb.format.types import ExternalDb
+
+    parent = tmp_path / "parent"
+    shutil.copytree(pristine, parent)
+    p_url = f"file://{parent}"
+    low, uni = (f"file://{tmp_path / n}" for n in ("low", "union"))
+    with slatedb.Db.open(p_url):
+        pass
+    run(admin.project, low, p_url, "..k0100")
+    run(admin.union, uni, [low])
+    assert slatedb.check(uni).healthy
+    m = latest(uni).manifest
+    ext = next(e for e in m.external_dbs if e.sst_ids)
+    wrong = ExternalDb(path=f"{ext.path}-elsewhere", source_checkpoint_id=uuid.uuid4(), sst_ids=ext.sst_ids[:1])
+    rewrite_latest(tmp_path / "union", uni, external_dbs=m.external_dbs + (wrong,))
+    (f,) = slatedb.check(uni).about("PROJ-6")
+    assert str(ext.sst_ids[0]) in f.message and "under one database only" in f.message
+
+
 async def _delete_checkpoint(url, cid):
     from slatedb.objstore import resolve_store
     store = resolve_store(url)
