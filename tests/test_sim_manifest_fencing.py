@@ -174,3 +174,17 @@ def test_a_union_owning_nested_external_ssts_is_reported_as_proj_6(monkeypatch):
     monkeypatch.setattr(ops, "owned_sst_ids", ops.referenced_sst_ids)
     result = run_rescale_workload(1)
     assert not result.ok and fired(result) == "PROJ-6", result.violations
+
+
+def test_an_l0_id_without_its_floor_is_reported_as_gc_5(monkeypatch):
+    """The other shape: no floor at all (the bug of gc seed 86, found there after 86 seeds as a
+    missing SST): a writer whose clock runs behind its predecessor's mints L0 ids below the
+    newest L0, GC-5 at db seed 0."""
+    from slatedb.db import flushers
+    from sim.scenarios.catalogue import fired
+    from sim.scenarios.db import run_db_workload
+
+    monkeypatch.setattr(flushers, "not_before", lambda fresh, floor_ms: fresh)
+    result = run_db_workload(0)
+    assert not result.ok and fired(result) == "GC-5", result.violations
+    assert "below the newest L0" in result.violations[0]
