@@ -15,11 +15,12 @@ from sim.scenarios.store_bounded import run_store_bounded
 
 
 def test_the_landed_bound_passes_and_calls_run_out_of_retries() -> None:
-    for seed in range(3):
-        r = run_store_bounded(seed)
+    results = [run_store_bounded(seed) for seed in range(5)]
+    for r in results:
         assert r.ok, r.violations
         # The oracle has something to judge: calls that succeed after retries and calls exhausted.
         assert r.calls == 300 and r.exhausted > 0 and r.outcomes["ok"] > 0
+    assert sum(r.at_deadline for r in results) > 0  # and calls the deadline stopped (a stalled attempt)
 
 
 def test_same_seed_same_trace() -> None:
@@ -69,3 +70,14 @@ def test_a_transient_error_escaping_the_bound_is_reported_as_retry_1(monkeypatch
     r = run_store_bounded(0)
     assert not r.ok and fired(r) == "RETRY-1", r.violations
     assert "the transient error itself escaped" in r.violations[0]
+
+
+def test_a_bound_that_ignores_its_deadline_is_reported_as_retry_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stalled attempt is not cut at the deadline (``_Backoff.attempt`` without its cancel scope)."""
+
+    async def no_cut(self, what: str, attempt: int, op):
+        return await op()
+
+    monkeypatch.setattr(retry_mod._Backoff, "attempt", no_cut)
+    r = next(r for r in (run_store_bounded(seed) for seed in range(8)) if not r.ok)
+    assert fired(r) == "RETRY-1" and "past the retry deadline of 180 s" in r.violations[0], r.violations

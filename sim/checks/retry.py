@@ -1,5 +1,6 @@
 """RETRY-1 (spec/objstore.md): under a bounded retry policy a call makes exactly ``max_retries + 1``
-attempts before ``ObjectStoreRetriesExhaustedError``, never more, never fewer, never another error.
+attempts before ``ObjectStoreRetriesExhaustedError`` (or stops at its deadline), never more, never
+fewer, never another error, and never goes on past its deadline by more than one pause.
 
 Judged from what the simulated store recorded, not from the retry module's own events: a process
 announces its policy (``retry.policy max_retries=N deadline_s=D``), opens each logical call
@@ -16,10 +17,15 @@ from typing import Any
 
 import attrs
 
+from slatedb.objstore.retry import BACKOFF_MAX_S
+
 from sim.world.invariants import InvariantViolation
 from sim.world.trace import Event, Trace
 
 RETRY_1 = "RETRY-1"
+#: How far past its deadline a retried request may end: the deadline is checked before each pause
+#: (at most ``BACKOFF_MAX_S`` times 1.5 with jitter) and cuts the next attempt at once.
+DEADLINE_SLACK_S = 1.5 * BACKOFF_MAX_S + 0.5
 
 
 @attrs.define
@@ -27,6 +33,7 @@ class _Attempt:
     n: int
     op: str
     key: str
+    time_s: float  # virtual time the request was sent
     failed: bool = False  # failed transiently (error before applying, or the reply lost)
     answered: str = ""  # the store's outcome
 
@@ -47,6 +54,7 @@ class RetryBoundChecks:
         self.calls: dict[str, _Call] = {}  # process -> its open call
         self.judged = 0
         self.exhausted = 0
+        self.at_deadline = 0  # calls exhausted by the deadline, not the count
 
     def attach(self, trace: Trace) -> "RetryBoundChecks":
         trace.listeners.append(self.on_event)
@@ -66,7 +74,7 @@ class RetryBoundChecks:
             return
         elif kind.startswith("store.") and kind not in ("store.result", "store.reply-lost"):
             f = dict(e.fields)
-            call.attempts.append(_Attempt(f["n"], kind[len("store."):], f["key"]))
+            call.attempts.append(_Attempt(f["n"], kind[len("store."):], f["key"], e.time_s))
         elif kind in ("store.result", "store.reply-lost"):
             f = dict(e.fields)
             attempt = next((a for a in reversed(call.attempts) if a.n == f["n"]), None)
@@ -91,8 +99,12 @@ class RetryBoundChecks:
                 groups[-1].append(a)
             else:
                 groups.append([a])
-        for group in groups:
+        ends = [g[0].time_s for g in groups[1:]] + [e.time_s]
+        for group, end_s in zip(groups, ends):
             desc = f"{group[0].op} {group[0].key}"
+            if deadline_s is not None and end_s - group[0].time_s > deadline_s + DEADLINE_SLACK_S:
+                raise InvariantViolation(RETRY_1, e, f"{what}: {desc} went on {end_s - group[0].time_s:.1f} s, past "
+                                                     f"the retry deadline of {deadline_s:g} s")
             if len(group) > bound:
                 raise InvariantViolation(RETRY_1, e, f"{what}: {len(group)} attempts of {desc}, more than "
                                                      f"max_retries + 1 = {bound}")
@@ -107,11 +119,12 @@ class RetryBoundChecks:
         last = groups[-1]
         if outcome == "exhausted":
             self.exhausted += 1
-            before_deadline = deadline_s is None or e.time_s - call.start_s < deadline_s
+            before_deadline = deadline_s is None or e.time_s - last[0].time_s < deadline_s - 1e-3  # float sums
             if before_deadline and (len(last) != bound or not all(a.failed for a in last)):
                 raise InvariantViolation(RETRY_1, e, f"{what}: gave up after {len(last)} attempts of {last[0].op} "
                                                      f"{last[0].key} ({sum(a.failed for a in last)} failed), not "
                                                      f"max_retries + 1 = {bound}")
+            self.at_deadline += not before_deadline
             if before_deadline and f.get("attempts") != bound:
                 raise InvariantViolation(RETRY_1, e, f"{what}: ObjectStoreRetriesExhaustedError counts "
                                                      f"{f.get('attempts')} attempts, the store saw {len(last)}")

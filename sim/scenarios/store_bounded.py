@@ -4,11 +4,11 @@ Every other scenario runs the simulator's unbounded retry policy (a call retries
 scenario heals the faults). Here each client's runtime carries the production policy
 (``slatedb.runtime.production.PRODUCTION_RETRIES``: ``max_retries`` and the 180 s deadline; no
 logging) with its own ``max_retries`` drawn from 0..5, against a store failing often enough
-(transient errors 10-60 %, lost replies, short stalls) that calls run out of retries. Every call
-goes through the engine's ``retry_transient`` or ``create_if_absent``; each is framed in the trace
-(``call`` ... ``call.end``) so that :mod:`sim.checks.retry` counts its attempts from the
-simulated store's own request records and checks RETRY-1 (spec/objstore.md). The stalls are
-short enough (5 s a leg at most) that no call reaches the deadline. A model of the private keys
+(transient errors 10-60 %, lost replies, stalls of up to 5, 60 or 400 s a leg) that calls run
+out of retries, and some run into the deadline. Every call goes through the engine's
+``retry_transient`` or ``create_if_absent``; each is framed in the trace (``call`` ...
+``call.end``) so that :mod:`sim.checks.retry` counts its attempts from the simulated store's own
+request records and checks RETRY-1 (spec/objstore.md). A model of the private keys
 checks that an exhausted mutation is taken as ambiguous (applied or not), never lost or doubled.
 """
 
@@ -47,7 +47,7 @@ class BoundedWorld:
         self.faults = StoreFaults() if setup.faults == "none" else StoreFaults(
             latency_min_s=0.0005, latency_max_s=rng.choice([0.002, 0.02]),
             transient_rate=rng.uniform(0.1, 0.6), ambiguous_rate=rng.uniform(0.0, 0.15),
-            stall_rate=rng.uniform(0.0, 0.02), stall_max_s=5.0)
+            stall_rate=rng.uniform(0.0, 0.02), stall_max_s=rng.choice([5.0, 60.0, 400.0]))
         trace.record("world", "faults", config=repr(self.faults))
         shape = choices.stream("shape")
         self.n_clients = shape.count(1, setup.options.get("n_clients", 4))
@@ -159,7 +159,8 @@ def _fault_counts(setup: Setup, _world: BoundedWorld | None) -> dict[str, int]:
 
 def _figures(w: BoundedWorld) -> dict[str, Any]:
     checks = w.setup.checkers["retry"]
-    return {"calls": checks.judged, "exhausted": checks.exhausted, "outcomes": dict(w.outcomes)}
+    return {"calls": checks.judged, "exhausted": checks.exhausted, "at_deadline": checks.at_deadline,
+            "outcomes": dict(w.outcomes)}
 
 
 SCENARIO = Scenario(
