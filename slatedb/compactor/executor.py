@@ -54,7 +54,7 @@ from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import SstWriter
 from slatedb.format.types import CompactedSsTable, CompactedSsTableView, ManifestV2
 from slatedb.objstore.base import OVERWRITE, ObjectStore
-from slatedb.objstore.retry import retry_transient
+from slatedb.objstore.retry import RetryingReads, retry_transient
 from slatedb.merge_operator import MergeFn, fold
 from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime, probes, switches
@@ -77,20 +77,6 @@ _MERGE = RowKind.MERGE_OPERAND
 #: Rows merged between two yields to the event loop (a compaction shares the loop with the
 #: writer's flushes; this keeps each slice of CPU short).
 CHUNK_ROWS = 2048
-
-
-class _RetryingReads:
-    """The ranged reads of :class:`SstReader`, with transient errors retried."""
-
-    def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
-        self._store = store
-        self._rt = runtime
-
-    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any:
-        return await retry_transient(self._rt, lambda: self._store.get(key, byte_range=byte_range), what=f"get {key}")
-
-    async def head(self, key: str) -> Any:
-        return await retry_transient(self._rt, lambda: self._store.head(key), what=f"head {key}")
 
 
 @attrs.frozen
@@ -197,7 +183,7 @@ class Executor:
         if readers is not None and sst_id in readers:
             return readers[sst_id]
         store, key = self.locator.locate(sst_id)
-        reader = await SstReader.open(_RetryingReads(store, self.runtime), key)
+        reader = await SstReader.open(RetryingReads(store, self.runtime), key)
         if readers is not None:
             readers[sst_id] = reader
         return reader

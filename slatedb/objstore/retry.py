@@ -23,7 +23,7 @@ retried: they are not :class:`~slatedb.errors.TransientObjectStoreError`.
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
 
@@ -135,6 +135,21 @@ async def retry_transient(
             return await backoff.attempt(what, attempt, op)
         except TransientObjectStoreError as e:
             await backoff.wait(what, attempt, e)
+
+
+class RetryingReads:
+    """A store's ranged reads (what :class:`~slatedb.format.sst_reader.SstReader` needs), with
+    transient errors retried: an SST read block by block survives a lost reply at any block."""
+
+    def __init__(self, store: ObjectStore, runtime: Runtime) -> None:
+        self._store = store
+        self._rt = runtime
+
+    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any:
+        return await retry_transient(self._rt, lambda: self._store.get(key, byte_range=byte_range), what=f"get {key}")
+
+    async def head(self, key: str) -> Any:
+        return await retry_transient(self._rt, lambda: self._store.head(key), what=f"head {key}")
 
 
 async def _read_back(store: ObjectStore, runtime: Runtime, key: str, data: bytes) -> bool | None:

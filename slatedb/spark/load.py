@@ -52,8 +52,8 @@ from slatedb.memtable import Memtable
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
 from slatedb.manifest.store import ManifestStore
-from slatedb.objstore.base import CREATE_IF_ABSENT, OVERWRITE, ObjectStore
-from slatedb.objstore.retry import retry_transient
+from slatedb.objstore.base import OVERWRITE, ObjectStore
+from slatedb.objstore.retry import RetryingReads, retry_transient
 from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime
 from slatedb.wal.writer import WalWriter, list_wal_ids, replay_wal
@@ -191,7 +191,9 @@ async def stage_sorted(store: ObjectStore, rt: Runtime, plan: LoadPlan, partitio
         intent = intent_key(plan.load_id, partition, attempt, sst_id)
         await put(intent, b"", OVERWRITE)  # first the intent: abort and commit find the SST by it
         written.append(sst_id)
-        await put(sst_key(ULID.from_str(sst_id)), encoded.data, CREATE_IF_ABSENT)
+        # OVERWRITE: the id is fresh, nobody else writes it; a create-if-absent retried after a
+        # lost reply would find its own object and fail the attempt.
+        await put(sst_key(ULID.from_str(sst_id)), encoded.data, OVERWRITE)
         info = encoded.info
         staged.append(StagedSst(sst_id, info, encoded.format_version, info.first_entry or b"",
                                 info.last_entry or b"", encoded.num_rows, encoded.size_bytes))
@@ -245,8 +247,7 @@ async def check_no_duplicates_across_tasks(store: ObjectStore, rt: Runtime, resu
             continue
         keys: list[tuple[bytes, int]] = []
         for _first, _last, partition, sst_id in group:
-            reader = await retry_transient(rt, lambda sid=sst_id: SstReader.open(store, sst_key(ULID.from_str(sid))),
-                                           what=f"open staged {sst_id}")
+            reader = await SstReader.open(RetryingReads(store, rt), sst_key(ULID.from_str(sst_id)))
             keys.extend([(row.key, partition) async for row in reader.scan()])
         keys.sort()
         for (k1, p1), (k2, p2) in zip(keys, keys[1:]):
@@ -307,7 +308,7 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
             encoded = write_sst(mem.iter_range(), SstOptions())
             tail_id = rt.new_ulid()
             made.append(tail_id)
-            await retry_transient(rt, lambda: store.put(sst_key(tail_id), encoded.data, CREATE_IF_ABSENT),
+            await retry_transient(rt, lambda: store.put(sst_key(tail_id), encoded.data, OVERWRITE),
                                   what="put WAL-tail SST")
             tail_sst = (CompactedSsTableV2(tail_id, encoded.info, encoded.format_version),)
         # LOAD-3: every SST the commit references exists, and GC may not take it before the
