@@ -124,6 +124,7 @@ EVERY_SCENARIO = [
     ("rescale", 0, "union-seq-not-max", 6),
     ("destroy", 1, "soft-destroy-no-fence", 6),
     ("txn", 1, "txn-reads-unchecked", 8),
+    ("load", 2, "load-wal-tail-short", 8),
     ("compactor-workers", 0, "outputs-in-id-order", 8),
 ]
 

@@ -76,6 +76,7 @@ _GC_CLASS = "GC deletes SSTs still used by a reader, a checkpoint, or an in-flig
 _PROJ_CLASS = "Clone/projection leaks rows outside the visible range, or union seqs collide (RFC 000)"
 _TXN_CLASS = ("Transactions: a commit check that misses a concurrent write (lost update, write skew under "
               "serializable isolation, a non-serializable committed history)")
+_LOAD_CLASS = "Bulk load: a commit that loses the live writer's WAL tail, or shows part of a load (RocksDB ingest)"
 _SEQMETA_CLASS = ("Stalled writer vs GC over create-if-absent sequence files: a stale writer re-creates a "
                   "deleted N+1 and believes it committed (RFC 004)")
 
@@ -259,6 +260,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "writer goes on creating WAL objects after the destroy's mark until it polls the manifest",
         _WAL_CLASS, "RFC 000 Deleting a Database (soft, step 1: fence any active writer); destroy.md step 1",
         "slatedb/destroy.py _soft", "destroy", ("DESTROY-2",), 20),
+    # -- bulk load (sim/scenarios/load.py) --
+    Bug(switches.LOAD_WAL_TAIL_SHORT, "a load's commit reads the WAL below its fence one object short: that "
+        "object's rows are in no L0 SST and below the new replay point", _LOAD_CLASS,
+        "bulk-load.md step 5 (WAL rows below the fence to L0 in the one update)",
+        "slatedb/spark/load.py commit_load", "load", ("LOAD-7",), 16),
     # -- transactions (sim/scenarios/txn.py; budgets from `sim hunt --rate --seeds 200`) --
     Bug(switches.TXN_READS_UNCHECKED, "a commit checks only the keys the transaction wrote, not its read set (SSI "
         "reads, mark_read keys): a serializable transaction commits over a write to a key it read (write skew)",

@@ -28,7 +28,7 @@ class ScenarioSpec:
     ``description`` (what runs, which invariants watch), ``takes_faults`` (its function takes
     ``faults="swarm" | "none"``), ``takes_size`` (``n_ops``/``n_clients``: the store's) and
     ``cost_s``, the CPU seconds one seed costs (measured on the project machine over its first
-    seeds -- db and seqmeta 40, takeover and store 20, destroy 10, compactor 6, rescale 5, gc 4 --
+    seeds -- db and seqmeta 40, takeover and store 20, destroy 10, compactor 6, rescale 5, gc 4, load 61 --
     as process CPU time, 2026-11-26; re-measure when a scenario's traces change):
     ``sim dst`` starts from it before it has measured the scenario, ``sim mutate`` balances its
     judge's seeds by it."""
@@ -90,6 +90,9 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("txn", "sim.scenarios.txn:run_txn_workload",
                  "txn (concurrent SNAPSHOT / SERIALIZABLE_SNAPSHOT transactions and plain writes, flushes, "
                  "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.2),
+    ScenarioSpec("load", "sim.scenarios.load:run_load_workload",
+                 "load (bulk loads staged by task attempts, killed, retried or speculative, committed into a live "
+                 "writer's database, drivers crashing; LOAD-1/4/5/6/7, DUR-1, FENCE-*)", cost_s=0.26),
 )
 
 BY_NAME: dict[str, ScenarioSpec] = {s.name: s for s in SCENARIOS}

@@ -50,6 +50,8 @@ SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
 TXN_READS_UNCHECKED = "txn-reads-unchecked"
 TXN_WINDOW_IGNORES_FLUSH = "txn-window-ignores-flush"
 TXN_SNAPSHOT_WRITES_UNCHECKED = "txn-snapshot-writes-unchecked"
+# bulk load (spec/protocols/bulk-load.md)
+LOAD_WAL_TAIL_SHORT = "load-wal-tail-short"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)
 HEARTBEAT_NO_OWNER_CHECK = "heartbeat-no-owner-check"
