@@ -51,6 +51,7 @@ from slatedb.gc.retention import manifest_sst_ids, newest_l0_ms
 from slatedb.memtable import Memtable
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
+from slatedb.manifest.sst_ids import not_before
 from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import RetryingReads, retry_transient
@@ -301,13 +302,17 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
         # LOAD-7: the WAL rows below the fence go to L0 in the same update (append), so that
         # last_l0_seq = seq keeps its meaning "every seq up to here is in L0": the official
         # engine's replay skips WAL rows at or below last_l0_seq.
+        # GC-5: the SSTs this commit adds to L0 carry ULIDs not below the newest L0 of the fenced
+        # manifest, whatever the driver's clock says (a driver behind the writer's clock would
+        # mint ids below GC's ULID cutoff: load sim seed 33).
+        newest_ms = newest_l0_ms(fenced.manifest)
         tail_sst: tuple[CompactedSsTableV2, ...] = ()
         if tail and not plan.overwrite:
             mem = Memtable()
             for row in tail:
                 mem.put(row)
             encoded = write_sst(mem.iter_range(), SstOptions())
-            tail_id = rt.new_ulid()
+            tail_id = not_before(rt.new_ulid(), newest_ms)
             made.append(tail_id)
             await retry_transient(rt, lambda: store.put(sst_key(tail_id), encoded.data, OVERWRITE),
                                   what="put WAL-tail SST")
@@ -316,13 +321,12 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
         # commit lands: a staged SST minted before the newest L0 (a live writer flushed after
         # the task wrote it) is below GC's ULID cutoff, so it is copied under an id minted now
         # (after the fence no L0 newer than it can appear before this commit).
-        newest_ms = newest_l0_ms(fenced.manifest)
         ids: list[ULID] = []
         for s in staged:
             old = ULID.from_str(s.sst_id)
             try:
                 if old.milliseconds < newest_ms:
-                    new_id = rt.new_ulid()
+                    new_id = not_before(rt.new_ulid(), newest_ms)
                     made.append(new_id)
                     await retry_transient(rt, lambda: store.copy(sst_key(old), sst_key(new_id)), what="copy staged SST")
                     ids.append(new_id)
