@@ -16,7 +16,7 @@ import trio
 from slatedb.errors import ClosedError, FencedError
 from slatedb.format.sst import decode_layout
 from slatedb.format.sst_reader import SstReader
-from slatedb.format.sst_writer import write_sst
+from slatedb.format.sst_writer import SstWriter
 from slatedb.format.types import CompactedSsTableV2
 from slatedb.lsm.view import sst_key
 from slatedb.manifest.edit import WriterFence
@@ -29,6 +29,10 @@ from slatedb.runtime import probes, switches
 from slatedb.wal.writer import wal_key
 
 from .state import ImmEntry
+
+
+#: Rows encoded between two yields of the L0 flusher to the loop (a few tens of milliseconds).
+L0_ENCODE_CHUNK_ROWS = 1024
 
 
 def _may_ack(error: BaseException | None) -> bool:
@@ -162,7 +166,7 @@ class Flushers:
             raise self._error
         metrics = self.runtime.metrics
         started = self.runtime.monotonic_s() if metrics is not None else 0.0
-        encoded = write_sst(entry.mem.iter_range(), self.sst_options)
+        encoded = await self._encode_l0(entry)
         # Never below the newest L0 this writer knows, whatever its clock says: GC's ULID cutoff
         # protects the upload until it commits (slatedb/manifest/sst_ids.py; sim gc seed 86).
         sst_id = not_before(self.runtime.new_ulid(), newest_l0_ms(self._stored.manifest))
@@ -210,6 +214,18 @@ class Flushers:
                     self.store, decode_layout(encoded.data, key), block_cache=self.cache, cache_id=str(sst_id)
                 )
                 await self._adopt(stored, flushed=entry)
+
+    async def _encode_l0(self, entry: ImmEntry):
+        """The frozen memtable encoded as an SST, yielding to the loop every
+        :data:`L0_ENCODE_CHUNK_ROWS` rows: encoding a full memtable in Python takes seconds, and
+        the WAL flusher (durable writes) and the manifest poller must not wait for all of it."""
+        writer = SstWriter(self.sst_options)
+        add = writer.add
+        for i, row in enumerate(entry.mem.iter_range(), 1):
+            add(row)
+            if i % L0_ENCODE_CHUNK_ROWS == 0:
+                await trio.lowlevel.checkpoint()
+        return writer.finish()
 
     async def _flush_l0_unless_blocked(self) -> None:
         """Flush the frozen memtables to L0, oldest first, stopping (without waiting) as soon as
