@@ -44,6 +44,10 @@ from slatedb.row import Row
 DEFAULT_TAIL_READ_BYTES = 64 * 1024
 #: Point lookups that miss the cache read this much ahead (see ``_fetch_with_readahead``).
 READAHEAD_BYTES = 256 * 1024
+#: ... but only in an SST whose data blocks take at most this share of the block cache: read-ahead
+#: pays when the blocks it brings will be asked for before they are evicted; in an SST much
+#: larger than the cache, each random lookup would evict 64 blocks to use one of them.
+READAHEAD_MAX_CACHE_SHARE = 0.25
 #: Scans fetch consecutive blocks in reads of about this size.
 DEFAULT_SCAN_READ_BYTES = 256 * 1024
 
@@ -94,6 +98,10 @@ class SstReader:
         self.block_cache = block_cache
         self.cache_id = object_name_or(cache_id, layout.object_name)
         self._is_compacted = layout.info.sst_type == SstType.COMPACTED
+        capacity = getattr(block_cache, "capacity_bytes", None)  # None: an unbounded mapping
+        data_bytes = self.index.offsets[-1] if self.index.offsets else 0
+        self._readahead = block_cache is not None and (
+            capacity is None or data_bytes <= capacity * READAHEAD_MAX_CACHE_SHARE)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -243,7 +251,7 @@ class SstReader:
                         return row
                     j += 1
             else:
-                if self.block_cache is not None:
+                if self._readahead:
                     framed = await self._fetch_with_readahead(i)
                 else:
                     framed = await self._fetch_framed(i)

@@ -219,6 +219,30 @@ async def test_block_cache_serves_repeated_lookups():
     assert all(k[0] == 42 for k in cache)
 
 
+async def test_point_lookups_read_ahead_only_in_an_sst_small_beside_the_cache():
+    """A cold lookup reads ahead (and caches the blocks it brought) in an SST whose data takes at
+    most READAHEAD_MAX_CACHE_SHARE of the block cache; in a larger one it reads its one block,
+    instead of evicting dozens of cached blocks per random lookup (the scale curve's 1M-key gets)."""
+    from slatedb.format.sst_reader import READAHEAD_MAX_CACHE_SHARE
+    from slatedb.lsm.cache import BlockCache
+
+    enc = write_sst(ROWS)
+    data_bytes = decode_layout(enc.data, "s.sst").index.offsets[-1]
+    key = ROWS[1500].key
+    for capacity, reads_ahead in ((int(data_bytes / READAHEAD_MAX_CACHE_SHARE) + 1, True),
+                                  (int(data_bytes / READAHEAD_MAX_CACHE_SHARE) - 1, False)):
+        store = FakeStore({"s.sst": enc.data})
+        cache = BlockCache(capacity)
+        reader = await SstReader.open(store, "s.sst", block_cache=cache, cache_id=1)
+        n = len(store.gets)
+        assert await reader.get(key) == ROWS[1500]
+        (lo, hi), = store.gets[n:]
+        i = reader.index.find_block(key)
+        assert lo == reader.index.offsets[i]
+        assert (hi > reader.index.offsets[i + 1]) is reads_ahead, capacity
+        assert (len(cache._entries) > 1) is reads_ahead
+
+
 async def test_versions_straddling_blocks_and_max_seq():
     rows = [Row(b"a", 1, RowKind.VALUE, b"x")]
     rows += [Row(b"k", seq, RowKind.VALUE, bytes([seq % 256]) * 300) for seq in range(100, 0, -1)]
