@@ -15,6 +15,7 @@ driver verifies (the command exits non-zero on wrong data). See docs/benchmarks.
     python -m slatedb.bench.db                      # 3 runs of 100,000 keys, all engines
     python -m slatedb.bench.db --runs 1 --n 10000   # quick smoke
     python -m slatedb.bench.db --engines ours,official --json out.json
+    python -m slatedb.bench.db --scale              # the scale curve: 100k, 1M, 10M keys (slatedb.bench.scale)
 """
 
 from __future__ import annotations
@@ -202,7 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="do not pin the children with taskset")
     ap.add_argument("--tmpdir", help="parent directory of the children's temp dirs (default: the system's)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds allowed per child run (default 1800)")
+    sc = ap.add_argument_group("scale curve (--scale; see slatedb.bench.scale)")
+    sc.add_argument("--scale", action="store_true",
+                    help="run the scale curve instead of the main table: load, gets, scan and peak RSS at each size")
+    sc.add_argument("--scale-sizes", default="100k,1M,10M", help="comma-separated key counts (default 100k,1M,10M)")
+    sc.add_argument("--scale-engines", default=",".join(ENGINES),
+                    help="comma-separated engines for --scale (default all: " + ", ".join(ENGINES) + ")")
+    sc.add_argument("--scale-gets", type=int, default=20_000, help="hit gets and miss gets per size (default 20,000)")
+    sc.add_argument("--scale-cap-min", type=float, default=30.0,
+                    help="skip an engine at a size whose projected time (its previous size's, scaled by N) "
+                         "exceeds this many minutes (default 30)")
     args = ap.parse_args(argv)
+    if args.scale:
+        args.engines = args.scale_engines
+        if args.timeout == 1800:
+            args.timeout = 4 * 3600.0
     wanted = {e.strip() for e in args.engines.split(",") if e.strip()}
     engines = [e for e in ENGINES if e in wanted]  # columns always in the order of ENGINES
     unknown = wanted - set(ENGINES)
@@ -225,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
             for p in engines:
                 if p in PEERS:
                     errors[p].append(str(e))
+
+    if args.scale:
+        from slatedb.bench.scale import run_scale
+
+        return run_scale(args, engines, venvs, errors, prefix, pin_note, run_child, fmt, cpu_model)
 
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     header = [
