@@ -74,9 +74,10 @@ bench-format:
 bench-compaction *args:
     {{python}} -m slatedb.bench.compaction {{args}}
 
-# Side-by-side Db benchmark: ours vs the official wheel vs sqlite3, pinned to one CPU
-# (e.g. ./just bench --runs 1 --n 10000; see docs/benchmarks.md).
-[doc("Side-by-side Db benchmark: ours vs the official wheel vs sqlite3 (see docs/benchmarks.md).")]
+# Side-by-side Db benchmark: ours vs the official wheel, sqlite3, plyvel, rocksdict and lmdb, pinned
+# to one CPU (e.g. ./just bench --runs 1 --n 10000); --scale: the scale curve at 100k, 1M and 10M
+# keys (--scale-sizes, --scale-engines; see docs/benchmarks.md).
+[doc("Side-by-side Db benchmark: ours vs the official wheel and four embedded peers; --scale: the 100k/1M/10M scale curve (see docs/benchmarks.md).")]
 bench *args:
     {{python}} -m slatedb.bench.db {{args}}
 

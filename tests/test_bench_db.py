@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slatedb.bench import db as bench
 
 BENCH = Path(bench.__file__).resolve().parent
@@ -66,3 +68,76 @@ def test_wrong_data_from_a_child_fails_the_run(tmp_path, capsys, monkeypatch):
     rc = bench.main(["--runs", "1", "--n", "200", "--engines", "sqlite3", "--no-pin", "--tmpdir", str(tmp_path)])
     printed = capsys.readouterr().out
     assert rc == 1 and "data checks: sqlite3 FAILED" in printed and "wrong data: digest=" in printed
+
+
+# --- the scale curve (--scale) ---------------------------------------------------------------------
+
+
+def test_scale_workload_is_the_main_benchmarks_streamed():
+    """The scale child generates the main bench's rows (same keys, same values in key order),
+    chunk by chunk: the digests agree at a size spanning several chunks."""
+    import hashlib
+
+    from slatedb.bench import db_workload_scale as scale_child
+    from slatedb.bench.db_workload_sqlite import workload
+
+    n = 2 * scale_child.CHUNK + 7
+    digest = hashlib.sha256()
+    for _start, keys, values in scale_child.chunks(n):
+        for k, v in zip(keys, values):
+            digest.update(k)
+            digest.update(v)
+    assert digest.hexdigest() == workload(n)["digest"]
+
+
+def test_scale_sizes_parse():
+    from slatedb.bench.scale import parse_size, size_label
+
+    assert [parse_size(s) for s in ("100k", "1M", "10M", "2500", "1_000")] == [100_000, 10**6, 10**7, 2500, 1000]
+    assert [size_label(n) for n in (100_000, 10**6, 10**7, 2500)] == ["100k", "1M", "10M", "2.5k"]
+    with pytest.raises(ValueError):
+        parse_size("1.5")
+
+
+def test_scale_curve_runs_ours_and_a_peer_at_tiny_sizes(tmp_path, capsys):
+    out = tmp_path / "scale.json"
+    rc = bench.main(["--scale", "--scale-sizes", "2k,5k", "--scale-engines", "ours,sqlite3", "--scale-gets", "300",
+                     "--no-pin", "--tmpdir", str(tmp_path), "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    lines = printed.splitlines()
+    for engine in ("ours", "sqlite3"):
+        for size in ("2k", "5k"):
+            row = next(line for line in lines if line.startswith(f"| {engine} ") and f"| {size} " in line)
+            assert row.count("/s") == 5 and "MB" in row, row  # five rates and the peak RSS
+        ratio = next(line for line in lines if line.startswith(f"| {engine} ") and "rate ratio" in line)
+        assert ratio.count("x |") == 6, ratio  # five rates and the RSS, 5k over 2k
+    assert "| 5k / 2k" in printed
+    assert "data checks: 4 of 4 runs OK" in printed
+    bound = [line for line in lines if line.strip().startswith("ours 5k: peak RSS")]
+    assert bound and "vs bound" in bound[0] and "memtables" in bound[0] and ": holds" in bound[0]
+    assert "our settings (the defaults): " in printed and out.exists()
+
+
+def test_scale_curve_says_when_it_skips_an_engine(tmp_path, capsys):
+    rc = bench.main(["--scale", "--scale-sizes", "1k,50k", "--scale-engines", "sqlite3", "--scale-gets", "100",
+                     "--scale-cap-min", "0.00001", "--no-pin", "--tmpdir", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    row = next(line for line in printed.splitlines() if line.startswith("| sqlite3 ") and "| 50k " in line)
+    assert "skipped: projected" in row and "min" in row
+
+
+def test_wrong_data_in_the_scale_curve_fails_the_run(tmp_path, capsys, monkeypatch):
+    real = bench.run_child
+
+    def tampered(cmd, engine, timeout_s):
+        res, err = real(cmd, engine, timeout_s)
+        res["checks"]["hit_values_ok"] -= 1  # one get returned another value than was written
+        return res, err
+
+    monkeypatch.setattr(bench, "run_child", tampered)
+    rc = bench.main(["--scale", "--scale-sizes", "1k", "--scale-engines", "sqlite3", "--scale-gets", "100",
+                     "--no-pin", "--tmpdir", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert rc == 1 and "sqlite3 FAILED" in printed and "wrong data: hit_values_ok=99 (want 100)" in printed
