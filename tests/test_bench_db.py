@@ -141,3 +141,15 @@ def test_wrong_data_in_the_scale_curve_fails_the_run(tmp_path, capsys, monkeypat
                      "--no-pin", "--tmpdir", str(tmp_path)])
     printed = capsys.readouterr().out
     assert rc == 1 and "sqlite3 FAILED" in printed and "wrong data: hit_values_ok=99 (want 100)" in printed
+
+
+def test_scale_report_merges_the_json_of_separate_runs(tmp_path, capsys):
+    """ours and a peer run apart (e.g. ours at 10M on its own), reported in one table."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for engine, out in (("sqlite3", a), ("ours", b)):
+        assert bench.main(["--scale", "--scale-sizes", "1k", "--scale-engines", engine, "--scale-gets", "100",
+                           "--no-pin", "--tmpdir", str(tmp_path), "--json", str(out)]) == 0
+    capsys.readouterr()
+    assert bench.main(["--scale-report", f"{a},{b}"]) == 0
+    printed = capsys.readouterr().out
+    assert "| ours " in printed and "| sqlite3 " in printed and "data checks: 2 of 2 runs OK" in printed

@@ -213,7 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     sc.add_argument("--scale-cap-min", type=float, default=30.0,
                     help="skip an engine at a size whose projected time (its previous size's, scaled by N) "
                          "exceeds this many minutes (default 30)")
+    sc.add_argument("--scale-report", metavar="A.json,B.json",
+                    help="print one scale report from the --json files of earlier --scale runs (runs nothing)")
     args = ap.parse_args(argv)
+    if args.scale_report:
+        from slatedb.bench.scale import report_from_json
+
+        return report_from_json([p for p in args.scale_report.split(",") if p], ENGINES, fmt)
     if args.scale:
         args.engines = args.scale_engines
         if args.timeout == 1800:

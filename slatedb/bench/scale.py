@@ -139,7 +139,7 @@ def render_scale(results: dict, skipped: dict, engines: list[str], sizes: list[i
             if e == "ours" and "engine_stats" in p:
                 b = ours_rss_bound_mb(p["engine_stats"]["settings"], n, p["base_rss_mb"])
                 bound = f"{b['total']:.0f} MB"
-            rows.append([e, size_label(n)] + [fmt(p[k], unit) for k, _, unit, _ in COLUMNS]
+            rows.append([e, size_label(n)] + [fmt(p.get(k), unit) for k, _, unit, _ in COLUMNS]
                         + [f"{p['close_s']:.2f} s", f"{p['reopen_ms']:.0f} ms", f"{p['peak_rss_mb']:.0f} MB", bound])
     out = [_table(cols, rows, {0, 1})]
     lo, hi = sizes[0], sizes[-1]
@@ -152,7 +152,7 @@ def render_scale(results: dict, skipped: dict, engines: list[str], sizes: list[i
                 rrows.append([e, "rate ratio"] + ["-"] * (len(rcols) - 2))
                 continue
             pa, pb = a["phases"], b["phases"]
-            rrows.append([e, "rate ratio"] + [f"{pb[k] / pa[k]:.2f}x" for k, _, _, _ in COLUMNS]
+            rrows.append([e, "rate ratio"] + [f"{pb[k] / pa[k]:.2f}x" if pa.get(k) and pb.get(k) else "-" for k, _, _, _ in COLUMNS]
                          + [f"{pb['peak_rss_mb'] / pa['peak_rss_mb']:.2f}x"])
         out += ["", _table(rcols, rrows, {0, 1})]
     return "\n".join(out)
@@ -247,6 +247,14 @@ def run_scale(args, engines: list[str], venvs: dict, errors: dict, prefix: list[
             print(f"  {size_label(n):>5} {engine:9s} {took:7.1f} s  peak RSS {res['phases']['peak_rss_mb']:.0f} MB"
                   f"{'  WRONG DATA' if bad else ''}", file=sys.stderr, flush=True)
 
+    return report(results, skipped, errors, engines, sizes, header, fmt, args.json,
+                  {"pinning": pin_note, "gets": args.scale_gets,
+                   "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()}})
+
+
+def report(results: dict, skipped: dict, errors: dict, engines: list[str], sizes: list[int], header: list[str], fmt,
+           json_path: str | None = None, meta: dict | None = None) -> int:
+    """Print the tables, our RSS bound and the data checks; 1 if any run failed or was wrong."""
     versions = {e: r["version"] for (e, _), r in results.items()}
     print()
     print("\n".join(header))
@@ -270,15 +278,35 @@ def run_scale(args, engines: list[str], venvs: dict, errors: dict, prefix: list[
         print(f"\n{e}: {len(errs)} problem(s)")
         for err in errs:
             print("  " + err.rstrip().replace("\n", "\n  "))
-    if args.json:
-        Path(args.json).write_text(json.dumps({
-            "date": stamp, "sizes": sizes, "pinning": pin_note, "gets": args.scale_gets,
-            "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()},
+    if json_path:
+        Path(json_path).write_text(json.dumps({
+            "header": header, "sizes": sizes, **(meta or {}),
             "results": [r for r in results.values()], "skipped": {f"{e} {n}": w for (e, n), w in skipped.items()},
             "errors": errors,
         }, indent=1))
-        print(f"\nwrote {args.json}")
+        print(f"\nwrote {json_path}")
     return 1 if failed else 0
 
 
-__all__ = ["run_scale", "parse_size", "size_label", "ours_rss_bound_mb", "render_scale", "check_scale_result"]
+def report_from_json(paths: list[str], all_engines: tuple[str, ...], fmt) -> int:
+    """``--scale-report A.json,B.json``: one report of the runs saved by earlier ``--scale --json``
+    runs (e.g. ours at 10M run apart from the peers); a later file's run of the same engine and
+    size replaces an earlier one's."""
+    results: dict = {}
+    skipped: dict = {}
+    errors: dict = {e: [] for e in all_engines}
+    header: list[str] = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        header += [f"[{path}] {line}" for line in data.get("header", [f"{data.get('date')}, {data.get('pinning')}"])]
+        for res in data["results"]:
+            results[(res["engine"], res["n"])] = res
+        for key, why in data.get("skipped", {}).items():
+            e, n = key.rsplit(" ", 1)
+            skipped[(e, int(n))] = why
+        for e, errs in data.get("errors", {}).items():
+            errors.setdefault(e, []).extend(errs)
+    skipped = {k: v for k, v in skipped.items() if k not in results}
+    engines = [e for e in all_engines if any(k[0] == e for k in list(results) + list(skipped))]
+    sizes = sorted({n for _, n in list(results) + list(skipped)})
+    return report(results, skipped, errors, engines, sizes, header, fmt)
