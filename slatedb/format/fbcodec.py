@@ -31,6 +31,7 @@ from ulid import ULID
 
 from slatedb.errors import CorruptionError
 from slatedb.format import types as t
+from slatedb.format.fbread import FastTable, FbDecodeError, fast_sst_index
 from slatedb.format.fb import BlockMeta as fb_BlockMeta
 from slatedb.format.fb import BlockStats as fb_BlockStats
 from slatedb.format.fb import BytesBound as fb_BytesBound
@@ -44,15 +45,6 @@ from slatedb.format.fb import Uuid as fb_Uuid
 
 E = TypeVar("E")
 _U64_MASK = (1 << 64) - 1
-
-
-class FbDecodeError(Exception):
-    """Internal: a structural problem found at ``offset`` (relative to the FlatBuffer)."""
-
-    def __init__(self, offset: int | None, reason: str) -> None:
-        super().__init__(reason)
-        self.offset = offset
-        self.reason = reason
 
 
 @contextlib.contextmanager
@@ -74,50 +66,6 @@ def decoding(object_name: str, base_offset: int = 0) -> Iterator[None]:
         raise CorruptionError(
             object_name, base_offset, f"malformed FlatBuffer ({type(e).__name__}: {e})"
         ) from e
-
-
-_u32 = struct.Struct("<I").unpack_from
-_i32 = struct.Struct("<i").unpack_from
-_u16 = struct.Struct("<H").unpack_from
-
-
-class FastTable(Table):
-    """``flatbuffers.table.Table`` with the accessors the generated code calls done by ``struct``
-    directly (the library's go through ``enforce_number`` and a memoryview per read: most of a
-    manifest decode). Same answers; a negative offset, which the library refuses, raises here
-    too. :class:`FbReader` has checked every table it hands out (``check_table``)."""
-
-    __slots__ = ()
-
-    def __init__(self, buf: bytes, pos: int) -> None:  # pos checked by FbReader.check_table
-        self.Bytes = buf
-        self.Pos = pos
-
-    def Offset(self, vtableOffset: int) -> int:
-        buf, pos = self.Bytes, self.Pos
-        vtable = pos - _i32(buf, pos)[0]
-        if vtableOffset < _u16(buf, vtable)[0]:
-            return _u16(buf, vtable + vtableOffset)[0]
-        return 0
-
-    def Indirect(self, off: int) -> int:
-        if off < 0:
-            raise FbDecodeError(off, "negative offset")
-        return off + _u32(self.Bytes, off)[0]
-
-    def VectorLen(self, off: int) -> int:
-        off += self.Pos
-        off += _u32(self.Bytes, off)[0]
-        return _u32(self.Bytes, off)[0]
-
-    def Vector(self, off: int) -> int:
-        off += self.Pos
-        return off + _u32(self.Bytes, off)[0] + 4
-
-    def Get(self, flags, off: int):  # type: ignore[no-untyped-def]
-        if off < 0:
-            raise FbDecodeError(off, "negative offset")
-        return flags.py_type(flags.packer_type.unpack_from(self.Bytes, off)[0])
 
 
 class FbReader:
@@ -433,81 +381,11 @@ def _read_block_meta(r: FbReader) -> Callable[[fb_BlockMeta.BlockMeta], t.BlockM
     return convert
 
 
-_U32 = struct.Struct("<I")
-_I32 = struct.Struct("<i")
-_U16X2 = struct.Struct("<HH")
-_U16 = struct.Struct("<H")
-_U64 = struct.Struct("<Q")
-
-
-def _fast_sst_index(buf: bytes) -> tuple[t.BlockMeta, ...] | None:
-    """``SsTableIndex.block_meta`` read with ``struct`` alone (every SST open decodes one index
-    of one entry per block; the generated accessors cost ~50 us an entry). The same bounds
-    checks as :class:`FbReader`, table by table; None at the first thing that does not hold,
-    and the caller then decodes with the checked reader, which names the problem."""
-    n = len(buf)
-    u32, i32, u16x2, u16, u64 = _U32.unpack_from, _I32.unpack_from, _U16X2.unpack_from, _U16.unpack_from, _U64.unpack_from
-    block_meta = t.BlockMeta
-
-    def table(pos: int) -> tuple[int, int, int] | None:
-        """(vtable pos, vtable length, table length) after FbReader.check_table's checks."""
-        if pos < 0 or pos + 4 > n or pos % 4:
-            return None
-        vpos = pos - i32(buf, pos)[0]
-        if vpos < 0 or vpos + 4 > n or vpos % 2:
-            return None
-        vlen, tlen = u16x2(buf, vpos)
-        if vlen < 4 or vlen % 2 or vpos + vlen > n or tlen < 4 or pos + tlen > n:
-            return None
-        for f in range(vpos + 4, vpos + vlen, 2):
-            field = u16(buf, f)[0]
-            if field and (field < 4 or field >= tlen):
-                return None
-        return vpos, vlen, tlen
-
-    if n < 4:
-        return None
-    root = u32(buf, 0)[0]
-    got = table(root)
-    if got is None:
-        return None
-    vpos, vlen, _ = got
-    field = u16(buf, vpos + 4)[0] if vlen > 4 else 0  # SsTableIndex.block_meta (required)
-    if not field or root + field + 4 > n:
-        return None
-    vec = root + field + u32(buf, root + field)[0]
-    if vec + 4 > n:
-        return None
-    count = u32(buf, vec)[0]
-    start = vec + 4
-    if start + 4 * count > n:
-        return None
-    out = []
-    for elem in range(start, start + 4 * count, 4):
-        pos = elem + u32(buf, elem)[0]
-        got = table(pos)
-        if got is None:
-            return None
-        vpos, vlen, tlen = got
-        f_off = u16(buf, vpos + 4)[0] if vlen > 4 else 0
-        f_key = u16(buf, vpos + 6)[0] if vlen > 6 else 0
-        if not f_key or (f_off and f_off + 8 > tlen) or pos + f_key + 4 > n:
-            return None
-        kv = pos + f_key + u32(buf, pos + f_key)[0]
-        if kv + 4 > n:
-            return None
-        klen = u32(buf, kv)[0]
-        if kv + 4 + klen > n:
-            return None
-        out.append(block_meta(offset=u64(buf, pos + f_off)[0] if f_off else 0, first_key=buf[kv + 4: kv + 4 + klen]))
-    return tuple(out)
-
-
 def decode_sst_index(data: bytes, object_name: str, base_offset: int = 0) -> tuple[t.BlockMeta, ...]:
     """Decode an (uncompressed) ``SsTableIndex`` FlatBuffer into its block list."""
     buf = bytes(data)
     try:
-        fast = _fast_sst_index(buf)
+        fast = fast_sst_index(buf)
     except struct.error:
         fast = None
     if fast is not None:

@@ -170,11 +170,10 @@ def _tracked(m: ManifestV2, tracked: tuple[int, int] | None, attempt: Attempt, f
         return m.sequence_tracker
     seq, ts_ms = tracked
     old = seq_tracker.decode(m.sequence_tracker, manifest_key(attempt.base_id))
-    if forget and old:  # catalogued bug tracker-forgets: the interval kept, the pairs not
-        new = seq_tracker.SequenceTracker().insert(seq, ts_ms // 1000, old.timestamps_s[-1])
-        return m.sequence_tracker if not new else new.encode()
-    new = old.insert(seq, ts_ms // 1000, old.timestamps_s[-1] if old else None)
-    return m.sequence_tracker if new is old else new.encode()
+    # Catalogued bug tracker-forgets: the pair goes on an empty tracker (the interval kept).
+    base = seq_tracker.SequenceTracker() if forget and old else old
+    new = base.insert(seq, ts_ms // 1000, old.timestamps_s[-1] if old else None)
+    return m.sequence_tracker if new is base else new.encode()
 
 
 @attrs.frozen

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slatedb.errors import CorruptionError
-from slatedb.format import fbcodec
+from slatedb.format import fbcodec, fbread
 from slatedb.format import types as t
 
 u64 = st.integers(0, 2**64 - 1)
@@ -149,4 +149,4 @@ def test_the_fast_index_decoder_answers_exactly_as_the_checked_reader(metas: lis
 def test_the_fast_index_decoder_takes_the_fast_path_on_a_real_index() -> None:
     metas = [t.BlockMeta(offset=4096 * i, first_key=b"k%06d" % i) for i in range(500)]
     raw = fbcodec.encode_sst_index(metas)
-    assert fbcodec._fast_sst_index(raw) == tuple(metas)
+    assert fbread.fast_sst_index(raw) == tuple(metas)
