@@ -96,3 +96,13 @@ def test_registered_once_in_the_main_job_and_the_hunt() -> None:
     assert "load" in dst.plan("quick", [s.name for s in registry.SCENARIOS])
     mine = [b for b in catalogue.CATALOGUE if b.workload == "load"]
     assert mine and all(any(i.startswith("LOAD-") for i in b.invariants) for b in mine)
+
+
+def test_a_clean_up_that_deletes_referenced_ssts_is_caught_by_load_6(monkeypatch) -> None:
+    """Hand-written mutant: clean-up takes no SST as referenced. Caught when the commit kept the
+    staged SSTs (no L0 flush since staging, so no re-mint): the delete itself is judged."""
+    import slatedb.spark.load as load_mod
+
+    monkeypatch.setattr(load_mod, "manifest_sst_ids", lambda m: set())
+    result = load_scenario.run_load_workload(33)
+    assert not result.ok and result.violations[0].invariant == "LOAD-6", result.violations

@@ -10,7 +10,9 @@ what each load's driver staged and was told (:class:`Write`, :class:`Load`):
   rows or all of them; a load whose commit returned is in some manifest, a refused one in none;
 * **LOAD-6** (no row twice; clean-up is safe): those rows are exactly the attempt the driver
   committed (no row of a retried or speculative attempt), and every SST the latest manifest
-  references still exists after every clean-up and abort;
+  references still exists after every clean-up and abort; and, as it happens
+  (:class:`CleanupChecks` on the trace), no delete of a load's process removes an SST the latest
+  manifest references at that moment;
 * **LOAD-4** (real-time order): the manifest that shows a load's rows raises ``last_l0_seq`` to
   the load's seq; a write acknowledged before a load's commit was called carries a seq below the
   load's; an acknowledged write called after the commit returned carries a seq above it;
@@ -26,12 +28,14 @@ what each load's driver staged and was told (:class:`Write`, :class:`Load`):
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import re
+from typing import Any, Callable, Iterable
 
 import attrs
 from ulid import ULID
 
 from slatedb.errors import ObjectNotFoundError
+from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
 from slatedb.gc.retention import manifest_sst_ids
@@ -41,6 +45,48 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.row import RowKind
 from slatedb.runtime import Runtime
 from slatedb.wal.reader import WalReaderCore
+
+from sim.world.invariants import InvariantViolation
+from sim.world.trace import Event, Trace
+
+_SST_KEY = re.compile(r"^compacted/(?P<id>[0-9A-Z]{26})\.sst$")
+_MANIFEST_KEY = re.compile(r"^manifest/[0-9]{20}\.manifest$")
+
+
+class CleanupChecks:
+    """LOAD-6 as it happens: when a delete of an SST by one of ``is_load(process)``'s processes
+    applies, the latest manifest in the bucket (``objects``: key -> (bytes, ...)) does not
+    reference it. Run by the ``load`` scenario, where no GC or compactor deletes SSTs."""
+
+    def __init__(self, objects: dict, is_load: Callable[[str], bool]) -> None:
+        self.objects = objects
+        self.is_load = is_load
+        self.pending: dict[tuple[str, int], str] = {}
+        self.deletes = 0
+
+    def attach(self, trace: Trace) -> "CleanupChecks":
+        trace.listeners.append(self.on_event)
+        return self
+
+    def on_event(self, e: Event) -> None:
+        if e.kind == "store.delete" and self.is_load(e.process):
+            f = dict(e.fields)
+            if _SST_KEY.match(f["key"]):
+                self.pending[(e.process, f["n"])] = f["key"]
+        elif e.kind == "store.result":
+            f = dict(e.fields)
+            key = self.pending.pop((e.process, f["n"]), None)
+            if key is None or not str(f["outcome"]).startswith("ok"):
+                return
+            self.deletes += 1
+            manifests = sorted(k for k in self.objects if _MANIFEST_KEY.match(k))
+            if not manifests:
+                return
+            latest = decode_manifest_v2(bytes(self.objects[manifests[-1]][0]), manifests[-1])
+            sid = _SST_KEY.match(key)["id"]  # type: ignore[index]
+            if ULID.from_str(sid) in manifest_sst_ids(latest):
+                raise InvariantViolation("LOAD-6", e, f"{e.process} deleted {key}, which the latest manifest "
+                                                      f"({manifests[-1]}) references")
 
 
 @attrs.define

@@ -38,7 +38,7 @@ from slatedb.format.sst import SstOptions
 from slatedb.objstore.memory import MemoryStore
 from slatedb.spark.load import LoadRefusedError, begin_load, cleanup_load, commit_load, stage_sorted
 
-from sim.checks.load import Load, Write, check, collect
+from sim.checks.load import CleanupChecks, Load, Write, check, collect
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.writer import WriterChecks
 from sim.world.choices import Choices, boolean
@@ -97,7 +97,8 @@ def _build(setup: Setup) -> World:
         stall_rate=rng.uniform(0.01, 0.05) if boolean(rng, 0.4) else 0.0,
         stall_max_s=rng.choice([0.5, 2.0]),
     )
-    settings = dict(SETTINGS, l0_sst_size_bytes=rng.choice([128, 256, 1024]))
+    # 64 KiB: no L0 flush in the run, so the commit keeps the staged SSTs (no re-mint) and the WAL tail is long
+    settings = dict(SETTINGS, l0_sst_size_bytes=rng.choice([128, 256, 1024, 65536]))
     shape = setup.choices.stream("shape")
     loads = [Load("l1")] + ([Load("l2")] if boolean(rng, 0.4) else [])
     world = World(setup, faults, settings, clients=shape.count(1, 3), ops=shape.count(2, 30),
@@ -322,6 +323,7 @@ SCENARIO = Scenario(
     "load", _build, _processes, nursery="none", final=_final, fault_counts=_faults_seen, figures=_figures,
     oracles=lambda w, _failed: w.violations,
     checkers=(Checker("writer", lambda setup: WriterChecks()),
+              Checker("cleanup", lambda setup: CleanupChecks(setup.bucket.objects, lambda p: p.startswith("l"))),
               Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
     limit_what="the writer or a load still runs",
     processes_declared=("w", "w.<n>", "l<n>", "l<n>.p<p>.a<a>", "l<n>.abort", "final"),
