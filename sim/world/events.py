@@ -79,6 +79,8 @@ LOAD_STAGE = "load_stage"
 LOAD_FENCED = "load_fenced"
 LOAD_COMMIT = "load_commit"
 LOAD_CLEANUP = "load_cleanup"
+LOAD_STAGE_ENDED = "load_stage_ended"  # an attempt found its load ended and deleted what it staged (LOAD-10)
+LOAD_ABANDONED = "load_abandoned"  # collect_loads took a load whose plan is too old for abandoned (LOAD-10)
 # sharded loads, the union route (bulk-load.md S1-S4)
 SHARD_BEGIN = "shard_begin"
 SHARD_LEFTOVER_REMOVED = "shard_leftover_removed"
@@ -86,6 +88,7 @@ SHARD_STAGED = "shard_staged"
 SHARD_COMMIT = "shard_commit"
 SHARD_ABORT = "shard_abort"
 SHARD_COLLECTED = "shard_collected"
+SHARD_LEFTOVER_COLLECTED = "shard_leftover_collected"  # an ended load's shards, no database at the URL (LOAD-10)
 SPARK_CHECKPOINT = "spark_checkpoint"
 DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"

@@ -9,6 +9,8 @@
   subcompaction range.
 * :func:`load_sharded` makes a new database from a DataFrame: one shard database per key range,
   united into one (the union route); :func:`collect_shards` removes shards no longer used.
+* :func:`collect_loads` removes what loads whose driver died left behind (every load's begin
+  does it too).
 
 pyspark is imported only by the functions that need it.
 """
@@ -20,15 +22,15 @@ import threading
 from typing import Any, Iterator, Mapping
 
 from .io import run_io
-from .load import SEQ_HEADROOM, DuplicateKeyError, LoadRefusedError
+from .load import DEFAULT_ABANDONED_AFTER_S, SEQ_HEADROOM, DuplicateKeyError, LoadEndedError, LoadRefusedError
 from .options import DEFAULT_CHECKPOINT_LIFETIME_S, parse_options
 from .plan import Split, plan_splits
 from .sharded import DEFAULT_SHARD_MIN_AGE_S
 from .sharded import collect_shards as _collect_shards
 from .snapshot import establish, refresh_if_due, release
 
-__all__ = ["DuplicateKeyError", "LoadRefusedError", "SEQ_HEADROOM", "Split", "bulk_load", "collect_shards",
-           "load_sharded", "plan_splits", "read", "register", "run_compactor"]
+__all__ = ["DuplicateKeyError", "LoadEndedError", "LoadRefusedError", "SEQ_HEADROOM", "Split", "bulk_load",
+           "collect_loads", "collect_shards", "load_sharded", "plan_splits", "read", "register", "run_compactor"]
 
 
 def run_compactor(spark: Any, url: str, settings: Any = None, *, once: bool = True, **store_options: Any) -> Any:
@@ -116,3 +118,20 @@ def collect_shards(url: str, *, min_age_s: float = DEFAULT_SHARD_MIN_AGE_S, **st
     references (its GC detached them after its compactor rewrote their rows), once their latest
     manifest is ``min_age_s`` old. Returns their URLs."""
     return run_io(url, _str_options(store_options) or None, lambda s, rt: _collect_shards(s, rt, min_age_s=min_age_s))
+
+
+def collect_loads(url: str, *, abandoned_after_s: float = DEFAULT_ABANDONED_AFTER_S, **store_options: Any) -> list[str]:
+    """Remove what failed loads into ``url`` left behind (docs/spark.md "Failure behaviour"):
+    the files of task attempts killed while they staged, and everything of a load whose
+    driver died (plain and sharded) once its plan is ``abandoned_after_s`` old (default a day;
+    0 when you know no load into ``url`` is running). Every load's begin does the same with
+    the default. Returns the load ids cleaned."""
+    from .load import collect_loads as _collect_loads
+    from .sharded import collect_ended_shards
+
+    async def go(store: Any, rt: Any) -> list[str]:
+        cleaned = await _collect_loads(store, rt, abandoned_after_s=abandoned_after_s)
+        shards = await collect_ended_shards(store, rt)
+        return sorted(set(cleaned) | set(shards))
+
+    return run_io(url, _str_options(store_options) or None, go)

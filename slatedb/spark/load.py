@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 import attrs
+import trio
 from ulid import ULID
 
 from slatedb.checkpoint import check_writable_state
@@ -41,6 +42,7 @@ from slatedb.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
     ObjectNotFoundError,
+    PreconditionFailedError,
     SlateDBError,
 )
 from slatedb.format.sst import SstOptions
@@ -53,7 +55,7 @@ from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
 from slatedb.manifest.sst_ids import not_before
 from slatedb.manifest.store import ManifestStore
-from slatedb.objstore.base import OVERWRITE, ObjectStore
+from slatedb.objstore.base import OVERWRITE, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.retry import RetryingReads, retry_transient
 from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime, switches
@@ -62,10 +64,22 @@ from slatedb.wal.writer import WalWriter, list_wal_ids, replay_wal
 #: Seqs a live writer may use while a load runs, between the load's begin and its commit.
 SEQ_HEADROOM = 2**32
 LOAD_DIR = "bulk-load/"
+#: The name of a load's open marker, ``bulk-load/<load id>/open`` (LOAD-10).
+OPEN_MARKER = "open"
+#: Contents of the open marker: written by begin, claimed by the commit or by a collector.
+MARKER_OPEN, MARKER_COMMITTING, MARKER_ABANDONED = b"open", b"committing", b"abandoned"
+#: Age of an open marker after which :func:`collect_loads` (run by every load's begin, and on
+#: demand) takes its load for abandoned, a driver that died: a day.
+DEFAULT_ABANDONED_AFTER_S = 86400.0
 
 
 class LoadRefusedError(SlateDBError):
     """The commit was refused; nothing was made visible (LOAD-1). The message says why."""
+
+
+class LoadEndedError(LoadRefusedError):
+    """A task attempt found its load ended (committed, aborted or collected as abandoned):
+    it deleted what it staged (LOAD-10)."""
 
 
 class DuplicateKeyError(InvalidArgumentError):
@@ -84,7 +98,7 @@ class LoadPlan:
     load_id: str
     seq: int
     overwrite: bool
-    base_manifest_id: int
+    base_manifest_id: int  # 0: there was no database at the URL (the commit creates it)
 
 
 @attrs.frozen
@@ -128,6 +142,76 @@ def intent_key(load_id: str, partition: int, attempt: int, sst_id: str) -> str:
     return f"{intent_prefix(load_id)}{partition:06d}-{attempt}-{sst_id}"
 
 
+def marker_key(load_id: str) -> str:
+    return f"{intent_prefix(load_id)}{OPEN_MARKER}"
+
+
+def _intent_sst(key: str) -> ULID | None:
+    """The SST an intent key names (None: not an intent, e.g. the open marker)."""
+    name = key.rsplit("/", 1)[-1]
+    if name.count("-") != 2:
+        return None
+    try:
+        return ULID.from_str(name.rsplit("-", 1)[1])
+    except ValueError:
+        return None
+
+
+async def open_load(store: ObjectStore, rt: Runtime, load_id: str) -> None:
+    """Write the load's open marker (begin; LOAD-10)."""
+    key = marker_key(load_id)
+    await retry_transient(rt, lambda: store.put(key, MARKER_OPEN, OVERWRITE), what=f"put {key}")
+
+
+async def load_is_open(store: ObjectStore, rt: Runtime, load_id: str) -> bool:
+    """Does the load's open marker still exist? (A task attempt asks after each write.)"""
+    key = marker_key(load_id)
+    try:
+        await retry_transient(rt, lambda: store.head(key), what=f"head {key}")
+    except ObjectNotFoundError:
+        return False
+    return True
+
+
+async def end_load(store: ObjectStore, rt: Runtime, load_id: str) -> None:
+    """Delete the load's open marker: from now on every task attempt that writes deletes what
+    it wrote (LOAD-10). The first step of clean-up, abort and collection."""
+    key = marker_key(load_id)
+    try:
+        await retry_transient(rt, lambda: store.delete(key), what=f"delete {key}")
+    except ObjectNotFoundError:
+        pass
+
+
+async def claim_for_commit(store: ObjectStore, rt: Runtime, load_id: str) -> None:
+    """LOAD-10: the commit claims the load's open marker (``committing``); a collector that
+    took the load for abandoned claimed it first, or it was aborted: :class:`LoadRefusedError`."""
+    key = marker_key(load_id)
+    try:
+        meta = await retry_transient(rt, lambda: store.head(key), what=f"head {key}")
+    except ObjectNotFoundError:
+        meta = None
+    if meta is None or not await _claim(store, rt, load_id, meta, MARKER_COMMITTING):
+        raise LoadRefusedError(f"load {load_id} was ended before its commit (aborted, or collected as "
+                               "abandoned): nothing committed")
+
+
+async def _claim(store: ObjectStore, rt: Runtime, load_id: str, meta: ObjectMeta, claim: bytes) -> bool:
+    """Replace the open marker ``meta`` (content ``open``) by ``claim`` if nobody changed it
+    since: the commit and a collector of abandoned loads both claim, exactly one wins."""
+    key = marker_key(load_id)
+    try:
+        await retry_transient(rt, lambda: store.put(key, claim, PutMode.update_if_match(meta.etag)),
+                              what=f"claim {key}")
+        return True
+    except (PreconditionFailedError, ObjectNotFoundError):
+        try:  # an ambiguous first attempt may have landed: then the marker says ``claim``
+            got = await retry_transient(rt, lambda: store.get(key), what=f"get {key}")
+        except ObjectNotFoundError:
+            return False
+        return got.data == claim
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. Begin
 # ---------------------------------------------------------------------------------------------
@@ -141,20 +225,27 @@ async def _wal_max_seq(store: ObjectStore, rt: Runtime, after_id: int, before_id
     return max((r.seq for r in rows), default=0)
 
 
-async def begin_load(store: ObjectStore, rt: Runtime, *, overwrite: bool) -> LoadPlan:
+async def begin_load(store: ObjectStore, rt: Runtime, *, overwrite: bool,
+                     abandoned_after_s: float = DEFAULT_ABANDONED_AFTER_S) -> LoadPlan:
+    """Step 1. No database at the URL: none is made here (the commit makes it, LOAD-11). The
+    only object written is the load's open marker; first the leftovers of ended and abandoned
+    loads are collected (:func:`collect_loads`)."""
     manifests = ManifestStore(store, rt)
     latest = await manifests.read_latest()
-    if latest is None:
-        latest = await manifests.create_initial(ManifestV2(initialized=True)) or await manifests.read_latest()
-        assert latest is not None
-    m = latest.manifest
-    check_writable_state(m, "bulk load")
-    wal_seq = await _wal_max_seq(store, rt, m.replay_after_wal_id)
-    seq = max(m.last_l0_seq, wal_seq) + SEQ_HEADROOM
+    if latest is not None:
+        m = latest.manifest
+        check_writable_state(m, "bulk load")
+        wal_seq = await _wal_max_seq(store, rt, m.replay_after_wal_id)
+        last_seq = max(m.last_l0_seq, wal_seq)
+    else:
+        last_seq = 0
+    seq = last_seq + SEQ_HEADROOM
     if seq >= 2**63:
-        raise InvalidDbStateError(f"sequence numbers are exhausted (last {max(m.last_l0_seq, wal_seq)})")
-    plan = LoadPlan(str(rt.new_ulid()), seq, bool(overwrite), latest.id)
-    rt.event("load_begin", load_id=plan.load_id, seq=seq, manifest_id=latest.id, overwrite=plan.overwrite)
+        raise InvalidDbStateError(f"sequence numbers are exhausted (last {last_seq})")
+    await collect_loads(store, rt, abandoned_after_s=abandoned_after_s)
+    plan = LoadPlan(str(rt.new_ulid()), seq, bool(overwrite), latest.id if latest is not None else 0)
+    await open_load(store, rt, plan.load_id)
+    rt.event("load_begin", load_id=plan.load_id, seq=seq, manifest_id=plan.base_manifest_id, overwrite=plan.overwrite)
     return plan
 
 
@@ -174,10 +265,21 @@ def check_sorted_unique(keys: Sequence[bytes], where: str) -> None:
 
 async def stage_sorted(store: ObjectStore, rt: Runtime, plan: LoadPlan, partition: int, attempt: int,
                        keys: Sequence[bytes], values: Sequence[bytes | None], *, sst_options: SstOptions,
-                       sst_size_bytes: int) -> TaskResult:
-    """Write ``keys``/``values`` (sorted, unique; a None value is a delete) as staged SSTs."""
+                       sst_size_bytes: int, marker_store: ObjectStore | None = None) -> TaskResult:
+    """Write ``keys``/``values`` (sorted, unique; a None value is a delete) as staged SSTs.
+
+    LOAD-10: the load's open marker (in ``marker_store``, default ``store``) is checked before
+    the first write and after every SST; once it is gone the load has ended (committed, aborted
+    or collected) and the attempt deletes what it wrote and raises :class:`LoadEndedError`."""
     where = f"partition {partition}"
     check_sorted_unique(keys, where)
+    markers = store if marker_store is None else marker_store
+
+    async def check_open() -> None:
+        if not await load_is_open(markers, rt, plan.load_id):
+            rt.event("load_stage_ended", load_id=plan.load_id, partition=partition, attempt=attempt)
+            raise LoadEndedError(f"load {plan.load_id} ended (committed, aborted or collected) while partition "
+                                 f"{partition} attempt {attempt} staged: its files are deleted")
     staged: list[StagedSst] = []
     written: list[str] = []
     now = rt.now_ms()
@@ -195,6 +297,7 @@ async def stage_sorted(store: ObjectStore, rt: Runtime, plan: LoadPlan, partitio
         # OVERWRITE: the id is fresh, nobody else writes it; a create-if-absent retried after a
         # lost reply would find its own object and fail the attempt.
         await put(sst_key(ULID.from_str(sst_id)), encoded.data, OVERWRITE)
+        await check_open()  # LOAD-10: after the write, so that an ended load's clean-up or this attempt sees it
         info = encoded.info
         staged.append(StagedSst(sst_id, info, encoded.format_version, info.first_entry or b"",
                                 info.last_entry or b"", encoded.num_rows, encoded.size_bytes))
@@ -202,6 +305,7 @@ async def stage_sorted(store: ObjectStore, rt: Runtime, plan: LoadPlan, partitio
                  rows=encoded.num_rows, size=encoded.size_bytes)
 
     try:
+        await check_open()
         writer = SstWriter(sst_options)
         for key, value in zip(keys, values):
             if value is None:
@@ -214,13 +318,15 @@ async def stage_sorted(store: ObjectStore, rt: Runtime, plan: LoadPlan, partitio
         if len(writer):
             await flush(writer)
     except BaseException:
-        # A failing attempt removes what it staged (a killed one cannot: intents and GC then).
-        for sst_id in written:
-            try:
-                await store.delete(sst_key(ULID.from_str(sst_id)))
-                await store.delete(intent_key(plan.load_id, partition, attempt, sst_id))
-            except Exception:
-                pass
+        # A failing attempt removes what it staged (a killed one cannot: the load's clean-up,
+        # or collect_loads once the load ended, finds its intents).
+        with trio.CancelScope(shield=True):
+            for sst_id in written:
+                try:
+                    await store.delete(sst_key(ULID.from_str(sst_id)))
+                    await store.delete(intent_key(plan.load_id, partition, attempt, sst_id))
+                except Exception:  # noqa: BLE001 - the intent stays: collect_loads deletes both
+                    pass
         raise
     return TaskResult(partition, attempt, tuple(staged))
 
@@ -268,7 +374,8 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
     staged = [s for r in done for s in r.ssts]
     rows = sum(s.rows for s in staged)
     manifests = ManifestStore(store, rt)
-    if not staged and not plan.overwrite:
+    await claim_for_commit(store, rt, plan.load_id)  # LOAD-10
+    if not staged and not plan.overwrite and plan.base_manifest_id:
         rt.event("load_commit", load_id=plan.load_id, manifest_id=None, ssts=0, rows=0)
         return CommitResult(None, None, 0, 0, plan.seq)
     await check_no_duplicates_across_tasks(store, rt, done)  # LOAD-2
@@ -278,6 +385,22 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
         except ObjectNotFoundError:
             raise LoadRefusedError(f"staged SST {s.sst_id} is gone (collected by GC? a load must commit "
                                    "within GC's min_age of staging): nothing committed") from None
+    if not plan.base_manifest_id:
+        # LOAD-11: no database when the load began. Its first manifest is the committed load,
+        # written once (create-if-absent): before it nothing is at the URL, so a failed load
+        # leaves no database. Someone made one meanwhile: commit into it as into any other.
+        first = ManifestV2(
+            initialized=True, writer_epoch=1, last_l0_seq=plan.seq, last_l0_clock_tick=rt.now_ms(),
+            ssts=tuple(CompactedSsTableV2(ULID.from_str(s.sst_id), s.info, s.format_version) for s in staged),
+            l0=tuple(CompactedSsTableView(rt.new_ulid(), ULID.from_str(s.sst_id), None) for s in staged))
+        created = await manifests.create_initial(first)
+        if created is not None:
+            rt.event("load_commit", load_id=plan.load_id, manifest_id=created.id, ssts=len(staged), rows=rows,
+                     seq=plan.seq)
+            return CommitResult(created.id, 1, len(staged), rows, plan.seq)
+        if not staged and not plan.overwrite:
+            rt.event("load_commit", load_id=plan.load_id, manifest_id=None, ssts=0, rows=0)
+            return CommitResult(None, None, 0, 0, plan.seq)
 
     # LOAD-4: fence any live writer as a new writer would (epoch bump, then the WAL fence).
     bumped = await manifests.commit(BumpWriterEpoch(checkpoint_id=rt.new_uuid()))
@@ -367,8 +490,11 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
 
 
 async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
-    """Delete the load's staged SSTs that the latest manifest does not reference, then its
-    intents. Returns the number of SSTs deleted. Safe to run again (and after a crash)."""
+    """End the load (its open marker goes first, LOAD-10: an attempt still running deletes
+    what it writes from then on), then delete its staged SSTs that the latest manifest does not
+    reference, then its intents. Returns the number of SSTs deleted. Safe to run again (and
+    after a crash)."""
+    await end_load(store, rt, load_id)
     prefix = intent_prefix(load_id)
     intents = await retry_transient(rt, lambda: store.list(prefix), what=f"list {prefix}")
     if not intents:
@@ -377,7 +503,9 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
     referenced = manifest_sst_ids(latest.manifest) if latest is not None else set()
     deleted = 0
     for meta in intents:
-        sst_id = ULID.from_str(meta.key.rsplit("-", 1)[1])
+        sst_id = _intent_sst(meta.key)
+        if sst_id is None:
+            continue
         if sst_id not in referenced:  # LOAD-6: never delete what the manifest references
             try:
                 await retry_transient(rt, lambda: store.delete(sst_key(sst_id)), what="delete staged SST")
@@ -391,3 +519,38 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
     rt.event("load_cleanup", load_id=load_id, deleted=deleted)
     return deleted
 
+
+
+async def collect_loads(store: ObjectStore, rt: Runtime, *,
+                        abandoned_after_s: float = DEFAULT_ABANDONED_AFTER_S) -> list[str]:
+    """What ended and abandoned loads left under ``bulk-load/`` (LOAD-10): a load without an
+    open marker has ended (its commit or abort ran, or began to): its remaining intents are
+    those of attempts killed while they staged, cleaned up now. A load whose marker still says
+    ``open`` and is older than ``abandoned_after_s`` lost its driver: the collector claims the
+    marker (a commit that claimed it first wins) and cleans the load up; its commit, if the
+    driver still lives, is refused. A marker its commit claimed counts as ended once that old
+    (a commit lands within ``abandoned_after_s`` of its claim). Returns the load ids cleaned."""
+    metas = await retry_transient(rt, lambda: store.list(LOAD_DIR), what=f"list {LOAD_DIR}")
+    by_load: dict[str, list[ObjectMeta]] = {}
+    for meta in metas:
+        parts = meta.key[len(LOAD_DIR):].split("/")
+        if len(parts) == 2:
+            by_load.setdefault(parts[0], []).append(meta)
+    now_ms = rt.now_ms()
+    cleaned: list[str] = []
+    for load_id, objs in sorted(by_load.items()):
+        marker = next((m for m in objs if m.key == marker_key(load_id)), None)
+        if marker is not None:
+            if now_ms - marker.last_modified_ms <= abandoned_after_s * 1000:
+                continue  # a load in progress
+            try:
+                got = await retry_transient(rt, lambda: store.get(marker.key), what=f"get {marker.key}")
+            except ObjectNotFoundError:
+                got = None
+            if got is not None and got.data == MARKER_OPEN and not await _claim(store, rt, load_id, got.meta,
+                                                                               MARKER_ABANDONED):
+                continue  # its commit claimed it just now
+            rt.event("load_abandoned", load_id=load_id)
+        await cleanup_load(store, rt, load_id)
+        cleaned.append(load_id)
+    return cleaned

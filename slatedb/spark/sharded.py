@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import attrs
+import trio
 from ulid import ULID
 
 from slatedb.lsm.paths import SstLocator
@@ -52,7 +53,19 @@ from slatedb.objstore.url import relative_db_path
 from slatedb.projection.create import SourceSpec, create_database
 from slatedb.runtime import Runtime
 
-from .load import LOAD_DIR, LoadPlan, LoadRefusedError, stage_sorted
+from .load import (
+    DEFAULT_ABANDONED_AFTER_S,
+    LOAD_DIR,
+    LoadEndedError,
+    LoadPlan,
+    LoadRefusedError,
+    collect_loads,
+    end_load,
+    load_is_open,
+    claim_for_commit,
+    open_load,
+    stage_sorted,
+)
 
 SHARDS_DIR = "shards/"
 #: The sequence number of every row of a sharded load (the destination is new).
@@ -110,7 +123,8 @@ def _is_own_shard_path(dest_url: str, path: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-async def begin_sharded(store: ObjectStore, rt: Runtime) -> ShardedPlan:
+async def begin_sharded(store: ObjectStore, rt: Runtime, *,
+                        abandoned_after_s: float = DEFAULT_ABANDONED_AFTER_S) -> ShardedPlan:
     manifests = ManifestStore(store, rt)
     latest = await manifests.read_latest()
     if latest is not None:
@@ -129,7 +143,10 @@ async def begin_sharded(store: ObjectStore, rt: Runtime) -> ShardedPlan:
         finally:
             await locator.aclose()
         rt.event("shard_leftover_removed", manifest_id=latest.id)
+    await collect_loads(store, rt, abandoned_after_s=abandoned_after_s)  # LOAD-10: dead drivers' markers
+    await collect_ended_shards(store, rt)
     plan = ShardedPlan(str(rt.new_ulid()))
+    await open_load(store, rt, plan.load_id)
     rt.event("shard_begin", load_id=plan.load_id)
     return plan
 
@@ -161,7 +178,8 @@ async def stage_shard(store: ObjectStore, rt: Runtime, plan: ShardedPlan, partit
     shard = store.open_url(url)
     try:
         staged = await stage_sorted(shard, rt, LoadPlan(plan.load_id, plan.seq, False, 0), partition, attempt,
-                                    keys, values, sst_options=sst_options, sst_size_bytes=sst_size_bytes)
+                                    keys, values, sst_options=sst_options, sst_size_bytes=sst_size_bytes,
+                                    marker_store=store)
         run = SortedRunV2(SHARD_RUN_ID, tuple(CompactedSsTableView(rt.new_ulid(), ULID.from_str(s.sst_id), None)
                                               for s in staged.ssts))
         manifest = ManifestV2(
@@ -170,8 +188,12 @@ async def stage_shard(store: ObjectStore, rt: Runtime, plan: ShardedPlan, partit
         await _delete_under(shard, rt, LOAD_DIR)  # the intents: the manifest records the SSTs now
         if await ManifestStore(shard, rt).create_initial(manifest) is None:
             raise LoadRefusedError(f"shard {url} exists already (a ULID collision?)")
+        if not await load_is_open(store, rt, plan.load_id):  # LOAD-10, after the shard's last write
+            raise LoadEndedError(f"load {plan.load_id} ended (committed or aborted) while partition {partition} "
+                                 f"attempt {attempt} wrote its shard: the shard is deleted")
     except BaseException:
-        await _delete_under(shard, rt)
+        with trio.CancelScope(shield=True):
+            await _delete_under(shard, rt)
         raise
     finally:
         await shard.aclose()
@@ -193,6 +215,7 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
     parts = [r.partition for r in done]
     if len(parts) != len(set(parts)):
         raise LoadRefusedError(f"two results for one partition ({sorted(parts)}): nothing committed")
+    await claim_for_commit(store, rt, plan.load_id)  # LOAD-10
     shards = sorted((r for r in done if r.url is not None), key=lambda r: r.first_key)
     rows = sum(r.rows for r in shards)
     for a, b in zip(shards, shards[1:]):
@@ -208,6 +231,7 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
         made = await manifests.create_initial(ManifestV2(initialized=True))
         if made is None:
             raise LoadRefusedError(f"another process created the database at {store.url} first: nothing committed")
+        await end_load(store, rt, plan.load_id)
         return ShardedCommit(made.id, 0, 0)
     sources = [store.open_url(r.url) for r in shards if r.url is not None]
     try:
@@ -222,6 +246,7 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
     got = {e.path for e in stored.manifest.external_dbs}
     if got != want:
         raise LoadRefusedError(f"another load created the database at {store.url} first: nothing committed")
+    await end_load(store, rt, plan.load_id)  # LOAD-10: late attempts delete their own shards from now on
     rt.event("shard_commit", load_id=plan.load_id, manifest_id=stored.id, shards=len(shards), rows=rows)
     return ShardedCommit(stored.id, len(shards), rows)
 
@@ -233,6 +258,7 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
 
 async def abort_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan) -> int:
     """Delete every shard of this load (nothing references them: the union was not made)."""
+    await end_load(store, rt, plan.load_id)  # LOAD-10: an attempt still running deletes its shard itself
     latest = await ManifestStore(store, rt).read_latest()
     if latest is not None and any(plan.load_id in e.path for e in latest.manifest.external_dbs):
         return 0  # the union was made after all (a commit reported failed): collect_shards' job
@@ -273,3 +299,25 @@ async def collect_shards(store: ObjectStore, rt: Runtime, *, min_age_s: float = 
         collected.append(url)
         rt.event("shard_collected", url=url)
     return collected
+
+
+async def collect_ended_shards(store: ObjectStore, rt: Runtime) -> list[str]:
+    """LOAD-10 for the union route: the shards of loads that ended (no open marker: aborted,
+    refused, or collected as abandoned by :func:`slatedb.spark.load.collect_loads`) while no
+    initialized database is at the destination -- written by attempts killed mid-shard or by a
+    driver that died before its union. An uninitialized union naming shards is left to
+    :func:`begin_sharded`; with an initialized database, :func:`collect_shards` decides.
+    Returns the load ids whose shards were deleted."""
+    latest = await ManifestStore(store, rt).read_latest()
+    if latest is not None and (latest.manifest.initialized or latest.manifest.external_dbs):
+        return []
+    metas = await retry_transient(rt, lambda: store.list(SHARDS_DIR), what=f"list {SHARDS_DIR}")
+    load_ids = sorted({meta.key.split("/")[1] for meta in metas if meta.key.count("/") >= 2})
+    cleaned: list[str] = []
+    for load_id in load_ids:
+        if await load_is_open(store, rt, load_id):
+            continue
+        await _delete_under(store, rt, shards_prefix(load_id))
+        cleaned.append(load_id)
+        rt.event("shard_leftover_collected", load_id=load_id)
+    return cleaned

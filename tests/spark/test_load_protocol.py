@@ -282,6 +282,7 @@ def test_a_staged_sst_older_than_the_newest_l0_is_re_minted_and_orphans_are_coll
     from slatedb.gc import run_gc
 
     url = url_of(tmp_path)
+    slatedb.Db.open(url).close()  # a database first (a load into a new URL makes none before its commit)
     plan = begin(url)
     res = stage(url, plan, 0, rows_of(b"r", 50, b"v"))
     lost = begin(url)

@@ -123,6 +123,9 @@ def test_refused_unions_and_failed_attempts_leave_nothing_and_a_rerun_works(tmp_
     with pytest.raises(LoadRefusedError, match="overlap"):
         commit(url, plan, overlapping)
     assert latest(url) is None and shard_roots(tmp_path) == set()  # abort deleted this load's shards
+    with pytest.raises(LoadRefusedError, match="ended"):  # LOAD-10: the refused load's attempts stage nothing
+        stage(url, plan, 0, {b"a": b"1"})
+    plan = begin(url)
     with pytest.raises(LoadRefusedError, match="no result"):
         commit(url, plan, [stage(url, plan, 0, {b"a": b"1"}), None])
     assert shard_roots(tmp_path) == set()
@@ -201,5 +204,6 @@ def test_shards_stay_while_referenced_and_are_collected_after_compaction_and_gc_
     got = run_io(url, None, lambda s, rt: collect_shards(s, rt, min_age_s=0))
     assert sorted(got) == sorted(r.url for r in results)
     assert shard_roots(tmp_path) == set() and scan(url) == data
-    assert sorted(p.name for p in (tmp_path / "db").iterdir() if p.is_dir() and not p.name.startswith(".")) == ["compacted", "compactions", "gc",
-                                                                                 "manifest", "shards"]
+    assert sorted(p.name for p in (tmp_path / "db").iterdir()
+                  if not p.name.startswith(".") and any(f.is_file() for f in p.rglob("*"))) == [
+        "compacted", "compactions", "gc", "manifest"]  # no object left under bulk-load/ or shards/

@@ -1,0 +1,406 @@
+"""Failed and aborted bulk loads leave nothing behind (issue 25 item 4; LOAD-10, LOAD-11 of
+spec/protocols/bulk-load.md; docs/spark.md "Failure behaviour").
+
+The objects each failure added under the database root are counted (a failed load must leave
+the file set exactly as it found it; a load into a new URL, nothing). Each protocol-level
+failure runs 10 times (at 10 different points of the interleaving); the real Spark jobs once
+each (a failing job costs 10-30 s on two busy cores):
+
+* an attempt still staging when its load is aborted (Spark cancels the other tasks of a failed
+  job but calls ``abort()`` before their Python workers stop), at every point of its writes:
+  protocol level, plain and sharded;
+* a duplicate key, a task failure and a sharded duplicate key in a real Spark job, with the
+  other partition's attempt held until ``abort()`` has run (the race a failed job has);
+* a load into a new URL that fails: no database and no object at the URL;
+* a driver killed (SIGKILL) while its task stages: ``collect_loads`` -- and the next load's
+  begin, once the plan is ``abandoned_after_s`` old -- removes everything it left;
+* the commit and a collector of abandoned loads never both win.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import slatedb
+from slatedb.format.sst import SstOptions
+from slatedb.manifest.store import ManifestStore
+from slatedb.runtime.production import ProductionRuntime
+from slatedb.spark.io import run_io
+from slatedb.spark.load import (
+    LoadEndedError,
+    LoadRefusedError,
+    begin_load,
+    cleanup_load,
+    collect_loads,
+    commit_load,
+    stage_sorted,
+)
+from slatedb.spark.sharded import abort_sharded, begin_sharded, stage_shard
+
+pytestmark = pytest.mark.xdist_group("spark")
+
+SMALL = SstOptions(block_size_bytes=512)
+TRIES = 10
+
+
+def files(root: Path) -> set[str]:
+    """Every object under ``root`` (the local store's lock files are not objects)."""
+    if not root.exists():
+        return set()
+    return {str(p.relative_to(root)) for p in root.rglob("*")
+            if p.is_file() and not any(part.startswith(".slatedb-") for part in p.parts)}
+
+
+def make_db(root: Path) -> str:
+    url = f"file://{root}"
+    with slatedb.Db.open(url) as db:
+        db.put(b"base", b"1")
+        db.flush_memtable()
+    return url
+
+
+def rows_of(n: int, tag: bytes = b"v") -> tuple[list[bytes], list[bytes]]:
+    keys = [b"k%05d" % i for i in range(n)]
+    return keys, [tag + b"-" + k + b"." * 40 for k in keys]
+
+
+class AbortMidStage:
+    """A store that runs ``abort`` (once) just before or just after the ``nth`` put of a staged
+    object (intent or SST): the load ends while an attempt is between two of its writes."""
+
+    def __init__(self, inner: ObjectStore, nth: int, after: bool, abort) -> None:
+        self.inner, self.nth, self.after, self.abort, self.puts = inner, nth, after, abort, 0
+        self.url = inner.url
+
+    async def put(self, key, data, mode=None):
+        staged = key.startswith("compacted/") or (key.startswith("bulk-load/") and not key.endswith("/open"))
+        fire = staged and self.puts == self.nth
+        self.puts += staged
+        if fire and not self.after:
+            await self.abort(self.inner)
+        out = await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+        if fire and self.after:
+            await self.abort(self.inner)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def get(self, *a, **k):
+        return await self.inner.get(*a, **k)
+
+    async def head(self, key):
+        return await self.inner.head(key)
+
+    async def list(self, prefix=""):
+        return await self.inner.list(prefix)
+
+    async def delete(self, key):
+        return await self.inner.delete(key)
+
+    async def copy(self, src, dst):
+        return await self.inner.copy(src, dst)
+
+    def open_url(self, url):  # a shard: its writes count too
+        return AbortMidStage(self.inner.open_url(url), self.nth, self.after, self.abort)
+
+    async def aclose(self):
+        pass
+
+
+def test_an_attempt_still_staging_when_the_load_is_aborted_leaves_nothing(tmp_path) -> None:
+    """LOAD-10, plain loads: the abort lands before or after each of an attempt's writes (its
+    intents and SSTs, 6 SSTs); the attempt finds the load ended and deletes what it wrote.
+    Half the tries load into an existing database, half into a new URL (LOAD-11: nothing
+    there afterwards). Today's code: the attempt's SSTs and intents stay, and the new URL
+    holds an empty database."""
+    keys, values = rows_of(120)
+    left: dict[int, list[str]] = {}
+    for t in range(TRIES):
+        root = tmp_path / f"db{t}"
+        url = make_db(root) if t % 2 == 0 else f"file://{root}"
+        before = files(root)
+        nth, after = t % 6 if t < 6 else (t * 5) % 12, t % 3 == 1
+
+        async def go(store, rt):
+            plan = await begin_load(store, rt, overwrite=False)
+            done = await stage_sorted(store, rt, plan, 0, 0, keys[:40], values[:40], sst_options=SMALL,
+                                      sst_size_bytes=512)  # a finished attempt
+
+            async def abort(inner):
+                await cleanup_load(inner, rt, plan.load_id)
+
+            late = AbortMidStage(store, nth, after, abort)
+            with pytest.raises(LoadEndedError):  # noqa: PT012
+                await stage_sorted(late, rt, plan, 1, 0, keys[40:], values[40:], sst_options=SMALL,
+                                   sst_size_bytes=512)
+            with pytest.raises(LoadRefusedError, match="ended before its commit"):
+                await commit_load(store, rt, plan, [done])  # an aborted load never commits
+
+        run_io(url, None, go)
+        left[t] = sorted(files(root) - before)
+    assert {t: v for t, v in left.items() if v} == {}, f"leftovers in {sum(bool(v) for v in left.values())} of {TRIES}"
+
+
+def test_a_shard_still_being_written_when_the_sharded_load_is_aborted_leaves_nothing(tmp_path) -> None:
+    """LOAD-10, the union route: the abort lands between two writes of a shard (or after its
+    manifest); the attempt deletes its shard. Nothing is left at the URL."""
+    keys, values = rows_of(120)
+    left: dict[int, list[str]] = {}
+    for t in range(TRIES):
+        root = tmp_path / f"db{t}"
+        url = f"file://{root}"
+
+        async def go(store, rt):
+            plan = await begin_sharded(store, rt)
+
+            async def abort(_shard):
+                await abort_sharded(store, rt, plan)
+
+            late = AbortMidStage(store, t // 2, t % 4 == 0, abort)  # before or after a write of the shard
+            if t % 2:
+                # the abort after the shard's last write (its manifest): the attempt's final check
+                await stage_shard(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+                await abort_sharded(store, rt, plan)
+                with pytest.raises(LoadEndedError):
+                    await stage_shard(store, rt, plan, 1, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+                return
+            with pytest.raises(LoadEndedError):
+                await stage_shard(late, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+
+        run_io(url, None, go)
+        left[t] = sorted(files(root))
+    assert {t: v for t, v in left.items() if v} == {}, f"leftovers in {sum(bool(v) for v in left.values())} of {TRIES}"
+
+
+KILLED_DRIVER = r"""
+import sys
+import trio
+from slatedb.format.sst import SstOptions
+from slatedb.spark.io import run_io
+from slatedb.spark.load import begin_load, stage_sorted
+
+url, sharded, stop_after = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+keys = [b"x%05d" % i for i in range(2000)]
+values = [b"l" * 40] * len(keys)
+
+class Announcing:
+    # the store of the task: prints each staged SST so the parent knows when to kill
+    def __init__(self, inner): self.inner, self.n = inner, 0
+    def __getattr__(self, name): return getattr(self.inner, name)
+    async def put(self, key, data, mode):
+        out = await self.inner.put(key, data, mode)
+        if key.startswith("compacted/"):
+            self.n += 1
+            print(self.n, flush=True)
+            if self.n >= stop_after:
+                await trio.sleep(600)  # SIGKILL comes now
+        return out
+
+async def go(store, rt):
+    if sharded:
+        from slatedb.spark.sharded import begin_sharded, stage_shard
+        plan = await begin_sharded(store, rt)
+        class ShardStore(Announcing):
+            def open_url(self, u): return Announcing(self.inner.open_url(u))
+        await stage_shard(ShardStore(store), rt, plan, 0, 0, keys, values, sst_options=SstOptions(block_size_bytes=512),
+                          sst_size_bytes=1024)
+    else:
+        plan = await begin_load(store, rt, overwrite=False)
+        await stage_sorted(Announcing(store), rt, plan, 0, 0, keys, values, sst_options=SstOptions(block_size_bytes=512),
+                           sst_size_bytes=1024)
+    await trio.sleep(600)
+
+run_io(url, None, go)
+"""
+
+
+class DayLater(ProductionRuntime):
+    def now_ms(self) -> int:
+        return super().now_ms() + 86_400_000 + 60_000
+
+
+def test_a_driver_killed_while_its_task_stages_leaves_nothing_after_collect_loads(tmp_path) -> None:
+    """A driver process (begin and a task staging in one process) is killed with SIGKILL after
+    its 1st..5th SST, 10 times: into an existing database, a new URL, and the union route. The
+    load's files stay while its plan is younger than ``abandoned_after_s`` (a live load is never
+    touched: the next load's begin keeps them); a day later the next load's begin removes them,
+    and ``slatedb.spark.collect_loads(url, abandoned_after_s=0)`` at once. Afterwards the file
+    set is exactly as before the load (a new URL: empty). Today's code leaves the SSTs and their
+    intents for ever in a new URL (no GC there), and the intents everywhere."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    left: dict[int, list[str]] = {}
+    kinds = ["existing", "new", "sharded"]
+    for t in range(TRIES):
+        kind = kinds[t % 3]
+        root = tmp_path / f"db{t}"
+        url = make_db(root) if kind == "existing" else f"file://{root}"
+        before = files(root)
+        proc = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER, url, "1" if kind == "sharded" else "0",
+                                 str(1 + t % 5)], stdout=subprocess.PIPE, env=env, text=True)
+        try:
+            for _ in range(1 + t % 5):
+                assert proc.stdout.readline().strip(), "the driver staged nothing"
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+        assert files(root) - before, "the killed driver left nothing to collect"
+        if t < 3:  # the next load's begin: keeps a plan younger than a day, removes a day-old one
+            def next_begin(runtime):
+                return run_io(url, None, lambda s, rt: begin_sharded(s, runtime) if kind == "sharded"
+                              else begin_load(s, runtime, overwrite=False))
+
+            next_begin(ProductionRuntime("next"))
+            assert any(k.startswith(("compacted/", "shards/")) for k in files(root) - before)
+            plans = {next_begin(DayLater("day-later")).load_id for _ in range(1)}
+            extra = files(root) - before  # what is left: the two next loads' open markers
+            assert {k for k in extra if k.endswith("/open")} >= {f"bulk-load/{p}/open" for p in plans}
+            extra = {k for k in extra if not k.endswith("/open")}
+        else:
+            assert slatedb.spark.collect_loads(url, abandoned_after_s=0)
+            extra = files(root) - before
+        left[t] = sorted(extra)
+    assert {t: v for t, v in left.items() if v} == {}, f"leftovers in {sum(bool(v) for v in left.values())} of {TRIES}"
+
+
+def test_the_commit_and_a_collector_of_abandoned_loads_never_both_win(tmp_path) -> None:
+    """LOAD-10: a collector that claims an old plan first makes its commit refused (nothing
+    visible, nothing left); a commit that claims first keeps its files from the collector."""
+    url = make_db(tmp_path / "db")
+    keys, values = rows_of(50)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        res = await stage_sorted(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        assert await collect_loads(store, rt) == []  # young: a live load
+        assert await collect_loads(store, DayLater("later")) == [plan.load_id]
+        with pytest.raises(LoadRefusedError, match="ended before its commit"):
+            await commit_load(store, rt, plan, [res])
+        plan2 = await begin_load(store, rt, overwrite=False)
+        res2 = await stage_sorted(store, rt, plan2, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+
+        async def collector_runs():  # a collector while the commit runs: the commit claimed the plan
+            assert await collect_loads(store, rt) == []
+
+        await commit_load(store, rt, plan2, [res2], before_commit=collector_runs)
+        await cleanup_load(store, rt, plan2.load_id)
+        latest = await ManifestStore(store, rt).read_latest()
+        return latest
+
+    latest = run_io(url, None, go)
+    with slatedb.DbReader.open(url) as r:
+        assert dict(r.scan()) == {b"base": b"1", **dict(zip(keys, values))}
+    assert {k for k in files(tmp_path / "db") if k.startswith("compacted/")} == {
+        f"compacted/{s.id}.sst" for s in latest.manifest.ssts}
+    assert not any(k.startswith("bulk-load/") for k in files(tmp_path / "db"))
+
+
+# ---------------------------------------------------------------------------------------------
+# In a real Spark job
+# ---------------------------------------------------------------------------------------------
+
+
+def held_source(flag: Path, hold_partition: int):
+    """The slatedb source whose ``abort()`` touches ``flag`` when it is done, and whose task for
+    ``hold_partition`` waits (up to 20 s; Spark kills a cancelled task's Python worker 2-4 s
+    after the job failed) for that flag before it stages: the attempt Spark cancelled but
+    could not stop yet, writing after the abort."""
+    from slatedb.spark.source import SlateDbDataSource, SlateDbWriter
+
+    class HeldWriter(SlateDbWriter):
+        def write(self, iterator):
+            from pyspark import TaskContext
+
+            batches = list(iterator)
+            if TaskContext.get().partitionId() != hold_partition:
+                return super().write(iter(batches))
+            deadline = time.monotonic() + 20
+            while not flag.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            late = flag.exists()
+            try:
+                out = super().write(iter(batches))
+            except BaseException as e:
+                Path(f"{flag}.late").write_text(f"{late} {type(e).__name__}")
+                raise
+            Path(f"{flag}.late").write_text(f"{late} staged")
+            return out
+
+        def abort(self, messages):
+            try:
+                super().abort(messages)
+            finally:
+                flag.touch()
+
+    class HeldSource(SlateDbDataSource):
+        @classmethod
+        def name(cls):
+            return "slatedb_held"
+
+        def writer(self, schema, overwrite):
+            w = super().writer(schema, overwrite)
+            return HeldWriter(w.opts, w.plan)
+
+    return HeldSource
+
+
+def test_failed_spark_loads_leave_nothing(spark, tmp_path) -> None:
+    """A real Spark job of each kind: a duplicate key (partition 1 fails on both attempts) into
+    a new URL, a task failure (partition 1 raises after its rows) into an existing database, and
+    a duplicate key in a sharded load; partition 0's attempt stages only after ``abort()`` ran
+    (held until then, unless Spark kills its worker first), as a cancelled task whose worker
+    Spark has not stopped yet does. Each failure leaves the file set as it was: nothing at the
+    new URL (today's code: an empty database there, and the held attempt's SSTs and intents or
+    shard). One try each: a failing Spark job costs 10-30 s on two busy cores, so the 10-try
+    loops over these interleavings are the protocol-level tests above."""
+    rows = [(b"k%04d" % i, b"v" * 40) for i in range(60)]
+    dup = rows + [(b"k0050", b"again")]  # the second half: partition 1
+
+    def fail_in_partition_1(batches):
+        from pyspark import TaskContext
+
+        for b in batches:
+            yield b
+        if TaskContext.get().partitionId() == 1:
+            raise RuntimeError("injected task failure")
+
+    cases = {
+        "duplicate, new url": (dup, False, False, {}),
+        "task failure, existing db": (rows, True, True, {}),
+        "sharded duplicate": (dup, False, False, {"sharded": "true"}),
+    }
+    left: dict[str, list[str]] = {}
+    late: dict[str, str] = {}
+    for name, (data, fail, existing, options) in cases.items():
+        root = tmp_path / name.replace(" ", "_").replace(",", "")
+        url = make_db(root) if existing else f"file://{root}"
+        before = files(root)
+        flag = tmp_path / f"aborted-{root.name}"
+        spark.dataSource.register(held_source(flag, 0))
+        df = spark.createDataFrame(data, "key binary, value binary").coalesce(2)
+        if fail:
+            df = df.mapInArrow(fail_in_partition_1, df.schema)
+        with pytest.raises(Exception, match="more than once|injected task failure"):
+            df.write.format("slatedb_held").mode("append").options(url=url, sst_size_bytes="1024", **options).save()
+        outcome = Path(f"{flag}.late")
+        deadline = time.monotonic() + 6  # the held attempt: done, or killed by Spark (2-4 s after the failure)
+        while time.monotonic() < deadline and not outcome.exists():
+            time.sleep(0.05)
+        late[name] = outcome.read_text() if outcome.exists() else "killed"
+        time.sleep(0.2)
+        extra = sorted(files(root) - before)
+        if extra:
+            left[name] = extra
+    # late: "True <outcome>" when the held attempt wrote after the abort (LoadEndedError: it deleted
+    # its files), "False ..." when the abort was slower than the hold, "killed" when Spark stopped it
+    # first: whether a given run reaches the race is Spark's timing, so it is reported, not asserted.
+    assert left == {}, f"leftovers after {len(left)} of {len(cases)} failed loads: {left} (held attempts: {late})"
