@@ -2,27 +2,35 @@
 
 The protocol (spec/protocols/bulk-load.md; ids at the lines):
 
-1. **Begin** (driver, :func:`begin_load`): read the latest manifest (create the database if
-   there is none) and the WAL above its replay point; choose the load's sequence number
-   ``seq = max(last_l0_seq, highest seq in the WAL) + SEQ_HEADROOM`` and a load id. Nothing is
-   written: a live writer keeps writing while the job runs (its seqs stay far below ``seq``).
+1. **Begin** (driver, :func:`begin_load`): read the latest manifest and the WAL above its
+   replay point (no database: none is made, the commit makes it, LOAD-11); choose the load's
+   sequence number ``seq = max(last_l0_seq, highest seq in the WAL) + SEQ_HEADROOM`` and a
+   load id; collect what ended and abandoned loads left (:func:`collect_loads`); put the
+   load's open marker ``bulk-load/<load id>/open``. Nothing else is written: a live writer
+   keeps writing while the job runs (its seqs stay far below ``seq``).
 2. **Stage** (each task attempt, :func:`stage_sorted`): rows sorted by key, duplicate keys
    refused (LOAD-2), written as compacted SSTs all carrying ``seq``, each under a fresh ULID
    (attempt-unique: a retried or speculative attempt never overwrites another's files). Before
    each SST, an empty intent object ``bulk-load/<load id>/<partition>-<attempt>-<ulid>`` records
-   it, so abort and commit can find every staged SST of every attempt. A failing attempt
-   deletes its own SSTs. The task returns the SSTs' handles (id, info, key range).
-3. **Commit** (driver, once, :func:`commit_load`): check duplicate keys across tasks (LOAD-2),
-   check every staged SST exists (LOAD-3); fence any live writer exactly as a new writer does
+   it, so abort and commit can find every staged SST of every attempt; after it, the open
+   marker is checked: gone, the load ended and the attempt deletes its own files (LOAD-10). A
+   failing attempt deletes its own SSTs. The task returns the SSTs' handles (id, info, key range).
+3. **Commit** (driver, once, :func:`commit_load`): claim the open marker (LOAD-10); check
+   duplicate keys across tasks (LOAD-2), check every staged SST exists (LOAD-3); no database
+   at begin: write manifest 1 holding the load, create-if-absent (LOAD-11). Else fence any live
+   writer exactly as a new writer does
    (writer epoch bump, WAL fence object: LOAD-4); read the WAL below the fence and refuse when
    any seq there, or ``last_l0_seq``, reached ``seq`` (LOAD-5); then **one** manifest update,
    guarded by the load's epoch, adds every staged SST as a new L0 view in front of the older
    ones and raises ``last_l0_seq`` to ``seq`` (LOAD-1: all rows visible, or none). Overwrite
    also drops every older L0 view, sorted run and WAL row (``replay_after_wal_id`` = the fence).
-4. **Clean up** (:func:`cleanup_load`, after commit or as abort): delete the staged SSTs the
-   latest manifest does not reference (other attempts', or all of them on abort: LOAD-6), then
-   the intents. What a crashed driver leaves is unreferenced: GC collects the SSTs once
-   ``min_age`` has passed and a newer L0 exists (its ULID cutoff).
+4. **Clean up** (:func:`cleanup_load`, after commit or as abort): delete the open marker, then
+   the staged SSTs the latest manifest does not reference (other attempts', or all of them on
+   abort: LOAD-6), then the intents.
+5. **Collect** (:func:`collect_loads`, at every begin and on demand): clean up loads that
+   ended (no marker) and loads whose driver died (an ``open`` marker older than
+   ``abandoned_after_s``, claimed first). GC alone would not do: it deletes no SST where there
+   is no ``.compactions`` file, and nothing deletes intents.
 
 Later writes shadow loaded rows: the next writer starts its seqs at ``last_l0_seq`` + 1.
 """

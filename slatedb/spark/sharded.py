@@ -6,15 +6,17 @@ projection/union (docs/spark.md "Sharded loads"; spec/protocols/bulk-load.md SHA
    database (a sharded load creates one). An uninitialized one whose every ``external_dbs``
    entry lies under its own ``shards/`` directory is what a driver that died during its union
    left (nobody can open it): it is removed first, with the shards it names, so re-running
-   the job is safe. A load id;
-   the rows' sequence number is 1 (a new database: nothing older, and the union's
+   the job is safe. The shards of loads that ended are removed (LOAD-10). A load id and its
+   open marker (as in the plain load); the rows' sequence number is 1 (a new database: nothing older, and the union's
    ``last_l0_seq`` = 1 makes every later write newer, PROJ-3).
 2. **Stage a shard** (each task attempt, :func:`stage_shard`): the attempt's sorted rows become
    SSTs (as in the plain load: LOAD-2 within the task) of a new database at
    ``<url>/shards/<load id>/<partition>-<attempt>-<ulid>`` -- attempt-unique, so retried and
    speculative attempts never share a shard -- whose manifest 1 holds them as **one sorted run**
    (id 0), ``last_l0_seq`` = 1, no WAL. The manifest is written last: a shard without it is
-   not a database, and a failing attempt deletes everything under its shard.
+   not a database, and a failing attempt deletes everything under its shard. The load's open
+   marker is checked after every SST and after the manifest: gone, the attempt deletes its
+   shard (LOAD-10).
 3. **Commit** (driver, once, :func:`commit_sharded`): every task has a result, one per
    partition; the shards' key ranges must not overlap (range-partitioned input:
    :func:`slatedb.spark.load_sharded`); :func:`slatedb.projection.create.create_database`
@@ -29,7 +31,7 @@ projection/union (docs/spark.md "Sharded loads"; spec/protocols/bulk-load.md SHA
    made). Later it removes the shards the destination's GC detached once its compactor had
    rewritten their rows (detaching deletes the final checkpoint, which writes the shard's
    latest manifest: ``min_age_s`` then keeps readers that were still at an older manifest
-   safe). ``abort()`` deletes this load's shards.
+   safe). ``abort()`` deletes the open marker, then this load's shards.
 """
 
 from __future__ import annotations
