@@ -25,12 +25,43 @@ DATA_DIRECTORIES = ("wal/", "compacted/", "compactions/", "gc/")
 CREATE_MODES = ("if_missing", "never", "force")
 
 
+#: Where bulk loads record what they stage (spec/protocols/bulk-load.md: the intents
+#: ``bulk-load/<load id>/<partition>-<attempt>-<ulid>`` name ``compacted/<ulid>.sst``).
+LOAD_INTENTS_DIR = "bulk-load/"
+
+
+def intent_sst_id(key: str) -> str | None:
+    """The ULID (text) of the SST a bulk load's intent key names; None: not an intent (the
+    load's open marker)."""
+    name = key.rsplit("/", 1)[-1]
+    parts = name.split("-")
+    return parts[2] if len(parts) == 3 and len(parts[2]) == 26 else None
+
+
 async def leftovers(manifests: ManifestStore) -> tuple[dict[str, int], list[str]]:
-    """``({directory: object count}, a few example keys)`` of the data directories (non-empty only)."""
+    """``({directory: object count}, a few example keys)`` of the data directories (non-empty only).
+
+    SSTs a bulk load staged (named by its intents) are not leftovers: a first load into a new
+    URL writes no manifest before its commit (LOAD-11), and a writer may open the database
+    meanwhile (the load then commits into it); what a failed load left is its own clean-up's."""
     found: dict[str, int] = {}
     examples: list[str] = []
+    runtime, store = manifests.runtime, manifests.store
+    listed = {d: await retry_transient(runtime, lambda d=d: store.list(d), what=f"list {d}") for d in DATA_DIRECTORIES}
+    if listed["compacted/"]:
+        # The intents after the SSTs: a load puts an SST's intent before the SST, so every staged
+        # SST listed above is named by an intent listed now, unless its load deleted both
+        # meanwhile (the SST first): an SST still unnamed is listed again.
+        intents = await retry_transient(runtime, lambda: store.list(LOAD_INTENTS_DIR), what=f"list {LOAD_INTENTS_DIR}")
+        staged = {f"compacted/{i}.sst" for i in map(intent_sst_id, (m.key for m in intents)) if i is not None}
+        unnamed = [m for m in listed["compacted/"] if m.key not in staged]
+        if unnamed:
+            still = {m.key for m in await retry_transient(runtime, lambda: store.list("compacted/"),
+                                                          what="list compacted/")}
+            unnamed = [m for m in unnamed if m.key in still]
+        listed["compacted/"] = unnamed
     for directory in DATA_DIRECTORIES:
-        metas = await retry_transient(manifests.runtime, lambda d=directory: manifests.store.list(d), what=f"list {directory}")
+        metas = listed[directory]
         if metas:
             found[directory] = len(metas)
             examples.append(min(m.key for m in metas))

@@ -62,6 +62,7 @@ from slatedb.memtable import Memtable
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
 from slatedb.manifest.sst_ids import not_before
+from slatedb.manifest.missing import LOAD_INTENTS_DIR, intent_sst_id
 from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import OVERWRITE, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.retry import RetryingReads, retry_transient
@@ -71,7 +72,7 @@ from slatedb.wal.writer import WalWriter, list_wal_ids, replay_wal
 
 #: Seqs a live writer may use while a load runs, between the load's begin and its commit.
 SEQ_HEADROOM = 2**32
-LOAD_DIR = "bulk-load/"
+LOAD_DIR = LOAD_INTENTS_DIR  # "bulk-load/"
 #: The name of a load's open marker, ``bulk-load/<load id>/open`` (LOAD-10).
 OPEN_MARKER = "open"
 #: Contents of the open marker: written by begin, claimed by the commit or by a collector.
@@ -156,11 +157,9 @@ def marker_key(load_id: str) -> str:
 
 def _intent_sst(key: str) -> ULID | None:
     """The SST an intent key names (None: not an intent, e.g. the open marker)."""
-    name = key.rsplit("/", 1)[-1]
-    if name.count("-") != 2:
-        return None
+    text = intent_sst_id(key)
     try:
-        return ULID.from_str(name.rsplit("-", 1)[1])
+        return None if text is None else ULID.from_str(text)
     except ValueError:
         return None
 

@@ -277,12 +277,12 @@ def test_a_staged_sst_older_than_the_newest_l0_is_re_minted_and_orphans_are_coll
     """LOAD-3's second half, and LOAD-6's fallback: a writer flushed an L0 after the task
     staged its SST, so GC's ULID cutoff no longer protects it: the commit copies it under an id
     minted after the fence. An abandoned load's SSTs fall to GC (min_age 0 here) once a newer
-    L0 and compaction exist."""
+    L0 and compaction exist. The URL is new: the writer opens (makes the database) while the
+    loads have staged SSTs but written no manifest (LOAD-11), and the load commits into it."""
     from slatedb.config import Settings
     from slatedb.gc import run_gc
 
     url = url_of(tmp_path)
-    slatedb.Db.open(url).close()  # a database first (a load into a new URL makes none before its commit)
     plan = begin(url)
     res = stage(url, plan, 0, rows_of(b"r", 50, b"v"))
     lost = begin(url)
