@@ -59,6 +59,22 @@ def test_a_commit_that_shows_part_of_a_load_is_caught_by_load_1(monkeypatch) -> 
     assert "DUR-1" in {v.invariant for v in result.violations}  # the load's rows, acknowledged, are not read
 
 
+def test_an_overwrite_that_keeps_the_older_l0_is_caught_by_load_1(monkeypatch) -> None:
+    """Hand-written mutant: an overwrite commit puts its views in front of the older L0 instead
+    of replacing it; a key the load does not write still reads its old value."""
+    def change(original, edit, m, attempt):
+        c = original(edit, m, attempt)
+        if not edit.overwrite:
+            return c
+        kept = attrs.evolve(c.manifest, ssts=c.manifest.ssts + m.ssts, l0=c.manifest.l0 + m.l0)
+        return attrs.evolve(c, manifest=kept)
+
+    _mutant(monkeypatch, change)
+    result = load_scenario.run_load_workload(3)
+    assert not result.ok and result.violations[0].invariant == "LOAD-1", result.violations
+    assert "below the overwrite load" in result.violations[0]
+
+
 def _sst(rows: list[Row]) -> tuple[ULID, SsTableInfo]:
     return ULID.from_int(1), SsTableInfo(first_entry=rows[0].key)
 

@@ -19,11 +19,13 @@ what each load's driver staged and was told (:class:`Write`, :class:`Load`):
 * **LOAD-5** (unique load seq): no two committed loads share a seq, no load commits over a
   manifest whose ``last_l0_seq`` reached its seq (another load's, planned later, committed
   first), and no row of a WAL object below a committed load's fence reaches it;
-* **LOAD-7** (``last_l0_seq`` keeps its meaning): in a load's commit manifest, every row of every
-  WAL object at or below its ``replay_after_wal_id`` (the fence) is in one of its SSTs, or a
-  newer version of its key is: the WAL tail went to L0 in the same update;
+* **LOAD-7** (``last_l0_seq`` keeps its meaning): in an append load's commit manifest, every row of every
+  WAL object at or below its ``replay_after_wal_id`` (the fence; above an earlier overwrite's) is
+  in one of its SSTs, or a newer version of its key is: the WAL tail went to L0 in the same update;
 * **DUR-1** (end to end): the final read of every key returns a version at least as new as the
-  newest acknowledged durable write of the key and the newest committed load row of it.
+  newest acknowledged durable write of the key and the newest committed load row of it; an
+  overwrite load drops every row below its seq (older rows then neither count nor may be read:
+  LOAD-1), and the rows of loads committed before it (LOAD-1's "lost" does not apply).
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class Load:
     name: str
     seq: int | None = None
     load_id: str | None = None
+    overwrite: bool = False
     rows: dict = attrs.Factory(dict)  # key -> value (None: a delete): the attempts the commit was given
     attempt_values: set = attrs.Factory(set)  # every value any attempt staged
     staged_ids: set = attrs.Factory(set)  # every SST id any attempt staged
@@ -178,13 +181,19 @@ def check(writes: Iterable[Write], loads: Iterable[Load], s: Store, final: dict[
     writes, loads = list(writes), list(loads)
     out: list[str] = []
     committed: list[tuple[Load, int]] = []
-    for ld in (ld for ld in loads if ld.seq is not None):
+    planned = [ld for ld in loads if ld.seq is not None]
+    shown = {ld.name: [i for i in sorted(s.manifests) if _load_rows(s, s.manifests[i], ld)] for ld in planned}
+    #: manifest id -> the overwrite load whose commit it is (it drops every older row)
+    overwrites = {shown[ld.name][0]: ld for ld in planned if ld.overwrite and shown[ld.name]}
+    for ld in planned:
         # LOAD-1 and LOAD-6 in every manifest: none of the load's rows, or exactly its committed attempts'.
         at = None
         for i in sorted(s.manifests):
-            rows = _load_rows(s, s.manifests[i], ld)
+            rows = _load_rows(s, s.manifests[i], ld) if i in shown[ld.name] else {}
             if not rows:
                 if at is not None:
+                    if any(at < o <= i for o in overwrites):
+                        break  # a later overwrite load dropped them
                     out.append(f"LOAD-1: manifest {i} lost {ld.name}'s rows, visible from manifest {at} on")
                     break
                 continue
@@ -223,9 +232,12 @@ def check(writes: Iterable[Write], loads: Iterable[Load], s: Store, final: dict[
         if over:
             out.append(f"LOAD-5: WAL rows below {ld.name}'s fence {m.replay_after_wal_id} reach its seq {ld.seq}: "
                        f"{over[:3]}")
+        if ld.overwrite:
+            continue  # an overwrite drops the WAL below its fence on purpose
         # LOAD-7: the WAL at or below the commit's replay point is in the commit manifest's SSTs.
         newest = _newest(s, m)
-        lost = [(i, r.key, r.seq) for i, rows in sorted(s.wal.items()) if i <= m.replay_after_wal_id
+        dropped = max((s.manifests[o].replay_after_wal_id for o in overwrites if o < at), default=0)
+        lost = [(i, r.key, r.seq) for i, rows in sorted(s.wal.items()) if dropped < i <= m.replay_after_wal_id
                 for r in rows if newest.get(r.key, 0) < r.seq]
         if lost:
             out.append(f"LOAD-7: {ld.name}'s commit (manifest {at}, replay_after_wal_id {m.replay_after_wal_id}, "
@@ -243,8 +255,8 @@ def check(writes: Iterable[Write], loads: Iterable[Load], s: Store, final: dict[
                 break
             if ld.returned_s is not None and w.acked_s is not None and w.called_s > ld.returned_s \
                     and w.seq <= ld.seq:
-                out.append(f"LOAD-4: write of {w.key!r} called at {w.called_s:.3f} s, after {ld.name}'s commit returned "
-                           f"({ld.returned_s:.3f} s), carries seq {w.seq} <= the load's {ld.seq}")
+                out.append(f"LOAD-4: write of {w.key!r} called at {w.called_s:.3f} s, after {ld.name}'s commit "
+                           f"returned ({ld.returned_s:.3f} s), carries seq {w.seq} <= the load's {ld.seq}")
                 break
     # LOAD-6: every SST the latest manifest references exists after the clean-ups.
     if s.manifests:
@@ -263,11 +275,13 @@ def durability(writes: list[Write], committed: list[Load], loads: list[Load], fi
     acknowledged write and its newest committed load row."""
     seq_of: dict[bytes, int] = {w.value: w.seq for w in writes if w.seq is not None}
     maybe_unknown = {w.value for w in writes if w.seq is None}  # a put whose call never returned
+    # An overwrite load drops every row below its seq: only what came at or after it counts.
+    erased = max((ld.seq for ld in committed if ld.overwrite), default=0)
     out: list[str] = []
     for key, got in sorted(final.items()):
-        floor = max((w.seq for w in writes if w.key == key and w.acked_s is not None and w.seq is not None),
-                    default=0)
-        floor = max([floor] + [ld.seq for ld in committed if key in ld.rows])
+        floor = max((w.seq for w in writes if w.key == key and w.acked_s is not None and w.seq is not None
+                     and w.seq > erased), default=0)
+        floor = max([floor] + [ld.seq for ld in committed if key in ld.rows and ld.seq >= erased])
         if got is None:
             ok = floor == 0 or any(ld.seq >= floor and key in ld.rows and ld.rows[key] is None
                                    for ld in committed)
@@ -288,4 +302,6 @@ def durability(writes: list[Write], committed: list[Load], loads: list[Load], fi
             seq = max(hits)
         if seq < floor:
             out.append(f"DUR-1: {key!r} reads the version at seq {seq}, older than the acknowledged seq {floor}")
+        elif seq < erased:
+            out.append(f"LOAD-1: {key!r} reads the version at seq {seq}, below the overwrite load at seq {erased}")
     return out

@@ -14,6 +14,7 @@ its faults:
   commits (fencing the writer: LOAD-4) and cleans up;
 * the driver may crash at a random moment (before its commit, or during it: its outcome is then
   judged from the manifests); an operator then aborts the load (``cleanup_load``) in some seeds.
+* one load in five is an overwrite: its commit drops every older row and the WAL below its fence.
 
 Meanwhile the **writer** ``w`` (a ``slatedb.aio.Db``; small memtables, so it flushes L0 while the
 load runs) has clients putting unique values on keys the loads also write, each put waiting for
@@ -198,14 +199,15 @@ async def _driver(world: World, load: Load, index: int) -> None:
     wait_s = rng.uniform(0.0, rng.choice([0.8, 3.0]))  # a long wait lets a load planned later commit first
     crash = Crash(rng.uniform(0.05, 1.5)) if boolean(rng, 0.25) else None
     abort = boolean(rng, 0.6)
+    load.overwrite = boolean(rng, 0.2)
     await trio.sleep(start_s)
     rt = SimRuntime(load.name, setup.choices, setup.trace, bugs=setup.bugs)
     store = _store(world, load.name, rt)
 
     async def body() -> str:
-        plan = await begin_load(store, rt, overwrite=False)
+        plan = await begin_load(store, rt, overwrite=load.overwrite)
         load.seq, load.load_id = plan.seq, plan.load_id
-        keys = sorted(k for k in LOAD_KEYS if boolean(rng, 0.7))
+        keys = sorted(k for k in LOAD_KEYS if boolean(rng, 0.7)) or [LOAD_KEYS[0]]
         parts = [keys[i::partitions] for i in range(partitions)]
         results: list = [None] * partitions
         rows: dict = {}
