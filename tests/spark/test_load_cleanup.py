@@ -187,6 +187,63 @@ def test_a_shard_still_being_written_when_the_sharded_load_is_aborted_leaves_not
     assert ended == list(range(TRIES))  # every late attempt found its load ended
 
 
+class StagesDuringList:
+    """A store whose ``list`` of ``prefix`` runs ``during`` (once) just after the listing: an
+    attempt that stages after the clean-up listed the load's files (and, were the marker
+    deleted after the listing, before the load ended)."""
+
+    def __init__(self, inner, prefix: str, during) -> None:
+        self.inner, self.prefix, self.during = inner, prefix, during
+        self.url = inner.url
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def list(self, prefix=""):
+        listed = await self.inner.list(prefix)
+        if prefix == self.prefix and self.during is not None:
+            during, self.during = self.during, None
+            await during()  # after the listing: what it writes is not in ``listed``
+        return listed
+
+
+def test_the_clean_up_ends_the_load_before_it_lists_its_files(tmp_path) -> None:
+    """LOAD-10's order: an attempt that stages all its SSTs just after the clean-up listed the
+    load's files finds the load ended and deletes them (plain: the intents' listing; sharded:
+    the shards'). Were the marker deleted after the listing, its files would stay. 10 tries."""
+    keys, values = rows_of(60)
+    left: dict[int, list[str]] = {}
+    outcomes: list[str] = []
+    for t in range(TRIES):
+        root = tmp_path / f"db{t}"
+        sharded = t % 2 == 1
+        url = make_db(root) if t % 4 == 0 else f"file://{root}"  # sharded loads: new URLs only
+        before = files(root)
+
+        async def go(store, rt):
+            plan = await (begin_sharded(store, rt) if sharded else begin_load(store, rt, overwrite=False))
+            outcome = outcomes
+
+            async def late_attempt():
+                stage = stage_shard if sharded else stage_sorted
+                try:
+                    await stage(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=512)
+                    outcome.append("staged")
+                except LoadEndedError:
+                    outcome.append("ended")
+
+            if sharded:
+                await abort_sharded(StagesDuringList(store, f"shards/{plan.load_id}/", late_attempt), rt, plan)
+            else:
+                await cleanup_load(StagesDuringList(store, f"bulk-load/{plan.load_id}/", late_attempt), rt,
+                                   plan.load_id)
+
+        run_io(url, None, go)
+        left[t] = sorted(files(root) - before)
+    assert {t: v for t, v in left.items() if v} == {}, f"leftovers in {sum(bool(v) for v in left.values())} of {TRIES}"
+    assert outcomes == ["ended"] * TRIES  # each late attempt found its load ended
+
+
 KILLED_DRIVER = r"""
 import sys
 import trio
