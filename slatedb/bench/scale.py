@@ -131,7 +131,7 @@ def render_scale(results: dict, skipped: dict, engines: list[str], sizes: list[i
         for n in sizes:
             res = results.get((e, n))
             if res is None:
-                why = skipped.get((e, n), "failed")
+                why = skipped.get((e, n), "not run")
                 rows.append([e, size_label(n), why] + [""] * (len(cols) - 3))
                 continue
             p = res["phases"]
@@ -142,17 +142,18 @@ def render_scale(results: dict, skipped: dict, engines: list[str], sizes: list[i
             rows.append([e, size_label(n)] + [fmt(p.get(k), unit) for k, _, unit, _ in COLUMNS]
                         + [f"{p['close_s']:.2f} s", f"{p['reopen_ms']:.0f} ms", f"{p['peak_rss_mb']:.0f} MB", bound])
     out = [_table(cols, rows, {0, 1})]
-    lo, hi = sizes[0], sizes[-1]
-    if hi != lo:
-        rcols = ["engine", f"{size_label(hi)} / {size_label(lo)}"] + [label for _, label, _, _ in COLUMNS] + ["peak RSS"]
+    if sizes[-1] != sizes[0]:
+        rcols = ["engine", "sizes"] + [label for _, label, _, _ in COLUMNS] + ["peak RSS"]
         rrows = []
         for e in engines:
-            a, b = results.get((e, lo)), results.get((e, hi))
-            if a is None or b is None:
-                rrows.append([e, "rate ratio"] + ["-"] * (len(rcols) - 2))
+            measured = [n for n in sizes if (e, n) in results]
+            if len(measured) < 2:
+                rrows.append([e, "-"] + ["-"] * (len(rcols) - 2))
                 continue
-            pa, pb = a["phases"], b["phases"]
-            rrows.append([e, "rate ratio"] + [f"{pb[k] / pa[k]:.2f}x" if pa.get(k) and pb.get(k) else "-" for k, _, _, _ in COLUMNS]
+            lo, hi = measured[0], measured[-1]  # its largest measured size over its smallest
+            pa, pb = results[(e, lo)]["phases"], results[(e, hi)]["phases"]
+            rrows.append([e, f"{size_label(hi)} / {size_label(lo)}"]
+                         + [f"{pb[k] / pa[k]:.2f}x" if pa.get(k) and pb.get(k) else "-" for k, _, _, _ in COLUMNS]
                          + [f"{pb['peak_rss_mb'] / pa['peak_rss_mb']:.2f}x"])
         out += ["", _table(rcols, rrows, {0, 1})]
     return "\n".join(out)
@@ -263,7 +264,8 @@ def report(results: dict, skipped: dict, errors: dict, engines: list[str], sizes
     print()
     print(render_scale(results, skipped, engines, sizes, fmt))
     print()
-    print("rate ratio: the largest size's rate over the smallest's (1.00x: no slowdown; 0.50x: half the rate).")
+    print("ratios: each engine's rates at its largest measured size over those at its smallest "
+          "(1.00x: no slowdown; 0.50x: half the rate; peak RSS: the growth).")
     print("close: after the load (ours: memtables to L0); reopen: open of the loaded DB; "
           "peak RSS: ru_maxrss of the child.")
     detail = render_ours_detail(results, sizes)
