@@ -170,7 +170,7 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.COMMIT_UNFINISHED_RANGES, "a worker writes Compacted after its first range: the coordinator "
         "commits a job before every subrange finished, losing the other ranges' rows",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (Compacted holds every range's outputs); compaction.md W6",
-        "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1", "ESCAPE-1"), 24, also=("compactor-workers",)),
+        "slatedb/compactor/worker.py Worker._run", "compactor", ("RESUME-1", "READ-7", "ESCAPE-1"), 24, also=("compactor-workers",)),
     Bug(switches.CLAIM_UNCHECKED, "a worker's claim does not re-check, on the file it writes over, that the job is "
         "still Scheduled and free: a worker that lost the claim race takes the job from the one that won it",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (claim by CAS of a Scheduled job with no worker); "
