@@ -218,16 +218,16 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     finally:
         if out:
             out.close()
+    # The ledger first: a reader that stops early (``| head``) must not lose the campaign's row.
+    recorded = None if report.engine == "spark" else ledger_mod.record(ledger_mod.from_report(report, scenario, ns.command))
     print(sweep_mod.format_summary(sweep_mod.summarize(report), scenario))
     if report.engine != "spark":  # the spark engine's rows carry no probe hits
         print(probes_mod.format_table(report.rows))
     if report.engine == "spark":
         if ledger_mod.parquet_path():
             print(f"{'ledger':<15} {ledger_mod.parquet_path()}")
-    else:
-        recorded = ledger_mod.record(ledger_mod.from_report(report, scenario, ns.command))
-        if recorded:
-            print(f"{'ledger':<15} {recorded}")
+    elif recorded:
+        print(f"{'ledger':<15} {recorded}")
     if getattr(ns, "engine", "local") == "spark":
         print(f"{'parquet':<15} {ns.parquet}")
     if ns.out:
@@ -269,15 +269,16 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     finally:
         if out:
             out.close()
+    recorded = None
+    for result in campaign.results:  # the ledger (sim/campaign/ledger.py), one row per scenario, before any
+        recorded = ledger_mod.record(ledger_mod.from_rows(  # output: `./just dst | head` keeps it
+            result.rows, result.scenario, kind="dst", engine="local", wall_s=campaign.wall_s))
     print(dst_mod.format_table(campaign))
     print()
     print(probes_mod.format_table(campaign.rows))
     gaps = dst_mod.coverage_gaps(campaign)
     for gap in gaps:
         print(f"COVERAGE GAP: {gap}")
-    for result in campaign.results:  # the ledger (sim/campaign/ledger.py): one row per scenario of the campaign
-        recorded = ledger_mod.record(ledger_mod.from_rows(result.rows, result.scenario, kind="dst", engine="local",
-                                                          wall_s=campaign.wall_s))
     if campaign.results and recorded:
         print(f"ledger: {recorded}")
     if ns.out:

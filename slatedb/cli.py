@@ -27,6 +27,7 @@ from typing import Any, Callable, NoReturn
 
 import trio
 
+from slatedb.cli_progress import ProgressRuntime, wanted as progress_wanted
 from slatedb.config import Settings
 from slatedb.errors import InvalidArgumentError, SlateDBError, sole_exception
 from slatedb.merge_operator import load_merge_operator
@@ -123,12 +124,16 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
         elif ns.command == "run-compactor":
             settings = _settings(ns.settings)
             op = None if ns.merge_operator is None else load_merge_operator(ns.merge_operator)
-            if ns.engine == "spark":
-                from slatedb.spark.compaction import spark_compactor_cli
-                c = await spark_compactor_cli(ns.path, settings, once=ns.once, master=ns.spark_master,
-                                              merge_operator=op)
-            else:
-                c = await admin.run_compactor(store, settings, once=ns.once, merge_operator=op)
+            rt = ProgressRuntime("compactor", enabled=progress_wanted(ns.as_json))
+            try:
+                if ns.engine == "spark":
+                    from slatedb.spark.compaction import spark_compactor_cli
+                    c = await spark_compactor_cli(ns.path, settings, once=ns.once, master=ns.spark_master,
+                                                  merge_operator=op, runtime=rt)
+                else:
+                    c = await admin.run_compactor(store, settings, once=ns.once, merge_operator=op, runtime=rt)
+            finally:
+                rt.close()
             _emit({"epoch": c.epoch, **c.stats, "fenced": c.fenced, "engine": ns.engine})
         return 0
 
@@ -239,7 +244,11 @@ async def _gc_command(ns: argparse.Namespace) -> int:
     grace = _lifetime(ns.db_delete_grace)
 
     async def body(store) -> int:
-        stats = await admin.run_gc(store, settings, once=ns.once, db_delete_grace_s=grace)
+        rt = ProgressRuntime("gc", enabled=progress_wanted(ns.as_json))
+        try:
+            stats = await admin.run_gc(store, settings, once=ns.once, db_delete_grace_s=grace, runtime=rt)
+        finally:
+            rt.close()
         view = admin.gc_stats_json(stats)
         if ns.as_json:
             _emit(view)

@@ -154,3 +154,20 @@ def test_a_ledger_written_before_probe_hits_gains_the_column(tmp_path) -> None:
     assert first["probe_hits"] == "{}" and json.loads(second["probe_hits"]) == {"manifest.conflict": 2}
     (group,) = ledger.cumulative([first, second])
     assert group["seeds"] == 4 and group["probe_hits"] == {"manifest.conflict": 2}
+
+
+def test_the_ledger_is_written_before_the_table_is_printed(ledger_file, monkeypatch) -> None:
+    """Issue 25 item 10: ``./just dst | head`` closed the pipe while the table printed, and the
+    campaign's ledger row, written after it, was lost. A table that cannot be printed now leaves
+    the row recorded."""
+    from sim.campaign import dst as dst_mod, sweep as sweep_mod
+
+    def broken(*_a, **_k):
+        raise BrokenPipeError("the reader went away")
+    monkeypatch.setattr(dst_mod, "format_table", broken)
+    monkeypatch.setattr(sweep_mod, "format_summary", broken)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["dst", "--workload", "store", "--seeds", "0..1", "--ops", "100", "--jobs", "1", "--no-progress"])
+    with pytest.raises(BrokenPipeError):
+        cli.main(["sweep", "--workload", "store", "--seeds", "0..1", "--ops", "100", "--jobs", "1"])
+    assert [(r["kind"], r["scenario"]) for r in _rows(ledger_file)] == [("dst", "store"), ("sweep", "store")]

@@ -164,7 +164,8 @@ def spark_session_for(master: str) -> Iterator[Any]:
 
 
 async def spark_compactor_cli(url: str, settings: Settings | None, *, once: bool, master: str,
-                              merge_operator: Any = None) -> Any:
+                              merge_operator: Any = None, runtime: Any = None) -> Any:
     """``slatedb run-compactor --engine spark``: a Spark session on ``master`` for the run."""
     with spark_session_for(master) as spark:
-        return await run_spark_compactor(spark, url, settings, once=once, merge_operator=merge_operator)
+        return await run_spark_compactor(spark, url, settings, once=once, merge_operator=merge_operator,
+                                         runtime=runtime)
