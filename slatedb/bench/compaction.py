@@ -196,9 +196,9 @@ def spark_figures(n: int, tmpdir: str | None) -> None:
         for name, t, commit in rows:
             print(f"  {name:<26} {t:6.2f} s  {mb / t:7.1f} MB/s  (driver commit {commit:.2f} s)")
         for (name, t, commit), (cores, ts) in zip(rows[1:], timings.items()):  # where the time goes
-            inside = sum(a for a, _ in ts)
+            inside = sum(ts)
             print(f"  local[{cores}]: {len(ts)} ranges, {inside:.2f} s inside the tasks (store + merge, longest "
-                  f"{max((a for a, _ in ts), default=0):.2f} s; in-process merge {rows[0][1]:.2f} s); "
+                  f"{max(ts, default=0):.2f} s; in-process merge {rows[0][1]:.2f} s); "
                   f"{max(0.0, t - inside / cores):.2f} s of the {t:.2f} s outside them (Spark scheduling and "
                   f"shipping, the coordinator's polls and heartbeats, commit {commit:.2f} s)")
         one = rows[1]

@@ -137,7 +137,10 @@ class MemoryStore(ObjectStore):
         n = len(self._root)
         # Filter, then sort only the matches (keys are unique: the order is the keys' order); a
         # simulated world lists often over a bucket holding every database's objects.
-        found = sorted((k, meta) for k, (_, meta) in self._bucket.objects.items() if k.startswith(full_prefix))
+        # list() copies the items in one C call (atomic under the GIL): another thread's put or
+        # delete cannot change the dict while the filter below runs Python code per item.
+        items = list(self._bucket.objects.items())
+        found = sorted((k, meta) for k, (_, meta) in items if k.startswith(full_prefix))
         return [ObjectMeta(k[n:], meta.size_bytes, meta.last_modified_ms, meta.etag) for k, meta in found]
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
