@@ -150,9 +150,16 @@ def _oracle(w: StoreWorld, _failed: bool) -> list[Violation]:
         if winners and owner != winners[0]:
             violations.append(Violation(f"seq id {claim_id} acknowledged to {winners[0]} but holds {owner}", "oracle",
                                         ORACLE))
-    for key, possible in sorted(w.private_possible.items()):
+    return violations + private_values_violations(w.private_possible, w.seed_store)
+
+
+def private_values_violations(private_possible: dict[str, set[bytes | None]], store: MemoryStore) -> list[Violation]:
+    """Every private key holds one of its possible values at the end (read directly, no faults);
+    the store workloads' shared oracle (``store``, ``store-bounded``)."""
+    violations = []
+    for key, possible in sorted(private_possible.items()):
         try:
-            data: bytes | None = w.seed_store.get_now(key).data
+            data: bytes | None = store.get_now(key).data
         except ObjectNotFoundError:
             data = None
         if data not in possible:
@@ -160,7 +167,8 @@ def _oracle(w: StoreWorld, _failed: bool) -> list[Violation]:
     return violations
 
 
-def _fault_counts(setup: Setup, _world: StoreWorld | None) -> dict[str, int]:
+def fault_counts(setup: Setup, _world: object | None) -> dict[str, int]:
+    """Injected faults by decision (``stall`` for a stall), from the trace: the store workloads'."""
     counts: dict[str, int] = {}
     for e in setup.trace.events:
         fields = dict(e.fields)
@@ -172,7 +180,7 @@ def _fault_counts(setup: Setup, _world: StoreWorld | None) -> dict[str, int]:
 
 SCENARIO = Scenario(
     "store", StoreWorld, _clients, nursery="join", oracles=_oracle, virtual_limit_s=None,
-    figures=lambda w: {"ops": w.n_ops}, fault_counts=_fault_counts,
+    figures=lambda w: {"ops": w.n_ops}, fault_counts=fault_counts,
     processes_declared=("client0..clientN",),
     fault_kinds=("transient", "ambiguous", "stall"))
 

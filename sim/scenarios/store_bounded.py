@@ -26,6 +26,7 @@ from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.runtime.production import PRODUCTION_RETRIES
 
 from sim.checks.retry import RetryBoundChecks
+from sim.scenarios.store import fault_counts, private_values_violations
 from sim.world.choices import Choices
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.invariants import ORACLE, Violation
@@ -137,24 +138,7 @@ def _oracle(w: BoundedWorld, _failed: bool) -> list[Violation]:
     for key, winners in sorted(w.claims.items()):
         if len(winners) > 1:
             violations.append(Violation(f"{key} claimed by {winners}", "oracle", ORACLE))
-    for key, possible in sorted(w.private_possible.items()):
-        try:
-            data: bytes | None = w.direct.get_now(key).data
-        except ObjectNotFoundError:
-            data = None
-        if data not in possible:
-            violations.append(Violation(f"final {key}={data!r}, possible {possible!r}", "oracle", ORACLE))
-    return violations
-
-
-def _fault_counts(setup: Setup, _world: BoundedWorld | None) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for e in setup.trace.events:
-        fields = dict(e.fields)
-        decision = "stall" if e.kind == "fault.stall" else fields.get("decision")
-        if decision and decision != "ok":
-            counts[decision] = counts.get(decision, 0) + 1
-    return counts
+    return violations + private_values_violations(w.private_possible, w.direct)
 
 
 def _figures(w: BoundedWorld) -> dict[str, Any]:
@@ -166,7 +150,7 @@ def _figures(w: BoundedWorld) -> dict[str, Any]:
 SCENARIO = Scenario(
     "store-bounded", BoundedWorld, _clients, nursery="join", oracles=_oracle, virtual_limit_s=None,
     checkers=(Checker("retry", lambda _setup: RetryBoundChecks()),),
-    figures=_figures, fault_counts=_fault_counts, processes_declared=("client0..clientN",),
+    figures=_figures, fault_counts=fault_counts, processes_declared=("client0..clientN",),
     fault_kinds=("transient", "ambiguous", "stall"))
 
 
