@@ -1,13 +1,16 @@
 """An in-process object store, shared by name within a process.
 
 It is the reference backend: the simulator wraps it, and the contract suite checks that every
-other backend behaves like it. Operations are atomic (one dict update between two awaits), and
-ETags are a per-store counter, so no two versions of a key ever share an ETag (stricter than
+other backend behaves like it. Operations are atomic (one dict update between two awaits; a
+conditional put's check and update hold the bucket's lock, so two threads sharing a bucket -- a
+sync ``Db``'s engine thread and a compactor or admin on another -- cannot both create one key),
+and ETags are a per-store counter, so no two versions of a key ever share an ETag (stricter than
 S3's content MD5, which repeats for identical content).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import attrs
@@ -35,6 +38,10 @@ class MemoryBucket:
 
     objects: dict[str, tuple[bytes, ObjectMeta]] = attrs.Factory(dict)
     etag_counter: int = 0
+    #: Held across a put's check and update: between them Python code runs (the clock, the
+    #: ETag), where another thread could otherwise create the same key (both creates would
+    #: succeed, the later one overwriting the earlier: a lost manifest update).
+    lock: threading.Lock = attrs.field(factory=threading.Lock, eq=False, repr=False)
 
     def next_etag(self) -> str:
         self.etag_counter += 1
@@ -115,16 +122,18 @@ class MemoryStore(ObjectStore):
         """The put itself, with no await: the simulator applies it at a moment of its choosing."""
         full = self._full(key)
         data = bytes(data)
-        current = self._bucket.objects.get(full)
-        if mode.kind is PutKind.CREATE_IF_ABSENT and current is not None:
-            raise ObjectAlreadyExistsError(key, "object already exists (create-if-absent)")
-        if mode.kind is PutKind.UPDATE_IF_MATCH:
-            if current is None:
-                raise ObjectNotFoundError(key, "no such object (update-if-match)")
-            if current[1].etag != mode.etag:
-                raise PreconditionFailedError(key, f"etag is {current[1].etag}, expected {mode.etag}")
-        meta = ObjectMeta(key, len(data), self._clock_ms(), self._bucket.next_etag())
-        self._bucket.objects[full] = (data, meta)
+        bucket = self._bucket
+        with bucket.lock:
+            current = bucket.objects.get(full)
+            if mode.kind is PutKind.CREATE_IF_ABSENT and current is not None:
+                raise ObjectAlreadyExistsError(key, "object already exists (create-if-absent)")
+            if mode.kind is PutKind.UPDATE_IF_MATCH:
+                if current is None:
+                    raise ObjectNotFoundError(key, "no such object (update-if-match)")
+                if current[1].etag != mode.etag:
+                    raise PreconditionFailedError(key, f"etag is {current[1].etag}, expected {mode.etag}")
+            meta = ObjectMeta(key, len(data), self._clock_ms(), bucket.next_etag())
+            bucket.objects[full] = (data, meta)
         return meta
 
     async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
