@@ -60,6 +60,8 @@ DEFAULT_SEEDS_FLOOR: dict[str, int] = {
     "txn": 100,
     # the default plan runs about 100 seeds of it (cost_s 1.0: 0.75 of the compactor's CPU a seed, seeds 0..7)
     "compactor-workers": 30,
+    # store-bounded: 0.2 s a seed, about 400 seeds in the default plan; load about 300
+    "store-bounded": 100, "load": 100,
 }
 
 #: probe -> (scenario, seeds of it that hit the probe), each seed below its scenario's floor.
@@ -104,6 +106,8 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.UNION_RESUMED: ("rescale", (2,)),
     P.TXN_VIEW_MOVED: ("txn", (0,)),
     P.TXN_CONFLICT_AFTER_VIEW_MOVED: ("txn", (0, 8)),
+    P.RETRY_EXHAUSTED_ATTEMPTS: ("store-bounded", (0,)),
+    P.RETRY_EXHAUSTED_DEADLINE: ("store-bounded", (4,)),
 }
 
 

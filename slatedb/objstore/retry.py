@@ -72,6 +72,7 @@ class _Backoff:
         assert scope.cancelled_caught
         error = TransientObjectStoreError(what, f"no answer within the retry deadline of {deadline:g} s "
                                                 f"(the endpoint accepts no connection or does not reply)")
+        self.runtime.probe(probes.RETRY_EXHAUSTED_DEADLINE)
         raise self._exhausted(what, attempt, error, self.runtime.monotonic_s() - self.started_s) from error
 
     def runtime_move_on_after(self, seconds: float) -> trio.CancelScope:
@@ -103,6 +104,7 @@ class _Backoff:
             if switches.RETRY_ONE_SHORT in self.runtime.bugs and policy.max_retries is not None:
                 out_of_retries = attempt >= policy.max_retries  # catalogued bug: one attempt fewer
             if out_of_retries or (policy.deadline_s is not None and elapsed >= policy.deadline_s):
+                self.runtime.probe(probes.RETRY_EXHAUSTED_ATTEMPTS if out_of_retries else probes.RETRY_EXHAUSTED_DEADLINE)
                 raise self._exhausted(what, attempt, error, elapsed) from error
         pause = self.pause_s * (0.5 + self.runtime.rng.random())
         self.runtime.event("retry", what=what, attempt=attempt, error=type(error).__name__)

@@ -91,6 +91,17 @@ CREATE_AMBIGUOUS_LOST_WAL = _probe(
     "an ambiguous WAL object create read back as another writer's: not landed",
     "wal-fencing.md step 7, FENCE-4")
 
+RETRY_EXHAUSTED_ATTEMPTS = _probe(
+    "objstore.retries-exhausted",
+    "a bounded (production) retry policy gave up after max_retries retries and raised "
+    "ObjectStoreRetriesExhaustedError",
+    "objstore.md, RETRY-1")
+RETRY_EXHAUSTED_DEADLINE = _probe(
+    "objstore.retry-deadline",
+    "a bounded (production) retry policy gave up at its deadline, before max_retries retries, and "
+    "raised ObjectStoreRetriesExhaustedError",
+    "objstore.md, RETRY-1")
+
 # -- Sequenced metadata and boundary files (spec/protocols/sequenced-metadata.md, RFC 004) -------
 
 BOUNDARY_PUT_AMBIGUOUS = _probe(
