@@ -21,6 +21,7 @@ import sys
 from slatedb.runtime.production import ProductionRuntime
 
 from sim.scenarios import catalogue as bugs_mod
+from sim.campaign import hunt as hunt_mod
 from sim.campaign import ledger as ledger_mod
 from sim.world import probes as probes_mod
 from sim.scenarios import registry as scenarios_mod
@@ -138,7 +139,7 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
     jobs = ns.jobs or os.cpu_count() or 1
     results = []
     for name in names:
-        r = bugs_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate)
+        r = hunt_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate)
         results.append(r)
         ledger_mod.record(ledger_mod.from_hunt(r))
         if not ns.all:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sim.scenarios import catalogue as bugs
+from sim.campaign import hunt as hunt_mod
 from slatedb.runtime import Runtime, switches
 from slatedb.runtime.production import ProductionRuntime
 
@@ -63,7 +64,7 @@ def test_unknown_bug_names_are_refused() -> None:
 @pytest.mark.parametrize("name", [b.name for b in bugs.CATALOGUE])
 def test_each_bug_is_caught_within_its_budget(name: str) -> None:
     entry = bugs.BY_NAME[name]
-    result = bugs.hunt(name)  # seeds 0..budget-1, stops at the first detection
+    result = hunt_mod.hunt(name)  # seeds 0..budget-1, stops at the first detection
     assert result.detected_seed is not None, f"{name} not detected in {entry.budget} seeds of {entry.workload}"
     assert result.expected, (name, result.invariant, result.violation)
 

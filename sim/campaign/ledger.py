@@ -144,7 +144,7 @@ def from_report(report: Any, scenario: Any, kind: str) -> dict:
 
 
 def from_hunt(result: Any) -> dict:
-    """The row of one ``sim hunt`` entry (:class:`sim.scenarios.catalogue.HuntResult`): seeds 0..seeds_run-1."""
+    """The row of one ``sim hunt`` entry (:class:`sim.campaign.hunt.HuntResult`): seeds 0..seeds_run-1."""
     failing = list(result.failing_seeds)
     return entry(kind="hunt", engine="local", scenario=result.workload, faults_mode="swarm", bugs=[result.bug],
                  seeds=range(result.seeds_run), failing_seeds=failing,
