@@ -158,4 +158,6 @@ def db_url_candidates(from_url: str, path: str) -> list[str]:
         return [path]
     base, segments, query = _split(from_url)
     rel = [s for s in path.split("/") if s]
+    if not segments:  # a database at the store's root: its paths are under the root itself
+        return [_join(base, rel, query)]
     return [_join(base, segments[:i] + rel, query) for i in range(len(segments) - 1, -1, -1)]

@@ -73,3 +73,20 @@ def test_invalid_urls_name_the_problem(url, words):
 def test_unknown_s3_option():
     with pytest.raises(InvalidUrlError, match="unknown s3 option"):
         resolve_store("s3://b", options={"endpoint": "x"})
+
+
+def test_a_path_relative_to_a_database_at_the_store_root_resolves() -> None:
+    """A database at a bucket's root (``s3://bucket``, ``memory://sim``) names another database of
+    the bucket (a clone's parent, a sharded load's shard) by a path relative to that root; the
+    candidates for that path must include it (they were empty: a sharded load into a root URL
+    failed in its union with an IndexError, found by the load scenario's sharded seeds)."""
+    from slatedb.objstore.url import db_url_candidates, relative_db_path
+
+    for root in ("s3://bucket", "memory://sim"):
+        for other in (f"{root}/shards/01J/0-0-01K", f"{root}/parent"):
+            path = relative_db_path(root, other)
+            assert other in db_url_candidates(root, path), (root, other, path)
+    # Below the root, as before: relative to the closest common ancestor.
+    assert db_url_candidates("s3://bucket/db", relative_db_path("s3://bucket/db", "s3://bucket/db/shards/a")) == [
+        "s3://bucket/db/shards/a"]
+    assert db_url_candidates("s3://b/x/clone", "parent") == ["s3://b/x/parent", "s3://b/parent"]
