@@ -87,7 +87,8 @@ EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     "db": ("tests/checkpoint/test_db_checkpoint.py",),  # Db.create_checkpoint is slatedb/db/follower.py
     # the WAL regressions (replay fenced mid-way, zombie acks, the epoch re-check)
     "wal": ("tests/regressions/test_db_seed_581.py", "tests/regressions/test_db_zombie_ack.py",
-            "tests/regressions/test_takeover_no_epoch_recheck.py"),
+            "tests/regressions/test_takeover_no_epoch_recheck.py",
+            "tests/api/test_wal_reader.py"),  # slatedb/wal/reader.py: the CDC reader
     # SequencedStore's boundary rules; a create behind the boundary (create_initial)
     "manifest": ("tests/gc/test_boundary.py", "tests/regressions/test_db_seed_2077.py"),
 }

@@ -74,3 +74,31 @@ def test_a_wal_object_removed_before_it_was_read_is_a_gap(tmp_path) -> None:
         it = w.changes(start_id=ids[1])
         with pytest.raises(WalGapError, match="is gone"):
             next(it)
+
+
+def test_follow_from_an_empty_path_starts_at_the_first_wal_object(tmp_path) -> None:
+    """With no WAL object yet, a following reader waits for WAL 1 (the first a writer makes),
+    not for an id before it: a later object must not look like a gap."""
+    url = f"file://{tmp_path}"
+    got = []
+    with WalReader.open(url) as w:
+        it = w.changes(follow=True, poll_interval_s=0.02)
+        errors = []
+
+        def consume() -> None:
+            try:
+                for row in it:
+                    got.append(row.key)
+                    if len(got) == 2:
+                        return
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        t = threading.Thread(target=consume)
+        t.start()
+        with slatedb.Db.open(url, S) as db:
+            db.put(b"k1", b"v")
+            db.put(b"k2", b"v")
+            db.flush()
+            t.join(timeout=30)
+        assert not errors and not t.is_alive() and got == [b"k1", b"k2"]

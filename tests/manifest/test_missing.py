@@ -27,3 +27,24 @@ def test_require_latest() -> None:
     trio.run(ms.try_write, 2, ManifestV2(initialized=True, writer_epoch=4))
     got = trio.run(require_latest, ms)
     assert got.id == 2 and got.manifest.writer_epoch == 4
+
+
+def test_staged_load_ssts_named_by_intents_are_not_leftovers() -> None:
+    """A first bulk load into a new URL stages SSTs and their intents before any manifest
+    (LOAD-11): the path is still a new database. An SST that no intent names is a leftover."""
+    from slatedb.manifest.missing import intent_sst_id, latest_or_refuse
+    from slatedb.spark.load import intent_key, marker_key
+
+    sst = "01JABCDEFGHJKMNPQRSTVWXYZ0"
+    assert intent_sst_id(intent_key("load1", 3, 0, sst)) == sst
+    assert intent_sst_id(marker_key("load1")) is None
+    assert intent_sst_id("bulk-load/load1/000003-0") is None
+    store = memory_store()
+    ms = ManifestStore(store, ProductionRuntime())
+    store.put_now(marker_key("load1"), b"")
+    store.put_now(intent_key("load1", 3, 0, sst), b"")
+    store.put_now(f"compacted/{sst}.sst", b"staged")
+    assert trio.run(latest_or_refuse, ms) is None  # a new database: the staged SST is the load's
+    store.put_now("compacted/01JABCDEFGHJKMNPQRSTVWXYZ1.sst", b"orphan")
+    with pytest.raises(ManifestsMissingError):
+        trio.run(latest_or_refuse, ms)
