@@ -111,7 +111,7 @@ class SyncReads:
         rs, max_seq = self._state()
         metrics = self._core.runtime.metrics
         if metrics is not None:
-            metrics.inc("gets")
+            metrics.count_get()
         if options is not None:
             max_seq = bound_for(self._core, max_seq, ReadOptions.of(options).durability_filter)
         value = self._core.get_fast(key, rs, max_seq)
@@ -127,7 +127,7 @@ class SyncReads:
         rs, max_seq = self._state()
         metrics = self._core.runtime.metrics
         if metrics is not None:
-            metrics.inc("gets")
+            metrics.count_get()
         max_seq = bound_for(self._core, max_seq, opts.durability_filter)
         row = self._core.get_row_fast(key, rs, max_seq)
         if row is NEED_IO:

@@ -9,8 +9,9 @@ version 1, read only)::
 
     entries | offsets (u16 BE, one per entry) | count (u16 BE)
 
-A decoded block (:class:`Block`) holds parallel lists of keys and rows: it is the unit the Db's
-block cache keeps, and a point lookup in it is one ``bisect`` over ``keys``. For a one-off
+A decoded block (:class:`Block`) holds parallel lists of keys and values, the rest of each row
+left in the block's bytes until asked for: it is the unit the Db's block cache keeps, and a point
+lookup in it is one ``bisect`` over ``keys``. For a one-off
 lookup in a block that is not worth caching, :func:`iter_rows_from_v2` seeks through the
 restart points and decodes at most one restart interval before reaching the key.
 """
@@ -21,18 +22,21 @@ import struct
 from bisect import bisect_left
 from collections.abc import Iterator
 
-import attrs
 
 from slatedb.errors import CorruptionError, InvalidArgumentError
 from slatedb.format import row_codec
 from slatedb.format.row_codec import (
     check_row_encodable,
     common_prefix_len,
-    decode_entries_v2,
+    FLAG_HAS_CREATE_TS,
+    decode_columns_v2,
     decode_entry_v0,
     decode_one_v2,
     decode_restart_key_v2,
     encode_row_v2,
+    row_at_v2,
+    rows_of_columns_v2,
+    seq_at_v2,
 )
 from slatedb.row import Row, RowKind
 
@@ -164,17 +168,79 @@ def encode_block_v1(rows: list[Row]) -> bytes:
 # ---------------------------------------------------------------------------------------------
 
 
-@attrs.define(slots=True, eq=False)
 class Block:
-    """A fully decoded data block: ``keys[i]`` is ``rows[i].key``.
+    """A decoded data block, the unit the Db's block cache keeps, held as columns:
+    ``keys[i]`` and ``values[i]`` (``b""`` for a tombstone) of row ``i``, the rest of the row
+    (seq, kind, timestamps) left in the block's bytes until a reader asks for it
+    (:meth:`row`, :meth:`seq`, :attr:`rows`). A point lookup is one ``bisect`` over ``keys``
+    and builds one :class:`Row`; a scan of a *plain* block (:attr:`plain_max_seq`) pairs
+    ``keys`` with ``values`` without building any.
 
     Immutable by convention once built (it is shared through the block cache).
     ``size_bytes`` is the decoded block's raw size, a weight for the cache.
     """
 
-    keys: list[bytes]
-    rows: list[Row]
-    size_bytes: int
+    __slots__ = ("keys", "values", "size_bytes", "values_final", "_raw", "_metas", "_flags_or", "_rows", "_plain")
+
+    def __init__(self, keys: list[bytes], values: list[bytes], size_bytes: int, raw: bytes | None = None,
+                 metas: list[int] | None = None, flags_or: int = -1, rows: list[Row] | None = None) -> None:
+        self.keys = keys
+        self.values = values
+        self.size_bytes = size_bytes
+        self._raw = raw
+        self._metas = metas
+        self._flags_or = flags_or
+        self._rows = rows
+        self._plain: int | None | bool = False  # False: not computed yet
+        #: Every row is a value without expiry: ``values[i]`` is what a reader of row ``i`` sees.
+        self.values_final = (not flags_or & ~FLAG_HAS_CREATE_TS) if rows is None else all(
+            r.kind is RowKind.VALUE and r.expire_ts_ms is None for r in rows)
+
+    @classmethod
+    def of_rows(cls, keys: list[bytes], rows: list[Row], size_bytes: int) -> "Block":
+        """A block whose rows are already built (the legacy V1 decoder)."""
+        return cls(keys, [r.value for r in rows], size_bytes, rows=rows)
+
+    @property
+    def rows(self) -> list[Row]:
+        """Every row, built on first use (compaction, WAL replay, merge-operand folds)."""
+        rows = self._rows
+        if rows is None:
+            raw = self._raw
+            assert raw is not None and self._metas is not None
+            rows = rows_of_columns_v2(raw, self.keys, self.values, self._metas)
+            self._rows = rows
+        return rows
+
+    def row(self, i: int) -> Row:
+        """Row ``i``."""
+        rows = self._rows
+        if rows is not None:
+            return rows[i]
+        return row_at_v2(self._raw, self.keys[i], self.values[i], self._metas[i])  # type: ignore[arg-type,index]
+
+    def seq(self, i: int) -> int:
+        rows = self._rows
+        if rows is not None:
+            return rows[i].seq
+        return seq_at_v2(self._raw, self._metas[i])  # type: ignore[arg-type,index]
+
+    @property
+    def plain_max_seq(self) -> int | None:
+        """The block's highest seq when every row is a value without expiry and every key
+        appears once (then a reader at any seq at or above it sees exactly ``zip(keys,
+        values)``); None otherwise."""
+        plain = self._plain
+        if plain is False:
+            plain = None
+            if self.values_final and len(set(self.keys)) == len(self.keys):
+                if self._rows is None:
+                    raw = self._raw
+                    plain = max(seq_at_v2(raw, m) for m in self._metas)  # type: ignore[arg-type,union-attr]
+                else:
+                    plain = max(r.seq for r in self._rows)
+            self._plain = plain
+        return plain  # type: ignore[return-value]
 
     def seek(self, key: bytes) -> int:
         """Index of the first row whose key is >= ``key`` (``len(rows)`` if none)."""
@@ -182,11 +248,11 @@ class Block:
 
     def rows_from(self, key: bytes) -> Iterator[Row]:
         """Rows from the first one whose key is >= ``key``."""
-        rows = self.rows
-        return iter(rows[bisect_left(self.keys, key) :])
+        for i in range(bisect_left(self.keys, key), len(self.keys)):
+            yield self.row(i)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.keys)
 
 
 def parse_block_v2_trailer(raw: bytes, object_name: str, offset: int) -> tuple[int, list[int]]:
@@ -212,8 +278,8 @@ def parse_block_v2_trailer(raw: bytes, object_name: str, offset: int) -> tuple[i
 def decode_block_v2(raw: bytes, object_name: str, offset: int) -> Block:
     """Decode every row of a V2 block. ``offset`` is the block's offset in the object."""
     entries_end, restarts = parse_block_v2_trailer(raw, object_name, offset)
-    keys, rows = decode_entries_v2(raw, entries_end, restarts, object_name, offset)
-    return Block(keys, rows, len(raw))
+    keys, values, metas, flags_or = decode_columns_v2(raw, entries_end, restarts, object_name, offset)
+    return Block(keys, values, len(raw), raw, metas, flags_or)
 
 
 def decode_block_v1(raw: bytes, object_name: str, offset: int) -> Block:
@@ -241,7 +307,7 @@ def decode_block_v1(raw: bytes, object_name: str, offset: int) -> Block:
             first_key = key
         keys.append(key)
         rows.append(row)
-    return Block(keys, rows, size)
+    return Block.of_rows(keys, rows, size)
 
 
 def decode_block(raw: bytes, format_version: int, object_name: str, offset: int) -> Block:

@@ -301,6 +301,130 @@ def decode_entries_v2(
     return keys, rows
 
 
+#: flags byte -> bytes of timestamps after seq and flags (None: an invalid flags byte).
+FLAG_TS_BYTES = tuple(None if t is None else 8 * (t[1] + t[2]) for t in FLAG_TABLE)
+
+
+def decode_columns_v2(
+    data: bytes,
+    entries_end: int,
+    restarts: Sequence[int],
+    object_name: str,
+    base_offset: int,
+) -> tuple[list[bytes], list[bytes], list[int], int]:
+    """Decode a V2 block's entry region into columns, building no :class:`Row`:
+    ``(keys, values, metas, flags_or)`` where ``metas[i]`` is the position of row ``i``'s
+    ``seq`` (its flags and timestamps follow) and ``flags_or`` the OR of every flags byte.
+
+    The same checks as :func:`decode_entries_v2` (entries tile the region, restart offsets are
+    entries with ``shared == 0``, valid flags, no empty key): what this accepts, the row
+    accessors of :class:`~slatedb.format.block.Block` decode without further checks.
+    """
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    metas: list[int] = []
+    append_key = keys.append
+    append_value = values.append
+    append_meta = metas.append
+    ts_bytes = FLAG_TS_BYTES
+    n_restarts = len(restarts)
+    restart_i = 0
+    next_restart = restarts[0] if n_restarts else -1
+    prev = b""
+    pos = 0
+    entry_start = 0
+    flags_or = 0
+    try:
+        while pos < entries_end:
+            entry_start = pos
+            shared = data[pos]
+            unshared = data[pos + 1]
+            value_len = data[pos + 2]
+            if shared < 0x80 and unshared < 0x80 and value_len < 0x80:
+                pos += 3
+            else:
+                shared, pos = read_varint_u32(data, pos, entries_end)
+                unshared, pos = read_varint_u32(data, pos, entries_end)
+                value_len, pos = read_varint_u32(data, pos, entries_end)
+            if entry_start == next_restart:
+                if shared:
+                    raise ValueError("restart entry shares a key prefix")
+                restart_i += 1
+                next_restart = restarts[restart_i] if restart_i < n_restarts else -1
+            key_end = pos + unshared
+            value_end = key_end + value_len
+            if value_end + 9 > entries_end:
+                raise ValueError("entry runs past the end of the entries")
+            if shared:
+                if shared > len(prev):
+                    raise ValueError("shared prefix longer than the previous key")
+                key = prev[:shared] + data[pos:key_end]
+            elif unshared:
+                key = data[pos:key_end]
+            else:
+                raise ValueError("empty key")
+            flags = data[value_end + 8]
+            skip = ts_bytes[flags]
+            if skip is None:
+                raise ValueError(describe_bad_flags(flags))
+            pos = value_end + 9 + skip
+            if pos > entries_end:
+                raise ValueError("entry runs past the end of the entries")
+            flags_or |= flags
+            append_key(key)
+            append_value(data[key_end:value_end] if not flags & FLAG_TOMBSTONE else b"")
+            append_meta(value_end)
+            prev = key
+    except (ValueError, IndexError) as exc:
+        raise CorruptionError(object_name, base_offset + entry_start, f"bad V2 row: {exc}") from None
+    if restart_i != n_restarts:
+        raise CorruptionError(object_name, base_offset, "restart offsets do not match the entries")
+    return keys, values, metas, flags_or
+
+
+def row_at_v2(data: bytes, key: bytes, value: bytes, meta: int) -> Row:
+    """The row whose seq is at ``meta`` in a block :func:`decode_columns_v2` accepted."""
+    seq, flags = _SEQ_FLAGS.unpack_from(data, meta)
+    kind, has_expire, has_create = FLAG_TABLE[flags]  # type: ignore[misc]
+    if has_expire:
+        if has_create:
+            expire_ts, create_ts = _TS2.unpack_from(data, meta + 9)
+            return Row(key, seq, kind, value, expire_ts, create_ts)
+        return Row(key, seq, kind, value, _I64.unpack_from(data, meta + 9)[0], None)
+    if has_create:
+        return Row(key, seq, kind, value, None, _I64.unpack_from(data, meta + 9)[0])
+    return Row(key, seq, kind, value, None, None)
+
+
+def rows_of_columns_v2(data: bytes, keys: list[bytes], values: list[bytes], metas: list[int]) -> list[Row]:
+    """Every row of a block :func:`decode_columns_v2` accepted (:func:`row_at_v2` for each,
+    inlined: compaction and merges build whole blocks of rows)."""
+    rows: list[Row] = []
+    append = rows.append
+    new = tuple.__new__
+    unpack_seq_flags = _SEQ_FLAGS.unpack_from
+    unpack_i64 = _I64.unpack_from
+    flag_table = FLAG_TABLE
+    for key, value, meta in zip(keys, values, metas):
+        seq, flags = unpack_seq_flags(data, meta)
+        kind, has_expire, has_create = flag_table[flags]  # type: ignore[misc]
+        if has_create:
+            if has_expire:
+                expire_ts, create_ts = _TS2.unpack_from(data, meta + 9)
+                append(new(Row, (key, seq, kind, value, expire_ts, create_ts)))
+            else:
+                append(new(Row, (key, seq, kind, value, None, unpack_i64(data, meta + 9)[0])))
+        elif has_expire:
+            append(new(Row, (key, seq, kind, value, unpack_i64(data, meta + 9)[0], None)))
+        else:
+            append(new(Row, (key, seq, kind, value, None, None)))
+    return rows
+
+
+def seq_at_v2(data: bytes, meta: int) -> int:
+    return _U64.unpack_from(data, meta)[0]
+
+
 def decode_one_v2(
     data: bytes, pos: int, entries_end: int, prev_key: bytes, object_name: str, base_offset: int
 ) -> tuple[bytes, Row, int]:

@@ -205,24 +205,61 @@ class SstReader:
     def get_cached(self, key: bytes, max_seq: int | None = None) -> Row | None | object:
         """:meth:`get` answered from the block cache alone, without I/O: the row, None, or
         :data:`NEED_IO` when a block it needs is not cached (then call :meth:`get`)."""
-        if not self.might_contain(key):
-            return None
-        index = self.index
-        n = len(index)
-        i = index.find_block(key)
+        got = self.locate_cached(key, max_seq)
+        if type(got) is tuple:
+            return got[0].row(got[1])
+        return got
+
+    def get_cached_value(self, key: bytes, max_seq: int | None = None) -> bytes | Row | None | object:
+        """:meth:`get_cached` for the read path's hot loop: a hit in a block of values without
+        expiry is answered by the value itself (``bytes``: what a reader sees; no :class:`Row`
+        is built), any other hit by its row."""
+        got = self.locate_cached(key, max_seq)
+        if type(got) is tuple:
+            block, j = got
+            return block.values[j] if block.values_final else block.row(j)
+        return got
+
+    def locate_cached(self, key: bytes, max_seq: int | None = None) -> tuple[Block, int] | None | object:
+        """Where the newest version of ``key`` with ``seq <= max_seq`` is, from the block cache
+        alone: ``(block, row index)``; None when this SST holds none; :data:`NEED_IO` when a
+        block it needs is not cached.
+
+        A decoded block in the cache answers by itself (one ``bisect``); the bloom filter is
+        consulted only before work a cached block does not save: decoding framed bytes read
+        ahead, or a read."""
+        cache = self.block_cache
+        if cache is None:
+            return NEED_IO if self.might_contain(key) else None
+        first_keys = self.index.first_keys
+        n = len(first_keys)
+        i = bisect_right(first_keys, key) - 1  # SstIndex.find_block, inlined
+        if i <= 0:
+            i = 0
+        elif first_keys[i] == key:
+            while i > 0 and first_keys[i] == key:
+                i -= 1
+        cache_get = cache.get
+        cache_id = self.cache_id
+        probed = False
         while i < n:
-            block = self.cached_block(i)
-            if block is None:
-                return NEED_IO
-            rows = block.rows
-            j = block.seek(key)
-            end = len(rows)
+            block = cache_get((cache_id, i))
+            if block is None or type(block) is bytes:
+                if not probed:
+                    if not self.might_contain(key):
+                        return None
+                    probed = True
+                if block is None:
+                    return NEED_IO
+                block = self._decode(block, i)
+            keys = block.keys
+            j = bisect_left(keys, key)
+            end = len(keys)
             while j < end:
-                row = rows[j]
-                if row.key != key:
+                if keys[j] != key:
                     return None
-                if max_seq is None or row.seq <= max_seq:
-                    return row
+                if max_seq is None or block.seq(j) <= max_seq:
+                    return block, j
                 j += 1
             i += 1
         return None
@@ -239,32 +276,31 @@ class SstReader:
         i = self.index.find_block(key)
         while i < n:
             block = self.cached_block(i)
-            if block is not None:
-                rows = block.rows
-                j = block.seek(key)
-                end = len(rows)
-                while j < end:
-                    row = rows[j]
-                    if row.key != key:
-                        return None
-                    if max_seq is None or row.seq <= max_seq:
-                        return row
-                    j += 1
-            else:
+            if block is None:
                 if self._readahead:
                     framed = await self._fetch_with_readahead(i)
                 else:
                     framed = await self._fetch_framed(i)
-                if self.block_cache is not None or self.format_version != FORMAT_VERSION_V2:
-                    found, row = _first_match(self._decode(framed, i).rows_from(key), key, max_seq)
-                else:
+                if self.block_cache is None and self.format_version == FORMAT_VERSION_V2:
                     start = self.index.offsets[i]
                     raw = unframe_block(self.info.compression_format, framed, self.object_name, start)
                     found, row = _first_match(iter_rows_from_v2(raw, key, self.object_name, start), key, max_seq)
-                if found:
-                    return row
-                if found is None:
+                    if found:
+                        return row
+                    if found is None:
+                        return None
+                    i += 1
+                    continue
+                block = self._decode(framed, i)
+            keys = block.keys
+            j = bisect_left(keys, key)
+            end = len(keys)
+            while j < end:
+                if keys[j] != key:
                     return None
+                if max_seq is None or block.seq(j) <= max_seq:
+                    return block.row(j)
+                j += 1
             i += 1  # the block ended before a row past the key: versions may continue
         return None
 

@@ -2,7 +2,8 @@
 
 Shared by every SST reader of a database, keyed ``(sst id, block index)``. Lookups happen on
 the caller's thread (the synchronous fast path of ``get``), inserts on the runtime thread after
-a block read, hence the lock; each operation holds it for a dictionary access or two.
+a block read, hence the lock around inserts and removals (each holds it for a dictionary access or
+two); a lookup takes no lock (see :meth:`BlockCache.get`).
 """
 
 from __future__ import annotations
@@ -30,19 +31,21 @@ class BlockCache:
         self.capacity_bytes = capacity_bytes
         self._entries: OrderedDict[Any, Block | bytes] = OrderedDict()
         self._size_bytes = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self._lock = threading.Lock()  # held by writers of the cache; ``get`` needs none
 
     def get(self, key: Any, default: Block | None = None) -> Block | None:
-        with self._lock:
-            block = self._entries.get(key)
-            if block is None:
-                self.misses += 1
-                return default
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return block
+        # No lock: ``get`` and ``move_to_end`` are each one C call on the OrderedDict (atomic
+        # under the GIL); an insert's eviction may remove the key between the two, which only
+        # means there is nothing to move.
+        entries = self._entries
+        block = entries.get(key)
+        if block is None:
+            return default
+        try:
+            entries.move_to_end(key)
+        except KeyError:
+            pass
+        return block
 
     def __setitem__(self, key: Any, block: Block | bytes) -> None:
         weight = _weight(block)

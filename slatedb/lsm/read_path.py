@@ -58,21 +58,23 @@ class ReadPath:
     def get_fast(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None | object:
         """``get`` from memtables and cached blocks; :data:`NEED_IO` when a block must be read.
         Any thread; no I/O."""
-        now = self.runtime.now_ms()
         for mem in rs.mems:
             row = mem.get(key, max_seq)
             if row is not None:
                 if row.kind is _MERGE:
                     return _value_of(self.get_resolved_fast(key, rs, max_seq))
-                return resolve_row(row, now)
+                return resolve_row(row, self.runtime.now_ms())
         for h in rs.view.point_candidates(key):
-            row = h.reader.get_cached(key, max_seq)
-            if row is NEED_IO:
+            got = h.reader.get_cached_value(key, max_seq)
+            if got is None:
+                continue
+            if type(got) is bytes:
+                return got  # a value without expiry: what the reader sees
+            if got is NEED_IO:
                 return NEED_IO
-            if row is not None:
-                if row.kind is _MERGE:  # type: ignore[union-attr]
-                    return NEED_IO  # the key's older versions: get_slow folds them (MERGE-1)
-                return resolve_row(row, now)  # type: ignore[arg-type]
+            if got.kind is _MERGE:  # type: ignore[union-attr]
+                return NEED_IO  # the key's older versions: get_slow folds them (MERGE-1)
+            return resolve_row(got, self.runtime.now_ms())  # type: ignore[arg-type]
         return None
 
     async def get_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None:

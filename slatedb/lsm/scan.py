@@ -86,18 +86,60 @@ class SstSource:
         self._plan_pos = 0
         self._next_block: int | None = None
         self._fetched: dict[int, Block] = {}
-        self._rows: list[Row] = _EMPTY
+        # The current block's rows ``[_pos, _end)`` of ``_rows`` (forward: the block's own rows
+        # list, built on first use; reverse: the clipped rows reversed). ``_block``/``_rows`` is
+        # None until a row is asked for, so a plain block can be read as columns instead
+        # (:meth:`plain_pairs`) without building any row.
+        self._block: Block | None = None
+        self._rows: list[Row] | None = _EMPTY
         self._pos = 0
+        self._end = 0
 
     # -- the source protocol ------------------------------------------------------------------
 
     def head(self) -> Row | None | NeedIO:
-        if self._pos < len(self._rows):
-            return self._rows[self._pos]
-        return self._refill()
+        pos = self._pos
+        if pos < self._end:
+            rows = self._rows
+            if rows is None:
+                rows = self._rows = self._block.rows  # type: ignore[union-attr]
+            return rows[pos]
+        got = self._load_next()
+        if got is not True:
+            return got  # type: ignore[return-value]
+        return self.head()
 
     def advance(self) -> None:
         self._pos += 1
+
+    def plain_pairs(self, limit: int, max_seq: int, after: bytes | None) -> list[tuple[bytes, bytes]] | None | object:
+        """Forward scans: up to ``limit`` visible ``(key, value)`` pairs of the current block,
+        taken as columns, when its remaining rows are values without expiry, one per key, at or
+        below ``max_seq``, and the first is not ``after`` (the merge's current key: older
+        versions of a key may continue into the next block). None when the slow path must
+        take the next row (or the source is exhausted: :meth:`head` says which);
+        :data:`NEED_IO_MARK` when a block must be loaded first."""
+        if self._pos >= self._end:
+            got = self._load_next()
+            if got is not True:
+                return None if got is None else got
+        block = self._block
+        if block is None or self._reverse:
+            return None
+        plain = block.plain_max_seq
+        if plain is None or plain > max_seq:
+            return None
+        pos = self._pos
+        keys = block.keys
+        if keys[pos] == after:
+            return None
+        end = min(self._end, pos + limit)
+        self._pos = end
+        return list(zip(keys[pos:end], block.values[pos:end]))
+
+    def last_key(self) -> bytes:
+        """The key of the row before the current position (after :meth:`plain_pairs`)."""
+        return self._block.keys[self._pos - 1]  # type: ignore[union-attr]
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -126,7 +168,9 @@ class SstSource:
             self._next_block = last if self._reverse else first
         return self._next_block
 
-    def _refill(self) -> Row | None | NeedIO:
+    def _load_next(self) -> bool | None | object:
+        """Move to the next block with rows in the scan's bounds: True; None when the source is
+        exhausted; :data:`NEED_IO_MARK` when that block must be loaded first."""
         while self._plan_pos < len(self._plan):
             reader, b, first, last = self._plan[self._plan_pos]
             i = self._current_block()
@@ -141,16 +185,21 @@ class SstSource:
                 if block is None:
                     return NEED_IO_MARK
             self._next_block = i - 1 if self._reverse else i + 1
-            rows = _clip(block, b)
-            if not rows:
+            lo, hi = _clip(block, b)
+            if lo >= hi:
                 continue
             if self._reverse:
-                rows = rows[::-1]
-            self._rows = rows
-            self._pos = 0
-            return rows[0]
+                self._block = None
+                self._rows = block.rows[lo:hi][::-1]
+                self._pos, self._end = 0, hi - lo
+            else:
+                self._block = block
+                self._rows = None
+                self._pos, self._end = lo, hi
+            return True
+        self._block = None
         self._rows = _EMPTY
-        self._pos = 0
+        self._pos = self._end = 0
         return None
 
 
@@ -158,7 +207,8 @@ class SstSource:
 NEED_IO_MARK = object()
 
 
-def _clip(block: Block, b: KeyBounds) -> list[Row]:
+def _clip(block: Block, b: KeyBounds) -> tuple[int, int]:
+    """The rows ``[lo, hi)`` of ``block`` within ``b``."""
     keys = block.keys
     lo = 0
     if b.lo is not None:
@@ -166,9 +216,7 @@ def _clip(block: Block, b: KeyBounds) -> list[Row]:
     hi = len(keys)
     if b.hi is not None:
         hi = bisect_right(keys, b.hi) if b.hi_inclusive else bisect_left(keys, b.hi)
-    if lo == 0 and hi == len(keys):
-        return block.rows
-    return block.rows[lo:hi]
+    return lo, hi
 
 
 class MergeScan:
@@ -193,6 +241,13 @@ class MergeScan:
         self._op = op
         self._done = False
         self._out: list[tuple[bytes, bytes]] = []
+        #: A forward scan of one SST source (a reopened database's usual scan) needs no heap,
+        #: and takes plain blocks as columns (:meth:`SstSource.plain_pairs`).
+        self._single = sources[0] if (self.PAIRS and not reverse and len(sources) == 1
+                                      and isinstance(sources[0], SstSource)) else None
+
+    #: Batches are ``(key, value)`` pairs (a subclass emitting rows sets False).
+    PAIRS = True
 
     def next_batch(self, n: int) -> list[tuple[bytes, bytes]]:
         """Up to ``n`` visible pairs; fewer (possibly none) only at the end of the scan.
@@ -200,6 +255,8 @@ class MergeScan:
         Raises :class:`NeedIO` when a source needs blocks; nothing is lost: call again after
         loading them.
         """
+        if self._single is not None:
+            return self._next_batch_single(n)
         # Rows gathered before a NeedIO are kept in ``_out`` for the call after the load.
         out = self._out
         self._out = []
@@ -254,6 +311,56 @@ class MergeScan:
                         self._best = row
         return out
 
+    def _next_batch_single(self, n: int) -> list[tuple[bytes, bytes]]:
+        """:meth:`next_batch` of a forward scan of one SST source: the heap loop without a
+        heap, and a plain block's rows as columns."""
+        out = self._out
+        self._out = []
+        if self._done:
+            return out
+        src: SstSource = self._single  # type: ignore[assignment]
+        max_seq = self._max_seq
+        while len(out) < n:
+            pairs = src.plain_pairs(n - len(out), max_seq, self._key)
+            if pairs is NEED_IO_MARK:
+                self._out = out
+                raise NeedIO(src)
+            if pairs:
+                self._emit(out)
+                out += pairs  # type: ignore[arg-type]
+                # The last key is decided: older versions of it in the next block are skipped.
+                self._key = src.last_key()
+                self._best = _DECIDED
+                self._group = None
+                continue
+            row = src.head()
+            if row is NEED_IO_MARK:
+                self._out = out
+                raise NeedIO(src)
+            if row is None:
+                self._emit(out)
+                self._key = None
+                self._done = True
+                return out
+            src.advance()
+            key = row.key  # type: ignore[union-attr]
+            if key != self._key:
+                self._emit(out)
+                self._key = key
+                self._best = None
+                self._group = None
+            if row.seq <= max_seq:  # type: ignore[union-attr]
+                best = self._best
+                if best is None:
+                    self._best = row  # type: ignore[assignment]
+                    if row.kind is _MERGE:  # type: ignore[union-attr]
+                        self._group = [row]  # type: ignore[list-item]
+                elif self._group is not None:
+                    self._group.append(row)  # type: ignore[arg-type]
+                    if row.seq > best.seq:  # type: ignore[union-attr]
+                        self._best = row  # type: ignore[assignment]
+        return out
+
     def _emit(self, out: list[tuple[bytes, bytes]]) -> None:
         row = self._best
         self._best = None
@@ -269,6 +376,11 @@ class MergeScan:
             got = resolve_versions(sorted(self._group or [row], key=_neg_seq), self._op, self._now_ms, self._max_seq)
             if got is not None:
                 out.append((got.key, got.value))
+
+
+#: The merge's ``_best`` once a key was emitted from columns: its older rows change nothing, and
+#: emitting it adds nothing (a tombstone).
+_DECIDED = Row(b"", -1, _TOMBSTONE)
 
 
 def _neg_seq(row: Row) -> int:

@@ -26,6 +26,8 @@ from .snapshot import refresh_if_due
 class RowMergeScan(MergeScan):
     """A :class:`MergeScan` whose batches are the visible :class:`Row` of each key."""
 
+    PAIRS = False
+
     def _emit(self, out: list) -> None:  # type: ignore[override]
         row = self._best
         self._best = None

@@ -423,11 +423,11 @@ def test_block_cache_is_bounded() -> None:
 
     cache = BlockCache(10_000)
     for i in range(100):
-        cache[("sst", i)] = Block(keys=[], rows=[], size_bytes=1000)
+        cache[("sst", i)] = Block(keys=[], values=[], size_bytes=1000)
         assert cache.size_bytes <= 10_000
     assert ("sst", 99) in cache and ("sst", 0) not in cache
     cache.get(("sst", 92))
-    cache[("sst", 100)] = Block(keys=[], rows=[], size_bytes=1000)
+    cache[("sst", 100)] = Block(keys=[], values=[], size_bytes=1000)
     assert ("sst", 92) in cache and ("sst", 93) not in cache  # least recently used went first
 
 
