@@ -193,3 +193,12 @@ def test_no_database_at_all():
     ms = ManifestStore(MemoryStore(MemoryBucket(), rt.now_ms), rt)
     with pytest.raises(InvalidDbStateError, match="no manifest"):
         run(list_checkpoints, ms)
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("1ns", 1e-9), ("1us", 1e-6), ("1ms", 1e-3), ("1s", 1.0), ("1min", 60.0), ("1h", 3_600.0),
+    ("1d", 86_400.0), ("1w", 604_800.0), ("1M", 2_630_016.0), ("1y", 31_557_600.0),
+])
+def test_each_unit_is_humantimes(text, seconds) -> None:
+    """The official CLI's humantime units, exactly (a month is 30.44 days, a year 365.25)."""
+    assert parse_duration(text) == seconds

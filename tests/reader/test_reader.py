@@ -583,3 +583,40 @@ def test_a_replay_that_outlives_its_new_checkpoint_establishes_another() -> None
             assert stalled and [e["manifest_id"] for e in clock.kinds("reader_checkpoint_stale")]
             assert r.checkpoint_id in {c.id for c in checkpoints(store)}
             assert {k: r.get(k) for k in (b"x", b"a", b"b", b"c")} == {b"x": b"0", b"a": b"1", b"b": b"1", b"c": b"1"}
+
+
+def test_a_replay_range_past_the_tables_that_fails_midway_is_replayed_whole_next_time() -> None:
+    """A re-establish whose range does not continue the tables replays into fresh tables; when a
+    WAL fetch fails midway nothing of it was published, so the next round must replay the whole
+    range again (keeping the ids applied before the failure would skip them: READ-3)."""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings={**WRITER, "flush_interval": "1h"}, store=store) as db:
+        with open_reader(store) as r:
+            db.put(b"a", b"1")
+            db.flush()
+            r.refresh()  # follows: a table from this WAL id
+            db.put(b"b", b"2")
+            db.flush(wal=False)  # L0 holds a and b: replay_after moves past the table
+            for k in (b"c", b"d"):
+                db.put(k, b"3")
+                db.flush()  # two WAL objects past the replay point
+            core = r.core
+            fetch, failed = core._fetch_wal, []
+            last_wal = max(int(m.key[4:-4]) for m in store.list_now("wal/"))
+
+            class Injected(Exception):
+                pass
+
+            async def fetch_failing_once(wal_id):
+                if wal_id == last_wal and not failed:  # d's WAL object, after c's was applied
+                    failed.append(wal_id)
+                    raise Injected(f"injected failure reading WAL {wal_id}")
+                return await fetch(wal_id)
+
+            core._fetch_wal = fetch_failing_once
+            with pytest.raises(Injected):
+                r.refresh()
+            assert failed
+            r.refresh()
+            assert [(k, r.get(k)) for k in (b"a", b"b", b"c", b"d")] == [
+                (b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"3")]
