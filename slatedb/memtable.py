@@ -228,6 +228,19 @@ class Memtable:
                     if row.seq <= max_seq:
                         yield row
 
+    def sorted_rows(self) -> list[Row]:
+        """Every row, in ``(key asc, seq desc)`` order: ``list(iter_range())`` of a frozen table
+        in one pass without an iterator step per row (what its L0 flush encodes)."""
+        assert self._frozen, "only a frozen memtable is read whole"
+        self._sync_keys()
+        versions_of = self._versions
+        if self._num_rows == len(versions_of):  # one version per key: the usual case
+            return [versions_of[key][0] for key in self._keys]
+        out: list[Row] = []
+        for key in self._keys:
+            out.extend(reversed(versions_of[key]))
+        return out
+
     # -----------------------------------------------------------------------------------------
     # Size and bounds
     # -----------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from flatbuffers.table import Table
 from ulid import ULID
 
 from slatedb.errors import CorruptionError
+from slatedb.format import fbwrite
 from slatedb.format import types as t
 from slatedb.format.fbread import FastTable, FbDecodeError, fast_sst_index
 from slatedb.format.fb import BlockMeta as fb_BlockMeta
@@ -359,7 +360,14 @@ def decode_sst_info(data: bytes, object_name: str, base_offset: int = 0) -> t.Ss
 
 
 def encode_sst_index(block_meta: Sequence[t.BlockMeta]) -> bytes:
-    """The ``SsTableIndex`` FlatBuffer listing every data block in file order."""
+    """The ``SsTableIndex`` FlatBuffer listing every data block in file order
+    (:func:`slatedb.format.fbwrite.encode_sst_index`: the bytes of
+    :func:`encode_sst_index_builder`, without the generated code's per-field calls)."""
+    return fbwrite.encode_sst_index(block_meta)
+
+
+def encode_sst_index_builder(block_meta: Sequence[t.BlockMeta]) -> bytes:
+    """The ``SsTableIndex`` FlatBuffer through the generated builder code (the reference)."""
     b = flatbuffers.Builder(64 + 32 * len(block_meta))
     metas = []
     for meta in block_meta:
@@ -410,7 +418,14 @@ def checked_sst_index(data: bytes, object_name: str, base_offset: int = 0) -> tu
 
 
 def encode_sst_stats(stats: t.SstStats) -> bytes:
-    """The ``SstStats`` FlatBuffer. ``block_stats`` is always written (possibly empty)."""
+    """The ``SstStats`` FlatBuffer. ``block_stats`` is always written (possibly empty).
+    Through :func:`slatedb.format.fbwrite.encode_sst_stats` (the bytes of
+    :func:`encode_sst_stats_builder`)."""
+    return fbwrite.encode_sst_stats(stats)
+
+
+def encode_sst_stats_builder(stats: t.SstStats) -> bytes:
+    """The ``SstStats`` FlatBuffer through the generated builder code (the reference)."""
     b = flatbuffers.Builder(128 + 16 * len(stats.block_stats))
     blocks = []
     for bs in stats.block_stats:

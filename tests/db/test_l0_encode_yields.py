@@ -11,7 +11,6 @@ import trio
 
 from slatedb import aio
 from slatedb.db import flushers
-from slatedb.format.types import SstType
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 
 SETTINGS = {"flush_interval": "10ms", "compactor_options": None, "l0_sst_size_bytes": 64 * 1024}
@@ -23,7 +22,7 @@ def test_wal_flushes_go_on_while_an_l0_sst_is_encoded(monkeypatch) -> None:
 
     monkeypatch.setattr(flushers, "L0_ENCODE_CHUNK_ROWS", 16)
     events: list[str] = []
-    real_add = flushers.SstWriter.add
+    real_add_sorted = flushers.SstWriter.add_sorted
     real_write_wal = flushers.Flushers._write_wal
     real_encode = flushers.Flushers._encode_l0
 
@@ -34,16 +33,15 @@ def test_wal_flushes_go_on_while_an_l0_sst_is_encoded(monkeypatch) -> None:
         finally:
             events.append("end")
 
-    def add(self, row) -> None:
-        if self.sst_type == SstType.COMPACTED:  # an L0 SST (WAL SSTs are written by the same class)
-            events.append("encode")
-        real_add(self, row)
+    def add_sorted(self, rows) -> None:  # the L0 flusher's bulk encoder: one event per row
+        events.extend(["encode"] * len(rows))
+        real_add_sorted(self, rows)
 
     async def write_wal(self, rows) -> None:
         events.append("wal")
         await real_write_wal(self, rows)
 
-    monkeypatch.setattr(flushers.SstWriter, "add", add)
+    monkeypatch.setattr(flushers.SstWriter, "add_sorted", add_sorted)
     monkeypatch.setattr(flushers.Flushers, "_write_wal", write_wal)
     monkeypatch.setattr(flushers.Flushers, "_encode_l0", encode_l0)
 
