@@ -32,7 +32,7 @@ from ulid import ULID
 from slatedb.errors import CorruptionError
 from slatedb.format import fbwrite
 from slatedb.format import types as t
-from slatedb.format.fbread import FastTable, FbDecodeError, fast_sst_index
+from slatedb.format.fbread import FastTable, FbDecodeError, fast_sst_index, fast_sst_index_columns
 from slatedb.format.fb import BlockMeta as fb_BlockMeta
 from slatedb.format.fb import BlockStats as fb_BlockStats
 from slatedb.format.fb import BytesBound as fb_BytesBound
@@ -399,6 +399,21 @@ def decode_sst_index(data: bytes, object_name: str, base_offset: int = 0) -> tup
     if fast is not None:
         return fast
     return checked_sst_index(buf, object_name, base_offset)
+
+
+def decode_sst_index_columns(data: bytes, object_name: str, base_offset: int = 0) -> tuple[list[int], list[bytes]]:
+    """:func:`decode_sst_index` as (block offsets, first keys): read with numpy over all entries
+    at once (:func:`~slatedb.format.fbread.fast_sst_index_columns`), else as
+    :func:`decode_sst_index` reads it (which names any problem)."""
+    buf = bytes(data)
+    try:
+        fast = fast_sst_index_columns(buf)
+    except (struct.error, IndexError, ValueError):
+        fast = None
+    if fast is not None:
+        return fast
+    metas = decode_sst_index(buf, object_name, base_offset)
+    return [m.offset for m in metas], [m.first_key for m in metas]
 
 
 def checked_sst_index(data: bytes, object_name: str, base_offset: int = 0) -> tuple[t.BlockMeta, ...]:

@@ -135,3 +135,97 @@ def fast_sst_index(buf: bytes) -> tuple[t.BlockMeta, ...] | None:
             return None
         out.append(block_meta(offset=u64(buf, pos + f_off)[0] if f_off else 0, first_key=buf[kv + 4: kv + 4 + klen]))
     return tuple(out)
+
+
+def fast_sst_index_columns(buf: bytes) -> tuple[list[int], list[bytes]] | None:
+    """:func:`fast_sst_index` as two lists, (block offsets, first keys), with every entry's
+    checks run as numpy array operations over all entries at once (an SST of a 100k-row L0
+    has ~3,300 blocks: the per-entry ``struct`` reads were most of a reopen). The same checks
+    and the same answers, None included (``tests/format/test_fbcodec.py`` compares them)."""
+    import numpy as np
+
+    n = len(buf)
+    if n < 4:
+        return None
+    u32 = _U32.unpack_from
+    root = u32(buf, 0)[0]
+    head = _fast_root(buf, root)
+    if head is None:
+        return None
+    start, count = head
+    if count == 0:
+        return [], []
+    b = np.frombuffer(buf, dtype=np.uint8)
+
+    def le(pos: np.ndarray, width: int, dtype=np.int64) -> np.ndarray:  # little-endian unsigned at each pos
+        out = b[pos].astype(dtype)
+        for i in range(1, width):
+            out |= b[pos + i].astype(dtype) << dtype(8 * i)
+        return out
+
+    elems = start + 4 * np.arange(count, dtype=np.int64)
+    pos = elems + le(elems, 4)
+    if not ((pos >= 0) & (pos + 4 <= n) & (pos % 4 == 0)).all():
+        return None
+    soff = le(pos, 4)
+    soff = np.where(soff >= 1 << 31, soff - (1 << 32), soff)  # i32
+    vpos = pos - soff
+    if not ((vpos >= 0) & (vpos + 4 <= n) & (vpos % 2 == 0)).all():
+        return None
+    vlen, tlen = le(vpos, 2), le(vpos + 2, 2)
+    if not ((vlen >= 4) & (vlen % 2 == 0) & (vpos + vlen <= n) & (tlen >= 4) & (pos + tlen <= n)).all():
+        return None
+    # Each distinct vtable's fields (writers share one vtable among equal-shaped entries).
+    shapes = np.unique(np.stack([vpos, vlen, tlen]), axis=1).T.tolist()
+    u16 = _U16.unpack_from
+    for vp, vl, tl in shapes:
+        for f in range(vp + 4, vp + vl, 2):
+            field = u16(buf, f)[0]
+            if field and (field < 4 or field >= tl):
+                return None
+    has_off, has_key = vlen > 4, vlen > 6
+    f_off = np.where(has_off, le(np.where(has_off, vpos + 4, 0), 2), 0)
+    f_key = np.where(has_key, le(np.where(has_key, vpos + 6, 0), 2), 0)
+    if not ((f_key > 0) & ((f_off == 0) | (f_off + 8 <= tlen)) & (pos + f_key + 4 <= n)).all():
+        return None
+    kv = pos + f_key + le(pos + f_key, 4)
+    if not (kv + 4 <= n).all():
+        return None
+    klen = le(kv, 4)
+    if not (kv + 4 + klen <= n).all():
+        return None
+    offsets = np.where(f_off > 0, le(np.where(f_off > 0, pos + f_off, 0), 8, np.uint64), np.uint64(0))
+    ks = (kv + 4).tolist()
+    ke = (kv + 4 + klen).tolist()
+    return offsets.tolist(), [buf[s:e] for s, e in zip(ks, ke)]
+
+
+def _fast_root(buf: bytes, root: int) -> tuple[int, int] | None:
+    """(first element's position, count) of the root ``SsTableIndex``'s ``block_meta`` vector,
+    with :func:`fast_sst_index`'s checks."""
+    n = len(buf)
+    u32, i32, u16x2, u16 = _U32.unpack_from, _I32.unpack_from, _U16X2.unpack_from, _U16.unpack_from
+    pos = root
+    if pos < 0 or pos + 4 > n or pos % 4:
+        return None
+    vpos = pos - i32(buf, pos)[0]
+    if vpos < 0 or vpos + 4 > n or vpos % 2:
+        return None
+    vlen, tlen = u16x2(buf, vpos)
+    if vlen < 4 or vlen % 2 or vpos + vlen > n or tlen < 4 or pos + tlen > n:
+        return None
+    for f in range(vpos + 4, vpos + vlen, 2):
+        field = u16(buf, f)[0]
+        if field and (field < 4 or field >= tlen):
+            return None
+    field = u16(buf, vpos + 4)[0] if vlen > 4 else 0
+    if not field or root + field + 4 > n:
+        return None
+    vec = root + field + u32(buf, root + field)[0]
+    if vec + 4 > n:
+        return None
+    count = u32(buf, vec)[0]
+    start = vec + 4
+    if start + 4 * count > n:
+        return None
+    return start, count
