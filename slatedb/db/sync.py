@@ -164,6 +164,12 @@ class Db(SyncReads, SyncCacheControl):
         database default, ``slatedb.NO_EXPIRY``: never); or ``expire_at_ms``: the Unix time in
         milliseconds at which it expires. Returns once the write is readable;
         ``durable=True`` also waits until it is in a WAL object."""
+        if durable is False:  # the common case without _write's frame (hot path)
+            core = self._core
+            try:
+                return WriteHandle(core, core.put(key, value, ttl, expire_at_ms))
+            except MustWait:
+                pass  # nothing was written: wait for room in _write
         return self._write(self._core.put, (key, value, ttl, expire_at_ms), durable)
 
     def delete(self, key: bytes, *, durable: bool = False) -> WriteHandle:
