@@ -93,7 +93,10 @@ class DbIterator:
             except NeedIO as e:
                 source = e.source
                 reader, first, last = source.io_request()
-                source.supply(first, self._portal(self._core.load_blocks, reader, first, last))
+                blocks = reader.read_blocks_now(first, last)  # a local directory: on this thread
+                if blocks is None:
+                    blocks = self._portal(self._core.load_blocks, reader, first, last)
+                source.supply(first, blocks)
 
 
 class SyncReads:
@@ -114,9 +117,12 @@ class SyncReads:
             metrics.count_get()
         if options is not None:
             max_seq = bound_for(self._core, max_seq, ReadOptions.of(options).durability_filter)
-        value = self._core.get_fast(key, rs, max_seq)
+        core = self._core
+        value = core.get_fast(key, rs, max_seq)
         if value is NEED_IO:
-            value = self._portal(self._core.get_slow, key, rs, max_seq)
+            value = core.get_direct(key, rs, max_seq)
+            if value is NEED_IO:
+                value = self._portal(core.get_slow, key, rs, max_seq)
         return value  # type: ignore[return-value]
 
     def get_key_value(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> KeyValue | None:

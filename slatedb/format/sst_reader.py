@@ -100,6 +100,9 @@ class SstReader:
         self._is_compacted = layout.info.sst_type == SstType.COMPACTED
         capacity = getattr(block_cache, "capacity_bytes", None)  # None: an unbounded mapping
         data_bytes = self.index.offsets[-1] if self.index.offsets else 0
+        #: The store's synchronous ranged read of an object never overwritten (a local
+        #: directory's ``read_range_now``), or None: reads then go through the event loop.
+        self._read_now = getattr(store, "read_range_now", None)
         self._readahead = block_cache is not None and (
             capacity is None or data_bytes <= capacity * READAHEAD_MAX_CACHE_SHARE)
 
@@ -148,18 +151,84 @@ class SstReader:
         :data:`READAHEAD_BYTES`; those go into the cache undecoded (point lookups on random keys
         then need one read per ``READAHEAD_BYTES`` instead of one per block)."""
         offsets = self.index.offsets
+        j = self._readahead_end(i)
+        data = await read_range(self.store, self.object_name, offsets[i], offsets[j])
+        return self._cache_ahead(data, i, j)
+
+    def _readahead_end(self, i: int) -> int:
+        offsets = self.index.offsets
         n = len(self.index)
         j = i + 1
         while j < n and offsets[j + 1] - offsets[i] <= READAHEAD_BYTES:
             j += 1
+        return j
+
+    def _cache_ahead(self, data: bytes, i: int, j: int) -> bytes:
+        """Cache blocks ``(i, j)`` of ``data`` (blocks ``[i, j)``) undecoded; block ``i``'s bytes."""
+        offsets = self.index.offsets
         base = offsets[i]
-        data = await read_range(self.store, self.object_name, base, offsets[j])
         cache = self.block_cache
         assert cache is not None
         for k in range(i + 1, j):
             if (self.cache_id, k) not in cache:
                 cache[(self.cache_id, k)] = data[offsets[k] - base : offsets[k + 1] - base]
         return data[: offsets[i + 1] - base]
+
+    # -- reads on the calling thread (a store that reads synchronously) ----------------------
+
+    def _range_now(self, start: int, end: int) -> bytes | None:
+        """Bytes ``[start, end)`` read on the calling thread; None when the store cannot, or the
+        read failed (the event loop's path then reads it, with retries and typed errors)."""
+        read_now = self._read_now
+        if read_now is None:
+            return None
+        try:
+            data = read_now(self.object_name, start, end)
+        except Exception:  # noqa: BLE001 - the loop's path reports it
+            return None
+        if len(data) != end - start:
+            return None  # a short object: the loop's path names the truncation
+        return data
+
+    def load_now(self, key: bytes) -> bool:
+        """Bring into the block cache, on the calling thread, the block a cached lookup of
+        ``key`` stopped at (:meth:`locate_cached` returned :data:`NEED_IO`), reading ahead as
+        :meth:`get` does. False when that must go through the event loop (no cache, a store
+        without synchronous reads, a failed read)."""
+        cache = self.block_cache
+        if cache is None or self._read_now is None:
+            return False
+        n = len(self.index)
+        i = self.index.find_block(key)
+        while i < n and (self.cache_id, i) in cache:
+            i += 1
+        if i >= n:
+            return True  # another thread brought it meanwhile
+        offsets = self.index.offsets
+        j = self._readahead_end(i) if self._readahead else i + 1
+        data = self._range_now(offsets[i], offsets[j])
+        if data is None:
+            return False
+        self._decode(self._cache_ahead(data, i, j), i)
+        return True
+
+    def read_blocks_now(self, first: int, last_exclusive: int) -> list[Block] | None:
+        """:meth:`read_blocks` on the calling thread; None when that must go through the event
+        loop (a store without synchronous reads, a failed read)."""
+        if self._read_now is None:
+            return None
+        blocks: list[Block | None] = [self.cached_block(i) for i in range(first, last_exclusive)]
+        missing = [i for i, b in zip(range(first, last_exclusive), blocks) if b is None]
+        if missing:
+            lo, hi = missing[0], missing[-1]
+            base = self.index.offsets[lo]
+            data = self._range_now(base, self.index.offsets[hi + 1])
+            if data is None:
+                return None
+            for i in missing:
+                start, end = self.index.block_range(i)
+                blocks[i - first] = self._decode(data[start - base : end - base], i)
+        return blocks  # type: ignore[return-value]
 
     async def _fetch_framed(self, i: int) -> bytes:
         start, end = self.index.block_range(i)

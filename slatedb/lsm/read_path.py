@@ -77,6 +77,36 @@ class ReadPath:
             return resolve_row(got, self.runtime.now_ms())  # type: ignore[arg-type]
         return None
 
+    def get_direct(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None | object:
+        """:meth:`get_fast` reading missing blocks on the calling thread where the SST's store
+        can (a local directory: :meth:`SstReader.load_now`), so the read is not queued behind
+        the engine loop's other work (an in-process compaction); :data:`NEED_IO` when the
+        read must go through the loop (another store, a failed read, a merge operand to fold).
+        Any thread."""
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                if row.kind is _MERGE:
+                    return NEED_IO
+                return resolve_row(row, self.runtime.now_ms())
+        for h in rs.view.point_candidates(key):
+            reader = h.reader
+            got = reader.get_cached_value(key, max_seq)
+            if got is NEED_IO:
+                if not reader.load_now(key):
+                    return NEED_IO
+                got = reader.get_cached_value(key, max_seq)
+                if got is NEED_IO:  # evicted meanwhile, or versions running on into the next block
+                    return NEED_IO
+            if got is None:
+                continue
+            if type(got) is bytes:
+                return got
+            if got.kind is _MERGE:  # type: ignore[union-attr]
+                return NEED_IO
+            return resolve_row(got, self.runtime.now_ms())  # type: ignore[arg-type]
+        return None
+
     async def get_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None:
         """``get`` with block reads (REQUIRES: the engine's loop)."""
         return _value_of(await self.get_resolved_slow(key, rs, max_seq))

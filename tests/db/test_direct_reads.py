@@ -1,0 +1,132 @@
+"""Reads on the caller's thread for a local directory (``LocalStore.read_range_now``,
+``SstReader.load_now`` / ``read_blocks_now``, ``ReadPath.get_direct``): a get or a scan of SST
+rows that are not cached does not go through the engine's loop, where it would queue behind an
+in-process compaction; other stores, failed reads and merge operands take the loop as before;
+a corrupt block is still a typed error naming the object."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+import trio
+
+import slatedb
+from slatedb.errors import CorruptionError, ObjectNotFoundError
+from slatedb.objstore.local import LocalStore
+
+
+class CountingPortal:
+    """The Db's runtime-thread portal, counting the calls that cross to the engine's loop."""
+
+    def __init__(self, portal) -> None:
+        self._portal = portal
+        self.calls: list[str] = []
+
+    def __call__(self, fn, *args):
+        self.calls.append(getattr(fn, "__name__", repr(fn)))
+        return self._portal(fn, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._portal, name)
+
+
+N = 3000
+
+
+def _load(url: str) -> None:
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        for i in range(N):
+            db.put(b"key%06d" % i, b"value-%06d" % i * 4)
+
+
+def _reopen(url: str, **kw) -> tuple[slatedb.Db, CountingPortal]:
+    db = slatedb.Db.open(url, {"compactor_options": None}, **kw)
+    counting = CountingPortal(db._portal)
+    db._portal = counting
+    return db, counting
+
+
+def test_gets_and_scans_of_a_local_directory_do_not_cross_to_the_loop(tmp_path):
+    url = "file://" + str(tmp_path)
+    _load(url)
+    db, portal = _reopen(url)
+    try:
+        assert db._core.read_state.view.l0  # the rows are in an SST, nothing is cached
+        for i in range(0, N, 37):
+            assert db.get(b"key%06d" % i) == b"value-%06d" % i * 4
+        assert db.get(b"key%06d~" % 5) is None
+        assert db.get(b"zzz") is None
+        assert [k for k, _ in db.scan(b"key000100", b"key000200")] == [b"key%06d" % i for i in range(100, 200)]
+        db._core.cache.clear()
+        rows = db.scan().next_batch(10 * N)
+        assert len(rows) == N and rows[-1] == (b"key%06d" % (N - 1), b"value-%06d" % (N - 1) * 4)
+        assert portal.calls == []
+    finally:
+        db.close()
+
+
+def test_other_stores_and_failed_direct_reads_take_the_loop(tmp_path, monkeypatch):
+    url = "file://" + str(tmp_path)
+    _load(url)
+
+    def broken(self, key, start, end):
+        raise OSError("injected")
+
+    monkeypatch.setattr(LocalStore, "read_range_now", broken)
+    db, portal = _reopen(url)
+    try:
+        assert db.get(b"key%06d" % 7) == b"value-%06d" % 7 * 4
+        db._core.cache.clear()
+        assert len(db.scan().next_batch(10 * N)) == N
+        assert "get_slow" in portal.calls and "load_blocks" in portal.calls
+    finally:
+        db.close()
+
+    with slatedb.Db.open("memory://direct-reads", {"compactor_options": None}) as mem:
+        for i in range(100):
+            mem.put(b"k%03d" % i, b"v")
+        mem.flush(wal=False)
+        mem._core.cache.clear()
+        assert mem.get(b"k005") == b"v"  # a store without read_range_now: the loop, as before
+
+
+def test_a_corrupt_block_read_directly_is_a_typed_error_naming_the_object(tmp_path):
+    url = "file://" + str(tmp_path)
+    _load(url)
+    (sst,) = glob.glob(os.path.join(str(tmp_path), "compacted", "*.sst"))
+    with open(sst, "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0x55]))
+    db, portal = _reopen(url)
+    try:
+        with pytest.raises(CorruptionError) as e:
+            db.get(b"key%06d" % 0)
+        assert e.value.object_name.endswith(os.path.basename(sst)) and "CRC" in str(e.value)
+        assert portal.calls == []
+    finally:
+        db.close()
+
+
+def test_read_range_now_reads_maps_and_unmaps(tmp_path):
+    store = LocalStore(str(tmp_path))
+
+    async def main() -> None:
+        await store.put("a/x", b"0123456789")
+        await store.put("a/empty", b"")
+        assert store.read_range_now("a/x", 2, 5) == b"234"
+        assert store.read_range_now("a/x", 8, 20) == b"89"  # short: the object ends first
+        assert store.read_range_now("a/empty", 0, 4) == b""
+        with pytest.raises(ObjectNotFoundError):
+            store.read_range_now("a/missing", 0, 1)
+        assert len(store._maps) == 1
+        await store.delete("a/x")
+        assert store._maps == {}  # a deleted object's file is unmapped (its space is freed)
+        with pytest.raises(ObjectNotFoundError):
+            store.read_range_now("a/x", 0, 1)
+        await store.aclose()
+
+    trio.run(main)
