@@ -94,6 +94,9 @@ def test_a_clone_starts_as_its_parent_and_reads_its_ssts_in_place(b: str) -> Non
     assert steps[:3] == ["read", "source_checkpoint", "manifest_written"]
     assert steps[-2:] == ["wal_copied", "done"] and "final_checkpoint" in steps
     assert rt.events[-1] == ("clone", {"clone_step": "done", "manifest": done.id, "resumed": False})
+    (wal_copied,) = [f for k, f in rt.events if k == "clone" and f["clone_step"] == "wal_copied"]
+    assert wal_copied == {"clone_step": "wal_copied", "count": len(copied),
+                          "first": m.replay_after_wal_id + 1, "last": m.wal_id_last_seen}
     assert contents(child) == {**rows(b"l0-", 50), **rows(b"wal-", 5)}
 
 

@@ -292,3 +292,15 @@ def test_gc_detaches_unused_entries_only_once_the_database_is_initialized():
     gc(f"{b}/d", ahead_s=400)  # now the unused entry goes, with its final checkpoint on src
     assert latest(f"{b}/d").manifest.external_dbs == ()
     assert [c for c in checkpoints(src) if c.checkpoint_expire_time_s == 0] == []
+
+
+def test_one_whole_source_is_a_clone_of_it_at_the_given_checkpoint():
+    """One source with no key range is a plain clone (create_database hands it to create_clone
+    with that source's checkpoint)."""
+    b = bucket()
+    src, data = world(b)
+    cp = given_checkpoint(src)
+    write(src, {b"a001": b"after the checkpoint"})
+    m = make(f"{b}/whole", (src, cp, None))
+    assert m.initialized and [(e.path, e.source_checkpoint_id) for e in m.external_dbs] == [("src", cp)]
+    assert contents(f"{b}/whole") == data
