@@ -28,6 +28,7 @@ from ulid import ULID
 from slatedb.runtime import Runtime, ulid_from_parts, uuid4_from_int
 
 from sim.world.choices import Choices
+from sim.world import fastclock
 from sim.world import probes as probes_mod
 from sim.world.trace import Trace
 
@@ -95,7 +96,7 @@ class SimRuntime(Runtime):
         self.trace.record(self.name, "clock.jump", delta_ms=delta_ms, offset_ms=self.offset_ms)
 
     async def sleep(self, seconds: float) -> None:
-        await trio.sleep(max(0.0, seconds) / self.rate)
+        await fastclock.sleep(max(0.0, seconds) / self.rate)
 
     def _world_seconds(self, seconds: float) -> float:
         return seconds / self.rate
@@ -151,8 +152,14 @@ def run_deterministic(async_fn: Callable[..., Awaitable[T]], *args: Any, seed: "
     if isinstance(seed, Choices):
         seed = seed.scheduler_seed()
     clock = trio.testing.MockClock(autojump_threshold=0)
+    fastclock.speed_up(clock)
     with deterministic_scheduling(seed), no_cyclic_gc():
-        return trio.run(async_fn, *args, clock=clock, strict_exception_groups=True)
+        return trio.run(_quiet, async_fn, *args, clock=clock, strict_exception_groups=True)
+
+
+async def _quiet(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    fastclock.quiet_io()
+    return await async_fn(*args)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from slatedb.errors import ObjectStoreError, TransientObjectStoreError
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.memory import MemoryStore
 
+from sim.world import fastclock
 from sim.world.choices import boolean, outcome
 from sim.world.trace import Trace
 
@@ -140,7 +141,7 @@ class SimObjectStore(ObjectStore):
         decision = self._decide()
         out_s, back_s = self._leg_s(), self._leg_s()
         self.trace.record(self.process, f"store.{op}", n=n, key=key, decision=decision, **fields)
-        await trio.sleep(out_s)
+        await fastclock.sleep(out_s)
         if decision == "transient":
             self.trace.record(self.process, "store.result", n=n, outcome="transient-error")
             raise TransientObjectStoreError(key, f"simulated transient error on {op}")
@@ -148,10 +149,10 @@ class SimObjectStore(ObjectStore):
             result = apply()
         except ObjectStoreError as e:
             self.trace.record(self.process, "store.result", n=n, outcome=type(e).__name__)
-            await trio.sleep(back_s)
+            await fastclock.sleep(back_s)
             raise
         self.trace.record(self.process, "store.result", n=n, outcome=_describe(result))
-        await trio.sleep(back_s)
+        await fastclock.sleep(back_s)
         if self.crashed:
             raise ProcessCrashed(self.process)
         if decision == "ambiguous":

@@ -43,6 +43,7 @@ from slatedb.format.fb import SsTableInfo as fb_SsTableInfo
 from slatedb.format.fb import SstStats as fb_SstStats
 from slatedb.format.fb import Ulid as fb_Ulid
 from slatedb.format.fb import Uuid as fb_Uuid
+from slatedb.format.fbbuild import FastBuilder as _Builder  # the stock builder's bytes, faster
 
 E = TypeVar("E")
 _U64_MASK = (1 << 64) - 1
@@ -343,7 +344,7 @@ def _finish(b: flatbuffers.Builder, root: int) -> bytes:
 
 def encode_sst_info(info: t.SsTableInfo) -> bytes:
     """The ``SsTableInfo`` FlatBuffer (without the CRC the SST writer appends)."""
-    b = flatbuffers.Builder(256)
+    b = _Builder(256)
     return _finish(b, build_sst_info(b, info))
 
 

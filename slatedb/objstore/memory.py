@@ -10,6 +10,8 @@ S3's content MD5, which repeats for identical content).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 from typing import Callable
 
@@ -32,11 +34,94 @@ from .base import (
 )
 
 
+class _Objects(dict):
+    """A bucket's objects by full key, with the keys kept sorted for listings.
+
+    The sorted key list is rebuilt on the first listing after a change (a generation number
+    from ``itertools.count``, taken on every change, tells a stale list from a fresh one even
+    when another thread changes the dict while a listing copies its keys): a listing is then a
+    bisection and the matches, not a scan of every key in the bucket (a simulated world lists
+    hundreds of times between two changes, over a bucket holding every database's objects)."""
+
+    __slots__ = ("_gen", "_counter", "_sorted")
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._counter = itertools.count(1)
+        self._gen = 0
+        self._sorted: tuple[int, list[str]] = (-1, [])
+
+    def _changed(self) -> None:
+        self._gen = next(self._counter)
+
+    def __setitem__(self, key: str, value: tuple[bytes, ObjectMeta]) -> None:
+        super().__setitem__(key, value)
+        self._changed()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._changed()
+
+    def pop(self, *args):  # type: ignore[override]
+        try:
+            return super().pop(*args)
+        finally:
+            self._changed()
+
+    def popitem(self):  # type: ignore[override]
+        try:
+            return super().popitem()
+        finally:
+            self._changed()
+
+    def setdefault(self, key, default=None):  # type: ignore[override]
+        try:
+            return super().setdefault(key, default)
+        finally:
+            self._changed()
+
+    def update(self, *args, **kwargs) -> None:  # type: ignore[override]
+        super().update(*args, **kwargs)
+        self._changed()
+
+    def __ior__(self, other):  # type: ignore[override]
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def sorted_keys(self) -> list[str]:
+        """Every key, sorted (do not change the list)."""
+        gen, keys = self._sorted
+        if gen != self._gen:
+            gen = self._gen
+            keys = sorted(list(self))  # list(): one C call, atomic under the GIL
+            self._sorted = (gen, keys)
+        return keys
+
+    def keys_under(self, prefix: str) -> list[str]:
+        """The keys starting with ``prefix``, sorted."""
+        keys = self.sorted_keys()
+        out = []
+        for i in range(bisect.bisect_left(keys, prefix), len(keys)):
+            k = keys[i]
+            if not k.startswith(prefix):
+                break
+            out.append(k)
+        return out
+
+
+def _as_objects(objects: dict) -> _Objects:
+    return objects if isinstance(objects, _Objects) else _Objects(objects)
+
+
 @attrs.define
 class MemoryBucket:
     """The shared state behind every ``MemoryStore`` opened on one name."""
 
-    objects: dict[str, tuple[bytes, ObjectMeta]] = attrs.Factory(dict)
+    objects: dict[str, tuple[bytes, ObjectMeta]] = attrs.field(factory=_Objects, converter=_as_objects)
     etag_counter: int = 0
     #: Held across a put's check and update: between them Python code runs (the clock, the
     #: ETag), where another thread could otherwise create the same key (both creates would
@@ -144,13 +229,16 @@ class MemoryStore(ObjectStore):
     def list_now(self, prefix: str = "") -> list[ObjectMeta]:
         full_prefix = self._root + validate_prefix(prefix)
         n = len(self._root)
-        # Filter, then sort only the matches (keys are unique: the order is the keys' order); a
-        # simulated world lists often over a bucket holding every database's objects.
-        # list() copies the items in one C call (atomic under the GIL): another thread's put or
-        # delete cannot change the dict while the filter below runs Python code per item.
-        items = list(self._bucket.objects.items())
-        found = sorted((k, meta) for k, (_, meta) in items if k.startswith(full_prefix))
-        return [ObjectMeta(k[n:], meta.size_bytes, meta.last_modified_ms, meta.etag) for k, meta in found]
+        # The bucket keeps its keys sorted (a bisection, not a scan of every database's
+        # objects). A key deleted by another thread since the sorted list was made is skipped.
+        objects = self._bucket.objects
+        out = []
+        for k in objects.keys_under(full_prefix):
+            got = objects.get(k)
+            if got is not None:
+                meta = got[1]
+                out.append(ObjectMeta(k[n:], meta.size_bytes, meta.last_modified_ms, meta.etag))
+        return out
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         validate_prefix(prefix)

@@ -1,0 +1,158 @@
+"""Cheaper virtual time for a simulated run: the same schedule as trio's, with less work per step.
+
+A simulated world spends most of its scheduler time on two things trio does for generality:
+
+* **every sleep ends by a cancellation.** ``trio.sleep`` is ``with move_on_at(deadline):
+  await sleep_forever()``: a cancel scope entered and left, and at the deadline a ``Cancelled``
+  exception built, raised into the task and caught again. :func:`sleep_until` registers the
+  deadline itself (a :class:`_Wake` in the run's deadline heap, the heap trio's scopes use) and
+  is woken by a plain ``reschedule`` when ``Deadlines.expire`` reaches it -- at the same moment
+  of the loop, so the task joins the same batch it would have joined.
+* **every step of the loop polls the operating system** (an ``epoll`` call with a zero
+  timeout), though nothing in a simulated world does I/O but trio's own wake-up socket, written
+  when a job enters the run's entry queue (an async generator's finalizer, in the simulator).
+  :func:`quiet_io` polls for real when the loop would block or a job is queued -- the step
+  that saw the socket readable before sees it now -- and every :data:`_POLL_EVERY` steps
+  otherwise (a signal is still seen, a little later in wall time).
+* **the mock clock reads the wall clock.** ``MockClock.current_time`` at rate 0 is
+  ``virtual_base + 0 * (perf_counter() - real_base)``, i.e. ``virtual_base``; and its autojump
+  builds the whole ``RunStatistics`` (the I/O manager's included) to learn the next deadline.
+  :func:`speed_up` gives the run's clock both answers directly.
+
+Both follow trio's semantics exactly (the trace of a seed is the same bit for bit; the
+determinism and digest tests hold it): a deadline in the past, a cancelled enclosing scope at
+entry, a cancellation while asleep, and an enclosing scope cancelled between the wake-up and
+the task's next step (trio's inner scope then lets the ``Cancelled`` through) all behave as in
+``trio.sleep``. They rely on trio's private run loop (as :func:`sim.world.runtime.deterministic_scheduling`
+does); :data:`AVAILABLE` is False on a trio without it, and then ``trio.sleep`` is used.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import trio
+
+try:  # trio's private run loop; checked against the pinned trio (pyproject.toml)
+    from trio._core._run import GLOBAL_RUN_CONTEXT, Deadlines, Runner
+    from trio._core._exceptions import Cancelled
+
+    AVAILABLE = all(hasattr(Deadlines, a) for a in ("add", "remove", "next_deadline", "expire")) and hasattr(
+        Runner, "reschedule") and hasattr(Cancelled, "_create")
+except ImportError:  # pragma: no cover - another trio
+    AVAILABLE = False
+
+_Abort = trio.lowlevel.Abort
+_wait = trio.lowlevel.wait_task_rescheduled
+_inf = math.inf
+
+
+class _Wake:
+    """A sleeping task's entry in the run's deadline heap, shaped like a cancel scope for it
+    (``_registered_deadline``, ``_cancel``): expiring wakes the task instead of cancelling it."""
+
+    __slots__ = ("_registered_deadline", "task", "runner")
+
+    def __init__(self, deadline: float, task: Any, runner: Any) -> None:
+        self._registered_deadline = deadline
+        self.task = task
+        self.runner = runner
+
+    def _cancel(self, _reason: Any) -> None:
+        # Deadlines.expire calls this for a live entry; a scope's _cancel removes its deadline.
+        self.runner.deadlines.remove(self._registered_deadline, self)
+        self._registered_deadline = _inf
+        self.runner.reschedule(self.task)
+
+
+async def sleep_until(deadline: float) -> None:
+    """``trio.sleep_until(deadline)``, woken without a cancellation (see the module)."""
+    runner = GLOBAL_RUN_CONTEXT.runner
+    if not deadline > runner.clock.current_time():
+        # Already due (or NaN): trio's own path (a checkpoint through an already-cancelled scope).
+        await trio.sleep_until(deadline)
+        return
+    task = GLOBAL_RUN_CONTEXT.task
+    wake = _Wake(deadline, task, runner)
+    runner.deadlines.add(deadline, wake)
+
+    def abort(_raise_cancel: Any) -> _Abort:
+        # Cancelled by an enclosing scope while asleep: drop the deadline, let the Cancelled in.
+        runner.deadlines.remove(wake._registered_deadline, wake)
+        wake._registered_deadline = _inf
+        return _Abort.SUCCEEDED
+
+    await _wait(abort)
+    # Woken by the deadline. trio's inner scope would now let a Cancelled through if an
+    # enclosing scope was cancelled since (it caught its own only while no parent's was visible).
+    status = task._cancel_status
+    if status.effectively_cancelled:
+        reason = status._scope._cancel_reason
+        if reason is None:
+            raise Cancelled._create(source="unknown", reason="misnesting")
+        raise Cancelled._create(source=reason.source, reason=reason.reason, source_task=reason.source_task)
+
+
+async def sleep(seconds: float) -> None:
+    """``trio.sleep(seconds)`` (see :func:`sleep_until`)."""
+    if seconds <= 0 or not AVAILABLE:
+        await trio.sleep(seconds)
+        return
+    await sleep_until(GLOBAL_RUN_CONTEXT.runner.clock.current_time() + seconds)
+
+
+def speed_up(clock: trio.testing.MockClock) -> None:
+    """Give a rate-0 ``MockClock`` (autojumping) direct answers: its time is its virtual base,
+    and its autojump goes to the run's next deadline, as trio's does, without building the run
+    statistics. Call before ``trio.run``."""
+    if not AVAILABLE or clock.rate != 0:
+        return
+
+    def current_time() -> float:
+        return clock._virtual_base
+
+    def autojump() -> None:
+        runner = GLOBAL_RUN_CONTEXT.runner
+        jump = runner.deadlines.next_deadline() - clock._virtual_base
+        if 0 < jump < _inf:
+            clock.jump(jump)
+
+    clock.current_time = current_time  # type: ignore[method-assign]
+    clock._autojump = autojump  # type: ignore[method-assign]
+
+
+#: Steps of the run loop between two real polls of the I/O manager while tasks are runnable.
+_POLL_EVERY = 64
+
+
+class _QuietIO:
+    """The run's I/O manager, polled for real only every :data:`_POLL_EVERY` zero-timeout steps."""
+
+    def __init__(self, inner: Any, entry_queue: Any) -> None:
+        self._inner = inner
+        self._entry = entry_queue
+        self._steps = 0
+
+    def get_events(self, timeout: float) -> Any:
+        if timeout <= 0 and not (self._entry.queue or self._entry.idempotent_queue):
+            self._steps += 1
+            if self._steps % _POLL_EVERY:
+                return ()
+        return self._inner.get_events(timeout)
+
+    def process_events(self, events: Any) -> None:
+        if events:
+            self._inner.process_events(events)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def quiet_io() -> None:
+    """From inside a run: poll the operating system only when it matters (see the module)."""
+    if not AVAILABLE:
+        return
+    runner = GLOBAL_RUN_CONTEXT.runner
+    if not isinstance(runner.io_manager, _QuietIO):
+        runner.io_manager = _QuietIO(runner.io_manager, runner.entry_queue)

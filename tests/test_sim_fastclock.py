@@ -1,0 +1,120 @@
+"""sim.world.fastclock: the cheaper sleep, clock and I/O polling keep trio's schedule exactly.
+
+Each scenario below runs twice on a seeded virtual clock, once with ``trio.sleep`` and once with
+``fastclock.sleep`` (and the fast clock and quiet I/O), recording what every task saw and when;
+the two logs must be equal. The cases are the ones where a sleep's end can differ: deadlines
+that tie, a sleep cancelled while asleep, a scope cancelled between a wake-up and the task's
+next step (trio lets that ``Cancelled`` through), a deadline already past, zero and tiny
+sleeps, an async generator's finalizer (the entry queue) and a fail_after around a sleep.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import trio
+import trio.testing
+
+from sim.world import fastclock
+from sim.world.runtime import deterministic_scheduling, no_cyclic_gc
+
+
+def _run(body, seed: int, fast: bool) -> list:  # noqa: ANN001
+    log: list = []
+    sleep = fastclock.sleep if fast else trio.sleep
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    if fast:
+        fastclock.speed_up(clock)
+
+    async def main() -> None:
+        if fast:
+            fastclock.quiet_io()
+        await body(sleep, log)
+
+    with deterministic_scheduling(seed), no_cyclic_gc():
+        trio.run(main, clock=clock, strict_exception_groups=True)
+    return log
+
+
+async def _ties_and_cancels(sleep, log: list) -> None:  # noqa: ANN001
+    now = trio.current_time
+
+    async def sleeper(name: str, s: float, scope_box: list) -> None:
+        with trio.CancelScope() as scope:
+            scope_box.append(scope)
+            for i in range(6):
+                try:
+                    await sleep(s)
+                    log.append((name, i, "woke", now()))
+                except trio.Cancelled:
+                    log.append((name, i, "cancelled", now()))
+                    raise
+        log.append((name, "scope", scope.cancelled_caught, now()))
+
+    async def canceller(boxes: list, s: float) -> None:
+        for box in boxes:
+            await sleep(s)  # ties with the sleepers' deadlines: same batch as their wake-ups
+            box[0].cancel()
+            log.append(("cancel", now()))
+
+    boxes = [[] for _ in range(4)]
+    async with trio.open_nursery() as n:
+        for k, box in enumerate(boxes):
+            n.start_soon(sleeper, f"s{k}", 0.25, box)
+        n.start_soon(canceller, boxes, 0.5)
+        n.start_soon(sleeper, "tiny", 1e-300, [])
+        n.start_soon(sleeper, "zero", 0.0, [])
+
+    # A deadline already past, a NaN and a negative sleep behave as trio's.
+    for bad in (math.nan, -1.0):
+        try:
+            await sleep(bad)
+            log.append(("bad", bad, "ok"))
+        except ValueError as e:
+            log.append(("bad", str(bad), type(e).__name__))
+    await fastclock.sleep_until(now() - 1) if sleep is fastclock.sleep else await trio.sleep_until(now() - 1)
+    log.append(("past", now()))
+
+    # fail_after around sleeps, with the timeout tying a sleep's deadline.
+    for s in (0.5, 1.0, 1.5):
+        try:
+            with trio.fail_after(1.0):
+                await sleep(s)
+                log.append(("fail_after", s, "slept"))
+                await sleep(s)
+                log.append(("fail_after", s, "slept twice"))
+        except trio.TooSlowError:
+            log.append(("fail_after", s, "too slow", now()))
+
+
+async def _finalizers(sleep, log: list) -> None:  # noqa: ANN001
+    async def agen(name: str):  # noqa: ANN202
+        try:
+            for i in range(100):
+                await sleep(0.01)
+                yield i
+        finally:
+            log.append(("finalized", name, trio.current_time()))
+
+    async def worker(name: str) -> None:
+        for round_ in range(5):
+            async for i in agen(f"{name}-{round_}"):
+                if i == 2:
+                    break  # the generator is finalized through the entry queue
+            log.append((name, round_, trio.current_time()))
+            await sleep(0.003)
+
+    async with trio.open_nursery() as n:
+        for k in range(4):
+            n.start_soon(worker, f"w{k}")
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("body", [_ties_and_cancels, _finalizers])
+def test_fast_sleep_keeps_trios_schedule(body, seed: int) -> None:  # noqa: ANN001
+    assert fastclock.AVAILABLE
+    slow = _run(body, seed, fast=False)
+    fast = _run(body, seed, fast=True)
+    assert fast == slow
+    assert len(slow) > 10
