@@ -115,6 +115,7 @@ class GcChecks:
     def __init__(self, bucket: MemoryBucket, roots: tuple[str, ...], db_of) -> None:
         self.bucket = bucket
         self.dbs = {r: DbState(r) for r in roots}
+        self._sst_names: dict[ULID, str] = {}
         self.db_of = db_of  # process name -> root of the database its engine events are about
         self.pending: dict[tuple[str, int], tuple[str, str]] = {}
         self.clone_sources: dict[str, int] = {}  # source checkpoint id -> manifest id
@@ -130,6 +131,14 @@ class GcChecks:
 
     def _exists(self, key: str) -> bool:
         return key in self.bucket.objects
+
+    def _sst_exists(self, root: str, sst: ULID) -> bool:
+        """``{root}compacted/{sst}.sst`` exists (the names memoised: a ULID's text is costly and
+        every landing checks every SST of every pinned manifest)."""
+        name = self._sst_names.get(sst)
+        if name is None:
+            name = self._sst_names[sst] = f"compacted/{sst}.sst"
+        return root + name in self.bucket.objects
 
     def _split(self, key: str) -> tuple[DbState | None, str]:
         root, _, rel = key.partition("/")
@@ -232,7 +241,7 @@ class GcChecks:
         # GC-4: the latest manifest's SSTs exist.
         for sst in manifest_sst_ids(m):
             root = self._sst_store_root(db, m, sst)
-            if not self._exists(f"{root}compacted/{sst}.sst"):
+            if not self._sst_exists(root, sst):
                 raise InvariantViolation("GC-4", e, f"{db.root}manifest {mid} (the latest) references {root}"
                                                     f"compacted/{sst}.sst, which does not exist")
         # CKPT-2: every active checkpoint's manifest and its SSTs exist.
@@ -245,7 +254,7 @@ class GcChecks:
             pm = db.manifests.get(pid)
             for sst in manifest_sst_ids(pm) if pm is not None else ():
                 root = self._sst_store_root(db, pm, sst)
-                if not self._exists(f"{root}compacted/{sst}.sst"):
+                if not self._sst_exists(root, sst):
                     raise InvariantViolation("CKPT-2", e, f"checkpoint {c.id} pins {db.root}manifest {pid}, whose "
                                                           f"SST {root}compacted/{sst}.sst does not exist")
 

@@ -14,6 +14,8 @@ engine's layout, spec/format/format.md).
 
 from __future__ import annotations
 
+import functools
+
 from ulid import ULID
 
 MANIFEST_DIR = "manifest/"
@@ -38,6 +40,7 @@ def sequenced_key(directory: str, file_id: int, suffix: str) -> str:
     return f"{directory}{file_id:020d}{suffix}"
 
 
+@functools.lru_cache(maxsize=8192)  # a pure function of strings, called for every listed key of every poll
 def parse_id(key: str, directory: str, suffix: str) -> int | None:
     """The id of ``<directory><id:020><suffix>``; None for any other name (temp files, and twenty
     digits past the u64 range: no SlateDB id, and no id this engine could write after it)."""
@@ -65,6 +68,7 @@ def sst_key(sst_id: ULID) -> str:
     return f"{COMPACTED_DIR}{sst_id}{SST_SUFFIX}"
 
 
+@functools.lru_cache(maxsize=8192)  # ULIDs are immutable: every caller may share one
 def parse_sst_ulid(key: str) -> ULID | None:
     """The ULID of ``compacted/<ULID>.sst``; None for any other name."""
     name = key[len(COMPACTED_DIR):]

@@ -184,7 +184,7 @@ class MemoryStore(ObjectStore):
             raise ObjectNotFoundError(key, "no such object") from None
         if byte_range is not None:
             data = data[byte_range[0] : byte_range[1]]
-        return GetResult(data, attrs.evolve(meta, key=key))
+        return GetResult(data, ObjectMeta(key, meta.size_bytes, meta.last_modified_ms, meta.etag))
 
     async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
         self._full(key)
@@ -194,7 +194,8 @@ class MemoryStore(ObjectStore):
     def head_now(self, key: str) -> ObjectMeta:
         full = self._full(key)
         try:
-            return attrs.evolve(self._bucket.objects[full][1], key=key)
+            meta = self._bucket.objects[full][1]
+            return ObjectMeta(key, meta.size_bytes, meta.last_modified_ms, meta.etag)
         except KeyError:
             raise ObjectNotFoundError(key, "no such object") from None
 
