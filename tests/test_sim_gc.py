@@ -1,7 +1,7 @@
 """Garbage collection under simulation (``sim/scenarios/gc.py``): a writer with its in-process
 compactor and aggressive GC, standalone GC and compactor, managed and fixed-checkpoint DbReaders,
 an admin holding checkpoints and a clone, with stalls of minutes, crashes and swarm store faults;
-checked on the trace (GC-1..4, CKPT-1/2, READ-1/2, BOUNDARY-1/2, CLONE-1..3), by the reader
+checked on the trace (GC-1..4, CKPT-1/2, READ-1/2, BOUNDARY-1/2, CLONE-1..4), by the reader
 oracle (READ-3: every read is a prefix of the durable history; READ-4), and for liveness."""
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ CLEAN_SEEDS = (0, 2, 10)
 #:; the clean seeds pass with every switch off.
 FIRST_DETECTION = {
     "gc-ignores-checkpoints": 0,
-    "gc-no-min-age": 2,
-    "gc-ignores-inflight-compaction": 8,
+    "gc-no-min-age": 0,
+    "gc-ignores-inflight-compaction": 1,
     "gc-delete-before-boundary": 0,
     "expired-checkpoint-fatal": 1,
     "clone-copies-all-wal": 2,
     "reader-ignores-new-ssts": 1,
     "snapshot-uncapped": 1,
+    "gc-detach-latest-only": 0,
 }
 
 

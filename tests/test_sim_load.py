@@ -20,7 +20,8 @@ from slatedb.row import Row, RowKind
 @pytest.mark.parametrize("seed", [0, 1, 2, 4])
 def test_worlds_pass_on_the_landed_code(seed: int) -> None:
     # Seeds 0 and 4 failed (ESCAPE-1) while staging put its SSTs create-if-absent under a plain
-    # retry and the cross-task duplicate check read blocks unretried; seeds 1 and 2 commit a load.
+    # retry and the cross-task duplicate check read blocks unretried; seed 2 commits a load; seeds
+    # 0 and 1 race a sharded load against the writer (refused; committed by its union).
     result = load_scenario.run_load_workload(seed)
     assert result.ok, result.violations
     assert result.loads >= 1 and result.acked > 0
@@ -46,7 +47,7 @@ def test_a_commit_that_does_not_raise_last_l0_seq_is_caught_by_load_4(monkeypatc
         return attrs.evolve(c, manifest=attrs.evolve(c.manifest, last_l0_seq=max(m.last_l0_seq, edit.wal_seq)))
 
     _mutant(monkeypatch, change)
-    result = load_scenario.run_load_workload(1)
+    result = load_scenario.run_load_workload(2)
     assert not result.ok and result.violations[0].invariant == "LOAD-4", result.violations
 
 
@@ -70,7 +71,7 @@ def test_an_overwrite_that_keeps_the_older_l0_is_caught_by_load_1(monkeypatch) -
         return attrs.evolve(c, manifest=kept)
 
     _mutant(monkeypatch, change)
-    result = load_scenario.run_load_workload(3)
+    result = load_scenario.run_load_workload(7)
     assert not result.ok and result.violations[0].invariant == "LOAD-1", result.violations
     assert "below the overwrite load" in result.violations[0]
 
@@ -120,5 +121,40 @@ def test_a_clean_up_that_deletes_referenced_ssts_is_caught_by_load_6(monkeypatch
     import slatedb.spark.load as load_mod
 
     monkeypatch.setattr(load_mod, "manifest_sst_ids", lambda m: set())
-    result = load_scenario.run_load_workload(33)
+    result = load_scenario.run_load_workload(21)
     assert not result.ok and result.violations[0].invariant == "LOAD-6", result.violations
+
+
+def test_a_sharded_load_races_the_live_writer_for_the_url() -> None:
+    """Seed 0: the writer's database is there first, the sharded load is refused and aborted;
+    seed 1: the load's union creates the database first (a losing speculative attempt still
+    staging after the commit deletes its own shard: probe load.stage-ended), the writer opens it
+    once initialized, and the oracle reads the shards' rows through the union (LOAD-1, DUR-1)."""
+    refused, united = load_scenario.run_load_workload(0), load_scenario.run_load_workload(1)
+    assert refused.ok and united.ok, (refused.violations, united.violations)
+    assert refused.figures["sharded"] == united.figures["sharded"] == 1
+    assert refused.figures["refused"] == 1 and united.figures["committed"] == 1 and united.acked > 0
+
+
+def test_attempts_that_ignore_the_load_end_are_caught_by_load_10() -> None:
+    result = load_scenario.run_load_workload(1, bugs=frozenset({"stage-ignores-load-end"}))
+    assert not result.ok and catalogue.fired(result) == "LOAD-10", result.violations
+    assert "shard database(s) no manifest names are left" in result.violations[0]
+
+
+def test_the_leftover_oracle_on_made_up_buckets() -> None:
+    """LOAD-10's branches: a marker or intent left, a staged SST left unreferenced, a shard no
+    manifest names; nothing is judged of a load whose end did not run (a dead driver's)."""
+    from sim.checks.load_leftovers import leftovers
+
+    sid, kept = ULID.from_int(1), ULID.from_int(2)
+    latest = ManifestV2(ssts=(CompactedSsTableV2(kept, SsTableInfo()),),
+                        l0=(CompactedSsTableView(ULID.from_int(3), kept),))
+    plain = Load("l1", load_id="L1", staged_ids={str(sid), str(kept)}, outcome="committed", ended=True)
+    assert leftovers({f"compacted/{kept}.sst": 0}, [plain], latest) == []
+    assert leftovers({f"compacted/{sid}.sst": 0}, [plain], latest)[0].startswith("LOAD-10: l1 ended (committed) but 1 SST")
+    assert "bulk-load/L1/open" in leftovers({"bulk-load/L1/open": 0}, [plain], latest)[0]
+    assert leftovers({f"compacted/{sid}.sst": 0}, [attrs.evolve(plain, ended=False)], latest) == []
+    shard = Load("s1", load_id="S1", sharded=True, outcome="refused", ended=True)
+    assert "shard database" in leftovers({"shards/S1/0-1-X/manifest/00000000000000000001.manifest": 0}, [shard],
+                                         None)[0]

@@ -34,7 +34,10 @@ Checked as things happen:
 * **CLONE-1** a clone's final checkpoint pins the parent manifest its source checkpoint pinned.
   **CLONE-2** at every landed parent SST delete: the initialized clone's latest manifest does not
   reference it. **CLONE-3** every WAL id a clone copies is in ``(replay_after, wal_id_last_seen]``
-  of the clone's first manifest.
+  of the clone's first manifest. **CLONE-4** at every latest manifest landing that drops the
+  clone's final checkpoint from the parent, or an entry from the clone's ``external_dbs``: no
+  clone manifest still readable (the latest, or one an active clone checkpoint pins) lists SSTs
+  of that entry.
 
 Also counted (not a failure; see docs/simulation.md): manifests that hold an L0 SST twice or
 re-add an L0 SST an earlier manifest had dropped (``double_apply``), the trace of RFC 004's
@@ -226,7 +229,10 @@ class GcChecks:
         self.counts["manifests"] += 1
         if mid < db.latest:
             return  # a stale create behind the head (RFC 004): never the latest
+        prev = db.manifests.get(db.latest)
         db.latest = mid
+        if prev is not None:
+            self._detach_ok(e, db, prev, m)
         # Double application of a writer's L0 flush (RFC 004 false negative, counted).
         views = [v.id for v in m.l0]
         dup = len(views) != len(set(views)) or len({s.id for s in m.ssts}) != len(m.ssts)
@@ -293,6 +299,36 @@ class GcChecks:
                     raise InvariantViolation("READ-2", e, f"{key} deleted while checkpoint {c.id} pins manifest {pid} "
                                                           f"with WAL range ({pm.replay_after_wal_id}, "
                                                           f"{pm.wal_id_last_seen}]")
+
+    def _detach_ok(self, e: Event, db: DbState, prev: ManifestV2, m: ManifestV2) -> None:
+        """CLONE-4 at a new latest manifest: a parent checkpoint that is a clone entry's final
+        checkpoint goes, or a clone entry goes, while a clone manifest still readable (the latest,
+        or one an active clone checkpoint pins) lists SSTs of that entry."""
+        clone = self.dbs.get("clone/")
+        if clone is None:
+            return
+        if db.root == "parent/":
+            gone = {c.id for c in prev.checkpoints} - {c.id for c in m.checkpoints}
+            cm = clone.manifests.get(clone.latest)
+            for ext in cm.external_dbs if cm is not None and gone else ():
+                if ext.final_checkpoint_id in gone:
+                    self._clone_still_reads(e, clone, ext, f"parent/ drops the clone's final checkpoint "
+                                                           f"{ext.final_checkpoint_id}")
+        elif db is clone:
+            kept = {(x.path, x.source_checkpoint_id) for x in m.external_dbs}
+            for ext in prev.external_dbs:
+                if (ext.path, ext.source_checkpoint_id) not in kept:
+                    self._clone_still_reads(e, clone, ext, f"clone/ detaches {ext.path}")
+
+    def _clone_still_reads(self, e: Event, clone: DbState, ext, what: str) -> None:
+        readable = [(clone.latest, "the latest")] + [(pid, f"pinned by active checkpoint {c.id}")
+                                                       for c, pid in self._active(clone, e)]
+        for mid, why in readable:
+            cm = clone.manifests.get(mid)
+            for x in cm.external_dbs if cm is not None else ():
+                if (x.path, x.source_checkpoint_id) == (ext.path, ext.source_checkpoint_id) and x.sst_ids:
+                    raise InvariantViolation("CLONE-4", e, f"{what} while clone manifest {mid} ({why}) references "
+                                                           f"{len(x.sst_ids)} of its SSTs")
 
     def _manifest_delete_ok(self, e: Event, db: DbState, mid: int, inv: str) -> None:
         if mid >= db.latest:

@@ -41,6 +41,7 @@ from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
 from slatedb.gc.retention import manifest_sst_ids
+from slatedb.lsm.paths import SstLocator
 from slatedb.lsm.view import sst_key
 from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import ObjectStore
@@ -119,6 +120,9 @@ class Load:
     outcome: str = "planned"  # planned | committed | refused | crashed | empty
     returned_s: float | None = None
     why: str = ""  # a refused commit's reason
+    sharded: bool = False  # the union route (sim/scenarios/load_sharded.py): staged_ids are its shards' SSTs
+    aborted: bool = False  # its driver crashed and an operator aborted it
+    ended: bool = False  # its end ran to completion: the driver's clean-up, or an operator's abort (LOAD-10)
 
 
 @attrs.frozen
@@ -136,13 +140,19 @@ async def collect(store: ObjectStore, rt: Runtime) -> Store:
     wal_reader = WalReaderCore(store, rt)
     wal = {i: list(await wal_reader.read(i) or ()) for i in await wal_reader.wal_ids()}
     ssts: dict[ULID, list | None] = {}
-    for m in manifests.values():
-        for sid in sorted(manifest_sst_ids(m) - set(ssts)):
-            try:
-                reader = await SstReader.open(store, sst_key(sid))
-                ssts[sid] = [row async for row in reader.scan()]
-            except ObjectNotFoundError:
-                ssts[sid] = None
+    locator = SstLocator(store, rt)
+    try:
+        for m in manifests.values():
+            external = {sid: e.path for e in m.external_dbs for sid in e.sst_ids}  # a sharded load's union
+            for sid in sorted(manifest_sst_ids(m) - set(ssts)):
+                where = await locator.root_of(external[sid]) if sid in external else store
+                try:
+                    reader = await SstReader.open(where, sst_key(sid))
+                    ssts[sid] = [row async for row in reader.scan()]
+                except ObjectNotFoundError:
+                    ssts[sid] = None
+    finally:
+        await locator.aclose()
     return Store(manifests, wal, ssts)
 
 

@@ -235,6 +235,17 @@ CATALOGUE: tuple[Bug, ...] = (
         "Clone/projection leaks rows outside the visible range (RFC 000 Clones)",
         "RFC 000 Clones (copy the WAL range); clone.md step 6 (model UNSAFE_CLONE_COPY_ALL_WAL)",
         "slatedb/clone/ops.py _copy_wal", "gc", ("CLONE-3", "READ-2"), 20),
+    Bug(switches.GC_DETACH_LATEST_ONLY, "GC detaches a clone from its parent when the clone's latest manifest "
+        "references none of the parent's SSTs, ignoring the manifests the clone's active checkpoints pin: the parent "
+        "releases the clone's final checkpoint and collects SSTs that a reader of an older clone checkpoint still reads",
+        _GC_CLASS, "RFC 000 Garbage Collector (Detach the clone if possible: no SST referenced by the latest manifest "
+        "or any checkpointed manifest); clone.md CLONE-4", "slatedb/gc/collector.py GarbageCollector._detach_clones",
+        "gc", ("CLONE-4",), 8),
+    Bug(switches.STAGE_IGNORES_LOAD_END, "a load's task attempts never check its open marker while they stage: an "
+        "attempt still running when the load ended (a losing speculative attempt, after the commit or the abort) "
+        "leaves its staged SSTs or its shard database behind, named by nothing the clean-up will read again",
+        _LOAD_CLASS, "bulk-load.md steps 2 and S2 (the marker checked after every write); LOAD-10",
+        "slatedb/spark/load.py stage_sorted", "load", ("LOAD-10",), 16),
     # -- projection and union (sim/scenarios/rescale.py) --
     Bug(switches.PROJECTION_WIDENS_VIEW, "a projection sets each view's visible range to the projection range (bounded by "
         "the next run SST's start) without intersecting it with what the view showed: a view can widen past its "

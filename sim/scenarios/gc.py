@@ -21,12 +21,14 @@ freeze for minutes of virtual time (:class:`~sim.world.engine.PausableStore`) an
   DbReader opened on the fixed checkpoint, as do the writer's checkpoints;
 * a **clone** ``clone`` of the parent (from a writer checkpoint or the latest state) created at a
   random time, then a writer ``cw`` on it (with its own compactor and GC) writing its own keys
-  and reading back everything.
+  and reading back everything; then, in most seeds, a reader ``cr`` of a clone checkpoint that
+  still references the parent's SSTs reads on while an admin ``cadmin`` compacts the clone fully
+  and GC passes run (``sim/scenarios/gc_clone.py``, CLONE-4).
 
 Checked on every run:
 
 * the trace checks of :class:`sim.checks.gc.GcChecks`: GC-1..4, CKPT-1/2, READ-1/2,
-  BOUNDARY-1/2, CLONE-1..3;
+  BOUNDARY-1/2, CLONE-1..4;
 * **READ-3** (the reader oracle, the issue's "readers and checkpoints see exactly a prefix of the
   durable history, never a mix"): every scan through a reader, a fixed checkpoint or the clone
   equals the state of the durable history after some sequence number ``S`` -- the parent's
@@ -186,7 +188,8 @@ def _figures(world: World) -> dict[str, Any]:
         acked=world.history.acked, gc_deletes=sum(v for k, v in checks.counts.items() if k.startswith("gc_delete.")),
         reader_scans=world.reader_scans, checkpoint_scans=world.checkpoint_scans,
         read_failures_excused=world.read_failures_excused, reestablished=world.reestablished,
-        clone=world.clone_outcome, double_apply=checks.counts["double_apply"])
+        clone=world.clone_outcome, clone_detach=world.clone_detach,
+        clone_checkpoint_scans=world.clone_checkpoint_scans, double_apply=checks.counts["double_apply"])
 
 
 SCENARIO = Scenario(
@@ -195,7 +198,9 @@ SCENARIO = Scenario(
     figures=_figures, fault_counts=lambda setup, _world: fault_counts(setup.trace),
     checkers=(Checker("manifest", manifest_checks),
               Checker("gc", lambda setup: GcChecks(setup.bucket, ("parent/", "clone/"), _db_of))),
-    processes_declared=("w", "w.r<n>", "g1", "c1", "r1", "r2", "admin", "clone", "cw", "wfinal", "rfinal"),
+    processes_declared=("w", "w.r<n>", "g1", "c1", "r1", "r2", "admin", "clone", "cw", "cadmin", "cr",
+                        "wfinal",
+                        "rfinal"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash", "pause"))
 
 

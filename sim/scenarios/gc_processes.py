@@ -28,6 +28,7 @@ from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader
 
 from sim.checks.gc import snapshot_isolation
+from sim.scenarios.gc_clone import checkpoint_reader_through_detach, hold_clone_checkpoint
 from sim.scenarios.gc_world import CLONE, N_KEYS, PARENT, RECOVER_S, STALL_MAX_S, World, _crash_after, _scan
 from sim.world.choices import boolean
 from sim.world.engine import PausableStore, crashable
@@ -328,6 +329,7 @@ async def _clone(world: World) -> None:
         inv = "READ-2" if "WAL object" in str(e) else "CLONE-2"  # a pinned WAL object / SST missing
         raise AssertionError(f"{inv}: the clone from {source or 'the latest state'} failed: {e}") from None
     world.clone_outcome = "from-checkpoint" if source else "from-latest"
+    held = await hold_clone_checkpoint(world)  # CLONE-4's reader (sim/scenarios/gc_clone.py)
     # A writer on the clone: its own keys, then everything read back.
     cw_rt = world.runtime("cw")
     cw_store = world.store("cw", CLONE)
@@ -343,6 +345,7 @@ async def _clone(world: World) -> None:
                 await cw_rt.sleep(rng.uniform(0, 0.5))
         await db.flush()
         state = await _scan(db)
+        await checkpoint_reader_through_detach(world, held, {k: v for k, v in state.items() if k.startswith(b"k")})
     mine = {k: v for k, v in state.items() if k.startswith(b"c")}
     if mine != own:
         raise AssertionError(f"CLONE: the clone's own keys read {len(mine)} rows, written {len(own)}")

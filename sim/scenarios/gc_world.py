@@ -87,6 +87,8 @@ class World:
         self.snapshot_reads = 0
         self.checkpoint_scans = 0
         self.clone_outcome = ""
+        self.clone_detach = ""  # how far the clone checkpoint reader's history got (sim/scenarios/gc_clone.py)
+        self.clone_checkpoint_scans = 0
 
     # -- processes ----------------------------------------------------------------------------
 

@@ -15,6 +15,9 @@ its faults:
 * the driver may crash at a random moment (before its commit, or during it: its outcome is then
   judged from the manifests); an operator then aborts the load (``cleanup_load``) in some seeds.
 * one load in five is an overwrite: its commit drops every older row and the WAL below its fence.
+* in 30% of the seeds a **sharded load** ``s1`` (the union route) races the writer for the URL
+  instead (``sim/scenarios/load_sharded.py``), and LOAD-10 is checked at the end for every load
+  whose end ran (``sim/checks/load_leftovers.py``).
 
 Meanwhile the **writer** ``w`` (a ``slatedb.aio.Db``; small memtables, so it flushes L0 while the
 load runs) has clients putting unique values on keys the loads also write, each put waiting for
@@ -34,14 +37,16 @@ import attrs
 import trio
 
 import slatedb.aio as aio
-from slatedb.errors import ClosedError, FencedError
+from slatedb.errors import ClosedError, FencedError, InvalidDbStateError
 from slatedb.format.sst import SstOptions
-from slatedb.objstore.memory import MemoryStore
+from slatedb.objstore.memory import MemoryRegistry, MemoryStore
 from slatedb.spark.load import LoadRefusedError, begin_load, cleanup_load, commit_load, stage_sorted
 
 from sim.checks.load import CleanupChecks, Load, Write, check, collect
+from sim.checks.load_leftovers import leftovers
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.writer import WriterChecks
+from sim.scenarios.load_sharded import WorldStore, sharded_driver
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, crashable
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -78,6 +83,11 @@ class World:
     loads: list  # of Load
     healed: bool = False
     loads_done: bool = False
+    writer_delay_s: float = 0.0  # sharded seeds: the writer opens the URL this late (the race for it)
+    background: Any = None  # a nursery for task attempts that outlive their partition (sharded stragglers)
+    #: ``memory://sim`` is this world's bucket (a sharded load's shards are URLs under it), never
+    #: the process-wide registry's.
+    registry: MemoryRegistry = attrs.Factory(MemoryRegistry)
     writes: list = attrs.Factory(list)
     reopens: int = 0
     violations: list = attrs.Factory(list)
@@ -102,10 +112,15 @@ def _build(setup: Setup) -> World:
     settings = dict(SETTINGS, l0_sst_size_bytes=rng.choice([128, 256, 1024, 65536]))
     shape = setup.choices.stream("shape")
     loads = [Load("l1")] + ([Load("l2")] if boolean(rng, 0.4) else [])
+    sharded = setup.choices.stream("sharded")  # its own stream: the other draws stay as they were
+    writer_delay_s = 0.0
+    if boolean(sharded, 0.3):  # a sharded load races the writer for the URL (sim/scenarios/load_sharded.py)
+        loads, writer_delay_s = [Load("s1", sharded=True)], sharded.uniform(0.0, 2.0)
     world = World(setup, faults, settings, clients=shape.count(1, 3), ops=shape.count(2, 30),
                   after=shape.count(0, 3),
                   think_s=rng.choice([0.01, 0.05, 0.15]), writer_crash=boolean(rng, 0.3),
-                  reopen_s=rng.choice([0.1, 1.0, 3.0]), loads=loads)
+                  reopen_s=rng.choice([0.1, 1.0, 3.0]), loads=loads, writer_delay_s=writer_delay_s)
+    world.registry.adopt("sim", setup.bucket)
     setup.trace.record("world", "config", faults=repr(faults), settings=repr(settings), loads=len(loads),
                        clients=world.clients, ops=world.ops)
     return world
@@ -113,12 +128,12 @@ def _build(setup: Setup) -> World:
 
 def _store(world: World, name: str, rt: SimRuntime) -> SimObjectStore:
     setup = world.setup
-    return SimObjectStore(MemoryStore(setup.bucket, rt.now_ms, url="memory://sim"),
-                          setup.choices.stream("store", name), setup.trace, process=name, faults=world.faults)
+    return WorldStore(world, MemoryStore(setup.bucket, rt.now_ms, url="memory://sim", registry=world.registry), rt, name)
 
 
 async def _processes(world: World, _nursery: trio.Nursery | None) -> None:
     async with trio.open_nursery() as nursery:
+        world.background = nursery
         nursery.start_soon(_writer, world)
         nursery.start_soon(_drivers, world)
 
@@ -126,7 +141,10 @@ async def _processes(world: World, _nursery: trio.Nursery | None) -> None:
 async def _drivers(world: World) -> None:
     async with trio.open_nursery() as nursery:
         for i, load in enumerate(world.loads):
-            nursery.start_soon(_driver, world, load, i)
+            if load.sharded:
+                nursery.start_soon(sharded_driver, world, load, _store, LOAD_KEYS, SMALL_SST)
+            else:
+                nursery.start_soon(_driver, world, load, i)
     world.loads_done = True
 
 
@@ -144,7 +162,9 @@ async def _writer(world: World) -> None:
     after = {c: world.after for c in range(world.clients)}
     crash_left = world.writer_crash
     incarnation = 0
-    while any(left[c] and (after[c] or not world.loads_done) for c in left) and incarnation < 8:
+    await trio.sleep(world.writer_delay_s)
+    uninitialized = 0  # opens refused while a sharded load's union is not initialized yet
+    while any(left[c] and (after[c] or not world.loads_done) for c in left) and incarnation < 8 + uninitialized:
         incarnation += 1
         name = "w" if incarnation == 1 else f"w.{incarnation}"
         rt = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
@@ -162,9 +182,12 @@ async def _writer(world: World) -> None:
                             clients.start_soon(_client, world, db, rt, f"{name}.c{c}", c, left, after)
             except* (FencedError, ClosedError):
                 outcome = "fenced"
+            except* InvalidDbStateError:
+                outcome = "uninitialized"  # a sharded load's union is being made: open it once it is done
             return outcome
 
-        await crashable(world, name, store, crash, body)
+        if await crashable(world, name, store, crash, body) == "uninitialized":
+            uninitialized += 1
         await trio.sleep(rng.uniform(0.0, world.reopen_s))
 
 
@@ -226,6 +249,7 @@ async def _driver(world: World, load: Load, index: int) -> None:
             load.outcome = "committed" if got.manifest_id is not None else "empty"
             load.returned_s = trio.current_time()
         await cleanup_load(store, rt, plan.load_id)
+        load.ended = True
         return load.outcome
 
     outcome = await crashable(world, load.name, store, crash, body)
@@ -238,6 +262,7 @@ async def _driver(world: World, load: Load, index: int) -> None:
             astore = _store(world, name, art)
             await trio.sleep(rng.uniform(0.0, 0.5))
             await cleanup_load(astore, art, load.load_id)
+            load.ended = True
 
 
 async def _partition(world: World, load: Load, plan: Any, p: int, keys: list, results: list, rows: dict) -> None:
@@ -298,14 +323,18 @@ async def _partition(world: World, load: Load, plan: Any, p: int, keys: list, re
 async def _final(world: World) -> None:
     setup = world.setup
     rt = SimRuntime("final", setup.choices, setup.trace)
-    store = MemoryStore(setup.bucket, rt.now_ms, url="memory://sim")
+    store = MemoryStore(setup.bucket, rt.now_ms, url="memory://sim", registry=world.registry)
     left = await collect(store, rt)
     # What the manifests and WAL objects show first: it stands even if the final read fails.
-    world.violations = check(world.writes, world.loads, left, {})
+    latest = left.manifests[max(left.manifests)] if left.manifests else None
+    ended = leftovers(setup.bucket.objects, world.loads, latest)  # LOAD-10, before the final writer writes
+    world.violations = ended + check(world.writes, world.loads, left, {})
+    if latest is None or not latest.initialized:
+        return  # nothing to read: no database (a sharded load's union never finished)
     async with aio.Db.open("memory://sim", world.settings, store=store, runtime=rt) as db:
         for key in KEYS:
             world.final[key] = await db.get(key)
-    world.violations = check(world.writes, world.loads, left, world.final)
+    world.violations = ended + check(world.writes, world.loads, left, world.final)
 
 
 def _faults_seen(setup: Setup, _world: World | None) -> dict:
@@ -318,7 +347,8 @@ def _figures(w: World) -> dict:
     return {"writes": len(w.writes), "acked": sum(1 for x in w.writes if x.acked_s is not None),
             "loads": len(w.loads), "committed": sum(1 for ld in w.loads if ld.outcome == "committed"),
             "refused": sum(1 for ld in w.loads if ld.outcome == "refused"),
-            "crashed": sum(1 for ld in w.loads if ld.outcome == "crashed")}
+            "crashed": sum(1 for ld in w.loads if ld.outcome == "crashed"),
+            "sharded": sum(1 for ld in w.loads if ld.sharded)}
 
 
 SCENARIO = Scenario(
@@ -328,7 +358,8 @@ SCENARIO = Scenario(
               Checker("cleanup", lambda setup: CleanupChecks(setup.bucket.objects, lambda p: p.startswith("l"))),
               Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
     limit_what="the writer or a load still runs",
-    processes_declared=("w", "w.<n>", "l<n>", "l<n>.p<p>.a<a>", "l<n>.abort", "final"),
+    processes_declared=("w", "w.<n>", "l<n>", "l<n>.p<p>.a<a>", "l<n>.abort", "s1", "s1.p<p>.a<a>", "s1.abort",
+                        "final"),
     fault_kinds=("fault.transient", "store.reply-lost", "crash"))
 
 

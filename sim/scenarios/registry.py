@@ -80,7 +80,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=2.8),
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
-                 "BOUNDARY-1/2, CLONE-*)", takes_faults=True, cost_s=7.0),
+                 "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=7.0),
     ScenarioSpec("destroy", "sim.scenarios.destroy:run_destroy_workload",
                  "destroy (soft and hard destroys racing a writer, a reader, checkpoints, a clone and GC; DESTROY-1..6)",
                  takes_faults=True, cost_s=1.9),
@@ -92,7 +92,8 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.2),
     ScenarioSpec("load", "sim.scenarios.load:run_load_workload",
                  "load (bulk loads staged by task attempts, killed, retried or speculative, committed into a live "
-                 "writer's database, drivers crashing; LOAD-1/4/5/6/7, DUR-1, FENCE-*)", cost_s=0.26),
+                 "writer's database, or a sharded load racing the writer for the URL, drivers crashing; "
+                 "LOAD-1/4/5/6/7/10, DUR-1, FENCE-*)", cost_s=0.26),
 )
 
 BY_NAME: dict[str, ScenarioSpec] = {s.name: s for s in SCENARIOS}

@@ -108,6 +108,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.TXN_CONFLICT_AFTER_VIEW_MOVED: ("txn", (0, 8)),
     P.RETRY_EXHAUSTED_ATTEMPTS: ("store-bounded", (0,)),
     P.RETRY_EXHAUSTED_DEADLINE: ("store-bounded", (4,)),
+    P.LOAD_STAGE_ENDED: ("load", (1,)),
 }
 
 

@@ -455,8 +455,12 @@ class GarbageCollector:
         def same(a: ExternalDb, b: ExternalDb) -> bool:
             return a.path == b.path and a.source_checkpoint_id == b.source_checkpoint_id
 
+        # Every manifest a reader may still read: the latest and each one an active checkpoint pins.
+        readable = snap.manifests
+        if switches.GC_DETACH_LATEST_ONLY in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+            readable = (snap.latest.manifest,)
         for db in snap.latest.manifest.external_dbs:
-            if any(e.sst_ids for m in snap.manifests for e in m.external_dbs if same(e, db)):
+            if any(e.sst_ids for m in readable for e in m.external_dbs if same(e, db)):
                 continue
             await release_parent_checkpoint(self.locator, self.runtime, db)
             edit = DetachExternalDb(db.path, db.source_checkpoint_id)

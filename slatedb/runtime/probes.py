@@ -239,6 +239,14 @@ UNION_RESUMED = _probe(
     "a projection or union found half done (its manifest written, not initialized) was resumed",
     "projection-union.md C2, PROJ-4")
 
+# -- Bulk load (spec/protocols/bulk-load.md) -------------------------------------------------------
+
+LOAD_STAGE_ENDED = _probe(
+    "load.stage-ended",
+    "a task attempt still staging found its load's open marker gone (the load was committed, aborted "
+    "or collected meanwhile) and deleted what it had written",
+    "bulk-load.md steps 2 and S2, LOAD-10")
+
 # -- Transactions (spec/protocols/transactions.md) ---------------------------------------------------
 
 TXN_VIEW_MOVED = _probe(

@@ -38,6 +38,7 @@ SNAPSHOT_UNCAPPED = "snapshot-uncapped"
 WRITER_CHECKPOINT_ORPHANED = "writer-checkpoint-orphaned"
 TRACKER_FORGETS = "tracker-forgets"
 READER_IGNORES_NEW_SSTS = "reader-ignores-new-ssts"
+GC_DETACH_LATEST_ONLY = "gc-detach-latest-only"
 CLONE_COPIES_ALL_WAL = "clone-copies-all-wal"
 # projection and union (RFC 000)
 PROJECTION_WIDENS_VIEW = "projection-widens-view"
@@ -52,6 +53,7 @@ TXN_WINDOW_IGNORES_FLUSH = "txn-window-ignores-flush"
 TXN_SNAPSHOT_WRITES_UNCHECKED = "txn-snapshot-writes-unchecked"
 # bulk load (spec/protocols/bulk-load.md)
 LOAD_WAL_TAIL_SHORT = "load-wal-tail-short"
+STAGE_IGNORES_LOAD_END = "stage-ignores-load-end"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)
 HEARTBEAT_NO_OWNER_CHECK = "heartbeat-no-owner-check"

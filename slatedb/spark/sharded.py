@@ -53,7 +53,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.objstore.url import relative_db_path
 from slatedb.projection.create import SourceSpec, create_database
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, probes, switches
 
 from .load import (
     DEFAULT_ABANDONED_AFTER_S,
@@ -190,7 +190,8 @@ async def stage_shard(store: ObjectStore, rt: Runtime, plan: ShardedPlan, partit
         await _delete_under(shard, rt, LOAD_DIR)  # the intents: the manifest records the SSTs now
         if await ManifestStore(shard, rt).create_initial(manifest) is None:
             raise LoadRefusedError(f"shard {url} exists already (a ULID collision?)")
-        if not await load_is_open(store, rt, plan.load_id):  # LOAD-10, after the shard's last write
+        if switches.STAGE_IGNORES_LOAD_END not in rt.bugs and not await load_is_open(store, rt, plan.load_id):
+            rt.probe(probes.LOAD_STAGE_ENDED)  # LOAD-10, after the shard's last write
             raise LoadEndedError(f"load {plan.load_id} ended (committed or aborted) while partition {partition} "
                                  f"attempt {attempt} wrote its shard: the shard is deleted")
     except BaseException:

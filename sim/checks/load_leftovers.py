@@ -1,0 +1,50 @@
+"""LOAD-10 in the ``load`` scenario (spec/protocols/bulk-load.md): a load that ended leaves
+nothing but what its commit made visible.
+
+Judged at the end of a run, over the fault-free bucket, for every load whose end ran to
+completion -- its driver's commit and clean-up (``cleanup_load``; for a sharded load the abort of
+a refused commit, or ``collect_shards`` after its commit), or an operator's abort after the
+driver crashed. A load whose driver died with nobody aborting it is left out (its objects are
+collected once its plan is ``abandoned_after_s`` old, which no run reaches). Attempts still
+running when the load ended (a losing speculative attempt of a sharded load) have finished by
+then: each must have found the open marker gone and deleted what it wrote.
+
+* no object under ``bulk-load/<load id>/`` (the open marker, the intents);
+* a plain load: none of the SSTs its attempts staged, unless the latest manifest references it;
+* a sharded load: no shard database under ``shards/<load id>/`` that the latest manifest's
+  ``external_dbs`` does not name.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from slatedb.format.types import ManifestV2
+from slatedb.gc.retention import manifest_sst_ids
+
+from sim.checks.load import Load
+
+
+def leftovers(objects: dict, loads: Iterable[Load], latest: ManifestV2 | None) -> list[str]:
+    """Every LOAD-10 violation, as ``"LOAD-10: what"`` messages."""
+    out: list[str] = []
+    paths = [e.path.rstrip("/") for e in latest.external_dbs] if latest is not None else []
+    referenced = {str(i) for i in manifest_sst_ids(latest)} if latest is not None else set()
+    for ld in loads:
+        if ld.load_id is None or not ld.ended:
+            continue
+        left = sorted(k for k in objects if k.startswith(f"bulk-load/{ld.load_id}/"))
+        if left:
+            out.append(f"LOAD-10: {ld.name} ended ({ld.outcome}) but {len(left)} of its objects are left, e.g. {left[0]}")
+        if ld.sharded:
+            shards = sorted({"/".join(k.split("/")[:3]) for k in objects if k.startswith(f"shards/{ld.load_id}/")})
+            stray = [sh for sh in shards if not any(p == sh or p.endswith("/" + sh) for p in paths)]
+            if stray:
+                out.append(f"LOAD-10: {ld.name} ended ({ld.outcome}) but {len(stray)} shard database(s) no manifest "
+                           f"names are left, e.g. {stray[0]}")
+        else:
+            stray = sorted(str(i) for i in ld.staged_ids if f"compacted/{i}.sst" in objects and str(i) not in referenced)
+            if stray:
+                out.append(f"LOAD-10: {ld.name} ended ({ld.outcome}) but {len(stray)} SST(s) its attempts staged are "
+                           f"left unreferenced, e.g. compacted/{stray[0]}.sst")
+    return out

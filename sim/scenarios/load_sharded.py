@@ -1,0 +1,208 @@
+"""A sharded bulk load (the union route, spec/protocols/bulk-load.md S1-S4) racing a live
+writer for the database at the URL: the ``load`` scenario's sharded seeds (``sim/scenarios/load.py``).
+
+The writer ``w`` opens the URL after a random delay; the sharded load's driver ``s1`` begins at
+a random moment too, so each of these happens in some seeds:
+
+* the writer's database exists when the load begins: ``begin_sharded`` refuses it;
+* the load begins first, the writer creates the database while the shards are staged: the
+  commit is refused (another process created the database first) and aborted;
+* the load's union creates the database first: the writer cannot open it until the union is
+  initialized (it retries), then writes over it, every write's seq above the load's.
+
+Each partition stages a shard database by one attempt, or one killed part-way and retried, or
+two speculative attempts where the driver takes the first to finish and the other may still run
+after the load ended (committed or aborted): it must find the open marker gone and delete its
+own shard (LOAD-10; probe ``load.stage-ended``). After a commit the driver collects the losing
+attempts' shards (``collect_shards(min_age_s=0)``, as the Spark driver does); a refused or
+failed commit is aborted (``abort_sharded``). The driver may crash; an operator then aborts the
+load in some seeds. The oracle is the plain loads' (:func:`sim.checks.load.check`: LOAD-1,
+LOAD-4, DUR-1 over every manifest, with the shards' SSTs read where the union's manifest names
+them) and LOAD-10 (:func:`sim.checks.load_leftovers.leftovers`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from slatedb.clone.ops import CloneMismatchError
+from slatedb.format.manifest import decode_manifest_v2
+from slatedb.spark.load import LoadEndedError, LoadRefusedError
+from slatedb.spark.sharded import abort_sharded, begin_sharded, collect_shards, commit_sharded, stage_shard
+
+from sim.checks.load import Load
+from sim.world.choices import boolean
+from sim.world.engine import Crash, crashable
+from sim.world.rooted import RootedStore
+from sim.world.runtime import SimRuntime
+from sim.world.store import SimObjectStore
+
+
+class WorldStore(SimObjectStore):
+    """A ``load`` world process's store of ``memory://sim``; ``open_url`` (a sharded load's shard,
+    ``memory://sim/shards/...``) stays in the world's bucket with the same faults, its trace keys
+    carrying the shard's root (:class:`sim.world.rooted.RootedStore`), never in the process-wide
+    memory registry."""
+
+    def __init__(self, world: Any, inner: Any, rt: SimRuntime, process: str) -> None:
+        setup = world.setup
+        super().__init__(inner, setup.choices.stream("store", process), setup.trace, process=process,
+                         faults=world.faults)
+        self._roots = _Roots(setup.bucket, setup.choices, setup.trace, world.faults, rt.now_ms)
+
+    def open_url(self, url: str) -> Any:
+        return RootedStore(self._roots, self.process, url)
+
+
+@attrs.define
+class _Roots:
+    """What :class:`sim.world.rooted.RootedStore` needs of a world."""
+
+    bucket: Any
+    choices: Any
+    trace: Any
+    faults: Any
+    clock: Any
+    healed: bool = False
+    stores: list = attrs.Factory(list)
+
+    def clock_of(self, _process: str) -> Any:
+        return self.clock
+
+    def store(self, process: str, url: str) -> Any:
+        return RootedStore(self, process, url)
+
+
+async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes, ...], sst_options: Any) -> None:
+    """The driver ``load.name`` of one sharded load and its task attempts (module docstring)."""
+    setup = world.setup
+    rng = setup.choices.stream("driver", load.name)
+    await trio.sleep(rng.uniform(0.0, 0.4))
+    partitions = rng.randint(1, 3)
+    wait_s = rng.uniform(0.0, 0.8)
+    crash = Crash(rng.uniform(0.05, 1.5)) if boolean(rng, 0.2) else None
+    abort = boolean(rng, 0.6)
+    rt = SimRuntime(load.name, setup.choices, setup.trace, bugs=setup.bugs)
+    store = store_of(world, load.name, rt)
+    plan_box: list = []
+    load.sharded = True
+
+    async def body() -> str:
+        try:
+            plan = await begin_sharded(store, rt)
+        except LoadRefusedError as e:
+            load.outcome, load.why = "refused", str(e)
+            return load.outcome  # nothing written: no load id
+        plan_box.append(plan)
+        load.seq, load.load_id = plan.seq, plan.load_id
+        keys = sorted(k for k in keys_all if boolean(rng, 0.7)) or [keys_all[0]]
+        size = -(-len(keys) // partitions)
+        parts = [keys[i:i + size] for i in range(0, len(keys), size)]  # range-partitioned: disjoint shards
+        results: list = [None] * len(parts)
+        rows: dict = {}
+        async with trio.open_nursery() as tasks:
+            for p, part in enumerate(parts):
+                tasks.start_soon(_partition, world, load, plan, p, part, results, rows, store_of, sst_options)
+        # Every partition has its result; a losing speculative attempt may still be staging (the
+        # commit does not wait for it, as Spark's does not).
+        await trio.sleep(wait_s)
+        load.rows = rows
+        load.commit_called_s = trio.current_time()
+        load.outcome = "committing"
+        try:
+            got = await commit_sharded(store, rt, plan, results)
+        except (LoadRefusedError, CloneMismatchError) as e:
+            load.outcome, load.why = "refused", str(e)
+            await abort_sharded(store, rt, plan)
+            load.ended = True
+            return load.outcome
+        load.outcome = "committed" if got.shards else "empty"
+        load.returned_s = trio.current_time()
+        await collect_shards(store, rt, min_age_s=0)
+        load.ended = True
+        return load.outcome
+
+    outcome = await crashable(world, load.name, store, crash, body)
+    if outcome == "crashed":
+        if load.outcome == "committing":
+            load.outcome = "crashed"  # it may have committed: the manifests say
+        if plan_box and abort:
+            load.aborted = True
+            name = f"{load.name}.abort"
+            art = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
+            await trio.sleep(rng.uniform(0.0, 0.5))
+            await abort_sharded(store_of(world, name, art), art, plan_box[0])
+            load.ended = True
+
+
+async def _partition(world: Any, load: Load, plan: Any, p: int, keys: list, results: list, rows: dict,
+                     store_of, sst_options: Any) -> None:
+    """One partition: one attempt, a killed one and its retry, or two speculative ones of which
+    the first to finish is taken (the other runs on in the world's nursery)."""
+    setup = world.setup
+    rng = setup.choices.stream("task", f"{load.name}.p{p}")
+    shape = rng.choice(["one", "killed", "speculative", "speculative"])
+    deletes = {k for k in keys if boolean(rng, 0.15)}
+
+    def values(attempt: int) -> list:
+        return [None if k in deletes else b"%s.p%d.a%d:%s" % (load.name.encode(), p, attempt, k) for k in keys]
+
+    async def attempt(a: int, kill_s: float | None, delay_s: float = 0.0) -> Any:
+        await trio.sleep(delay_s)
+        name = f"{load.name}.p{p}.a{a}"
+        rt = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
+        store = store_of(world, name, rt)
+        vals = values(a)
+        load.attempt_values.update(v for v in vals if v is not None)
+        out: list = []
+
+        async def body() -> str:
+            try:
+                res = await stage_shard(store, rt, plan, p, a, keys, vals, sst_options=sst_options, sst_size_bytes=200)
+            except LoadEndedError:
+                return "ended"  # LOAD-10: it found the load over and deleted its shard
+            out.append(res)
+            _note_shard(world, load, res)
+            return "staged"
+
+        got = await crashable(world, name, store, Crash(kill_s) if kill_s is not None else None, body)
+        return (out[0], vals) if got == "staged" else None
+
+    picked = None
+    if shape == "speculative":
+        first = trio.Event()
+        both: list = []
+
+        async def run(a: int, delay_s: float) -> None:
+            got = await attempt(a, None, delay_s)
+            if got is not None:
+                both.append(got)
+                first.set()
+
+        world.background.start_soon(run, 0, 0.0)
+        world.background.start_soon(run, 1, rng.uniform(0.0, 2.0))  # a straggler, often past the end
+        await first.wait()
+        picked = both[0]
+    else:
+        picked = await attempt(0, rng.uniform(0.0, 0.05) if shape == "killed" else None)
+        if picked is None:
+            picked = await attempt(1, None)
+    if picked is not None:
+        res, vals = picked
+        results[p] = res
+        rows.update(zip(keys, vals))
+
+
+def _note_shard(world: Any, load: Load, res: Any) -> None:
+    """What the oracle needs of a staged shard: its SSTs' infos (read from the fault-free bucket)."""
+    if res.url is None:
+        return
+    prefix = res.url.split("memory://sim/", 1)[1].rstrip("/") + "/manifest/"
+    objects = world.setup.bucket.objects
+    for key in [k for k in objects if k.startswith(prefix)]:
+        m = decode_manifest_v2(bytes(objects[key][0]), key)
+        load.staged_ids.update(s.id for s in m.ssts)
+        load.staged_infos.update(s.info for s in m.ssts)
