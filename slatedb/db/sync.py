@@ -22,10 +22,11 @@ from typing import Any, Callable, Mapping
 
 from slatedb.api.args import check_create_mode, coerce_settings
 from slatedb.api.portal import RuntimeArg, RuntimeThread
-from slatedb.api.options import DbStatus
+from slatedb.api.options import DbStatus, ReadOptions
 from slatedb.api.read_kit import db_status
 from slatedb.api.txn import IsolationLevel, Transaction, isolation_of
 from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noqa: F401 (DbIterator: public)
+from slatedb.format.sst_reader import NEED_IO
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings
@@ -213,6 +214,23 @@ class Db(SyncReads, SyncCacheControl):
         return self._portal(self._core.create_checkpoint, scope, options)
 
     # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> bytes | None:
+        """The value of ``key``, or None if absent, deleted or expired."""
+        core = self._core
+        if options is not None or type(key) is not bytes or not key or core._closed:
+            return SyncReads.get(self, key, options)  # checks, options, ClosedError
+        # SyncReads.get without its frames (a valid key, no options, an open database).
+        metrics = core.runtime.metrics
+        if metrics is not None:
+            metrics.count_get()
+        rs = core._w.read_state
+        value = core.get_fast(key, rs, None)
+        if value is NEED_IO:
+            value = core.get_direct(key, rs, None)
+            if value is NEED_IO:
+                value = self._portal(core.get_slow, key, rs, None)
+        return value  # type: ignore[return-value]
 
     def _state(self) -> tuple[ReadState, int | None]:
         core = self._core

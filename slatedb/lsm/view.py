@@ -101,11 +101,12 @@ class LsmView:
     def point_candidates(self, key: bytes) -> Iterator[SstHandle]:
         """SSTs that may hold ``key``, in read order (L0 newest first, then runs newest first)."""
         for h in self.l0:
-            if h.bounds.contains(key):
+            b = h.bounds
+            if b is UNBOUNDED or b.contains(key):
                 yield h
         for run in self.runs:
             h = run.find(key)
-            if h is not None and h.bounds.contains(key):
+            if h is not None and (h.bounds is UNBOUNDED or h.bounds.contains(key)):
                 yield h
 
     @property
