@@ -175,10 +175,11 @@ def fast_sst_index_columns(buf: bytes) -> tuple[list[int], list[bytes]] | None:
     vlen, tlen = le(vpos, 2), le(vpos + 2, 2)
     if not ((vlen >= 4) & (vlen % 2 == 0) & (vpos + vlen <= n) & (tlen >= 4) & (pos + tlen <= n)).all():
         return None
-    # Each distinct vtable's fields (writers share one vtable among equal-shaped entries).
-    shapes = np.unique(np.stack([vpos, vlen, tlen]), axis=1).T.tolist()
-    u16 = _U16.unpack_from
-    for vp, vl, tl in shapes:
+    # Each distinct vtable's fields (writers share one vtable among equal-shaped entries; its
+    # position determines its length and the table length it records).
+    u16, u16x2 = _U16.unpack_from, _U16X2.unpack_from
+    for vp in set(vpos.tolist()):
+        vl, tl = u16x2(buf, vp)
         for f in range(vp + 4, vp + vl, 2):
             field = u16(buf, f)[0]
             if field and (field < 4 or field >= tl):

@@ -60,10 +60,13 @@ def _meta(key: str, st: os.stat_result) -> ObjectMeta:
     return ObjectMeta(key, st.st_size, st.st_mtime_ns // 1_000_000, etag)
 
 
-#: Ranged reads up to this size run on the event loop instead of a worker thread.
+#: Reads up to this size (ranged, or of a whole object this small) run on the event loop
+#: instead of a worker thread.
 INLINE_READ_MAX_BYTES = 256 * 1024
 #: Files :meth:`LocalStore.read_range_now` keeps mapped (least recently used unmapped first).
 MAPPED_FILES_MAX = 64
+#: A listing runs on the event loop when the previous listing of its prefix found at most this many.
+INLINE_LIST_MAX_OBJECTS = 64
 
 
 class LocalStore(ObjectStore):
@@ -75,6 +78,9 @@ class LocalStore(ObjectStore):
         self.root = os.path.normpath(root)
         self.url = url or f"file://{self.root}"
         self.fsync = fsync
+        #: Objects the last listing of each prefix found: a listing whose previous one found few
+        #: runs on the event loop (a few stat calls, less than a thread hand-off).
+        self._listed: dict[str, int] = {}
         os.makedirs(self.root, exist_ok=True)
         self._maps: OrderedDict[str, mmap.mmap] = OrderedDict()
         self._maps_lock = threading.Lock()
@@ -168,7 +174,16 @@ class LocalStore(ObjectStore):
                 raise ObjectNotFoundError(key, "no such object") from None
             return GetResult(data, _meta(key, st))
 
-        small = byte_range is not None and byte_range[1] - byte_range[0] <= INLINE_READ_MAX_BYTES
+        if byte_range is None:
+            # A whole object read inline when it is small (a manifest, a WAL object: the open
+            # path reads several), else in a worker thread: one fstat tells which.
+            await trio.lowlevel.checkpoint()
+            try:
+                small = os.stat(path).st_size <= INLINE_READ_MAX_BYTES
+            except OSError:
+                small = False  # read() names the problem
+            return await self._run(key, read, inline=small)
+        small = byte_range[1] - byte_range[0] <= INLINE_READ_MAX_BYTES
         return await self._run(key, read, inline=small)
 
     def read_range_now(self, key: str, start: int, end: int) -> bytes:
@@ -226,7 +241,7 @@ class LocalStore(ObjectStore):
                 raise ObjectNotFoundError(key, "no such object (a directory)")
             return _meta(key, st)
 
-        return await self._run(key, stat)
+        return await self._run(key, stat, inline=True)  # one stat: microseconds, less than a thread hand-off
 
     async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
         path = self._path(key)
@@ -280,9 +295,11 @@ class LocalStore(ObjectStore):
                         continue  # deleted while we listed
                     out.append(_meta(key, st))
             out.sort(key=lambda m: m.key)
+            self._listed[prefix] = len(out)
             return out
 
-        return await self._run(prefix, walk)
+        small = self._listed.get(prefix, INLINE_LIST_MAX_OBJECTS + 1) <= INLINE_LIST_MAX_OBJECTS
+        return await self._run(prefix, walk, inline=small)
 
     async def delete(self, key: str) -> None:
         path = self._path(key)
