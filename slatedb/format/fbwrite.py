@@ -71,13 +71,6 @@ class LeanBuilder:
         self.vtable = [0] * numfields
         self.object_end = self.off
 
-    def u16_slot(self, slot: int, x: int) -> None:
-        if x:
-            self.prep(2, 0)
-            self.chunks.append(_U16(x))
-            self.off += 2
-            self.vtable[slot] = self.off
-
     def u64_slot(self, slot: int, x: int) -> None:
         if x:
             self.prep(8, 0)
@@ -132,15 +125,58 @@ class LeanBuilder:
 
 
 def encode_sst_index(block_meta: Sequence[BlockMeta]) -> bytes:
-    """``fbcodec.encode_sst_index``'s bytes: the ``SsTableIndex`` of ``block_meta``."""
+    """``fbcodec.encode_sst_index``'s bytes: the ``SsTableIndex`` of ``block_meta``.
+
+    Every ``BlockMeta`` is built the same way, so :class:`LeanBuilder`'s steps are unrolled
+    here: the key vector (padded so that it ends 4-aligned), the offset (8-aligned, absent when
+    0), the key's uoffset, the soffset to the vtable; a vtable is written only for a shape not
+    seen before (the offset present or not, the padding before it).
+    """
     b = LeanBuilder()
+    chunks = b.chunks
+    append = chunks.append
+    vtables = b.vtables
+    off = 0
     metas = []
     for meta in block_meta:
-        key = b.byte_vector(meta.first_key)
-        b.start(2)
-        b.u64_slot(0, meta.offset)
-        b.offset_slot(1, key)
-        metas.append(b.end())
+        key = meta.first_key
+        klen = len(key)
+        pad = (-(off + klen)) & 3
+        if pad:
+            append(_ZEROS[:pad])
+        append(key)
+        append(_U32(klen))
+        off += pad + klen + 4
+        key_vec = object_end = off
+        offset = meta.offset
+        if offset:
+            b.minalign = 8
+            pad = (-off) & 7
+            if pad:
+                append(_ZEROS[:pad])
+                off += pad
+            append(_U64(offset))
+            off += 12
+            append(_U32(off - key_vec))
+            off += 4
+            shape = (4, 8, off - object_end)
+        else:
+            off += 4
+            append(_U32(off - key_vec))
+            off += 4
+            shape = (4, 0, off - object_end)
+        existing = vtables.get(shape)
+        if existing is None:
+            # back to front: field 1 (the key), field 0 (the offset), object size, vtable size
+            chunks.extend((_I32(8), _U16(shape[0]), _U16(shape[1]), _U16(shape[2]), _U16(8)))
+            off += 8
+            vtables[shape] = off
+        else:
+            append(_I32(existing - off))
+        metas.append(off - (8 if existing is None else 0))
+    b.off = off
+    if b.minalign < 4 and metas:
+        b.minalign = 4
     vec = b.table_vector(metas)
     b.start(1)
     b.offset_slot(0, vec)
@@ -151,12 +187,45 @@ def encode_sst_stats(stats: SstStats) -> bytes:
     """``fbcodec.encode_sst_stats``'s bytes: the ``SstStats`` FlatBuffer."""
     b = LeanBuilder()
     blocks = []
+    chunks = b.chunks
+    append = chunks.append
+    vtables = b.vtables
+    off = 0
     for bs in stats.block_stats:
-        b.start(3)
-        b.u16_slot(0, bs.num_puts)
-        b.u16_slot(1, bs.num_deletes)
-        b.u16_slot(2, bs.num_merges)
-        blocks.append(b.end())
+        # LeanBuilder's start, u16_slot x 3 and end, unrolled: the u16s need no padding (the
+        # buffer is always 2-aligned), the soffset 4-aligns.
+        object_end = off
+        slots = [0, 0, 0]
+        for i, x in enumerate((bs.num_puts, bs.num_deletes, bs.num_merges)):
+            if x:
+                append(_U16(x))
+                off += 2
+                slots[i] = off
+        if off & 3:
+            append(_ZEROS[:2])
+            off += 2
+        off += 4
+        trimmed = 3
+        while trimmed and not slots[trimmed - 1]:
+            trimmed -= 1
+        fields = [off - v if v else 0 for v in slots[:trimmed]]
+        shape = (*reversed(fields), off - object_end)
+        existing = vtables.get(shape)
+        if existing is None:
+            append(_I32(2 * (trimmed + 2)))
+            for f in reversed(fields):
+                append(_U16(f))
+            append(_U16(off - object_end))
+            append(_U16(2 * (trimmed + 2)))
+            blocks.append(off)
+            off += 2 * (trimmed + 2)
+            vtables[shape] = off
+        else:
+            append(_I32(existing - off))
+            blocks.append(off)
+    b.off = off
+    if stats.block_stats:
+        b.minalign = 4
     vec = b.table_vector(blocks)
     b.start(6)
     b.u64_slot(0, stats.num_puts)
