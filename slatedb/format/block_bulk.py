@@ -48,6 +48,10 @@ _COLUMNS = [itemgetter(i) for i in range(6)]  # Row: key, seq, kind, value, expi
 _KIND_FLAGS = np.array([0, FLAG_TOMBSTONE, FLAG_MERGE_OPERAND], dtype=np.uint8)
 
 
+class KeysTooWide(Exception):
+    """Internal: rows x longest key is above :data:`MAX_KEY_MATRIX_BYTES` (split the rows)."""
+
+
 @attrs.frozen
 class KeyMatrix:
     """Keys as arrays: ``lengths``, and ``padded`` (rows x longest key, zero-padded)."""
@@ -56,11 +60,14 @@ class KeyMatrix:
     padded: np.ndarray
 
     @classmethod
-    def of(cls, keys: Sequence[bytes]) -> KeyMatrix:
+    def of(cls, keys: Sequence[bytes], max_bytes: int | None = None) -> KeyMatrix:
+        """Raises :class:`KeysTooWide` when the matrix would exceed ``max_bytes``."""
         n = len(keys)
         lengths = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-        flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
         width = int(lengths.max()) if n else 0
+        if max_bytes is not None and n * width > max_bytes:
+            raise KeysTooWide(n * width)
+        flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
         if n and int(lengths.min()) == width:
             padded = flat.reshape(n, width)
         else:
@@ -120,9 +127,10 @@ class Columns:
     def of(cls, rows: Sequence[Row]) -> Columns | None:
         """The columns of ``rows``, or None when the format cannot hold one of them (an empty
         key, a key or value of 4 GiB, a seq that is not a u64, a tombstone with a value):
-        :func:`~slatedb.format.row_codec.check_row_encodable` then names it."""
+        :func:`~slatedb.format.row_codec.check_row_encodable` then names it. Raises
+        :class:`KeysTooWide` for more than one row whose key matrix would be too large."""
         keys, seqs, kinds, values, expires, creates = (list(map(col, rows)) for col in _COLUMNS)
-        km = KeyMatrix.of(keys)
+        km = KeyMatrix.of(keys, MAX_KEY_MATRIX_BYTES if len(keys) > 1 else None)
         n = len(keys)
         vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
         if not n or int(km.lengths.min()) == 0 or int(km.lengths.max()) > MAX_U32 or int(vlen.max()) > MAX_U32:
@@ -230,7 +238,7 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     # the key suffix; the value follows it. A block ends with its last row's tail and restarts.
     # The glue of every row is one row of a matrix of fixed-width fields, each with its used
     # length; one boolean mask over it extracts every row's glue, concatenated in row order.
-    tails, tail_width = _tails(seqs, kinds, has_exp, has_create, expires, creates, m)
+    tails, tail_width = _tails(seqs, kinds, has_exp, has_create, expires[:m], creates[:m], m)
     prev_tail = np.zeros(m, dtype=np.int64)
     prev_tail[1:] = tail_len[:-1]
     prev_tail[is_start] = 0

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from operator import itemgetter
 
 import attrs
 
 from slatedb.errors import InvalidArgumentError
 from slatedb.format.block import BlockBuilderV2
-from slatedb.format.block_bulk import MAX_KEY_MATRIX_BYTES, Columns, encode_blocks
+from slatedb.format.block_bulk import Columns, KeysTooWide, encode_blocks
 from slatedb.format.bloom import BLOOM_FILTER_NAME, BloomFilter, encode_composite_filter
 from slatedb.format.bloom_bulk import build_bloom_bits, siphash13_many, siphash13_rows
 from slatedb.format.compression import frame_block
@@ -35,7 +34,6 @@ from slatedb.format.types import BlockMeta, BlockStats, FilterFormat, SsTableInf
 from slatedb.row import Row
 
 _U64 = struct.Struct(">Q")
-_COLUMNS = [itemgetter(i) for i in range(6)]  # Row: key, seq, kind, value, expire_ts_ms, create_ts_ms
 
 
 def compute_index_key(prev_block_last_key: bytes | None, block_first_key: bytes) -> bytes:
@@ -161,14 +159,19 @@ class SstWriter:
             for row in rows:
                 self.add(row)
             return
-        if len(rows) > 1 and max(map(len, map(_COLUMNS[0], rows))) * (len(rows) + len(self._carry)) > MAX_KEY_MATRIX_BYTES:
+        carried = len(self._carry)
+        all_rows = self._carry + rows if carried else rows
+        try:
+            cols = Columns.of(all_rows)
+        except KeysTooWide:  # long keys: fewer rows at a time
+            if len(rows) == 1:
+                self._drain_carry()
+                self.add(rows[0])
+                return
             half = len(rows) // 2
             self.add_sorted(rows[:half])
             self.add_sorted(rows[half:])
             return
-        carried = len(self._carry)
-        all_rows = self._carry + rows if carried else rows
-        cols = Columns.of(all_rows)
         last = self._last
         if (cols is None or not cols.in_order() or (not carried and last is not None and (
                 rows[0].key < last.key or (rows[0].key == last.key and rows[0].seq >= last.seq)))):
@@ -212,7 +215,11 @@ class SstWriter:
 
     def _flush_carry(self) -> None:
         """Encode the pending rows of :meth:`add_sorted` as the SST's last blocks."""
-        cols = Columns.of(self._carry)
+        try:
+            cols = Columns.of(self._carry)
+        except KeysTooWide:
+            self._drain_carry()  # the row-at-a-time builder takes them (finish closes its block)
+            return
         assert cols is not None, "carried rows were checked"
         self._carry = []
         self._carry_bytes = 0
@@ -273,7 +280,7 @@ class SstWriter:
     def _finish_compacted(self) -> EncodedSst:
         if self._carry:
             self._flush_carry()
-        else:
+        if not self._builder.is_empty():
             self._finish_block()
         codec = self._codec
         chunks = self._chunks

@@ -153,3 +153,23 @@ def test_blocks_are_cut_where_add_cuts_them_at_every_block_size() -> None:
         writer = SstWriter(options)
         writer.add_sorted(rows)
         assert writer.finish().data == _row_by_row(rows, options).data, block
+
+
+def test_long_keys_are_encoded_in_fewer_rows_at_a_time(monkeypatch) -> None:
+    """A key matrix above the bound splits the rows (down to one, then the row-at-a-time
+    builder), in add_sorted and at finish: still the same bytes."""
+    from slatedb.format import block_bulk
+
+    rows = [Row(b"k%02d" % i + b"x" * (i % 40), 100 - i, RowKind.VALUE, b"v" * (i % 9), None, 7) for i in range(60)]
+    options = SstOptions(block_size_bytes=256, min_filter_keys=0)
+    want = _row_by_row(rows, options).data
+    monkeypatch.setattr(block_bulk, "MAX_KEY_MATRIX_BYTES", 64)
+    writer = SstWriter(options)
+    writer.add_sorted(rows[:35])
+    writer.add_sorted(rows[35:])
+    assert writer.finish().data == want
+    monkeypatch.setattr(block_bulk, "MAX_KEY_MATRIX_BYTES", 1 << 23)
+    writer = SstWriter(options)
+    writer.add_sorted(rows)  # the last block's rows wait for finish...
+    monkeypatch.setattr(block_bulk, "MAX_KEY_MATRIX_BYTES", 64)
+    assert writer.finish().data == want  # ...which finds them too wide
