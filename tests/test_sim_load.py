@@ -158,3 +158,14 @@ def test_the_leftover_oracle_on_made_up_buckets() -> None:
     shard = Load("s1", load_id="S1", sharded=True, outcome="refused", ended=True)
     assert "shard database" in leftovers({"shards/S1/0-1-X/manifest/00000000000000000001.manifest": 0}, [shard],
                                          None)[0]
+
+
+@pytest.mark.parametrize("seed", [12, 291])
+def test_sharded_seeds_that_found_engine_bugs_pass(seed: int) -> None:
+    """Seed 12: the writer created the database between the sharded commit's check and its union,
+    and ``commit_sharded`` let the union's CloneMismatchError out instead of refusing the load
+    (LOAD-8's typed refusal; ESCAPE-1). Seed 291: ``collect_shards`` listed a shard's manifests
+    unretried, so a transient error after a committed union failed the job (ESCAPE-1)."""
+    result = load_scenario.run_load_workload(seed)
+    assert result.ok, result.violations
+    assert result.figures["sharded"] == 1

@@ -28,7 +28,6 @@ from typing import Any
 import attrs
 import trio
 
-from slatedb.clone.ops import CloneMismatchError
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.spark.load import LoadEndedError, LoadRefusedError
 from slatedb.spark.sharded import abort_sharded, begin_sharded, collect_shards, commit_sharded, stage_shard
@@ -114,7 +113,7 @@ async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes
         load.outcome = "committing"
         try:
             got = await commit_sharded(store, rt, plan, results)
-        except (LoadRefusedError, CloneMismatchError) as e:
+        except LoadRefusedError as e:  # a CloneMismatchError escaped here once (a writer made the database mid-union)
             load.outcome, load.why = "refused", str(e)
             await abort_sharded(store, rt, plan)
             load.ended = True

@@ -42,6 +42,7 @@ import attrs
 import trio
 from ulid import ULID
 
+from slatedb.clone.ops import CloneMismatchError
 from slatedb.lsm.paths import SstLocator
 from slatedb.errors import InvalidUnionError, SlateDBError
 from slatedb.format.sst import SstOptions
@@ -242,6 +243,9 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
             stored = await create_database(store, [SourceSpec(s) for s in sources], rt)
         except InvalidUnionError as e:
             raise LoadRefusedError(f"the shards cannot be united ({e}): nothing committed") from None
+        except CloneMismatchError as e:  # LOAD-8: a writer created the database after the check above
+            raise LoadRefusedError(f"another process created the database at {store.url} first ({e}): "
+                                   "nothing committed") from None
     finally:
         for s in sources:
             await s.aclose()
@@ -293,7 +297,9 @@ async def collect_shards(store: ObjectStore, rt: Runtime, *, min_age_s: float = 
             if shard_latest is not None:
                 if active_checkpoints(shard_latest.manifest, now_ms // 1000):
                     continue
-                newest = max(m.last_modified_ms for m in await shard.list(MANIFEST_DIR))
+                listed = await retry_transient(rt, lambda: shard.list(MANIFEST_DIR), what=f"list {url}/{MANIFEST_DIR}")
+                # none left: its attempt is deleting it right now (LOAD-10), so may we
+                newest = max((m.last_modified_ms for m in listed), default=0)
                 if now_ms - newest < min_age_s * 1000:
                     continue
             await _delete_under(shard, rt)
