@@ -167,10 +167,10 @@ class _Job:
                 made = cur
             else:
                 # C3 (dry run, nothing written), then C4.
-                await self._build([s.checkpoint for s in self.specs], dry_run=True)
+                await self._build([s.checkpoint for s in self.specs])
                 try:
                     pins = await self._pin()
-                    manifest = await self._build(pins, dry_run=False)
+                    manifest = await self._build(pins)
                 except SlateDBError:
                     await self._release()
                     raise
@@ -268,7 +268,9 @@ class _Job:
             out.append(attrs.evolve(e, path=relative_db_path(self.dest.url, store.url)))
         return attrs.evolve(m, external_dbs=tuple(out))
 
-    async def _build(self, pins: Sequence[uuid.UUID | None], *, dry_run: bool) -> ManifestV2:
+    async def _build(self, pins: Sequence[uuid.UUID | None]) -> ManifestV2:
+        """The new manifest from the sources at ``pins`` (only reads: C3 runs it before pinning
+        to refuse a bad request without writing anything)."""
         bases = []
         with_wal = []
         for i, pin in enumerate(pins):
