@@ -16,9 +16,17 @@ from __future__ import annotations
 
 import threading
 
+import trio
+
+from slatedb.checkpoint import CheckpointOptions, create_checkpoint
+from slatedb.compactor import Compactor
+from slatedb.config import Settings
 from slatedb.errors import ObjectAlreadyExistsError, PreconditionFailedError
-from slatedb.objstore import CREATE_IF_ABSENT, PutMode
+from slatedb.format.types import ManifestV2
+from slatedb.manifest.store import ManifestStore
+from slatedb.objstore import CREATE_IF_ABSENT, OVERWRITE, PutMode
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
+from slatedb.runtime.production import ProductionRuntime
 
 KEY = "manifest/00000000000000000002.manifest"
 
@@ -66,3 +74,46 @@ def test_two_threads_cannot_both_update_one_version() -> None:
 
 def test_the_lock_is_not_part_of_a_bucket_s_equality() -> None:
     assert MemoryBucket() == MemoryBucket()
+
+
+class _RacyStore(MemoryStore):
+    """Remembers the key of the put in progress, for the clock to decide when to interleave."""
+
+    current_key = ""
+
+    def put_now(self, key, data, mode=OVERWRITE):
+        self.current_key = key
+        return super().put_now(key, data, mode)
+
+
+def test_a_compactor_never_meets_its_own_epoch_through_a_lost_manifest_update() -> None:
+    """The reported failure end to end. Thread A (the Db's thread) commits a manifest (a
+    checkpoint, epoch unchanged); between its create's check and its update, thread B (a
+    compactor starting on the caller's thread, as ``compact_all_l0`` does) claims the next
+    compactor epoch in that same manifest id and writes ``.compactions`` with it. Without the
+    lock A's manifest then overwrites B's claim, and the next compactor computes B's epoch again
+    and meets B's ``.compactions``: ``CompactorEpochError: .compactions N already carries our
+    epoch E``. With the lock B's claim waits, conflicts, and lands above A's manifest."""
+    bucket = MemoryBucket()
+    trio.run(ManifestStore(MemoryStore(bucket, lambda: 0), ProductionRuntime("setup")).create_initial,
+             ManifestV2(initialized=True))
+    b: list[threading.Thread] = []
+    epochs: list[int] = []
+
+    def compactor_starts() -> None:
+        epochs.append(trio.run(Compactor(MemoryStore(bucket, lambda: 0), ProductionRuntime("c1"), Settings()).start))
+
+    def clock() -> int:
+        if not b and store.current_key.startswith("manifest/"):
+            b.append(threading.Thread(target=compactor_starts))
+            b[0].start()
+            b[0].join(0.3)  # with the lock, B waits for A's update
+        return 0
+
+    store = _RacyStore(bucket, clock)
+    trio.run(create_checkpoint, ManifestStore(store, ProductionRuntime("writer")), ProductionRuntime("writer"),
+             CheckpointOptions(lifetime_s=60))
+    b[0].join(10)
+    assert epochs == [1]
+    # The next compactor takes the next epoch (it raised CompactorEpochError without the lock).
+    assert trio.run(Compactor(MemoryStore(bucket, lambda: 0), ProductionRuntime("c2"), Settings()).start) == 2
