@@ -152,3 +152,14 @@ def test_scale_report_merges_the_json_of_separate_runs(tmp_path, capsys):
     assert bench.main(["--scale-report", f"{a},{b}"]) == 0
     printed = capsys.readouterr().out
     assert "| ours " in printed and "| sqlite3 " in printed and "data checks: 2 of 2 runs OK" in printed
+
+
+def test_reads_during_compaction_runs_end_to_end(tmp_path, capsys):
+    """A smoke run of ``python -m slatedb.bench.reads_during_compaction`` (tiny: one L0 SST, so
+    no compaction happens; the measurement itself is minutes)."""
+    from slatedb.bench import reads_during_compaction
+
+    assert reads_during_compaction.main(["--n", "2000", "--seconds", "1", "--l0-mib", "1",
+                                         "--tmpdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "compactor running" in out and "compactor off" in out and "ratio" in out
