@@ -26,8 +26,8 @@ gen:
 
 # The main job: every registered simulation scenario, a fixed seed plan (the same seeds on any machine;
 # about 9 minutes on 2 idle cores), one table and a replay command per failing seed
-# (--quick: the 40 s plan; --cap-minutes N: fail if the plan is not done by then; --minutes N: a soak).
-[doc("The main job: every registered simulation scenario, a fixed seed plan (~9 min idle), a table and replay commands (--quick: ~40 s).")]
+# (--quick: the 30 s plan; --cap-minutes N: fail if the plan is not done by then; --minutes N: a soak).
+[doc("The main job: every registered simulation scenario, a fixed seed plan (~9 min idle), a table and replay commands (--quick: ~30 s).")]
 dst *args:
     .venv/bin/sim dst "$@"
 

@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="N or A..B (inclusive): exactly these seeds of each scenario instead of the plan")
     length = p_dst.add_mutually_exclusive_group()
     length.add_argument("--quick", action="store_true",
-                        help="the quick plan (about 40 s on 2 idle cores; the before-stop check and CI)")
+                        help="the quick plan (about 30 s on 2 idle cores; the before-stop check and CI)")
     length.add_argument("--minutes", type=float, default=None,
                         help="a soak: time-boxed to N minutes, seeds balanced by measured cost")
     p_dst.add_argument("--cap-minutes", type=float, default=None,

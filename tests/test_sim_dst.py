@@ -123,9 +123,9 @@ def test_the_plan_is_a_function_of_the_table_alone() -> None:
         assert quick[w].start == default[w].start == 0
         assert dst_mod.PLAN_MIN_SEEDS["quick"] <= len(quick[w]) <= len(default[w])
     cost = lambda p: sum(len(r) * scenarios_mod.BY_NAME[w].cost_s for w, r in p.items())  # noqa: E731
-    # At the table's costs: about 40 s of 2 cores for --quick (every scenario at least 3 seeds),
+    # At the table's costs: about 30 s of 2 cores for --quick (every scenario at least 3 seeds),
     # about 8.5 minutes for the default.
-    assert 40 <= cost(quick) <= 90 and 900 <= cost(default) <= 1100
+    assert 40 <= cost(quick) <= 70 and 900 <= cost(default) <= 1100
 
 
 def test_a_plan_runs_exactly_its_seeds_loaded_or_not() -> None:
