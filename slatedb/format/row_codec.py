@@ -353,8 +353,6 @@ def decode_columns_v2(
                 next_restart = restarts[restart_i] if restart_i < n_restarts else -1
             key_end = pos + unshared
             value_end = key_end + value_len
-            if value_end + 9 > entries_end:
-                raise ValueError("entry runs past the end of the entries")
             if shared:
                 if shared > len(prev):
                     raise ValueError("shared prefix longer than the previous key")
@@ -368,17 +366,21 @@ def decode_columns_v2(
             if skip is None:
                 raise ValueError(describe_bad_flags(flags))
             pos = value_end + 9 + skip
-            if pos > entries_end:
+            if pos > entries_end:  # (the flags byte may have been read past the entries)
                 raise ValueError("entry runs past the end of the entries")
             flags_or |= flags
             append_key(key)
-            append_value(data[key_end:value_end] if not flags & FLAG_TOMBSTONE else b"")
+            append_value(data[key_end:value_end])
             append_meta(value_end)
             prev = key
     except (ValueError, IndexError) as exc:
         raise CorruptionError(object_name, base_offset + entry_start, f"bad V2 row: {exc}") from None
     if restart_i != n_restarts:
         raise CorruptionError(object_name, base_offset, "restart offsets do not match the entries")
+    if flags_or & FLAG_TOMBSTONE:  # a tombstone reads as b"" whatever value bytes it carries
+        for i, meta in enumerate(metas):
+            if data[meta + 8] & FLAG_TOMBSTONE:
+                values[i] = b""
     return keys, values, metas, flags_or
 
 

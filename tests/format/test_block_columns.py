@@ -120,6 +120,22 @@ def test_a_bad_flags_byte_is_a_typed_error_naming_the_object() -> None:
             raise AssertionError(f"flags 0x{bad:02x} accepted")
 
 
+def test_a_tombstone_carrying_value_bytes_reads_as_the_row_decoder_reads_it() -> None:
+    """The format lets a tombstone's entry carry value bytes (``value_len`` > 0); both decoders
+    read its value as ``b""``."""
+    rows = [Row(b"key%02d" % i, 5, RowKind.VALUE, b"vvv", None, 7) for i in range(20)]
+    raw = bytearray(blk.encode_block_v2(rows))
+    flags_at = 3 + len(rows[0].key) + 3 + 8
+    assert raw[flags_at] == 0x04
+    raw[flags_at] = 0x05  # tombstone, create_ts
+    raw = bytes(raw)
+    entries_end, restarts = blk.parse_block_v2_trailer(raw, "o", 0)
+    _, want = decode_entries_v2(raw, entries_end, restarts, "o", 0)
+    assert want[0].kind is RowKind.TOMBSTONE and want[0].value == b""
+    got = blk.decode_block_v2(raw, "o", 0)
+    assert got.values[0] == b"" and got.rows == want and not got.values_final
+
+
 def _newest(rows: list[Row], key: bytes, max_seq: int | None) -> Row | None:
     for r in rows:
         if r.key == key and (max_seq is None or r.seq <= max_seq):
