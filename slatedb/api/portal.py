@@ -80,6 +80,12 @@ async def serve(
                 await st.aclose()
 
 
+#: How long the runtime thread, having opened the engine, waits for the caller to take the
+#: GIL before running the background tasks (``RuntimeThread.start``): the caller normally
+#: resumes within microseconds.
+HANDOFF_WAIT_S = 0.5
+
+
 class RuntimeThread:
     """A daemon thread running one engine under :func:`serve` on its own trio loop.
 
@@ -100,6 +106,7 @@ class RuntimeThread:
               closed_message: str) -> "RuntimeThread":
         """Start the thread and open the engine on it; an open error is raised here."""
         started = threading.Event()
+        resumed = threading.Event()
         box: dict[str, Any] = {}
 
         async def main() -> None:
@@ -108,6 +115,11 @@ class RuntimeThread:
                 async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
                     box["core"], box["token"], box["stop"] = core, trio.lowlevel.current_trio_token(), stop
                     started.set()
+                    # Hand the GIL to the caller before the background tasks (spawned, not yet
+                    # run) start: else the caller, woken by ``started``, waits out the
+                    # interpreter's switch interval (5 ms) behind them. Bounded: a caller that
+                    # never resumes only delays the tasks.
+                    resumed.wait(HANDOFF_WAIT_S)
                     await stop.wait()
             except BaseException as e:
                 if "core" in box:
@@ -119,6 +131,7 @@ class RuntimeThread:
         thread = threading.Thread(target=trio.run, args=(main,), name=name, daemon=True)
         thread.start()
         started.wait()
+        resumed.set()
         if "error" in box:
             thread.join()
             raise box["error"]
