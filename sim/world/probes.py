@@ -100,6 +100,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.GC_WAL_KEPT_CHECKPOINT: ("gc", (1,)),
     P.GC_CHECKPOINT_EXPIRED: ("gc", (1,)),
     P.GC_CLONE_DETACHED: ("gc", (10,)),
+    P.GC_DETACH_KEPT_CHECKPOINT: ("gc", (0,)),
     P.DESTROY_LATE_OBJECTS: ("destroy", (44,)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),

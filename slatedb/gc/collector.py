@@ -461,6 +461,8 @@ class GarbageCollector:
             readable = (snap.latest.manifest,)
         for db in snap.latest.manifest.external_dbs:
             if any(e.sst_ids for m in readable for e in m.external_dbs if same(e, db)):
+                if not db.sst_ids:  # the latest references none: only a pinned manifest keeps it
+                    self.runtime.probe(probes.GC_DETACH_KEPT_CHECKPOINT)
                 continue
             await release_parent_checkpoint(self.locator, self.runtime, db)
             edit = DetachExternalDb(db.path, db.source_checkpoint_id)

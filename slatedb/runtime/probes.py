@@ -214,6 +214,11 @@ GC_CLONE_DETACHED = _probe(
     "GC detached an external database none of whose SSTs is referenced any more (released its "
     "final checkpoint on the parent)",
     "checkpoints-gc.md step 9, CLONE-2")
+GC_DETACH_KEPT_CHECKPOINT = _probe(
+    "gc.detach-kept-checkpoint",
+    "GC kept an external database attached although the latest manifest references none of its "
+    "SSTs, because a manifest an active checkpoint pins still does (a reader may read through it)",
+    "checkpoints-gc.md step 9, CLONE-4")
 
 # -- Destroy (spec/protocols/destroy.md) -----------------------------------------------------------
 
