@@ -44,7 +44,27 @@ class DbIterator:
     def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
         if self._gen is not None:
             return self._gen  # fast path: the memtable's own generator, no wrapper per step
-        return self
+        return self._steps()
+
+    def _steps(self) -> Iterator[tuple[bytes, bytes]]:
+        """What ``for kv in it`` iterates: :meth:`__next__` as a generator (a resumed generator
+        costs less than a method call per row). It keeps no state of its own: each step reads
+        and advances ``_buf``/``_pos``, so ``next()``, :meth:`next_batch` and :meth:`seek`
+        between its steps see and move the same position."""
+        while True:
+            pos = self._pos
+            buf = self._buf
+            if pos < len(buf):
+                self._pos = pos + 1
+                yield buf[pos]
+                continue
+            if self._gen is not None:  # a seek moved the scan to the memtable's generator
+                yield from self._gen
+                return
+            self._buf = self._pull(ITER_BATCH_ROWS)
+            self._pos = 0
+            if not self._buf:
+                return
 
     def __next__(self) -> tuple[bytes, bytes]:
         if self._gen is not None:

@@ -46,6 +46,7 @@ U16_SIZE_BYTES = 2
 MAX_U16 = 0xFFFF
 
 _U16 = struct.Struct(">H")
+_U64 = struct.Struct(">Q")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,7 +237,8 @@ class Block:
             if self.values_final and len(set(self.keys)) == len(self.keys):
                 if self._rows is None:
                     raw = self._raw
-                    plain = max(seq_at_v2(raw, m) for m in self._metas)  # type: ignore[arg-type,union-attr]
+                    seq_at = _U64.unpack_from
+                    plain = max([seq_at(raw, m)[0] for m in self._metas])  # type: ignore[union-attr]
                 else:
                     plain = max(r.seq for r in self._rows)
             self._plain = plain

@@ -130,3 +130,35 @@ def test_read_range_now_reads_maps_and_unmaps(tmp_path):
         await store.aclose()
 
     trio.run(main)
+
+
+def test_for_loops_next_next_batch_and_seek_share_one_position(tmp_path):
+    """``for kv in it`` steps a generator over the iterator's own buffer and position, so a loop
+    left early, ``next()``, ``next_batch`` and ``seek`` continue from one another."""
+    url = "file://" + str(tmp_path)
+    _load(url)
+    want = [(b"key%06d" % i, b"value-%06d" % i * 4) for i in range(N)]
+    db, _ = _reopen(url)
+    try:
+        snap = db.snapshot()
+        db.put(b"key000010", b"new")  # a memtable source too: the merge, not the one-SST path
+        want2 = [(k, b"new" if k == b"key000010" else v) for k, v in want]
+        for rows in (want, want2):
+            it = db.scan() if rows is want2 else snap.scan()
+            got = []
+            for kv in it:
+                got.append(kv)
+                if len(got) == 300:
+                    break
+            got.append(next(it))
+            got += it.next_batch(500)
+            for kv in it:
+                got.append(kv)
+                if len(got) == 1500:
+                    break
+            assert got == rows[:1500]
+            it.seek(b"key002000")
+            assert next(iter(it)) == rows[2000]
+            assert list(it) == rows[2001:]
+    finally:
+        db.close()
