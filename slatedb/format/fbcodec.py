@@ -402,17 +402,24 @@ def decode_sst_index(data: bytes, object_name: str, base_offset: int = 0) -> tup
     return checked_sst_index(buf, object_name, base_offset)
 
 
+#: Indexes shorter than this go through :func:`decode_sst_index` (the ``struct`` reader): numpy's
+#: fixed cost per call is more than a few blocks' entries cost one by one (a simulated world's
+#: SSTs have a handful of blocks; the numpy reader was 8-10% of a db or takeover seed).
+_COLUMNS_MIN_BYTES = 2048
+
+
 def decode_sst_index_columns(data: bytes, object_name: str, base_offset: int = 0) -> tuple[list[int], list[bytes]]:
     """:func:`decode_sst_index` as (block offsets, first keys): read with numpy over all entries
     at once (:func:`~slatedb.format.fbread.fast_sst_index_columns`), else as
     :func:`decode_sst_index` reads it (which names any problem)."""
     buf = bytes(data)
-    try:
-        fast = fast_sst_index_columns(buf)
-    except (struct.error, IndexError, ValueError):
-        fast = None
-    if fast is not None:
-        return fast
+    if len(buf) >= _COLUMNS_MIN_BYTES:
+        try:
+            fast = fast_sst_index_columns(buf)
+        except (struct.error, IndexError, ValueError):
+            fast = None
+        if fast is not None:
+            return fast
     metas = decode_sst_index(buf, object_name, base_offset)
     return [m.offset for m in metas], [m.first_key for m in metas]
 

@@ -175,3 +175,13 @@ def test_the_numpy_index_reader_answers_exactly_as_the_struct_reader(metas: list
         except struct.error:
             want = None
         assert fbread.fast_sst_index_columns(bytes(raw)) == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.builds(t.BlockMeta, offset=u64, first_key=st.binary(max_size=120)), min_size=1, max_size=60))
+def test_index_columns_are_the_same_either_side_of_the_numpy_threshold(metas: list) -> None:
+    """Small indexes are read by the struct reader, large ones with numpy: the same columns."""
+    buf = fbcodec.encode_sst_index(metas)
+    offsets, keys = fbcodec.decode_sst_index_columns(buf, "x")
+    assert (offsets, keys) == ([m.offset for m in metas], [m.first_key for m in metas])
+    assert fbread.fast_sst_index_columns(buf) == (offsets, keys)
