@@ -30,7 +30,8 @@ class ScenarioSpec:
     ``cost_s``, the CPU seconds one seed costs on an idle core: the seeds per core-minute of the
     last default plan on an idle machine (2026-11-26, 083b112) times the speed-up measured since
     on the same seeds, before and after side by side under the same load (issue 27 item 2; the
-    table and commands are in ``docs/simulation.md``, "Per-scenario speed"). ``sim dst``'s seed
+    table and commands are in ``docs/simulation.md``, "Per-scenario speed"; db, takeover,
+    compactor-workers and txn then times the small-index speed-up). ``sim dst``'s seed
     plans follow from it, ``sim mutate`` balances its judge's seeds by it; re-measure when a
     scenario's traces or the engine's speed change."""
 
@@ -60,10 +61,10 @@ class ScenarioSpec:
 SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("db", "sim.scenarios.db:run_db_workload",
                  "db-workload (three writers fencing each other; FENCE-*, DUR-1, BOUNDARY-3, LIN)", takes_faults=True,
-                 cost_s=0.39),
+                 cost_s=0.36),
     ScenarioSpec("takeover", "sim.scenarios.takeover:run_takeover_workload",
                  "takeover (rounds of four writers, crash and pause points at protocol events; FENCE-*, DUR-1)",
-                 cost_s=0.47),
+                 cost_s=0.43),
     ScenarioSpec("seqmeta", "sim.scenarios.seqmeta:run_seqmeta_workload",
                  "seqmeta (stalled metadata writers vs a GC boundary, RFC 004; SEQMETA-1/2, BOUNDARY-1)",
                  cost_s=0.21),
@@ -78,7 +79,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  takes_faults=True, cost_s=1.9),
     ScenarioSpec("compactor-workers", "sim.scenarios.compactor_workers:run_compactor_workers",
                  "compactor-workers (coordinators and 2-4 separate workers that crash, stall, lose their heartbeat and "
-                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=2.2),
+                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=2.0),
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
                  "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=3.2),
@@ -90,7 +91,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=2.1),
     ScenarioSpec("txn", "sim.scenarios.txn:run_txn_workload",
                  "txn (concurrent SNAPSHOT / SERIALIZABLE_SNAPSHOT transactions and plain writes, flushes, "
-                 "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.21),
+                 "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.18),
     ScenarioSpec("load", "sim.scenarios.load:run_load_workload",
                  "load (bulk loads staged by task attempts, killed, retried or speculative, committed into a live "
                  "writer's database, or a sharded load racing the writer for the URL, drivers crashing; "
