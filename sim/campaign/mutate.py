@@ -84,7 +84,8 @@ FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
 
 #: Tests elsewhere that test a package's code, run with the package's own tests.
 EXTRA_TESTS: dict[str, tuple[str, ...]] = {
-    "db": ("tests/checkpoint/test_db_checkpoint.py",),  # Db.create_checkpoint is slatedb/db/follower.py
+    "db": ("tests/checkpoint/test_db_checkpoint.py",  # Db.create_checkpoint is slatedb/db/follower.py
+           "tests/api/test_metrics.py"),  # the counters slatedb/db counts (Db.get's fast path)
     # the WAL regressions (replay fenced mid-way, zombie acks, the epoch re-check)
     "wal": ("tests/regressions/test_db_seed_581.py", "tests/regressions/test_db_zombie_ack.py",
             "tests/regressions/test_takeover_no_epoch_recheck.py",
