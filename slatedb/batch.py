@@ -149,19 +149,26 @@ class BatchOp(NamedTuple):
 
 
 _PUT = OpKind.PUT
+_DELETE = OpKind.DELETE
+_MERGE = OpKind.MERGE
+#: ``tuple.__new__``: builds a :class:`BatchOp` without the Python-level ``NamedTuple.__new__``
+#: frame (the same object ``BatchOp(...)`` returns; one op per batched put, hot path).
+_new = tuple.__new__
 
 
 class WriteBatch:
     """An ordered list of puts, deletes and merge operands, validated as they are added.
 
     A rejected call raises :class:`InvalidArgumentError` and leaves the batch unchanged.
+    ``_plain`` is True while every operation is a put without a TTL (the engine's batch fast
+    path builds those rows in one comprehension).
     """
 
-    __slots__ = ("_ops", "_size_bytes")
+    __slots__ = ("_ops", "_plain")
 
     def __init__(self) -> None:
         self._ops: list[BatchOp] = []
-        self._size_bytes = 0
+        self._plain = True
 
     def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> None:
         # validate_key / validate_value inlined for the common case (one call per batched put).
@@ -171,13 +178,13 @@ class WriteBatch:
             value = validate_value(value)
         if ttl_s is not None:
             ttl_s = validate_ttl_s(ttl_s)
-        self._ops.append(BatchOp(_PUT, key, value, ttl_s))
-        self._size_bytes += len(key) + len(value)
+            self._plain = False
+        self._ops.append(_new(BatchOp, (_PUT, key, value, ttl_s)))
 
     def delete(self, key: bytes) -> None:
         key = validate_key(key)
-        self._ops.append(BatchOp(OpKind.DELETE, key))
-        self._size_bytes += len(key)
+        self._ops.append(_new(BatchOp, (_DELETE, key, b"", None)))
+        self._plain = False
 
     def merge(self, key: bytes, operand: bytes, ttl_s: float | None = None) -> None:
         """Add a merge operand for ``key`` (folded by the database's merge operator on reads,
@@ -187,8 +194,8 @@ class WriteBatch:
         operand = validate_value(operand)
         if ttl_s is not None:
             ttl_s = validate_ttl_s(ttl_s)
-        self._ops.append(BatchOp(OpKind.MERGE, key, operand, ttl_s))
-        self._size_bytes += len(key) + len(operand)
+        self._ops.append(_new(BatchOp, (_MERGE, key, operand, ttl_s)))
+        self._plain = False
 
     @property
     def ops(self) -> tuple[BatchOp, ...]:
@@ -198,7 +205,7 @@ class WriteBatch:
     @property
     def size_bytes(self) -> int:
         """Sum of key and value lengths of the operations."""
-        return self._size_bytes
+        return sum(len(op[1]) + len(op[2]) for op in self._ops)
 
     def __iter__(self) -> Iterator[BatchOp]:
         return iter(tuple(self._ops))
@@ -211,7 +218,7 @@ class WriteBatch:
 
     def clear(self) -> None:
         self._ops.clear()
-        self._size_bytes = 0
+        self._plain = True
 
     def __repr__(self) -> str:
-        return f"WriteBatch(ops={len(self._ops)}, size_bytes={self._size_bytes})"
+        return f"WriteBatch(ops={len(self._ops)}, size_bytes={self.size_bytes})"

@@ -30,6 +30,7 @@ are atomic).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Final
 
 from sortedcontainers import SortedList
@@ -41,6 +42,7 @@ from slatedb.row import Row
 #: encoded row's fixed part (seq u64, flags u8, expire and create timestamps i64, three length
 #: varints) rounded up. An estimate for flush decisions, not an exact encoded size.
 ROW_OVERHEAD_BYTES: Final = 32
+_SEQ_OF = itemgetter(1)  # Row.seq
 
 
 class FrozenMemtableError(SlateDBError, AssertionError):
@@ -99,6 +101,50 @@ class Memtable:
             self._last_seq = seq
         elif seq < self._first_seq:  # type: ignore[operator]
             self._first_seq = seq
+
+    def put_rows(self, rows: list[Row]) -> int:
+        """Insert ``rows`` (a write batch) exactly as :meth:`put` of each in turn would; returns
+        the bytes they add to :attr:`size_bytes`.
+
+        Fast path, one loop without a frame per row, when the rows are numbered consecutively
+        (each seq the previous + 1, as the engine's batches are: built from a ``range`` after
+        ``last_seq``) above every seq in the table: then every row is either a key's first
+        version or its newest. That is checked here, without a Python frame per row; any other
+        batch goes row by row through :meth:`put`.
+        """
+        if self._frozen:
+            raise FrozenMemtableError(f"put of seq {rows[0].seq} into a frozen (immutable) memtable")
+        n = len(rows)
+        if not n:
+            return 0
+        first = rows[0].seq
+        last = rows[-1].seq
+        if ((self._last_seq is not None and first <= self._last_seq) or last - first != n - 1
+                or list(map(_SEQ_OF, rows)) != list(range(first, last + 1))):  # in C: no frame per row
+            before = self._size_bytes
+            for row in rows:
+                self.put(row)
+            return self._size_bytes - before
+        versions_of = self._versions
+        get = versions_of.get
+        pending = self._pending
+        size = n * ROW_OVERHEAD_BYTES
+        for row in rows:
+            key = row[0]
+            versions = get(key)
+            if versions is None:
+                versions_of[key] = [row]
+                pending.append(key)
+            else:
+                versions.append(row)
+            size += len(key) + len(row[3])
+        self._num_rows += n
+        self._size_bytes += size
+        if self._last_seq is None:
+            self._first_seq = first
+            self._first_ts_ms = rows[0].create_ts_ms
+        self._last_seq = last
+        return size
 
     def _insert_out_of_order(self, versions: list[Row], row: Row) -> None:
         """Slow path of :meth:`put`: a seq not above the key's newest (e.g. WAL replay)."""

@@ -30,6 +30,7 @@ from slatedb.row import Row, RowKind
 
 _VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
+_new = tuple.__new__
 
 
 class ImmEntry:
@@ -72,7 +73,7 @@ class WriterState:
     def append(self, key: bytes, kind: RowKind, value: bytes, expire: int | None, now: int) -> int:
         """One validated row into the live memtable and the WAL buffer; returns its seq."""
         seq = self.last_seq + 1
-        row = Row(key, seq, kind, value, expire, now)
+        row = _new(Row, (key, seq, kind, value, expire, now))  # Row(...) without NamedTuple.__new__'s frame
         self.memtable.put(row)
         self.wal_rows.append(row)
         self.last_seq = seq
@@ -81,13 +82,12 @@ class WriterState:
         self.unflushed_bytes += size
         return seq
 
-    def append_rows(self, rows: list[Row], size: int) -> None:
-        """Rows numbered ``last_seq + 1 ..`` in order (a batch, built by the caller), ``size``
-        bytes in all."""
+    def append_rows(self, rows: list[Row]) -> None:
+        """Rows numbered ``last_seq + 1 ..`` consecutively (a batch, built by the caller from a
+        ``range``), into the live memtable and the WAL buffer. The seq pairing is checked once
+        per batch, at both ends."""
         assert rows[0].seq == self.last_seq + 1 and rows[-1].seq == self.last_seq + len(rows), "seq gap"
-        mem_put = self.memtable.put
-        for row in rows:
-            mem_put(row)
+        size = self.memtable.put_rows(rows)
         self.wal_rows.extend(rows)
         self.last_seq = rows[-1].seq
         self.wal_bytes += size

@@ -26,13 +26,16 @@ from slatedb.batch import (
     validate_value,
 )
 from slatedb.errors import ClosedError, InvalidArgumentError, MergeOperatorMissingError
-from slatedb.memtable import ROW_OVERHEAD_BYTES
 from slatedb.row import Row, RowKind
 from slatedb.runtime import probes, switches
 
 _VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
 _MERGE = RowKind.MERGE_OPERAND
+_PUT_OP = OpKind.PUT
+_MERGE_OP = OpKind.MERGE
+#: ``tuple.__new__``: a :class:`Row` without the Python-level ``NamedTuple.__new__`` frame.
+_new = tuple.__new__
 
 
 class MustWait(Exception):
@@ -144,40 +147,41 @@ class WritePath:
         ops = batch._ops  # validated when added
         if not ops:
             raise InvalidArgumentError("write() of an empty WriteBatch")
-        if self.merge_operator is None:
+        if self.merge_operator is None and not batch._plain:  # a plain batch holds only puts
             for op in ops:
-                if op.kind is OpKind.MERGE:
+                if op.kind is _MERGE_OP:
                     self._check_merge_operator()
         now = self._now_ms()
         default_ttl = self._default_ttl_ms
-        put_kind = OpKind.PUT
-        merge_kind = OpKind.MERGE
         w = self._w
         with w.lock:
             if self._gate:
                 self._check_gate()
             if check is not None:
                 check()
-            seq = w.last_seq
-            rows = []
-            add = rows.append
-            size = 0
-            for kind, key, value, ttl_s in ops:
-                seq += 1
-                if kind is put_kind:
-                    if ttl_s is None and default_ttl is None:
-                        add(Row(key, seq, _VALUE, value, None, now))
+            first = w.last_seq + 1
+            seqs = range(first, first + len(ops))
+            if batch._plain and default_ttl is None:
+                # Every op a put without a TTL (the common batch): one comprehension, no frame
+                # per row (_new(Row, ...) is Row(...) without NamedTuple.__new__'s frame).
+                rows = [_new(Row, (key, seq, _VALUE, value, None, now)) for (_, key, value, _), seq in zip(ops, seqs)]
+            else:
+                rows = []
+                add = rows.append
+                for (kind, key, value, ttl_s), seq in zip(ops, seqs):
+                    if kind is _PUT_OP:
+                        if ttl_s is None and default_ttl is None:
+                            add(_new(Row, (key, seq, _VALUE, value, None, now)))
+                        else:
+                            add(_new(Row, (key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now)))
+                    elif kind is _MERGE_OP:
+                        add(_new(Row, (key, seq, _MERGE, value, expire_ts_ms(now, ttl_s, default_ttl), now)))
                     else:
-                        add(Row(key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
-                elif kind is merge_kind:
-                    add(Row(key, seq, _MERGE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
-                else:
-                    add(Row(key, seq, _TOMBSTONE, b"", None, now))
-                size += len(key) + len(value)
-            w.append_rows(rows, size + ROW_OVERHEAD_BYTES * len(ops))
+                        add(_new(Row, (key, seq, _TOMBSTONE, b"", None, now)))
+            w.append_rows(rows)
             if w.unflushed_bytes >= self._next_check_bytes:
                 self._on_threshold()
-        return seq
+        return seqs[-1]
 
     def _check_gate(self) -> None:
         """Slow path of a write (``_lock`` held): raise when closed or fenced, or
