@@ -366,3 +366,30 @@ def test_a_restarted_compaction_into_its_own_source_run_already_committed_is_fai
     assert [f for _, kind, f in rt.events if kind == "compaction_state" and f["status"] == "Failed"]
     assert latest_manifest(store)[1].compacted == m.compacted
     assert read_all(store) == expected
+
+
+def test_the_scheduler_is_offered_only_the_capacity_that_active_jobs_leave() -> None:
+    """3c: new jobs are proposed for ``max_concurrent_compactions`` minus the jobs already
+    active (Submitted, Scheduled, Running, Compacted), here an external submission."""
+    store, _ = filled_store(n_keys=200, rounds=2, deletes=0)
+    rt = RecordingRuntime()
+    c = Compactor(store, rt, compactor_settings(compactor_options={
+        "poll_interval": "50ms", "commit_compacted_interval": "20ms", "max_concurrent_compactions": 3,
+        "scheduler_options": {"min_compaction_sources": "2", "max_compaction_sources": "8"}}))
+    offered = []
+    propose = c.scheduler.propose
+
+    def recording(manifest, active, capacity):
+        offered.append((len(active), capacity))
+        return propose(manifest, active, capacity)
+
+    c.scheduler.propose = recording
+
+    async def main():
+        await c.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await c.run_until_idle()
+
+    trio.run(main)
+    assert offered and all(n + cap == 3 for n, cap in offered), offered
+    assert any(n for n, _ in offered), offered  # an offer made while the submission was active
