@@ -229,11 +229,17 @@ async def _clone_manifest(dbs: _Dbs, base: ManifestV2, source_id: uuid.UUID) -> 
     final_id = rt.new_uuid()
     external: list[ExternalDb] = []
     tracked: set[ULID] = set()
+    paths: set[str] = set()
     for e in base.external_dbs:  # a nested clone: the parent's own external databases
         store = await dbs.of_parent_entry(e.path)
-        external.append(ExternalDb(path=relative_db_path(dbs.clone_store.url, store.url),
-                                   source_checkpoint_id=e.source_checkpoint_id,
-                                   final_checkpoint_id=final_id, sst_ids=e.sst_ids))
+        path = relative_db_path(dbs.clone_store.url, store.url)
+        # One final checkpoint id for every entry (as upstream), except an entry whose database
+        # an earlier entry already names (a union of shards taken at different checkpoints):
+        # one checkpoint there could pin only one of their manifests (CLONE-1).
+        entry_final_id = final_id if path not in paths else rt.new_uuid()
+        paths.add(path)
+        external.append(ExternalDb(path=path, source_checkpoint_id=e.source_checkpoint_id,
+                                   final_checkpoint_id=entry_final_id, sst_ids=e.sst_ids))
         tracked.update(e.sst_ids)
     owned = tuple(i for i in referenced_sst_ids(base) if i not in tracked)
     external.append(ExternalDb(path=dbs.parent_path, source_checkpoint_id=source_id,

@@ -304,3 +304,31 @@ def test_one_whole_source_is_a_clone_of_it_at_the_given_checkpoint():
     m = make(f"{b}/whole", (src, cp, None))
     assert m.initialized and [(e.path, e.source_checkpoint_id) for e in m.external_dbs] == [("src", cp)]
     assert contents(f"{b}/whole") == data
+
+
+def test_a_clone_of_a_union_pins_each_nested_entry_at_its_own_source_manifest():
+    """CLONE-1 for nested entries whose source checkpoint is gone (an ephemeral one): the
+    clone's final checkpoint on the grandparent comes from the parent's entry with the *same*
+    source checkpoint on the *same* database, not from another entry of that database."""
+    b = bucket()
+    src, _data = world(b)
+    # shard 1 at an ephemeral checkpoint A (deleted once the shard is made) ...
+    make(f"{b}/shard1", (src, None, KeyRange(b"m", None)))
+    (eph,) = {e.source_checkpoint_id for e in latest(f"{b}/shard1").manifest.external_dbs}
+    write(src, {b"a000": b"newer"})  # so the given checkpoint pins a later manifest
+    cp = given_checkpoint(src)
+    while cp <= eph:  # the given id sorts after A (a ">=" in place of "==" would then match it)
+        cp = given_checkpoint(src)
+    make(f"{b}/shard0", (src, cp, KeyRange(None, b"m")))
+    # ... shard 0 at a given one: the union lists shard 0's entry first (sorted by start key)
+    u = make(f"{b}/merged", *((f"{b}/shard{i}", None, None) for i in range(2)))
+    by_source = {e.source_checkpoint_id: e for e in u.external_dbs}
+    assert set(by_source) == {eph, cp} and u.external_dbs[0].source_checkpoint_id == cp  # cp's entry first
+    on_src = {c.id: c for c in latest(src).manifest.checkpoints}
+    want = {s: on_src[e.final_checkpoint_id].manifest_id for s, e in by_source.items()}
+    assert want[eph] != want[cp]
+    child = make(f"{b}/child", (f"{b}/merged", None, None))
+    on_src = {c.id: c for c in latest(src).manifest.checkpoints}
+    nested = [e for e in child.external_dbs if e.source_checkpoint_id in by_source]
+    assert len(nested) == 2
+    assert {e.source_checkpoint_id: on_src[e.final_checkpoint_id].manifest_id for e in nested} == want
