@@ -195,6 +195,8 @@ def test_typed_errors(b: str) -> None:
     write(other, rows(b"y", 5))
     with pytest.raises(InvalidArgumentError):
         clone(parent, parent)
+    with pytest.raises(InvalidArgumentError, match="its own path"):
+        clone(parent + "/", parent)  # the same path spelled another way
     with pytest.raises(CheckpointNotFoundError):
         clone(child, parent, uuid.uuid4())
     with pytest.raises(CloneMismatchError, match="not a clone"):

@@ -305,3 +305,19 @@ def test_property_partition_project_union_is_identity(mci, cuts, with_ranges, rn
     assert len(u.l0) <= len(m.l0)
     ext = [(e.path, e.source_checkpoint_id) for e in u.external_dbs]
     assert len(ext) == len(set(ext))
+
+
+def test_projection_of_a_sorted_run_with_hundreds_of_ssts():
+    """A run of 300 SSTs (ints past CPython's small-int cache: an identity test in place of the
+    index comparison would run off the run's end) keeps exactly the rows inside the range."""
+    ids, contents = Ids(), {}
+    keys = [b"k%04d" % i for i in range(600)]
+    m = Db(ids, contents).manifest([], [[keys[i:i + 2] for i in range(0, 600, 2)]])
+    (run,) = m.compacted
+    assert len(run.ssts) == 300
+    p = project(m, KeyRange(b"k0100", b"k0500"))
+    (prun,) = p.compacted
+    assert len(prun.ssts) == 200
+    ssts = {s.id: s for s in p.ssts}
+    inside = {k for v in prun.ssts for k in contents[v.sst_id] if effective_bounds(v, ssts[v.sst_id]).contains(k)}
+    assert inside == set(keys[100:500])

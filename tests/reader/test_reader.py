@@ -321,6 +321,7 @@ def test_follow_latest_serves_new_durable_writes() -> None:
             still.refresh()
             assert r.get(b"b") == b"2" and r.get(b"a") is None
             assert dict(r.scan()) == {b"b": b"2"}
+            assert r.stats["wal_followed"] >= 1 and still.stats["wal_followed"] == 0  # one per WAL object followed
             assert still.get(b"b") is None and still.get(b"a") == b"1"
             # An L0 flush changes the SST set: the non-following reader re-establishes and catches up.
             db.flush(wal=False)
@@ -620,3 +621,33 @@ def test_a_replay_range_past_the_tables_that_fails_midway_is_replayed_whole_next
             r.refresh()
             assert [(k, r.get(k)) for k in (b"a", b"b", b"c", b"d")] == [
                 (b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"3")]
+
+
+def test_a_checkpoint_with_less_than_half_its_lifetime_left_at_commit_is_retired() -> None:
+    """READ-1's margin: a new checkpoint whose commit returned with under half its lifetime left
+    (here 40%: 24 of 60 s) is not adopted; the reader retires it and establishes another."""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings={**WRITER, "flush_interval": "1h"}, store=store) as db:
+        db.put(b"x", b"0")
+        db.flush(wal=False)
+        clock = Clock()
+        opts = slatedb.DbReaderOptions(manifest_poll_interval_s=20, checkpoint_lifetime_s=60, follow_latest=False)
+        with open_reader(store, clock=clock, options=opts) as r:
+            db.put(b"a", b"1")
+            db.flush(wal=False)
+            compact_all_l0(store)  # the SST set changes: the next round re-establishes
+            commit, slowed = r.core.manifests.commit, []
+
+            async def slow_commit(*args, **kwargs):
+                got = await commit(*args, **kwargs)
+                if not slowed:
+                    slowed.append(1)
+                    clock.advance(36)  # the reply to the checkpoint's commit came 36 s late
+                return got
+
+            r.core.manifests.commit = slow_commit
+            r.refresh()
+            stale = clock.kinds("reader_checkpoint_stale")
+            assert slowed and [round(e["left_s"]) for e in stale] == [24], stale
+            assert r.checkpoint_id in {c.id for c in checkpoints(store)}
+            assert r.get(b"a") == b"1"
