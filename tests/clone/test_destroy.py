@@ -78,8 +78,10 @@ def test_soft_destroy_fences_the_writer_and_marks_the_manifest(url: str) -> None
         add_checkpoint(url)
     assert keys_under(url, "compacted/")
     # Idempotent: a second soft destroy keeps the first time.
-    soft(url)
+    rt = Recorder()
+    trio.run(lambda: destroy(store(url), rt, soft=True))
     assert latest(url).manifest.destroyed_at_s == m.destroyed_at_s
+    assert rt.steps() == [{"destroy_step": "already", "soft": True, "destroyed_at_s": m.destroyed_at_s}]
 
 
 def test_a_soft_destroyed_parent_cannot_be_cloned(url: str) -> None:
@@ -91,9 +93,11 @@ def test_a_soft_destroyed_parent_cannot_be_cloned(url: str) -> None:
 def test_hard_destroy_refuses_while_checkpoints_are_active(url: str) -> None:
     cp = add_checkpoint(url, lifetime_s=3600)
     objects = keys_under(url)
+    rt = Recorder()
     with pytest.raises(InvalidDeletionError, match=str(cp.id)):
-        hard(url)
+        trio.run(lambda: destroy(store(url), rt, soft=False))
     assert keys_under(url) == objects  # DESTROY-1: nothing deleted, not even marked
+    assert [(s["destroy_step"], s["soft"]) for s in rt.steps()] == [("refused", False)]
     assert not latest(url).manifest.destroyed_at_s
 
 

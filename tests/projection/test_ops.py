@@ -157,6 +157,9 @@ def test_projection_rejects_bad_ranges():
         KeyRange(b"m", b"a")
     with pytest.raises(InvalidProjectionError):
         project(m, "a..m")  # type: ignore[arg-type]
+    for kw in ({"start": "a"}, {"end": "m"}):  # text, not bytes: refused when the range is made
+        with pytest.raises(InvalidProjectionError, match=f"KeyRange.{next(iter(kw))} must be bytes"):
+            KeyRange(**kw)  # type: ignore[arg-type]
 
 
 def test_typed_ranges_round_trip():
