@@ -90,6 +90,8 @@ EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     "wal": ("tests/regressions/test_db_seed_581.py", "tests/regressions/test_db_zombie_ack.py",
             "tests/regressions/test_takeover_no_epoch_recheck.py",
             "tests/api/test_wal_reader.py"),  # slatedb/wal/reader.py: the CDC reader
+    # clones of unions (one database named by several entries: final checkpoints, CLONE-1)
+    "clone": ("tests/projection/test_create.py",),
     # SequencedStore's boundary rules; a create behind the boundary (create_initial)
     "manifest": ("tests/gc/test_boundary.py", "tests/regressions/test_db_seed_2077.py"),
 }
