@@ -74,30 +74,36 @@ _U16 = struct.Struct("<H")
 _U64 = struct.Struct("<Q")
 
 
+def _checked_table(buf: bytes, n: int, pos: int) -> tuple[int, int, int] | None:
+    """(vtable pos, vtable length, table length) of the table at ``pos`` after
+    FbReader.check_table's checks; None at the first that does not hold."""
+    if pos < 0 or pos + 4 > n or pos % 4:
+        return None
+    vpos = pos - _I32.unpack_from(buf, pos)[0]
+    if vpos < 0 or vpos + 4 > n or vpos % 2:
+        return None
+    vlen, tlen = _U16X2.unpack_from(buf, vpos)
+    if vlen < 4 or vlen % 2 or vpos + vlen > n or tlen < 4 or pos + tlen > n:
+        return None
+    u16 = _U16.unpack_from
+    for f in range(vpos + 4, vpos + vlen, 2):
+        field = u16(buf, f)[0]
+        if field and (field < 4 or field >= tlen):
+            return None
+    return vpos, vlen, tlen
+
+
 def fast_sst_index(buf: bytes) -> tuple[t.BlockMeta, ...] | None:
     """``SsTableIndex.block_meta`` read with ``struct`` alone (every SST open decodes one index
     of one entry per block; the generated accessors cost ~50 us an entry). The same bounds
     checks as :class:`FbReader`, table by table; None at the first thing that does not hold,
     and the caller then decodes with the checked reader, which names the problem."""
     n = len(buf)
-    u32, i32, u16x2, u16, u64 = _U32.unpack_from, _I32.unpack_from, _U16X2.unpack_from, _U16.unpack_from, _U64.unpack_from
+    u32, u16, u64 = _U32.unpack_from, _U16.unpack_from, _U64.unpack_from
     block_meta = t.BlockMeta
 
     def table(pos: int) -> tuple[int, int, int] | None:
-        """(vtable pos, vtable length, table length) after FbReader.check_table's checks."""
-        if pos < 0 or pos + 4 > n or pos % 4:
-            return None
-        vpos = pos - i32(buf, pos)[0]
-        if vpos < 0 or vpos + 4 > n or vpos % 2:
-            return None
-        vlen, tlen = u16x2(buf, vpos)
-        if vlen < 4 or vlen % 2 or vpos + vlen > n or tlen < 4 or pos + tlen > n:
-            return None
-        for f in range(vpos + 4, vpos + vlen, 2):
-            field = u16(buf, f)[0]
-            if field and (field < 4 or field >= tlen):
-                return None
-        return vpos, vlen, tlen
+        return _checked_table(buf, n, pos)
 
     if n < 4:
         return None
@@ -205,20 +211,11 @@ def _fast_root(buf: bytes, root: int) -> tuple[int, int] | None:
     """(first element's position, count) of the root ``SsTableIndex``'s ``block_meta`` vector,
     with :func:`fast_sst_index`'s checks."""
     n = len(buf)
-    u32, i32, u16x2, u16 = _U32.unpack_from, _I32.unpack_from, _U16X2.unpack_from, _U16.unpack_from
-    pos = root
-    if pos < 0 or pos + 4 > n or pos % 4:
+    u32, u16 = _U32.unpack_from, _U16.unpack_from
+    checked = _checked_table(buf, n, root)
+    if checked is None:
         return None
-    vpos = pos - i32(buf, pos)[0]
-    if vpos < 0 or vpos + 4 > n or vpos % 2:
-        return None
-    vlen, tlen = u16x2(buf, vpos)
-    if vlen < 4 or vlen % 2 or vpos + vlen > n or tlen < 4 or pos + tlen > n:
-        return None
-    for f in range(vpos + 4, vpos + vlen, 2):
-        field = u16(buf, f)[0]
-        if field and (field < 4 or field >= tlen):
-            return None
+    vpos, vlen, _tlen = checked
     field = u16(buf, vpos + 4)[0] if vlen > 4 else 0
     if not field or root + field + 4 > n:
         return None
