@@ -5,9 +5,11 @@ A database has one *live* memtable that takes writes and zero or more *immutable
 
 Layout, chosen for a cheap ``put`` (the hot path):
 
-* ``_versions``: a plain ``dict`` from key bytes to a ``list`` of that key's rows in **ascending
-  seq order** (oldest first), so the usual put (a seq higher than every earlier one) is a
-  ``list.append``. Readers walk the list from its end to see versions newest first.
+* ``_versions``: a plain ``dict`` from key bytes to the key's one :class:`Row` (the usual case),
+  or, once a key has several versions, to a ``list`` of its rows in **ascending seq order**
+  (oldest first), so a newer version is a ``list.append``. Readers walk the list from its end to
+  see versions newest first. A key with one version costs no list: a put allocates one object
+  less, and dropping a flushed table frees one object less per row.
 * ``_keys``: a :class:`sortedcontainers.SortedList` of the distinct keys. A put that brings a
   new key only appends it to ``_pending`` (O(1)); the pending keys are merged into ``_keys`` in
   one ``update`` when something needs order (an iterator is created, the table is frozen, the
@@ -56,7 +58,7 @@ class Memtable:
                  "_last_seq", "_frozen")
 
     def __init__(self) -> None:
-        self._versions: dict[bytes, list[Row]] = {}
+        self._versions: dict[bytes, Row | list[Row]] = {}
         self._keys: SortedList = SortedList()
         self._pending: list[bytes] = []  # new keys not yet in _keys
         # Bumped whenever ``_keys`` changes shape, so that live iterators re-seek.
@@ -85,8 +87,14 @@ class Memtable:
         seq = row.seq
         versions = self._versions.get(key)
         if versions is None:
-            self._versions[key] = [row]
+            self._versions[key] = row
             self._pending.append(key)
+        elif type(versions) is not list:  # the key's one row
+            if seq > versions.seq:
+                self._versions[key] = [versions, row]
+            else:
+                self._versions[key] = self._insert_out_of_order([versions], row)
+                return
         elif seq > versions[-1].seq:
             versions.append(row)
         else:
@@ -133,10 +141,12 @@ class Memtable:
             key = row[0]
             versions = get(key)
             if versions is None:
-                versions_of[key] = [row]
+                versions_of[key] = row
                 pending.append(key)
-            else:
+            elif type(versions) is list:
                 versions.append(row)
+            else:
+                versions_of[key] = [versions, row]
             size += len(key) + len(row[3])
         self._num_rows += n
         self._size_bytes += size
@@ -146,8 +156,9 @@ class Memtable:
         self._last_seq = last
         return size
 
-    def _insert_out_of_order(self, versions: list[Row], row: Row) -> None:
-        """Slow path of :meth:`put`: a seq not above the key's newest (e.g. WAL replay)."""
+    def _insert_out_of_order(self, versions: list[Row], row: Row) -> Row | list[Row]:
+        """Slow path of :meth:`put`: a seq not above the key's newest (e.g. WAL replay).
+        Returns what ``_versions`` holds for the key now (its one row, or ``versions``)."""
         seq = row.seq
         i = len(versions)
         while i > 0 and versions[i - 1].seq > seq:
@@ -156,7 +167,7 @@ class Memtable:
             old = versions[i - 1]
             versions[i - 1] = row
             self._size_bytes += len(row.value) - len(old.value)
-            return
+            return versions if len(versions) > 1 else row
         versions.insert(i, row)
         self._num_rows += 1
         self._size_bytes += len(row.key) + len(row.value) + ROW_OVERHEAD_BYTES
@@ -165,6 +176,7 @@ class Memtable:
             self._first_seq = seq
         if seq > self._last_seq:  # type: ignore[operator]
             self._last_seq = seq
+        return versions
 
     def _sync_keys(self) -> None:
         """Merge the pending new keys into the sorted key list."""
@@ -196,6 +208,8 @@ class Memtable:
         versions = self._versions.get(key)
         if versions is None:
             return None
+        if type(versions) is not list:  # the key's one row
+            return versions if max_seq is None or versions.seq <= max_seq else None
         row = versions[-1]
         if max_seq is None or row.seq <= max_seq:
             return row
@@ -208,7 +222,9 @@ class Memtable:
     def versions(self, key: bytes) -> list[Row]:
         """All rows of ``key``, newest first (a new list; empty when the key is absent)."""
         versions = self._versions.get(key)
-        return [] if versions is None else versions[::-1]
+        if versions is None:
+            return []
+        return versions[::-1] if type(versions) is list else [versions]
 
     def iter_range(
         self,
@@ -264,10 +280,9 @@ class Memtable:
                 return
             last_key = key
             versions = versions_of[key]
-            if len(versions) == 1:
-                row = versions[0]
-                if row.seq <= max_seq:
-                    yield row
+            if type(versions) is not list:  # the key's one row
+                if versions.seq <= max_seq:
+                    yield versions
             else:
                 # Copy: a put between two steps may append to this very list.
                 for row in versions[::-1]:
@@ -280,11 +295,15 @@ class Memtable:
         assert self._frozen, "only a frozen memtable is read whole"
         self._sync_keys()
         versions_of = self._versions
-        if self._num_rows == len(versions_of):  # one version per key: the usual case
-            return [versions_of[key][0] for key in self._keys]
+        if self._num_rows == len(versions_of):  # one version per key (no lists): the usual case
+            return list(map(versions_of.__getitem__, self._keys))
         out: list[Row] = []
         for key in self._keys:
-            out.extend(reversed(versions_of[key]))
+            versions = versions_of[key]
+            if type(versions) is list:
+                out.extend(reversed(versions))
+            else:
+                out.append(versions)
         return out
 
     # -----------------------------------------------------------------------------------------

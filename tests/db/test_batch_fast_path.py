@@ -19,9 +19,15 @@ from slatedb.runtime.production import ProductionRuntime
 _KEYS = st.sampled_from([b"a", b"b", b"c", b"dd"])
 
 
+def _versions(m: Memtable) -> dict:
+    """Each key's rows, newest first, and whether the table holds them as a list (a key with one
+    version is held as its row alone)."""
+    return {k: (type(v) is list, m.versions(k)) for k, v in m._versions.items()}
+
+
 def _state(m: Memtable) -> tuple:
     m.freeze()  # merges the pending keys, so the key order is compared too
-    return ({k: list(v) for k, v in m._versions.items()}, list(m._keys), m._num_rows, m.size_bytes,
+    return (_versions(m), list(m._keys), m._num_rows, m.size_bytes,
             m.first_seq, m.last_seq, m._first_ts_ms)
 
 
@@ -58,7 +64,7 @@ def test_put_rows_equals_put_of_each_row(batches):
 
 
 def _state_live(m: Memtable) -> tuple:
-    return ({k: list(v) for k, v in m._versions.items()}, list(m._pending), m._num_rows, m.size_bytes,
+    return (_versions(m), list(m._pending), m._num_rows, m.size_bytes,
             m.first_seq, m.last_seq)
 
 
@@ -77,7 +83,7 @@ def _rows(db: slatedb.Db) -> tuple[list, list]:
     def norm(r: Row) -> tuple:
         return (r.key, r.seq, r.kind, r.value, None if r.expire_ts_ms is None else r.expire_ts_ms - r.create_ts_ms)
 
-    mem = [norm(r) for versions in w.memtable._versions.values() for r in versions]
+    mem = [norm(r) for key in w.memtable._versions for r in reversed(w.memtable.versions(key))]
     return sorted(mem, key=lambda t: (t[0], t[1])), [norm(r) for r in w.wal_rows]
 
 
