@@ -205,13 +205,13 @@ class GcChecks:
             return
         mid = _seq_id(rel, "manifest/", ".manifest")
         if mid is not None:
-            self._manifest_landed(e, db, mid, key)
+            self._manifest_landed(e, db, mid, key, rel)
             return
         cid = _seq_id(rel, "compactions/", ".compactions")
         if cid is not None:
             if cid > db.compactions_id and key in self.bucket.objects:
                 db.compactions_id = cid
-                db.compactions = decode_compactions(bytes(self.bucket.objects[key][0]), key)
+                db.compactions = decode_compactions(bytes(self.bucket.objects[key][0]), rel)
             return
         if rel.startswith("gc/") and rel.endswith(".boundary"):
             value = int(bytes(self.bucket.objects[key][0]).decode("ascii"))
@@ -221,10 +221,12 @@ class GcChecks:
             db.boundary[rel] = value
             self.counts["boundary_writes"] += 1
 
-    def _manifest_landed(self, e: Event, db: DbState, mid: int, key: str) -> None:
+    def _manifest_landed(self, e: Event, db: DbState, mid: int, key: str, rel: str) -> None:
         if key not in self.bucket.objects:
             return
-        m = decode_manifest_v2(bytes(self.bucket.objects[key][0]), key)
+        # Decoded under the engine's name for it (``rel``, relative to the database root): the
+        # decode caches are keyed by bytes and name, so every decode of these bytes is one.
+        m = decode_manifest_v2(bytes(self.bucket.objects[key][0]), rel)
         db.manifests[mid] = m
         self.counts["manifests"] += 1
         if mid < db.latest:

@@ -108,6 +108,7 @@ class ManifestFenceChecks:
         self.writer_epoch: dict[str, int] = {}  # process -> its writer epoch
         self.compactor_epoch: dict[str, int] = {}  # process -> its compactor's epoch
         self.manifests: dict[str, dict[int, ManifestV2]] = defaultdict(dict)  # root -> id -> landed
+        self.trackers: dict[str, dict[int, object]] = defaultdict(dict)  # root -> id -> its decoded tracker
         self.counts: dict[str, int] = defaultdict(int)
 
     def attach(self, trace: Trace) -> "ManifestFenceChecks":
@@ -146,18 +147,21 @@ class ManifestFenceChecks:
         if data is None:
             return
         try:
-            m = decode_manifest_v2(bytes(data), key)
+            # Named as the engine names it (relative to the database root): the decode cache is
+            # keyed by bytes and name, so the engine's pollers reuse this decode (issue 27 item 2).
+            m = decode_manifest_v2(bytes(data), key[len(root):])
         except Exception:  # noqa: BLE001 - a bit flip the format cannot detect: not ours to judge
             return
         known = self.manifests[root]
         known[mid] = m
+        trackers = self.trackers[root]
         twice = _one_path_per_external_sst(m)
         if twice is not None:
             raise InvariantViolation(
                 "PROJ-6", e, f"{root}manifest {mid} lists SST {twice[0]} in external_dbs under {twice[1]!r} and "
                              f"under {twice[2]!r}: an SST is stored under one database only")
         below = [i for i in known if i < mid]
-        tracker = _tracker(m, key)
+        tracker = trackers[mid] = _tracker(m, key)
         if tracker is not None:
             problem = seq_tracker.order_problem(tracker, m.last_l0_seq)
             if problem:
@@ -166,7 +170,7 @@ class ManifestFenceChecks:
             return
         prev = known[max(below)]
         self.counts["manifest_landings"] += 1
-        prev_tracker = _tracker(prev, key)
+        prev_tracker = trackers[max(below)]
         if tracker is not None and prev_tracker is not None:
             problem = seq_tracker.successor_problem(prev_tracker, tracker)
             if problem:
