@@ -43,13 +43,16 @@ class _Objects(dict):
     bisection and the matches, not a scan of every key in the bucket (a simulated world lists
     hundreds of times between two changes, over a bucket holding every database's objects)."""
 
-    __slots__ = ("_gen", "_counter", "_sorted")
+    __slots__ = ("_gen", "_counter", "_sorted", "_listings")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self._counter = itertools.count(1)
         self._gen = 0
         self._sorted: tuple[int, list[str]] = (-1, [])
+        #: (full prefix, root length) -> (generation, the listing's metadata): most listings of
+        #: a simulated world repeat one made since the last change (polls of ``manifest/``).
+        self._listings: dict[tuple[str, int], tuple[int, tuple[ObjectMeta, ...]]] = {}
 
     def _changed(self) -> None:
         self._gen = next(self._counter)
@@ -110,6 +113,26 @@ class _Objects(dict):
             if not k.startswith(prefix):
                 break
             out.append(k)
+        return out
+
+    def listing(self, full_prefix: str, root_len: int) -> list[ObjectMeta]:
+        """The metadata of every object under ``full_prefix``, sorted by key, each key without
+        its first ``root_len`` characters. Repeated from the last such listing when nothing
+        changed since (a change between reading the generation and storing the result leaves
+        an entry that never matches again)."""
+        gen = self._gen
+        cached = self._listings.get((full_prefix, root_len))
+        if cached is not None and cached[0] == gen:
+            return list(cached[1])
+        out = []
+        for k in self.keys_under(full_prefix):
+            got = self.get(k)
+            if got is not None:  # deleted by another thread since the sorted list was made
+                meta = got[1]
+                out.append(ObjectMeta(k[root_len:], meta.size_bytes, meta.last_modified_ms, meta.etag))
+        if len(self._listings) > 4096:
+            self._listings.clear()
+        self._listings[(full_prefix, root_len)] = (gen, tuple(out))
         return out
 
 
@@ -229,17 +252,9 @@ class MemoryStore(ObjectStore):
 
     def list_now(self, prefix: str = "") -> list[ObjectMeta]:
         full_prefix = self._root + validate_prefix(prefix)
-        n = len(self._root)
         # The bucket keeps its keys sorted (a bisection, not a scan of every database's
-        # objects). A key deleted by another thread since the sorted list was made is skipped.
-        objects = self._bucket.objects
-        out = []
-        for k in objects.keys_under(full_prefix):
-            got = objects.get(k)
-            if got is not None:
-                meta = got[1]
-                out.append(ObjectMeta(k[n:], meta.size_bytes, meta.last_modified_ms, meta.etag))
-        return out
+        # objects) and its last listing of each prefix until the next change.
+        return self._bucket.objects.listing(full_prefix, len(self._root))
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         validate_prefix(prefix)

@@ -55,3 +55,18 @@ def test_a_bucket_given_its_objects_shares_them() -> None:
     assert [m.key for m in MemoryStore(other, lambda: 0).list_now("")] == ["k"]
     plain = MemoryBucket(objects={"j": (b"w", ObjectMeta("j", 1, 0, '"e"'))})
     assert [m.key for m in MemoryStore(plain, lambda: 0).list_now("")] == ["j"]
+
+
+def test_a_repeated_listing_is_a_fresh_list_with_each_roots_keys() -> None:
+    """Listings repeated between two changes come from the bucket's last listing of that prefix:
+    a caller changing its list changes no later listing, and two roots over the same keys keep
+    their own names."""
+    bucket = MemoryBucket()
+    top, rooted = MemoryStore(bucket, lambda: 0), MemoryStore(bucket, lambda: 0, root="r/")
+    top.put_now("r/a", b"v")
+    first = rooted.list_now("")
+    first.append(ObjectMeta("junk", 0, 0, '"e"'))
+    assert [m.key for m in rooted.list_now("")] == ["a"]
+    assert [m.key for m in top.list_now("r/")] == ["r/a"]
+    top.put_now("r/b", b"v")
+    assert [m.key for m in rooted.list_now("")] == ["a", "b"]
