@@ -105,6 +105,12 @@ class SstReader:
         self._read_now = getattr(store, "read_range_now", None)
         self._readahead = block_cache is not None and (
             capacity is None or data_bytes <= capacity * READAHEAD_MAX_CACHE_SHARE)
+        #: The cache's lookup and its LRU touch as C calls where it offers them
+        #: (:meth:`~slatedb.lsm.cache.BlockCache.c_lookups`): a point lookup's one cache access
+        #: costs no Python frame.
+        c_lookups = getattr(block_cache, "c_lookups", None)
+        self._cache_lookup, self._cache_touch = (
+            c_lookups() if c_lookups is not None else (getattr(block_cache, "get", None), None))
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -164,14 +170,21 @@ class SstReader:
         return j
 
     def _cache_ahead(self, data: bytes, i: int, j: int) -> bytes:
-        """Cache blocks ``(i, j)`` of ``data`` (blocks ``[i, j)``) undecoded; block ``i``'s bytes."""
+        """Cache blocks ``(i, j)`` of ``data`` (blocks ``[i, j)``) undecoded, where not cached
+        yet; block ``i``'s bytes."""
         offsets = self.index.offsets
         base = offsets[i]
         cache = self.block_cache
         assert cache is not None
-        for k in range(i + 1, j):
-            if (self.cache_id, k) not in cache:
-                cache[(self.cache_id, k)] = data[offsets[k] - base : offsets[k + 1] - base]
+        cache_id = self.cache_id
+        items = [((cache_id, k), data[offsets[k] - base : offsets[k + 1] - base]) for k in range(i + 1, j)]
+        add_absent = getattr(cache, "add_absent", None)
+        if add_absent is not None:
+            add_absent(items)
+        else:
+            for key, framed in items:
+                if key not in cache:
+                    cache[key] = framed
         return data[: offsets[i + 1] - base]
 
     # -- reads on the calling thread (a store that reads synchronously) ----------------------
@@ -192,7 +205,7 @@ class SstReader:
 
     def load_now(self, key: bytes) -> bool:
         """Bring into the block cache, on the calling thread, the block a cached lookup of
-        ``key`` stopped at (:meth:`locate_cached` returned :data:`NEED_IO`), reading ahead as
+        ``key`` stopped at (:meth:`lookup_cached` returned :data:`NEED_IO`), reading ahead as
         :meth:`get` does. False when that must go through the event loop (no cache, a store
         without synchronous reads, a failed read)."""
         cache = self.block_cache
@@ -274,31 +287,26 @@ class SstReader:
     def get_cached(self, key: bytes, max_seq: int | None = None) -> Row | None | object:
         """:meth:`get` answered from the block cache alone, without I/O: the row, None, or
         :data:`NEED_IO` when a block it needs is not cached (then call :meth:`get`)."""
-        got = self.locate_cached(key, max_seq)
-        if type(got) is tuple:
-            return got[0].row(got[1])
-        return got
+        return self.lookup_cached(key, max_seq, False)
 
     def get_cached_value(self, key: bytes, max_seq: int | None = None) -> bytes | Row | None | object:
         """:meth:`get_cached` for the read path's hot loop: a hit in a block of values without
         expiry is answered by the value itself (``bytes``: what a reader sees; no :class:`Row`
         is built), any other hit by its row."""
-        got = self.locate_cached(key, max_seq)
-        if type(got) is tuple:
-            block, j = got
-            return block.values[j] if block.values_final else block.row(j)
-        return got
+        return self.lookup_cached(key, max_seq, True)
 
-    def locate_cached(self, key: bytes, max_seq: int | None = None) -> tuple[Block, int] | None | object:
-        """Where the newest version of ``key`` with ``seq <= max_seq`` is, from the block cache
-        alone: ``(block, row index)``; None when this SST holds none; :data:`NEED_IO` when a
-        block it needs is not cached.
+    def lookup_cached(self, key: bytes, max_seq: int | None, value_ok: bool) -> bytes | Row | None | object:
+        """The newest version of ``key`` with ``seq <= max_seq``, from the block cache alone: its
+        row (with ``value_ok``, in a block of values without expiry, the value itself); None
+        when this SST holds none; :data:`NEED_IO` when a block it needs is not cached.
 
-        A decoded block in the cache answers by itself (one ``bisect``); the bloom filter is
-        consulted only before work a cached block does not save: decoding framed bytes read
-        ahead, or a read."""
-        cache = self.block_cache
-        if cache is None:
+        A decoded block in the cache answers by itself (one ``bisect``), and so do framed bytes
+        read ahead, decoded first (CPU work the block's later lookups share: asking the bloom
+        filter first costs more than the decode it saves, measured on random hit gets). The
+        bloom filter is consulted before a read, and when read-ahead bytes turn out damaged
+        (a key it rules out is then absent, as if it had been asked first)."""
+        cache_get = self._cache_lookup
+        if cache_get is None:
             return NEED_IO if self.might_contain(key) else None
         first_keys = self.index.first_keys
         n = len(first_keys)
@@ -308,19 +316,27 @@ class SstReader:
         elif first_keys[i] == key:
             while i > 0 and first_keys[i] == key:
                 i -= 1
-        cache_get = cache.get
+        touch = self._cache_touch
         cache_id = self.cache_id
-        probed = False
         while i < n:
             block = cache_get((cache_id, i))
-            if block is None or type(block) is bytes:
-                if not probed:
+            if type(block) is not Block:
+                if block is None:
+                    return NEED_IO if self.might_contain(key) else None
+                try:
+                    block = self._decode(block, i)  # type: ignore[arg-type]
+                except CorruptionError:
+                    # Damaged bytes read ahead: a key the bloom filter rules out is absent
+                    # without them (as if the filter had been asked first); any other key
+                    # meets the error.
                     if not self.might_contain(key):
                         return None
-                    probed = True
-                if block is None:
-                    return NEED_IO
-                block = self._decode(block, i)
+                    raise
+            elif touch is not None:
+                try:
+                    touch((cache_id, i))
+                except KeyError:  # evicted meanwhile: nothing to move (see BlockCache.get)
+                    pass
             keys = block.keys
             j = bisect_left(keys, key)
             end = len(keys)
@@ -328,7 +344,9 @@ class SstReader:
                 if keys[j] != key:
                     return None
                 if max_seq is None or block.seq(j) <= max_seq:
-                    return block, j
+                    if value_ok and block.values_final:
+                        return block.values[j]
+                    return block.row(j)
                 j += 1
             i += 1
         return None

@@ -47,6 +47,29 @@ class BlockCache:
             pass
         return block
 
+    def c_lookups(self) -> tuple[Any, Any]:
+        """``(lookup, touch)``: :meth:`get` as its two C calls, for a reader's hot path
+        (``lookup(key)`` is the entry or None; ``touch(key)`` marks it recently used and may
+        raise KeyError when an insert evicted it meanwhile, which the caller ignores)."""
+        return self._entries.get, self._entries.move_to_end
+
+    def add_absent(self, items: list[tuple[Any, Block | bytes]]) -> None:
+        """Insert each ``(key, value)`` whose key is not cached, under one hold of the lock
+        (blocks read ahead)."""
+        capacity = self.capacity_bytes
+        entries = self._entries
+        with self._lock:
+            for key, value in items:
+                weight = _weight(value)
+                if weight > capacity or key in entries:
+                    continue
+                entries[key] = value
+                self._size_bytes += weight
+            while self._size_bytes > capacity:
+                _, evicted = entries.popitem(last=False)
+                self._size_bytes -= _weight(evicted)
+            assert self._size_bytes >= 0
+
     def __setitem__(self, key: Any, block: Block | bytes) -> None:
         weight = _weight(block)
         if weight > self.capacity_bytes:

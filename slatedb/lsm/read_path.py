@@ -65,7 +65,7 @@ class ReadPath:
                     return _value_of(self.get_resolved_fast(key, rs, max_seq))
                 return resolve_row(row, self.runtime.now_ms())
         for h in rs.view.point_candidates(key):
-            got = h.reader.get_cached_value(key, max_seq)
+            got = h.reader.lookup_cached(key, max_seq, True)
             if got is None:
                 continue
             if type(got) is bytes:
@@ -91,11 +91,11 @@ class ReadPath:
                 return resolve_row(row, self.runtime.now_ms())
         for h in rs.view.point_candidates(key):
             reader = h.reader
-            got = reader.get_cached_value(key, max_seq)
+            got = reader.lookup_cached(key, max_seq, True)
             if got is NEED_IO:
                 if not reader.load_now(key):
                     return NEED_IO
-                got = reader.get_cached_value(key, max_seq)
+                got = reader.lookup_cached(key, max_seq, True)
                 if got is NEED_IO:  # evicted meanwhile, or versions running on into the next block
                     return NEED_IO
             if got is None:

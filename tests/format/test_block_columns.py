@@ -10,6 +10,7 @@ below ``max_seq`` is; a scan yields what :func:`slatedb.merge.visible` yields ov
 
 from __future__ import annotations
 
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -192,6 +193,56 @@ def test_a_corrupt_cached_block_is_a_typed_error_naming_the_object() -> None:
         assert e.object_name == "s" and "CRC" in str(e)
     else:
         raise AssertionError("a damaged block was decoded")
+
+
+def test_damaged_read_ahead_bytes_answer_a_key_the_bloom_filter_rules_out_as_absent() -> None:
+    """Framed bytes read ahead are decoded before the bloom filter is asked (a hit needs the
+    block anyway); when they are damaged, a key the filter rules out is still absent (as when the
+    filter was asked first) and a key it does not rule out meets the typed error."""
+    rows = [Row(b"key%05d" % i, 1, RowKind.VALUE, b"v" * 50, None, 5) for i in range(0, 800, 2)]
+    reader, cache = _reader(rows, 4096, 1 << 30)
+    assert trio.run(reader.get, rows[0].key) == rows[0]  # reads ahead: framed bytes in the cache
+    i = reader.index.find_block(rows[-1].key)
+    framed = bytearray(cache.get(("s", i)))
+    framed[10] ^= 0x40
+    cache[("s", i)] = bytes(framed)
+    absent = [b"key%05d" % k for k in range(1, 800, 2) if reader.index.find_block(b"key%05d" % k) == i]
+    ruled_out = [k for k in absent if not reader.might_contain(k)]
+    assert ruled_out
+    for key in ruled_out:
+        assert reader.get_cached_value(key) is None and reader.get_cached(key) is None
+    for key in [r.key for r in rows if reader.index.find_block(r.key) == i]:
+        with pytest.raises(CorruptionError) as e:
+            reader.get_cached_value(key)
+        assert e.value.object_name == "s" and "CRC" in str(e.value)
+    assert type(cache.get(("s", i))) is bytes  # still the damaged bytes: never decoded
+
+
+def test_read_ahead_blocks_enter_the_cache_in_one_batch_and_lookups_keep_the_lru_order() -> None:
+    """``BlockCache.add_absent`` (a read-ahead's blocks) adds only what is missing, within the
+    capacity, least recently used out first; a reader's lookup (``c_lookups``) marks its block
+    recently used as ``BlockCache.get`` does."""
+    from slatedb.format.block import Block
+
+    cache = BlockCache(10 * (1000 + 128))
+    cache[("s", 0)] = kept = Block(keys=[], values=[], size_bytes=1000)
+    cache.add_absent([(("s", k), b"x" * 1000) for k in range(0, 5)])
+    assert cache.get(("s", 0)) is kept and len(cache) == 5
+    cache.add_absent([(("s", k), b"x" * 1000) for k in range(3, 13)])
+    assert cache.size_bytes == 10 * (1000 + 128) == cache.capacity_bytes
+    # The get above made 0 recent; 1, 2, 3 were the oldest; 3 and 4 were not added again.
+    assert [k for _, k in cache._entries] == [4, 0] + list(range(5, 13))
+    rows = [Row(b"key%05d" % i, 1, RowKind.VALUE, b"v" * 50) for i in range(400)]
+    reader, cache = _reader(rows, 4096, 1 << 30)
+    lookup, touch = cache.c_lookups()
+    assert reader._cache_lookup == lookup and reader._cache_touch == touch
+    assert trio.run(reader.get, rows[0].key) == rows[0]
+    order = list(cache._entries)
+    assert len(order) > 2 and order[0] == ("s", 1) and order[-1] == ("s", 0)
+    key = reader.index.first_keys[1]
+    assert reader.get_cached_value(key) == b"v" * 50  # decodes block 1's read-ahead bytes
+    assert reader.get_cached_value(rows[0].key) == rows[0].value  # block 0: decoded already
+    assert list(cache._entries)[-2:] == [("s", 1), ("s", 0)]  # block 0 is the most recently used
 
 
 def _concat(key: bytes, existing: bytes | None, operand: bytes) -> bytes:
