@@ -99,7 +99,9 @@ class Rescale:
 
 def _manifest(world: World, root: str, manifest_id: int | None = None):
     """A database's latest (or a given) manifest, read from the bucket without faults."""
-    keys = sorted(k for k in world.bucket.objects if k.startswith(f"{root}/manifest/") and k.endswith(".manifest"))
+    # The bucket's sorted key index (not a scan of every key), decoded under the engine's name
+    # for the object (relative to the root), which the decode cache shares with the engine.
+    keys = [k for k in world.bucket.objects.keys_under(f"{root}/manifest/") if k.endswith(".manifest")]
     if manifest_id is None:
         if not keys:
             return None
@@ -107,7 +109,7 @@ def _manifest(world: World, root: str, manifest_id: int | None = None):
     else:
         key = f"{root}/{manifest_key(manifest_id)}"
     data, _ = world.bucket.objects[key]
-    return decode_manifest_v2(bytes(data), key)
+    return decode_manifest_v2(bytes(data), key[len(root) + 1:])
 
 
 async def _read_all(world: World, who: str, url: str) -> dict[bytes, bytes]:
