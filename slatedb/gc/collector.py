@@ -221,7 +221,7 @@ class GarbageCollector:
                         break
         stats = tally.freeze()
         self.totals = self.totals + stats
-        self.runtime.event("gc_pass", **attrs.asdict(stats))
+        self.runtime.event("gc_pass", **stats.as_dict())
         return stats
 
     # ------------------------------------------------------------------------------------------

@@ -283,3 +283,12 @@ def test_outputs_of_scheduled_and_compacted_jobs_are_kept_and_a_dropped_attempts
         assert dropped not in db.sst_ids() and stats.ssts_deleted == 1
 
     run_virtual(main)
+
+
+def test_stats_add_field_by_field_and_read_as_a_dict_in_field_order() -> None:
+    a = GcStats(manifests_deleted=1, ssts_deleted=2, db_destroyed=False, destroyed_objects=3)
+    b = GcStats(manifests_deleted=4, wal_deleted=5, db_destroyed=True)
+    total = a + b
+    assert total == GcStats(manifests_deleted=5, ssts_deleted=2, wal_deleted=5, db_destroyed=True, destroyed_objects=3)
+    assert (b + a).db_destroyed and not (a + a).db_destroyed
+    assert list(total.as_dict().items()) == list(attrs.asdict(total).items())
