@@ -55,10 +55,13 @@ class Memtable:
     """A sorted multi-version table of rows, keyed by key bytes (see the module docstring)."""
 
     __slots__ = ("_versions", "_keys", "_pending", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq", "_first_ts_ms",
-                 "_last_seq", "_frozen")
+                 "_last_seq", "_frozen", "holds")
 
     def __init__(self) -> None:
         self._versions: dict[bytes, Row | list[Row]] = {}
+        #: ``holds(key)``: whether the table has a row of ``key`` (one C call: a reader passes a
+        #: table without the key for the price of a dict lookup, no :meth:`get` frame).
+        self.holds = self._versions.__contains__
         self._keys: SortedList = SortedList()
         self._pending: list[bytes] = []  # new keys not yet in _keys
         # Bumped whenever ``_keys`` changes shape, so that live iterators re-seek.

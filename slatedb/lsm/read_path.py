@@ -59,6 +59,8 @@ class ReadPath:
         """``get`` from memtables and cached blocks; :data:`NEED_IO` when a block must be read.
         Any thread; no I/O."""
         for mem in rs.mems:
+            if not mem.holds(key):
+                continue
             row = mem.get(key, max_seq)
             if row is not None:
                 if row.kind is _MERGE:
@@ -84,6 +86,8 @@ class ReadPath:
         read must go through the loop (another store, a failed read, a merge operand to fold).
         Any thread."""
         for mem in rs.mems:
+            if not mem.holds(key):
+                continue
             row = mem.get(key, max_seq)
             if row is not None:
                 if row.kind is _MERGE:

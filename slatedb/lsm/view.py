@@ -9,7 +9,7 @@ scans apply the range.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Awaitable, Callable, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator
 
 import attrs
 from ulid import ULID
@@ -98,8 +98,29 @@ class LsmView:
     l0: tuple[SstHandle, ...] = ()
     runs: tuple[SortedRunView, ...] = ()
 
-    def point_candidates(self, key: bytes) -> Iterator[SstHandle]:
+    #: Every view covers its whole SST (no clone or projection narrows one): candidates need
+    #: no bounds check.
+    whole: bool = attrs.field(init=False, default=False)
+
+    def __attrs_post_init__(self) -> None:
+        whole = all(h.bounds is UNBOUNDED for h in self.l0) and all(
+            h.bounds is UNBOUNDED for run in self.runs for h in run.ssts)
+        object.__setattr__(self, "whole", whole)
+
+    def point_candidates(self, key: bytes) -> Iterable[SstHandle]:
         """SSTs that may hold ``key``, in read order (L0 newest first, then runs newest first)."""
+        if self.whole:
+            if not self.runs:
+                return self.l0  # the common shape of a point get: no generator to build
+            out = list(self.l0)
+            for run in self.runs:
+                h = run.find(key)
+                if h is not None:
+                    out.append(h)
+            return out
+        return self._bounded_candidates(key)
+
+    def _bounded_candidates(self, key: bytes) -> Iterator[SstHandle]:
         for h in self.l0:
             b = h.bounds
             if b is UNBOUNDED or b.contains(key):
