@@ -236,8 +236,7 @@ class Compactor:
             while True:
                 for cid in await w.step():
                     self._nursery.start_soon(self._run_job, cid)
-                jitter = 0.5 + self.runtime.rng.random()
-                await self.runtime.wait_event(self._worker_wakeup, w.options.compactions_poll_interval * jitter)
+                await self.runtime.wait_event(self._worker_wakeup, w.poll_wait_s())
                 self._worker_wakeup = trio.Event()
         finally:
             with trio.CancelScope(shield=True):

@@ -164,6 +164,12 @@ class Worker:
             claimed.append(cid)
         return claimed
 
+    def poll_wait_s(self) -> float:
+        """W1: the wait before the next poll of ``.compactions``, ``compactions_poll_interval``
+        jittered in [0.5, 1.5)x by one draw of the runtime's random stream (workers started
+        together spread their polls; none polls more often than every half interval)."""
+        return self.options.compactions_poll_interval * (0.5 + self.runtime.rng.random())
+
     async def run(self) -> None:
         """Poll and run jobs until cancelled; on the way out, release owned jobs."""
         try:
@@ -171,8 +177,7 @@ class Worker:
                 while True:
                     for cid in await self.step():
                         nursery.start_soon(self.run_job, cid)
-                    jitter = 0.5 + self.runtime.rng.random()
-                    await self.runtime.sleep(self.options.compactions_poll_interval * jitter)
+                    await self.runtime.sleep(self.poll_wait_s())
         finally:
             with trio.CancelScope(shield=True):
                 await self.release_all()

@@ -374,3 +374,29 @@ def test_the_coordinator_fails_a_compacted_job_with_outputs_older_than_its_job()
     assert [c.status for c in cs.recent_compactions if c.id == cid] == [S.FAILED]
     assert not latest_manifest(store)[1].compacted
     assert read_all(store) == expected
+
+
+
+class _DrawsRuntime(RecordingRuntime):
+    """A runtime whose random stream answers the given draws in turn."""
+
+    def __init__(self, *draws: float) -> None:
+        super().__init__()
+        self._draws = list(draws)
+
+    @property
+    def rng(self):
+        return self
+
+    def random(self) -> float:
+        return self._draws.pop(0)
+
+
+def test_a_worker_polls_at_its_interval_jittered_between_half_and_one_and_a_half_times() -> None:
+    """W1: every wait before a poll of ``.compactions`` (the worker's own loop and the
+    compactor's local worker) is the interval times 0.5 + one draw in [0, 1): never under half
+    the interval (a worker must not hammer the store), always under 1.5x."""
+    rt = _DrawsRuntime(0.0, 0.5, 0.999999)
+    w = Worker(filled_store(1), rt, _settings())
+    interval = w.options.compactions_poll_interval
+    assert [w.poll_wait_s() / interval for _ in range(3)] == pytest.approx([0.5, 1.0, 1.499999])

@@ -281,3 +281,26 @@ def test_a_bulk_load_commit_drops_its_writer_checkpoint_and_keeps_the_others() -
         _, base, edit = next(c for c in CASES if c[0] == name)
         after = edit.apply(base, Attempt(1, NOW_MS)).manifest
         assert WRITER_CP not in after.checkpoints and {USER_CP, EXPIRED_CP} <= set(after.checkpoints), name
+
+
+def test_the_orphaning_bug_mode_strips_only_the_previous_writer_checkpoints_metadata() -> None:
+    """Catalogued bug ``writer-checkpoint-orphaned`` (``orphan_previous``): the previous writer's
+    checkpoint stays with its metadata dropped (nothing recognises it any more), every other
+    checkpoint is kept as it was, and the new writer checkpoint carries the new epoch."""
+    m = apply_edit(BASE, BumpWriterEpoch(checkpoint_id=_uuid(20), orphan_previous=True), Attempt(1, NOW_MS)).manifest
+    assert m is not None and m.writer_epoch == 4
+    by_id = {c.id: c for c in m.checkpoints}
+    assert by_id[WRITER_CP.id] == attrs.evolve(WRITER_CP, metadata=None)
+    assert by_id[USER_CP.id] == USER_CP and by_id[EXPIRED_CP.id] == EXPIRED_CP
+    assert [c.metadata for c in m.checkpoints if c.metadata is not None] == [WriterCheckpoint(4)]
+
+
+@pytest.mark.parametrize("blocking", [1, 3, 4])
+def test_a_refused_hard_destroy_names_at_most_three_checkpoints(blocking: int) -> None:
+    cps = tuple(attrs.evolve(USER_CP, id=_uuid(100 + i)) for i in range(blocking))
+    with pytest.raises(InvalidDeletionError) as e:
+        apply_edit(attrs.evolve(BASE, checkpoints=(WRITER_CP,) + cps), HardDestroy(), Attempt(1, NOW_MS))
+    text = str(e.value)
+    assert f"{blocking} active checkpoint(s)" in text
+    assert [str(c.id) in text for c in cps] == [i < 3 for i in range(blocking)]
+    assert text.endswith("destroy softly") and ((", ..." in text) == (blocking > 3)), text

@@ -75,3 +75,34 @@ def test_a_writer_that_is_not_halted_retries_a_transient_wal_write() -> None:
     assert store.failed and not w.halted
     rows, _ = trio.run(lambda: replay_wal(store, rt, 1, 3))
     assert [r.seq for r in rows] == [7]
+
+
+class ProbingRuntime(ProductionRuntime):
+    """Counts probe hits and keeps the replay events (production ignores both)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes: list[str] = []
+        self.replays: list[dict] = []
+
+    def probe(self, name: str) -> None:
+        self.probes.append(name)
+
+    def event(self, kind: str, **fields) -> None:
+        if kind == "replay":
+            self.replays.append(fields)
+
+
+def test_the_replay_fence_probe_fires_once_per_fence_object_replayed() -> None:
+    from slatedb.format.wal_sst import FENCE_BYTES
+    from slatedb.runtime import probes
+
+    store = memory_store()
+    _put_wal(store, 2)
+    store.put_now(wal_key(3), FENCE_BYTES)  # a newer writer's fence in the range
+    _put_wal(store, 4)
+    rt = ProbingRuntime()
+    rows, count = trio.run(lambda: replay_wal(store, rt, 1, 5))
+    assert count == 3 and [r.seq for r in rows] == [2, 4]
+    assert rt.probes == [probes.WAL_REPLAY_FENCE]
+    assert [(e["rows"], e["fence"]) for e in rt.replays] == [(1, False), (0, True), (1, False)]
