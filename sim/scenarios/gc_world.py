@@ -89,6 +89,7 @@ class World:
         self.clone_outcome = ""
         self.clone_detach = ""  # how far the clone checkpoint reader's history got (sim/scenarios/gc_clone.py)
         self.clone_checkpoint_scans = 0
+        self.compactor_pins_s = 900.0  # the compactor's checkpoint_lifetime (sim/scenarios/gc.py _compactor_pins)
 
     # -- processes ----------------------------------------------------------------------------
 
