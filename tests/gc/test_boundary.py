@@ -175,6 +175,27 @@ def test_boundary_deleted_behind_gc_makes_the_next_sequenced_write_fail() -> Non
     run_virtual(main)
 
 
+def test_scheduled_gc_stops_with_the_bare_typed_error_not_a_group() -> None:
+    """``run()`` (every directory on its own schedule, one task each): a pass that finds its
+    boundary gone stops the collector with that ``BoundaryVanishedError`` itself, as
+    ``run_once`` does, not wrapped in the task group's ``ExceptionGroup``."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(4)
+        rt.advance(MIN_AGE_S + 1)
+        gc = GarbageCollector(db.store, rt, gc_options(MIN_AGE_S, interval_s=10.0))
+        await gc.run_once()
+        await db.commit()
+        db.store.delete_now("gc/manifest.boundary")
+        rt.advance(MIN_AGE_S + 1)
+        with trio.fail_after(3600), pytest.raises(BoundaryVanishedError) as info:
+            await gc.run()
+        assert type(info.value) is BoundaryVanishedError
+
+    run_virtual(main)
+
+
 def test_run_waits_one_interval_then_collects_each_directory_on_its_own_schedule() -> None:
     async def main() -> None:
         rt = VirtualRuntime()
