@@ -133,12 +133,12 @@ class CompactorChecks:
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind == "store.put":
-            f = dict(e.fields)
+            f = e.f
             key = f["key"]
             if key.startswith(("manifest/", "compactions/")):
                 self.pending[(e.process, f["n"])] = key
         elif kind == "store.result":
-            f = dict(e.fields)
+            f = e.f
             key = self.pending.pop((e.process, f["n"]), None)
             if key is not None and str(f["outcome"]).startswith("ok"):
                 mid = _id_of(key, "manifest/", ".manifest")
@@ -150,7 +150,7 @@ class CompactorChecks:
                 if key.startswith(FAILED_REASONS_DIR) and key.endswith(".json"):
                     self.failed_reasons.add(ULID.from_str(key[len(FAILED_REASONS_DIR):-len(".json")]))
         elif kind == "compactor_started":
-            epoch = dict(e.fields)["epoch"]
+            epoch = e.f["epoch"]
             self.counts["compactor_started"] += 1
             if epoch in self.started:
                 raise InvariantViolation("CFENCE-3", e, f"epoch {epoch} already started by {self.started[epoch]}")
@@ -160,11 +160,11 @@ class CompactorChecks:
         elif kind == "panic":
             raise InvariantViolation("CFENCE-3", e, "a compactor met an epoch that went backwards")
         elif kind == "compactor_error":
-            error = str(dict(e.fields).get("error", ""))
+            error = str(e.f.get("error", ""))
             ident = "CFENCE-3" if error.startswith("CompactorEpochError") else "compactor"
             raise InvariantViolation(ident, e, f"compactor stopped: {error}")
         elif kind == "compaction_commit":
-            f = dict(e.fields)
+            f = e.f
             self._committed(e, ULID.from_str(f["id"]), f["manifest"])
         elif kind == "compaction_resume":
             self.counts["resumes"] += 1

@@ -71,12 +71,12 @@ class DestroyChecks:
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind == "writer_epoch":
-            self.epoch_of[e.process] = dict(e.fields)["epoch"]
+            self.epoch_of[e.process] = e.f["epoch"]
         elif kind in ("store.put", "store.delete"):
-            f = dict(e.fields)
+            f = e.f
             self.pending[(e.process, f["n"])] = (kind, f["key"])
         elif kind == "store.result":
-            f = dict(e.fields)
+            f = e.f
             got = self.pending.pop((e.process, f["n"]), None)
             if got is None or not str(f["outcome"]).startswith("ok"):
                 return

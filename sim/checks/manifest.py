@@ -118,18 +118,18 @@ class ManifestFenceChecks:
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind == "writer_epoch":
-            self.writer_epoch[e.process] = dict(e.fields)["epoch"]
+            self.writer_epoch[e.process] = e.f["epoch"]
         elif kind == "compactor_started":
-            self.compactor_epoch[e.process] = dict(e.fields)["epoch"]
+            self.compactor_epoch[e.process] = e.f["epoch"]
         elif kind == "store.put":
-            f = dict(e.fields)
+            f = e.f
             if _KEY.match(f["key"]):
                 self.pending[(e.process, f["n"])] = f["key"]
             elif _SST.match(f["key"]):
                 self.first_put.setdefault(f["key"], (e.process, e.time_s))
                 self.pending_sst[(e.process, f["n"])] = f["key"]
         elif kind == "store.result":
-            f = dict(e.fields)
+            f = e.f
             key = self.pending.pop((e.process, f["n"]), None)
             if key is not None and str(f["outcome"]).startswith("ok"):
                 self._landed(e, key)

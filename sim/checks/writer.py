@@ -46,7 +46,7 @@ class WriterChecks:
                                      f"WAL acks reach only seq {self.acked_seq[process]}")
 
     def on_event(self, e: Event) -> None:
-        f = dict(e.fields)
+        f = e.f
         kind = e.kind
         self.counts[kind] += 1
         if kind == "store.result" and f.get("outcome") == "transient-error":

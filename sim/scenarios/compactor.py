@@ -188,7 +188,7 @@ def _pause_plan(world: World, name: str, store: PausableStore) -> None:
             return
         if e.kind == "compaction_output":
             outputs += 1
-        elif outputs >= nth and e.kind == "commit" and dict(e.fields).get("ns") == "compactions":
+        elif outputs >= nth and e.kind == "commit" and e.f.get("ns") == "compactions":
             world.trace.listeners.remove(on_event)
             if not world.healed:
                 store.pause(seconds)
@@ -236,7 +236,7 @@ async def _start_compactor(world: World, name: str, at: float, trigger: tuple | 
 
         def on_event(e) -> None:
             nonlocal seen
-            if e.kind == kind and e.process != "admin" and (ns is None or dict(e.fields).get("ns") == ns):
+            if e.kind == kind and e.process != "admin" and (ns is None or e.f.get("ns") == ns):
                 seen += 1
                 if seen == nth:
                     fired.set()

@@ -138,7 +138,7 @@ class WorkersWorld(World):
                       "compaction_released") or (e.kind == "pause" and e.process.startswith("k")):
             self.counts[e.kind] += 1
             if e.kind == "compaction_claimed":
-                self.claimers.add(str(dict(e.fields).get("worker")))
+                self.claimers.add(str(e.f.get("worker")))
 
     def worker_settings(self, base: str):
         """A worker's own ``compactor_options.worker`` (drawn per worker, kept across restarts)."""
@@ -200,7 +200,7 @@ class _Stall:
             fire = self.at_claim and self.seen == self.nth
         else:
             fire = (not self.at_claim and self.seen >= self.nth and e.kind == "commit"
-                    and dict(e.fields).get("ns") == "compactions")
+                    and e.f.get("ns") == "compactions")
         if fire:
             self.world.trace.listeners.remove(self.on_event)
             if not self.world.healed and self.store is not None:

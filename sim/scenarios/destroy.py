@@ -53,7 +53,7 @@ GONE_WITHIN_S = 400.0
 
 
 def _exists(world: World, root: str) -> bool:
-    return any(k.startswith(f"{root}/manifest/") for k in world.bucket.objects)
+    return bool(world.bucket.objects.keys_under(f"{root}/manifest/"))  # the bucket's sorted keys
 
 
 async def _wait_for(world: World, root: str) -> None:

@@ -171,7 +171,7 @@ def fault_counts(setup: Setup, _world: object | None) -> dict[str, int]:
     """Injected faults by decision (``stall`` for a stall), from the trace: the store workloads'."""
     counts: dict[str, int] = {}
     for e in setup.trace.events:
-        fields = dict(e.fields)
+        fields = e.f
         decision = "stall" if e.kind == "fault.stall" else fields.get("decision")
         if decision and decision != "ok":
             counts[decision] = counts.get(decision, 0) + 1

@@ -65,6 +65,13 @@ class ChoiceStream(random.Random):
         self.values: list[Any] = []
         self.kinds: list[tuple] = []
         self.spans: list[tuple[str, int, int]] = []
+        if fresh and not prefix:
+            # Generating (no prefix to replay, every value drawn from the seed): the hot draws
+            # skip the replay step and the ``fresh`` closure, with the same values and records.
+            self.uniform = self._uniform_fresh  # type: ignore[method-assign]
+            self.boolean = self._boolean_fresh  # type: ignore[method-assign]
+            self.outcome = self._outcome_fresh  # type: ignore[method-assign]
+            self.choice = self._choice_fresh  # type: ignore[method-assign]
 
     # -- the one draw ---------------------------------------------------------------------
 
@@ -185,6 +192,39 @@ class ChoiceStream(random.Random):
 
     def seed(self, *args: Any, **kwargs: Any) -> None:  # random.Random.__init__ calls it
         super().seed(*args, **kwargs)
+
+    # -- generating: the same draws as above with an empty prefix and ``fresh`` --------------
+
+    def _record_fresh(self, value: Any, kind: tuple) -> Any:
+        self.values.append(value)
+        self.kinds.append(kind)
+        owner = self._owner
+        owner.drawn += 1
+        if owner.drawn > owner.max_draws:
+            raise Overrun(f"more than {owner.max_draws} choices drawn")
+        return value
+
+    def _uniform_fresh(self, a: float, b: float) -> float:
+        return self._record_fresh(self._inner.uniform(a, b), ("r", float(a), float(b)))
+
+    def _boolean_fresh(self, p: float) -> bool:
+        return self._record_fresh(self._inner.random() < p, ("b", p))
+
+    def _outcome_fresh(self, rates: Sequence[float]) -> int:
+        v = 0
+        r, acc = self._inner.random(), 0.0
+        for i, rate in enumerate(rates):
+            acc += rate
+            if r < acc:
+                v = i + 1
+                break
+        return self._record_fresh(v, ("i", 0, len(rates)))
+
+    def _choice_fresh(self, seq: Sequence[Any]) -> Any:
+        n = len(seq)
+        if not n:
+            raise IndexError("Cannot choose from an empty sequence")
+        return seq[self._record_fresh(self._inner._randbelow(n), ("i", 0, n - 1))]
 
     # -- structure --------------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ async def crashable(world: World, name: str, store: SimObjectStore, crash: Crash
     def on_event(e: Any) -> None:
         nonlocal seen
         assert crash is not None
-        if e.process == name and e.kind == crash.kind and (crash.ns is None or dict(e.fields).get("ns") == crash.ns):
+        if e.process == name and e.kind == crash.kind and (crash.ns is None or e.f.get("ns") == crash.ns):
             seen += 1
             if seen == crash.nth:
                 now()

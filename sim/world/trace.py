@@ -12,17 +12,37 @@ import contextvars
 import hashlib
 from typing import Any, Callable, Iterator
 
-import attrs
 
 
-@attrs.frozen(slots=True)
 class Event:
-    """One trace entry. ``fields`` is a tuple of (name, value) pairs, kept in insertion order."""
+    """One trace entry. ``fields`` is a tuple of (name, value) pairs, kept in insertion order;
+    ``f`` is the same pairs as a dict, built once for every listener (read it, never change it).
 
-    time_s: float
-    process: str
-    kind: str
-    fields: tuple[tuple[str, Any], ...]
+    A plain slotted class, not an ``attrs`` one: a run records one per store leg, decision and
+    outcome (thousands per seed), and the frozen ``attrs`` ``__init__`` cost three times as much.
+    Treat it as immutable; equality and hashing are by value."""
+
+    __slots__ = ("time_s", "process", "kind", "fields", "f")
+
+    def __init__(self, time_s: float, process: str, kind: str, fields: tuple[tuple[str, Any], ...],
+                 f: dict[str, Any] | None = None) -> None:
+        self.time_s = time_s
+        self.process = process
+        self.kind = kind
+        self.fields = fields
+        self.f = dict(fields) if f is None else f
+
+    def _key(self) -> tuple:
+        return (self.time_s, self.process, self.kind, self.fields)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Event and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Event(time_s={self.time_s!r}, process={self.process!r}, kind={self.kind!r}, fields={self.fields!r})"
 
     def render(self) -> str:
         # One %-format and a list (not a generator): the same text as the f-string
@@ -30,6 +50,18 @@ class Event:
         # event of a run is rendered for the digest).
         return "%12.6f %-12s %-18s %s" % (self.time_s, self.process, self.kind,
                                           " ".join([f"{k}={v!r}" for k, v in self.fields]))
+
+
+#: The %-format of a rendered event by its field names (``Trace.record``'s fast path: the text
+#: of :meth:`Event.render`, the values formatted by ``%r`` as ``{v!r}`` does).
+_FORMATS: dict[tuple[str, ...], str] = {}
+
+
+def _format_of(names: tuple[str, ...]) -> str:
+    fmt = _FORMATS.get(names)
+    if fmt is None:
+        fmt = _FORMATS[names] = "%12.6f %-12s %-18s " + " ".join(f"{n}=%r" for n in names)
+    return fmt
 
 
 #: Where :func:`capture` collects the traces made in its context (None: nowhere). A context
@@ -79,10 +111,13 @@ class Trace:
         self.verdicts: list[AssertionError] = []
 
     def record(self, process: str, kind: str, **fields: Any) -> Event:
-        event = Event(self._clock(), process, kind, tuple(fields.items()))
+        time_s = self._clock()
+        event = Event(time_s, process, kind, tuple(fields.items()), fields)
         self.events.append(event)
         unhashed = self._unhashed
-        unhashed.append(event.render())
+        names = tuple(fields)
+        fmt = _FORMATS.get(names) or _format_of(names)
+        unhashed.append(fmt % (time_s, process, kind, *fields.values()))
         if len(unhashed) >= _HASH_BATCH:
             self._flush_hash()
         for listener in self.listeners:

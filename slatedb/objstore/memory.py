@@ -107,8 +107,13 @@ class _Objects(dict):
     def keys_under(self, prefix: str) -> list[str]:
         """The keys starting with ``prefix``, sorted."""
         keys = self.sorted_keys()
+        lo = bisect.bisect_left(keys, prefix)
+        if prefix and prefix[-1] != "\U0010ffff":
+            # The keys starting with ``prefix`` are those in [prefix, prefix with its last
+            # character the next one): two bisections and a slice.
+            return keys[lo:bisect.bisect_left(keys, prefix[:-1] + chr(ord(prefix[-1]) + 1), lo)]
         out = []
-        for i in range(bisect.bisect_left(keys, prefix), len(keys)):
+        for i in range(lo, len(keys)):
             k = keys[i]
             if not k.startswith(prefix):
                 break
@@ -129,7 +134,10 @@ class _Objects(dict):
             got = self.get(k)
             if got is not None:  # deleted by another thread since the sorted list was made
                 meta = got[1]
-                out.append(ObjectMeta(k[root_len:], meta.size_bytes, meta.last_modified_ms, meta.etag))
+                # The stored metadata itself when its key is the one listed (stored through the
+                # same root; frozen, so sharing it is safe), else a copy under the listed key.
+                rel = k[root_len:] if root_len else k
+                out.append(meta if meta.key == rel else ObjectMeta(rel, meta.size_bytes, meta.last_modified_ms, meta.etag))
         if len(self._listings) > 4096:
             self._listings.clear()
         self._listings[(full_prefix, root_len)] = (gen, tuple(out))
@@ -207,7 +215,9 @@ class MemoryStore(ObjectStore):
             raise ObjectNotFoundError(key, "no such object") from None
         if byte_range is not None:
             data = data[byte_range[0] : byte_range[1]]
-        return GetResult(data, ObjectMeta(key, meta.size_bytes, meta.last_modified_ms, meta.etag))
+        if meta.key != key:  # stored through another root (frozen: the stored one is shared otherwise)
+            meta = ObjectMeta(key, meta.size_bytes, meta.last_modified_ms, meta.etag)
+        return GetResult(data, meta)
 
     async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
         self._full(key)
@@ -218,9 +228,11 @@ class MemoryStore(ObjectStore):
         full = self._full(key)
         try:
             meta = self._bucket.objects[full][1]
-            return ObjectMeta(key, meta.size_bytes, meta.last_modified_ms, meta.etag)
         except KeyError:
             raise ObjectNotFoundError(key, "no such object") from None
+        if meta.key != key:
+            meta = ObjectMeta(key, meta.size_bytes, meta.last_modified_ms, meta.etag)
+        return meta
 
     async def head(self, key: str) -> ObjectMeta:
         self._full(key)
