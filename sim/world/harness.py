@@ -32,6 +32,7 @@ import attrs
 import trio
 
 from slatedb.errors import SlateDBError
+from slatedb.format import memo
 from slatedb.objstore.memory import MemoryBucket
 
 from sim.world.choices import Choices
@@ -134,6 +135,12 @@ def run_world(scenario: Scenario, seed: int, *, choices: Choices | None = None, 
     invariant, an escaping exception, a stuck run are violations of the result). Every random
     choice comes from ``choices`` (default: generated from ``seed``)."""
     assert faults in ("swarm", "all", "none"), faults
+    with memo.remembering():  # decodes of what the world's processes just encoded return their values
+        return _run_world(scenario, seed, choices, bugs, faults, options)
+
+
+def _run_world(scenario: Scenario, seed: int, choices: Choices | None, bugs: Iterable[str], faults: str,
+               options: dict[str, Any]) -> WorldResult:
     choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
     setup = Setup(seed, choices, trace, frozenset(bugs), faults, MemoryBucket(), dict(options))

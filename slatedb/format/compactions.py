@@ -19,6 +19,7 @@ import struct
 import flatbuffers
 
 from slatedb.errors import CorruptionError, InvalidArgumentError
+from slatedb.format import memo
 from slatedb.format import types as t
 from slatedb.format.fb import BytesRange as fb_BytesRange
 from slatedb.format.fb import CompactedSsTable as fb_CompactedSsTable
@@ -80,7 +81,10 @@ def encode_compactions(compactions: t.CompactionsV1, version: int = COMPACTIONS_
     fb_CompactionsV1.AddCompactorEpoch(b, compactions.compactor_epoch)
     fb_CompactionsV1.AddRecentCompactions(b, jobs)
     b.Finish(fb_CompactionsV1.End(b))
-    return _HEADER.pack(version) + bytes(b.Output())
+    data = _HEADER.pack(version) + bytes(b.Output())
+    if version == COMPACTIONS_VERSION_V2:
+        memo.remember("compactions", data, compactions)
+    return data
 
 
 def compactions_version(data: bytes, object_name: str) -> int:
@@ -101,7 +105,9 @@ def decode_compactions(data: bytes, object_name: str) -> t.CompactionsV1:
     last decodes are cached by content: a compactor's ticks, its workers and GC passes poll the
     same latest file again and again (a sixth of a simulated GC world's CPU went to decoding
     the same ``.compactions`` bytes). A damaged object is not cached: it raises every time."""
-    return _decode_cached(bytes(data), object_name)
+    data = bytes(data)
+    encoded = memo.recall("compactions", data)  # bytes this process just encoded (the simulator's runs)
+    return encoded if encoded is not None else _decode_cached(data, object_name)
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,6 +22,7 @@ import struct
 import flatbuffers
 
 from slatedb.errors import CorruptionError
+from slatedb.format import memo
 from slatedb.format import types as t
 from slatedb.format.fb import Checkpoint as fb_Checkpoint
 from slatedb.format.fb import CompactedSsTable as fb_CompactedSsTable
@@ -78,7 +79,10 @@ def encode_manifest(manifest: t.ManifestV2) -> bytes:
     """Frame ``manifest`` as a version-2 ``.manifest`` object (``manifest_id`` written as 0)."""
     b = _Builder(1024)
     b.Finish(_build_manifest_v2(b, manifest))
-    return _HEADER.pack(MANIFEST_VERSION_V2) + bytes(b.Output())
+    data = _HEADER.pack(MANIFEST_VERSION_V2) + bytes(b.Output())
+    if manifest.manifest_id == 0:  # what decoding gives back (the id is the object's name)
+        memo.remember("manifest", data, manifest)
+    return data
 
 
 def encode_manifest_v1(manifest: t.ManifestV1) -> bytes:
@@ -119,7 +123,9 @@ def decode_manifest_v2(data: bytes, object_name: str) -> t.ManifestV2:
     frozen, so the last decodes are cached by content: GC passes, readers and writers polling
     the latest manifest decode the same bytes again and again (half the CPU of a simulated GC
     world went to decoding the same manifests, issue 27 item 2)."""
-    return _decode_v2_cached(bytes(data), object_name)
+    data = bytes(data)
+    encoded = memo.recall("manifest", data)  # bytes this process just encoded (the simulator's runs)
+    return encoded if encoded is not None else _decode_v2_cached(data, object_name)
 
 
 @functools.lru_cache(maxsize=512)

@@ -1,0 +1,66 @@
+"""The decode memo (``slatedb/format/memo.py``): inside ``remembering()`` a decode of bytes this
+process just encoded returns the encoded value; outside it (production, the format's own round
+trips) every decode parses the bytes, and a changed byte is always parsed as stored."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from ulid import ULID
+
+from slatedb.errors import CorruptionError
+from slatedb.format import compactions as cf
+from slatedb.format import manifest as mf
+from slatedb.format import memo
+from slatedb.format import types as t
+
+
+def _manifest() -> t.ManifestV2:
+    sst = t.CompactedSsTableV2(ULID.from_int(7), t.SsTableInfo(first_entry=b"a", last_entry=b"z"), 2)
+    return t.ManifestV2(initialized=True, writer_epoch=2, ssts=(sst,), l0=(t.CompactedSsTableView(sst.id, sst.id),),
+                        checkpoints=(t.Checkpoint(uuid.UUID(int=5), 3, metadata=t.WriterCheckpoint(2), name="n"),))
+
+
+def _compactions() -> t.CompactionsV1:
+    job = t.Compaction(ULID.from_int(9), t.TieredCompactionSpec(sorted_runs=(1,), l0_view_ids=(), destination=1))
+    return t.CompactionsV1(compactor_epoch=3, recent_compactions=(job,))
+
+
+def test_off_by_default_every_decode_parses() -> None:
+    m, c = _manifest(), _compactions()
+    got_m = mf.decode_manifest_v2(mf.encode_manifest(m), "manifest/00000000000000000001.manifest")
+    got_c = cf.decode_compactions(cf.encode_compactions(c), "compactions/00000000000000000001.compactions")
+    assert got_m == m and got_m is not m
+    assert got_c == c and got_c is not c
+
+
+def test_remembering_returns_the_encoded_value_for_its_exact_bytes() -> None:
+    m, c = _manifest(), _compactions()
+    with memo.remembering():
+        data_m, data_c = mf.encode_manifest(m), cf.encode_compactions(c)
+        assert mf.decode_manifest_v2(bytearray(data_m), "m") is m
+        assert cf.decode_compactions(memoryview(data_c), "c") is c
+        # a flipped bit: parsed as stored (here, refused or a different value), never the memo's
+        flipped = bytearray(data_m)
+        flipped[len(flipped) // 2] ^= 0x40
+        try:
+            assert mf.decode_manifest_v2(bytes(flipped), "m") is not m
+        except CorruptionError:
+            pass
+        with pytest.raises(CorruptionError):
+            mf.decode_manifest_v2(data_m[:10], "m")
+        # a manifest whose id decoding cannot give back (the id is the object's name) is not kept
+        with_id = t.ManifestV2(manifest_id=42)
+        assert mf.decode_manifest_v2(mf.encode_manifest(with_id), "m") is not with_id
+    assert mf.decode_manifest_v2(data_m, "m") is not m  # the block's end forgets
+
+
+def test_the_memo_keeps_the_newest_of_each_kind() -> None:
+    with memo.remembering():
+        values = [t.ManifestV2(writer_epoch=i) for i in range(memo.MAX_REMEMBERED + 5)]
+        datas = [mf.encode_manifest(v) for v in values]
+        c = _compactions()
+        cf.encode_compactions(c)  # another kind does not evict manifests
+        assert mf.decode_manifest_v2(datas[0], "m") is not values[0]
+        assert all(mf.decode_manifest_v2(d, "m") is v for d, v in zip(datas[5:], values[5:]))
