@@ -118,3 +118,48 @@ def test_fast_sleep_keeps_trios_schedule(body, seed: int) -> None:  # noqa: ANN0
     fast = _run(body, seed, fast=True)
     assert fast == slow
     assert len(slow) > 10
+
+
+async def _mixed_batches(sleep, log: list) -> None:  # noqa: ANN001
+    # batches of one task (a lone wake-up) and of several (ties, checkpoints), interleaved
+    async def worker(i: int) -> None:
+        for step in range(6):
+            await sleep(0.5 if (i + step) % 3 else 0.25)
+            log.append((i, step, trio.current_time()))
+            await trio.lowlevel.checkpoint()
+            log.append((i, "cp", step))
+
+    async with trio.open_nursery() as n:
+        for i in range(5):
+            n.start_soon(worker, i)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_the_batch_shuffler_orders_batches_as_random_does(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    from sim.world import runtime
+
+    fast = _run(_mixed_batches, seed, True)
+    monkeypatch.setattr(runtime, "_BatchShuffler", random.Random)
+    assert _run(_mixed_batches, seed, True) == fast
+
+
+def test_an_instrument_added_mid_run_is_called() -> None:
+    seen: list = []
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task) -> None:  # noqa: ANN001
+            seen.append(task.name)
+
+    async def body(sleep, log: list) -> None:  # noqa: ANN001
+        from trio._core._run import GLOBAL_RUN_CONTEXT
+
+        assert isinstance(GLOBAL_RUN_CONTEXT.runner.instruments, fastclock._NoInstruments)  # none installed yet
+        await sleep(0.1)
+        trio.lowlevel.add_instrument(Steps())
+        await sleep(0.1)
+        log.append(len(seen))
+
+    log = _run(body, 3, True)
+    assert log[0] >= 1 and seen

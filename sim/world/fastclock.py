@@ -14,6 +14,9 @@ A simulated world spends most of its scheduler time on two things trio does for 
   :func:`quiet_io` polls for real when the loop would block or a job is queued -- the step
   that saw the socket readable before sees it now -- and every :data:`_POLL_EVERY` steps
   otherwise (a signal is still seen, a little later in wall time).
+* **every step asks trio's instruments** whether a hook is installed (a ``UserDict``: a Python
+  call per question, four to six per step); with none installed (always, in the simulator),
+  :func:`quiet_io` answers from a plain dict until one is added.
 * **the mock clock reads the wall clock.** ``MockClock.current_time`` at rate 0 is
   ``virtual_base + 0 * (perf_counter() - real_base)``, i.e. ``virtual_base``; and its autojump
   builds the whole ``RunStatistics`` (the I/O manager's included) to learn the next deadline.
@@ -156,3 +159,28 @@ def quiet_io() -> None:
     runner = GLOBAL_RUN_CONTEXT.runner
     if not isinstance(runner.io_manager, _QuietIO):
         runner.io_manager = _QuietIO(runner.io_manager, runner.entry_queue)
+    if not isinstance(runner.instruments, _NoInstruments) and set(runner.instruments.keys()) == {"_all"} \
+            and not runner.instruments["_all"]:
+        runner.instruments = _NoInstruments(runner, runner.instruments)
+
+
+class _NoInstruments(dict):
+    """The run's instruments while there are none: trio asks ``"hook" in runner.instruments``
+    four to six times per step of its loop, and its ``Instruments`` is a ``UserDict`` (a Python
+    call per question); here a plain dict answers (always no). The first ``add_instrument`` puts
+    trio's own collection back and adds to it."""
+
+    def __init__(self, runner: Any, inner: Any) -> None:
+        super().__init__()
+        self._runner = runner
+        self._inner = inner
+
+    def add_instrument(self, instrument: Any) -> None:
+        self._runner.instruments = self._inner
+        self._inner.add_instrument(instrument)
+
+    def remove_instrument(self, instrument: Any) -> None:
+        self._inner.remove_instrument(instrument)  # none is active: raises KeyError as trio's does
+
+    def call(self, hookname: str, *args: Any) -> None:  # never asked: no hook is in the dict
+        self._inner.call(hookname, *args)
