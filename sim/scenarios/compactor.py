@@ -65,6 +65,7 @@ from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
 from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, World
+from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -217,7 +218,7 @@ async def _compactor(world: World, name: str, *, crash: Crash | None = None, res
     outcome = await crashable(world, name, sim_store, crash, body)
     world.outcomes[name] = outcome
     if outcome == "crashed" and restarts < 3 and not world.healed:
-        await trio.sleep(world.rng.uniform(0.0, 1.0))
+        await fastclock.sleep(world.rng.uniform(0.0, 1.0))
         if not world.healed:
             base = name.split(".")[0]
             again = world.crash_plan(compactor=True) if restarts < 2 else None
@@ -228,7 +229,7 @@ async def _start_compactor(world: World, name: str, at: float, trigger: tuple | 
     """Start compactor ``name`` at virtual time ``at``, or as soon as the ``trigger`` event
     (kind, ``ns``, n-th occurrence in any compactor) happens if that is sooner."""
     if trigger is None:
-        await trio.sleep(at)
+        await fastclock.sleep(at)
     else:
         kind, ns, nth = trigger
         fired = trio.Event()
@@ -333,7 +334,7 @@ async def _drain(world: World, everything: trio.Nursery | None) -> None:
             raise AssertionError(f"liveness: L0 still holds {len(latest.l0) if latest else '?'} SSTs "
                                  f"{limit_s:.0f} virtual s after faults stopped (it held "
                                  f"{len(at_heal.l0) if at_heal is not None else '?'})")
-        await trio.sleep(0.05)
+        await fastclock.sleep(0.05)
     world.drain_s = trio.current_time() - healed_at
 
 

@@ -55,7 +55,7 @@ from sim.checks.manifest import manifest_checks
 from sim.checks.writer import WriterChecks
 from sim.scenarios.compactor import _admin, _drain, _fault_counts, _figures, _final, _start_compactor, _wait_for_db, _writer
 from sim.scenarios.compactor_world import World
-from sim.world import events
+from sim.world import events, fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -236,7 +236,7 @@ async def _worker(world: WorkersWorld, name: str, crash: Crash | None, restarts:
             world.trace.listeners.remove(stall.on_event)
     world.outcomes[name] = outcome
     if outcome == "crashed" and restarts < 3 and not world.healed:
-        await trio.sleep(world.rng.uniform(0.0, 2.0))
+        await fastclock.sleep(world.rng.uniform(0.0, 2.0))
         if not world.healed:
             world.worker_restarts += 1
             await _worker(world, f"{base}.r{restarts + 1}", world.worker_crash_plan() if restarts < 2 else None,
@@ -262,7 +262,7 @@ async def _processes(world: WorkersWorld, everything: trio.Nursery | None) -> No
 
 
 async def _start_worker(world: WorkersWorld, name: str, at: float, crash: Crash | None) -> None:
-    await trio.sleep(at)
+    await fastclock.sleep(at)
     if not world.healed:
         await _worker(world, name, crash)
 

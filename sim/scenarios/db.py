@@ -76,6 +76,7 @@ from sim.checks.lin_history import History, Incarnation
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
+from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.harness import VIRTUAL_LIMIT_S, Checker, Scenario, Setup, WorldResult, leaves, run_world
 from sim.world.hosts import ClockPlan, Host
@@ -139,12 +140,12 @@ def draw_settings(rng: random.Random) -> dict[str, Any]:
 
 
 async def _flipper(world: World, rng: random.Random, at_s: float, kind: str) -> None:
-    await trio.sleep(at_s)
+    await fastclock.sleep(at_s)
     flip = flip_one_bit(world.bucket, rng, kind)
     for _ in range(20):  # nothing stored yet (the first requests stalled): a little later
         if flip is not None:
             break
-        await trio.sleep(0.5)
+        await fastclock.sleep(0.5)
         flip = flip_one_bit(world.bucket, rng, kind)
     if flip is not None and world.flips is not None:
         world.flips.flip = flip
@@ -251,7 +252,7 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
             if crash_after_s is not None:
 
                 async def crasher() -> None:
-                    await trio.sleep(crash_after_s)
+                    await fastclock.sleep(crash_after_s)
                     store.crash()
                     life.cancel()
 
@@ -259,7 +260,7 @@ async def _writer(name: str, host: Host, world: World, n_writes: int, crash_afte
             if host.plan.jump_at_s is not None:
 
                 async def jumper(at_s: float, delta_ms: int) -> None:
-                    await trio.sleep(at_s)
+                    await fastclock.sleep(at_s)
                     rt.jump_wall_clock(delta_ms)
 
                 nursery.start_soon(jumper, host.plan.jump_at_s, host.plan.jump_ms)
@@ -326,7 +327,7 @@ async def _processes(world: World, nursery: trio.Nursery | None) -> None:
     rng = world.rng
 
     async def run(name: str, delay_s: float, n: int) -> None:
-        await trio.sleep(delay_s)
+        await fastclock.sleep(delay_s)
         crash_after = rng.uniform(0.05, 3.0) if boolean(rng, world.crash_rate) else None
         world.outcomes[name] = await _writer(name, world.hosts[name], world, n, crash_after)
 

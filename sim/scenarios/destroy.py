@@ -42,6 +42,7 @@ from sim.checks.destroy import DestroyChecks, destroyed_and_gone
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.scenarios.gc_world import CLONE, PARENT, World, fault_counts
+from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.runtime import SIM_EPOCH_MS
@@ -59,7 +60,7 @@ def _exists(world: World, root: str) -> bool:
 async def _wait_for(world: World, root: str) -> None:
     """Until the database under ``root`` exists (read from the bucket: no store traffic)."""
     while not _exists(world, root):
-        await trio.sleep(0.5)
+        await fastclock.sleep(0.5)
 
 
 def _build(setup: Setup) -> World:
@@ -99,14 +100,14 @@ async def _writer(world: World) -> None:
 
 async def _reader(world: World) -> None:
     rt, rng = world.runtime("r1"), world.choices.stream("workload", "r1")
-    await trio.sleep(rng.uniform(0.5, 3.0))
+    await fastclock.sleep(rng.uniform(0.5, 3.0))
     await _wait_for(world, "parent")
     opts = DbReaderOptions(manifest_poll_interval_s=rng.choice([0.3, 1.0]), checkpoint_lifetime_s=10.0)
     try:
         async with DbReader.open(PARENT, options=opts, store=world.store("r1", PARENT), runtime=rt) as r:
             while not world.writer_gone.is_set():
                 _ = {k: v async for k, v in r.scan()}
-                await trio.sleep(rng.uniform(0.2, 1.0))
+                await fastclock.sleep(rng.uniform(0.2, 1.0))
         world.outcomes["r1"] = "closed"
     except* InvalidDbStateError:
         world.outcomes["r1"] = "destroyed"  # a reader fails for good on a destroyed database (READ-4)
@@ -117,7 +118,7 @@ async def _admin(world: World) -> None:
     ms = ManifestStore(world.store("admin", PARENT), rt)
     await _wait_for(world, "parent")
     for _ in range(rng.randint(1, 4)):
-        await trio.sleep(rng.uniform(0.5, 5.0))
+        await fastclock.sleep(rng.uniform(0.5, 5.0))
         try:
             await create_checkpoint(ms, rt, CheckpointOptions(lifetime_s=rng.uniform(3.0, 15.0)))
         except InvalidDbStateError:
@@ -127,7 +128,7 @@ async def _admin(world: World) -> None:
 
 async def _clone(world: World) -> None:
     rng = world.choices.stream("workload", "clone")
-    await trio.sleep(rng.uniform(0.5, 3.0))
+    await fastclock.sleep(rng.uniform(0.5, 3.0))
     await _wait_for(world, "parent")
     rt = world.runtime("clone")
     try:
@@ -143,13 +144,13 @@ async def _clone(world: World) -> None:
         for i in range(rng.randint(5, 30)):
             await db.put(b"c%03d" % rng.randrange(8), b"cw:%d" % i)
         await db.flush()
-    await trio.sleep(rng.uniform(0.5, 20.0))
+    await fastclock.sleep(rng.uniform(0.5, 20.0))
     await destroy(world.store("hdc", CLONE), world.runtime("hdc"), soft=False)
     world.outcomes["clone"] = "hard-destroyed"
 
 
 async def _soft_destroyer(world: World, name: str, at_s: float) -> None:
-    await trio.sleep(at_s)
+    await fastclock.sleep(at_s)
     await _wait_for(world, "parent")
     await destroy(world.store(name, PARENT), world.runtime(name), soft=True)
     world.outcomes[name] = "destroyed"
@@ -171,7 +172,7 @@ async def _hard_destroyer(world: World) -> None:
             world.outcomes["hdp"] = "refused"
         except NotFoundError:
             return  # GC removed the database under it (objects left, the manifest gone last)
-        await trio.sleep(rng.uniform(1.0, 5.0))
+        await fastclock.sleep(rng.uniform(1.0, 5.0))
 
 
 async def _gc(world: World, name: str, url: str, root: str, grace_s: float) -> None:
@@ -208,7 +209,7 @@ async def _gone(world: World, _background: trio.Nursery | None) -> None:
     """Liveness (DESTROY-6): faults stop; GC finishes the destroyed databases."""
     deadline = trio.current_time() + world.grace_s + GONE_WITHIN_S
     while trio.current_time() < deadline and (_exists(world, "parent") or _exists(world, "clone")):
-        await trio.sleep(1.0)
+        await fastclock.sleep(1.0)
     # slatedb check on what is left (a database gone entirely is skipped; a soft-destroyed one
     # that GC has not finished must still be a healthy database).
     await check_world(world.bucket, ["parent", "clone"], SIM_EPOCH_MS + int(trio.current_time() * 1000))

@@ -41,6 +41,7 @@ from slatedb.objstore.memory import MemoryStore
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
+from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import LatePauseStore
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -118,7 +119,7 @@ async def _writer(world: World, name: str, delay_s: float, n_writes: int, restar
     and replaying what it left) with the writes it had left."""
     setup = world.setup
     choices, trace = setup.choices, setup.trace
-    await trio.sleep(delay_s)
+    await fastclock.sleep(delay_s)
     rt = SimRuntime(name, choices, trace, bugs=setup.bugs)
     wrng = choices.stream("workload", name)
     store = LatePauseStore(MemoryStore(setup.bucket, rt.now_ms, url="memory://sim"), choices.stream("store", name),

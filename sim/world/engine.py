@@ -25,7 +25,7 @@ import trio
 
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore, PutMode
 
-from sim.world import events
+from sim.world import events, fastclock
 from sim.world.store import ProcessCrashed, SimObjectStore
 from sim.world.trace import Trace
 
@@ -74,7 +74,7 @@ async def crashable(world: World, name: str, store: SimObjectStore, crash: Crash
                 after_s = crash.after_s
 
                 async def crasher() -> None:
-                    await trio.sleep(after_s)
+                    await fastclock.sleep(after_s)
                     now()
 
                 nursery.start_soon(crasher)
@@ -109,7 +109,7 @@ class PausableStore(ObjectStore):
 
     async def _wait(self) -> None:
         while (left := self.paused_until - trio.current_time()) > 0:
-            await trio.sleep(left)
+            await fastclock.sleep(left)
 
     async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
         await self._wait()
