@@ -78,6 +78,12 @@ def test_lifetime_and_expiry_semantics():
     for bad in (float("nan"), float("inf"), -1, "60"):
         with pytest.raises(InvalidArgumentError, match="lifetime_s"):
             CheckpointOptions(lifetime_s=bad)
+    # the expiry is a u32 of seconds: a lifetime of 2**32 - 1 s or more is refused at the call
+    # (any int or float spelling of it), one second less is accepted
+    for absurd in (2**32 - 1, 2**32, float(2**32 + 7), 10**12):
+        with pytest.raises(InvalidArgumentError):
+            CheckpointOptions(lifetime_s=absurd)
+    assert CheckpointOptions(lifetime_s=2**32 - 2).lifetime_s == 2**32 - 2
     assert parse_duration("7days 30min 10s") == 7 * 86400 + 1810 and format_duration(93610) == "1day 2h 10s"
     assert [format_duration(s) for s in (0, 0.9, -5, 1, 60, 2 * 86400)] == ["0s", "0s", "0s", "1s", "1min", "2days"]
     assert parse_duration("10") == 10.0  # a bare number is seconds (issue 16 item 5)

@@ -50,6 +50,22 @@ class BoundaryCheckingStore(MemoryStore):
         await super().delete(key)
 
 
+def test_with_boundary_files_off_gc_collects_by_the_old_rules_and_writes_no_boundary() -> None:
+    """``boundary_files_enabled=False`` (the pre-RFC 004 rules, the official option): no boundary
+    file is read or written, and nothing limits the ids GC may delete but its own rules (keep
+    the latest and what checkpoints pin, min_age)."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(5)
+        rt.advance(MIN_AGE_S + 1)
+        stats = await GarbageCollector(db.store, rt, attrs.evolve(gc_options(MIN_AGE_S), boundary_files_enabled=False)).run_once()
+        assert db.manifest_ids() == [5] and stats.boundary_advances == 0
+        assert db.keys("gc/") == [] and not rt.kinds("boundary_advance")
+
+    run_virtual(main)
+
+
 def test_boundary_only_moves_forward() -> None:
     async def main() -> None:
         rt = VirtualRuntime()
