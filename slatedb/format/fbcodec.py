@@ -70,6 +70,23 @@ def decoding(object_name: str, base_offset: int = 0) -> Iterator[None]:
         ) from e
 
 
+_I32_FROM = struct.Struct("<i").unpack_from
+_U16X2_FROM = struct.Struct("<HH").unpack_from
+_U16S: dict[int, struct.Struct] = {}
+
+
+def _u16s(count: int) -> struct.Struct:
+    """``count`` little-endian u16s (a vtable's field offsets)."""
+    got = _U16S.get(count)
+    if got is None:
+        got = _U16S[count] = struct.Struct(f"<{count}H")
+    return got
+
+
+def _named(what: str, index: int | None) -> str:
+    return what if index is None else f"{what}[{index}]"
+
+
 class FbReader:
     """Bounds-checked helpers over one FlatBuffer (the generated code does no checks)."""
 
@@ -86,30 +103,38 @@ class FbReader:
         (pos,) = struct.unpack_from("<I", self.buf, 0)
         return self._init(cls, pos, what)
 
-    def _init(self, cls: type[E], pos: int, what: str) -> E:
-        self.check_table(pos, what)
+    def _init(self, cls: type[E], pos: int, what: str, index: int | None = None) -> E:
+        vpos, vlen = self.check_table(pos, what, index)
         obj = cls()
-        obj._tab = FastTable(self.buf, pos)  # type: ignore[attr-defined]  (what Init does, faster)
+        obj._tab = FastTable(self.buf, pos, vpos, vlen)  # type: ignore[attr-defined]  (what Init does, faster)
         return obj
 
-    def check_table(self, pos: int, what: str) -> None:
-        """Check that the table at ``pos`` and its vtable lie inside the buffer."""
+    def check_table(self, pos: int, what: str, index: int | None = None) -> tuple[int, int]:
+        """Check that the table at ``pos`` and its vtable lie inside the buffer; its vtable's
+        position and length. ``what`` names the table in errors (``what[index]`` with an index:
+        an element of a vector, named only when something is wrong)."""
         buf, n = self.buf, self.size
         if pos < 0 or pos + 4 > n or pos % 4:
-            raise FbDecodeError(pos, f"{what}: table offset {pos} out of bounds or unaligned")
-        (soff,) = struct.unpack_from("<i", buf, pos)
+            raise FbDecodeError(pos, f"{_named(what, index)}: table offset {pos} out of bounds or unaligned")
+        (soff,) = _I32_FROM(buf, pos)
         vpos = pos - soff
         if vpos < 0 or vpos + 4 > n or vpos % 2:
-            raise FbDecodeError(pos, f"{what}: vtable offset {vpos} out of bounds")
-        vlen, tlen = struct.unpack_from("<HH", buf, vpos)
+            raise FbDecodeError(pos, f"{_named(what, index)}: vtable offset {vpos} out of bounds")
+        vlen, tlen = _U16X2_FROM(buf, vpos)
         if vlen < 4 or vlen % 2 or vpos + vlen > n:
-            raise FbDecodeError(vpos, f"{what}: bad vtable length {vlen}")
+            raise FbDecodeError(vpos, f"{_named(what, index)}: bad vtable length {vlen}")
         if tlen < 4 or pos + tlen > n:
-            raise FbDecodeError(pos, f"{what}: table length {tlen} exceeds the buffer")
-        for i in range((vlen - 4) // 2):
-            (field,) = struct.unpack_from("<H", buf, vpos + 4 + 2 * i)
-            if field and (field < 4 or field >= tlen):
-                raise FbDecodeError(vpos, f"{what}: field {i} offset {field} outside its table")
+            raise FbDecodeError(pos, f"{_named(what, index)}: table length {tlen} exceeds the buffer")
+        count = (vlen - 4) // 2
+        if count:
+            fields = _u16s(count).unpack_from(buf, vpos + 4)
+            # A field's offset is 0 (absent) or inside the table, past its vtable offset: one
+            # pass in C over the fields, and the first bad one named when there is one.
+            if max(fields) >= tlen or 1 in fields or 2 in fields or 3 in fields:
+                for i, field in enumerate(fields):
+                    if field and (field < 4 or field >= tlen):
+                        raise FbDecodeError(vpos, f"{_named(what, index)}: field {i} offset {field} outside its table")
+        return vpos, vlen
 
     def sub(self, obj: object, vtable_offset: int, cls: type[E], what: str) -> E | None:
         """The optional sub-table in the slot at ``vtable_offset`` of ``obj``, or None."""
@@ -201,7 +226,7 @@ class FbReader:
         for i in range(count):
             elem_pos = start + 4 * i
             (rel,) = struct.unpack_from("<I", self.buf, elem_pos)
-            out.append(convert(self._init(cls, elem_pos + rel, f"{what}[{i}]")))
+            out.append(convert(self._init(cls, elem_pos + rel, what, i)))
         return tuple(out)
 
     @staticmethod

@@ -23,7 +23,6 @@ class FbDecodeError(Exception):
 
 
 _u32 = struct.Struct("<I").unpack_from
-_i32 = struct.Struct("<i").unpack_from
 _u16 = struct.Struct("<H").unpack_from
 
 
@@ -33,17 +32,19 @@ class FastTable(Table):
     manifest decode). Same answers; a negative offset, which the library refuses, raises here
     too. :class:`FbReader` has checked every table it hands out (``check_table``)."""
 
-    __slots__ = ()
+    __slots__ = ("_vtable", "_vtable_len")
 
-    def __init__(self, buf: bytes, pos: int) -> None:  # pos checked by FbReader.check_table
+    def __init__(self, buf: bytes, pos: int, vtable: int, vtable_len: int) -> None:
+        # pos, and its vtable's position and length, checked by FbReader.check_table (the
+        # buffer is immutable bytes: Offset reads the vtable without finding it again).
         self.Bytes = buf
         self.Pos = pos
+        self._vtable = vtable
+        self._vtable_len = vtable_len
 
     def Offset(self, vtableOffset: int) -> int:
-        buf, pos = self.Bytes, self.Pos
-        vtable = pos - _i32(buf, pos)[0]
-        if vtableOffset < _u16(buf, vtable)[0]:
-            return _u16(buf, vtable + vtableOffset)[0]
+        if vtableOffset < self._vtable_len:
+            return _u16(self.Bytes, self._vtable + vtableOffset)[0]
         return 0
 
     def Indirect(self, off: int) -> int:

@@ -185,3 +185,73 @@ def test_index_columns_are_the_same_either_side_of_the_numpy_threshold(metas: li
     offsets, keys = fbcodec.decode_sst_index_columns(buf, "x")
     assert (offsets, keys) == ([m.offset for m in metas], [m.first_key for m in metas])
     assert fbread.fast_sst_index_columns(buf) == (offsets, keys)
+
+
+def _reference_check_table(buf: bytes, pos: int, what: str) -> tuple[int, int]:
+    """FbReader.check_table as it was written first: one unpack per vtable field."""
+    n = len(buf)
+    if pos < 0 or pos + 4 > n or pos % 4:
+        raise fbread.FbDecodeError(pos, f"{what}: table offset {pos} out of bounds or unaligned")
+    (soff,) = struct.unpack_from("<i", buf, pos)
+    vpos = pos - soff
+    if vpos < 0 or vpos + 4 > n or vpos % 2:
+        raise fbread.FbDecodeError(pos, f"{what}: vtable offset {vpos} out of bounds")
+    vlen, tlen = struct.unpack_from("<HH", buf, vpos)
+    if vlen < 4 or vlen % 2 or vpos + vlen > n:
+        raise fbread.FbDecodeError(vpos, f"{what}: bad vtable length {vlen}")
+    if tlen < 4 or pos + tlen > n:
+        raise fbread.FbDecodeError(pos, f"{what}: table length {tlen} exceeds the buffer")
+    for i in range((vlen - 4) // 2):
+        (field,) = struct.unpack_from("<H", buf, vpos + 4 + 2 * i)
+        if field and (field < 4 or field >= tlen):
+            raise fbread.FbDecodeError(vpos, f"{what}: field {i} offset {field} outside its table")
+    return vpos, vlen
+
+
+def _outcome(check, *args) -> object:
+    try:
+        return check(*args)
+    except fbread.FbDecodeError as e:
+        return ("error", str(e))
+
+
+@settings(max_examples=300)
+@given(sst_infos, st.data())
+def test_table_checks_answer_as_one_unpack_per_field_did(info: t.SsTableInfo, data) -> None:
+    """check_table unpacks a vtable's fields at once; on valid and damaged tables alike it
+    accepts, refuses (naming the first bad field, and a vector element's index) and finds the
+    vtable exactly as the field-by-field loop did. The damage goes where the checks look: the
+    root table's vtable (its length, table length and field offsets)."""
+    raw = bytearray(fbcodec.encode_sst_info(info))
+    pos = struct.unpack_from("<I", raw, 0)[0]
+    vpos = pos - struct.unpack_from("<i", raw, pos)[0]
+    vlen = struct.unpack_from("<H", raw, vpos)[0]
+    for _ in range(data.draw(st.integers(0, 3))):
+        at = data.draw(st.integers(vpos, vpos + vlen - 1))
+        raw[at] = data.draw(st.sampled_from([0, 1, 2, 3, 4, 5, 8, 0x7F, 0xFF, raw[at] ^ 1]))
+    buf = bytes(raw)
+    where = data.draw(st.sampled_from([pos, pos + 4, pos - 4, len(buf), 1]))
+    index = data.draw(st.sampled_from([None, 0, 3]))
+    name = "T" if index is None else f"T[{index}]"
+    assert _outcome(fbcodec.FbReader(buf).check_table, where, "T", index) == _outcome(_reference_check_table, buf,
+                                                                                      where, name)
+
+
+def test_every_bad_field_offset_of_a_vtable_is_refused_by_name() -> None:
+    """Each field offset of a real table set to 1, 2, 3 (inside the vtable offset), the table's
+    length or more: refused, naming that field (and the element index); 0 (absent) and 4 pass."""
+    raw = bytearray(fbcodec.encode_sst_info(t.SsTableInfo(first_entry=b"a", last_entry=b"z", index_offset=7)))
+    pos = struct.unpack_from("<I", raw, 0)[0]
+    vpos = pos - struct.unpack_from("<i", raw, pos)[0]
+    vlen, tlen = struct.unpack_from("<HH", raw, vpos)
+    assert (vlen - 4) // 2 >= 3
+    for i in range((vlen - 4) // 2):
+        for value in (0, 1, 2, 3, 4, tlen - 1, tlen, tlen + 1, 0xFFFF):
+            buf = bytearray(raw)
+            struct.pack_into("<H", buf, vpos + 4 + 2 * i, value)
+            got = _outcome(fbcodec.FbReader(bytes(buf)).check_table, pos, "T", 5)
+            assert got == _outcome(_reference_check_table, bytes(buf), pos, "T[5]"), (i, value)
+            if 0 < value < 4 or value >= tlen:
+                assert got == ("error", f"T[5]: field {i} offset {value} outside its table"), (i, value)
+            else:
+                assert got == (vpos, vlen)
