@@ -19,6 +19,8 @@ FIRST_DETECTION = {
     "union-seq-not-max": 0,
     "union-external-dbs-not-merged": 1,
     "union-releases-source-checkpoint-early": 0,
+    # the clone of a union whose shards were taken at two checkpoints of src/ (seeds 3, 7 of 0..7)
+    "clone-shares-final-checkpoint": 3,
 }
 
 

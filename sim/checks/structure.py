@@ -60,5 +60,12 @@ async def references_resolve(bucket: MemoryBucket, name: str, now_ms: int) -> No
         i for i in _ALL if i not in ("CLONE-2", "GC-4")))
 
 
+async def final_checkpoints_pin(bucket: MemoryBucket, name: str, now_ms: int) -> None:
+    """CLONE-1: the final checkpoint of every ``external_dbs`` entry of ``name``'s latest manifest
+    exists on its database and pins a manifest that lists every SST the entry reads. Raises
+    ``AssertionError`` naming it."""
+    await check_world(bucket, [name], now_ms, allow=frozenset(i for i in _ALL if i != "CLONE-1"))
+
+
 _ALL = ("DESTROY-4", "GC-2", "GC-4", "CKPT-2", "CKPT-3", "FENCE-1", "READ-2", "BOUNDARY-1", "BOUNDARY-4", "FENCE-4",
         "CFENCE-3", "DUR-2", "COMPACT-1", "COMPACT-4", "GC-3", "CLONE-1", "CLONE-2", "PROJ-5", "PROJ-6")

@@ -265,6 +265,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "cannot be made from them and the new database never initializes",
         _PROJ_CLASS, "RFC 000 Clones (final checkpoint from the source checkpoint); projection-union.md steps C6-C7",
         "slatedb/projection/create.py _Job.run", "rescale", ("CLONE-1",), 4),
+    Bug(switches.CLONE_SHARES_FINAL_CHECKPOINT, "a clone gives every external entry one final checkpoint id "
+        "(upstream's rule), also to an entry whose database an earlier entry already names (a union of shards taken "
+        "at different checkpoints of one database): the one checkpoint pins the first entry's manifest, and the "
+        "other entry's SSTs are pinned by nothing of the clone's once its parent detaches",
+        _GC_CLASS, "RFC 000 Clones (final checkpoint from the entry's source checkpoint); clone.md step 4, CLONE-1",
+        "slatedb/clone/ops.py _clone_manifest", "rescale", ("CLONE-1",), 24),
     Bug(switches.SOFT_DESTROY_NO_FENCE, "a soft destroy bumps the writer epoch but does not fence the WAL: a live "
         "writer goes on creating WAL objects after the destroy's mark until it polls the manifest",
         _WAL_CLASS, "RFC 000 Deleting a Database (soft, step 1: fence any active writer); destroy.md step 1",

@@ -57,7 +57,7 @@ from slatedb.projection.ranges import effective_bounds
 from slatedb.reader.aio import DbReader
 
 from sim.checks.manifest import manifest_checks
-from sim.checks.structure import check_world, references_resolve
+from sim.checks.structure import check_world, final_checkpoints_pin, references_resolve
 from sim.scenarios.gc_world import World, fault_counts
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
@@ -67,7 +67,7 @@ from sim.world.runtime import SIM_EPOCH_MS
 VIRTUAL_LIMIT_S = 4 * 3600
 N_KEYS = 48
 KEYS = [b"k%03d" % i for i in range(N_KEYS)]
-SRC, MERGED = "memory://sim/src", "memory://sim/merged"
+SRC, MERGED, CLONED = "memory://sim/src", "memory://sim/merged", "memory://sim/cloned"
 
 
 def shard_url(i: int) -> str:
@@ -91,10 +91,18 @@ class Rescale:
         self.checkpoint: uuid.UUID | None = None
         self.snapshot: dict[bytes, bytes] = {}
         self.checkpoint_ready = trio.Event()
+        # In some seeds the writer takes a second checkpoint later; some shards are then taken
+        # there, and a clone of the union follows (the union lists two entries for src/).
+        self.second: uuid.UUID | None = None
+        self.second_snapshot: dict[bytes, bytes] = {}
+        self.second_done = trio.Event()  # set once the writer took it, or finished without it
+        self.two_checkpoints = False
+        self.shard_checkpoints: list[int] = []  # per shard: 1 or 2
         self.ranges: list[KeyRange] = []
         self.expected: list[dict[bytes, bytes]] = []
         self.restarts = 0
         self.outcome = ""
+        self.clone_entries = -1  # the clone of the union: entries repeating a database (-1: no clone)
 
 
 def _manifest(world: World, root: str, manifest_id: int | None = None):
@@ -127,6 +135,9 @@ async def _writer(world: World, rs: Rescale) -> None:
     rng = world.choices.stream("workload", "w")
     n_ops = rng.randint(60, 160)
     at = rng.randint(20, n_ops - 10)
+    at2 = None  # the second checkpoint's op, in its own stream (the other seeds keep their traces)
+    if rs.two_checkpoints:
+        at2 = world.choices.stream("workload", "w", "second").randint(at + 3, n_ops - 1)
     async with aio.Db.open(SRC, world.settings_map, store=store, runtime=rt) as db:
         for i in range(n_ops):
             with rng.span("op"):  # one operation's draws: the shrinker may delete it whole
@@ -145,8 +156,16 @@ async def _writer(world: World, rs: Rescale) -> None:
                                                                                        name="rescale"))
                 rs.checkpoint, rs.snapshot = res.id, dict(rs.model)
                 rs.checkpoint_ready.set()
+            elif i == at2:
+                await wh.wait_durable()
+                await db.flush(wal=False)
+                res = await db.create_checkpoint(CheckpointScope.ALL, CheckpointOptions(lifetime_s=4 * 3600,
+                                                                                       name="rescale2"))
+                rs.second, rs.second_snapshot = res.id, dict(rs.model)
+                rs.second_done.set()
             elif boolean(rng, 0.3):
                 await rt.sleep(rng.uniform(0, 0.3))
+    rs.second_done.set()
     if not rs.checkpoint_ready.is_set():  # pragma: no cover - at < n_ops
         raise AssertionError("the writer took no checkpoint")
 
@@ -178,9 +197,9 @@ async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: li
     raise Violation("CLONE-1", f"{who}: {dest} not finished after 6 attempts")
 
 
-def _check_proj2(world: World, rs: Rescale, i: int) -> None:
+def _check_proj2(world: World, rs: Rescale, i: int, checkpoint: uuid.UUID) -> None:
     src_latest = _manifest(world, "src")
-    cp = find_checkpoint(src_latest, rs.checkpoint) if src_latest is not None else None
+    cp = find_checkpoint(src_latest, checkpoint) if src_latest is not None else None
     if cp is None:
         return  # the checkpoint went away (cannot happen: 4 h lifetime) -- nothing to compare
     base = _manifest(world, "src", cp.manifest_id)
@@ -205,13 +224,22 @@ async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
     cuts = sorted(rng.sample(KEYS[1:], n - 1))
     edges = [None, *cuts, None]
     rs.ranges = [KeyRange(a, b) for a, b in zip(edges, edges[1:])]
+    which = world.choices.stream("workload", "rs", "second")
     for i, r in enumerate(rs.ranges):
-        if not await _resumable(world, rs, "rs", shard_url(i), [(SRC, rs.checkpoint, r)]):
+        # Shards at different checkpoints of src/ (RFC 000 allows any checkpoint per source): the
+        # union then lists two entries for src/, and its clone one final checkpoint for each.
+        second = rs.two_checkpoints and (i == len(rs.ranges) - 1 or (i > 0 and boolean(which, 0.5)))
+        if second:
+            await rs.second_done.wait()
+            second = rs.second is not None
+        cp, snapshot = (rs.second, rs.second_snapshot) if second else (rs.checkpoint, rs.snapshot)
+        rs.shard_checkpoints.append(2 if second else 1)
+        if not await _resumable(world, rs, "rs", shard_url(i), [(SRC, cp, r)]):
             rs.outcome = "refused-wal"
             shards_done.set()
             return
-        _check_proj2(world, rs, i)
-        want = {k: v for k, v in rs.snapshot.items() if r.contains(k)}
+        _check_proj2(world, rs, i, cp)
+        want = {k: v for k, v in snapshot.items() if r.contains(k)}
         got = await _read_all(world, f"rd{i}", shard_url(i))
         if got != want:
             raise Violation("PROJ-1", f"shard{i} {r} reads {len(got)} rows, the checkpoint holds {len(want)} there"
@@ -267,10 +295,20 @@ async def _check_refs(world: World, root: str) -> None:
         raise Violation("CLONE-2", str(e)) from None
 
 
+def _exists(world: World, root: str):
+    async def wait() -> None:
+        while _manifest(world, root) is None or not _manifest(world, root).initialized:
+            await trio.sleep(1.0)
+    return wait
+
+
 def _build(setup: Setup) -> World:
     world = World(setup.seed, setup.choices, setup.faults, setup.trace, setup.bucket, setup.bugs)
     world.rs = Rescale()
     world.rng_main = setup.choices.stream("workload", "main")
+    world.rs.two_checkpoints = boolean(setup.choices.stream("workload", "two-checkpoints"), 0.5)
+    if world.rs.two_checkpoints:  # recorded only when drawn: the other seeds keep their traces
+        setup.trace.record("world", "two-checkpoints")
     setup.trace.record("world", "settings", crash_rate=world.crash_rate, pause_rate=world.pause_rate)
     return world
 
@@ -282,12 +320,8 @@ async def _processes(world: World, background: trio.Nursery | None) -> None:
     rs, rng = world.rs, world.rng_main
     shards_done = trio.Event()
 
-    def exists(root: str):
-        async def wait() -> None:
-            while _manifest(world, root) is None or not _manifest(world, root).initialized:
-                await trio.sleep(1.0)
-        return wait
-
+    exists = lambda root: _exists(world, root)  # noqa: E731
+    world.bg = background
     background.start_soon(_gc, world, "gsrc", SRC, exists("src"))
     background.start_soon(_gc, world, "gm", MERGED, exists("merged"))
     for i in range(4):
@@ -330,19 +364,48 @@ async def _union(world: World, rs: Rescale) -> None:
         if await db.get(key) != b"after-union":
             raise Violation("PROJ-3", f"a write of {key!r} after the union is shadowed by an older row")
     want[key] = b"after-union"
+    cloned = rs.two_checkpoints and await _clone_of_union(world, rs, want)
     # GC rounds everywhere, faults healed, then every reference still resolves.
     world.heal()
     await trio.sleep(60)
-    for root in ["merged"] + [f"shard{i}" for i in range(len(rs.ranges))]:
+    for root in ["merged"] + [f"shard{i}" for i in range(len(rs.ranges))] + (["cloned"] if cloned else []):
         await _check_refs(world, root)
     got = await _read_all(world, "ur2", MERGED)
     if got != want:
         raise Violation("READ-3", f"after GC rounds the union reads {len(got)} rows, {len(want)} expected")
+    if cloned:
+        got = await _read_all(world, "clr2", CLONED)
+        if got != want:
+            raise Violation("READ-3", f"after GC rounds the clone of the union reads {len(got)} rows, {len(want)} "
+                                      "expected")
+
+
+async def _clone_of_union(world: World, rs: Rescale, want: dict[bytes, bytes]) -> bool:
+    """A clone of the union (``cl``, crashing and re-running like the others), GC on it; in the
+    seeds whose shards were taken at two checkpoints of src/ the union lists an entry for each,
+    and the clone needs a final checkpoint on src/ for each (clone.md step 4; probe
+    ``clone.repeated-database``). CLONE-1 right after (``slatedb check``'s rule: every entry's
+    final checkpoint pins a manifest listing the entry's SSTs), then the clone reads exactly the
+    union's state (PROJ-4: each shard's model at its checkpoint, the shard writes, the write
+    after the union). False: refused (the union still had WAL rows)."""
+    world.bg.start_soon(_gc, world, "gcl", CLONED, _exists(world, "cloned"))
+    if not await _resumable(world, rs, "cl", CLONED, [(MERGED, None, None)]):
+        rs.outcome = "clone-refused-wal"
+        return False
+    m = _manifest(world, "cloned")
+    await final_checkpoints_pin(world.bucket, "cloned", SIM_EPOCH_MS + int(trio.current_time() * 1000))
+    paths = [e.path for e in m.external_dbs]
+    rs.clone_entries = len(paths) - len(set(paths))  # entries naming a database an earlier one names
+    got = await _read_all(world, "clr", CLONED)
+    if got != want:
+        raise Violation("PROJ-4", f"the clone of the union reads {len(got)} rows, the union holds {len(want)} "
+                                  f"(differing {sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))[:4]})")
+    return True
 
 
 async def _final(world: World) -> None:
     """slatedb check on every database of the world (sim/checks/structure.py)."""
-    await check_world(world.bucket, ["src", "merged"] + [f"shard{i}" for i in range(4)],
+    await check_world(world.bucket, ["src", "merged", "cloned"] + [f"shard{i}" for i in range(4)],
                       SIM_EPOCH_MS + int(trio.current_time() * 1000))
 
 
@@ -353,9 +416,10 @@ def _after(result: WorldResult, _world: World | None) -> WorldResult:
 SCENARIO = Scenario(
     "rescale", _build, _processes, virtual_limit_s=VIRTUAL_LIMIT_S, final=_final,
     checkers=(Checker("manifest", manifest_checks),),
-    figures=lambda w: {"shards": len(w.rs.ranges), "outcome": w.rs.outcome or "merged", "restarts": w.rs.restarts},
+    figures=lambda w: {"shards": len(w.rs.ranges), "outcome": w.rs.outcome or "merged", "restarts": w.rs.restarts,
+                       "shard_checkpoints": tuple(w.rs.shard_checkpoints), "clone_entries": w.rs.clone_entries},
     fault_counts=lambda setup, _world: fault_counts(setup.trace), after=_after,
-    processes_declared=("w", "rescaler", "s<i>", "gsrc", "gm", "g<i>", "un", "mw"),
+    processes_declared=("w", "rescaler", "s<i>", "gsrc", "gm", "g<i>", "un", "mw", "cl", "gcl"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash", "pause"))
 
 

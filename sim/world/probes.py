@@ -105,6 +105,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
     P.UNION_RESUMED: ("rescale", (2,)),
+    P.CLONE_REPEATED_DATABASE: ("rescale", (3,)),
     P.TXN_VIEW_MOVED: ("txn", (0,)),
     P.TXN_CONFLICT_AFTER_VIEW_MOVED: ("txn", (0, 8)),
     P.RETRY_EXHAUSTED_ATTEMPTS: ("store-bounded", (0,)),

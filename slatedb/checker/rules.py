@@ -18,7 +18,7 @@ WAL objects and external databases, the stores) and yields :class:`Finding` valu
 | COMPACT-4 | ids unique; sorted runs' views in key order and non-overlapping; (deep) rows in (key asc, seq desc) inside each compacted SST, within its first/last entry |
 | GC-3 | outputs recorded by a Submitted/Running compaction exist |
 | COMPACT-1 | the latest ``.compactions`` decodes |
-| CLONE-1, CLONE-2, PROJ-5, PROJ-6 | every external database resolves, holds the final checkpoint (pinning an existing manifest) and every SST the entry lists; one entry per (path, source checkpoint); an SST listed under one path only |
+| CLONE-1, CLONE-2, PROJ-5, PROJ-6 | every external database resolves, holds the final checkpoint (pinning an existing manifest that lists every SST of the entry) and every SST the entry lists; one entry per (path, source checkpoint); an SST listed under one path only |
 """
 
 from __future__ import annotations
@@ -501,6 +501,20 @@ async def external_dbs(chk: ObjectChecker, now_s: int) -> list[Finding]:
             out.append(Finding("CLONE-1", f"{store.url}/{manifest_key(final.manifest_id)}",
                                f"pinned by the final checkpoint {final.id} of external database {e.path!r}, "
                                f"does not exist"))
+        else:
+            # The pinned manifest is the one the entry's source checkpoint pinned: it lists every
+            # SST the entry still reads (a checkpoint shared with another entry of the same
+            # database pins that entry's manifest instead, clone.md step 4).
+            try:
+                pinned = await read_manifest(store, final.manifest_id)
+            except (CorruptionError, ObjectNotFoundError):
+                continue  # deleted since the listing: the next check sees it
+            unpinned = sorted(set(e.sst_ids) - manifest_sst_ids(pinned))
+            if unpinned:
+                out.append(Finding("CLONE-1", f"{store.url}/{manifest_key(final.manifest_id)}",
+                                   f"pinned by the final checkpoint {final.id} of this database's external entry "
+                                   f"{e.path!r} (source checkpoint {e.source_checkpoint_id}), does not list "
+                                   f"{len(unpinned)} of the entry's {len(e.sst_ids)} SSTs (first {unpinned[0]})"))
     return out
 
 

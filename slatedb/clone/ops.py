@@ -55,7 +55,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.objstore.url import relative_db_path
 from slatedb.projection.ops import referenced_sst_ids
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 from slatedb.wal.writer import list_wal_ids, wal_key
 
 #: RFC 000: the ephemeral source checkpoint's lifetime, an upper bound for retrying a clone.
@@ -236,7 +236,11 @@ async def _clone_manifest(dbs: _Dbs, base: ManifestV2, source_id: uuid.UUID) -> 
         # One final checkpoint id for every entry (as upstream), except an entry whose database
         # an earlier entry already names (a union of shards taken at different checkpoints):
         # one checkpoint there could pin only one of their manifests (CLONE-1).
-        entry_final_id = final_id if path not in paths else rt.new_uuid()
+        entry_final_id = final_id
+        if path in paths:
+            rt.probe(probes.CLONE_REPEATED_DATABASE)
+            if switches.CLONE_SHARES_FINAL_CHECKPOINT not in rt.bugs:  # catalogued bug: upstream's one id
+                entry_final_id = rt.new_uuid()
         paths.add(path)
         external.append(ExternalDb(path=path, source_checkpoint_id=e.source_checkpoint_id,
                                    final_checkpoint_id=entry_final_id, sst_ids=e.sst_ids))

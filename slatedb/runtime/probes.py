@@ -239,6 +239,11 @@ READER_CHECKPOINT_GONE = _probe(
     "reader.checkpoint-gone",
     "a managed reader found its checkpoint removed (GC expired it) and established a new one",
     "reader.md re-establish, READ-4")
+CLONE_REPEATED_DATABASE = _probe(
+    "clone.repeated-database",
+    "a clone copied an external entry whose database an earlier entry already names (a union of "
+    "shards taken at different checkpoints of one database) and gave it its own final checkpoint",
+    "clone.md step 4, CLONE-1")
 UNION_RESUMED = _probe(
     "union.resumed",
     "a projection or union found half done (its manifest written, not initialized) was resumed",

@@ -40,6 +40,7 @@ TRACKER_FORGETS = "tracker-forgets"
 READER_IGNORES_NEW_SSTS = "reader-ignores-new-ssts"
 GC_DETACH_LATEST_ONLY = "gc-detach-latest-only"
 CLONE_COPIES_ALL_WAL = "clone-copies-all-wal"
+CLONE_SHARES_FINAL_CHECKPOINT = "clone-shares-final-checkpoint"
 # projection and union (RFC 000)
 PROJECTION_WIDENS_VIEW = "projection-widens-view"
 UNION_SEQ_NOT_MAX = "union-seq-not-max"
