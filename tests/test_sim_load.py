@@ -142,6 +142,21 @@ def test_attempts_that_ignore_the_load_end_are_caught_by_load_10() -> None:
     assert "shard database(s) no manifest names are left" in result.violations[0]
 
 
+def test_a_plain_and_a_sharded_load_race_one_writer() -> None:
+    """Seed 152 (a mixed world: 40% of the sharded seeds): the sharded load's union creates the
+    database (a losing speculative attempt still staging after it deletes its own shard), the
+    plain load begins on the union's manifest and commits over the union's rows, fencing the
+    writer that had opened it meanwhile; both loads and the writer are judged
+    in one history (LOAD-1/4/5/6/7, DUR-1) and LOAD-10 holds for both. Its losing speculative
+    attempt, staging on after the commit, is what ``stage-ignores-load-end`` leaves behind."""
+    result = load_scenario.run_load_workload(152)
+    assert result.ok, result.violations
+    assert result.figures["outcomes"] == "l1=committed s1=committed" and result.acked > 0
+    bad = load_scenario.run_load_workload(152, bugs=frozenset({"stage-ignores-load-end"}))
+    assert not bad.ok and catalogue.fired(bad) == "LOAD-10", bad.violations
+    assert bad.violations[0].startswith("LOAD-10: s1 ended (committed)"), bad.violations
+
+
 def test_the_leftover_oracle_on_made_up_buckets() -> None:
     """LOAD-10's branches: a marker or intent left, a staged SST left unreferenced, a shard no
     manifest names; nothing is judged of a load whose end did not run (a dead driver's)."""

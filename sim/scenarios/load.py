@@ -17,7 +17,10 @@ its faults:
 * one load in five is an overwrite: its commit drops every older row and the WAL below its fence.
 * in 30% of the seeds a **sharded load** ``s1`` (the union route) races the writer for the URL
   instead (``sim/scenarios/load_sharded.py``), and LOAD-10 is checked at the end for every load
-  whose end ran (``sim/checks/load_leftovers.py``).
+  whose end ran (``sim/checks/load_leftovers.py``); in 40% of those a plain load ``l1`` races
+  them both: whichever of the writer, the plain load's commit (LOAD-11: no database when it
+  began) and the sharded load's union creates the database first, the others must refuse or go
+  on over it, and the oracle judges both loads and the writer in one history.
 
 Meanwhile the **writer** ``w`` (a ``slatedb.aio.Db``; small memtables, so it flushes L0 while the
 load runs) has clients putting unique values on keys the loads also write, each put waiting for
@@ -46,7 +49,8 @@ from sim.checks.load import CleanupChecks, Load, Write, check, collect
 from sim.checks.load_leftovers import leftovers
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.writer import WriterChecks
-from sim.scenarios.load_sharded import WorldStore, sharded_driver
+from sim.scenarios.load_sharded import sharded_driver
+from sim.scenarios.load_tasks import WorldStore, operator_abort, partition_draws, process_io, run_attempt, take
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, crashable
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -84,6 +88,7 @@ class World:
     healed: bool = False
     loads_done: bool = False
     writer_delay_s: float = 0.0  # sharded seeds: the writer opens the URL this late (the race for it)
+    plain_delay_s: float = 0.0  # mixed seeds: the plain load begins this much later than it would
     background: Any = None  # a nursery for task attempts that outlive their partition (sharded stragglers)
     #: ``memory://sim`` is this world's bucket (a sharded load's shards are URLs under it), never
     #: the process-wide registry's.
@@ -113,13 +118,17 @@ def _build(setup: Setup) -> World:
     shape = setup.choices.stream("shape")
     loads = [Load("l1")] + ([Load("l2")] if boolean(rng, 0.4) else [])
     sharded = setup.choices.stream("sharded")  # its own stream: the other draws stay as they were
-    writer_delay_s = 0.0
+    writer_delay_s = plain_delay_s = 0.0
     if boolean(sharded, 0.3):  # a sharded load races the writer for the URL (sim/scenarios/load_sharded.py)
         loads, writer_delay_s = [Load("s1", sharded=True)], sharded.uniform(0.0, 2.0)
+        mixed = setup.choices.stream("sharded-mixed")  # its own stream: the other sharded seeds stay as they were
+        if boolean(mixed, 0.4):  # and a plain load races them both, beginning up to 4 s later than usual
+            loads, plain_delay_s = [Load("l1"), *loads], mixed.uniform(0.0, 4.0)
     world = World(setup, faults, settings, clients=shape.count(1, 3), ops=shape.count(2, 30),
                   after=shape.count(0, 3),
                   think_s=rng.choice([0.01, 0.05, 0.15]), writer_crash=boolean(rng, 0.3),
-                  reopen_s=rng.choice([0.1, 1.0, 3.0]), loads=loads, writer_delay_s=writer_delay_s)
+                  reopen_s=rng.choice([0.1, 1.0, 3.0]), loads=loads, writer_delay_s=writer_delay_s,
+                  plain_delay_s=plain_delay_s)
     world.registry.adopt("sim", setup.bucket)
     setup.trace.record("world", "config", faults=repr(faults), settings=repr(settings), loads=len(loads),
                        clients=world.clients, ops=world.ops)
@@ -167,8 +176,7 @@ async def _writer(world: World) -> None:
     while any(left[c] and (after[c] or not world.loads_done) for c in left) and incarnation < 8 + uninitialized:
         incarnation += 1
         name = "w" if incarnation == 1 else f"w.{incarnation}"
-        rt = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
-        store = _store(world, name, rt)
+        rt, store = process_io(world, name, _store)
         rng = setup.choices.stream("writer", name)
         crash = Crash(rng.uniform(0.05, 1.5)) if crash_left and boolean(rng, 0.5) else None
         crash_left = crash_left and crash is None
@@ -217,18 +225,28 @@ async def _client(world: World, db: Any, rt: SimRuntime, name: str, c: int, left
 async def _driver(world: World, load: Load, index: int) -> None:
     setup = world.setup
     rng = setup.choices.stream("driver", load.name)
-    start_s = rng.uniform(0.05, 0.6) + index * rng.uniform(0.0, 1.0)
+    start_s = rng.uniform(0.05, 0.6) + index * rng.uniform(0.0, 1.0) + world.plain_delay_s
     partitions = rng.randint(1, 3)
     wait_s = rng.uniform(0.0, rng.choice([0.8, 3.0]))  # a long wait lets a load planned later commit first
     crash = Crash(rng.uniform(0.05, 1.5)) if boolean(rng, 0.25) else None
     abort = boolean(rng, 0.6)
     load.overwrite = boolean(rng, 0.2)
     await trio.sleep(start_s)
-    rt = SimRuntime(load.name, setup.choices, setup.trace, bugs=setup.bugs)
-    store = _store(world, load.name, rt)
+    rt, store = process_io(world, load.name, _store)
 
     async def body() -> str:
-        plan = await begin_load(store, rt, overwrite=load.overwrite)
+        for tries in range(20):
+            try:
+                plan = await begin_load(store, rt, overwrite=load.overwrite)
+                break
+            except InvalidDbStateError as e:
+                # A sharded load's union is being made (mixed seeds): wait for it as the writer does.
+                if "not initialized" not in str(e) or not any(ld.sharded for ld in world.loads):
+                    raise
+                if tries == 19:
+                    load.outcome, load.why = "refused", str(e)
+                    return load.outcome
+                await trio.sleep(0.5)
         load.seq, load.load_id = plan.seq, plan.load_id
         keys = sorted(k for k in LOAD_KEYS if boolean(rng, 0.7)) or [LOAD_KEYS[0]]
         parts = [keys[i::partitions] for i in range(partitions)]
@@ -257,42 +275,22 @@ async def _driver(world: World, load: Load, index: int) -> None:
         if load.outcome == "committing":
             load.outcome = "crashed"  # it may have committed: the manifests say
         if load.load_id is not None and abort:
-            name = f"{load.name}.abort"
-            art = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
-            astore = _store(world, name, art)
-            await trio.sleep(rng.uniform(0.0, 0.5))
-            await cleanup_load(astore, art, load.load_id)
-            load.ended = True
+            await operator_abort(world, load, rng, _store, lambda s, r: cleanup_load(s, r, load.load_id))
 
 
 async def _partition(world: World, load: Load, plan: Any, p: int, keys: list, results: list, rows: dict) -> None:
     """One partition: its attempts (a first one may be killed part-way and retried, or a
     speculative second one run beside it); the result of one of them goes to the commit."""
-    setup = world.setup
-    rng = setup.choices.stream("task", f"{load.name}.p{p}")
-    shape = rng.choice(["one", "one", "killed", "speculative"])
-    deletes = {k for k in keys if boolean(rng, 0.15)}
+    rng, shape, deletes = partition_draws(world, load, p, keys, ["one", "one", "killed", "speculative"])
 
-    def values(attempt: int) -> list:
-        return [None if k in deletes else b"%s.p%d.a%d:%s" % (load.name.encode(), p, attempt, k) for k in keys]
+    async def stage(store: Any, rt: SimRuntime, a: int, vals: list) -> Any:
+        res = await stage_sorted(store, rt, plan, p, a, keys, vals, sst_options=SMALL_SST, sst_size_bytes=200)
+        load.staged_ids.update(s.sst_id for s in res.ssts)
+        load.staged_infos.update(s.info for s in res.ssts)
+        return res
 
     async def attempt(a: int, kill_s: float | None) -> Any:
-        name = f"{load.name}.p{p}.a{a}"
-        rt = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
-        store = _store(world, name, rt)
-        vals = values(a)
-        load.attempt_values.update(v for v in vals if v is not None)
-        out: list = []
-
-        async def body() -> str:
-            res = await stage_sorted(store, rt, plan, p, a, keys, vals, sst_options=SMALL_SST, sst_size_bytes=200)
-            load.staged_ids.update(s.sst_id for s in res.ssts)
-            load.staged_infos.update(s.info for s in res.ssts)
-            out.append(res)
-            return "staged"
-
-        got = await crashable(world, name, store, Crash(kill_s) if kill_s is not None else None, body)
-        return (out[0], vals) if got == "staged" else None
+        return await run_attempt(world, load, p, a, keys, deletes, kill_s, _store, stage)
 
     picked = None
     if shape == "speculative":
@@ -309,10 +307,7 @@ async def _partition(world: World, load: Load, plan: Any, p: int, keys: list, re
         picked = await attempt(0, rng.uniform(0.0, 0.05) if shape == "killed" else None)
         if picked is None:
             picked = await attempt(1, None)
-    if picked is not None:
-        res, vals = picked
-        results[p] = res
-        rows.update(zip(keys, vals))
+    take(picked, p, keys, results, rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +343,8 @@ def _figures(w: World) -> dict:
             "loads": len(w.loads), "committed": sum(1 for ld in w.loads if ld.outcome == "committed"),
             "refused": sum(1 for ld in w.loads if ld.outcome == "refused"),
             "crashed": sum(1 for ld in w.loads if ld.outcome == "crashed"),
-            "sharded": sum(1 for ld in w.loads if ld.sharded)}
+            "sharded": sum(1 for ld in w.loads if ld.sharded),
+            "outcomes": " ".join(f"{ld.name}={ld.outcome}" for ld in w.loads)}
 
 
 SCENARIO = Scenario(

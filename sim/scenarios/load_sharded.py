@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import trio
 
 from slatedb.format.manifest import decode_manifest_v2
@@ -33,46 +32,11 @@ from slatedb.spark.load import LoadEndedError, LoadRefusedError
 from slatedb.spark.sharded import abort_sharded, begin_sharded, collect_shards, commit_sharded, stage_shard
 
 from sim.checks.load import Load
+from sim.scenarios.load_tasks import WorldStore, operator_abort, partition_draws, process_io, run_attempt, take
 from sim.world.choices import boolean
 from sim.world.engine import Crash, crashable
-from sim.world.rooted import RootedStore
-from sim.world.runtime import SimRuntime
-from sim.world.store import SimObjectStore
 
-
-class WorldStore(SimObjectStore):
-    """A ``load`` world process's store of ``memory://sim``; ``open_url`` (a sharded load's shard,
-    ``memory://sim/shards/...``) stays in the world's bucket with the same faults, its trace keys
-    carrying the shard's root (:class:`sim.world.rooted.RootedStore`), never in the process-wide
-    memory registry."""
-
-    def __init__(self, world: Any, inner: Any, rt: SimRuntime, process: str) -> None:
-        setup = world.setup
-        super().__init__(inner, setup.choices.stream("store", process), setup.trace, process=process,
-                         faults=world.faults)
-        self._roots = _Roots(setup.bucket, setup.choices, setup.trace, world.faults, rt.now_ms)
-
-    def open_url(self, url: str) -> Any:
-        return RootedStore(self._roots, self.process, url)
-
-
-@attrs.define
-class _Roots:
-    """What :class:`sim.world.rooted.RootedStore` needs of a world."""
-
-    bucket: Any
-    choices: Any
-    trace: Any
-    faults: Any
-    clock: Any
-    healed: bool = False
-    stores: list = attrs.Factory(list)
-
-    def clock_of(self, _process: str) -> Any:
-        return self.clock
-
-    def store(self, process: str, url: str) -> Any:
-        return RootedStore(self, process, url)
+__all__ = ["WorldStore", "sharded_driver"]
 
 
 async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes, ...], sst_options: Any) -> None:
@@ -84,8 +48,7 @@ async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes
     wait_s = rng.uniform(0.0, 0.8)
     crash = Crash(rng.uniform(0.05, 1.5)) if boolean(rng, 0.2) else None
     abort = boolean(rng, 0.6)
-    rt = SimRuntime(load.name, setup.choices, setup.trace, bugs=setup.bugs)
-    store = store_of(world, load.name, rt)
+    rt, store = process_io(world, load.name, store_of)
     plan_box: list = []
     load.sharded = True
 
@@ -130,45 +93,26 @@ async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes
             load.outcome = "crashed"  # it may have committed: the manifests say
         if plan_box and abort:
             load.aborted = True
-            name = f"{load.name}.abort"
-            art = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
-            await trio.sleep(rng.uniform(0.0, 0.5))
-            await abort_sharded(store_of(world, name, art), art, plan_box[0])
-            load.ended = True
+            await operator_abort(world, load, rng, store_of, lambda s, r: abort_sharded(s, r, plan_box[0]))
 
 
 async def _partition(world: Any, load: Load, plan: Any, p: int, keys: list, results: list, rows: dict,
                      store_of, sst_options: Any) -> None:
     """One partition: one attempt, a killed one and its retry, or two speculative ones of which
     the first to finish is taken (the other runs on in the world's nursery)."""
-    setup = world.setup
-    rng = setup.choices.stream("task", f"{load.name}.p{p}")
-    shape = rng.choice(["one", "killed", "speculative", "speculative"])
-    deletes = {k for k in keys if boolean(rng, 0.15)}
+    rng, shape, deletes = partition_draws(world, load, p, keys, ["one", "killed", "speculative", "speculative"])
 
-    def values(attempt: int) -> list:
-        return [None if k in deletes else b"%s.p%d.a%d:%s" % (load.name.encode(), p, attempt, k) for k in keys]
+    async def stage(store: Any, rt: Any, a: int, vals: list) -> Any:
+        try:
+            res = await stage_shard(store, rt, plan, p, a, keys, vals, sst_options=sst_options, sst_size_bytes=200)
+        except LoadEndedError:
+            return None  # LOAD-10: it found the load over and deleted its shard
+        _note_shard(world, load, res)
+        return res
 
     async def attempt(a: int, kill_s: float | None, delay_s: float = 0.0) -> Any:
         await trio.sleep(delay_s)
-        name = f"{load.name}.p{p}.a{a}"
-        rt = SimRuntime(name, setup.choices, setup.trace, bugs=setup.bugs)
-        store = store_of(world, name, rt)
-        vals = values(a)
-        load.attempt_values.update(v for v in vals if v is not None)
-        out: list = []
-
-        async def body() -> str:
-            try:
-                res = await stage_shard(store, rt, plan, p, a, keys, vals, sst_options=sst_options, sst_size_bytes=200)
-            except LoadEndedError:
-                return "ended"  # LOAD-10: it found the load over and deleted its shard
-            out.append(res)
-            _note_shard(world, load, res)
-            return "staged"
-
-        got = await crashable(world, name, store, Crash(kill_s) if kill_s is not None else None, body)
-        return (out[0], vals) if got == "staged" else None
+        return await run_attempt(world, load, p, a, keys, deletes, kill_s, store_of, stage)
 
     picked = None
     if shape == "speculative":
@@ -189,10 +133,7 @@ async def _partition(world: Any, load: Load, plan: Any, p: int, keys: list, resu
         picked = await attempt(0, rng.uniform(0.0, 0.05) if shape == "killed" else None)
         if picked is None:
             picked = await attempt(1, None)
-    if picked is not None:
-        res, vals = picked
-        results[p] = res
-        rows.update(zip(keys, vals))
+    take(picked, p, keys, results, rows)
 
 
 def _note_shard(world: Any, load: Load, res: Any) -> None:
