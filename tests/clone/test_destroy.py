@@ -123,8 +123,13 @@ def test_hard_destroy_of_a_clone_releases_its_final_checkpoint(url: str) -> None
     with pytest.raises(InvalidDeletionError):
         hard(url)  # the parent: the clone's final checkpoint is active
     # The ephemeral source checkpoint (300 s) would block a hard destroy of the parent; not of the clone.
-    hard(child)
+    rt = Recorder()
+    trio.run(lambda: destroy(store(child), rt, soft=False))
     assert keys_under(child) == []
+    steps = [s["destroy_step"] for s in rt.steps()]
+    assert "release" in steps and steps[-1] == "deleted", steps
+    assert len([s for s in rt.steps() if s["destroy_step"] == "release"]) == 1  # the parent's final checkpoint
+    assert all(s["soft"] is False for s in rt.steps()), rt.steps()  # every step of a hard destroy says so
     finals = [c for c in latest(url).manifest.checkpoints
               if c.checkpoint_expire_time_s == 0 and not isinstance(c.metadata, WriterCheckpoint)]
     assert finals == []
