@@ -320,12 +320,19 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
 
     async def _release_writer_checkpoint(self) -> None:
         """writer.md step 12: a clean close leaves no writer checkpoint behind (an engine that
-        opens the database next may never remove it; spec "Checkpoints across engines")."""
+        opens the database next may never remove it; spec "Checkpoints across engines").
+        Usually the close's last L0 flush already dropped it (``AddL0`` with
+        ``release_writer_checkpoint``): applied to the manifest that flush committed, the edit
+        finds nothing to drop and writes nothing. A wrong guess (a compactor committed since)
+        costs a conflict and a re-read, as any commit's."""
         async with self._manifest_lock:
             if self._error is not None or self._stored is None:
                 return
-            committed = await self.manifests.commit(ReleaseWriterCheckpoint(WriterFence(self.epoch)))
+            committed = await self.manifests.commit(ReleaseWriterCheckpoint(WriterFence(self.epoch)),
+                                                    current=self._stored)
             self._stored = committed.stored
+            if committed.written:
+                self.stats["manifest_writes"] += 1
 
     def _release_memory(self) -> None:
         """Drop memtables, SST readers and cached blocks (``_lock`` held): a closed database

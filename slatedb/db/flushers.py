@@ -88,8 +88,8 @@ class Flushers:
         if not imms or self._error is not None:
             return None
         entry = imms[-1]  # oldest
-        if entry.last_wal_id is None:
-            return None
+        # Its cut may still be on its way to the WAL (``last_wal_id`` None): the flush encodes
+        # meanwhile and waits for it before writing anything (_flush_imm).
         if len(self._w.read_state.view.l0) >= self._l0_max_ssts and not (self._closing or self._force_l0):
             return None  # back-pressure: wait for a compactor to drain L0
         return entry
@@ -111,6 +111,8 @@ class Flushers:
                 cuts = w.take_wal()
                 self._kicked = False
                 self._recompute_thresholds()
+            if any(entry is not None for _, entry in cuts):
+                self._l0_wakeup.set()  # the L0 flusher encodes while the cuts go to the WAL
             assert self._wal is not None
             for rows, entry in cuts:
                 if rows:
@@ -160,13 +162,22 @@ class Flushers:
             self._force_l0 -= 1
 
     async def _flush_imm(self, entry: ImmEntry) -> None:
-        """Write the oldest frozen memtable as an L0 SST and commit it to the manifest."""
-        assert entry.last_wal_id is not None
+        """Write the oldest frozen memtable as an L0 SST and commit it to the manifest.
+
+        The encode starts as soon as the table is frozen, while the WAL object of its cut may
+        still be in flight (a close: the last WAL write and the L0 encode overlap); the SST is
+        written only once that WAL object landed (``last_wal_id`` set, writer.md step 9), so the
+        store sees the same order as before: WAL object, SST, manifest."""
         if self._error is not None:
             raise self._error
         metrics = self.runtime.metrics
         started = self.runtime.monotonic_s() if metrics is not None else 0.0
         encoded = await self._encode_l0(entry)
+        while entry.last_wal_id is None:  # its cut is not in the WAL yet: flush_wal wakes us
+            if self._error is not None:
+                raise self._error
+            await self._l0_wakeup.wait()
+            self._l0_wakeup = trio.Event()
         # Never below the newest L0 this writer knows, whatever its clock says: GC's ULID cutoff
         # protects the upload until it commits (slatedb/manifest/sst_ids.py; sim gc seed 86).
         sst_id = not_before(self.runtime.new_ulid(), newest_l0_ms(self._stored.manifest))
@@ -194,6 +205,7 @@ class Flushers:
                     legacy_id=switches.WRITER_CHECKPOINT_ORPHANED in self.runtime.bugs,  # catalogued bug
                     tracked=entry.mem.first_write,
                     forget_tracker=switches.TRACKER_FORGETS in self.runtime.bugs,  # catalogued bug
+                    release_writer_checkpoint=self._is_last_flush_of_close(entry),
                 )
                 try:
                     stored = (await self.manifests.commit(edit, current=self._stored)).stored
@@ -214,6 +226,16 @@ class Flushers:
                     self.store, encoded.layout(key), block_cache=self.cache, cache_id=str(sst_id)
                 )
                 await self._adopt(stored, flushed=entry)
+
+    def _is_last_flush_of_close(self, entry: ImmEntry) -> bool:
+        """writer.md step 12: closing (no write is taken any more), ``entry`` is the only frozen
+        memtable and nothing is left to freeze or to write to the WAL: its L0 commit is the
+        close's last manifest change, so it drops the writer checkpoint itself instead of
+        refreshing it (one manifest write at close, not two)."""
+        w = self._w
+        with w.lock:
+            return (self._closing and len(w.imms) == 1 and w.imms[0] is entry and w.memtable.is_empty
+                    and not w.wal_rows and not w.wal_cuts)
 
     async def _encode_l0(self, entry: ImmEntry):
         """The frozen memtable encoded as an SST, yielding to the loop every

@@ -119,7 +119,9 @@ class AddL0(Edit[None]):
     """An L0 flush (writer.md step 9): the SST, its view in front of L0, the replay point
     ``replay_after`` (the last WAL id of the flushed memtable), ``wal_id_last_seen`` raised to
     ``wal_last``, ``last_l0_seq`` to ``last_seq``, ``recent_snapshot_min_seq`` to the oldest of
-    that and ``snapshot_floor`` (open snapshots), and a refreshed writer checkpoint.
+    that and ``snapshot_floor`` (open snapshots), and a refreshed writer checkpoint -- or, with
+    ``release_writer_checkpoint`` (a close's last flush, writer.md step 12), no writer checkpoint:
+    the edit then also does what :class:`ReleaseWriterCheckpoint` does, in the same manifest.
 
     Already applied when the replay point and ``last_l0_seq`` are reached: only this writer moves
     them, one frozen memtable at a time, so reaching them means this flush is in (a compactor may
@@ -140,6 +142,9 @@ class AddL0(Edit[None]):
     tracked: tuple[int, int] | None = None
     #: Catalogued bug ``tracker-forgets``: the pair is recorded on an empty tracker (TRACK-2).
     forget_tracker: bool = False
+    #: A close's last L0 flush: drop every writer checkpoint (as :class:`ReleaseWriterCheckpoint`)
+    #: instead of refreshing ours, so that the close writes one manifest, not two.
+    release_writer_checkpoint: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
         return (m.replay_after_wal_id >= self.replay_after and m.last_l0_seq >= self.last_seq), None
@@ -147,7 +152,11 @@ class AddL0(Edit[None]):
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
         last_l0_seq = max(m.last_l0_seq, self.last_seq)
         snapshot_min = last_l0_seq if self.snapshot_floor is None else min(last_l0_seq, self.snapshot_floor)
-        cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms, self.legacy_id)
+        if self.release_writer_checkpoint:
+            checkpoints = without_writer_checkpoints(m)
+        else:
+            cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms, self.legacy_id)
+            checkpoints = replace_writer_checkpoint(m, cp)
         return Change(attrs.evolve(
             m,
             ssts=m.ssts + (self.sst,),
@@ -157,7 +166,7 @@ class AddL0(Edit[None]):
             last_l0_seq=last_l0_seq,
             last_l0_clock_tick=attempt.now_ms,
             recent_snapshot_min_seq=snapshot_min,
-            checkpoints=replace_writer_checkpoint(m, cp),
+            checkpoints=checkpoints,
             sequence_tracker=_tracked(m, self.tracked, attempt, self.forget_tracker),
         ), None)
 

@@ -78,3 +78,30 @@ def test_a_clean_close_releases_every_writer_checkpoint() -> None:
     out = apply_edit(m, ReleaseWriterCheckpoint(WriterFence(2)), Attempt(5, NOW_MS))
     assert out.manifest.checkpoints == (user,) == without_writer_checkpoints(m)
     assert apply_edit(out.manifest, ReleaseWriterCheckpoint(WriterFence(2)), Attempt(6, NOW_MS)).landed
+
+
+def test_a_close_s_last_l0_flush_drops_every_writer_checkpoint_in_its_own_commit() -> None:
+    """writer.md step 12: the close's ``AddL0`` releases instead of refreshing, so the close
+    writes one manifest; any other L0 flush refreshes ours and keeps the user's."""
+    from ulid import ULID
+
+    from slatedb.format.types import CompactedSsTableV2, SsTableInfo
+    from slatedb.manifest.edits import AddL0
+
+    user = Checkpoint(uuid.uuid4(), 2, 0, 1)
+    m = ManifestV2(initialized=True, writer_epoch=2,
+                   checkpoints=(writer_checkpoint(uuid.uuid4(), 3, 2, NOW_MS), user,
+                                _stripped(writer_checkpoint(uuid.uuid4(), 1, 1, NOW_MS))))
+    sst = CompactedSsTableV2(ULID(), SsTableInfo(first_entry=b"a"))
+
+    def add(release: bool) -> ManifestV2:
+        edit = AddL0(WriterFence(2), sst, replay_after=4, wal_last=4, last_seq=9, checkpoint_id=uuid.uuid4(),
+                     release_writer_checkpoint=release)
+        return apply_edit(m, edit, Attempt(5, NOW_MS)).manifest
+
+    closing, running = add(True), add(False)
+    assert closing.checkpoints == (user,) == without_writer_checkpoints(m)
+    assert [c.id for c in closing.l0] == [sst.id] and closing.replay_after_wal_id == 4 and closing.last_l0_seq == 9
+    assert [c for c in running.checkpoints if not is_writer_checkpoint(c)] == [user]
+    (mine,) = [c for c in running.checkpoints if is_writer_checkpoint(c)]
+    assert mine.metadata == WriterCheckpoint(2) and mine.manifest_id == 6

@@ -1,0 +1,68 @@
+"""What a clean close writes (writer.md step 12), counted at the object store: the WAL object of
+the last rows, their L0 SST, then **one** manifest -- the L0 flush's ``AddL0`` drops the writer
+checkpoint itself instead of refreshing it, so no second manifest follows to release it. A close
+with nothing left to flush still releases the checkpoint (one manifest). The database reopens
+with every row, in this engine and (tests/interop) in the official one."""
+
+from __future__ import annotations
+
+import slatedb
+from slatedb.manifest.checkpoints import is_writer_checkpoint
+from slatedb.objstore.memory import MemoryBucket, MemoryStore
+from slatedb.runtime.production import ProductionRuntime
+
+from .helpers import latest_manifest
+
+SETTINGS = {"compactor_options": None, "flush_interval": "1h", "manifest_poll_interval": "1h"}
+
+
+class RecordingStore(MemoryStore):
+    """A memory store that records the key of every put."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBucket(), ProductionRuntime().now_ms, url="memory://close")
+        self.puts: list[str] = []
+
+    async def put(self, key, data, mode=None):  # type: ignore[override]
+        self.puts.append(key)
+        return await (super().put(key, data) if mode is None else super().put(key, data, mode))
+
+
+def _open(store: RecordingStore) -> slatedb.Db:
+    return slatedb.Db.open("memory://close", settings=SETTINGS, store=store)
+
+
+def _writer_checkpoints(store: RecordingStore) -> list:
+    return [c for c in latest_manifest(store)[1].checkpoints if is_writer_checkpoint(c)]
+
+
+def test_close_after_writes_writes_one_manifest_after_the_wal_object_and_the_sst() -> None:
+    store = RecordingStore()
+    db = _open(store)
+    for i in range(500):
+        db.put(b"key%05d" % i, b"value%05d" % i)
+    assert _writer_checkpoints(store), "an open writer holds its checkpoint"
+    before_id, before = latest_manifest(store)
+    store.puts.clear()
+    db.close()
+    kinds = [key.split("/")[0] for key in store.puts]
+    assert kinds == ["wal", "compacted", "manifest"], store.puts
+    after_id, after = latest_manifest(store)
+    assert after_id == before_id + 1
+    assert len(after.l0) == len(before.l0) + 1 and after.last_l0_seq == 500
+    assert not _writer_checkpoints(store), "the close's L0 commit dropped the writer checkpoint"
+    with _open(store) as db:
+        assert [k for k, _ in db.scan()] == [b"key%05d" % i for i in range(500)]
+
+
+def test_close_with_nothing_to_flush_still_releases_the_writer_checkpoint() -> None:
+    store = RecordingStore()
+    db = _open(store)
+    db.put(b"k", b"v")
+    db.flush(wal=False)  # the row is in L0: the close has nothing to flush
+    store.puts.clear()
+    db.close()
+    assert [key.split("/")[0] for key in store.puts] == ["manifest"], store.puts
+    assert not _writer_checkpoints(store)
+    with _open(store) as db:
+        assert db.get(b"k") == b"v"
