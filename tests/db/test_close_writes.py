@@ -60,6 +60,7 @@ def test_close_with_nothing_to_flush_still_releases_the_writer_checkpoint() -> N
     db = _open(store)
     db.put(b"k", b"v")
     db.flush(wal=False)  # the row is in L0: the close has nothing to flush
+    assert _writer_checkpoints(store), "an L0 flush of a writer that is not closing refreshes its checkpoint"
     store.puts.clear()
     db.close()
     assert [key.split("/")[0] for key in store.puts] == ["manifest"], store.puts
