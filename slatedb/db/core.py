@@ -165,7 +165,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
                 ManifestV2(initialized=True, replay_after_wal_id=replay_after, wal_id_last_seen=replay_after), first_id)
         elif not latest.manifest.initialized:  # the state of the stored database, not an argument
             raise InvalidDbStateError(
-                f"database at {self.store.url} is not initialized (a clone that never finished opening)"
+                f"database at {self.store.url} is not initialized (a clone, projection or union still being made, or one that never finished)"
             )
 
         try:

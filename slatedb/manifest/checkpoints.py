@@ -139,7 +139,7 @@ def without_writer_checkpoints(m: ManifestV2) -> tuple[Checkpoint, ...]:
 def check_writable_state(m: ManifestV2, what: str) -> None:
     """RFC 000: checkpoints (and readers) need an initialized, not destroyed database."""
     if not m.initialized:
-        raise InvalidDbStateError(f"cannot {what}: the database is not initialized (a clone that never finished)")
+        raise InvalidDbStateError(f"cannot {what}: the database is not initialized (a clone, projection or union still being made, or one that never finished)")
     if m.destroyed_at_s:
         raise InvalidDbStateError(f"cannot {what}: the database was destroyed at {m.destroyed_at_s} s")
 

@@ -184,7 +184,7 @@ class ReaderCore(ReadPath):
         """Checkpoint mode: the manifest ``cid`` pins, and its WAL range."""
         latest = await self._latest("open a reader")
         if not latest.manifest.initialized:
-            raise InvalidDbStateError("cannot open a reader: the database is not initialized (a clone that never finished)")
+            raise InvalidDbStateError("cannot open a reader: the database is not initialized (a clone, projection or union still being made, or one that never finished)")
         cp = find_checkpoint(latest.manifest, cid)
         if cp is None:
             raise CheckpointNotFoundError(cid, f"the latest manifest ({latest.id}) of {self.store.url}")
