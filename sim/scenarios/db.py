@@ -2,18 +2,18 @@
 
 Three writer processes share one simulated object store (latency, transient errors, ambiguous
 outcomes, stalls -- a swarm mix per seed). In some seeds writers also crash at a random moment
-(wherever they are: mid-flush, mid-manifest-update; memory lost, requests on the wire still
-land) and restart. Writer ``w1`` writes, waiting for durability now and then; at random virtual
-times ``w2`` and then ``w3`` open the same database, each fencing its predecessor, and keep
-writing. Zombies keep trying until they learn they were fenced. Writers also delete now and then
-and read keys (mostly ones they just wrote).
+(wherever they are: mid-flush, mid-manifest-update; memory lost, requests on the wire still land)
+and restart. Writer ``w1`` writes, waiting for durability now and then; at random virtual times
+``w2`` and then ``w3`` open the same database, each fencing its predecessor, and keep writing.
+Zombies keep trying until they learn they were fenced. Writers also delete now and then and read
+keys (mostly ones they just wrote).
 
-Per seed, swarm style, the world also draws Db settings (flush interval, memtable and block
-sizes, back-pressure threshold, compression codec, bloom filters, block cache) from valid
-ranges, and on a random subset of seeds skews the processes' clocks: every host gets a wall
-clock offset and a rate drift, and on some seeds hosts' wall clocks jump (forwards or back) in
-the middle of the run. A restarted process keeps its host's clock. The trace records the
-settings (``settings``) and the skews (``clock.skew``, ``clock.jump``).
+Per seed, swarm style, the world also draws Db settings (flush interval, memtable and block sizes,
+back-pressure threshold, compression codec, bloom filters, block cache) from valid ranges, and on a
+random subset of seeds skews the processes' clocks: every host gets a wall clock offset and a rate
+drift, and on some seeds hosts' wall clocks jump (forwards or back) in the middle of the run. A
+restarted process keeps its host's clock. The trace records the settings (``settings``) and the
+skews (``clock.skew``, ``clock.jump``).
 
 Checked on every run:
 
@@ -29,15 +29,14 @@ The model of guarantees checked by LIN
 The history holds every put, delete and get a writer called, stamped at call and return with one
 counter (so real-time order is exact), and the final writer's read of every key.
 
-*Writes.* A write returns, for this engine, when it is acknowledged durable, not when
-``put`` returns: ``put`` only puts the row in the writer's memtable, and a row that never
-reaches a WAL object vanishes when its writer crashes or is fenced. So a write's return stamp
-is the first moment its writer's client could know it durable -- ``wait_durable`` returned, or
-``WriteHandle.durable`` (durability is a prefix of the writer's seqs, so one acknowledgement
-covers every earlier write) -- checked before every operation, after every wait and after
-``close``. A write never known durable is *pending*: it may have taken effect at any moment
-after its call, or never (an unacknowledged row can still be replayed by the next writer if its
-WAL object landed).
+*Writes.* A write returns, for this engine, when it is acknowledged durable, not when ``put``
+returns: ``put`` only puts the row in the writer's memtable, and a row that never reaches a WAL
+object vanishes when its writer crashes or is fenced. So a write's return stamp is the first moment
+its writer's client could know it durable -- ``wait_durable`` returned, or ``WriteHandle.durable``
+(durability is a prefix of the writer's seqs, so one acknowledgement covers every earlier write) --
+checked before every operation, after every wait and after ``close``. A write never known durable
+is *pending*: it may have taken effect at any moment after its call, or never (an unacknowledged
+row can still be replayed by the next writer if its WAL object landed).
 
 *Reads.* ``get`` reads the writer's own state: its memtables (including its own writes not yet
 durable) and the SSTs of the manifest it adopted. That is linearizable only where the writer's
@@ -52,10 +51,10 @@ state is the database's state, so a read counts iff
    called, is later acknowledged durable: a read that may have returned a row which was then
    lost (crash, fence) observed a state that never existed for anyone else.
 
-Reads excluded by these rules are not checked; everything else must be linearizable as one
-register per key. The final writer's reads (opened after every writer stopped, no writes)
-always count. The rules only ever drop reads or widen intervals, so a LIN violation is a
-client-visible lost, resurrected or reordered write.
+Reads excluded by these rules are not checked; everything else must be linearizable as one register
+per key. The final writer's reads (opened after every writer stopped, no writes) always count. The
+rules only ever drop reads or widen intervals, so a LIN violation is a client-visible lost,
+resurrected or reordered write.
 """
 
 from __future__ import annotations

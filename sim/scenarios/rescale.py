@@ -1,37 +1,38 @@
-"""A simulated rescale: split a database into shards by projection, write to the shards, merge
-them back by union -- with store faults, stalls, process freezes and crashes of the rescaler at
-random store calls, and GC running on every database (RFC 000 "Manifest Projection and Union";
+"""A simulated rescale: split a database into shards by projection, write to the shards, merge them
+back by union -- with store faults, stalls, process freezes and crashes of the rescaler at random
+store calls, and GC running on every database (RFC 000 "Manifest Projection and Union";
 spec/protocols/projection-union.md).
 
-One bucket of the gc scenario's world (``sim/scenarios/gc.py``: rooted stores, swarm faults,
-crash and freeze plans, the same settings with an in-process compactor and aggressive GC):
+One bucket of the gc scenario's world (``sim/scenarios/gc.py``: rooted stores, swarm faults, crash
+and freeze plans, the same settings with an in-process compactor and aggressive GC):
 
-* a **writer** ``w`` on ``src/`` puts and deletes 48 keys; midway, quiescent, it takes a
-  checkpoint with scope ALL (its contents are then known exactly) and writes on after it;
-* a **rescaler** ``rs`` splits ``src/`` at that checkpoint into 2-4 shards at random cut keys,
-  one :func:`~slatedb.projection.create.create_database` call per shard; a crash (at a random
-  virtual time, so at a random store call, ambiguous creates included) restarts it as
-  ``rs.r1``, ... which re-runs the call (resumable);
-* a **writer per shard** ``s<i>w`` writes keys inside the shard's range (its compactor and GC
-  run on the shard, compacting the source's SSTs into the shard's own) and closes;
-* a **union** ``un`` (crashing and re-running the same way) merges the shards into ``merged/``;
-  a reader and a writer then use it;
+* a **writer** ``w`` on ``src/`` puts and deletes 48 keys; midway, quiescent, it takes a checkpoint
+  with scope ALL (its contents are then known exactly) and writes on after it;
+* a **rescaler** ``rs`` splits ``src/`` at that checkpoint into 2-4 shards at random cut keys, one
+  :func:`~slatedb.projection.create.create_database` call per shard; a crash (at a random virtual
+  time, so at a random store call, ambiguous creates included) restarts it as ``rs.r1``, ... which
+  re-runs the call (resumable);
+* a **writer per shard** ``s<i>w`` writes keys inside the shard's range (its compactor and GC run
+  on the shard, compacting the source's SSTs into the shard's own) and closes;
+* a **union** ``un`` (crashing and re-running the same way) merges the shards into ``merged/``; a
+  reader and a writer then use it; half the seeds take some shards at a second checkpoint of
+  ``src/`` and then clone ``merged/`` (``cl``: two entries name ``src/``);
 * **GC** processes on the source, every shard and the merged database, the whole time.
 
 Oracles on every run (each violation names its id):
 
-* **PROJ-1** a shard read (a DbReader, before its writer) equals the checkpoint's state inside
-  its range and has nothing outside;
-* **PROJ-2** every view of a shard's first manifest shows at most what the same view showed in
-  the checkpointed source manifest (visible range within the source view's effective range);
-* **PROJ-3** the merged manifest's ``last_l0_seq`` is at least every shard's, and a write after
-  the union wins over the carried-over rows;
+* **PROJ-1** a shard read (a DbReader, before its writer) equals the checkpoint's state inside its
+  range and has nothing outside;
+* **PROJ-2** every view of a shard's first manifest shows at most what the same view showed in the
+  checkpointed source manifest (visible range within the source view's effective range);
+* **PROJ-3** the merged manifest's ``last_l0_seq`` is at least every shard's, and a write after the
+  union wins over the carried-over rows;
 * **PROJ-4** the merged database reads exactly the union of the shards' final states;
 * **PROJ-5** the merged manifest has one ``external_dbs`` entry per ``(path, source checkpoint)``;
 * **READ-3** a DbReader on the merged database reads that exact state, before and after GC rounds;
 * **CLONE-1** every creation finishes (its final checkpoints exist; a source checkpoint released
-  too early makes that impossible); **CLONE-2** after GC rounds, every SST the latest manifest of
-  a shard or of the merged database references exists where ``external_dbs`` says.
+  too early makes that impossible); **CLONE-2** after GC rounds, every SST the latest manifest of a
+  shard or of the merged database references exists where ``external_dbs`` says.
 
 Same seed, same trace digest. ``./just sim run --workload rescale --seed S [--bug NAME]``.
 """
@@ -91,8 +92,7 @@ class Rescale:
         self.checkpoint: uuid.UUID | None = None
         self.snapshot: dict[bytes, bytes] = {}
         self.checkpoint_ready = trio.Event()
-        # In some seeds the writer takes a second checkpoint later; some shards are then taken
-        # there, and a clone of the union follows (the union lists two entries for src/).
+        # Some seeds: a second checkpoint, shards taken at either, then a clone of the union.
         self.second: uuid.UUID | None = None
         self.second_snapshot: dict[bytes, bytes] = {}
         self.second_done = trio.Event()  # set once the writer took it, or finished without it
@@ -107,8 +107,7 @@ class Rescale:
 
 def _manifest(world: World, root: str, manifest_id: int | None = None):
     """A database's latest (or a given) manifest, read from the bucket without faults."""
-    # The bucket's sorted key index (not a scan of every key), decoded under the engine's name
-    # for the object (relative to the root), which the decode cache shares with the engine.
+    # The bucket's sorted key index; decoded under the engine's (root-relative) name: a shared cache.
     keys = [k for k in world.bucket.objects.keys_under(f"{root}/manifest/") if k.endswith(".manifest")]
     if manifest_id is None:
         if not keys:
@@ -135,9 +134,8 @@ async def _writer(world: World, rs: Rescale) -> None:
     rng = world.choices.stream("workload", "w")
     n_ops = rng.randint(60, 160)
     at = rng.randint(20, n_ops - 10)
-    at2 = None  # the second checkpoint's op, in its own stream (the other seeds keep their traces)
-    if rs.two_checkpoints:
-        at2 = world.choices.stream("workload", "w", "second").randint(at + 3, n_ops - 1)
+    # the second checkpoint's op, in its own stream (the other seeds keep their traces)
+    at2 = world.choices.stream("workload", "w", "second").randint(at + 3, n_ops - 1) if rs.two_checkpoints else None
     async with aio.Db.open(SRC, world.settings_map, store=store, runtime=rt) as db:
         for i in range(n_ops):
             with rng.span("op"):  # one operation's draws: the shrinker may delete it whole
@@ -149,20 +147,17 @@ async def _writer(world: World, rs: Rescale) -> None:
             else:
                 wh = await db.put(key, value)
                 rs.model[key] = value
-            if i == at:
+            if i == at or i == at2:
                 await wh.wait_durable()
                 await db.flush(wal=False)  # everything in L0 (a checkpoint with WAL rows cannot be projected)
-                res = await db.create_checkpoint(CheckpointScope.ALL, CheckpointOptions(lifetime_s=4 * 3600,
-                                                                                       name="rescale"))
-                rs.checkpoint, rs.snapshot = res.id, dict(rs.model)
-                rs.checkpoint_ready.set()
-            elif i == at2:
-                await wh.wait_durable()
-                await db.flush(wal=False)
-                res = await db.create_checkpoint(CheckpointScope.ALL, CheckpointOptions(lifetime_s=4 * 3600,
-                                                                                       name="rescale2"))
-                rs.second, rs.second_snapshot = res.id, dict(rs.model)
-                rs.second_done.set()
+                res = await db.create_checkpoint(CheckpointScope.ALL, CheckpointOptions(
+                    lifetime_s=4 * 3600, name="rescale" if i == at else "rescale2"))
+                if i == at:
+                    rs.checkpoint, rs.snapshot = res.id, dict(rs.model)
+                    rs.checkpoint_ready.set()
+                else:
+                    rs.second, rs.second_snapshot = res.id, dict(rs.model)
+                    rs.second_done.set()
             elif boolean(rng, 0.3):
                 await rt.sleep(rng.uniform(0, 0.3))
     rs.second_done.set()
@@ -226,8 +221,7 @@ async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
     rs.ranges = [KeyRange(a, b) for a, b in zip(edges, edges[1:])]
     which = world.choices.stream("workload", "rs", "second")
     for i, r in enumerate(rs.ranges):
-        # Shards at different checkpoints of src/ (RFC 000 allows any checkpoint per source): the
-        # union then lists two entries for src/, and its clone one final checkpoint for each.
+        # Shards at different checkpoints of src/ (RFC 000): the union's clone pins each entry.
         second = rs.two_checkpoints and (i == len(rs.ranges) - 1 or (i > 0 and boolean(which, 0.5)))
         if second:
             await rs.second_done.wait()

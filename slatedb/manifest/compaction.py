@@ -23,7 +23,15 @@ import attrs
 from ulid import ULID
 
 from slatedb.errors import InvalidArgumentError
-from slatedb.format.types import ManifestV2, TieredCompactionSpec
+from slatedb.format.types import (
+    Checkpoint,
+    CompactedSsTable,
+    CompactedSsTableV2,
+    CompactedSsTableView,
+    ManifestV2,
+    SortedRunV2,
+    TieredCompactionSpec,
+)
 
 _U32_MAX = 2**32 - 1
 
@@ -172,3 +180,39 @@ def validate_spec(spec: CompactionSpec, manifest: ManifestV2, busy: Iterable[Com
         if clash or RunSource(spec.destination) in used:
             return f"conflicts with running compaction {other.render()} over {', '.join(clash) or f'SR:{spec.destination}'}"
     return None
+
+
+def committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> str | None:
+    """A compaction whose output SSTs the manifest already holds was committed (before a crash
+    or a takeover): running it again would commit it twice (COMPACT-3). Its sources need not be
+    gone: ``[SR:k] -> k`` leaves a run ``k`` behind, its own output."""
+    referenced = {v.sst_id for r in m.compacted for v in r.ssts}
+    if any(o.id in referenced for o in outputs):
+        return "its output SSTs are already in the manifest (committed before a restart)"
+    return None
+
+
+def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...], *,
+                     checkpoints: tuple[Checkpoint, ...] | None = None) -> ManifestV2:
+    """``m`` with ``spec``'s sources replaced by a run ``spec.destination`` of ``outputs``."""
+    l0_ids = set(spec.l0_view_ids)
+    run_ids = set(spec.run_ids)
+    l0 = tuple(v for v in m.l0 if v.id not in l0_ids)
+    runs = [r for r in m.compacted if r.id not in run_ids]
+    if outputs:
+        runs.append(SortedRunV2(spec.destination, tuple(CompactedSsTableView(o.id, o.id, None) for o in outputs)))
+    runs.sort(key=lambda r: r.id, reverse=True)
+    ids = {r.id for r in runs}
+    assert len(ids) == len(runs), f"two sorted runs with one id after {spec.render()}"
+    referenced = {v.sst_id for v in l0} | {v.sst_id for r in runs for v in r.ssts}
+    ssts = tuple(s for s in m.ssts if s.id in referenced)
+    ssts += tuple(CompactedSsTableV2(o.id, o.info, o.format_version) for o in outputs)
+    # RFC 000 "Compactions": an external SST no longer referenced leaves its external_dbs entry
+    # (an entry with no SSTs left is detached by GC, which releases its final checkpoint).
+    external = tuple(attrs.evolve(db, sst_ids=tuple(i for i in db.sst_ids if i in referenced)) for db in m.external_dbs)
+    last_l0: ULID | None = m.last_compacted_l0_sst_view_id
+    if spec.l0_view_ids:
+        last_l0 = spec.l0_view_ids[0]
+    return attrs.evolve(m, l0=l0, compacted=tuple(runs), ssts=ssts, last_compacted_l0_sst_view_id=last_l0,
+                        external_dbs=external,
+                        checkpoints=m.checkpoints if checkpoints is None else checkpoints)
