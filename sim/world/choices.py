@@ -195,20 +195,11 @@ class ChoiceStream(random.Random):
 
     # -- generating: the same draws as above with an empty prefix and ``fresh`` --------------
 
-    def _record_fresh(self, value: Any, kind: tuple) -> Any:
-        self.values.append(value)
-        self.kinds.append(kind)
-        owner = self._owner
-        owner.drawn += 1
-        if owner.drawn > owner.max_draws:
-            raise Overrun(f"more than {owner.max_draws} choices drawn")
-        return value
-
     def _uniform_fresh(self, a: float, b: float) -> float:
-        return self._record_fresh(self._inner.uniform(a, b), ("r", float(a), float(b)))
+        return self._record(self._inner.uniform(a, b), ("r", float(a), float(b)))
 
     def _boolean_fresh(self, p: float) -> bool:
-        return self._record_fresh(self._inner.random() < p, ("b", p))
+        return self._record(self._inner.random() < p, ("b", p))
 
     def _outcome_fresh(self, rates: Sequence[float]) -> int:
         v = 0
@@ -218,13 +209,13 @@ class ChoiceStream(random.Random):
             if r < acc:
                 v = i + 1
                 break
-        return self._record_fresh(v, ("i", 0, len(rates)))
+        return self._record(v, ("i", 0, len(rates)))
 
     def _choice_fresh(self, seq: Sequence[Any]) -> Any:
         n = len(seq)
         if not n:
             raise IndexError("Cannot choose from an empty sequence")
-        return seq[self._record_fresh(self._inner._randbelow(n), ("i", 0, n - 1))]
+        return seq[self._record(self._inner._randbelow(n), ("i", 0, n - 1))]
 
     # -- structure --------------------------------------------------------------------------
 
