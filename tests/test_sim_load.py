@@ -33,6 +33,18 @@ def test_a_wal_tail_one_object_short_is_caught_by_load_7() -> None:
     assert "leaves 1 WAL rows out of its SSTs" in result.violations[0]
 
 
+def test_a_wal_tail_one_object_short_is_caught_in_a_mixed_world() -> None:
+    """Seed 42 (a plain and a sharded load race the writer): the row the short tail loses is of a
+    key the plain load also writes, so the load's newer version shadowed it and LOAD-7 ("or a
+    newer version of its key") passed; the row is still missing from L0 below ``last_l0_seq``,
+    and LOAD-7 now counts only newer versions below the load's seq."""
+    result = load_scenario.run_load_workload(42)
+    assert result.ok and result.figures["outcomes"] == "l1=committed s1=committed", result.violations
+    bad = load_scenario.run_load_workload(42, bugs=frozenset({"load-wal-tail-short"}))
+    assert not bad.ok and catalogue.fired(bad) == "LOAD-7", bad.violations
+    assert "leaves 1 WAL rows out of its SSTs, first (wal id, key, seq) [(33, b'k02', 36)]" in bad.violations[0]
+
+
 def _mutant(monkeypatch, change) -> None:
     """Replace ``CommitBulkLoad.apply`` by ``change(original, edit, manifest, attempt)``."""
     original = edits.CommitBulkLoad.apply
