@@ -26,7 +26,7 @@ from sim.campaign import ledger as ledger_mod
 from sim.world import probes as probes_mod
 from sim.scenarios import registry as scenarios_mod
 from sim.campaign import sweep as sweep_mod
-from sim.world.harness import WorldResult
+from sim.world.harness import WorldResult, skipping_checks
 from sim.world.invariants import as_violation
 from sim.campaign.sweep import Scenario, parse_seeds
 
@@ -50,6 +50,14 @@ def _parse_seeds(text: str) -> range:
     return parse_seeds(text)
 
 
+def _invariant_id(text: str) -> str:
+    """argparse type of ``--skip-check``: an invariant id (READ-1, CKPT-4, LIN)."""
+    from sim.world.invariants import is_id
+    if not is_id(text):
+        raise argparse.ArgumentTypeError(f"not an invariant id: {text!r} (ids look like READ-1, CKPT-4, LIN)")
+    return text
+
+
 _WALL = ProductionRuntime("sim-cli")  # wall time is reported, never fed into a run
 
 
@@ -61,7 +69,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
         return 2
     choices = None
     from sim.world import trace as trace_mod
-    with trace_mod.capture() as traces:
+    skip = tuple(getattr(ns, "skip_check", None) or ())
+    with trace_mod.capture() as traces, skipping_checks(skip):
         if getattr(ns, "keep", None) is not None:
             from sim.world import choices as choices_mod
             from sim.campaign import shrink as shrink_mod
@@ -76,11 +85,16 @@ def cmd_run(ns: argparse.Namespace) -> int:
         else:
             result, wall_s = sweep_mod.simulate(scenario, ns.seed)
             replay = scenario.replay(ns.seed)
+    replay += "".join(f" --skip-check {i}" for i in sorted(set(skip)))
     events = max(traces, key=len).events if traces else []
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
         print(f"  violation: {as_violation(v)}")
+    if skip:
+        would = getattr(result, "skipped", {}) or {}
+        print("  left out: " + ", ".join(f"{i} ({would[i]} verdict(s) not raised)" if would.get(i) else f"{i} (silent)"
+                                         for i in sorted(set(skip))))
     if choices is not None and getattr(ns, "trace", False) and choices.trace is not None:
         print("trace:\n" + choices.trace.render())
     elif not result.ok:
@@ -139,12 +153,17 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
     jobs = ns.jobs or os.cpu_count() or 1
     results = []
     for name in names:
-        r = hunt_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate)
+        r = hunt_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate,
+                          skip=tuple(ns.skip_check or ()))
         results.append(r)
         ledger_mod.record(ledger_mod.from_hunt(r))
         if not ns.all:
+            left_out = ("  left out:  " + ", ".join(f"{i} (would have fired in {r.skipped_seeds.get(i, 0)} seed(s))"
+                                                    for i in r.skipped)) if r.skipped else ""
             if r.detected_seed is None:
                 print(f"{name}: NOT detected in seeds 0..{r.seeds_run - 1} of {r.workload} ({r.wall_s:.1f} s wall)")
+                if left_out:
+                    print(left_out)
                 continue
             print(f"{name}: detected by seed {r.detected_seed} of {r.workload} after {r.detected_seed + 1} seed(s), "
                   f"{r.wall_s:.1f} s wall")
@@ -154,6 +173,8 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
                 print(f"  rate:      {r.detections}/{r.seeds_run} seeds")
             print(f"  violation: {r.violation[:300]}")
             print(f"  replay:    {r.replay}")
+            if left_out:
+                print(left_out)
             if r.probe_seeds:
                 print("  probes:    " + ", ".join(f"{p} {n}" for p, n in sorted(r.probe_seeds.items())))
     if ns.all:
@@ -408,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="replay a saved choice sequence (JSON, written by `sim shrink`) instead of the seed's own")
     p_run.add_argument("--trace", action="store_true", help="with --keep: print the whole trace")
     p_run.add_argument("--timeline", metavar="HTML", help="write a picture of the run (one self-contained HTML page)")
+    p_run.add_argument("--skip-check", action="append", type=_invariant_id, metavar="ID",
+                       help="leave the checks of this invariant out (repeatable; e.g. CKPT-4)")
     common(p_run)
     p_run.set_defaults(fn=cmd_run)
 
@@ -489,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
     p_hunt.add_argument("--workload", choices=list(scenarios_mod.BY_NAME), default=None,
                         help="hunt in this scenario instead of the entry's own")
     p_hunt.add_argument("--rate", action="store_true", help="run every seed and report the detection rate too")
+    p_hunt.add_argument("--skip-check", action="append", type=_invariant_id, metavar="ID",
+                        help="leave the checks of this invariant out (repeatable), to see which other oracle catches "
+                             "the bug; the report says in how many seeds each would have fired")
     p_hunt.set_defaults(fn=cmd_hunt)
 
     from sim.campaign import mutate as mutate_mod

@@ -16,6 +16,7 @@ from sim.checks.manifest import ManifestFenceChecks
 from sim.world.trace import Event
 from slatedb.format.manifest import encode_manifest
 from slatedb.format.types import CompactedSsTableView, ExternalDb, ManifestV2
+from slatedb.manifest.checkpoints import writer_checkpoint
 
 
 def _ulid(n: int) -> ULID:
@@ -51,36 +52,47 @@ class World:
 BASE = ManifestV2(initialized=True, writer_epoch=1)
 
 
+def _wcp(epoch: int, manifest_id: int):
+    """The writer checkpoint of ``epoch`` pinning ``manifest_id`` (CKPT-4 holds in these histories)."""
+    import uuid
+    return writer_checkpoint(uuid.UUID(int=manifest_id), manifest_id, epoch, 0)
+
+
+def _w(m: ManifestV2, epoch: int, pinned: int) -> ManifestV2:
+    return attrs.evolve(m, writer_epoch=epoch, checkpoints=(_wcp(epoch, pinned),))
+
+
 def test_a_writer_flushing_while_it_is_the_writer_passes():
     w = World()
-    w.land("w1", 1, BASE)
+    w.land("w1", 1, _w(BASE, 1, 1))
     w.event("w1", "writer_epoch", epoch=1, manifest=1)
-    w.land("w1", 2, attrs.evolve(BASE, l0=(_view(1),), replay_after_wal_id=3))
-    w.land("w2", 3, attrs.evolve(BASE, writer_epoch=2, l0=(_view(1),), replay_after_wal_id=3))
+    w.land("w1", 2, _w(attrs.evolve(BASE, l0=(_view(1),), replay_after_wal_id=3), 1, 2))
+    w.land("w2", 3, _w(attrs.evolve(BASE, l0=(_view(1),), replay_after_wal_id=3), 2, 3))
     w.event("w2", "writer_epoch", epoch=2, manifest=3)
-    w.land("w2", 4, attrs.evolve(BASE, writer_epoch=2, l0=(_view(2), _view(1)), replay_after_wal_id=5))
+    w.land("w2", 4, _w(attrs.evolve(BASE, l0=(_view(2), _view(1)), replay_after_wal_id=5), 2, 4))
     assert w.checks.counts["writer_updates"] == 2
+    assert w.checks.writer_checkpoint.counts["refreshed"] == 2
 
 
 def test_a_zombie_l0_flush_after_a_newer_epoch_is_fence_5():
     w = World()
-    w.land("w1", 1, BASE)
+    w.land("w1", 1, _w(BASE, 1, 1))
     w.event("w1", "writer_epoch", epoch=1, manifest=1)
-    w.land("w2", 2, attrs.evolve(BASE, writer_epoch=2))
+    w.land("w2", 2, _w(BASE, 2, 2))
     w.event("w2", "writer_epoch", epoch=2, manifest=2)
     # w1 never re-checked the epoch: its flush copies the latest (epoch 2) and adds its L0.
     with pytest.raises(InvariantViolation, match="FENCE-5.*w1 .writer epoch 1.*manifest 2 below it"):
-        w.land("w1", 3, attrs.evolve(BASE, writer_epoch=2, l0=(_view(1),), replay_after_wal_id=4))
+        w.land("w1", 3, _w(attrs.evolve(BASE, l0=(_view(1),), replay_after_wal_id=4), 2, 2))
 
 
 def test_roots_are_separate_and_other_updates_are_not_writer_flushes():
     w = World()
-    w.land("w1", 1, BASE, root="parent/")
+    w.land("w1", 1, _w(BASE, 1, 1), root="parent/")
     w.event("w1", "writer_epoch", epoch=1, manifest=1)
-    w.land("cw", 1, attrs.evolve(BASE, writer_epoch=5), root="clone/")
-    w.land("w1", 2, attrs.evolve(BASE, l0=(_view(1),)), root="parent/")  # the clone's epoch is not ours
+    w.land("cw", 1, _w(BASE, 5, 1), root="clone/")
+    w.land("w1", 2, _w(attrs.evolve(BASE, l0=(_view(1),)), 1, 2), root="parent/")  # the clone's epoch is not ours
     # A checkpoint or epoch change by the same process is not an L0 flush.
-    w.land("w1", 3, attrs.evolve(BASE, writer_epoch=1, l0=(_view(1),), wal_id_last_seen=9), root="parent/")
+    w.land("w1", 3, _w(attrs.evolve(BASE, l0=(_view(1),), wal_id_last_seen=9), 1, 2), root="parent/")
 
 
 def test_a_fenced_compactor_commit_is_cfence_1():

@@ -11,6 +11,7 @@ from slatedb.runtime.production import ProductionRuntime
 
 from sim.scenarios.catalogue import BY_NAME, fired, replay_command, run
 from sim.world import probes as probes_mod
+from sim.world.harness import skipping_checks
 
 
 @attrs.frozen
@@ -32,21 +33,25 @@ class HuntResult:
     virtual_s: float = 0.0
     total_wall_s: float = 0.0
     probe_seeds: dict = attrs.field(factory=dict)  # coverage probe -> seeds of the hunt that hit it
+    skipped: tuple[str, ...] = ()  # invariant ids whose checks were left out (``--skip-check``)
+    skipped_seeds: dict = attrs.field(factory=dict)  # left-out id -> seeds in which it would have fired
 
     @property
     def replay(self) -> str:
-        return replay_command(self.workload, self.detected_seed if self.detected_seed is not None else 0, [self.bug])
+        return replay_command(self.workload, self.detected_seed if self.detected_seed is not None else 0, [self.bug],
+                              self.skipped)
 
 
 _WALL = ProductionRuntime("sim-bugs")  # wall time is reported, never fed into a run
 
 
-def _hunt_one(args: tuple[str, int, str]) -> tuple[int, bool, str, str, dict, float, tuple[str, ...]]:
-    workload, seed, bug = args
-    with probes_mod.counting() as hits:
+def _hunt_one(args: tuple[str, int, str, tuple[str, ...]]):
+    workload, seed, bug, skip = args
+    with probes_mod.counting() as hits, skipping_checks(skip):
         result = run(workload, seed, [bug])
     return (seed, result.ok, fired(result), (result.violations[0] if result.violations else ""),
-            dict(result.faults), float(result.virtual_s), tuple(sorted(k for k, v in hits.items() if v)))
+            dict(result.faults), float(result.virtual_s), tuple(sorted(k for k, v in hits.items() if v)),
+            tuple(sorted(result.skipped)))
 
 
 def _verdicts(work: list[tuple[str, int, str]], jobs: int):
@@ -71,11 +76,17 @@ def _verdicts(work: list[tuple[str, int, str]], jobs: int):
 
 
 def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | None = None,
-         rate: bool = False) -> HuntResult:
+         rate: bool = False, skip: tuple[str, ...] = ()) -> HuntResult:
     """Run seeds 0..seeds-1 (default: the entry's budget) of the entry's workload (or
     ``workload``) with the bug on, in seed order, until one fails; with ``rate``, run them all
-    and count the failures too. Parallel runs (``jobs``) give the same answer."""
+    and count the failures too. Parallel runs (``jobs``) give the same answer. ``skip``:
+    invariant ids whose checks are left out (:func:`sim.world.harness.skipping_checks`), to
+    measure which other oracle catches the bug; the result counts the seeds in which each would
+    have fired."""
     bug = BY_NAME[name]
+    skip = tuple(sorted(set(skip)))
+    with skipping_checks(skip):
+        pass  # refuses an unknown id before any seed runs
     workload = workload or bug.workload
     n = bug.budget if seeds is None else seeds
     start = _WALL.monotonic_s()
@@ -86,9 +97,12 @@ def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | 
     faults: dict[str, int] = {}
     virtual_s = 0.0
     probe_seeds: dict[str, int] = {}
-    for seed, ok, inv, violation, seed_faults, seed_virtual_s, hit in _verdicts([(workload, s, name) for s in range(n)],
-                                                                               jobs):
+    skipped_seeds: dict[str, int] = {}
+    work = [(workload, s, name, skip) for s in range(n)]
+    for seed, ok, inv, violation, seed_faults, seed_virtual_s, hit, would in _verdicts(work, jobs):
         ran += 1
+        for i in would:
+            skipped_seeds[i] = skipped_seeds.get(i, 0) + 1
         virtual_s += seed_virtual_s
         for p in hit:
             probe_seeds[p] = probe_seeds.get(p, 0) + 1
@@ -103,7 +117,8 @@ def hunt(name: str, seeds: int | None = None, *, jobs: int = 1, workload: str | 
             if not rate:
                 break
     ledger = {"failing_seeds": tuple(failing), "faults": faults, "virtual_s": virtual_s,
-              "total_wall_s": _WALL.monotonic_s() - start, "probe_seeds": probe_seeds}
+              "total_wall_s": _WALL.monotonic_s() - start, "probe_seeds": probe_seeds,
+              "skipped": skip, "skipped_seeds": skipped_seeds}
     if first is None:
         return HuntResult(name, workload, ran, None, "-", False, _WALL.monotonic_s() - start,
                           detections=0 if rate else None, **ledger)

@@ -23,7 +23,9 @@ if at all, as an unrelated "no such object" dozens of seeds later:
   virtual moment, and the stored object's ``last_modified`` is the uploader's clock when its last
   attempt applied, so the id's time must be at least that stamp less the virtual time between
   (with 5 % for clock drift; skipped when the uploader's wall clock jumped in between).
-  PROJ-6 and GC-5 were caught before only as an escaping exception or by liveness (issue 27).
+  PROJ-6 and GC-5 were caught before only as an escaping exception or by liveness (issue 27);
+* **CKPT-4** (writer.md), in every scenario with this checker: a running writer keeps its writer
+  checkpoint (:mod:`sim.checks.writer_checkpoint`).
 
 Manifest ids are a sequence (create-if-absent of ``N+1`` after reading ``N``), so "a newer epoch
 was durable when this update landed" is "a manifest with a smaller id carries it". The checker
@@ -43,6 +45,7 @@ from slatedb.format import seq_tracker
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.types import ManifestV2
 
+from sim.checks.writer_checkpoint import WriterCheckpointRule
 from sim.world.invariants import InvariantViolation
 from sim.world.trace import Event, Trace
 
@@ -93,7 +96,7 @@ def _compactor_change(prev: ManifestV2 | None, m: ManifestV2) -> bool:
 
 
 class ManifestFenceChecks:
-    """FENCE-5, CFENCE-1, TRACK-1/2, PROJ-6 and GC-5 (see the module docstring). ``read(key)``
+    """FENCE-5, CFENCE-1, TRACK-1/2, PROJ-6, GC-5 and CKPT-4 (see the module docstring). ``read(key)``
     returns the bytes stored under ``key`` now (None when absent)."""
 
     def __init__(self, read: Callable[[str], bytes | None],
@@ -110,6 +113,7 @@ class ManifestFenceChecks:
         self.manifests: dict[str, dict[int, ManifestV2]] = defaultdict(dict)  # root -> id -> landed
         self.trackers: dict[str, dict[int, object]] = defaultdict(dict)  # root -> id -> its decoded tracker
         self.counts: dict[str, int] = defaultdict(int)
+        self.writer_checkpoint = WriterCheckpointRule()  # CKPT-4
 
     def attach(self, trace: Trace) -> "ManifestFenceChecks":
         trace.listeners.append(self.on_event)
@@ -119,6 +123,9 @@ class ManifestFenceChecks:
         kind = e.kind
         if kind == "writer_epoch":
             self.writer_epoch[e.process] = e.f["epoch"]
+            self.writer_checkpoint.on_event(e, self.manifests)
+        elif kind == "load_fenced":
+            self.writer_checkpoint.on_event(e, self.manifests)
         elif kind == "compactor_started":
             self.compactor_epoch[e.process] = e.f["epoch"]
         elif kind == "store.put":
@@ -154,6 +161,7 @@ class ManifestFenceChecks:
             return
         known = self.manifests[root]
         known[mid] = m
+        self.writer_checkpoint.landed_by[(root, mid)] = e.process
         trackers = self.trackers[root]
         twice = _one_path_per_external_sst(m)
         if twice is not None:
@@ -207,6 +215,8 @@ class ManifestFenceChecks:
                     "CFENCE-1", e, f"{root}manifest {mid} carries a compaction commit of {e.process} (compactor "
                                    f"epoch {cepoch}) but manifest {newer[1]} below it already has compactor epoch "
                                    f"{newer[0]}")
+        if max(below) == mid - 1:
+            self.writer_checkpoint.landed(e, root, mid, prev, m)
 
     def _minted_at_least_ms(self, key: str) -> int | None:
         """A lower bound of the uploader's wall clock when it minted the SST id of ``key`` (None

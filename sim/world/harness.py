@@ -26,7 +26,9 @@ seeds' traces are the ones they were before the harness existed.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable
+import contextlib
+import contextvars
+from typing import Any, Awaitable, Callable, Iterable, Iterator
 
 import attrs
 import trio
@@ -36,7 +38,7 @@ from slatedb.format import memo
 from slatedb.objstore.memory import MemoryBucket
 
 from sim.world.choices import Choices
-from sim.world.invariants import Violation, as_violation
+from sim.world.invariants import Violation, as_violation, is_id
 from sim.world.runtime import run_deterministic
 from sim.world.trace import Trace
 
@@ -110,6 +112,7 @@ class WorldResult:
     violations: tuple[Violation, ...]
     figures: dict[str, Any] = attrs.field(factory=dict)
     last_events: str = ""
+    skipped: dict[str, int] = attrs.field(factory=dict)  # left-out check -> verdicts it would have raised
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "figures":
@@ -118,6 +121,29 @@ class WorldResult:
             return self.figures[name]
         except KeyError:
             raise AttributeError(f"{type(self).__name__} of {self.scenario!r} has no field {name!r}") from None
+
+
+#: Invariant ids whose checks every world run in this context leaves out (:func:`skipping_checks`).
+_SKIP: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("sim_skip_checks", default=frozenset())
+
+
+@contextlib.contextmanager
+def skipping_checks(ids: Iterable[str]) -> Iterator[frozenset[str]]:
+    """Leave the checks of invariants ``ids`` out of every world run inside the block (``sim hunt
+    --skip-check``, ``sim run --skip-check``): a trace checker's verdict naming one is neither
+    raised into the world nor reported (:attr:`sim.world.trace.Trace.skip`; the run goes on, its
+    trace unchanged), nor is an end-of-run oracle's violation naming one; a scenario that reads
+    the ``skip_checks`` option (gc) does not even evaluate it. An exception a scenario's own process
+    raises still stops the run and is reported. Unknown ids are refused (``ValueError``)."""
+    skip = frozenset(ids)
+    bad = sorted(i for i in skip if not is_id(i))
+    if bad:
+        raise ValueError(f"not an invariant id: {', '.join(bad)} (ids look like READ-1, CKPT-4, LIN)")
+    token = _SKIP.set(_SKIP.get() | skip)
+    try:
+        yield skip
+    finally:
+        _SKIP.reset(token)
 
 
 def leaves(group: BaseExceptionGroup) -> Iterable[BaseException]:
@@ -143,6 +169,10 @@ def _run_world(scenario: Scenario, seed: int, choices: Choices | None, bugs: Ite
                options: dict[str, Any]) -> WorldResult:
     choices = Choices(seed) if choices is None else choices
     trace = Trace(trio.current_time)
+    skip = frozenset(options.get("skip_checks", ())) | _SKIP.get()
+    if skip:
+        options = {**options, "skip_checks": skip}
+        trace.skip = skip
     setup = Setup(seed, choices, trace, frozenset(bugs), faults, MemoryBucket(), dict(options))
     for checker in scenario.checkers:
         if checker.when(setup):
@@ -163,14 +193,14 @@ def _run_world(scenario: Scenario, seed: int, choices: Choices | None, bugs: Ite
     errors = with_verdicts(errors, trace.verdicts)
     violations = [Violation.of_exception(e) for e in errors]
     if world is not None:
-        violations += [as_violation(v) for v in scenario.oracles(world, stopped_early)]
+        violations += [v for v in map(as_violation, scenario.oracles(world, stopped_early)) if v.invariant not in skip]
     if end_s is None:
         end_s = trace.events[-1].time_s if trace.events else 0.0
     result = WorldResult(
         scenario.name, seed, not violations, trace.digest(), len(trace), end_s,
         scenario.fault_counts(setup, world), tuple(violations),
         figures=scenario.figures(world) if world is not None and not errors else {},
-        last_events=_last_events(trace, errors) if violations else "")
+        last_events=_last_events(trace, errors) if violations else "", skipped=dict(trace.skipped))
     if scenario.after is not None:
         result = scenario.after(result, world)
     return result

@@ -12,6 +12,8 @@ import contextvars
 import hashlib
 from typing import Any, Callable, Iterator
 
+from sim.world.invariants import Violation
+
 
 
 class Event:
@@ -82,6 +84,15 @@ def capture() -> Iterator[list["Trace"]]:
         _CAPTURE.reset(token)
 
 
+def verdict_invariant(verdict: AssertionError) -> str:
+    """The invariant id a checker's verdict names (an ``InvariantViolation``'s field, else read
+    from its message as :class:`sim.world.invariants.Violation` does)."""
+    invariant = getattr(verdict, "invariant", None)
+    if isinstance(invariant, str):
+        return invariant
+    return Violation.of_exception(verdict).invariant
+
+
 #: Rendered events hashed per ``update`` call.
 _HASH_BATCH = 512
 
@@ -109,6 +120,12 @@ class Trace:
         #: first error): :func:`sim.world.harness.run_world` reports these whatever became of
         #: them, so no code under test can hide a violation from the simulator.
         self.verdicts: list[AssertionError] = []
+        #: Invariant ids whose trace checks are left out (``sim hunt --skip-check``,
+        #: :func:`sim.world.harness.skipping_checks`): a verdict naming one is counted in
+        #: :attr:`skipped` and neither raised nor reported, so the run goes on as if that check
+        #: were not attached -- which oracle catches a bug without it is then measurable.
+        self.skip: frozenset[str] = frozenset()
+        self.skipped: dict[str, int] = {}
 
     def record(self, process: str, kind: str, **fields: Any) -> Event:
         time_s = self._clock()
@@ -124,6 +141,11 @@ class Trace:
             try:
                 listener(event)
             except AssertionError as verdict:
+                if self.skip:
+                    invariant = verdict_invariant(verdict)
+                    if invariant in self.skip:
+                        self.skipped[invariant] = self.skipped.get(invariant, 0) + 1
+                        continue
                 self.verdicts.append(verdict)
                 raise
         return event

@@ -205,7 +205,9 @@ class Flushers:
                     legacy_id=switches.WRITER_CHECKPOINT_ORPHANED in self.runtime.bugs,  # catalogued bug
                     tracked=entry.mem.first_write,
                     forget_tracker=switches.TRACKER_FORGETS in self.runtime.bugs,  # catalogued bug
-                    release_writer_checkpoint=self._is_last_flush_of_close(entry),
+                    # catalogued bug: every flush drops the writer checkpoint, not only a close's last (CKPT-4)
+                    release_writer_checkpoint=(self._is_last_flush_of_close(entry)
+                                               or switches.WRITER_CHECKPOINT_RELEASED_AT_FLUSH in self.runtime.bugs),
                 )
                 try:
                     stored = (await self.manifests.commit(edit, current=self._stored)).stored

@@ -1,4 +1,4 @@
-"""What a clean close writes (writer.md step 12), counted at the object store: the WAL object of
+"""What a clean close writes (writer.md step 12; CKPT-4), counted at the object store: the WAL object of
 the last rows, their L0 SST, then **one** manifest -- the L0 flush's ``AddL0`` drops the writer
 checkpoint itself instead of refreshing it, so no second manifest follows to release it. A close
 with nothing left to flush still releases the checkpoint (one manifest). The database reopens
