@@ -11,8 +11,8 @@ freeze for minutes of virtual time (:class:`~sim.world.engine.PausableStore`) an
   with ``Db.create_checkpoint`` (scope ALL or DURABLE, lifetime 30-240 s) while quiescent, so
   that the checkpoint's contents are known exactly. In some seeds it crashes and restarts
   (``w.r1``, ...);
-* in some seeds a standalone **GC** ``g1`` (and a standalone **compactor** ``c1``), crashing,
-  restarting and freezing too;
+* in some seeds a standalone **GC** ``g1`` (until the heal) and a standalone **compactor** ``c1``,
+  crashing, restarting and freezing too;
 * **managed readers** ``r1``, ``r2`` (DbReader with its own checkpoint: lifetime 6-60 s, poll
   0.5-2 s, follow mode or not) scanning every key over and over; they freeze for up to five
   virtual minutes, often past their checkpoint's lifetime;
@@ -44,9 +44,11 @@ Checked on every run:
   SST or WAL object); a read may fail only when its checkpoint expired during the read;
 * **READ-4**: a managed reader whose checkpoint expired re-establishes one and reads again: a
   reader whose reads still fail 20 virtual s after its last freeze has failed for good;
-* **liveness**: once the writer is done, faults stop, readers close, the admin drops its
-  checkpoints; the writer writes a little more (it must be acknowledged and compacted) and GC
-  runs on. After every remaining checkpoint's lifetime plus a few GC rounds, no garbage is left:
+* **liveness**: once the writer is done, faults stop (and the store's latency drops to at most
+  0.02 s a leg), readers close, the admin drops its checkpoints; the writer ``wfinal`` writes a
+  little more (it must be acknowledged and compacted) and its GC runs on, every poller at the
+  slowest drawn rate (:func:`healed_settings`). After two GC rounds past min_age, twice, no
+  garbage is left:
   no SST, manifest or WAL object that the latest manifest and its active checkpoints do not
   need, older than the heal; the whole world within 6 virtual hours. A managed reader ``rfinal``
   opened at the heal stays open through that check (what it pins is needed, nothing more);
@@ -77,7 +79,7 @@ from sim.checks.gc_liveness import READER_CATCH_UP_POLLS, no_garbage, reader_cat
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.scenarios.gc_processes import _admin, _clone, _compactor_process, _gc_process, _managed_reader, _writer
-from sim.scenarios.gc_world import N_KEYS, PARENT, World, _scan, fault_counts
+from sim.scenarios.gc_world import N_KEYS, PARENT, World, _scan, fault_counts, gc_slack_s, healed_gc_options
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.runtime import SIM_EPOCH_MS
@@ -140,9 +142,8 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
     store = world.store("wfinal", PARENT)
     h = world.history
     mine = h.new_incarnation()
-    gc_opts = world.settings.garbage_collector_options
-    slack = 3 * max(o.min_age + (o.interval or 0) for o in (gc_opts.manifest_options, gc_opts.wal_options,
-                                                            gc_opts.compacted_options)) + 10
+    settings_map = healed_settings(world.settings_map)
+    slack = gc_slack_s(settings_map["garbage_collector_options"])
     parent = checks.dbs["parent/"]
     # READ-5: a managed reader opened now must catch up with the writer's durable state within
     # a few polls and hold no checkpoint it replaced; it stays open through the garbage check.
@@ -158,7 +159,7 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
             made.add(dict(e.fields)["id"])
 
     world.trace.listeners.append(note)
-    async with aio.Db.open(PARENT, world.settings_map, store=store, runtime=rt) as db, \
+    async with aio.Db.open(PARENT, settings_map, store=store, runtime=rt) as db, \
             DbReader.open(PARENT, options=r_opts, store=world.store("rfinal", PARENT), runtime=r_rt) as reader:
         for i in range(40):
             key = b"k%03d" % (i % N_KEYS)
@@ -189,6 +190,22 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
         reader_holds_only_what_it_needs(parent, reader, made)
         # Contents: the final state is the whole durable history.
         h.observations.append(("final", "final read", await _scan(db), (mine[-1][0], 2**62)))
+
+
+def healed_settings(settings_map: dict) -> dict:
+    """The healed world's writer polls at the slowest rate a seed draws: 1 s for the manifest and
+    its compactor's ticks (drawn 0.1-1 s), 2 s for each GC directory (drawn 0.5-2 s), and its
+    compactor takes up to 8 L0 SSTs a job (drawn 2-8). After the heal nothing changes but what it
+    writes itself, and every poll is store calls: two thirds of a seed's calls came after the
+    heal before this. What the liveness phase proves is unchanged: a compaction must commit, GC
+    must leave no garbage (the waits follow its min_age and interval), READ-5's reader polls as
+    drawn."""
+    healed = dict(settings_map, manifest_poll_interval="1s")
+    compactor = settings_map["compactor_options"]
+    healed["compactor_options"] = dict(compactor, poll_interval="1000ms", scheduler_options=dict(
+        compactor["scheduler_options"], max_compaction_sources="8"))
+    healed["garbage_collector_options"] = healed_gc_options(settings_map)
+    return healed
 
 
 async def _final(world: World) -> None:

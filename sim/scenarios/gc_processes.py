@@ -119,6 +119,15 @@ async def _gc_process(world: World, name: str, restarts: int = 0) -> None:
     async def body() -> str:
         async with trio.open_nursery() as n:
             world.pause_plan(name, store, n, 60.0)
+
+            async def until_healed() -> None:
+                # The healed world's GC is the final writer's (sim/scenarios/gc.py _final_phase):
+                # a second collector there would only double the store calls of the liveness
+                # phase (every pass reads the latest manifest), not what it proves.
+                await world.healed_event.wait()
+                n.cancel_scope.cancel()
+
+            n.start_soon(until_healed)
             gc = GarbageCollector(store, rt, world.settings.garbage_collector_options)
             try:
                 await gc.run()

@@ -12,6 +12,7 @@ import attrs
 import trio
 
 from slatedb.api.args import coerce_settings
+from slatedb.gc import GarbageCollector
 from slatedb.objstore.memory import MemoryBucket
 
 from sim.checks.prefix import History
@@ -25,6 +26,8 @@ from sim.world.trace import Trace
 N_KEYS = 48
 STALL_MAX_S = 20.0
 PARENT, CLONE = "memory://sim/parent", "memory://sim/clone"
+#: A store leg's longest latency once the world is healed (virtual s).
+HEALED_LATENCY_MAX_S = 0.02
 #: A reader may fail this long (virtual s) after its last freeze ended; later it failed for good.
 RECOVER_S = 20.0
 
@@ -58,6 +61,57 @@ def _settings(rng) -> dict:
     }
 
 
+#: A GC directory's interval once the world is healed (its drawn interval is 0.5-2 s).
+HEALED_GC_INTERVAL = "2000ms"
+
+
+def healed_gc_options(settings_map: dict) -> dict:
+    """The drawn GC options (a settings map's ``garbage_collector_options``) with every
+    directory's interval at the slowest drawn value: after the heal a collector need only finish
+    the work (liveness), and each pass reads the latest manifest afresh (at the drawn 0.5-2 s,
+    most of a healed world's store calls)."""
+    return {name: dict(o, interval=HEALED_GC_INTERVAL) for name, o in settings_map["garbage_collector_options"].items()}
+
+
+def gc_slack_s(gc_options: dict) -> float:
+    """Virtual s for GC (``gc_options`` as :func:`healed_gc_options` returns them) to collect what
+    became garbage: two rounds of the slowest directory after its min_age, and a margin for a
+    pass's own store calls."""
+    opts = coerce_settings({"garbage_collector_options": gc_options}).garbage_collector_options
+    return 2 * max(o.min_age + (o.interval or 0) for o in (opts.manifest_options, opts.wal_options,
+                                                           opts.compacted_options)) + 5
+
+
+async def gc_through_heal(world: "World", name: str, store: PausableStore, rt: SimRuntime) -> None:
+    """A standalone GC process of one database, freezing now and then, until the heal; then
+    restarted at the healed intervals (:func:`healed_gc_options`) until the end. Returns if its
+    collector stops (the database removed) before the heal."""
+    async with trio.open_nursery() as n:
+        world.pause_plan(name, store, n, 60.0)
+        gc = GarbageCollector(store, rt, world.settings.garbage_collector_options)
+
+        async def until_healed() -> None:
+            await world.healed_event.wait()
+            n.cancel_scope.cancel()
+
+        n.start_soon(until_healed)
+        try:
+            await gc.run()
+        finally:
+            with trio.CancelScope(shield=True):
+                await gc.locator.aclose()
+        n.cancel_scope.cancel()
+    if not world.healed:
+        return
+    opts = coerce_settings({"garbage_collector_options": healed_gc_options(world.settings_map)})
+    gc = GarbageCollector(store, rt, opts.garbage_collector_options)
+    try:
+        await gc.run()
+    finally:
+        with trio.CancelScope(shield=True):
+            await gc.locator.aclose()
+
+
 class World:
     def __init__(self, seed: int, choices: Choices, faults: str, trace: Trace, bucket: MemoryBucket,
                  bugs: frozenset[str]) -> None:
@@ -77,6 +131,7 @@ class World:
         self.stores: list[SimObjectStore] = []
         self.runtimes: dict[str, SimRuntime] = {}
         self.healed = False
+        self.healed_event = trio.Event()  # set with ``healed``: background processes may stop then
         self.history = History()
         self.writer_checkpoints: list[tuple[uuid.UUID, float, tuple[int, int]]] = []  # (id, expires at, S range)
         self.writer_done = trio.Event()
@@ -108,9 +163,14 @@ class World:
 
     def heal(self) -> None:
         self.healed = True
+        self.healed_event.set()
         self.trace.record("world", "heal")
+        # Faults stop, and a slow store (latency up to 0.2 s a leg) becomes a quick one (up to
+        # 0.02 s): the liveness phase's work (a compaction, GC rounds) then takes fewer polls.
+        self.faults = attrs.evolve(self.faults, latency_max_s=min(self.faults.latency_max_s, HEALED_LATENCY_MAX_S))
         for s in self.stores:
             s.faults_enabled = False
+            s.faults = self.faults
 
     def now_wall_s(self) -> float:
         return SIM_EPOCH_MS / 1000 + trio.current_time()

@@ -50,7 +50,6 @@ from slatedb.checkpoint import CheckpointOptions, CheckpointScope, find_checkpoi
 from slatedb.lsm.view import bounds_of
 from slatedb.errors import CloneSourceWithWalError, SlateDBError
 from slatedb.format.manifest import decode_manifest_v2
-from slatedb.gc import GarbageCollector
 from slatedb.manifest.store import manifest_key
 from slatedb.projection import KeyRange
 from slatedb.projection.create import SourceSpec, create_database
@@ -59,7 +58,7 @@ from slatedb.reader.aio import DbReader
 
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world, final_checkpoints_pin, references_resolve
-from sim.scenarios.gc_world import World, fault_counts
+from sim.scenarios.gc_world import World, fault_counts, gc_slack_s, gc_through_heal, healed_gc_options
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -265,16 +264,7 @@ async def _shard_writer(world: World, rs: Rescale, i: int) -> None:
 
 async def _gc(world: World, name: str, url: str, ready) -> None:
     await ready()
-    rt = world.runtime(name)
-    store = PausableStore(world.store(name, url))
-    async with trio.open_nursery() as n:
-        world.pause_plan(name, store, n, 60.0)
-        gc = GarbageCollector(store, rt, world.settings.garbage_collector_options)
-        try:
-            await gc.run()
-        finally:
-            with trio.CancelScope(shield=True):
-                await gc.locator.aclose()
+    await gc_through_heal(world, name, PausableStore(world.store(name, url)), world.runtime(name))
 
 
 async def _check_refs(world: World, root: str) -> None:
@@ -359,9 +349,10 @@ async def _union(world: World, rs: Rescale) -> None:
             raise Violation("PROJ-3", f"a write of {key!r} after the union is shadowed by an older row")
     want[key] = b"after-union"
     cloned = rs.two_checkpoints and await _clone_of_union(world, rs, want)
-    # GC rounds everywhere, faults healed, then every reference still resolves.
+    # GC rounds everywhere (every collector restarted at the healed interval), faults healed,
+    # then every reference still resolves.
     world.heal()
-    await trio.sleep(60)
+    await trio.sleep(gc_slack_s(healed_gc_options(world.settings_map)))
     for root in ["merged"] + [f"shard{i}" for i in range(len(rs.ranges))] + (["cloned"] if cloned else []):
         await _check_refs(world, root)
     got = await _read_all(world, "ur2", MERGED)
