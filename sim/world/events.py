@@ -47,6 +47,7 @@ COMPACTION_RELEASED = "compaction_released"
 COMPACTION_LOST = "compaction_lost"
 COMPACTION_RESULT_DROPPED = "compaction_result_dropped"
 COMPACTION_WORKER_FAILED = "compaction_worker_failed"
+COMPACTION_WORKER_FAILED_AGAIN = "compaction_worker_failed_again"  # the same job failing the same way, after a backoff
 PANIC = "panic"
 # checkpoints, readers, GC, clones, destroy (checkpoints-gc.md, reader.md, clone.md, destroy.md)
 CHECKPOINT_CREATE = "checkpoint_create"

@@ -268,7 +268,7 @@ class Executor:
             try:
                 kept = retain(rows, M, bottom, now, op)
             except MergeOperatorError as e:
-                raise CompactionFailed(f"compaction {job.compaction_id}: {e}") from e
+                raise CompactionFailed(f"compaction {job.compaction_id}: {e}", e) from e
             for row in kept:
                 # -- resume: skip what the interrupted attempt already wrote ---------------------
                 if cursor is not None:
@@ -443,4 +443,11 @@ def _full(op: MergeFn, group: list[Row], base: Row | None) -> Row:
 
 
 class CompactionFailed(SlateDBError):
-    """A compaction that cannot complete (its reason is recorded as ``Failed``)."""
+    """A compaction that cannot complete: its worker releases the job and claims it again only
+    after a backoff (``slatedb/compactor/worker.py``). ``error`` is the typed error that stopped
+    it (a :class:`~slatedb.errors.MergeOperatorError` naming the key), kept as a field: the
+    range runner re-raises the first range's error without its chain."""
+
+    def __init__(self, message: str, error: SlateDBError | None = None) -> None:
+        super().__init__(message)
+        self.error = error

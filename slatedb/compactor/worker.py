@@ -19,6 +19,13 @@ W6 **Finish**: re-read; if the job is gone or not ours the result is dropped (it
    garbage, collected by GC after ``min_age``); else write Compacted with every range's outputs
    concatenated in range order. On shutdown, owned jobs are released to Scheduled.
 
+A job whose run fails with :class:`CompactionFailed` (a merge operator that raises, MERGE-7: the
+same inputs fail the same way) is released and not claimed again by this worker for a backoff
+that doubles per failure (:meth:`Worker.retry_in_s`, from twice the poll interval up to
+:data:`MAX_FAILED_BACKOFF_S`); the typed error is reported once at ERROR
+(``compaction_worker_failed``), its repeats at DEBUG (``compaction_worker_failed_again``), and
+kept in :attr:`Worker.failing`. A worker started afresh (the operator fixed) claims it at once.
+
 Workers never change ``compactor_epoch`` (they keep the file's).
 """
 
@@ -56,6 +63,18 @@ from .store import CompactionsStore
 from .subcompactions import plan_ranges
 
 S = CompactionStatus
+
+#: The longest wait before a worker claims again a job whose run failed (5 minutes).
+MAX_FAILED_BACKOFF_S = 300.0
+
+
+@attrs.frozen
+class FailedJob:
+    """A job this worker ran and saw fail: the typed error, how often, and when it may claim it again."""
+
+    error: CompactionFailed
+    failures: int
+    retry_at_s: float
 
 #: ``on_output(range_index, outputs_of_that_range_so_far)``
 OnOutput = Callable[[int, tuple[CompactedSsTable, ...]], Awaitable[None]]
@@ -138,6 +157,8 @@ class Worker:
         self.owned: dict[ULID, trio.CancelScope | None] = {}
         self._lock = trio.Lock()  # one .compactions write of this worker at a time
         self.stats = {"claimed": 0, "released": 0, "compacted": 0, "dropped": 0, "failed_runs": 0, "output_ssts": 0}
+        #: Jobs whose run failed (MERGE-7), by id: not claimed again before their ``retry_at_s``.
+        self.failing: dict[ULID, FailedJob] = {}
 
     # -- W1 ---------------------------------------------------------------------------------------
 
@@ -149,6 +170,10 @@ class Worker:
         free = [c.id for c in cur.compactions.recent_compactions
                 if c.status is S.SCHEDULED and (c.worker is None or c.worker.worker_id is None)
                 and c.id not in self.owned]
+        if self.failing:
+            self._forget_failures({c.id for c in cur.compactions.recent_compactions})
+            now_s = self.runtime.monotonic_s()
+            free = [cid for cid in free if cid not in self.failing or self.failing[cid].retry_at_s <= now_s]
         claimed = []
         for cid in free[:max(0, self.options.max_concurrent_compactions - len(self.owned))]:
             try:
@@ -163,6 +188,28 @@ class Worker:
             self.runtime.event("compaction_claimed", id=str(cid), worker=self.worker_id)
             claimed.append(cid)
         return claimed
+
+    def retry_in_s(self, failures: int) -> float:
+        """How long a job whose run failed ``failures`` times waits before this worker claims it
+        again: twice the poll interval, doubling per failure, at most :data:`MAX_FAILED_BACKOFF_S`."""
+        return min(MAX_FAILED_BACKOFF_S, self.options.compactions_poll_interval * 2.0 ** min(failures, 40))
+
+    def _forget_failures(self, present: set[ULID]) -> None:
+        for cid in [cid for cid in self.failing if cid not in present]:
+            del self.failing[cid]  # completed, failed or dropped by the coordinator: nothing to wait for
+
+    def _failed(self, cid: ULID, error: CompactionFailed) -> None:
+        """Record a failed run of ``cid`` (its backoff) and report it: once at ERROR, then at DEBUG."""
+        before = self.failing.get(cid)
+        failures = 1 if before is None else before.failures + 1
+        retry_in_s = self.retry_in_s(failures)
+        self.failing[cid] = FailedJob(error, failures, self.runtime.monotonic_s() + retry_in_s)
+        fields = {"id": str(cid), "worker": self.worker_id, "error": f"{type(error).__name__}: {error}",
+                  "failures": failures, "retry_in_s": retry_in_s}
+        if before is None or str(before.error) != str(error):
+            self.runtime.event("compaction_worker_failed", **fields)
+        else:
+            self.runtime.event("compaction_worker_failed_again", **fields)
 
     def poll_wait_s(self) -> float:
         """W1: the wait before the next poll of ``.compactions``, ``compactions_poll_interval``
@@ -287,8 +334,11 @@ class Worker:
                 results = await self.runner.run_ranges(tasks, on_output)
         except (CompactionFailed, ObjectNotFoundError, NotImplementedError) as e:
             self.stats["failed_runs"] += 1
-            self.runtime.event("compaction_worker_failed", id=str(cid), worker=self.worker_id,
-                               error=f"{type(e).__name__}: {e}")
+            if isinstance(e, CompactionFailed):
+                self._failed(cid, e)
+            else:
+                self.runtime.event("compaction_worker_failed", id=str(cid), worker=self.worker_id,
+                                   error=f"{type(e).__name__}: {e}")
             await self._release(cid, f"{type(e).__name__}: {e}")
             return False
         for i, outs in enumerate(results):

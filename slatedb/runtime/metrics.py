@@ -151,6 +151,8 @@ _EVENTS: dict[str, tuple[str, int, str | None]] = {
     "compactor_error": ("slatedb.compactor", _ERROR, None),
     # a job that could not run (a failing merge operator, a missing input): released, retried
     "compaction_worker_failed": ("slatedb.compactor", _ERROR, None),
+    # the same job failing the same way again (a merge operator still raising): retried after a backoff
+    "compaction_worker_failed_again": ("slatedb.compactor", _DEBUG, None),
     "gc_pass": ("slatedb.gc", _INFO, "gc_passes"),
     "gc_delete": ("slatedb.gc", _DEBUG, "gc_deletes"),
     "gc_error": ("slatedb.gc", _ERROR, None),
