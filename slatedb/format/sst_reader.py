@@ -211,14 +211,19 @@ class SstReader:
         cache = self.block_cache
         if cache is None or self._read_now is None:
             return False
-        n = len(self.index)
-        i = self.index.find_block(key)
-        while i < n and (self.cache_id, i) in cache:
+        index, cache_id = self.index, self.cache_id
+        n = len(index)
+        i = index.find_block(key)
+        while i < n and (cache_id, i) in cache:
             i += 1
         if i >= n:
             return True  # another thread brought it meanwhile
-        offsets = self.index.offsets
-        j = self._readahead_end(i) if self._readahead else i + 1
+        offsets = index.offsets
+        # Up to the last block whose index key is <= key, at least: find_block steps back over
+        # blocks whose index key equals ``key`` (its versions may straddle a boundary), so the
+        # lookup walks on to that one. Reading only the first left a key that begins a block
+        # (its index key the whole key, as often with sequential keys) to the event loop.
+        j = max(self._readahead_end(i) if self._readahead else i + 1, index.find_last_block(key) + 1)
         data = self._range_now(offsets[i], offsets[j])
         if data is None:
             return False

@@ -67,6 +67,27 @@ def test_gets_and_scans_of_a_local_directory_do_not_cross_to_the_loop(tmp_path):
         db.close()
 
 
+def test_gets_of_keys_that_begin_a_block_do_not_cross_to_the_loop(tmp_path):
+    """With a block cache too small for read-ahead (as for SSTs of a large database), a key
+    whose block's index key is the whole key (find_block steps back one block) is read on the
+    caller's thread too: ``load_now`` brings both blocks the lookup walks."""
+    url = "file://" + str(tmp_path)
+    _load(url)
+    db = slatedb.Db.open(url, {"compactor_options": None, "block_cache_size_bytes": 16 * 1024})
+    portal = db._portal = CountingPortal(db._portal)
+    try:
+        (h,) = db._core.read_state.view.l0
+        assert not h.reader._readahead
+        starts = [k for k in h.reader.index.first_keys[1:] if len(k) == len(b"key000000")]
+        assert len(starts) > 20
+        for key in starts:
+            db._core.cache.clear()
+            assert db.get(key) == (b"value-" + key[3:]) * 4
+        assert portal.calls == []
+    finally:
+        db.close()
+
+
 def test_other_stores_and_failed_direct_reads_take_the_loop(tmp_path, monkeypatch):
     url = "file://" + str(tmp_path)
     _load(url)
