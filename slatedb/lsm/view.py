@@ -17,7 +17,7 @@ from ulid import ULID
 from slatedb.errors import CorruptionError
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.layout import COMPACTED_DIR, manifest_key, sst_key  # noqa: F401 (re-exported)
-from slatedb.format.types import BoundType, BytesRange, ManifestV2
+from slatedb.format.types import BoundType, BytesRange, ManifestV2, SstType
 
 
 @attrs.frozen
@@ -101,18 +101,31 @@ class LsmView:
     #: Every view covers its whole SST (no clone or projection narrows one): candidates need
     #: no bounds check.
     whole: bool = attrs.field(init=False, default=False)
+    #: ``(first key, last key, handle)`` of each L0 view when there are several and every one
+    #: records both keys (None otherwise): a point get passes over the L0 SSTs whose key range
+    #: leaves the key out with two comparisons each, not a cache lookup and a filter probe
+    #: (L0 SSTs of a sequential load are disjoint: a get then consults one of them).
+    l0_ranges: tuple[tuple[bytes, bytes, SstHandle], ...] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         whole = all(h.bounds is UNBOUNDED for h in self.l0) and all(
             h.bounds is UNBOUNDED for run in self.runs for h in run.ssts)
         object.__setattr__(self, "whole", whole)
+        infos = [getattr(h.reader, "info", None) for h in self.l0]
+        if whole and len(infos) > 1 and all(
+                i is not None and i.sst_type == SstType.COMPACTED and i.first_entry is not None
+                and i.last_entry is not None for i in infos):
+            object.__setattr__(self, "l0_ranges", tuple(
+                (i.first_entry, i.last_entry, h) for i, h in zip(infos, self.l0)))  # type: ignore[union-attr]
 
     def point_candidates(self, key: bytes) -> Iterable[SstHandle]:
         """SSTs that may hold ``key``, in read order (L0 newest first, then runs newest first)."""
         if self.whole:
+            ranges = self.l0_ranges
+            l0 = self.l0 if ranges is None else [h for lo, hi, h in ranges if lo <= key <= hi]
             if not self.runs:
-                return self.l0  # the common shape of a point get: no generator to build
-            out = list(self.l0)
+                return l0  # the common shape of a point get: no generator to build
+            out = list(l0)
             for run in self.runs:
                 h = run.find(key)
                 if h is not None:

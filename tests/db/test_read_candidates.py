@@ -7,6 +7,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import types
+
+from slatedb.format.types import SsTableInfo, SstType
 from slatedb.lsm.view import UNBOUNDED, KeyBounds, LsmView, SortedRunView, SstHandle
 from slatedb.memtable import Memtable
 from slatedb.row import Row, RowKind
@@ -47,6 +50,30 @@ def test_point_candidates_are_the_handles_whose_bounds_hold_the_key(l0_bounds, r
         assert list(view.point_candidates(key)) == _model(view, key)
     if view.whole and not runs:
         assert view.point_candidates(b"x") is l0
+
+
+def _ranged(name: str, first: bytes | None, last: bytes | None, sst_type: SstType = SstType.COMPACTED) -> SstHandle:
+    reader = types.SimpleNamespace(info=SsTableInfo(first_entry=first, last_entry=last, sst_type=sst_type))
+    return SstHandle(name, name, reader, UNBOUNDED)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_KEYS), st.sampled_from(_KEYS)).map(sorted), min_size=2, max_size=5),
+       st.booleans())
+def test_l0_candidates_are_the_ssts_whose_key_range_holds_the_key(ranges, with_run) -> None:
+    """Several L0 SSTs with known key ranges: a get consults only those whose range holds the
+    key (in L0 order), then the runs; one SST without a recorded range (or a WAL-typed one):
+    every L0 SST, as before."""
+    l0 = tuple(_ranged(f"l0-{i}", lo, hi) for i, (lo, hi) in enumerate(ranges))
+    runs = (SortedRunView(0, (_handle("r0", UNBOUNDED),), (b"",)),) if with_run else ()
+    view = LsmView(1, l0, runs)
+    tail = [runs[0].ssts[0]] if with_run else []
+    for key in [b"", b"b", b"c", b"h", b"z"] + _KEYS:
+        assert list(view.point_candidates(key)) == [h for h, (lo, hi) in zip(l0, ranges) if lo <= key <= hi] + tail
+    for odd in (_ranged("odd", b"a", None), _ranged("wal", b"a", b"z", SstType.WAL)):
+        view = LsmView(1, l0 + (odd,), runs)
+        assert view.l0_ranges is None
+        assert list(view.point_candidates(b"z")) == list(l0) + [odd] + tail
 
 
 def test_memtable_holds_what_it_has_rows_of() -> None:
