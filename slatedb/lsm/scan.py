@@ -112,12 +112,14 @@ class SstSource:
     def advance(self) -> None:
         self._pos += 1
 
-    def plain_pairs(self, limit: int, max_seq: int, after: bytes | None) -> list[tuple[bytes, bytes]] | None | object:
+    def plain_pairs(self, limit: int, max_seq: int, after: bytes | None,
+                    before: bytes | None = None) -> list[tuple[bytes, bytes]] | None | object:
         """Forward scans: up to ``limit`` visible ``(key, value)`` pairs of the current block,
         taken as columns, when its remaining rows are values without expiry, one per key, at or
         below ``max_seq``, and the first is not ``after`` (the merge's current key: older
-        versions of a key may continue into the next block). None when the slow path must
-        take the next row (or the source is exhausted: :meth:`head` says which);
+        versions of a key may continue into the next block); only keys below ``before`` (the
+        smallest key another source of a merge holds; None: no bound). None when the slow path
+        must take the next row (or the source is exhausted: :meth:`head` says which);
         :data:`NEED_IO_MARK` when a block must be loaded first."""
         if self._pos >= self._end:
             got = self._load_next()
@@ -134,6 +136,10 @@ class SstSource:
         if keys[pos] == after:
             return None
         end = min(self._end, pos + limit)
+        if before is not None:
+            if keys[pos] >= before:
+                return None
+            end = bisect_left(keys, before, pos, end)
         self._pos = end
         return list(zip(keys[pos:end], block.values[pos:end]))
 
@@ -265,6 +271,7 @@ class MergeScan:
         heap = self._heap
         sources = self._sources
         reverse = self._reverse
+        gallop = self.PAIRS and not reverse
         max_seq = self._max_seq
         while len(out) < n:
             pending = self._pending
@@ -309,7 +316,29 @@ class MergeScan:
                     self._group.append(row)
                     if row.seq > best.seq:
                         self._best = row
+            if gallop and type(sources[idx]) is SstSource:
+                self._gallop(sources[idx], heap[0][0] if heap else None, out, n)  # type: ignore[arg-type]
         return out
+
+    def _gallop(self, src: SstSource, before: bytes | None, out: list[tuple[bytes, bytes]], n: int) -> None:
+        """Forward merge: the rows of ``src`` (the source just popped) below ``before``, the
+        smallest key the other sources hold, need no heap step: take them as columns while its
+        blocks are plain (the L0 SSTs and runs of a sequential load are disjoint, so a scan
+        then walks each source's blocks as the one-source path does)."""
+        max_seq = self._max_seq
+        while True:
+            best = self._best
+            room = n - len(out) - (best is not None and best is not _DECIDED)  # _emit may add the current key
+            if room <= 0:
+                return
+            pairs = src.plain_pairs(room, max_seq, self._key, before)
+            if pairs is None or pairs is NEED_IO_MARK:
+                return  # the next row goes through the heap (head() loads or ends the source)
+            self._emit(out)
+            out += pairs  # type: ignore[arg-type]
+            self._key = src.last_key()  # decided: its older versions further on are skipped
+            self._best = _DECIDED
+            self._group = None
 
     def _next_batch_single(self, n: int) -> list[tuple[bytes, bytes]]:
         """:meth:`next_batch` of a forward scan of one SST source: the heap loop without a
@@ -321,7 +350,9 @@ class MergeScan:
         src: SstSource = self._single  # type: ignore[assignment]
         max_seq = self._max_seq
         while len(out) < n:
-            pairs = src.plain_pairs(n - len(out), max_seq, self._key)
+            best = self._best
+            room = n - len(out) - (best is not None and best is not _DECIDED)  # _emit may add the current key
+            pairs = src.plain_pairs(room, max_seq, self._key) if room > 0 else None
             if pairs is NEED_IO_MARK:
                 self._out = out
                 raise NeedIO(src)

@@ -261,6 +261,7 @@ def _scan(reader: SstReader, bounds: KeyBounds, max_seq: int, n: int, reverse: b
             r, first, last = src.io_request()
             src.supply(first, trio.run(r.read_blocks, first, last))
             continue
+        assert len(batch) <= n  # a pending key emitted before a plain block's columns counts too
         if not batch:
             return out
         out += batch
