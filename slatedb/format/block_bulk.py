@@ -23,13 +23,13 @@ call, so that slices of a memtable encode exactly as the whole would.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import itemgetter
+from operator import countOf, itemgetter
 
 import attrs
 import numpy as np
 
 from slatedb.format.block import RESTART_INTERVAL
-from slatedb.format.compression import frame_block
+from slatedb.format.compression import frame_slices
 from slatedb.format.row_codec import (
     FLAG_HAS_CREATE_TS,
     FLAG_HAS_EXPIRE_TS,
@@ -44,7 +44,7 @@ MAX_KEY_MATRIX_BYTES = 1 << 23
 #: Smallest encoded entry: three one-byte varints, no suffix, no value, seq and flags.
 _MIN_ENTRY_BYTES = 12
 
-_COLUMNS = [itemgetter(i) for i in range(6)]  # Row: key, seq, kind, value, expire_ts_ms, create_ts_ms
+_KEY, _SEQ, _KIND, _VALUE, _EXPIRE, _CREATE = map(itemgetter, range(6))  # Row's fields
 _KIND_FLAGS = np.array([0, FLAG_TOMBSTONE, FLAG_MERGE_OPERAND], dtype=np.uint8)
 
 
@@ -111,7 +111,8 @@ class KeyMatrix:
 class Columns:
     """Rows as columns: what :func:`encode_blocks` reads. ``seqs`` (uint64), ``kinds`` (uint8:
     :class:`~slatedb.row.RowKind` values) and ``vlen`` are arrays; ``cpl[j]`` is the prefix key
-    ``j`` shares with key ``j - 1``."""
+    ``j`` shares with key ``j - 1``; ``has_exp``/``expires`` and ``has_create``/``creates``
+    (bool, int64; 0 where absent) the timestamps."""
 
     keys: list[bytes]
     km: KeyMatrix
@@ -120,8 +121,10 @@ class Columns:
     kinds: np.ndarray
     values: list[bytes]
     vlen: np.ndarray
-    expires: list[int | None]
-    creates: list[int | None]
+    has_exp: np.ndarray
+    expires: np.ndarray
+    has_create: np.ndarray
+    creates: np.ndarray
 
     @classmethod
     def of(cls, rows: Sequence[Row]) -> Columns | None:
@@ -129,20 +132,26 @@ class Columns:
         key, a key or value of 4 GiB, a seq that is not a u64, a tombstone with a value):
         :func:`~slatedb.format.row_codec.check_row_encodable` then names it. Raises
         :class:`KeysTooWide` for more than one row whose key matrix would be too large."""
-        keys, seqs, kinds, values, expires, creates = (list(map(col, rows)) for col in _COLUMNS)
-        km = KeyMatrix.of(keys, MAX_KEY_MATRIX_BYTES if len(keys) > 1 else None)
-        n = len(keys)
+        # One pass over the rows per column, straight into arrays where the column is numeric
+        # (no intermediate list), and none at all for a timestamp no row has.
+        n = len(rows)
+        keys = list(map(_KEY, rows))
+        km = KeyMatrix.of(keys, MAX_KEY_MATRIX_BYTES if n > 1 else None)
+        values = list(map(_VALUE, rows))
         vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
         if not n or int(km.lengths.min()) == 0 or int(km.lengths.max()) > MAX_U32 or int(vlen.max()) > MAX_U32:
             return None
         try:
-            seq_arr = np.array(seqs, dtype=np.uint64)
-            kind_arr = np.frombuffer(bytes(kinds), dtype=np.uint8)
+            seq_arr = np.fromiter(map(_SEQ, rows), dtype=np.uint64, count=n)
+            kind_arr = np.frombuffer(bytes(list(map(_KIND, rows))), dtype=np.uint8)
+            has_exp, expires = _timestamps(rows, _EXPIRE, n)
+            has_create, creates = _timestamps(rows, _CREATE, n)
         except (OverflowError, TypeError, ValueError):
             return None
         if int(kind_arr.max()) > 2 or ((kind_arr == 1) & (vlen > 0)).any():
             return None
-        return cls(keys, km, km.prefix_with_previous(), seq_arr, kind_arr, values, vlen, expires, creates)
+        return cls(keys, km, km.prefix_with_previous(), seq_arr, kind_arr, values, vlen,
+                   has_exp, expires, has_create, creates)
 
     def in_order(self) -> bool:
         """Key ascending, then seq descending (compacted SSTs)."""
@@ -181,16 +190,20 @@ def _excl_cumsum(x: np.ndarray) -> np.ndarray:
 
 @attrs.frozen
 class EncodedBlocks:
-    """What :func:`encode_blocks` produced: framed blocks for rows ``[0, rows_used)``.
+    """What :func:`encode_blocks` produced: framed blocks for rows ``[0, rows_used)``, as
+    ``chunks`` (bytes-like pieces; the SST is their concatenation) and the framed size of each.
 
-    ``starts[b]`` and ``ends[b]`` (exclusive) are block ``b``'s rows; ``stats[b]`` its
-    (puts, deletes, merges).
+    ``starts[b]`` and ``ends[b]`` (exclusive) are block ``b``'s rows; ``puts[b]``,
+    ``deletes[b]`` and ``merges[b]`` its row counts.
     """
 
-    framed: list[bytes]
+    chunks: list
+    framed_sizes: list[int]
     starts: list[int]
     ends: list[int]
-    stats: list[tuple[int, int, int]]
+    puts: list[int]
+    deletes: list[int]
+    merges: list[int]
     rows_used: int
 
 
@@ -200,11 +213,10 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     (``rows_used`` tells where it starts).
     """
     keys, km, cpl, seqs, kinds = cols.keys, cols.km, cols.cpl, cols.seqs, cols.kinds
-    values, vlen, expires, creates = cols.values, cols.vlen, cols.expires, cols.creates
+    values, vlen = cols.values, cols.vlen
+    has_exp, expires, has_create, creates = cols.has_exp, cols.expires, cols.has_create, cols.creates
     n = len(keys)
     klen = km.lengths
-    has_exp = _present(expires, n)
-    has_create = _present(creates, n)
     tail_len = 9 + 8 * has_exp.astype(np.int64) + 8 * has_create.astype(np.int64)
     vl_v = varint_lengths(vlen)
     # Entry sizes as a restart (shared = 0) and prefix-compressed (shared = cpl).
@@ -216,7 +228,7 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     if not final and block_starts:  # the last block may still take later rows
         block_starts, block_ends = block_starts[:-1], block_ends[:-1]
     if not block_starts:
-        return EncodedBlocks([], [], [], [], 0)
+        return EncodedBlocks([], [], [], [], [], [], [], 0)
     used_blocks = len(block_starts)
     m = block_ends[-1]
     if m < n:
@@ -238,7 +250,7 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     # the key suffix; the value follows it. A block ends with its last row's tail and restarts.
     # The glue of every row is one row of a matrix of fixed-width fields, each with its used
     # length; one boolean mask over it extracts every row's glue, concatenated in row order.
-    tails, tail_width = _tails(seqs, kinds, has_exp, has_create, expires[:m], creates[:m], m)
+    tails, tail_width = _tails(seqs, kinds, has_exp, has_create, expires, creates, m)
     prev_tail = np.zeros(m, dtype=np.int64)
     prev_tail[1:] = tail_len[:-1]
     prev_tail[is_start] = 0
@@ -281,21 +293,27 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
 
     is_put = (kinds == 0).astype(np.int64)
     is_del = (kinds == 1).astype(np.int64)
-    puts = np.add.reduceat(is_put, start_arr).tolist()
-    dels = np.add.reduceat(is_del, start_arr).tolist()
-    framed: list[bytes] = []
-    stats: list[tuple[int, int, int]] = []
-    for b, (s, e) in enumerate(zip(block_starts, block_ends)):
-        last = e - 1
-        parts = pieces[2 * s : 2 * e]
-        parts.append(tail_bytes[last * tail_width : last * tail_width + tail_lens[last]])
-        r0 = restart_first[b]
-        count = restarts_per_block[b]
-        parts.append(offsets[2 * r0 : 2 * (r0 + count)])
-        parts.append(count.to_bytes(2, "big"))
-        framed.append(frame_block(codec, b"".join(parts)))
-        stats.append((puts[b], dels[b], (e - s) - puts[b] - dels[b]))
-    return EncodedBlocks(framed, list(block_starts), list(block_ends), stats, m)
+    puts = np.add.reduceat(is_put, start_arr)
+    dels = np.add.reduceat(is_del, start_arr)
+    merges = (np.asarray(block_ends, dtype=np.int64) - start_arr - puts - dels).tolist()
+    # Each block's trailer (its last row's tail, the restart offsets, their count) goes in front
+    # of the next block's first glue, the last one at the end: then one join makes every block,
+    # back to back, and each block is a slice of it (no per-block join of its rows' pieces).
+    trailers = []
+    for b, (r0, count, last) in enumerate(zip(restart_first, restarts_per_block, block_ends)):
+        last -= 1
+        trailers.append(tail_bytes[last * tail_width : last * tail_width + tail_lens[last]]
+                        + offsets[2 * r0 : 2 * (r0 + count)] + count.to_bytes(2, "big"))
+    for s, trailer in zip(block_starts[1:], trailers):
+        pieces[2 * s] = trailer + pieces[2 * s]
+    pieces.append(trailers[-1])
+    blocks = b"".join(pieces)
+    block_bytes = (np.add.reduceat(entry, start_arr) + 2 * np.asarray(restarts_per_block, dtype=np.int64) + 2)
+    ends = np.cumsum(block_bytes).tolist()
+    assert ends[-1] == len(blocks), "block sizes disagree with the bytes"
+    chunks, framed_sizes = frame_slices(codec, blocks, ends)
+    return EncodedBlocks(chunks, framed_sizes, list(block_starts), list(block_ends), puts.tolist(), dels.tolist(),
+                         merges, m)
 
 
 def _tails(seqs, kinds, has_exp, has_create, expires, creates, m: int) -> tuple[np.ndarray, int]:
@@ -323,23 +341,24 @@ def _tails(seqs, kinds, has_exp, has_create, expires, creates, m: int) -> tuple[
     return tails, width
 
 
-def _present(column: Sequence[int | None], n: int) -> np.ndarray:
-    """Which rows have a value (not None) in ``column``."""
-    missing = column.count(None) if hasattr(column, "count") else sum(v is None for v in column)
-    if missing == 0:
-        return np.ones(n, dtype=bool)
-    if missing == n:
-        return np.zeros(n, dtype=bool)
-    return np.fromiter((v is not None for v in column), dtype=bool, count=n)
+def _timestamps(rows: Sequence[Row], field: itemgetter, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(which rows have the timestamp ``field``, its values as int64, 0 where absent). Raises
+    OverflowError for a value outside i64 (:func:`Columns.of` then leaves the rows to ``add``)."""
+    if n and field(rows[0]) is not None:  # likely every row (the engine stamps create times)
+        try:
+            return np.ones(n, dtype=bool), np.fromiter(map(field, rows), dtype=np.int64, count=n)
+        except TypeError:  # a None further on
+            pass
+    elif countOf(map(field, rows), None) == n:
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+    column = list(map(field, rows))
+    present = np.fromiter((v is not None for v in column), dtype=bool, count=n)
+    return present, np.fromiter((0 if v is None else v for v in column), dtype=np.int64, count=n)
 
 
-def _i64_be(column: Sequence[int | None], rows: np.ndarray) -> np.ndarray:
-    """``rows x 8`` big-endian bytes of the i64 values of ``column`` at ``rows``."""
-    if len(rows) == len(column):
-        vals = np.asarray(column, dtype=np.int64)
-    else:
-        vals = np.asarray([column[i] for i in rows.tolist()], dtype=np.int64)
-    return vals.astype(">i8").view(np.uint8).reshape(len(rows), 8)
+def _i64_be(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``rows x 8`` big-endian bytes of ``values`` at ``rows``."""
+    return values[rows].astype(">i8").view(np.uint8).reshape(len(rows), 8)
 
 
 def _block_starts(e_shared: np.ndarray, e_restart: np.ndarray, block_size: int, n: int) -> list[int]:

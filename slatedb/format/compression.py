@@ -85,6 +85,29 @@ def frame_block(codec: CompressionCodec | int, raw: bytes) -> bytes:
     return payload + _CRC.pack(_crc32(payload))
 
 
+def frame_slices(codec: CompressionCodec | int, data: bytes, ends: list[int]) -> tuple[list, list[int]]:
+    """:func:`frame_block` of each of ``data[0:ends[0]]``, ``data[ends[0]:ends[1]]``, ...: the
+    framed blocks as chunks whose concatenation is theirs, and each framed block's size. Without
+    compression the chunks are views of ``data`` and the CRCs (no copy of a block)."""
+    chunks: list = []
+    sizes: list[int] = []
+    start = 0
+    if codec == CompressionCodec.NONE:
+        view = memoryview(data)
+        for end in ends:
+            block = view[start:end]
+            chunks += (block, _CRC.pack(_crc32(block)))
+            sizes.append(end - start + CRC_SIZE_BYTES)
+            start = end
+        return chunks, sizes
+    for end in ends:
+        framed = frame_block(codec, data[start:end])
+        chunks.append(framed)
+        sizes.append(len(framed))
+        start = end
+    return chunks, sizes
+
+
 def unframe_block(codec: CompressionCodec | int, framed: bytes, object_name: str, offset: int) -> bytes:
     """Check the trailing CRC of a framed block and return its decompressed content.
 

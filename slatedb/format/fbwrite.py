@@ -125,7 +125,13 @@ class LeanBuilder:
 
 
 def encode_sst_index(block_meta: Sequence[BlockMeta]) -> bytes:
-    """``fbcodec.encode_sst_index``'s bytes: the ``SsTableIndex`` of ``block_meta``.
+    """``fbcodec.encode_sst_index``'s bytes: the ``SsTableIndex`` of ``block_meta``."""
+    return encode_sst_index_columns([m.first_key for m in block_meta], [m.offset for m in block_meta])
+
+
+def encode_sst_index_columns(first_keys: Sequence[bytes], offsets: Sequence[int]) -> bytes:
+    """The ``SsTableIndex`` of the blocks ``(offsets[i], first_keys[i])`` (no ``BlockMeta``
+    object per block: the SST writer keeps its blocks as columns).
 
     Every ``BlockMeta`` is built the same way, so :class:`LeanBuilder`'s steps are unrolled
     here: the key vector (padded so that it ends 4-aligned), the offset (8-aligned, absent when
@@ -138,8 +144,7 @@ def encode_sst_index(block_meta: Sequence[BlockMeta]) -> bytes:
     vtables = b.vtables
     off = 0
     metas = []
-    for meta in block_meta:
-        key = meta.first_key
+    for key, offset in zip(first_keys, offsets):
         klen = len(key)
         pad = (-(off + klen)) & 3
         if pad:
@@ -148,7 +153,6 @@ def encode_sst_index(block_meta: Sequence[BlockMeta]) -> bytes:
         append(_U32(klen))
         off += pad + klen + 4
         key_vec = object_end = off
-        offset = meta.offset
         if offset:
             b.minalign = 8
             pad = (-off) & 7
@@ -185,18 +189,27 @@ def encode_sst_index(block_meta: Sequence[BlockMeta]) -> bytes:
 
 def encode_sst_stats(stats: SstStats) -> bytes:
     """``fbcodec.encode_sst_stats``'s bytes: the ``SstStats`` FlatBuffer."""
+    bs = stats.block_stats
+    return encode_sst_stats_columns(
+        stats, [b.num_puts for b in bs], [b.num_deletes for b in bs], [b.num_merges for b in bs])
+
+
+def encode_sst_stats_columns(totals, puts: Sequence[int], deletes: Sequence[int], merges: Sequence[int]) -> bytes:
+    """The ``SstStats`` FlatBuffer of per-block counts given as columns (``totals``: anything
+    with ``num_puts``, ``num_deletes``, ``num_merges``, ``raw_key_size``, ``raw_val_size``)."""
+    stats = totals
     b = LeanBuilder()
     blocks = []
     chunks = b.chunks
     append = chunks.append
     vtables = b.vtables
     off = 0
-    for bs in stats.block_stats:
+    for counts in zip(puts, deletes, merges):
         # LeanBuilder's start, u16_slot x 3 and end, unrolled: the u16s need no padding (the
         # buffer is always 2-aligned), the soffset 4-aligns.
         object_end = off
         slots = [0, 0, 0]
-        for i, x in enumerate((bs.num_puts, bs.num_deletes, bs.num_merges)):
+        for i, x in enumerate(counts):
             if x:
                 append(_U16(x))
                 off += 2
@@ -224,7 +237,7 @@ def encode_sst_stats(stats: SstStats) -> bytes:
             append(_I32(existing - off))
             blocks.append(off)
     b.off = off
-    if stats.block_stats:
+    if blocks:
         b.minalign = 4
     vec = b.table_vector(blocks)
     b.start(6)

@@ -19,7 +19,7 @@ from slatedb.format.block_bulk import Columns, KeysTooWide, encode_blocks
 from slatedb.format.bloom import BLOOM_FILTER_NAME, BloomFilter, encode_composite_filter
 from slatedb.format.bloom_bulk import build_bloom_bits, siphash13_many, siphash13_rows
 from slatedb.format.compression import frame_block
-from slatedb.format.fbcodec import encode_sst_index, encode_sst_stats
+from slatedb.format.fbwrite import encode_sst_index_columns, encode_sst_stats_columns
 from slatedb.format.row_codec import check_row_encodable, common_prefix_len
 from slatedb.format.sst import (
     FORMAT_VERSION_LATEST,
@@ -54,29 +54,52 @@ def compute_index_key(prev_block_last_key: bytes | None, block_first_key: bytes)
 
 @attrs.frozen
 class EncodedSst:
-    """A finished SST: the object's bytes and the metadata the manifest records."""
+    """A finished SST: the object's bytes and the metadata the manifest records.
+
+    The blocks are kept as columns (``index_keys``, ``block_offsets``; per-block row counts in
+    ``block_counts``): a 100k-row L0 SST has some 3,000 blocks, and an object per block and per
+    block's stats cost the flush more than their encoding (allocations, and the cyclic GC passes
+    they trigger). :attr:`block_meta` and :attr:`stats` build the objects when asked.
+    """
 
     data: bytes
     info: SsTableInfo
     format_version: int
-    block_meta: tuple[BlockMeta, ...]
-    stats: SstStats | None
+    index_keys: tuple[bytes, ...]
+    block_offsets: tuple[int, ...]
     num_rows: int
     #: The bloom filter written (None: none), and where the metadata starts.
     filter: BloomFilter | None = None
     metadata_offset: int | None = None
+    #: Compacted SSTs: (puts, deletes, merges) per block, and (raw key bytes, raw value bytes).
+    block_counts: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
+    raw_sizes: tuple[int, int] = (0, 0)
 
     @property
     def size_bytes(self) -> int:
         return len(self.data)
 
+    @property
+    def block_meta(self) -> tuple[BlockMeta, ...]:
+        return tuple(map(BlockMeta, self.block_offsets, self.index_keys))
+
+    @property
+    def stats(self) -> SstStats | None:
+        """The stats block's content (None for a WAL SST, which has none)."""
+        if self.block_counts is None:
+            return None
+        puts, deletes, merges = self.block_counts
+        return SstStats(num_puts=sum(puts), num_deletes=sum(deletes), num_merges=sum(merges),
+                        raw_key_size=self.raw_sizes[0], raw_val_size=self.raw_sizes[1],
+                        block_stats=tuple(map(BlockStats, puts, deletes, merges)))
+
     def layout(self, object_name: str) -> SstLayout:
         """What :func:`~slatedb.format.sst.decode_layout` would read back from :attr:`data`,
         without decoding it (the writer that just built the SST opens a reader on it)."""
         assert self.metadata_offset is not None, "an SST written by SstWriter"
-        offsets = [m.offset for m in self.block_meta]
+        offsets = list(self.block_offsets)
         offsets.append(data_end_offset(self.info))
-        index = SstIndex([m.first_key for m in self.block_meta], offsets)
+        index = SstIndex(list(self.index_keys), offsets)
         return SstLayout(object_name, self.format_version, self.info, index, self.filter, self.metadata_offset)
 
 
@@ -90,8 +113,12 @@ class SstWriter:
         self._builder = BlockBuilderV2(self.options.block_size_bytes)
         self._chunks: list[bytes] = []
         self._offset = 0  # bytes of framed data blocks so far
-        self._block_meta: list[BlockMeta] = []
-        self._block_stats: list[BlockStats] = []
+        # The blocks, as columns: offset, index key, puts, deletes, merges.
+        self._block_offsets: list[int] = []
+        self._index_keys: list[bytes] = []
+        self._puts: list[int] = []
+        self._deletes: list[int] = []
+        self._merges: list[int] = []
         self._prev_block_last_key: bytes | None = None
         self._keys: list[bytes] = []  # hashed into the filter at finish, if it is large enough
         self._last: Row | None = None
@@ -198,7 +225,7 @@ class SstWriter:
     def _take_blocks(self, enc, cols: Columns) -> None:
         """Record the framed blocks :func:`encode_blocks` made."""
         keys, lengths, cpl = cols.keys, cols.km.lengths, cols.cpl
-        for framed, s, e, (puts, deletes, merges) in zip(enc.framed, enc.starts, enc.ends, enc.stats):
+        for size, s, e in zip(enc.framed_sizes, enc.starts, enc.ends):
             first = keys[s]
             if self._prev_block_last_key is None:
                 index_key = b""
@@ -207,11 +234,14 @@ class SstWriter:
             else:
                 c = int(cpl[s])
                 index_key = first if c == int(lengths[s]) else first[: c + 1]
-            self._block_meta.append(BlockMeta(self._offset, index_key))
-            self._block_stats.append(BlockStats(puts, deletes, merges))
-            self._chunks.append(framed)
-            self._offset += len(framed)
+            self._block_offsets.append(self._offset)
+            self._index_keys.append(index_key)
+            self._offset += size
             self._prev_block_last_key = keys[e - 1]
+        self._chunks += enc.chunks
+        self._puts += enc.puts
+        self._deletes += enc.deletes
+        self._merges += enc.merges
 
     def _flush_carry(self) -> None:
         """Encode the pending rows of :meth:`add_sorted` as the SST's last blocks."""
@@ -258,8 +288,11 @@ class SstWriter:
         else:
             index_key = _U64.pack(self._open_block_first_seq)  # WAL: the block's first seq
         framed = frame_block(self._codec, builder.build())
-        self._block_meta.append(BlockMeta(self._offset, index_key))
-        self._block_stats.append(BlockStats(builder.num_puts, builder.num_deletes, builder.num_merges))
+        self._block_offsets.append(self._offset)
+        self._index_keys.append(index_key)
+        self._puts.append(builder.num_puts)
+        self._deletes.append(builder.num_deletes)
+        self._merges.append(builder.num_merges)
         self._chunks.append(framed)
         self._offset += len(framed)
         self._prev_block_last_key = builder.last_key
@@ -297,14 +330,15 @@ class SstWriter:
             offset += filter_len
 
         index_offset = offset
-        framed = frame_block(codec, encode_sst_index(self._block_meta))
+        framed = frame_block(codec, encode_sst_index_columns(self._index_keys, self._block_offsets))
         chunks.append(framed)
         index_len = len(framed)
         offset += index_len
 
-        stats = self._stats()
+        totals = SstStats(num_puts=sum(self._puts), num_deletes=sum(self._deletes), num_merges=sum(self._merges),
+                          raw_key_size=self._raw_key_size, raw_val_size=self._raw_val_size)
         stats_offset = offset
-        framed = frame_block(codec, encode_sst_stats(stats))
+        framed = frame_block(codec, encode_sst_stats_columns(totals, self._puts, self._deletes, self._merges))
         chunks.append(framed)
         stats_len = len(framed)
         offset += stats_len
@@ -323,14 +357,14 @@ class SstWriter:
             stats_len=stats_len,
             filter_format=FilterFormat.COMPOSITE,
         )
-        return self._seal(info, offset, stats, bloom)
+        return self._seal(info, offset, bloom, compacted=True)
 
     def _finish_wal(self) -> EncodedSst:
         self._finish_block()
         codec = self._codec
         offset = self._offset
         index_offset = offset
-        framed = frame_block(codec, encode_sst_index(self._block_meta))
+        framed = frame_block(codec, encode_sst_index_columns(self._index_keys, self._block_offsets))
         self._chunks.append(framed)
         index_len = len(framed)
         offset += index_len
@@ -348,7 +382,7 @@ class SstWriter:
             stats_len=0,
             filter_format=FilterFormat.COMPOSITE,
         )
-        return self._seal(info, offset, None)
+        return self._seal(info, offset, None, compacted=False)
 
     def _filter(self) -> BloomFilter:
         """The bloom filter of every key: hashed by add_sorted as it went, the rest here (the
@@ -367,8 +401,8 @@ class SstWriter:
         return build_bloom_bits(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
                                 self.options.filter_bits_per_key)
 
-    def _seal(self, info: SsTableInfo, metadata_offset: int, stats: SstStats | None,
-              bloom: BloomFilter | None = None) -> EncodedSst:
+    def _seal(self, info: SsTableInfo, metadata_offset: int, bloom: BloomFilter | None, *,
+              compacted: bool) -> EncodedSst:
         chunks = self._chunks
         chunks.append(encode_info_with_crc(info))
         chunks.append(encode_trailer(metadata_offset, FORMAT_VERSION_LATEST))
@@ -378,22 +412,13 @@ class SstWriter:
             data=data,
             info=info,
             format_version=FORMAT_VERSION_LATEST,
-            block_meta=tuple(self._block_meta),
-            stats=stats,
+            index_keys=tuple(self._index_keys),
+            block_offsets=tuple(self._block_offsets),
             num_rows=len(self._keys),
             filter=bloom,
             metadata_offset=metadata_offset,
-        )
-
-    def _stats(self) -> SstStats:
-        bs = self._block_stats
-        return SstStats(
-            num_puts=sum(b.num_puts for b in bs),
-            num_deletes=sum(b.num_deletes for b in bs),
-            num_merges=sum(b.num_merges for b in bs),
-            raw_key_size=self._raw_key_size,
-            raw_val_size=self._raw_val_size,
-            block_stats=tuple(bs),
+            block_counts=(tuple(self._puts), tuple(self._deletes), tuple(self._merges)) if compacted else None,
+            raw_sizes=(self._raw_key_size, self._raw_val_size),
         )
 
 

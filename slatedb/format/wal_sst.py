@@ -176,8 +176,8 @@ def encode_wal_sst_fast(rows: Sequence[Row], options: SstOptions | None = None) 
         data=b"".join(chunks),
         info=info,
         format_version=FORMAT_VERSION_LATEST,
-        block_meta=tuple(block_meta),
-        stats=None,
+        index_keys=tuple(m.first_key for m in block_meta),
+        block_offsets=tuple(m.offset for m in block_meta),
         num_rows=len(rows),
     )
 

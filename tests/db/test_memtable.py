@@ -178,3 +178,32 @@ def test_any_order_of_puts_reads_as_the_model(puts, max_seq) -> None:
     assert (m.first_seq, m.last_seq) == (min(e[1] for e in expect), max(e[1] for e in expect))
     m.freeze()
     assert [(x.key, x.seq, x.value) for x in m.sorted_rows()] == expect
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.integers(0, 40), st.integers(1, 3)), st.just("sync")), min_size=1, max_size=40),
+       st.booleans())
+def test_sorted_rows_whatever_order_keys_arrived_in(steps, ascending) -> None:
+    """``sorted_rows`` reads the dict in its own order only while keys arrived ascending across
+    every merge of pending keys (a read between puts merges them): any key arriving below one
+    already there, before or after a merge, must send it back to the sorted key list."""
+    m = Memtable()
+    model: dict[bytes, dict[int, bytes]] = {}
+    seq = 0
+    if ascending:  # the same puts in key order, the merges where they were
+        puts = iter(sorted(s for s in steps if s != "sync"))
+        steps = [s if s == "sync" else next(puts) for s in steps]
+    for step in steps:
+        if step == "sync":
+            m.last_key  # merges the pending keys
+            continue
+        k, versions = step
+        for _ in range(versions):
+            seq += 1
+            key = b"k%03d" % k
+            m.put(r(key, seq, b"v%d" % seq))
+            model.setdefault(key, {})[seq] = b"v%d" % seq
+    m.freeze()
+    expect = [(k, s, model[k][s]) for k in sorted(model) for s in sorted(model[k], reverse=True)]
+    assert [(x.key, x.seq, x.value) for x in m.sorted_rows()] == expect
+    assert [(x.key, x.seq, x.value) for x in m.sorted_rows()] == [(x.key, x.seq, x.value) for x in m.iter_range()]
