@@ -190,14 +190,14 @@ def _excl_cumsum(x: np.ndarray) -> np.ndarray:
 
 @attrs.frozen
 class EncodedBlocks:
-    """What :func:`encode_blocks` produced: framed blocks for rows ``[0, rows_used)``, as
-    ``chunks`` (bytes-like pieces; the SST is their concatenation) and the framed size of each.
+    """What :func:`encode_blocks` produced: framed blocks for rows ``[0, rows_used)``, back to
+    back in ``framed``, and the framed size of each.
 
     ``starts[b]`` and ``ends[b]`` (exclusive) are block ``b``'s rows; ``puts[b]``,
     ``deletes[b]`` and ``merges[b]`` its row counts.
     """
 
-    chunks: list
+    framed: bytes
     framed_sizes: list[int]
     starts: list[int]
     ends: list[int]
@@ -228,7 +228,7 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     if not final and block_starts:  # the last block may still take later rows
         block_starts, block_ends = block_starts[:-1], block_ends[:-1]
     if not block_starts:
-        return EncodedBlocks([], [], [], [], [], [], [], 0)
+        return EncodedBlocks(b"", [], [], [], [], [], [], 0)
     used_blocks = len(block_starts)
     m = block_ends[-1]
     if m < n:
@@ -311,8 +311,8 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     block_bytes = (np.add.reduceat(entry, start_arr) + 2 * np.asarray(restarts_per_block, dtype=np.int64) + 2)
     ends = np.cumsum(block_bytes).tolist()
     assert ends[-1] == len(blocks), "block sizes disagree with the bytes"
-    chunks, framed_sizes = frame_slices(codec, blocks, ends)
-    return EncodedBlocks(chunks, framed_sizes, list(block_starts), list(block_ends), puts.tolist(), dels.tolist(),
+    framed, framed_sizes = frame_slices(codec, blocks, ends)
+    return EncodedBlocks(framed, framed_sizes, list(block_starts), list(block_ends), puts.tolist(), dels.tolist(),
                          merges, m)
 
 

@@ -85,27 +85,30 @@ def frame_block(codec: CompressionCodec | int, raw: bytes) -> bytes:
     return payload + _CRC.pack(_crc32(payload))
 
 
-def frame_slices(codec: CompressionCodec | int, data: bytes, ends: list[int]) -> tuple[list, list[int]]:
-    """:func:`frame_block` of each of ``data[0:ends[0]]``, ``data[ends[0]:ends[1]]``, ...: the
-    framed blocks as chunks whose concatenation is theirs, and each framed block's size. Without
-    compression the chunks are views of ``data`` and the CRCs (no copy of a block)."""
-    chunks: list = []
+def frame_slices(codec: CompressionCodec | int, data: bytes, ends: list[int]) -> tuple[bytes, list[int]]:
+    """:func:`frame_block` of each of ``data[0:ends[0]]``, ``data[ends[0]:ends[1]]``, ...,
+    concatenated, and each framed block's size. Without compression one join of views of
+    ``data`` and the CRCs (no bytes object per block; the views die with the join, so that they
+    add nothing to the cyclic GC's young generation)."""
+    parts: list = []
     sizes: list[int] = []
     start = 0
     if codec == CompressionCodec.NONE:
         view = memoryview(data)
         for end in ends:
             block = view[start:end]
-            chunks += (block, _CRC.pack(_crc32(block)))
+            parts += (block, _CRC.pack(_crc32(block)))
             sizes.append(end - start + CRC_SIZE_BYTES)
             start = end
-        return chunks, sizes
+        framed = b"".join(parts)
+        del parts, block
+        view.release()
+        return framed, sizes
     for end in ends:
-        framed = frame_block(codec, data[start:end])
-        chunks.append(framed)
-        sizes.append(len(framed))
+        parts.append(frame_block(codec, data[start:end]))
+        sizes.append(len(parts[-1]))
         start = end
-    return chunks, sizes
+    return b"".join(parts), sizes
 
 
 def unframe_block(codec: CompressionCodec | int, framed: bytes, object_name: str, offset: int) -> bytes:

@@ -204,7 +204,33 @@ def encode_sst_stats_columns(totals, puts: Sequence[int], deletes: Sequence[int]
     append = chunks.append
     vtables = b.vtables
     off = 0
+    u16 = _U16
+    pad2 = _ZEROS[:2]
     for counts in zip(puts, deletes, merges):
+        p, d, mg = counts
+        if p and not d and not mg:
+            # A block of puts only (the usual case): the general steps below with their values
+            # known. At off = 2 (mod 4) the table is the u16 and the soffset (6 bytes, field at
+            # 4); at off = 0 the u16, 2 bytes of padding and the soffset (8 bytes, field at 6).
+            if off & 3:
+                append(u16(p))
+                off += 6
+                shape = (4, 6)
+            else:
+                append(u16(p))
+                append(pad2)
+                off += 8
+                shape = (6, 8)
+            existing = vtables.get(shape)
+            if existing is None:
+                chunks.extend((_I32(6), u16(shape[0]), u16(shape[1]), u16(6)))
+                blocks.append(off)
+                off += 6
+                vtables[shape] = off
+            else:
+                append(_I32(existing - off))
+                blocks.append(off)
+            continue
         # LeanBuilder's start, u16_slot x 3 and end, unrolled: the u16s need no padding (the
         # buffer is always 2-aligned), the soffset 4-aligns.
         object_end = off

@@ -238,7 +238,8 @@ class SstWriter:
             self._index_keys.append(index_key)
             self._offset += size
             self._prev_block_last_key = keys[e - 1]
-        self._chunks += enc.chunks
+        if enc.framed:
+            self._chunks.append(enc.framed)
         self._puts += enc.puts
         self._deletes += enc.deletes
         self._merges += enc.merges
