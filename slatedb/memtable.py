@@ -55,7 +55,7 @@ class Memtable:
     """A sorted multi-version table of rows, keyed by key bytes (see the module docstring)."""
 
     __slots__ = ("_versions", "_keys", "_pending", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq", "_first_ts_ms",
-                 "_last_seq", "_frozen", "holds", "_dict_sorted")
+                 "_last_seq", "_frozen", "holds")
 
     def __init__(self) -> None:
         self._versions: dict[bytes, Row | list[Row]] = {}
@@ -64,9 +64,6 @@ class Memtable:
         self.holds = self._versions.__contains__
         self._keys: SortedList = SortedList()
         self._pending: list[bytes] = []  # new keys not yet in _keys
-        #: Whether ``_versions``' own order (the order keys first arrived) is key order, as when
-        #: keys arrive ascending: :meth:`sorted_rows` then reads the dict's values in order.
-        self._dict_sorted = True
         # Bumped whenever ``_keys`` changes shape, so that live iterators re-seek.
         self._key_epoch = 0
         self._num_rows = 0
@@ -189,10 +186,6 @@ class Memtable:
         if self._pending:
             pending = self._pending
             self._pending = []
-            if self._dict_sorted:
-                ordered = sorted(pending)
-                self._dict_sorted = ordered == pending and (not self._keys or self._keys[-1] < ordered[0])
-                pending = ordered
             self._keys.update(pending)
             self._key_epoch += 1  # live iterators re-seek
 
@@ -305,8 +298,13 @@ class Memtable:
         assert self._frozen, "only a frozen memtable is read whole"
         self._sync_keys()
         versions_of = self._versions
-        # The dict's values in its own order when that is key order (no lookup per key).
-        in_order = versions_of.values() if self._dict_sorted else map(versions_of.__getitem__, self._keys)
+        keys = self._keys
+        # The dict's own order is the order keys first arrived: when that is key order (keys put
+        # ascending, the usual load), its values are the rows in order, without a lookup a key.
+        if versions_of and next(iter(versions_of)) == keys[0] and list(versions_of) == list(keys):
+            in_order = versions_of.values()
+        else:
+            in_order = map(versions_of.__getitem__, keys)
         if self._num_rows == len(versions_of):  # one version per key (no lists): the usual case
             return list(in_order)
         out: list[Row] = []

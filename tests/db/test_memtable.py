@@ -184,9 +184,9 @@ def test_any_order_of_puts_reads_as_the_model(puts, max_seq) -> None:
 @given(st.lists(st.one_of(st.tuples(st.integers(0, 40), st.integers(1, 3)), st.just("sync")), min_size=1, max_size=40),
        st.booleans())
 def test_sorted_rows_whatever_order_keys_arrived_in(steps, ascending) -> None:
-    """``sorted_rows`` reads the dict in its own order only while keys arrived ascending across
-    every merge of pending keys (a read between puts merges them): any key arriving below one
-    already there, before or after a merge, must send it back to the sorted key list."""
+    """``sorted_rows`` reads the dict in its own order (the order keys first arrived) only when
+    that is key order: any key arriving below one already there, before or after a merge of the
+    pending keys (a read between puts merges them), must send it back to the sorted key list."""
     m = Memtable()
     model: dict[bytes, dict[int, bytes]] = {}
     seq = 0
