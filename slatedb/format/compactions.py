@@ -34,6 +34,7 @@ from slatedb.format.fb import WorkerSpec as fb_WorkerSpec
 from slatedb.format.fb.CompactionContext import CompactionContext as fb_CompactionContext
 from slatedb.format.fb.CompactionSpec import CompactionSpec as fb_CompactionSpec
 from slatedb.format.fbbuild import FastBuilder as _Builder  # the stock builder's bytes, faster
+from slatedb.format.fbbuild import build_cached
 from slatedb.format.fbcodec import (
     FbDecodeError,
     FbReader,
@@ -76,7 +77,8 @@ def encode_compactions(compactions: t.CompactionsV1, version: int = COMPACTIONS_
                     f"compaction {c.id}: version 1 files cannot carry destination {c.spec.destination}"
                 )
     b = _Builder(512)
-    jobs = build_table_vector(b, [_build_compaction(b, c) for c in compactions.recent_compactions])
+    # a job unchanged since the last file is spliced in (:func:`build_cached`: the same bytes)
+    jobs = build_table_vector(b, [build_cached(b, _build_compaction, c) for c in compactions.recent_compactions])
     fb_CompactionsV1.Start(b)
     fb_CompactionsV1.AddCompactorEpoch(b, compactions.compactor_epoch)
     fb_CompactionsV1.AddRecentCompactions(b, jobs)
@@ -130,7 +132,16 @@ def _decode_cached(data: bytes, object_name: str) -> t.CompactionsV1:
 
 
 def _build_spec(b: flatbuffers.Builder, spec: t.TieredCompactionSpec | t.DrainSegmentSpec) -> tuple[int, int]:
-    """(union type, table offset) of a CompactionSpec."""
+    """(union type, table offset) of a CompactionSpec (its table spliced in when it was built
+    before: :func:`build_cached`)."""
+    if isinstance(spec, t.TieredCompactionSpec):
+        return fb_CompactionSpec.TieredCompactionSpec, build_cached(b, _build_spec_table, spec)
+    if isinstance(spec, t.DrainSegmentSpec):
+        return fb_CompactionSpec.DrainSegmentSpec, build_cached(b, _build_spec_table, spec)
+    raise InvalidArgumentError(f"unknown compaction spec {spec!r}")
+
+
+def _build_spec_table(b: flatbuffers.Builder, spec: t.TieredCompactionSpec | t.DrainSegmentSpec) -> int:
     if isinstance(spec, t.TieredCompactionSpec):
         runs = build_u32_vector(b, spec.sorted_runs)
         views = build_ulid_vector(b, spec.l0_view_ids)
@@ -141,17 +152,15 @@ def _build_spec(b: flatbuffers.Builder, spec: t.TieredCompactionSpec | t.DrainSe
         if segment is not None:
             fb_Tiered.AddSegment(b, segment)
         fb_Tiered.AddDestination(b, spec.destination)
-        return fb_CompactionSpec.TieredCompactionSpec, fb_Tiered.End(b)
-    if isinstance(spec, t.DrainSegmentSpec):
-        segment = b.CreateByteVector(spec.segment)
-        views = build_ulid_vector(b, spec.l0_view_ids)
-        runs = build_u32_vector(b, spec.sorted_runs)
-        fb_Drain.Start(b)
-        fb_Drain.AddSegment(b, segment)
-        fb_Drain.AddL0ViewIds(b, views)
-        fb_Drain.AddSortedRuns(b, runs)
-        return fb_CompactionSpec.DrainSegmentSpec, fb_Drain.End(b)
-    raise InvalidArgumentError(f"unknown compaction spec {spec!r}")
+        return fb_Tiered.End(b)
+    segment = b.CreateByteVector(spec.segment)
+    views = build_ulid_vector(b, spec.l0_view_ids)
+    runs = build_u32_vector(b, spec.sorted_runs)
+    fb_Drain.Start(b)
+    fb_Drain.AddSegment(b, segment)
+    fb_Drain.AddL0ViewIds(b, views)
+    fb_Drain.AddSortedRuns(b, runs)
+    return fb_Drain.End(b)
 
 
 def _read_spec(r: FbReader, fb: fb_Compaction.Compaction) -> t.TieredCompactionSpec | t.DrainSegmentSpec:
@@ -178,7 +187,7 @@ def _build_ctx(b: flatbuffers.Builder, ctx: t.TieredCompactionContext) -> int:
     subs = []
     for sub in ctx.subcompactions:
         rng = build_bytes_range(b, sub.range)
-        outs = build_table_vector(b, [build_compacted_sst(b, s) for s in sub.output_ssts])
+        outs = build_table_vector(b, [build_cached(b, build_compacted_sst, s) for s in sub.output_ssts])
         fb_Subcompaction.Start(b)
         fb_Subcompaction.AddRange(b, rng)
         fb_Subcompaction.AddOutputSsts(b, outs)
@@ -215,7 +224,7 @@ def _read_ctx(r: FbReader, fb: fb_Compaction.Compaction) -> t.TieredCompactionCo
 def _build_compaction(b: flatbuffers.Builder, c: t.Compaction) -> int:
     cid = build_ulid(b, c.id)
     spec_type, spec = _build_spec(b, c.spec)
-    outputs = build_table_vector(b, [build_compacted_sst(b, s) for s in c.output_ssts])
+    outputs = build_table_vector(b, [build_cached(b, build_compacted_sst, s) for s in c.output_ssts])
     worker = None
     if c.worker is not None:
         wid = None if c.worker.worker_id is None else b.CreateString(c.worker.worker_id)
@@ -224,7 +233,7 @@ def _build_compaction(b: flatbuffers.Builder, c: t.Compaction) -> int:
             fb_WorkerSpec.AddWorkerId(b, wid)
         fb_WorkerSpec.AddLastHeartbeatMs(b, c.worker.last_heartbeat_ms)
         worker = fb_WorkerSpec.End(b)
-    ctx = None if c.ctx is None else _build_ctx(b, c.ctx)
+    ctx = None if c.ctx is None else build_cached(b, _build_ctx, c.ctx)
     fb_Compaction.Start(b)
     fb_Compaction.AddId(b, cid)
     fb_Compaction.AddSpecType(b, spec_type)

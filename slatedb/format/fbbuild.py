@@ -18,10 +18,14 @@ the official engine (``tests/format/test_manifest_official.py``), so it is built
 from __future__ import annotations
 
 import struct
+from typing import Any, Callable
 
+import attrs
 import flatbuffers
 from flatbuffers import number_types as N
 from flatbuffers.builder import OffsetArithmeticError
+
+from slatedb.format import memo
 
 _U16 = struct.Struct("<H").pack_into
 _I32 = struct.Struct("<i").pack_into
@@ -32,7 +36,13 @@ _ZEROS = bytes(16)
 class FastBuilder(flatbuffers.Builder):
     """``flatbuffers.Builder`` with its hot methods in one frame each (same bytes)."""
 
-    __slots__ = ()
+    #: ``_log``: while :func:`build_cached` records a part, the vtables its tables wrote or
+    #: pointed to outside the part (None otherwise).
+    __slots__ = ("_log",)
+
+    def __init__(self, initialSize: int = 1024) -> None:
+        super().__init__(initialSize)
+        self._log = None
 
     # -- alignment ------------------------------------------------------------------------
 
@@ -162,10 +172,14 @@ class FastBuilder(flatbuffers.Builder):
             objectStart = len(self.Bytes) - objectOffset
             _I32(self.Bytes, objectStart, (len(self.Bytes) - self.head) - objectOffset)
             self.vtables[vt_key] = len(self.Bytes) - self.head
+            if self._log is not None:
+                self._log.append((False, vt_key, len(self.Bytes) - self.head))
         else:
             objectStart = len(self.Bytes) - objectOffset
             self.head = objectStart
             _I32(self.Bytes, objectStart, existing - objectOffset)
+            if self._log is not None:
+                self._log.append((True, vt_key, objectOffset, existing))
         self.current_vtable = None
         return objectOffset
 
@@ -177,6 +191,23 @@ class FastBuilder(flatbuffers.Builder):
         self.Prep(4, elemSize * numElems)
         self.Prep(alignment, elemSize * numElems)
         return len(self.Bytes) - self.head
+
+    def OffsetVector(self, offsets) -> int:  # noqa: ANN001
+        """A vector of already-built tables (``offsets``, in order): ``StartVector(4, n, 4)``,
+        ``PrependUOffsetTRelative`` of each from the last, ``EndVector()`` -- the same bytes,
+        the offsets packed at once (``StartVector`` aligned the space and made room for them)."""
+        n = len(offsets)
+        self.StartVector(4, n, 4)
+        used = len(self.Bytes) - self.head
+        for off in offsets:
+            if off > used:
+                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+        head = self.head - 4 * n
+        # element i sits at used + 4 * (n - i) once written; its offset is that minus off
+        struct.pack_into(f"<{n}I", self.Bytes, head,
+                         *[used + 4 * (n - i) - off for i, off in enumerate(offsets)])
+        self.head = head
+        return self.EndVector()
 
     def EndVector(self, numElems=None) -> int:  # noqa: ANN001
         if numElems is not None:
@@ -236,3 +267,116 @@ for _name, _flags in (("Bool", N.BoolFlags), ("Byte", N.Uint8Flags), ("Uint8", N
     setattr(FastBuilder, f"Prepend{_name}Slot", _typed_slot(_flags))
     setattr(FastBuilder, f"Prepend{_name}", _typed_prepend(_flags))
 del _name, _flags
+
+
+# -- parts built once, spliced in again ----------------------------------------------------
+#
+# A manifest or ``.compactions`` file is rebuilt whole at every commit and heartbeat, though
+# most of its parts (SST entries, views, sorted runs, checkpoints, compaction jobs) are the same
+# values as in the previous one. :func:`build_cached` builds a part once and afterwards copies its
+# bytes in: the builder's bytes for a part depend only on the part's value, on where the part
+# starts modulo its alignment, and on which vtables the buffer already holds (the builder
+# shares an equal vtable instead of writing it again). So a recording is reused only at the
+# same start modulo 8, with the same vtables already present (those it pointed to) and absent
+# (those it wrote), and the offsets to vtables outside the part are written for the new
+# position: the stock builder's bytes (``tests/format/test_fbbuild.py``).
+
+
+@attrs.frozen
+class _Splice:
+    mod: int  # where the part started, modulo 8
+    data: bytes  # the part's bytes
+    ret: int  # the part's table, relative to its start
+    align: int  # the largest alignment inside
+    refs: tuple[tuple[int, tuple], ...]  # (table, its vtable key) of tables using an outer vtable
+    news: tuple[tuple[int, tuple], ...]  # (vtable, its key) of vtables the part wrote
+    ref_keys: frozenset  # the keys of refs: present for the part's bytes to be these
+    new_keys: frozenset  # the keys of news: absent for the part's bytes to be these
+
+
+#: Recorded parts by (build function, id of the value); the value is kept in the entry, so its
+#: id stays its own. Cleared when the simulator's run ends (:func:`slatedb.format.memo.remembering`).
+_SPLICES: dict[tuple[Any, int], tuple[Any, list[_Splice]]] = {}
+MAX_SPLICED = 8192
+_VARIANTS = 8
+
+
+def build_cached(b: flatbuffers.Builder, build: Callable[[Any, Any], int], value: Any) -> int:
+    """``build(b, value)``: the part's table offset, its bytes copied from an earlier build of
+    the same value object when that build's bytes are what ``build`` would write here.
+
+    Only within the simulator's runs (:func:`slatedb.format.memo.active`), where every commit
+    re-encodes the same parts; elsewhere it builds. Parts nest: a part recorded inside another
+    is logged in the outer part's record as well."""
+    if not memo.active() or type(b) is not FastBuilder or b.nested:
+        return build(b, value)
+    key = (build, id(value))
+    entry = _SPLICES.get(key)
+    start = len(b.Bytes) - b.head
+    vtables = b.vtables
+    if entry is not None and entry[0] is value:
+        mod = start & 7
+        for s in entry[1]:
+            if s.mod == mod and s.ref_keys <= vtables.keys() and s.new_keys.isdisjoint(vtables):
+                return _splice(b, s, start)
+    saved_align = b.minalign
+    b.minalign = 1
+    outer = b._log  # recording a part around this one: it sees this part's vtables too
+    b._log = log = []
+    try:
+        ret = build(b, value)
+    finally:
+        b._log = outer
+        if outer is not None:
+            outer.extend(log)
+        align = b.minalign
+        if saved_align > b.minalign:
+            b.minalign = saved_align
+    if align > 8 or b.nested:
+        return ret
+    end = len(b.Bytes) - b.head
+    refs = tuple((e[2] - start, e[1]) for e in log if e[0] and e[3] <= start)
+    news = tuple((e[2] - start, e[1]) for e in log if not e[0])
+    s = _Splice(start & 7, bytes(b.Bytes[b.head:b.head + end - start]), ret - start, align, refs, news,
+                frozenset(k for _, k in refs), frozenset(k for _, k in news))
+    if entry is None or entry[0] is not value:
+        if len(_SPLICES) >= MAX_SPLICED:
+            _SPLICES.clear()
+        entry = _SPLICES[key] = (value, [])
+    variants = entry[1]
+    variants.append(s)
+    if len(variants) > _VARIANTS:
+        del variants[0]
+    return ret
+
+
+def _splice(b: FastBuilder, s: _Splice, start: int) -> int:
+    n = len(s.data)
+    head = b.head
+    while head < n:
+        old = len(b.Bytes)
+        b.GrowByteBuffer()
+        head += len(b.Bytes) - old
+    new_head = head - n
+    buf = b.Bytes
+    buf[new_head:head] = s.data
+    b.head = new_head
+    end = len(buf)
+    vtables = b.vtables
+    log = b._log  # a part around this one is being recorded: what this part's tables did
+    for rel, k in s.refs:
+        table = start + rel
+        existing = vtables[k]
+        _I32(buf, end - table, existing - table)
+        if log is not None:
+            log.append((True, k, table, existing))
+    for rel, k in s.news:
+        vtables[k] = start + rel
+        if log is not None:
+            log.append((False, k, start + rel))
+    if s.align > b.minalign:
+        b.minalign = s.align
+    return start + s.ret
+
+
+memo._AT_END.append(_SPLICES.clear)  # every recorded part is dropped when the simulated run ends

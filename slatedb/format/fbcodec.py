@@ -44,6 +44,7 @@ from slatedb.format.fb import SstStats as fb_SstStats
 from slatedb.format.fb import Ulid as fb_Ulid
 from slatedb.format.fb import Uuid as fb_Uuid
 from slatedb.format.fbbuild import FastBuilder as _Builder  # the stock builder's bytes, faster
+from slatedb.format.fbbuild import FastBuilder as _FastBuilder  # its vectors of offsets in one call
 
 E = TypeVar("E")
 _U64_MASK = (1 << 64) - 1
@@ -275,6 +276,8 @@ def read_ulid_vector(r: FbReader, obj: object, vtable_offset: int, what: str, re
 
 def build_table_vector(b: flatbuffers.Builder, offsets: Sequence[int]) -> int:
     """A vector of already-built tables, in the given order."""
+    if type(b) is _FastBuilder:
+        return b.OffsetVector(offsets)
     b.StartVector(4, len(offsets), 4)
     for off in reversed(offsets):
         b.PrependUOffsetTRelative(off)

@@ -39,6 +39,7 @@ from slatedb.format.fb import Uuid as fb_Uuid
 from slatedb.format.fb import WriterCheckpoint as fb_WriterCheckpoint
 from slatedb.format.fb.CheckpointMetadata import CheckpointMetadata as fb_CheckpointMetadata
 from slatedb.format.fbbuild import FastBuilder as _Builder  # the stock builder's bytes, faster
+from slatedb.format.fbbuild import build_cached
 from slatedb.format.fbcodec import (
     FbDecodeError,
     FbReader,
@@ -270,7 +271,7 @@ def _read_view(r: FbReader):
 
 
 def _build_sorted_run_v2(b: flatbuffers.Builder, sr: t.SortedRunV2) -> int:
-    views = build_table_vector(b, [_build_view(b, v) for v in sr.ssts])
+    views = build_table_vector(b, [build_cached(b, _build_view, v) for v in sr.ssts])
     fb_SortedRunV2.Start(b)
     fb_SortedRunV2.AddId(b, sr.id)
     fb_SortedRunV2.AddSsts(b, views)
@@ -340,14 +341,17 @@ def _read_segment(r: FbReader):
 
 
 def _build_manifest_v2(b: flatbuffers.Builder, m: t.ManifestV2) -> int:
+    # Every part that is usually the previous manifest's too is spliced in when it was built
+    # before (:func:`build_cached`: the same bytes; only in the simulator's runs).
     external = (
-        build_table_vector(b, [_build_external_db(b, db) for db in m.external_dbs]) if m.external_dbs else None
+        build_table_vector(b, [build_cached(b, _build_external_db, db) for db in m.external_dbs])
+        if m.external_dbs else None
     )
     last = None if m.last_compacted_l0_sst_view_id is None else build_ulid(b, m.last_compacted_l0_sst_view_id)
-    ssts = build_table_vector(b, [_build_sst_v2(b, s) for s in m.ssts])
-    l0 = build_table_vector(b, [_build_view(b, v) for v in m.l0])
-    compacted = build_table_vector(b, [_build_sorted_run_v2(b, sr) for sr in m.compacted])
-    checkpoints = build_table_vector(b, [_build_checkpoint(b, cp) for cp in m.checkpoints])
+    ssts = build_table_vector(b, [build_cached(b, _build_sst_v2, s) for s in m.ssts])
+    l0 = build_table_vector(b, [build_cached(b, _build_view, v) for v in m.l0])
+    compacted = build_table_vector(b, [build_cached(b, _build_sorted_run_v2, sr) for sr in m.compacted])
+    checkpoints = build_table_vector(b, [build_cached(b, _build_checkpoint, cp) for cp in m.checkpoints])
     tracker = None if m.sequence_tracker is None else b.CreateByteVector(m.sequence_tracker)
     segments = build_table_vector(b, [_build_segment(b, s) for s in m.segments])
     extractor = None if m.segment_extractor_name is None else b.CreateString(m.segment_extractor_name)

@@ -11,13 +11,15 @@ takeover or compactor seed (issue 27 item 2).
 Off by default: production and the format's own tests parse every object they read (a test of
 ``decode(encode(v))`` must exercise the decoder). The simulator switches it on for the length of a
 run (:func:`remembering`, in :func:`sim.world.harness.run_world`); a bit flip changes the bytes,
-so a corrupted object is always parsed (and refused) as stored.
+so a corrupted object is always parsed (and refused) as stored. The same switch lets the
+encoders copy the bytes of a part they built before (:func:`slatedb.format.fbbuild.build_cached`:
+the same bytes, built once).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 #: How many encoded values of each kind are kept (the newest: what is read back is what was just written).
 MAX_REMEMBERED = 64
@@ -34,6 +36,19 @@ def remembering() -> Iterator[None]:
         yield
     finally:
         _memo = previous
+        if previous is None:
+            for forget in _AT_END:
+                forget()
+
+
+#: Called when the outermost :func:`remembering` block ends (caches kept for its length only).
+_AT_END: list[Callable[[], None]] = []
+
+
+def active() -> bool:
+    """Inside :func:`remembering` (a simulated run): encoders may also reuse the bytes of parts
+    they built before (:func:`slatedb.format.fbbuild.build_cached`)."""
+    return _memo is not None
 
 
 def remember(kind: str, data: bytes, value: Any) -> None:

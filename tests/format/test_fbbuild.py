@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slatedb.format import compactions as cf
-from slatedb.format import fbcodec
+from slatedb.format import fbbuild, fbcodec, memo
 from slatedb.format import manifest as mf
 from slatedb.format import types as t
 from slatedb.format.fbbuild import FastBuilder
@@ -111,3 +111,57 @@ def test_a_buffer_that_grows_and_shared_vtables() -> None:
             fast = bytes(b.Output())
         else:
             assert bytes(b.Output()) == fast
+
+
+# -- parts spliced in again (fbbuild.build_cached, on within a simulated run) -------------------
+
+
+def _mixed(data, values: list, fields: tuple[str, ...]) -> list:  # noqa: ANN001
+    """Values like ``values`` whose ``fields`` are drawn from every value's parts (the same
+    objects, in other orders and positions: what successive manifests share)."""
+    out = []
+    for _ in range(4):
+        base = data.draw(st.sampled_from(values))
+        changes = {}
+        for name in fields:
+            pool = [p for v in values for p in getattr(v, name)]
+            picked = data.draw(st.lists(st.sampled_from(pool), max_size=5) if pool else st.just([]))
+            changes[name] = tuple(picked)
+        out.append(attrs.evolve(base, **changes))
+    return out
+
+
+def _spliced_equals_stock(encode, values: list, fields: tuple[str, ...]) -> None:  # noqa: ANN001
+
+    spliced = 0
+    real_splice = fbbuild._splice
+
+    def counting(*args):  # noqa: ANN002, ANN202
+        nonlocal spliced
+        spliced += 1
+        return real_splice(*args)
+
+    fbbuild._splice = counting
+    try:
+        with memo.remembering():
+            fast = [encode(v) for v in values + values]  # the second pass splices every part in
+    finally:
+        fbbuild._splice = real_splice
+    with _stock_builder():
+        stock = [encode(v) for v in values + values]
+    assert fast == stock
+    if any(getattr(v, name) for v in values for name in fields):
+        assert spliced, "no part was spliced in: the test tests nothing"
+
+
+@_FEW
+@given(st.lists(manifests_v2, min_size=1, max_size=3), st.data())
+def test_manifests_with_spliced_parts_are_the_stock_builders_bytes(ms: list[t.ManifestV2], data) -> None:
+    fields = ("ssts", "l0", "compacted", "checkpoints", "external_dbs")
+    _spliced_equals_stock(mf.encode_manifest, _mixed(data, ms, fields), fields)
+
+
+@_FEW
+@given(st.lists(compactions_values, min_size=1, max_size=3), st.data())
+def test_compactions_with_spliced_parts_are_the_stock_builders_bytes(cs: list[t.CompactionsV1], data) -> None:
+    _spliced_equals_stock(cf.encode_compactions, _mixed(data, cs, ("recent_compactions",)), ("recent_compactions",))
