@@ -194,8 +194,10 @@ class SequencedStore(Generic[V, S]):
 
     async def list_ids(self) -> list[int]:
         metas = await retry_transient(self.runtime, lambda: self.store.list(self.directory), what=f"list {self.directory}")
-        ids = [parse_id(m.key, self.directory, self.suffix) for m in metas]
-        return sorted(i for i in ids if i is not None)
+        directory, suffix = self.directory, self.suffix  # every poll parses every listed name
+        ids = [i for m in metas if (i := parse_id(m.key, directory, suffix)) is not None]
+        ids.sort()
+        return ids
 
     async def read(self, file_id: int) -> S:
         key = self.key(file_id)

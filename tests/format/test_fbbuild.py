@@ -154,14 +154,14 @@ def _spliced_equals_stock(encode, values: list, fields: tuple[str, ...]) -> None
         assert spliced, "no part was spliced in: the test tests nothing"
 
 
-@_FEW
+@settings(max_examples=10, deadline=None)
 @given(st.lists(manifests_v2, min_size=1, max_size=3), st.data())
 def test_manifests_with_spliced_parts_are_the_stock_builders_bytes(ms: list[t.ManifestV2], data) -> None:
     fields = ("ssts", "l0", "compacted", "checkpoints", "external_dbs")
     _spliced_equals_stock(mf.encode_manifest, _mixed(data, ms, fields), fields)
 
 
-@_FEW
+@settings(max_examples=10, deadline=None)
 @given(st.lists(compactions_values, min_size=1, max_size=3), st.data())
 def test_compactions_with_spliced_parts_are_the_stock_builders_bytes(cs: list[t.CompactionsV1], data) -> None:
     _spliced_equals_stock(cf.encode_compactions, _mixed(data, cs, ("recent_compactions",)), ("recent_compactions",))
