@@ -39,6 +39,15 @@ def test_destroy_racing_a_standalone_gc_leaves_nothing(seed: int) -> None:
     assert seed != 3 or r.outcomes["clone"] == "hard-destroyed"
 
 
+def test_an_older_writers_stalled_fence_landing_after_the_mark_is_not_destroy_2() -> None:
+    """Seed 98: the writer's WAL fence (0 bytes, sent right after its epoch bump) stalls 15 s; a
+    soft destroy bumps the epoch, fences at wal/1 and marks the manifest; then the writer's fence
+    lands at wal/2. It holds no row (FENCE-2 allows an older writer's fence above a newer one's;
+    the writer re-reads the epoch and halts), so DESTROY-2 judges data WAL objects only."""
+    r = run_destroy_workload(98)
+    assert r.ok, r.violations
+
+
 def test_soft_destroy_without_the_fence_fires_destroy_2() -> None:
     r = run_destroy_workload(1, bugs=frozenset({"soft-destroy-no-fence"}))
     assert not r.ok and bugs.fired(r) == "DESTROY-2"

@@ -5,8 +5,9 @@ Every check reads what *landed* (a ``store.result`` ok after a ``store.put`` or
 ``store.delete``: the moment the simulated store applied the request) and the bucket itself:
 
 * **DESTROY-2**: once a manifest with ``destroyed_at_s`` has landed (the soft destroy's mark,
-  which lands only while the destroyer's epoch is the latest), no WAL object of a writer with an
-  older epoch lands;
+  which lands only while the destroyer's epoch is the latest), no data WAL object of a writer with
+  an older epoch lands (its own fence, a 0-byte object sent before the destroy and stalled, may:
+  it holds no row, and FENCE-2 allows an older writer's fence above a newer one's; destroy seed 98);
 * **DESTROY-3**: no manifest lands that raises ``writer_epoch`` or adds a checkpoint over a
   destroyed manifest, except by a destroyer (processes whose name starts with ``d``: a racing
   soft destroyer claims the epoch of a destroyed manifest on purpose, ``allow_destroyed``);
@@ -74,24 +75,24 @@ class DestroyChecks:
             self.epoch_of[e.process] = e.f["epoch"]
         elif kind in ("store.put", "store.delete"):
             f = e.f
-            self.pending[(e.process, f["n"])] = (kind, f["key"])
+            self.pending[(e.process, f["n"])] = (kind, f["key"], f.get("size"))
         elif kind == "store.result":
             f = e.f
             got = self.pending.pop((e.process, f["n"]), None)
             if got is None or not str(f["outcome"]).startswith("ok"):
                 return
-            op, key = got
+            op, key, size = got
             root, rel = self._root(key)
             if root is None:
                 return
             if op == "store.put":
-                self._put_landed(e, root, rel, key)
+                self._put_landed(e, root, rel, key, size)
             else:
                 self._delete_landed(e, root, rel)
 
     # -- puts ---------------------------------------------------------------------------------
 
-    def _put_landed(self, e: Event, root: str, rel: str, key: str) -> None:
+    def _put_landed(self, e: Event, root: str, rel: str, key: str, size: int | None = None) -> None:
         mid = _manifest_id(rel)
         if mid is not None and key in self.bucket.objects:
             m = decode_manifest_v2(bytes(self.bucket.objects[key][0]), key)
@@ -110,7 +111,7 @@ class DestroyChecks:
                 self.marked_epoch[root] = m.writer_epoch
                 self.counts["marked"] += 1
             return
-        if rel.startswith("wal/") and root in self.marked_epoch:
+        if rel.startswith("wal/") and root in self.marked_epoch and size != 0:  # a fence holds no row
             epoch = self.epoch_of.get(e.process)
             if epoch is not None and epoch < self.marked_epoch[root]:
                 raise InvariantViolation("DESTROY-2", e, f"{e.process} (writer epoch {epoch}) created {root}{rel} "

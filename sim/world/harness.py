@@ -133,8 +133,11 @@ def skipping_checks(ids: Iterable[str]) -> Iterator[frozenset[str]]:
     --skip-check``, ``sim run --skip-check``): a trace checker's verdict naming one is neither
     raised into the world nor reported (:attr:`sim.world.trace.Trace.skip`; the run goes on, its
     trace unchanged), nor is an end-of-run oracle's violation naming one; a scenario that reads
-    the ``skip_checks`` option (gc) does not even evaluate it. An exception a scenario's own process
-    raises still stops the run and is reported. Unknown ids are refused (``ValueError``)."""
+    the ``skip_checks`` option (gc) does not even evaluate it. The checker that raised the verdict
+    stops its work on that one event there (as it would have with the check on): a check it runs
+    after the left-out one on the same event is skipped for that event. An exception a scenario's
+    own process raises still stops the run and is reported. Unknown ids are refused
+    (``ValueError``)."""
     skip = frozenset(ids)
     bad = sorted(i for i in skip if not is_id(i))
     if bad:
