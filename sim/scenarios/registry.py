@@ -34,7 +34,8 @@ class ScenarioSpec:
     compactor-workers and txn then times the small-index speed-up; db, takeover, store,
     destroy, compactor and compactor-workers then times the fifth session's measured speed-up,
     before and after side by side; gc and rescale then times the sixth session's cheaper healed
-    world, likewise). ``sim dst``'s seed
+    world, likewise; compactor and compactor-workers then times the speed-up of splicing
+    encoded manifest and ``.compactions`` parts, likewise). ``sim dst``'s seed
     plans follow from it, ``sim mutate`` balances its judge's seeds by it; re-measure when a
     scenario's traces or the engine's speed change."""
 
@@ -79,10 +80,10 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  takes_faults=True, cost_s=0.12),
     ScenarioSpec("compactor", "sim.scenarios.compactor:run_compactor_workload",
                  "compactor (writer, fencing compactors, crashes, admin submissions; CFENCE-*, COMPACT-*, RESUME-*)",
-                 takes_faults=True, cost_s=1.55),
+                 takes_faults=True, cost_s=1.40),
     ScenarioSpec("compactor-workers", "sim.scenarios.compactor_workers:run_compactor_workers",
                  "compactor-workers (coordinators and 2-4 separate workers that crash, stall, lose their heartbeat and "
-                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=1.56),
+                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=1.42),
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
                  "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=2.2),
