@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from slatedb.checkpoint import delete_checkpoint
 from slatedb.lsm.paths import SstLocator
-from slatedb.errors import CorruptionError, FencedError, NotFoundError
+from slatedb.errors import CorruptionError, FencedError, InvalidDbStateError, NotFoundError
 from slatedb.format.sst import SstOptions
 from slatedb.gc.destroyed import delete_latest_last
 from slatedb.manifest.edit import WriterFence
@@ -144,7 +144,7 @@ async def _hard(store: ObjectStore, rt: Runtime) -> None:
     except DeletionRefused as e:
         rt.event("destroy", destroy_step="refused", soft=False, checkpoints=e.checkpoints)
         raise
-    except CorruptionError:
+    except (CorruptionError, InvalidDbStateError):  # the commit's "no database" (no manifest) is the latter
         if await ms.read_latest() is not None:
             raise
         # GC removed the (soft-destroyed) database between our read and our mark: step 1 again.

@@ -48,6 +48,14 @@ def test_an_older_writers_stalled_fence_landing_after_the_mark_is_not_destroy_2(
     assert r.ok, r.violations
 
 
+def test_a_checkpoint_asked_of_a_database_gc_just_removed_is_refused() -> None:
+    """Seed 99: GC removed the soft-destroyed parent; the admin's next checkpoint found no
+    manifest at all, and the commit raised ``CorruptionError`` ("the database has no manifest"),
+    which escaped (ESCAPE-1). No manifest at all is "no database" (``InvalidDbStateError``)."""
+    r = run_destroy_workload(99)
+    assert r.ok and r.outcomes["admin"] == "refused", (r.violations, r.outcomes)
+
+
 def test_soft_destroy_without_the_fence_fires_destroy_2() -> None:
     r = run_destroy_workload(1, bugs=frozenset({"soft-destroy-no-fence"}))
     assert not r.ok and bugs.fired(r) == "DESTROY-2"

@@ -25,6 +25,7 @@ from slatedb.errors import (
     BoundaryVanishedError,
     CorruptionError,
     FencedError,
+    InvalidDbStateError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
     ObjectVersionBehindBoundaryError,
@@ -336,8 +337,9 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
         while True:
             if current is None:
                 current = await self.read_latest()
-                if current is None:
-                    raise CorruptionError(MANIFEST_DIR, None, "the database has no manifest")
+                if current is None:  # never created, or destroyed and removed by GC (destroy seed 99)
+                    raise InvalidDbStateError(f"no database at {self.store.url} (no manifest: never created, "
+                                              "or destroyed and removed)")
             if current.id != self._checked_id:  # never build on a malformed manifest (sequenced-metadata.md)
                 check_manifest(current.manifest, current.id)
                 self._checked_id = current.id

@@ -199,6 +199,10 @@ def test_no_database_at_all():
     ms = ManifestStore(MemoryStore(MemoryBucket(), rt.now_ms), rt)
     with pytest.raises(InvalidDbStateError, match="no manifest"):
         run(list_checkpoints, ms)
+    # ... nor for a checkpoint: a database destroyed and removed by GC meanwhile is refused as not
+    # there, not reported as corruption (destroy seed 99: CorruptionError escaped the admin)
+    with pytest.raises(InvalidDbStateError, match="no database at .*destroyed and removed"):
+        run(create_checkpoint, ms, rt, CheckpointOptions())
 
 
 @pytest.mark.parametrize("text, seconds", [

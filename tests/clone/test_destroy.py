@@ -385,8 +385,8 @@ class RemovedAfterFirstRead(CrashingStore):
 
 def test_hard_destroy_of_a_database_gc_removes_under_it_is_done(url: str) -> None:
     """Destroy seed 24 with the listing switch on: GC's step 5 removed the soft-destroyed database
-    between the hard destroy's read and its mark: step 1 again (an empty path: done), not a
-    ``CorruptionError`` ("no manifest")."""
+    between the hard destroy's read and its mark: step 1 again (an empty path: done), not the
+    commit's ``InvalidDbStateError`` ("no database", once a ``CorruptionError``)."""
     soft(url)
     rt = Recorder()
     trio.run(lambda: destroy(RemovedAfterFirstRead(store(url)), rt, soft=False))
