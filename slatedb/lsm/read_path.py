@@ -31,6 +31,10 @@ from .view import KeyBounds, LsmView
 
 _MERGE = RowKind.MERGE_OPERAND
 
+#: Blocks :meth:`ReadPath.get_direct` loads on the calling thread for one SST before it leaves
+#: the get to the engine's loop (where it would queue behind an in-process compaction).
+DIRECT_LOADS = 3
+
 
 @attrs.frozen(eq=False)
 class ReadState:
@@ -96,12 +100,15 @@ class ReadPath:
         for h in rs.view.point_candidates(key):
             reader = h.reader
             got = reader.lookup_cached(key, max_seq, True)
-            if got is NEED_IO:
-                if not reader.load_now(key):
+            tries = DIRECT_LOADS
+            while got is NEED_IO:
+                # Each load reads on to the block the lookup stopped at: an absent key after its
+                # block's last row (a bloom false positive) walks into the next block, and so do
+                # versions running on. Give up (to the loop) only when that keeps failing.
+                if not tries or not reader.load_now(key):
                     return NEED_IO
+                tries -= 1
                 got = reader.lookup_cached(key, max_seq, True)
-                if got is NEED_IO:  # evicted meanwhile, or versions running on into the next block
-                    return NEED_IO
             if got is None:
                 continue
             if type(got) is bytes:

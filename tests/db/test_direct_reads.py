@@ -88,6 +88,33 @@ def test_gets_of_keys_that_begin_a_block_do_not_cross_to_the_loop(tmp_path):
         db.close()
 
 
+def test_an_absent_key_after_a_blocks_last_row_does_not_cross_to_the_loop(tmp_path):
+    """An SST without a bloom filter (under ``min_filter_keys``), as after a false positive: the
+    lookup of a key just after a block's last row walks into the next block, which the first
+    load did not read; the get reads it on the caller's thread too."""
+    url = "file://" + str(tmp_path)
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        for i in range(900):  # under min_filter_keys: no bloom filter
+            db.put(b"key%06d" % i, b"value-%06d" % i * 4)
+    db = slatedb.Db.open(url, {"compactor_options": None, "block_cache_size_bytes": 16 * 1024})
+    portal = db._portal = CountingPortal(db._portal)
+    try:
+        (h,) = db._core.read_state.view.l0
+        assert h.reader.filter is None and not h.reader._readahead
+        lasts = []
+        for i in range(len(h.reader.index) - 1):
+            db._core.cache.clear()
+            block = h.reader.read_blocks_now(i, i + 1)[0]
+            lasts.append(block.keys[-1])
+        assert len(lasts) > 10
+        for key in lasts:
+            db._core.cache.clear()
+            assert db.get(key + b"~") is None
+        assert portal.calls == []
+    finally:
+        db.close()
+
+
 def test_other_stores_and_failed_direct_reads_take_the_loop(tmp_path, monkeypatch):
     url = "file://" + str(tmp_path)
     _load(url)
