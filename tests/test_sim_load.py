@@ -196,3 +196,13 @@ def test_sharded_seeds_that_found_engine_bugs_pass(seed: int) -> None:
     result = load_scenario.run_load_workload(seed)
     assert result.ok, result.violations
     assert result.figures["sharded"] == 1
+
+
+def test_a_union_left_uninitialized_by_a_crashed_driver_does_not_hang_the_writer() -> None:
+    """Seed 388 (a mixed world): the sharded load's driver crashed right after the union's
+    first manifest and nobody aborted it, so the database stays uninitialized for good. The
+    writer reopened it for ever (885 refused opens in a minute of wall time; the default plan
+    never ended): it now stops reopening ``UNINITIALIZED_WAIT_S`` after the first refusal."""
+    result = load_scenario.run_load_workload(388)
+    assert result.ok, result.violations
+    assert result.virtual_s < load_scenario.UNINITIALIZED_WAIT_S + 30, result.virtual_s
