@@ -93,7 +93,9 @@ EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     # clones of unions (one database named by several entries: final checkpoints, CLONE-1)
     "clone": ("tests/projection/test_create.py",),
     # SequencedStore's boundary rules; a create behind the boundary (create_initial)
-    "manifest": ("tests/gc/test_boundary.py", "tests/regressions/test_db_seed_2077.py"),
+    # ... and CompactionSpec (slatedb/manifest/compaction.py): its JSON and stored forms
+    "manifest": ("tests/gc/test_boundary.py", "tests/regressions/test_db_seed_2077.py",
+                 "tests/compactor/test_spec.py"),
 }
 
 #: Tests of a package left out of the judge, and why (passed to pytest as ``--ignore``).
