@@ -182,6 +182,10 @@ def test_the_leftover_oracle_on_made_up_buckets() -> None:
     assert leftovers({f"compacted/{sid}.sst": 0}, [plain], latest)[0].startswith("LOAD-10: l1 ended (committed) but 1 SST")
     assert "bulk-load/L1/open" in leftovers({"bulk-load/L1/open": 0}, [plain], latest)[0]
     assert leftovers({f"compacted/{sid}.sst": 0}, [attrs.evolve(plain, ended=False)], latest) == []
+    # committed, then compacted away: an older manifest references it (load seed 1440), GC's to delete
+    older = ManifestV2(ssts=(CompactedSsTableV2(sid, SsTableInfo()),), l0=(CompactedSsTableView(ULID.from_int(4), sid),))
+    assert leftovers({f"compacted/{sid}.sst": 0}, [plain], latest, [older, latest]) == []
+    assert load_scenario.run_load_workload(1440).ok
     shard = Load("s1", load_id="S1", sharded=True, outcome="refused", ended=True)
     assert "shard database" in leftovers({"shards/S1/0-1-X/manifest/00000000000000000001.manifest": 0}, [shard],
                                          None)[0]

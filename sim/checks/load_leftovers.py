@@ -10,7 +10,9 @@ running when the load ended (a losing speculative attempt of a sharded load) hav
 then: each must have found the open marker gone and deleted what it wrote.
 
 * no object under ``bulk-load/<load id>/`` (the open marker, the intents);
-* a plain load: none of the SSTs its attempts staged, unless the latest manifest references it;
+* a plain load: none of the SSTs its attempts staged, unless a manifest references it (its
+  commit's: a compaction may have replaced it since, and what a compaction replaced is GC's to
+  delete, not the load's -- load seed 1440);
 * a sharded load: no shard database under ``shards/<load id>/`` that the latest manifest's
   ``external_dbs`` does not name.
 """
@@ -25,11 +27,14 @@ from slatedb.gc.retention import manifest_sst_ids
 from sim.checks.load import Load
 
 
-def leftovers(objects: dict, loads: Iterable[Load], latest: ManifestV2 | None) -> list[str]:
-    """Every LOAD-10 violation, as ``"LOAD-10: what"`` messages."""
+def leftovers(objects: dict, loads: Iterable[Load], latest: ManifestV2 | None,
+              manifests: Iterable[ManifestV2] = ()) -> list[str]:
+    """Every LOAD-10 violation, as ``"LOAD-10: what"`` messages; ``manifests``: every manifest
+    left in the bucket (a staged SST any of them references is not a leftover)."""
     out: list[str] = []
     paths = [e.path.rstrip("/") for e in latest.external_dbs] if latest is not None else []
-    referenced = {str(i) for i in manifest_sst_ids(latest)} if latest is not None else set()
+    every = [*([latest] if latest is not None else []), *manifests]
+    referenced = {str(i) for m in every for i in manifest_sst_ids(m)}
     for ld in loads:
         if ld.load_id is None or not ld.ended:
             continue

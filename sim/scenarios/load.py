@@ -329,7 +329,7 @@ async def _final(world: World) -> None:
     left = await collect(store, rt)
     # What the manifests and WAL objects show first: it stands even if the final read fails.
     latest = left.manifests[max(left.manifests)] if left.manifests else None
-    ended = leftovers(setup.bucket.objects, world.loads, latest)  # LOAD-10, before the final writer writes
+    ended = leftovers(setup.bucket.objects, world.loads, latest, left.manifests.values())  # LOAD-10, before the final writer
     world.violations = ended + check(world.writes, world.loads, left, {})
     if latest is None or not latest.initialized:
         return  # nothing to read: no database (a sharded load's union never finished)
