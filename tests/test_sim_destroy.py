@@ -124,3 +124,13 @@ def test_the_checks_name_each_broken_destroy_rule() -> None:
         bucket.objects.pop(key)
     with pytest.raises(InvariantViolation, match="DESTROY-4"):
         _landing(trace, bucket, "g1", 1, "db/wal/00000000000000000002.sst", None)
+
+
+def test_seeds_that_met_a_database_already_gone_pass() -> None:
+    """Seed 123: a second soft destroyer found the parent already removed by GC: ``NotFoundError``
+    (S1), an outcome, not an escape. Seed 263: the parent's writer, fenced by a soft destroy and
+    stalled, polled after GC removed the database: ``InvalidDbStateError`` ("destroyed or deleted
+    while open"), not the ``CorruptionError`` that escaped before (no object is damaged)."""
+    gone, polled = run_destroy_workload(123), run_destroy_workload(263)
+    assert gone.ok and "gone" in gone.outcomes.values(), (gone.violations, gone.outcomes)
+    assert polled.ok and polled.outcomes["w"] == "refused", (polled.violations, polled.outcomes)

@@ -152,8 +152,11 @@ async def _clone(world: World) -> None:
 async def _soft_destroyer(world: World, name: str, at_s: float) -> None:
     await fastclock.sleep(at_s)
     await _wait_for(world, "parent")
-    await destroy(world.store(name, PARENT), world.runtime(name), soft=True)
-    world.outcomes[name] = "destroyed"
+    try:
+        await destroy(world.store(name, PARENT), world.runtime(name), soft=True)
+        world.outcomes[name] = "destroyed"
+    except NotFoundError:
+        world.outcomes[name] = "gone"  # GC already removed the other destroyer's database (S1; seed 123)
     world.destroyed.set()
 
 

@@ -223,13 +223,16 @@ class SequencedStore(Generic[V, S]):
         """:meth:`read_latest` of a namespace that must exist (a database is open on it). None
         means it was deleted under us: a missing bucket raises
         :class:`~slatedb.errors.BucketNotFoundError` (:meth:`ObjectStore.check_root`), anything
-        else a :class:`~slatedb.errors.CorruptionError` naming the directory; never an assert."""
+        else an :class:`~slatedb.errors.InvalidDbStateError` naming the directory: the database
+        was destroyed (or deleted) while open -- no stored object is damaged, so not a
+        ``CorruptionError`` (destroy seed 263: a writer fenced by a soft destroy, stalled, polled
+        after GC had removed the database); never an assert."""
         latest = await self.read_latest()
         if latest is not None:
             return latest
         await retry_transient(self.runtime, self.store.check_root, what="check the store root")
-        raise CorruptionError(self.directory, None, f"no {self.namespace} file left: the database was deleted "
-                                                    "while open")
+        raise InvalidDbStateError(f"no {self.namespace} file left under {self.store.url}/{self.directory}: the "
+                                  "database was destroyed or deleted while open")
 
     async def try_write(self, file_id: int, value: V, *, edit: str | None = None) -> S:
         """Create ``file_id`` and check the boundary; raise :attr:`conflict` when the id was
