@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from slatedb.checkpoint import delete_checkpoint
 from slatedb.lsm.paths import SstLocator
-from slatedb.errors import CorruptionError, FencedError, InvalidDbStateError, NotFoundError
+from slatedb.errors import BoundaryVanishedError, CorruptionError, FencedError, InvalidDbStateError, NotFoundError
 from slatedb.format.sst import SstOptions
 from slatedb.gc.destroyed import delete_latest_last
 from slatedb.manifest.edit import WriterFence
@@ -76,6 +76,19 @@ async def _latest(ms: ManifestStore, store: ObjectStore) -> StoredManifest:
 
 async def _soft(store: ObjectStore, rt: Runtime) -> None:
     ms = ManifestStore(store, rt)
+    try:
+        await _soft_steps(store, rt, ms)
+    except BoundaryVanishedError:
+        # A hard destroy deleted the boundary file under one of our commits (destroy seed 115):
+        # the database is destroyed or gone, which is what we were asked for. Anything else is
+        # a tampered store, as everywhere (RFC 004: GC never deletes boundary files).
+        latest = await ms.read_latest()
+        if latest is not None and not latest.manifest.destroyed_at_s:
+            raise
+        rt.event("destroy", destroy_step="already", soft=True, destroyed_at_s=latest.manifest.destroyed_at_s if latest else 0)
+
+
+async def _soft_steps(store: ObjectStore, rt: Runtime, ms: ManifestStore) -> None:
     while True:
         latest = await _latest(ms, store)
         if latest.manifest.destroyed_at_s:

@@ -132,5 +132,9 @@ def test_seeds_that_met_a_database_already_gone_pass() -> None:
     stalled, polled after GC removed the database: ``InvalidDbStateError`` ("destroyed or deleted
     while open"), not the ``CorruptionError`` that escaped before (no object is damaged)."""
     gone, polled = run_destroy_workload(123), run_destroy_workload(263)
+    # Seed 115: a soft destroyer's commit met the boundary file a racing hard destroy deleted
+    # (BoundaryVanishedError escaped): the database is destroyed, the soft destroy is done.
+    raced = run_destroy_workload(115)
+    assert raced.ok, raced.violations
     assert gone.ok and "gone" in gone.outcomes.values(), (gone.violations, gone.outcomes)
     assert polled.ok and polled.outcomes["w"] == "refused", (polled.violations, polled.outcomes)
