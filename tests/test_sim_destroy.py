@@ -136,5 +136,9 @@ def test_seeds_that_met_a_database_already_gone_pass() -> None:
     # (BoundaryVanishedError escaped): the database is destroyed, the soft destroy is done.
     raced = run_destroy_workload(115)
     assert raced.ok, raced.violations
+    # Seed 202: the admin waited for a parent already destroyed and removed, for ever
+    # (liveness after 21,600 virtual s): a removed parent is gone for good.
+    late = run_destroy_workload(202)
+    assert late.ok and late.outcomes["admin"] == "gone", (late.violations, late.outcomes)
     assert gone.ok and "gone" in gone.outcomes.values(), (gone.violations, gone.outcomes)
     assert polled.ok and polled.outcomes["w"] == "refused", (polled.violations, polled.outcomes)

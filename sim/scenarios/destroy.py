@@ -57,10 +57,15 @@ def _exists(world: World, root: str) -> bool:
     return bool(world.bucket.objects.keys_under(f"{root}/manifest/"))  # the bucket's sorted keys
 
 
-async def _wait_for(world: World, root: str) -> None:
-    """Until the database under ``root`` exists (read from the bucket: no store traffic)."""
+async def _wait_for(world: World, root: str) -> bool:
+    """Until the database under ``root`` exists (read from the bucket: no store traffic); False
+    when the parent is gone for good (destroyed and removed: nobody makes it again; seed 202's
+    admin waited for it for ever)."""
     while not _exists(world, root):
+        if root == "parent" and world.destroyed.is_set():
+            return False
         await fastclock.sleep(0.5)
+    return True
 
 
 def _build(setup: Setup) -> World:
@@ -101,7 +106,9 @@ async def _writer(world: World) -> None:
 async def _reader(world: World) -> None:
     rt, rng = world.runtime("r1"), world.choices.stream("workload", "r1")
     await fastclock.sleep(rng.uniform(0.5, 3.0))
-    await _wait_for(world, "parent")
+    if not await _wait_for(world, "parent"):
+        world.outcomes["r1"] = "gone"
+        return
     opts = DbReaderOptions(manifest_poll_interval_s=rng.choice([0.3, 1.0]), checkpoint_lifetime_s=10.0)
     try:
         async with DbReader.open(PARENT, options=opts, store=world.store("r1", PARENT), runtime=rt) as r:
@@ -116,7 +123,9 @@ async def _reader(world: World) -> None:
 async def _admin(world: World) -> None:
     rt, rng = world.runtime("admin"), world.choices.stream("workload", "admin")
     ms = ManifestStore(world.store("admin", PARENT), rt)
-    await _wait_for(world, "parent")
+    if not await _wait_for(world, "parent"):
+        world.outcomes["admin"] = "gone"
+        return
     for _ in range(rng.randint(1, 4)):
         await fastclock.sleep(rng.uniform(0.5, 5.0))
         try:
@@ -129,7 +138,9 @@ async def _admin(world: World) -> None:
 async def _clone(world: World) -> None:
     rng = world.choices.stream("workload", "clone")
     await fastclock.sleep(rng.uniform(0.5, 3.0))
-    await _wait_for(world, "parent")
+    if not await _wait_for(world, "parent"):
+        world.outcomes["clone"] = "gone"
+        return
     rt = world.runtime("clone")
     try:
         await create_clone(world.store("clone", CLONE), world.store("clone", PARENT), rt, None)
@@ -151,7 +162,9 @@ async def _clone(world: World) -> None:
 
 async def _soft_destroyer(world: World, name: str, at_s: float) -> None:
     await fastclock.sleep(at_s)
-    await _wait_for(world, "parent")
+    if not await _wait_for(world, "parent"):
+        world.outcomes[name] = "gone"
+        return
     try:
         await destroy(world.store(name, PARENT), world.runtime(name), soft=True)
         world.outcomes[name] = "destroyed"
