@@ -97,6 +97,13 @@ def encode_wal_sst_fast(rows: Sequence[Row], options: SstOptions | None = None) 
     return encode_wal_sst_rows(rows, options)
 
 
+def _wal_info(first_entry: bytes, index_offset: int, index_len: int, codec) -> SsTableInfo:
+    """The info block of a WAL SST: no filter (its offset is the index's), no last entry."""
+    return SsTableInfo(first_entry=first_entry, index_offset=index_offset, index_len=index_len,
+                       filter_offset=index_offset, filter_len=0, compression_format=codec,
+                       sst_type=SstType.WAL, last_entry=None, filter_format=FilterFormat.COMPOSITE)
+
+
 def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions) -> EncodedSst | None:
     """The WAL SST of ``rows`` from :func:`~slatedb.format.block_bulk.encode_blocks` with no
     shared key prefix (every entry as a restart's), as :func:`encode_wal_sst_rows` writes them; None
@@ -120,17 +127,7 @@ def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions) -> EncodedSst
     offset = int(offsets[-1]) + enc.framed_sizes[-1]
     block_offsets = tuple(offsets.tolist())
     index = frame_block(codec, encode_sst_index_columns(index_keys, block_offsets))
-    info = SsTableInfo(
-        first_entry=index_keys[0],
-        index_offset=offset,
-        index_len=len(index),
-        filter_offset=offset,
-        filter_len=0,
-        compression_format=codec,
-        sst_type=SstType.WAL,
-        last_entry=None,
-        filter_format=FilterFormat.COMPOSITE,
-    )
+    info = _wal_info(index_keys[0], offset, len(index), codec)
     offset += len(index)
     data = b"".join((enc.framed, index, encode_info_with_crc(info), encode_trailer(offset, FORMAT_VERSION_LATEST)))
     return EncodedSst(data=data, info=info, format_version=FORMAT_VERSION_LATEST, index_keys=index_keys,
@@ -215,17 +212,7 @@ def encode_wal_sst_rows(rows: Sequence[Row], options: SstOptions | None = None) 
     offset += len(framed)
     index = frame_block(codec, encode_sst_index(block_meta))
     chunks.append(index)
-    info = SsTableInfo(
-        first_entry=_U64.pack(rows[0].seq),
-        index_offset=offset,
-        index_len=len(index),
-        filter_offset=offset,
-        filter_len=0,
-        compression_format=codec,
-        sst_type=SstType.WAL,
-        last_entry=None,
-        filter_format=FilterFormat.COMPOSITE,
-    )
+    info = _wal_info(_U64.pack(rows[0].seq), offset, len(index), codec)
     offset += len(index)
     chunks.append(encode_info_with_crc(info))
     chunks.append(encode_trailer(offset, FORMAT_VERSION_LATEST))
