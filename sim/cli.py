@@ -33,7 +33,8 @@ from sim.campaign.sweep import Scenario, parse_seeds
 
 def _scenario(ns: argparse.Namespace) -> Scenario:
     return Scenario(workload=ns.workload, ops=ns.ops, clients=ns.clients, faults=ns.faults,
-                    bugs=tuple(getattr(ns, "bug", None) or ()))
+                    bugs=tuple(getattr(ns, "bug", None) or ()),
+                    seed_limit_s=getattr(ns, "seed_limit_s", sweep_mod.SEED_WALL_LIMIT_S))
 
 
 def _run_seed(args: tuple[int, int, int, str, str]) -> tuple[WorldResult, float]:
@@ -270,7 +271,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     names = list(scenarios_mod.BY_NAME) if ns.workload == "all" else [ns.workload]
     try:
         scenarios = [Scenario(workload=n, ops=ns.ops, clients=ns.clients, faults=ns.faults,
-                              bugs=tuple(ns.bug or ())) for n in names]
+                              bugs=tuple(ns.bug or ()), seed_limit_s=ns.seed_limit_s) for n in names]
         seeds = parse_seeds(ns.seeds) if ns.seeds is not None else None
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
@@ -434,10 +435,16 @@ def main(argv: list[str] | None = None) -> int:
     common(p_run)
     p_run.set_defaults(fn=cmd_run)
 
+    def seed_limit(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--seed-limit-s", type=float, default=sweep_mod.SEED_WALL_LIMIT_S, metavar="S",
+                       help="a seed still running after S wall seconds is stopped and fails (liveness), named; "
+                            f"0: no limit (default {sweep_mod.SEED_WALL_LIMIT_S:g})")
+
     def campaign(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seeds", default="0..199", help="N or A..B (inclusive); default 0..199")
         p.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
         p.add_argument("--out", help="write one JSON line per seed to this file")
+        seed_limit(p)
         common(p, allow_all=True)
 
     p_dst = sub.add_parser("dst", help="the main job: every scenario, a fixed seed plan (the same on every machine); "
@@ -455,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     p_dst.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
     p_dst.add_argument("--out", help="write one JSON line per seed to this file")
     p_dst.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    seed_limit(p_dst)
     p_dst.add_argument("--coverage", action="store_true",
                        help="run the campaign under coverage.py; print line and branch coverage of the protocol "
                             "modules and every branch never taken")

@@ -199,3 +199,38 @@ def test_cli_sweep_and_bench_as_subprocesses(tmp_path) -> None:
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "compression" in r.stdout and "seeds/minute" in r.stdout
+
+
+
+async def _loop_for_ever(_world, _nursery) -> None:
+    """A world's process that never ends: virtual time runs on for ever, and it swallows what it
+    can (as an engine's background task does with its errors)."""
+    import trio
+
+    while True:
+        try:
+            await trio.sleep(1.0)
+        except Exception:  # noqa: BLE001 - the guard must get through this
+            pass
+
+
+def _looping_world(seed, **_kwargs):
+    from sim.world.harness import Scenario as World, run_world
+
+    return run_world(World("loop", lambda setup: object(), _loop_for_ever, virtual_limit_s=None), seed)
+
+
+def test_a_seed_past_its_wall_limit_fails_named_and_the_campaign_goes_on(monkeypatch, capsys) -> None:
+    monkeypatch.setattr("sim.scenarios.store.run_store_workload", _looping_world)
+    row = run_seed(Scenario(workload="store", ops=300, clients=4, seed_limit_s=0.3), 5)
+    assert not row["ok"] and row["invariants"] == ["liveness"] and row["wall_s"] < 5
+    assert row["violations"][0].startswith("liveness: seed 5 of store ran over its wall limit of 0.3 s")
+    assert Scenario(workload="store", seed_limit_s=0.3) == Scenario(workload="store")  # a guard, not the run
+    # The main job (one worker here) reports it and goes on to the next seed.
+    assert cli.main(["dst", "--seeds", "0..1", "--workload", "store", "--jobs", "1", "--seed-limit-s", "0.2",
+                     "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert "ran over its wall limit of 0.2 s" in out and "seed 1 of store" in out
+    monkeypatch.undo()
+    row = run_seed(Scenario(workload="store", ops=300, clients=4, seed_limit_s=20), 0)
+    assert row["ok"] and row["digest"] == run_seed(STORE, 0)["digest"]  # the next world runs as ever

@@ -15,12 +15,15 @@ the one module that owns the real clock.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
+import threading
 from collections import Counter
-from typing import IO, Any, Callable, Iterable, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -29,7 +32,7 @@ from slatedb.runtime.production import ProductionRuntime
 from sim.scenarios import catalogue as bugs_mod
 from sim.world import probes as probes_mod
 from sim.scenarios import registry as scenarios_mod
-from sim.world import invariants
+from sim.world import harness, invariants
 from sim.world.invariants import Violation, as_violation
 
 _WALL = ProductionRuntime("sim-sweep")
@@ -49,17 +52,28 @@ ROW_FIELDS = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults
               "invariants", "wall_s", "replay", "probes")
 
 
+#: Wall seconds one seed of a campaign may run before :func:`run_seed` stops it and reports it
+#: failed (liveness), naming the seed: a world that loops in virtual time (load seeds 388 and 567
+#: once kept the default plan running for ever) costs a campaign this much, not the run. The
+#: slowest scenario's seeds take a few seconds on an idle core: generous, so that only a loop
+#: trips it, even on a loaded machine. ``--seed-limit-s`` (``sim dst``, ``sim sweep``) sets it;
+#: 0 turns it off.
+SEED_WALL_LIMIT_S = 300.0
+
+
 @attrs.frozen
 class Scenario:
     """What a run depends on besides its seed. ``ops`` and ``clients`` apply to ``store`` only,
     ``faults`` to ``store``, ``db`` and ``compactor``; ``bugs`` (catalogued bugs switched on in
-    every process) to every scenario."""
+    every process) to every scenario. ``seed_limit_s`` is the campaign's guard
+    (:data:`SEED_WALL_LIMIT_S`), not part of the run: it takes no part in equality."""
 
     workload: str = "store"
     ops: int = 2000
     clients: int = 6
     faults: str = "swarm"
     bugs: tuple[str, ...] = attrs.field(default=(), converter=lambda b: tuple(sorted(set(b or ()))))
+    seed_limit_s: float = attrs.field(default=SEED_WALL_LIMIT_S, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if self.workload not in WORKLOADS:
@@ -116,13 +130,61 @@ def simulate(scenario: Scenario, seed: int, choices: Any = None) -> tuple[Any, f
     return result, _WALL.monotonic_s() - start
 
 
+class SeedOverWallLimit(BaseException):
+    """A seed ran past its wall limit (:func:`wall_limit`). A ``BaseException``, so that no
+    ``except Exception`` of the code under test takes it for one of its own errors."""
+
+
+@contextlib.contextmanager
+def wall_limit(seconds: float | None) -> Iterator[list[bool]]:
+    """Stop the code run inside the block once it has run ``seconds`` wall seconds, and again
+    every second until it ends; yields a list whose one item tells whether the limit passed. A
+    simulated world is stopped from inside its run, as if its virtual limit had passed
+    (:func:`sim.world.harness.stop_running_world`: an exception raised into trio's own code
+    would leave the process unable to run the next world); anything else gets
+    :class:`SeedOverWallLimit` raised into it. A no-op (never fires) for ``seconds`` 0 or None,
+    off the main thread, or where ``SIGALRM`` does not exist."""
+    fired = [False]
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield fired
+        return
+
+    def on_alarm(_signum: int, _frame: Any) -> None:
+        fired[0] = True
+        if not harness.stop_running_world():
+            raise SeedOverWallLimit(f"ran over its wall limit of {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_seed(scenario: Scenario, seed: int) -> dict:
     """One seed as a result row (see :data:`ROW_FIELDS`). An exception that escapes the workload
-    is a failure of that seed, named by its type, so one bad seed never stops a campaign."""
+    is a failure of that seed, named by its type, so one bad seed never stops a campaign; a seed
+    that runs past ``scenario.seed_limit_s`` wall seconds (:func:`wall_limit`) is stopped and
+    fails as ``liveness``, so one looping seed never hangs one."""
     start = _WALL.monotonic_s()
     with probes_mod.counting() as hits:  # coverage probes (sim/world/probes.py), beside the trace
         try:
-            result, wall_s = simulate(scenario, seed)
+            with wall_limit(scenario.seed_limit_s) as fired:
+                try:
+                    result, wall_s = simulate(scenario, seed)
+                except BaseException as e:
+                    if not fired[0]:
+                        raise
+                    raise SeedOverWallLimit(str(e)) from e
+            if fired[0]:  # the code under test swallowed it, and ended
+                raise SeedOverWallLimit(f"ran over its wall limit of {scenario.seed_limit_s:g} s")
+        except SeedOverWallLimit:
+            violations = [Violation(f"liveness: seed {seed} of {scenario.workload} ran over its wall limit of "
+                                    f"{scenario.seed_limit_s:g} s (a world looping in virtual time?) and was "
+                                    f"stopped; replay: {scenario.replay(seed)}", invariants.LIVENESS, invariants.LIVENESS)]
+            return _row(scenario, seed, False, "", 0, 0.0, {}, violations, _WALL.monotonic_s() - start, hits)
         except Exception as e:  # noqa: BLE001 - reported as the seed's verdict, replayable
             # The scenario function itself raised: its own handling failed, a harness defect.
             violations = [Violation.harness(e)]

@@ -253,11 +253,38 @@ def _last_events(trace: Trace, errors: list[BaseException]) -> str:
     return "\n".join(e.render() for e in trace.events[max(0, at - 39):at + 1])
 
 
+#: The world running in this process, as (its run's token, its limit scope), while one runs.
+_RUNNING: list[tuple[Any, trio.CancelScope]] = []
+
+
+def stop_running_world() -> bool:
+    """Stop the world running in this process, if any, as if its virtual limit had passed (its
+    liveness violation follows): a campaign's wall limit per seed
+    (:func:`sim.campaign.sweep.wall_limit`). Safe from a signal handler (trio's
+    ``run_sync_soon``); False when no world runs."""
+    if not _RUNNING:
+        return False
+    token, limit = _RUNNING[-1]
+    try:
+        token.run_sync_soon(limit.cancel)
+    except trio.RunFinishedError:
+        return False
+    return True
+
+
 async def _main(scenario: Scenario, setup: Setup, box: list[Any]) -> float:
     world = scenario.build(setup)
     box.append(world)
     limit = trio.CancelScope(deadline=trio.current_time() + scenario.virtual_limit_s) \
         if scenario.virtual_limit_s is not None else trio.CancelScope()
+    _RUNNING.append((trio.lowlevel.current_trio_token(), limit))
+    try:
+        return await _phases(scenario, world, limit)
+    finally:
+        _RUNNING.pop()
+
+
+async def _phases(scenario: Scenario, world: Any, limit: trio.CancelScope) -> float:
     with limit:
         if scenario.nursery == "none":
             await scenario.processes(world, None)
