@@ -188,6 +188,11 @@ def decode_index(
 ) -> SstIndex:
     """Decode and check the framed index block of an SST whose metadata is ``info``."""
     raw = unframe_block(info.compression_format, framed, object_name, info.index_offset)
+    return decode_index_raw(raw, info, object_name)
+
+
+def decode_index_raw(raw: bytes, info: SsTableInfo, object_name: str) -> SstIndex:
+    """:func:`decode_index` of an index block already unframed (its CRC checked)."""
     offsets, keys = fbcodec.decode_sst_index_columns(raw, object_name, info.index_offset)
     data_end = data_end_offset(info)
     if not offsets:
@@ -240,9 +245,11 @@ class SstLayout:
     object_name: str
     format_version: int
     info: SsTableInfo
-    index: SstIndex
+    index: SstIndex | None  # None: decoded from ``index_raw`` on first use (SstReader.open)
     filter: BloomFilter | None
     metadata_offset: int
+    #: The index block unframed (its CRC checked) and not decoded yet, when ``index`` is None.
+    index_raw: bytes | None = None
 
 
 def _slice(data: bytes, start: int, end: int, object_name: str) -> bytes:

@@ -31,7 +31,9 @@ from slatedb.format.sst import (
     check_info,
     decode_data_block,
     decode_filter,
+    data_end_offset,
     decode_index,
+    decode_index_raw,
     decode_info_with_crc,
     decode_stats,
     decode_trailer,
@@ -93,13 +95,17 @@ class SstReader:
         self.object_name = layout.object_name
         self.info: SsTableInfo = layout.info
         self.format_version = layout.format_version
-        self.index: SstIndex = layout.index
+        if layout.index is not None:
+            self.index: SstIndex = layout.index
+        else:  # decoded on first use (__getattr__)
+            self._index_raw = layout.index_raw
         self.filter: BloomFilter | None = layout.filter
         self.block_cache = block_cache
         self.cache_id = object_name_or(cache_id, layout.object_name)
         self._is_compacted = layout.info.sst_type == SstType.COMPACTED
         capacity = getattr(block_cache, "capacity_bytes", None)  # None: an unbounded mapping
-        data_bytes = self.index.offsets[-1] if self.index.offsets else 0
+        data_bytes = data_end_offset(layout.info) if layout.index is None else (
+            layout.index.offsets[-1] if layout.index.offsets else 0)
         #: The store's synchronous ranged read of an object never overwritten (a local
         #: directory's ``read_range_now``), or None: reads then go through the event loop.
         self._read_now = getattr(store, "read_range_now", None)
@@ -111,6 +117,18 @@ class SstReader:
         c_lookups = getattr(block_cache, "c_lookups", None)
         self._cache_lookup, self._cache_touch = (
             c_lookups() if c_lookups is not None else (getattr(block_cache, "get", None), None))
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for an attribute not set: ``index`` before its first use. An open reads and
+        checks the index block's CRC, and leaves its decoding (a few ms for an SST of thousands
+        of blocks) to the first read that needs it: a database's open then decodes no index,
+        and the first lookup in each SST decodes its own. A structurally bad index is a
+        :class:`CorruptionError` naming the object, raised by that read."""
+        if name == "index":
+            index = decode_index_raw(self._index_raw, self.info, self.object_name)
+            self.index = index
+            return index
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -125,7 +143,8 @@ class SstReader:
         cache_id: Any = None,
         tail_read_bytes: int = DEFAULT_TAIL_READ_BYTES,
     ) -> SstReader:
-        layout = await read_layout(store, object_name, size_bytes=size_bytes, tail_read_bytes=tail_read_bytes)
+        layout = await read_layout(store, object_name, size_bytes=size_bytes, tail_read_bytes=tail_read_bytes,
+                                   lazy_index=True)
         return cls(store, layout, block_cache=block_cache, cache_id=cache_id)
 
     @property
@@ -478,8 +497,11 @@ async def read_layout(
     *,
     size_bytes: int | None = None,
     tail_read_bytes: int = DEFAULT_TAIL_READ_BYTES,
+    lazy_index: bool = False,
 ) -> SstLayout:
-    """Trailer, metadata, index and filter of an SST, in as few ranged reads as possible."""
+    """Trailer, metadata, index and filter of an SST, in as few ranged reads as possible.
+    ``lazy_index``: the index block's CRC is checked, its decoding left to the reader (the
+    layout's ``index`` is None, ``index_raw`` the unframed block)."""
     if size_bytes is None:
         size_bytes = (await store.head(object_name)).size_bytes
     if size_bytes < TRAILER_SIZE_BYTES:
@@ -500,10 +522,16 @@ async def read_layout(
     lo = info.filter_offset if info.filter_len else info.index_offset
     hi = info.index_offset + info.index_len
     region = await fetch(lo, hi)
-    index = decode_index(region[info.index_offset - lo :], info, object_name)
+    index_raw = None
+    if lazy_index:
+        index = None
+        index_raw = unframe_block(info.compression_format, region[info.index_offset - lo :], object_name,
+                                  info.index_offset)
+    else:
+        index = decode_index(region[info.index_offset - lo :], info, object_name)
     bloom = None
     if info.filter_len:
         bloom = decode_filter(
             region[info.filter_offset - lo : info.filter_offset - lo + info.filter_len], info, object_name
         )
-    return SstLayout(object_name, version, info, index, bloom, metadata_offset)
+    return SstLayout(object_name, version, info, index, bloom, metadata_offset, index_raw)

@@ -2,7 +2,9 @@
 
 - A put writes a temporary file in the target directory, fsyncs it, then publishes it with
   ``os.link`` (create-if-absent: fails if the name exists, atomically) or ``os.replace``
-  (overwrite). A partially written object is never visible under its key.
+  (overwrite), and fsyncs the directory. A partially written object is never visible under its
+  key. An empty object's create-if-absent (a WAL fence) is an ``O_EXCL`` create of the file
+  itself and the directory's fsync: there are no bytes to tear or to sync.
 - Update-if-match, overwrite and delete hold an exclusive ``flock`` on a per-key lock file, so
   that check-then-replace is atomic across threads and processes.
 - The ETag is the file's inode, mtime and size: every publish makes a new inode, so a new ETag.
@@ -67,6 +69,9 @@ INLINE_READ_MAX_BYTES = 256 * 1024
 MAPPED_FILES_MAX = 64
 #: A listing runs on the event loop when the previous listing of its prefix found at most this many.
 INLINE_LIST_MAX_OBJECTS = 64
+#: ... and a first listing of a prefix when its directory's size is at most this (one ext4 block:
+#: a few dozen names; a directory's size grows with the names it holds on common filesystems).
+INLINE_LIST_DIR_MAX_BYTES = 4096
 
 
 class LocalStore(ObjectStore):
@@ -248,6 +253,8 @@ class LocalStore(ObjectStore):
         data = bytes(data)
 
         def create() -> ObjectMeta:
+            if not data:
+                return create_empty()
             tmp = self._write_temp(path, data)
             try:
                 os.link(tmp, path)
@@ -257,6 +264,23 @@ class LocalStore(ObjectStore):
                 os.unlink(tmp)
             self._sync_dir(path)
             return _meta(key, os.stat(path))
+
+        def create_empty() -> ObjectMeta:
+            # Nothing to tear (STORE-1 holds for an empty file as it is created) and no data to
+            # sync: the object is created in place, ``O_EXCL`` being the create-if-absent, and
+            # the directory's fsync makes its name and its (empty) inode durable. Half the
+            # syncs of a temporary file's create; a WAL fence is such an object (spec STORE-7).
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                raise ObjectAlreadyExistsError(key, "object already exists (create-if-absent)") from None
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            self._sync_dir(path)
+            return _meta(key, st)
 
         def replace() -> ObjectMeta:
             with self._locked(key):
@@ -298,7 +322,15 @@ class LocalStore(ObjectStore):
             self._listed[prefix] = len(out)
             return out
 
-        small = self._listed.get(prefix, INLINE_LIST_MAX_OBJECTS + 1) <= INLINE_LIST_MAX_OBJECTS
+        listed = self._listed.get(prefix)
+        if listed is None:  # a first listing (an open's): inline when the directory is small
+            try:
+                st = os.stat(base_dir)  # no subdirectory (a walk of one level) holding few names
+                small = st.st_nlink == 2 and st.st_size <= INLINE_LIST_DIR_MAX_BYTES
+            except OSError:
+                small = True  # nothing there: walk() finds nothing, at once
+        else:
+            small = listed <= INLINE_LIST_MAX_OBJECTS
         return await self._run(prefix, walk, inline=small)
 
     async def delete(self, key: str) -> None:

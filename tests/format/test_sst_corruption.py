@@ -149,3 +149,32 @@ def test_format_version_2_relabelled_as_1_is_caught(idx):
     assert buf[-1] == 2
     buf[-1] = 1
     _check(bytes(buf), rows)
+
+
+def test_an_open_leaves_the_index_to_the_first_read_which_still_checks_it():
+    """``SstReader.open`` reads the index block and checks its CRC, and decodes it only when a
+    read first needs it (a database's open then decodes no index). A damaged index is still
+    loud: a bad CRC at open, a bad structure under a valid CRC at the first read."""
+    import struct
+    import zlib
+
+    rows = _rows(300, 5)
+    enc = write_sst(rows, SstOptions(block_size_bytes=256, compression=0))
+    info, data = enc.info, enc.data
+
+    async def first_lookup(obj: bytes) -> tuple[bool, Row | None]:
+        reader = await SstReader.open(_Store(obj), "o")
+        decoded_at_open = "index" in vars(reader)
+        return decoded_at_open, await reader.get(rows[150].key, max_seq=rows[150].seq)
+
+    decoded_at_open, got = trio.run(first_lookup, data)
+    assert not decoded_at_open and got == rows[150]
+    # The index's flatbuffer zeroed under a valid CRC: the open passes, the first lookup raises.
+    start, end = info.index_offset, info.index_offset + info.index_len - 4
+    raw = bytes(end - start)
+    bad = data[:start] + raw + struct.pack(">I", zlib.crc32(raw)) + data[end + 4:]
+    with pytest.raises(CorruptionError, match="'o'|\\bo\\b"):
+        trio.run(first_lookup, bad)
+    # The same zeroes under the old CRC: the open itself raises.
+    with pytest.raises(CorruptionError):
+        trio.run(first_lookup, data[:start] + raw + data[end:])

@@ -144,3 +144,32 @@ def test_lock_files_unlinked_under_contention_keep_writers_exclusive(tmp_path):
     trio.run(lambda: LocalStore(root).put("counter", b"0", CREATE_IF_ABSENT))
     results = _run_procs(_increment_worker, [(root, 20) for _ in range(3)])
     assert sum(results) == 60
+
+
+async def test_syncs_of_a_create_empty_and_not(tmp_path, monkeypatch):
+    """STORE-7: a create-if-absent is durable when it returns: the object's bytes synced before its name
+    appears (temporary file, fsync, link), then its directory synced. An empty object (a WAL
+    fence) has no bytes to tear or sync: it is created in place (``O_EXCL``, still exactly one
+    winner) and only its directory is synced."""
+    store = LocalStore(str(tmp_path / "s"))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        synced.append("dir" if os.path.isdir(path) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    await store.put("manifest/00000000000000000001.manifest", b"m", CREATE_IF_ABSENT)
+    assert synced == ["file", "dir"]
+    synced.clear()
+    meta = await store.put("wal/00000000000000000001.sst", b"", CREATE_IF_ABSENT)
+    assert synced == ["dir"]
+    assert meta.size_bytes == 0 and meta == await store.head("wal/00000000000000000001.sst")
+    try:
+        await store.put("wal/00000000000000000001.sst", b"", CREATE_IF_ABSENT)
+        raise AssertionError("a second create of an existing empty object succeeded")
+    except ObjectAlreadyExistsError:
+        pass
+    assert sorted(os.listdir(tmp_path / "s" / "wal")) == ["00000000000000000001.sst"]  # no temporary file left
