@@ -8,6 +8,7 @@ subprocess per mutant plus the baseline, a few CPU seconds each.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,12 @@ from sim.campaign import mutate
 from sim.campaign.mutate import Campaign, Mutant
 
 DB_SEED_0 = Campaign.make(["db"], seeds_per_scenario=1, tests=False)
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory) -> Path:
+    """A baseline cache shared by this module's runs (one db seed 0 baseline, not one per test)."""
+    return tmp_path_factory.mktemp("mutate-baselines")
 
 
 def _find(path: str, operator: str, where: str) -> Mutant:
@@ -83,20 +90,32 @@ def test_a_mutant_id_replays_the_same_mutant_and_refuses_changed_code() -> None:
         mutate.parse_id("slatedb/wal/writer.py")
 
 
-def test_the_tool_kills_a_planted_obviously_wrong_mutant_without_touching_the_checkout() -> None:
-    m = planted()
+def uncovered() -> Mutant:
+    """The CDC reader's poll answers "not there yet" when it is there (killed by
+    tests/api/test_wal_reader.py): no db seed reads the WAL through a WalReader."""
+    cands = [mutate.apply(c)[0] for c in mutate.enumerate_mutants("slatedb/wal/reader.py")
+             if c.operator == "core/AddNot" and c.where == "WalReaderCore.next_rows"]
+    return next(m for m in cands if m.before == "if rows is not None:")
+
+
+def test_the_tool_kills_a_planted_obviously_wrong_mutant_without_touching_the_checkout(kept) -> None:
+    m, dark = planted(), uncovered()
     digest = hashlib.sha256((mutate.ROOT / m.path).read_bytes()).hexdigest()
-    report = mutate.run([], DB_SEED_0, mutant_ids=[m.id], equivalents={})
-    [row] = report.rows
+    report = mutate.run([], DB_SEED_0, mutant_ids=[m.id, dark.id], equivalents={}, cache=kept)
+    row, other = sorted(report.rows, key=lambda r: r["mutant"] != m.id)
     assert row["status"] == mutate.KILLED, row
     assert row["by"] == "db seed 0" and "DUR-1" in row["violation"]
     assert hashlib.sha256((mutate.ROOT / m.path).read_bytes()).hexdigest() == digest
     assert report.dropped == {"wal": []}
+    # the same run, a mutant on a statement db seed 0 never executes: not run, and never "killed"
+    assert other["status"] == mutate.SURVIVED and other["checks_run"] == 0, other
+    assert other["why"].startswith("no baseline check executes lines")
 
 
-def test_a_known_survivor_is_reported_survived_with_its_diff_and_replay_command() -> None:
+def test_a_known_survivor_is_reported_survived_with_its_diff_and_replay_command(kept) -> None:
     m = unreached()
-    report = mutate.run([], DB_SEED_0, mutant_ids=[m.id], equivalents={})
+    report = mutate.run([], DB_SEED_0, mutant_ids=[m.id], equivalents={}, cache=kept)
+    assert len(list(kept.glob("baseline-*.json"))) == 1  # the same tree and checks: one baseline, kept
     [row] = report.rows
     assert row["status"] == mutate.SURVIVED, row
     assert row["trace_changed"] == 0 and row["trace_compared"] == 1
@@ -108,13 +127,13 @@ def test_a_known_survivor_is_reported_survived_with_its_diff_and_replay_command(
     assert (table["survived"], table["killed"], table["score"]) == (1, 0, 0.0)
 
 
-def test_the_equivalents_list_marks_a_mutant_equivalent_with_its_reason(tmp_path) -> None:
+def test_the_equivalents_list_marks_a_mutant_equivalent_with_its_reason(tmp_path, kept) -> None:
     m = unreached()
     path = tmp_path / "equivalents.toml"
     path.write_text(mutate.equivalent_entry(m, "a test reason: nothing reads it"))
     equivalents = mutate.load_equivalents(path)
     assert list(equivalents) == [m.key]
-    report = mutate.run([], DB_SEED_0, mutant_ids=[m.id], equivalents=equivalents)
+    report = mutate.run([], DB_SEED_0, mutant_ids=[m.id], equivalents=equivalents, cache=kept)
     [row] = report.rows
     assert row["status"] == mutate.EQUIVALENT and row["reason"] == "a test reason: nothing reads it"
     assert row["results"] == []  # not judged
@@ -153,3 +172,84 @@ def test_cli_lists_the_selection(capsys) -> None:
     ids = [line.split()[0] for line in out.splitlines() if line.startswith("slatedb/wal/")]
     assert len(ids) == 2 and ids == [m.id for m in mutate.select("wal", 2, 0)[0]]
     assert main(["mutate", "--module", "nosuch", "--list"]) == 2
+
+
+# --- choosing a mutant's checks from the baseline's coverage (sim/campaign/mutate_select.py) ---------
+
+SST_IDS = "slatedb/manifest/sst_ids.py"
+T_NOT_BEFORE = "tests/manifest/test_sst_ids.py::test_not_before_keeps_a_fresh_id_and_lifts_an_old_one_keeping_its_random_bits"
+T_NEWEST = "tests/manifest/test_sst_ids.py::test_newest_l0_ms_falls_back_to_the_last_compacted_view_then_zero"
+
+
+def test_statement_spans_tell_function_bodies_from_import_time_code() -> None:
+    from sim.campaign.mutate_select import Span, statement_span
+
+    src = ("X = 1\n"                      # 1
+           "def f(a=2):\n"                # 2
+           "    if (a >\n"                # 3
+           "            3):\n"            # 4
+           "        return [\n"           # 5
+           "            a + 6]\n"         # 6
+           "    return a\n"               # 7
+           "class C:\n"                   # 8
+           "    y = 4\n"                  # 9
+           "    def m(self):\n"           # 10
+           "        z = 5\n")             # 11
+    tree = mutate._tree(src)
+    assert statement_span(tree, 1, 4) == Span(1, 1, False)
+    assert statement_span(tree, 2, 8) == Span(2, 2, False)  # a default value: evaluated at import
+    assert statement_span(tree, 4, 12) == Span(3, 4, True)  # an if's condition over two lines, with its keyword
+    assert statement_span(tree, 6, 16) == Span(5, 6, True)  # a statement over two lines, whole
+    assert statement_span(tree, 9, 8) == Span(9, 9, False)  # a class attribute
+    assert statement_span(tree, 11, 12) == Span(11, 11, True)
+
+
+@pytest.fixture(scope="module")
+def two_tests_baseline() -> tuple[dict, dict]:
+    """Two unit tests of slatedb/manifest/sst_ids.py judged as a baseline, under coverage."""
+    check = {"kind": "tests", "paths": ["tests/manifest/test_sst_ids.py"], "nodes": [T_NOT_BEFORE, T_NEWEST]}
+    row = mutate.judge(mutate.Job(str(mutate.ROOT), "tests", (check,), cpu_s=300, wall_s=900, all_checks=True,
+                                  coverage=True, imports=(SST_IDS,)))
+    assert row["status"] == "baseline", row
+    [res] = [r for r in row["results"] if r.get("check")]
+    assert set(res["tests"]) == {T_NOT_BEFORE, T_NEWEST}  # only the nodes asked for ran
+    return res["tests"], row["coverage"]
+
+
+def _plan_at(text: str, baseline: tuple[dict, dict]):
+    from sim.campaign import mutate_select
+
+    tests, coverage = baseline
+    source = (mutate.ROOT / SST_IDS).read_text()
+    line = next(i + 1 for i, t in enumerate(source.splitlines()) if t.strip() == text)
+    col = len(source.splitlines()[line - 1]) - len(text)
+    span = mutate_select.statement_span(mutate._tree(source), line, col)
+    return mutate_select.plan(SST_IDS, span, mutate_select.CoverIndex(coverage), {}, tests)
+
+
+def test_a_covered_line_selects_the_test_that_executes_it_and_only_that(two_tests_baseline) -> None:
+    plan = _plan_at("if fresh.milliseconds >= floor_ms:", two_tests_baseline)
+    assert [c.get("nodes") for c in plan.checks] == [[T_NOT_BEFORE]], plan
+    plan = _plan_at("if views:", two_tests_baseline)
+    assert [c.get("nodes") for c in plan.checks] == [[T_NEWEST]], plan
+
+
+def test_a_line_no_test_executes_selects_nothing_and_import_time_code_selects_everything(two_tests_baseline) -> None:
+    # newest_l0_ms's test has no L0 at all: `return max(v.sst_id.milliseconds ...)` never runs
+    plan = _plan_at("return max(v.sst_id.milliseconds for v in views)", two_tests_baseline)
+    assert plan.checks == () and plan.why.startswith("no baseline check executes"), plan
+    # a module-level constant runs at import: every test judges it
+    source = (mutate.ROOT / SST_IDS).read_text()
+    const = next(t for t in source.splitlines() if t.startswith("_RANDOM_BITS"))
+    plan = _plan_at(const, two_tests_baseline)
+    assert sorted(n for c in plan.checks for n in c["nodes"]) == sorted([T_NOT_BEFORE, T_NEWEST])
+    assert plan.why.startswith("import-time statement")
+
+
+def test_a_check_that_outruns_its_own_box_is_a_timeout_not_a_kill() -> None:
+    m = planted()
+    source = (mutate.ROOT / m.path).read_text()  # the unmutated text: only the box can stop it
+    check = {"kind": "seed", "scenario": "gc", "seed": 0, "box_s": 0.3}
+    row = mutate.judge(mutate.Job(str(mutate.ROOT), "wal", (check,), m, source, cpu_s=120, wall_s=600))
+    assert row["status"] == mutate.TIMEOUT and row["by"] == "gc seed 0", row
+    assert "over its time box" in row["violation"]

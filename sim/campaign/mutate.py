@@ -10,20 +10,25 @@ occurrence gives a different mutant each time and a run could not be repeated.
 Each mutant is judged by a **campaign**: seeds of every scenario of the registry
 (:data:`sim.scenarios.registry.SCENARIOS`, through :func:`sim.campaign.sweep.run_seed`, the entry point both sweep
 engines use), each scenario's seed count balanced by its cost (:data:`COST_S`), plus the tests of
-the mutated module's package (``tests/<package>``, :data:`FALLBACK_TESTS`). Checks run in a fixed
-order (round ``r`` runs seed ``r`` of every scenario, cheapest first; the tests come after the
-first round) and the campaign stops at the first failure: the mutant is **killed** by that check.
-A campaign that passes every check **survived**; one that runs out of its CPU time box
-(``RLIMIT_CPU``) or its wall-clock guard is a **timeout**. Mutants listed in the reviewed
-equivalents file (:data:`EQUIVALENTS`, one reason each) are **equivalent** and not run.
+the mutated module's package (``tests/<package>``, :data:`FALLBACK_TESTS`), less what cannot see
+the mutant: the unmutated tree is judged first (the **baseline**), every check once under
+coverage.py, and a mutant runs only the seeds and tests whose baseline run executed the statement
+it changes, cheapest first (every check for a statement that runs at import time; see
+:mod:`sim.campaign.mutate_select`; ``--full-campaign`` runs every check). The campaign stops at the
+first failure: the mutant is **killed** by that check. A campaign that passes every check
+**survived** (so does a mutant no check executes: it is not run, and the report says so); one that
+runs out of its CPU time box (``RLIMIT_CPU``) or its wall-clock guard is a **timeout**. Mutants
+listed in the reviewed equivalents file (:data:`EQUIVALENTS`, one reason each) are **equivalent**
+and not run.
 
 Isolation: a mutant never touches the checkout. Each one is judged in a fresh copy of the tree
 (``slatedb``, ``sim``, ``tests``, ``spec``, ``pyproject.toml``) in a temporary directory, by a
-subprocess whose ``PYTHONPATH`` and working directory are that copy (``python -m sim.campaign.mutate
-judge``); the judge checks that it imported the copy. The unmutated tree is judged first (the
-**baseline**): checks that fail there are dropped from every mutant's campaign and reported, and
-its trace digests tell a survivor whose traces changed (behaviour changed, no oracle noticed:
-a gap) from one whose traces did not (code not reached by the campaign, or no effect on it).
+subprocess whose ``PYTHONPATH`` and working directory are that copy (``python -m
+sim.campaign.mutate_judge``); the judge checks that it imported the copy. Checks (seeds, single
+tests) that fail on the baseline are dropped from every mutant's campaign and reported; the
+baseline's trace digests tell a survivor whose traces changed (behaviour changed, no oracle
+noticed: a gap) from one whose traces did not. The baseline is kept under ``.cache/sim-mutate``
+by the hash of the tree and the checks, so replaying a mutant on the same tree does not pay for it.
 
 Selection is deterministic: the mutable **sites** of a module (a source position where some
 operator applies) are ordered by a hash of ``(--seed, module, site)`` and the first ``--sample``
@@ -45,6 +50,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -63,6 +69,8 @@ import attrs
 
 from slatedb.runtime.production import ProductionRuntime
 
+from sim.campaign import mutate_select
+from sim.campaign.mutate_judge import JUDGE_IGNORED_TESTS, check_label
 from sim.scenarios import catalogue as bugs_mod
 from sim.scenarios import registry as scenarios_mod
 _WALL = ProductionRuntime("sim-mutate")
@@ -85,23 +93,20 @@ FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
 #: Tests elsewhere that test a package's code, run with the package's own tests.
 EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     "db": ("tests/checkpoint/test_db_checkpoint.py",  # Db.create_checkpoint is slatedb/db/follower.py
-           "tests/api/test_metrics.py"),  # the counters slatedb/db counts (Db.get's fast path)
+           "tests/api/test_metrics.py",  # the counters slatedb/db counts (Db.get's fast path)
+           "tests/api/test_read_options.py"),  # expire_at_ms (WritePath._expiry) and read options
     # the WAL regressions (replay fenced mid-way, zombie acks, the epoch re-check)
     "wal": ("tests/regressions/test_db_seed_581.py", "tests/regressions/test_db_zombie_ack.py",
             "tests/regressions/test_takeover_no_epoch_recheck.py",
             "tests/api/test_wal_reader.py"),  # slatedb/wal/reader.py: the CDC reader
     # clones of unions (one database named by several entries: final checkpoints, CLONE-1)
     "clone": ("tests/projection/test_create.py",),
+    # slatedb.uniffi's DbReader reads the aio DbReader's core (status, close reason)
+    "reader": ("tests/uniffi/test_refusals.py",),
     # SequencedStore's boundary rules; a create behind the boundary (create_initial)
     # ... and CompactionSpec (slatedb/manifest/compaction.py): its JSON and stored forms
     "manifest": ("tests/gc/test_boundary.py", "tests/regressions/test_db_seed_2077.py",
                  "tests/compactor/test_spec.py"),
-}
-
-#: Tests of a package left out of the judge, and why (passed to pytest as ``--ignore``).
-JUDGE_IGNORED_TESTS: dict[str, str] = {
-    "tests/gc/test_live.py": "runs on the real clock: its work grows with the machine's load (over 5 CPU minutes at "
-                             "nice 19 on a loaded machine) and its verdict depends on timing",
 }
 
 #: CPU seconds one seed of each scenario costs: the scenario table's (:data:`sim.scenarios.registry.SCENARIOS`).
@@ -241,12 +246,31 @@ def _where(tree: Any, pos: tuple[int, int]) -> str:
     return ".".join(reversed(names)) or "<module>"
 
 
-def enumerate_mutants(path: str, root: Path = ROOT) -> list[Mutant]:
-    """Every mutant of one file (not yet applied: no ``before``/``after``/``diff``)."""
-    from cosmic_ray.ast import ast_nodes, get_ast
+@functools.lru_cache(maxsize=256)
+def _tree(source: str) -> Any:
+    """The parso tree of a source text (parsed once per text; callers only read it)."""
+    from cosmic_ray.ast import get_ast
 
+    return get_ast(source)
+
+
+_ENUMERATED: dict[tuple[str, str], tuple[Mutant, ...]] = {}
+
+
+def enumerate_mutants(path: str, root: Path = ROOT) -> list[Mutant]:
+    """Every mutant of one file (not yet applied: no ``before``/``after``/``diff``); kept by the
+    file's content hash, so a file is parsed and walked once per content."""
     source = (root / path).read_text()
-    tree = get_ast(source)
+    key = (path, hashlib.sha256(source.encode()).hexdigest())
+    if key not in _ENUMERATED:
+        _ENUMERATED[key] = tuple(_enumerate(path, source))
+    return list(_ENUMERATED[key])
+
+
+def _enumerate(path: str, source: str) -> list[Mutant]:
+    from cosmic_ray.ast import ast_nodes
+
+    tree = _tree(source)
     spans, skip_lines = _skipped_spans(tree, source.splitlines())
     nodes = list(ast_nodes(tree))
     module = module_of(path)
@@ -412,10 +436,6 @@ def test_paths(module: str, root: Path = ROOT) -> list[str]:
     return [p for p in own + list(EXTRA_TESTS.get(module, ())) if (root / p).exists()]
 
 
-def check_label(check: dict) -> str:
-    return f"{check['scenario']} seed {check['seed']}" if check["kind"] == "seed" else "tests " + " ".join(check["paths"])
-
-
 # --- judging one mutant (in a copy, in a subprocess) ---------------------------------------
 
 
@@ -441,6 +461,8 @@ class Job:
     cpu_s: float = 300.0
     wall_s: float = 3000.0
     all_checks: bool = False  # the baseline runs every check, not up to the first failure
+    coverage: bool = False  # the baseline records each check's lines (mutate_select) ...
+    imports: tuple[str, ...] = ()  # ... after importing these files (the protocol modules) first
 
 
 def judge(job: Job) -> dict:
@@ -455,7 +477,8 @@ def judge(job: Job) -> dict:
         if job.mutant is not None:
             (tmp / job.mutant.path).write_text(job.mutated_text or "")
         spec = tmp / "mutate-checks.json"
-        spec.write_text(json.dumps({"checks": list(job.checks), "all": job.all_checks}))
+        spec.write_text(json.dumps({"checks": list(job.checks), "all": job.all_checks, "coverage": job.coverage,
+                                    "imports": list(job.imports)}))
         out = tmp / "mutate-results.jsonl"
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
         env.update(PYTHONPATH=str(tmp), PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
@@ -467,7 +490,7 @@ def judge(job: Job) -> dict:
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 
         with open(tmp / "mutate-judge.log", "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "sim.campaign.mutate", "judge", str(spec), str(out)], cwd=tmp,
+            proc = subprocess.Popen([sys.executable, "-m", "sim.campaign.mutate_judge", str(spec), str(out)], cwd=tmp,
                                     env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limits,
                                     start_new_session=True)
             timed_out = False
@@ -479,14 +502,19 @@ def judge(job: Job) -> dict:
                 proc.wait()
         rc = proc.returncode
         results = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+        cov_path = Path(str(out) + ".cov.json")
+        coverage = json.loads(cov_path.read_text()) if job.coverage and cov_path.exists() else None
         log_tail = (tmp / "mutate-judge.log").read_text(errors="replace")[-2000:]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     row = {"mutant": job.mutant.id if job.mutant else None, "module": job.module, "results": results,
-           "wall_s": _WALL.monotonic_s() - start, "rc": rc,
+           "wall_s": _WALL.monotonic_s() - start, "rc": rc, "coverage": coverage,
            "cpu_s": max([r.get("cpu_s", 0.0) for r in results] or [0.0]) if not timed_out else job.cpu_s}
     failed = [r for r in results if r.get("check") and not r["ok"]]
     done = any(r.get("done") for r in results)
+    if failed and failed[0].get("timeout") and job.mutant is not None:
+        row.update(status=TIMEOUT, by=failed[0]["check"], violation=failed[0]["violation"])
+        return row
     if job.mutant is None:
         row["status"] = "baseline" if done else "broken"
         row["violation"] = "" if done else f"baseline did not finish (rc {rc}): {log_tail[-600:]}"
@@ -504,69 +532,6 @@ def judge(job: Job) -> dict:
     return row
 
 
-def judge_main(spec_path: str, out_path: str) -> int:
-    """The subprocess: run the checks of ``spec_path`` in this tree, one JSON line per check to
-    ``out_path``; stop at the first failure unless the spec says all."""
-    spec = json.loads(Path(spec_path).read_text())
-    here = Path.cwd().resolve()
-    with open(out_path, "a") as out:
-        def emit(d: dict) -> None:
-            out.write(json.dumps(d) + "\n")
-            out.flush()
-
-        import slatedb
-
-        if not Path(slatedb.__file__).resolve().is_relative_to(here):
-            emit({"check": "isolation", "ok": False, "violation": f"imported {slatedb.__file__}, not the copy in {here}"})
-            return 1
-        for check in spec["checks"]:
-            label = check_label(check)
-            try:
-                res = _run_check(check)
-            except BaseException as e:  # noqa: BLE001 - a mutant may break anything, even imports
-                if isinstance(e, KeyboardInterrupt):
-                    raise
-                res = {"ok": False, "violation": f"{type(e).__name__}: {e}"}
-            emit({"check": label, **res, "cpu_s": _cpu()})
-            if not res["ok"] and not spec.get("all"):
-                break
-        emit({"done": True, "cpu_s": _cpu()})
-    return 0
-
-
-def _cpu() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def _run_check(check: dict) -> dict:
-    if check["kind"] == "seed":
-        from sim.campaign.sweep import Scenario, run_seed
-
-        row = run_seed(Scenario(workload=check["scenario"]), check["seed"])
-        return {"ok": row["ok"], "digest": row["digest"], "violation": (row["violations"] or [""])[0][:500]}
-    import pytest
-
-    class Failures:
-        def __init__(self) -> None:
-            self.failed: list[str] = []
-
-        def pytest_runtest_logreport(self, report: Any) -> None:
-            if report.failed:
-                self.failed.append(report.nodeid)
-
-        def pytest_collectreport(self, report: Any) -> None:
-            if report.failed:
-                self.failed.append(f"collecting {report.nodeid}")
-
-    plugin = Failures()
-    ignored = [f"--ignore={p}" for p in JUDGE_IGNORED_TESTS]
-    rc = pytest.main([*check["paths"], *ignored, "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                      "--hypothesis-seed=0", "-o", "addopts=", "-W", "ignore::DeprecationWarning"], plugins=[plugin])
-    ok = int(rc) in (0, 5)
-    return {"ok": ok, "violation": "" if ok else f"pytest exit {int(rc)}: {', '.join(plugin.failed[:3]) or 'failed'}"}
-
-
 # --- a run over modules ----------------------------------------------------------------------
 
 
@@ -582,8 +547,11 @@ class Report:
 def run(modules: Sequence[str], campaign: Campaign, *, sample: int | None = 8, seed: int = 0, jobs: int = 1,
         engine: str = "local", master: str = "local[*]", root: Path = ROOT, equivalents: dict[str, Equivalent] | None = None,
         mutant_ids: Sequence[str] = (), cpu_s: float | None = None, wall_s: float | None = None,
-        log: Callable[[str], None] | None = None, spark: Any = None) -> Report:
-    """Select, baseline, judge. ``mutant_ids`` replaces the selection by those mutants."""
+        log: Callable[[str], None] | None = None, spark: Any = None, full: bool = False,
+        cache: Path | None = None) -> Report:
+    """Select, baseline, judge. ``mutant_ids`` replaces the selection by those mutants. Each mutant
+    is judged by the checks whose baseline run executed its statement (:mod:`sim.campaign.mutate_select`),
+    or by every check with ``full``. ``cache``: a directory to keep and reuse baselines in."""
     start = _WALL.monotonic_s()
     log = log or (lambda _m: None)
     equivalents = load_equivalents() if equivalents is None else equivalents
@@ -603,55 +571,147 @@ def run(modules: Sequence[str], campaign: Campaign, *, sample: int | None = 8, s
             selected[mod] = chosen
             counts[mod] = {"mutants": n, "sites": s, "sampled": len(chosen)}
             log(f"{mod}: {n} mutants at {s} sites; {len(chosen)} selected")
-    # The baseline: the scenario seeds once (they do not depend on the module), each module's tests.
+    if all(m.key in equivalents for ms in selected.values() for m in ms):  # nothing to judge: no baseline
+        rows = [_row_of(m, {"status": EQUIVALENT}, equivalents[m.key].reason) for ms in selected.values() for m in ms]
+        return Report(rows, counts, {}, {mod: [] for mod in selected}, _WALL.monotonic_s() - start)
+    # The baseline: every check once on the unmutated tree, under coverage (mutate_select): the
+    # scenario seeds (they do not depend on the module) and the tests of every selected module.
+    seed_checks = [c for c in campaign.checks("", root) if c["kind"] == "seed"]
+    paths = _outermost(p for mod in selected for p in (test_paths(mod, root) if campaign.tests else []))
+    imports = tuple(f for mod in present_modules(root) for f in module_files(mod, root))
+    base_jobs = [Job(str(root), "*", tuple(seed_checks), cpu_s=cpu_s or 3600.0, wall_s=wall_s or 36000.0,
+                     all_checks=True, coverage=True, imports=imports)]
+    if paths:
+        base_jobs.append(Job(str(root), "tests", ({"kind": "tests", "paths": paths},), cpu_s=cpu_s or 3600.0,
+                             wall_s=wall_s or 36000.0, all_checks=True, coverage=True, imports=imports))
+    base = _baseline(base_jobs, root, jobs, engine, master, spark, log, cache)
+    index = mutate_select.CoverIndex(base["coverage"])
+    seeds_ok = {mutate_select.seed_context(c["scenario"], c["seed"]): (c, r["cost_s"])
+                for c, r in zip(seed_checks, base["seeds"]) if r["ok"]}
     baselines: dict[str, dict] = {}
     dropped: dict[str, list[str]] = {}
+    tests_ok: dict[str, dict[str, dict]] = {}
     checks: dict[str, list[dict]] = {}
-    seed_checks = [c for c in campaign.checks("", root) if c["kind"] == "seed"]
-    base_jobs = [Job(str(root), "*", tuple(seed_checks), cpu_s=cpu_s or 3600.0, wall_s=wall_s or 36000.0,
-                     all_checks=True)]
-    base_jobs += [Job(str(root), mod, tuple(c for c in campaign.checks(mod, root) if c["kind"] == "tests"),
-                      cpu_s=cpu_s or 3600.0, wall_s=wall_s or 36000.0, all_checks=True) for mod in selected]
-    base_jobs = [j for j in base_jobs if j.checks]
-    log(f"baseline: the unmutated tree ({sum(len(j.checks) for j in base_jobs)} checks)")
-    base_rows: dict[str, dict] = {}
-    for row in _map(judge, base_jobs, jobs, engine, master, spark):
-        if row["status"] != "baseline":
-            raise RuntimeError(f"the baseline campaign ({row['module']}) did not finish: {row['violation']}")
-        base_rows[row["module"]] = row
-    seeds_row = base_rows.get("*", {"results": [], "cpu_s": 0.0, "wall_s": 0.0})
     for mod in selected:
-        tests_row = base_rows.get(mod, {"results": [], "cpu_s": 0.0, "wall_s": 0.0})
-        row = {"results": seeds_row["results"] + tests_row["results"], "cpu_s": seeds_row["cpu_s"] + tests_row["cpu_s"],
-               "wall_s": seeds_row["wall_s"] + tests_row["wall_s"]}
-        failing = [r["check"] for r in row["results"] if r.get("check") and not r["ok"]]
+        mine = {n: t for n, t in base["tests"].items() if _under(n, test_paths(mod, root) if campaign.tests else [])}
+        tests_ok[mod] = {n: t for n, t in mine.items() if t["ok"] and not t["skipped"]}
+        failing = [check_label(c) for c, r in zip(seed_checks, base["seeds"]) if not r["ok"]]
+        failing += [n for n, t in mine.items() if not t["ok"]]
         dropped[mod] = failing
-        checks[mod] = [c for c in campaign.checks(mod, root) if check_label(c) not in failing]
-        baselines[mod] = row
-        log(f"baseline {mod}: {len(checks[mod])} checks pass, {len(failing)} fail and are left out; "
-            f"{row['cpu_s']:.0f} CPU s")
+        # --full-campaign: every passing check, in the campaign's order (the tests after the first round)
+        checks[mod] = [c if c["kind"] == "seed" else {**c, "nodes": list(tests_ok[mod])}
+                       for c in campaign.checks(mod, root) if c["kind"] != "seed" or check_label(c) not in failing]
+        baselines[mod] = {"results": base["seeds"], "cpu_s": base["cpu_s"], "wall_s": base["wall_s"]}
+        log(f"baseline {mod}: {len(seeds_ok)} seeds and {len(tests_ok[mod])} tests pass, {len(failing)} fail and are "
+            f"left out")
     jobs_list: list[Job] = []
     rows: list[dict] = []
+    plans: dict[str, mutate_select.Plan] = {}
     for mod, mutants in selected.items():
-        box = cpu_s if cpu_s is not None else max(120.0, 4.0 * baselines[mod]["cpu_s"])
         for m in mutants:
             if m.key in equivalents:
                 rows.append(_row_of(m, {"status": EQUIVALENT, "by": "", "violation": "", "results": [], "wall_s": 0.0,
                                         "cpu_s": 0.0}, equivalents[m.key].reason))
                 continue
             _m, text = apply(m, root)
-            jobs_list.append(Job(str(root), mod, tuple(checks[mod]), m, text, box, wall_s or 10.0 * box))
+            if full:
+                plan = mutate_select.Plan(tuple(checks[mod]), base["cpu_s"], "every check (--full-campaign)")
+                box = cpu_s if cpu_s is not None else max(120.0, 4.0 * base["cpu_s"])
+            else:
+                span = mutate_select.statement_span(_tree((root / m.path).read_text()), m.line, m.col)
+                plan = mutate_select.plan(m.path, span, index, seeds_ok, tests_ok[mod])
+                box = cpu_s if cpu_s is not None else max(30.0, 20.0 + 3.0 * plan.cost_s)
+            plans[m.id] = plan
+            if not plan.checks:
+                r = _row_of(m, {"status": SURVIVED, "by": "", "violation": "", "results": [], "wall_s": 0.0,
+                                "cpu_s": 0.0}, "")
+                r.update(trace_changed=0, trace_compared=0, why=plan.why)
+                rows.append(r)
+                log(f"  {SURVIVED:<9} {m.id} ({m.path}:{m.line} {m.where}) not run: {plan.why}")
+                continue
+            jobs_list.append(Job(str(root), mod, plan.checks, m, text, box, wall_s or 10.0 * box))
     log(f"judging {len(jobs_list)} mutant(s) ({len(rows)} listed equivalent), {jobs} at a time, engine {engine}")
     by_id = {j.mutant.id: j.mutant for j in jobs_list if j.mutant}
     for row in _map(judge, jobs_list, jobs, engine, master, spark):
         m = by_id[row["mutant"]]
         r = _row_of(m, row, "")
         r["trace_changed"], r["trace_compared"] = _trace_change(row, baselines[m.module])
+        r["why"] = plans[m.id].why
         rows.append(r)
-        log(f"  {r['status']:<9} {m.id} ({m.path}:{m.line} {m.where}) {r['by']}")
+        log(f"  {r['status']:<9} {m.id} ({m.path}:{m.line} {m.where}) {r['by']} [{r['wall_s']:.0f} s; {plans[m.id].why}]")
     rows.sort(key=lambda r: (PROTOCOL_MODULES.index(r["module"]) if r["module"] in PROTOCOL_MODULES else 99,
                              r["path"], r["line"], r["operator"]))
     return Report(rows, counts, baselines, dropped, _WALL.monotonic_s() - start)
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths, each once, without those lying under another one."""
+    uniq = sorted(set(paths))
+    return [p for p in uniq if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in uniq)]
+
+
+def _under(nodeid: str, paths: Sequence[str]) -> bool:
+    f = nodeid.split("::", 1)[0]
+    return any(f == p or f.startswith(p.rstrip("/") + "/") for p in paths)
+
+
+def tree_digest(root: Path = ROOT) -> str:
+    """A hash of every file a judge copies (what the baseline depends on)."""
+    h = hashlib.sha256()
+    for name in COPIED:
+        src = root / name
+        files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src] if src.exists() else []
+        for p in files:
+            rel = p.relative_to(root)
+            if "__pycache__" in rel.parts or ".hypothesis" in rel.parts or ".pytest_cache" in rel.parts \
+                    or p.suffix in (".pyc", ".parquet"):
+                continue
+            h.update(rel.as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+#: Where baselines are kept, by the hash of the tree and of the checks (``.cache`` is not committed).
+BASELINE_CACHE = ROOT / ".cache" / "sim-mutate"
+
+
+def _baseline(base_jobs: list[Job], root: Path, jobs: int, engine: str, master: str, spark: Any,
+              log: Callable[[str], None], cache: Path | None = None) -> dict:
+    """The baseline: ``seeds`` (one result per seed check, in order), ``tests`` (nodeid -> record),
+    ``coverage`` (context -> path -> lines), ``cpu_s``, ``wall_s``. Kept in ``cache`` (``sim mutate``:
+    :data:`BASELINE_CACHE`) by the hash of the tree and the checks: the same tree and campaign give
+    the same baseline (the checks are deterministic), so a replay does not pay for it again."""
+    cached = None
+    if cache is not None:
+        key = hashlib.sha256((tree_digest(root) + json.dumps([list(j.checks) for j in base_jobs], sort_keys=True)
+                              + sys.version).encode()).hexdigest()[:20]
+        cached = Path(cache) / f"baseline-{key}.json"
+    if cached is not None and cached.exists():
+        log(f"baseline: reused {cached}")
+        return json.loads(cached.read_text())
+    log(f"baseline: the unmutated tree, under coverage ({sum(len(j.checks) for j in base_jobs)} checks)")
+    out: dict[str, Any] = {"seeds": [], "tests": {}, "coverage": {}, "cpu_s": 0.0, "wall_s": 0.0}
+    for row in _map(judge, base_jobs, jobs, engine, master, spark):
+        if row["status"] != "baseline":
+            raise RuntimeError(f"the baseline campaign ({row['module']}) did not finish: {row['violation']}")
+        results = [r for r in row["results"] if r.get("check")]
+        if row["module"] == "*":
+            out["seeds"] = results
+        for r in results:
+            out["tests"].update(r.get("tests", {}))
+        for ctx, files in (row["coverage"] or {}).items():
+            out["coverage"].setdefault(ctx, {}).update(files)
+        out["cpu_s"] += row["cpu_s"]
+        out["wall_s"] += row["wall_s"]
+    log(f"baseline: {out['cpu_s']:.0f} CPU s, {len(out['seeds'])} seeds, {len(out['tests'])} tests")
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_text(json.dumps(out))
+            tmp.replace(cached)
+        except OSError:
+            pass
+    return out
 
 
 def _row_of(m: Mutant, row: dict, reason: str) -> dict:
@@ -715,6 +775,7 @@ def _spark_task(text: str) -> dict:
     d = json.loads(text)
     d["mutant"] = Mutant(**d["mutant"]) if d["mutant"] else None
     d["checks"] = tuple(d["checks"])
+    d["imports"] = tuple(d.get("imports", ()))
     return judge(Job(**d))
 
 
@@ -768,6 +829,8 @@ def format_report(report: Report, replay_flags: str) -> str:
         trace = (f"traces changed in {changed} of {compared} seeds (behaviour changed, no oracle noticed)" if changed
                  else f"no trace changed in {compared} seeds (not reached by the campaign, or no effect on it)")
         lines.append(f"\nSURVIVED   {r['mutant']}  ({r['path']}:{r['line']} in {r['where']}; {r['checks_run']} checks; {trace})")
+        if r.get("why"):
+            lines.append(f"           checks chosen: {r['why']}")
         lines.append(r["diff"])
         lines.append(f"  replay: ./just mutate --mutant '{r['mutant']}'{replay_flags}")
     return "\n".join(lines)
@@ -792,11 +855,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPU seconds of seeds per scenario per mutant; seed counts follow from each scenario's cost (default 2)")
     p.add_argument("--seeds-per-scenario", type=int, default=None, help="instead of --budget-s: seeds 0..N-1 of each")
     p.add_argument("--no-tests", action="store_true", help="only scenario seeds, not the package's tests")
+    p.add_argument("--no-cache", action="store_true", help="run the baseline even when one of the same tree is kept")
+    p.add_argument("--full-campaign", action="store_true",
+                   help="judge each mutant by every check that passes on the baseline, not only those whose baseline "
+                        "run executed the mutated statement")
     p.add_argument("--jobs", type=int, default=1, help="mutants judged at once (local engine; default 1)")
     p.add_argument("--engine", choices=["local", "spark"], default="local", help="local subprocesses or Spark tasks")
     p.add_argument("--master", default="local[*]", help="Spark master URL (engine spark)")
     p.add_argument("--timeout-cpu-s", type=float, default=None,
-                   help="CPU seconds per mutant (default: 4x the baseline campaign, at least 120)")
+                   help="CPU seconds per mutant (default: 20 + 3x the baseline cost of its checks, at least 30; "
+                        "with --full-campaign 4x the baseline, at least 120)")
     p.add_argument("--timeout-s", type=float, default=None, help="wall seconds per mutant (default 10x the CPU box)")
     p.add_argument("--equivalents", default=str(EQUIVALENTS), help="the reviewed equivalents file")
     p.add_argument("--list", action="store_true", help="only list the selected mutants and their diffs")
@@ -831,7 +899,7 @@ def cmd_mutate(ns: argparse.Namespace) -> int:
     try:
         report = run(modules, campaign, sample=sample, seed=ns.seed, jobs=ns.jobs, engine=ns.engine, master=ns.master,
                      equivalents=equivalents, mutant_ids=ns.mutant or (), cpu_s=ns.timeout_cpu_s, wall_s=ns.timeout_s,
-                     log=log)
+                     log=log, full=ns.full_campaign, cache=None if ns.no_cache else BASELINE_CACHE)
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
@@ -853,6 +921,8 @@ def cmd_mutate(ns: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "judge":
+    if len(sys.argv) == 4 and sys.argv[1] == "judge":  # the old entry of the judge subprocess
+        from sim.campaign.mutate_judge import judge_main
+
         sys.exit(judge_main(sys.argv[2], sys.argv[3]))
     sys.exit(main())
