@@ -142,3 +142,32 @@ def test_seeds_that_met_a_database_already_gone_pass() -> None:
     assert late.ok and late.outcomes["admin"] == "gone", (late.violations, late.outcomes)
     assert gone.ok and "gone" in gone.outcomes.values(), (gone.violations, gone.outcomes)
     assert polled.ok and polled.outcomes["w"] == "refused", (polled.violations, polled.outcomes)
+
+
+@pytest.mark.parametrize("seed", [77, 129, 256])
+def test_a_gc_create_landing_after_a_hard_destroy_is_taken_back(seed: int) -> None:
+    """The clone's GC read its manifest, stalled through the whole hard destroy, then created on
+    the emptied root: seed 77 committed ``DetachExternalDb`` as manifest 6 (a lone manifest
+    naming deleted SSTs: GC-4 at the end), seeds 129 and 256 created ``gc/manifest.boundary``
+    (an object and no manifest: DESTROY-4). GC now takes its create back (DESTROY-7); with the
+    take-back switched off each seed fires DESTROY-7 or DESTROY-4. (Seed 94 failed the same way
+    before; the look's extra reads move its timing, and it no longer reaches the race.)"""
+    r = run_destroy_workload(seed)
+    assert r.ok, r.violations
+    r = run_destroy_workload(seed, bugs=frozenset({"gc-keeps-create-after-destroy"}))
+    assert not r.ok and r.violations[0].invariant in ("DESTROY-7", "DESTROY-4"), r.violations
+
+
+def test_destroy_7_names_a_gc_create_left_on_a_removed_database() -> None:
+    bucket = MemoryBucket()
+    trace = Trace(lambda: 0.0)
+    DestroyChecks(bucket, ("db/",)).attach(trace)
+    _landing(trace, bucket, "w", 1, "db/manifest/00000000000000000001.manifest",
+             encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
+    _landing(trace, bucket, "hd", 1, "db/manifest/00000000000000000001.manifest", None)  # gone
+    _landing(trace, bucket, "g1", 1, "db/gc/manifest.boundary", b"3")
+    _landing(trace, bucket, "g1", 2, "db/gc/manifest.boundary", None)  # taken back
+    trace.record("g1", "gc_pass")
+    _landing(trace, bucket, "g1", 3, "db/gc/manifest.boundary", b"3")
+    with pytest.raises(InvariantViolation, match="DESTROY-7"):
+        trace.record("g1", "gc_pass")

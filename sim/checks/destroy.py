@@ -18,7 +18,10 @@ Every check reads what *landed* (a ``store.result`` ok after a ``store.put`` or
 * **DESTROY-5**: when a clone's last manifest is deleted, no parent still lists a final
   checkpoint of that clone;
 * **DESTROY-6** (liveness, :func:`destroyed_and_gone`): a destroyed database is gone once no
-  checkpoint pins it and its grace has passed.
+  checkpoint pins it and its grace has passed;
+* **DESTROY-7**: an object a GC process (``g*``) creates on a database that is gone (its last
+  manifest deleted with nothing else left: the create was decided on a manifest read before the
+  destroy) no longer exists when that process ends its pass (``gc_pass``): GC takes it back.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class DestroyChecks:
         self.manifests: dict[str, dict[int, ManifestV2]] = defaultdict(dict)
         self.final_checkpoints: dict[str, set[str]] = defaultdict(set)  # clone root -> its final checkpoint ids
         self.counts: dict[str, int] = defaultdict(int)
+        self.gone: set[str] = set()  # roots whose last object a delete removed
+        self.late: dict[str, list[str]] = defaultdict(list)  # GC process -> keys it created on a gone root
 
     def attach(self, trace: Trace) -> "DestroyChecks":
         trace.listeners.append(self.on_event)
@@ -73,6 +78,11 @@ class DestroyChecks:
         kind = e.kind
         if kind == "writer_epoch":
             self.epoch_of[e.process] = e.f["epoch"]
+        elif kind == "gc_pass" and e.process in self.late:
+            kept = [k for k in self.late.pop(e.process) if k in self.bucket.objects]
+            if kept:
+                raise InvariantViolation("DESTROY-7", e, f"{e.process} ended its pass with {kept[0]} it created on a "
+                                                         f"destroyed and removed database still there")
         elif kind in ("store.put", "store.delete"):
             f = e.f
             self.pending[(e.process, f["n"])] = (kind, f["key"], f.get("size"))
@@ -93,6 +103,9 @@ class DestroyChecks:
     # -- puts ---------------------------------------------------------------------------------
 
     def _put_landed(self, e: Event, root: str, rel: str, key: str, size: int | None = None) -> None:
+        if root in self.gone and e.process.startswith("g"):
+            self.late[e.process].append(key)
+            self.counts["gc_late_creates"] += 1
         mid = _manifest_id(rel)
         if mid is not None and key in self.bucket.objects:
             m = decode_manifest_v2(bytes(self.bucket.objects[key][0]), key)
@@ -132,6 +145,8 @@ class DestroyChecks:
     def _delete_landed(self, e: Event, root: str, rel: str) -> None:
         left = self._objects(root)
         latest = self._latest(root)
+        if not left:
+            self.gone.add(root)
         if left and latest is None:
             raise InvariantViolation("DESTROY-4", e, f"{root} still holds {len(left)} objects (e.g. {sorted(left)[:2]}) "
                                                      f"but no manifest")

@@ -159,6 +159,12 @@ class ManifestFenceChecks:
             m = decode_manifest_v2(bytes(data), key[len(root):])
         except Exception:  # noqa: BLE001 - a bit flip the format cannot detect: not ours to judge
             return
+        if mid <= self._boundary(root):
+            # A stalled create on an id GC had freed (RFC 004): behind the durable boundary, so
+            # its writer's boundary check refuses it and nobody reads it as the manifest history
+            # (gc seed 383: a writer's add_l0 built on manifest 40 landed as a second 41).
+            self.counts["behind_boundary"] += 1
+            return
         known = self.manifests[root]
         known[mid] = m
         self.writer_checkpoint.landed_by[(root, mid)] = e.process
@@ -217,6 +223,12 @@ class ManifestFenceChecks:
                                    f"{newer[0]}")
         if max(below) == mid - 1:
             self.writer_checkpoint.landed(e, root, mid, prev, m)
+
+    def _boundary(self, root: str) -> int:
+        """The durable ``gc/manifest.boundary`` of ``root`` now (0 when absent or unreadable)."""
+        data = self.read(f"{root}gc/manifest.boundary")
+        text = bytes(data).decode("ascii", "replace").strip() if data is not None else ""
+        return int(text) if text.isdigit() else 0
 
     def _minted_at_least_ms(self, key: str) -> int | None:
         """A lower bound of the uploader's wall clock when it minted the SST id of ``key`` (None

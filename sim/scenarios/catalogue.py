@@ -282,6 +282,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "writer goes on creating WAL objects after the destroy's mark until it polls the manifest",
         _WAL_CLASS, "RFC 000 Deleting a Database (soft, step 1: fence any active writer); destroy.md step 1",
         "slatedb/destroy.py _soft", "destroy", ("DESTROY-2",), 20),
+    Bug(switches.GC_KEEPS_CREATE_AFTER_DESTROY, "GC keeps a boundary file or manifest it created on a manifest read "
+        "before a hard destroy that finished before the create landed: an object (or a manifest pointing at deleted "
+        "SSTs) outlives the destroyed database", _GC_CLASS,
+        "RFC 000 Deleting a Database (hard) against a running GC; destroy.md DESTROY-7",
+        "slatedb/gc/collector.py GarbageCollector._take_back", "destroy", ("DESTROY-7",), 100),
     # -- bulk load (sim/scenarios/load.py) --
     Bug(switches.LOAD_WAL_TAIL_SHORT, "a load's commit reads the WAL below its fence one object short: that "
         "object's rows are in no L0 SST and below the new replay point", _LOAD_CLASS,

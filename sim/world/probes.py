@@ -54,8 +54,8 @@ def counting() -> Iterator[Counter]:
 #: floors allow for cores three times slower (shared) and then some.
 DEFAULT_SEEDS_FLOOR: dict[str, int] = {
     "db": 100, "takeover": 100, "seqmeta": 100, "store": 100, "compactor": 40, "gc": 12, "rescale": 12,
-    # the default plan (sim/campaign/dst.py ``plan``, a fixed seed count) runs destroy seeds 0..61
-    "destroy": 50,
+    # the default plan (sim/campaign/dst.py ``plan``, a fixed seed count) runs destroy seeds 0..107
+    "destroy": 100,
     # txn: 0.3 s a seed, about 360 seeds in the default plan
     "txn": 100,
     # the default plan runs about 100 seeds of it (cost_s 1.0: 0.75 of the compactor's CPU a seed, seeds 0..7)
@@ -102,6 +102,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.GC_CLONE_DETACHED: ("gc", (10,)),
     P.GC_DETACH_KEPT_CHECKPOINT: ("gc", (0,)),
     P.DESTROY_LATE_OBJECTS: ("destroy", (44,)),
+    P.GC_CREATE_OUTLIVED_DESTROY: ("destroy", (77,)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
     P.UNION_RESUMED: ("rescale", (2,)),

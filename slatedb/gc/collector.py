@@ -27,7 +27,7 @@ Time: ages compare the store's ``last_modified`` with ``runtime.now_ms()``; the 
 from __future__ import annotations
 
 import collections
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import attrs
 import trio
@@ -41,14 +41,21 @@ from slatedb.lsm.view import COMPACTED_DIR, sst_key
 from slatedb.errors import BoundaryVanishedError, ObjectNotFoundError, SlateDBError, sole_exception
 from slatedb.format.layout import parse_sst_ulid
 from slatedb.format.types import Checkpoint, ExternalDb, ManifestV2
+from slatedb.manifest.edit import Edit
 from slatedb.manifest.edits import DetachExternalDb, ExpireCheckpoints
-from slatedb.manifest.store import ManifestStore, SequencedStore, StoredManifest, parse_id
+from slatedb.manifest.store import Committed, ManifestStore, SequencedStore, StoredManifest, parse_id
 from slatedb.objstore.base import ObjectMeta, ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime, TaskGroup, probes, switches
 from slatedb.wal.writer import WAL_DIR, WAL_SUFFIX, wal_key
 
-from .destroyed import destroy_database, release_parent_checkpoint, ready_to_destroy
+from .destroyed import (
+    boundary_create_outlived,
+    destroy_database,
+    manifest_create_outlived,
+    ready_to_destroy,
+    release_parent_checkpoint,
+)
 from .errors import GcInvariantError, PinnedManifestMissingError
 from .retention import (
     in_flight_sst_ids,
@@ -71,6 +78,11 @@ MIN_INTERVAL_S = 0.01
 #: Reads of the latest manifest and its pinned manifests before a pass gives up (a pinned
 #: manifest can vanish only if a concurrent GC saw a newer manifest without the checkpoint).
 _SNAPSHOT_ATTEMPTS = 3
+
+
+class _DestroyedUnderPass(Exception):
+    """Internal: a create of this pass landed on a database a destroy had marked or removed
+    meanwhile; the create was taken back (DESTROY-7) and the pass ends."""
 
 
 @attrs.frozen
@@ -204,25 +216,53 @@ class GarbageCollector:
     async def _pass(self, passes: list[tuple[str, Callable[["GcTally"], Awaitable[None]]]]) -> GcStats:
         tally = GcTally()
         async with self._lock:
-            latest = None if self.finished else await self._prepare(tally)
-            if latest is not None:
-                for name, fn in passes:
-                    self._latest_hint = latest
-                    try:
-                        await fn(tally)
-                    except PinnedManifestMissingError as e:
-                        self.runtime.event("gc_skip", directory=name, reason=str(e))
-                    except BoundaryVanishedError:
-                        if not await self._destroyed():
-                            raise
-                        # A destroy deleted the boundary file under this pass (its update-if-match
-                        # failed, nothing was written): the next pass sees the destroyed manifest.
-                        self.runtime.event("gc_skip", directory=name, reason="boundary deleted by a destroy")
-                        break
+            try:
+                await self._passes(passes, tally)
+            except _DestroyedUnderPass as e:
+                self.runtime.event("gc_skip", directory="*", reason=str(e))
         stats = tally.freeze()
         self.totals = self.totals + stats
         self.runtime.event("gc_pass", **stats.as_dict())
         return stats
+
+    async def _passes(self, passes: list[tuple[str, Callable[["GcTally"], Awaitable[None]]]],
+                      tally: "GcTally") -> None:
+        latest = None if self.finished else await self._prepare(tally)
+        if latest is None:
+            return
+        for name, fn in passes:
+            self._latest_hint = latest
+            try:
+                await fn(tally)
+            except PinnedManifestMissingError as e:
+                self.runtime.event("gc_skip", directory=name, reason=str(e))
+            except BoundaryVanishedError:
+                if not await self._destroyed():
+                    raise
+                # A destroy deleted the boundary file under this pass (its update-if-match
+                # failed, nothing was written): the next pass sees the destroyed manifest.
+                self.runtime.event("gc_skip", directory=name, reason="boundary deleted by a destroy")
+                break
+
+    async def _take_back(self, key: str, what: str) -> None:
+        """DESTROY-7: delete what this pass just created on a database destroyed under it, and end
+        the pass (a removed database ends GC for good; a marked one is left to step 5)."""
+        self.runtime.probe(probes.GC_CREATE_OUTLIVED_DESTROY)
+        if switches.GC_KEEPS_CREATE_AFTER_DESTROY in self.runtime.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+            return
+        await self._delete(key, "undo", None)
+        self.finished = await self.manifests.read_latest() is None
+        raise _DestroyedUnderPass(f"{what} created after a destroy marked or removed the database: taken back")
+
+    async def _commit(self, edit: Edit[Any], *, current: StoredManifest | None = None) -> Committed[Any]:
+        """GC's manifest edits (expired checkpoints, detach): :meth:`ManifestStore.commit`, then,
+        for a write, DESTROY-7's look at the manifest below it (skipped without boundary files,
+        which the look's proof needs: :func:`manifest_create_outlived`)."""
+        committed = await self.manifests.commit(edit, current=current)
+        if (committed.written and self.options.boundary_files_enabled
+                and await manifest_create_outlived(self.manifests, committed.stored.id)):
+            await self._take_back(self.manifests.key(committed.stored.id), f"manifest {committed.stored.id}")
+        return committed
 
     # ------------------------------------------------------------------------------------------
     # Steps 1-3: the latest manifest, soft destroy, expired checkpoints
@@ -264,7 +304,7 @@ class GarbageCollector:
     async def _expire_checkpoints(self, tally: "GcTally", latest: StoredManifest) -> StoredManifest:
         """Remove every expired checkpoint in one manifest update (CAS; on a lost race the change
         is computed again from the fresh manifest, which may have refreshed or added some)."""
-        expired = await self.manifests.commit(ExpireCheckpoints(), current=latest)
+        expired = await self._commit(ExpireCheckpoints(), current=latest)
         stored, removed = expired.stored, expired.result
         for c in removed:
             self.runtime.probe(probes.GC_CHECKPOINT_EXPIRED)
@@ -334,10 +374,12 @@ class GarbageCollector:
             return
         now_ms = self.runtime.now_ms()
         newest = listing[-1][0]
-        boundary, moved = await settle_boundary(ns, listing, now_ms, opts,
-                                                enabled=self.options.boundary_files_enabled)
+        boundary, moved, created = await settle_boundary(ns, listing, now_ms, opts,
+                                                         enabled=self.options.boundary_files_enabled)
         if moved:
             tally.add("boundary_advances")
+        if created and await boundary_create_outlived(self.manifests):
+            await self._take_back(ns.boundary_key, ns.boundary_key)
         for file_id, meta in listing:
             if file_id >= newest or file_id >= below or file_id > boundary:
                 continue
@@ -466,7 +508,7 @@ class GarbageCollector:
                 continue
             await release_parent_checkpoint(self.locator, self.runtime, db)
             edit = DetachExternalDb(db.path, db.source_checkpoint_id)
-            detached = (await self.manifests.commit(edit)).result
+            detached = (await self._commit(edit)).result
             if detached:
                 tally.add("clones_detached")
                 self.runtime.probe(probes.GC_CLONE_DETACHED)

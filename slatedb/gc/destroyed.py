@@ -28,10 +28,17 @@ from typing import Awaitable, Callable
 from slatedb.checkpoint import active_checkpoints, delete_checkpoint
 from slatedb.lsm.paths import SstLocator
 from slatedb.format.types import ExternalDb
-from slatedb.manifest.store import MANIFEST_DIR, ManifestStore, StoredManifest, parse_id, MANIFEST_SUFFIX
+from slatedb.manifest.store import (
+    MANIFEST_DIR,
+    MANIFEST_SUFFIX,
+    ManifestStore,
+    StoredManifest,
+    parse_id,
+    read_boundary_versioned,
+)
 from slatedb.objstore.base import ObjectStore
 from slatedb.format.layout import DB_DIRECTORIES as _LAYOUT_DIRECTORIES
-from slatedb.errors import InvalidDbStateError
+from slatedb.errors import InvalidDbStateError, ObjectNotFoundError
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime, probes
 
@@ -127,3 +134,39 @@ async def destroy_database(store: ObjectStore, runtime: Runtime, latest: StoredM
     count = await delete_latest_last(runtime, str(store.url), list_keys, delete)
     runtime.event("db_destroyed", manifest=latest.id, objects=count)
     return count
+
+
+# -- DESTROY-7: a GC create that outlived a hard destroy ------------------------------------------
+#
+# GC decides on a manifest it read at the start of its pass. A hard destroy may run to its end
+# between that read and GC's create landing (the pass stalled, destroy seeds 77, 94, 129, 256):
+# the create-if-absent then succeeds on an emptied root and leaves an object -- a boundary file,
+# or a manifest pointing at deleted SSTs -- with the database gone. No destroyer can see a write
+# that has not landed yet, so the writer of the create looks after it landed and takes it back
+# (destroy.md "Concurrent writers of metadata").
+
+
+async def boundary_create_outlived(manifests: ManifestStore) -> bool:
+    """After GC created a boundary file: is the database destroyed (marked) or gone? If the
+    latest manifest read *after* the create is neither, any destroy marks it later, and its
+    listing (taken after the mark) sees the boundary file and deletes it."""
+    latest = await manifests.read_latest()
+    return latest is None or bool(latest.manifest.destroyed_at_s)
+
+
+async def manifest_create_outlived(manifests: ManifestStore, created_id: int) -> bool:
+    """After GC committed manifest ``created_id`` on the manifest before it: was the database
+    removed under the commit? The base ``created_id - 1`` was the latest until our create landed
+    and GC never deletes the latest, so once gone it was deleted either by a GC after our create
+    (which first makes the boundary durable at or above it, BOUNDARY-1) or by a destroyer. Base
+    present: alive; base gone and the boundary below it: destroyed. (A GC that deletes manifests
+    without boundary files gives no such proof: the caller skips this check then.)"""
+    runtime, store = manifests.runtime, manifests.store
+    base_key = manifests.key(created_id - 1)
+    try:
+        await retry_transient(runtime, lambda: store.head(base_key), what=f"head {base_key}")
+        return False
+    except ObjectNotFoundError:
+        pass
+    boundary, _etag = await read_boundary_versioned(store, runtime, manifests.boundary_key)
+    return boundary < created_id - 1

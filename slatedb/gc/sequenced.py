@@ -28,20 +28,23 @@ async def list_namespace(ns: SequencedStore) -> list[tuple[int, ObjectMeta]]:
 
 
 async def settle_boundary(ns: SequencedStore, listing: list[tuple[int, ObjectMeta]], now_ms: int,
-                          opts: GarbageCollectorDirectoryOptions, *, enabled: bool) -> tuple[int, bool]:
+                          opts: GarbageCollectorDirectoryOptions, *, enabled: bool) -> tuple[int, bool, bool]:
     """Move ``gc/<ns>.boundary`` up to the desired value (RFC 004 "Advancing Boundaries") and
-    return ``(boundary in force, whether this call moved it)``. Only ids at or below the returned
-    boundary may be deleted. A dry run moves nothing and returns what a real run would reach."""
+    return ``(boundary in force, whether this call moved it, whether it found no boundary file
+    and moved it: a create, which the caller checks against a destroy, DESTROY-7)``. Only ids at
+    or below the returned boundary may be deleted. A dry run moves nothing and returns what a
+    real run would reach."""
     if not enabled:
-        return NO_BOUNDARY, False
+        return NO_BOUNDARY, False, False
     desired = desired_boundary(listing, now_ms, opts.min_age)
-    current, _etag = await ns.read_boundary()
+    current, etag = await ns.read_boundary()
     if desired is None or desired <= current:
-        return current, False
+        return current, False, False
     if opts.dry_run:
-        return desired, False
+        return desired, False, False
     advance = _bug_boundary_unwritten if switches.GC_DELETE_BEFORE_BOUNDARY in ns.runtime.bugs else _advance
-    return await advance(ns, desired)
+    after, moved = await advance(ns, desired)
+    return after, moved, moved and etag is None
 
 
 async def _advance(ns: SequencedStore, desired: int) -> tuple[int, bool]:

@@ -228,6 +228,11 @@ DESTROY_LATE_OBJECTS = _probe(
     "latest manifest, found objects that landed after its previous listing (a GC's boundary file "
     "written meanwhile) and deleted them first",
     "destroy.md H4/S5, DESTROY-4")
+GC_CREATE_OUTLIVED_DESTROY = _probe(
+    "gc.create-outlived-destroy",
+    "a GC pass's boundary create or manifest commit, decided on a manifest read before a destroy, "
+    "landed after the destroy marked or removed the database: GC took it back",
+    "destroy.md \"Concurrent writers of metadata\", DESTROY-7")
 
 # -- Readers, clones, projection and union --------------------------------------------------------
 

@@ -49,6 +49,7 @@ UNION_EXTERNAL_DBS_NOT_MERGED = "union-external-dbs-not-merged"
 UNION_RELEASES_SOURCE_CHECKPOINT_EARLY = "union-releases-source-checkpoint-early"
 # destroy (RFC 000 "Deleting a Database")
 SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
+GC_KEEPS_CREATE_AFTER_DESTROY = "gc-keeps-create-after-destroy"
 # transactions (spec/protocols/transactions.md)
 TXN_READS_UNCHECKED = "txn-reads-unchecked"
 TXN_WINDOW_IGNORES_FLUSH = "txn-window-ignores-flush"
