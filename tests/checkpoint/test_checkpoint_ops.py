@@ -212,3 +212,15 @@ def test_no_database_at_all():
 def test_each_unit_is_humantimes(text, seconds) -> None:
     """The official CLI's humantime units, exactly (a month is 30.44 days, a year 365.25)."""
     assert parse_duration(text) == seconds
+
+
+def test_new_checkpoint_takes_the_given_id_or_mints_a_fresh_one():
+    from slatedb.checkpoint import new_checkpoint
+
+    rt = ClockRuntime()
+    given = uuid.uuid4()
+    mine = new_checkpoint(rt, 7, lifetime_s=60, name="n", checkpoint_id=given)
+    assert (mine.id, mine.manifest_id, mine.name) == (given, 7, "n")
+    assert mine.checkpoint_expire_time_s == rt.now // 1000 + 60
+    fresh = new_checkpoint(rt, 7)
+    assert isinstance(fresh.id, uuid.UUID) and fresh.id != given and fresh.checkpoint_expire_time_s == 0

@@ -308,3 +308,38 @@ def test_a_clone_whose_manifest_create_loses_to_another_run_goes_on_from_that_ru
     assert rt.events[-1][1]["resumed"] is True
     assert len(final_checkpoints(parent)) == 1  # the other run's
     assert contents(child) == rows(b"x", 5)
+
+
+class CrashAfterManifest(CrashingStore):
+    """The clone's store, where the run dies right after its manifest create (step 4) landed."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+
+    async def put(self, key, data, mode: PutMode = OVERWRITE):
+        out = await self.inner.put(key, data, mode)
+        if key.startswith("manifest/"):
+            raise Crash(key)
+        return out
+
+
+def test_a_resumed_clone_makes_the_final_checkpoints_past_an_entry_without_one(b: str) -> None:
+    """Step 5 on a re-run: an unfinished clone manifest whose ``external_dbs`` start with an entry
+    without a final checkpoint (another engine's, or a union source that contributed no SST) skips
+    that entry, not the rest: the parent still gets the clone's final checkpoint (CLONE-1)."""
+    import attrs
+
+    from slatedb.format.types import ExternalDb
+
+    parent, child = _world(b)
+    with pytest.raises(Crash):
+        trio.run(lambda: create_clone(CrashAfterManifest(store(child)), store(parent), ProductionRuntime()))
+    cur = latest(child)
+    assert not cur.manifest.initialized and final_checkpoints(parent) == []
+    no_final = ExternalDb("elsewhere", uuid.uuid4(), None, ())
+    edited = attrs.evolve(cur.manifest, external_dbs=(no_final, *cur.manifest.external_dbs))
+    trio.run(ManifestStore(store(child), ProductionRuntime()).try_write, cur.id + 1, edited)
+    clone(child, parent)
+    m = latest(child).manifest
+    assert m.initialized
+    assert [c.id for c in final_checkpoints(parent)] == [m.external_dbs[-1].final_checkpoint_id]

@@ -17,6 +17,7 @@ from slatedb.checkpoint import CheckpointOptions, create_checkpoint
 from slatedb.clone import create_clone_url
 from slatedb.destroy import destroy, destroy_url
 from slatedb.errors import (
+    BoundaryVanishedError,
     FencedError,
     InvalidDbStateError,
     InvalidDeletionError,
@@ -391,3 +392,46 @@ def test_hard_destroy_of_a_database_gc_removes_under_it_is_done(url: str) -> Non
     rt = Recorder()
     trio.run(lambda: destroy(RemovedAfterFirstRead(store(url)), rt, soft=False))
     assert keys_under(url) == [] and rt.steps() == [{"destroy_step": "already", "soft": False}]
+
+
+class BoundaryGoesAfterMark(CrashingStore):
+    """``inner`` where, right after a soft destroy's mark (the first manifest after its WAL fence)
+    lands, and before the destroy reads the GC boundary back: with ``everything``, every object of
+    the database goes (a racing hard destroy, destroy seed 115); otherwise the boundary file and
+    the mark go, and the manifest before it is the latest again (a store tampered with by hand)."""
+
+    def __init__(self, inner, everything: bool) -> None:
+        super().__init__(inner, Budget(None, applied=True))
+        self.everything = everything
+        self.fenced = self.done = False
+
+    async def put(self, key, data, mode: PutMode = OVERWRITE):
+        out = await self.inner.put(key, data, mode)
+        self.fenced = self.fenced or key.startswith("wal/")
+        if self.fenced and key.startswith("manifest/") and not self.done:
+            self.done = True
+            gone = [m.key for m in self.inner.list_now("")] if self.everything else ["gc/manifest.boundary", key]
+            for k in gone:
+                self.inner.delete_now(k)
+        return out
+
+
+@pytest.mark.parametrize("everything", [True, False], ids=["database-gone", "tampered"])
+def test_a_soft_destroy_whose_boundary_vanishes_is_done_only_when_the_database_is_gone(url: str, everything) -> None:
+    """destroy.md S4: a soft destroy whose commit finds the boundary file gone ends as already
+    destroyed when no manifest is left (a racing hard destroy removed the database); when the
+    latest manifest is there and not marked, the store was tampered with and the error stands."""
+    store(url).put_now("gc/manifest.boundary", b"1")  # GC ran: the destroy's first commit sees the boundary
+    rt = Recorder()
+
+    def soft_destroy() -> None:
+        trio.run(lambda: destroy(BoundaryGoesAfterMark(store(url), everything), rt, soft=True))
+
+    if everything:
+        soft_destroy()
+        assert [s["destroy_step"] for s in rt.steps()] == ["epoch", "fence", "already"]
+        assert rt.steps()[-1]["destroyed_at_s"] == 0 and keys_under(url, "manifest/") == []
+    else:
+        with pytest.raises(BoundaryVanishedError):
+            soft_destroy()
+        assert not latest(url).manifest.destroyed_at_s

@@ -393,3 +393,26 @@ def test_the_scheduler_is_offered_only_the_capacity_that_active_jobs_leave() -> 
     trio.run(main)
     assert offered and all(n + cap == 3 for n, cap in offered), offered
     assert any(n for n, _ in offered), offered  # an offer made while the submission was active
+
+
+def test_the_merge_yields_to_the_loop_once_per_chunk_of_rows_not_per_row(monkeypatch) -> None:
+    """The merge shares the engine's loop with the writer: it yields every ``CHUNK_ROWS`` input
+    rows (short CPU slices), and not at every row (a checkpoint per row is a scheduler round trip
+    per row: the merge's own cost several times over)."""
+    import sys
+
+    from slatedb.compactor import executor
+
+    yields = []
+    real = trio.lowlevel.checkpoint
+
+    async def counting() -> None:
+        if sys._getframe(1).f_code.co_filename == executor.__file__:
+            yields.append(1)
+        await real()
+
+    monkeypatch.setattr(trio.lowlevel, "checkpoint", counting)
+    store, expected = filled_store(n_keys=600, rounds=3, deletes=40)  # about 1,840 rows in
+    compact(store, compactor_settings(max_sst_size=8192))
+    assert read_all(store) == expected
+    assert len(yields) <= 2, len(yields)  # at most one per 2,048 rows in, per job

@@ -400,3 +400,36 @@ def test_a_worker_polls_at_its_interval_jittered_between_half_and_one_and_a_half
     w = Worker(filled_store(1), rt, _settings())
     interval = w.options.compactions_poll_interval
     assert [w.poll_wait_s() / interval for _ in range(3)] == pytest.approx([0.5, 1.0, 1.499999])
+
+
+@pytest.mark.parametrize("worker", [None, WorkerSpec(None, 0), WorkerSpec(W2, 0)], ids=["no-worker", "no-worker-id", "owned"])
+def test_a_worker_claims_a_scheduled_job_only_when_no_worker_id_holds_it_and_counts_its_release(worker) -> None:
+    """W1: a Scheduled job is free when it carries no worker, or a worker record without an id
+    (a ``.compactions`` another writer encoded); one naming a worker is not (a claim of it would
+    take over another worker's job). A released job is Scheduled with no worker again, and the
+    release is counted in the worker's stats (the compactor's ``stats``)."""
+    store, _expected = filled_store(n_keys=50, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100)
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await coord.tick()
+        cs = CompactionsStore(store, rt)
+        cur = await cs.read_latest()
+        (job,) = [c for c in cur.compactions.recent_compactions if c.status is S.SCHEDULED]
+        await cs.try_write(cur.id + 1, lc.replace(cur.compactions, attrs.evolve(job, worker=worker)))
+        w = Worker(store, rt, settings)
+        claimed = await w.step()
+        if worker is not None and worker.worker_id is not None:
+            assert claimed == []
+            return
+        assert claimed == [job.id] and w.stats["claimed"] == 1
+        await w.release_all()
+        assert w.stats["released"] == 1 and not w.owned
+        again = lc.find((await cs.read_latest()).compactions, job.id)
+        assert again.status is S.SCHEDULED and again.worker is None
+
+    trio.run(main)

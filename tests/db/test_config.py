@@ -182,3 +182,18 @@ def test_official_wheel_accepts_our_dump_and_agrees_on_defaults(tmp_path):
     default, echoed = out
     assert Settings.from_dict(default) == Settings()
     assert Settings.from_dict(echoed) == ours
+
+
+@pytest.mark.parametrize("sub", ["compactor_options", "garbage_collector_options"])
+def test_an_in_process_retry_bound_other_than_the_writers_is_refused_at_open(sub):
+    """``<sub>.object_store_max_retries`` is a standalone process's setting: in-process, the
+    compactor and GC share the writer's retry policy, so a different bound is refused at the call
+    (design rule 5), and the same bound, or none, is accepted."""
+    import slatedb
+
+    with pytest.raises(InvalidArgumentError, match=f"{sub}.object_store_max_retries=3 applies to a standalone"):
+        slatedb.Db.open("memory://retries-refused", settings={"object_store_max_retries": 5, sub: {"object_store_max_retries": 3}})
+    for same in (5, None):
+        with slatedb.Db.open(f"memory://retries-{same}", settings={"object_store_max_retries": 5,
+                                                                   sub: {"object_store_max_retries": same}}):
+            pass

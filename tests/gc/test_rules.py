@@ -292,3 +292,8 @@ def test_stats_add_field_by_field_and_read_as_a_dict_in_field_order() -> None:
     assert total == GcStats(manifests_deleted=5, ssts_deleted=2, wal_deleted=5, db_destroyed=True, destroyed_objects=3)
     assert (b + a).db_destroyed and not (a + a).db_destroyed
     assert list(total.as_dict().items()) == list(attrs.asdict(total).items())
+    # every deleted object counts once in the total, whatever its kind; expiries and advances do not
+    each = GcStats(manifests_deleted=1, compactions_deleted=2, wal_deleted=4, wal_fences_deleted=8, ssts_deleted=16,
+                   checkpoints_expired=32, boundary_advances=64, clones_detached=128, dry_run_candidates=256,
+                   destroyed_objects=512)
+    assert each.deleted == 1 + 2 + 4 + 8 + 16 + 512

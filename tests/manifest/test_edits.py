@@ -304,3 +304,16 @@ def test_a_refused_hard_destroy_names_at_most_three_checkpoints(blocking: int) -
     assert f"{blocking} active checkpoint(s)" in text
     assert [str(c.id) in text for c in cps] == [i < 3 for i in range(blocking)]
     assert text.endswith("destroy softly") and ((", ..." in text) == (blocking > 3)), text
+
+
+def test_a_bulk_load_commit_puts_its_wal_tail_in_l0_under_the_loads_ssts() -> None:
+    """bulk-load.md step 6: the WAL rows below the load's fence become one more L0 SST, listed in
+    ``ssts`` *and* viewed in L0 (below the load's views, above the older L0), or its rows -- a
+    live writer's acknowledged writes -- are in no read path (DUR-1); without a tail, no view."""
+    _, base, edit = next(c for c in CASES if c[0] == "commit_bulk_load")
+    after = edit.apply(base, Attempt(1, NOW_MS)).manifest
+    assert edit.tail is not None and edit.tail in after.ssts
+    assert [v.sst_id for v in after.l0] == [*(v.sst_id for v in edit.views), edit.tail.id,
+                                            *(v.sst_id for v in base.l0)]
+    bare = attrs.evolve(edit, tail=None).apply(base, Attempt(1, NOW_MS)).manifest
+    assert [v.sst_id for v in bare.l0] == [*(v.sst_id for v in edit.views), *(v.sst_id for v in base.l0)]

@@ -332,3 +332,89 @@ def test_a_clone_of_a_union_pins_each_nested_entry_at_its_own_source_manifest():
     nested = [e for e in child.external_dbs if e.source_checkpoint_id in by_source]
     assert len(nested) == 2
     assert {e.source_checkpoint_id: on_src[e.final_checkpoint_id].manifest_id for e in nested} == want
+
+
+def test_each_final_checkpoint_is_made_once_from_the_first_source_checkpoint_that_has_it():
+    """C6: a union entry's final checkpoint comes from its source checkpoint, else from a source's
+    own final checkpoint on that database (the fallbacks); the first candidate that works makes
+    it and the rest are not tried (one ``final_checkpoint`` step per entry)."""
+
+    class Recorder(ProductionRuntime):
+        def __init__(self) -> None:
+            super().__init__()
+            self.finals: list[tuple[str, str]] = []
+
+        def event(self, kind, **fields):
+            if kind == "union" and fields.get("union_step") == "final_checkpoint":
+                self.finals.append((fields["path"], fields["id"]))
+
+    b = bucket()
+    src, _data = world(b)
+    cp = given_checkpoint(src)  # alive: the first candidate of the src entries works
+    make(f"{b}/shard0", (src, cp, KeyRange(None, b"m")))
+    make(f"{b}/shard1", (src, cp, KeyRange(b"m", None)))
+    rt = Recorder()
+    u = make(f"{b}/merged", *((f"{b}/shard{i}", None, None) for i in range(2)), runtime=rt)
+    want = sorted((e.path, str(e.final_checkpoint_id)) for e in u.external_dbs if e.final_checkpoint_id is not None)
+    assert sorted(rt.finals) == want, rt.finals
+
+
+def test_create_database_url_closes_every_store_it_opened(monkeypatch):
+    """The URL form opens a store for the destination and one per source (``open_url``), and
+    closes each of them, the sources too (an S3 source holds connections, a local one maps files)."""
+    from slatedb.objstore.base import ObjectStore
+    from slatedb.projection.create import CloneSource, create_database_url
+
+    b = bucket()
+    opened: list[ObjectStore] = []
+    closed: set[int] = set()
+    kind = type(store(f"{b}/union"))  # the memory store overrides open_url
+    real_open, real_close = kind.open_url, ObjectStore.aclose
+
+    def recording_open(self, url, *args, **kwargs):
+        st = real_open(self, url, *args, **kwargs)
+        opened.append(st)
+        return st
+
+    async def recording_close(self) -> None:
+        closed.add(id(self))
+        await real_close(self)
+
+    src, data = world(b)
+    other = f"{b}/other"
+    write(other, rows(b"z", 5))
+    monkeypatch.setattr(kind, "open_url", recording_open)
+    monkeypatch.setattr(ObjectStore, "aclose", recording_close)
+    got = trio.run(create_database_url, f"{b}/union", [CloneSource(src, None, KeyRange(None, b"m")),
+                                                       CloneSource(other, None, None)])
+    assert {st.url for st in opened} >= {src, other}
+    assert [st.url for st in opened if id(st) not in closed] == []
+    assert got.manifest.initialized and contents(f"{b}/union") == {
+        **{k: v for k, v in data.items() if k < b"m"}, **rows(b"z", 5)}
+
+
+def test_a_rerun_on_a_finished_union_checks_every_final_checkpoint_past_an_entry_without_one():
+    """A re-run on an initialized database checks that each entry's final checkpoint is still
+    there (CLONE-1); an entry without one (another engine's, or one GC detached) is skipped,
+    not the end of the check."""
+    import attrs
+
+    from slatedb.checkpoint import delete_checkpoint
+    from slatedb.clone import CloneMismatchError
+    from slatedb.format.types import ExternalDb
+
+    b = bucket()
+    src, _data = world(b)
+    cp = given_checkpoint(src)
+    sources = ((src, cp, KeyRange(None, b"m")),)
+    make(f"{b}/part", *sources)
+    cur = latest(f"{b}/part")
+    (entry,) = cur.manifest.external_dbs
+    no_final = ExternalDb("elsewhere", uuid.uuid4(), None, ())
+    edited = attrs.evolve(cur.manifest, external_dbs=(no_final, entry))
+    trio.run(ManifestStore(store(f"{b}/part"), ProductionRuntime()).try_write, cur.id + 1, edited)
+    make(f"{b}/part", *sources)  # every final checkpoint there: the re-run is done
+    rt = ProductionRuntime()
+    trio.run(delete_checkpoint, ManifestStore(store(src), rt), rt, entry.final_checkpoint_id)
+    with pytest.raises(CloneMismatchError, match="is gone"):
+        make(f"{b}/part", *sources)

@@ -171,6 +171,21 @@ def test_typed_ranges_round_trip():
     for bad in ("a", "a..b..c", r"\q..", "m..a"):
         with pytest.raises(InvalidProjectionError):
             parse_range(bad)
+    # the error names the mistake: a second '..' is not "a key range without '..'"
+    with pytest.raises(InvalidProjectionError, match=r"has one '\.\.'"):
+        parse_range("a..b..c")
+
+
+def test_the_hull_of_adjacent_bounds_is_their_concatenation_in_the_one_form_of_no_end():
+    """An open end is ``hi=None, hi_inclusive=False`` (KeyBounds(), FULL_RANGE): a hull reaching
+    it is written so, and compares equal to the same bounds made directly."""
+    from slatedb.lsm.view import KeyBounds
+    from slatedb.projection.ranges import hull
+
+    a, b = KeyBounds(b"a", True, b"c", False), KeyBounds(b"c", True, None, False)
+    assert hull(a, b) == hull(b, a) == KeyBounds(b"a", True, None, False)
+    assert hull(KeyBounds(None, True, b"c", False), b) == KeyBounds()
+    assert hull(a, KeyBounds(b"c", True, b"e", True)) == KeyBounds(b"a", True, b"e", True)
 
 
 @given(st.binary(max_size=6), st.binary(max_size=6))

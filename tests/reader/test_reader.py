@@ -652,3 +652,32 @@ def test_a_checkpoint_with_less_than_half_its_lifetime_left_at_commit_is_retired
             assert slowed and len(stale) == 1 and 24 <= stale[0]["left_s"] <= 25, stale
             assert r.checkpoint_id in {c.id for c in checkpoints(store)}
             assert r.get(b"a") == b"1"
+
+
+def test_a_checkpoint_with_more_than_half_its_lifetime_left_at_commit_is_adopted() -> None:
+    """READ-1's margin from the other side: a reply 24 s late leaves 36 of 60 s, more than half:
+    the checkpoint is adopted as it is, no second one is made."""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings={**WRITER, "flush_interval": "1h"}, store=store) as db:
+        db.put(b"x", b"0")
+        db.flush(wal=False)
+        clock = Clock()
+        opts = slatedb.DbReaderOptions(manifest_poll_interval_s=20, checkpoint_lifetime_s=60, follow_latest=False)
+        with open_reader(store, clock=clock, options=opts) as r:
+            db.put(b"a", b"1")
+            db.flush(wal=False)
+            compact_all_l0(store)  # the SST set changes: the next round re-establishes
+            commit, made = r.core.manifests.commit, []
+
+            async def slow_commit(*args, **kwargs):
+                got = await commit(*args, **kwargs)
+                if not made:
+                    clock.advance(24)  # the reply to the checkpoint's commit came 24 s late
+                made.append(got.result)
+                return got
+
+            r.core.manifests.commit = slow_commit
+            r.refresh()
+            assert clock.kinds("reader_checkpoint_stale") == []
+            assert len(made) == 1 and r.checkpoint_id == made[0].checkpoint.id
+            assert r.get(b"a") == b"1"

@@ -139,3 +139,19 @@ def test_databases_live_at_their_path_under_the_store_root(tmp_path):
     assert one.url_of("db") != two.url_of("db")  # each in-memory store is its own
     with pytest.raises(u.Error.Invalid, match="provide path to builder"):
         u.ObjectStore.resolve(f"file://{tmp_path}")
+
+
+def test_a_readers_status_names_its_durable_seq_and_its_close_reason(tmp_path):
+    """``DbReader.status()`` (official signature) reads the reader's core: the newest seq it
+    holds, no close reason while open, CLEAN after shutdown."""
+    async def main():
+        db = await u.DbBuilder("db", _store(tmp_path)).build()
+        await db.put(b"k", b"v")
+        await db.shutdown()  # the put is durable (seq 1)
+        r = await u.DbReaderBuilder("db", _store(tmp_path)).build()
+        open_status = r.status()
+        assert open_status.durable_seq == 1 and open_status.close_reason is None
+        await r.shutdown()
+        assert r.status().close_reason == u.CloseReason.CLEAN
+
+    asyncio.run(main())
