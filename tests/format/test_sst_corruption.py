@@ -158,13 +158,15 @@ def test_an_open_leaves_the_index_to_the_first_read_which_still_checks_it():
     import struct
     import zlib
 
+    from slatedb.format.sst import SstIndex
+
     rows = _rows(300, 5)
     enc = write_sst(rows, SstOptions(block_size_bytes=256, compression=0))
     info, data = enc.info, enc.data
 
     async def first_lookup(obj: bytes) -> tuple[bool, Row | None]:
         reader = await SstReader.open(_Store(obj), "o")
-        decoded_at_open = "index" in vars(reader)
+        decoded_at_open = isinstance(reader.index, SstIndex)
         return decoded_at_open, await reader.get(rows[150].key, max_seq=rows[150].seq)
 
     decoded_at_open, got = trio.run(first_lookup, data)
