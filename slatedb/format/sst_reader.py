@@ -506,6 +506,8 @@ class _IndexOnFirstUse:
         return index
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # the index's own names are public; copy/pickle probe dunders
+            raise AttributeError(name)
         return getattr(self._decoded(), name)
 
     def __len__(self) -> int:
