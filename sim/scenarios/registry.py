@@ -35,7 +35,8 @@ class ScenarioSpec:
     destroy, compactor and compactor-workers then times the fifth session's measured speed-up,
     before and after side by side; gc and rescale then times the sixth session's cheaper healed
     world, likewise; compactor and compactor-workers then times the speed-up of splicing
-    encoded manifest and ``.compactions`` parts, likewise). ``sim dst``'s seed
+    encoded manifest and ``.compactions`` parts, likewise; destroy then times the seventh session's
+healed GC, likewise). ``sim dst``'s seed
     plans follow from it, ``sim mutate`` balances its judge's seeds by it; re-measure when a
     scenario's traces or the engine's speed change."""
 
@@ -89,7 +90,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=2.2),
     ScenarioSpec("destroy", "sim.scenarios.destroy:run_destroy_workload",
                  "destroy (soft and hard destroys racing a writer, a reader, checkpoints, a clone and GC; DESTROY-1..6)",
-                 takes_faults=True, cost_s=0.77),
+                 takes_faults=True, cost_s=0.53),
     ScenarioSpec("rescale", "sim.scenarios.rescale:run_rescale_workload",
                  "rescale (split by projection, shard writers, merge by union, GC everywhere, crashes of the "
                  "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=1.42),
