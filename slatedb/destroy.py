@@ -78,10 +78,11 @@ async def _soft(store: ObjectStore, rt: Runtime) -> None:
     ms = ManifestStore(store, rt)
     try:
         await _soft_steps(store, rt, ms)
-    except BoundaryVanishedError:
-        # A hard destroy deleted the boundary file under one of our commits (destroy seed 115):
-        # the database is destroyed or gone, which is what we were asked for. Anything else is
-        # a tampered store, as everywhere (RFC 004: GC never deletes boundary files).
+    except (BoundaryVanishedError, InvalidDbStateError):
+        # A hard destroy deleted the boundary file under one of our commits (destroy seed 115;
+        # the commit reports it as InvalidDbStateError), or GC removed the database between our
+        # read and our commit: it is destroyed or gone, which is what we were asked for. Anything
+        # else stands (RFC 004: GC never deletes boundary files of a live database).
         latest = await ms.read_latest()
         if latest is not None and not latest.manifest.destroyed_at_s:
             raise

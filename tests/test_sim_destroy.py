@@ -171,3 +171,14 @@ def test_destroy_7_names_a_gc_create_left_on_a_removed_database() -> None:
     _landing(trace, bucket, "g1", 3, "db/gc/manifest.boundary", b"3")
     with pytest.raises(InvariantViolation, match="DESTROY-7"):
         trace.record("g1", "gc_pass")
+
+
+def test_a_stale_create_behind_the_boundary_and_a_vanished_boundary_on_a_destroyed_database() -> None:
+    """Seed 530: the reader's checkpoint commit, built on manifest 1 long before the mark, lands on
+    id 2, which GC had freed: behind the durable boundary, refused by the reader's boundary check,
+    so not the database's history (DESTROY-3 read it as a checkpoint added over the destroyed
+    manifest). Seed 435: the reader's close met the boundary file the destroy had deleted;
+    ``BoundaryVanishedError`` escaped (ESCAPE-1), the commit now reports the database destroyed."""
+    for seed in (530, 435):
+        r = run_destroy_workload(seed)
+        assert r.ok, (seed, r.violations)

@@ -293,6 +293,17 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
     #: The id of the last manifest :meth:`commit` checked (:func:`check_manifest`).
     _checked_id: int | None = None
 
+    async def _destroyed_under_commit(self) -> None:
+        """A boundary file this process saw is gone. A destroyer deletes it with everything else
+        (destroy.md H4/S5), so on a database now destroyed or removed this is no tampered store:
+        ``InvalidDbStateError`` (a reader's close releasing its checkpoint, destroy seed 435).
+        Returns when the database is live (the ``BoundaryVanishedError`` stands)."""
+        latest = await self.read_latest()
+        if latest is None or latest.manifest.destroyed_at_s:
+            what = "removed" if latest is None else f"destroyed (manifest {latest.id})"
+            raise InvalidDbStateError(f"the database at {self.store.url} was {what} under this commit: "
+                                      f"its GC boundary file went with it")
+
     def encode(self, value: ManifestV2) -> bytes:
         return encode_manifest(value)
 
@@ -366,6 +377,9 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
             try:
                 stored = await self.try_write(current.id + 1, change.manifest, edit=edit.kind)
                 return Committed(stored, change.result, written=True)
+            except BoundaryVanishedError:
+                await self._destroyed_under_commit()
+                raise
             except ManifestConflict:
                 self.runtime.probe(probes.MANIFEST_CONFLICT)
                 current, retried = None, True  # another process took the id: ours did not land

@@ -10,7 +10,7 @@ import attrs
 import pytest
 import trio
 
-from slatedb.errors import BoundaryVanishedError, ObjectVersionBehindBoundaryError
+from slatedb.errors import BoundaryVanishedError, InvalidDbStateError, ObjectVersionBehindBoundaryError
 from slatedb.format.types import ManifestV2
 from slatedb.gc import GarbageCollector, run_gc
 from slatedb.manifest.edit import Attempt, Change, Edit
@@ -187,6 +187,28 @@ def test_boundary_deleted_behind_gc_makes_the_next_sequenced_write_fail() -> Non
         rt.advance(MIN_AGE_S + 1)
         with pytest.raises(BoundaryVanishedError):
             await gc.run_once()
+
+    run_virtual(main)
+
+
+def test_a_commit_meeting_a_boundary_a_destroy_deleted_reports_the_database_destroyed() -> None:
+    """A destroyer deletes the boundary file with everything else (destroy.md): a commit of a
+    process that saw it (a reader's close releasing its checkpoint, destroy seed 435) then finds
+    the database destroyed or removed, ``InvalidDbStateError``, not the tampered-store
+    ``BoundaryVanishedError`` (which a live database still gets, above)."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(4)
+        rt.advance(MIN_AGE_S + 1)
+        await GarbageCollector(db.store, rt, gc_options(MIN_AGE_S)).run_once()
+        reader = ManifestStore(db.store, VirtualRuntime("reader"))
+        await reader.commit(AddToCounter(1))  # it has seen the boundary
+        now_s = rt.now_ms() // 1000
+        await db.commit(lambda m: attrs.evolve(m, destroyed_at_s=now_s))  # the mark
+        db.store.delete_now("gc/manifest.boundary")  # the destroyer's first deletes
+        with pytest.raises(InvalidDbStateError, match="destroyed"):
+            await reader.commit(AddToCounter(1))
 
     run_virtual(main)
 
