@@ -102,3 +102,41 @@ def test_follow_from_an_empty_path_starts_at_the_first_wal_object(tmp_path) -> N
             db.flush()
             t.join(timeout=30)
         assert not errors and not t.is_alive() and got == [b"k1", b"k2"]
+
+
+def test_an_object_that_lands_between_the_read_and_the_listing_is_not_a_gap(tmp_path) -> None:
+    """next_rows reads WAL object N, finds nothing, then lists: an N that landed in between (the
+    writer was just creating it) is the object it waits for, not a gap; only a *later* object
+    means N is gone."""
+    import trio
+
+    from slatedb.errors import ObjectNotFoundError
+    from slatedb.objstore import resolve_store
+    from slatedb.runtime.production import ProductionRuntime
+    from slatedb.wal.reader import WalReaderCore
+
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, S) as db:
+        db.put(b"k", b"v")
+        db.flush()
+    store = resolve_store(url)
+    last = max(trio.run(WalReaderCore(store, ProductionRuntime()).wal_ids))
+
+    class LateStore:
+        """The store, where the first GET of the last WAL object comes just before it lands."""
+
+        def __init__(self) -> None:
+            self.missed = False
+
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        async def get(self, key, *args, **kwargs):
+            if key.endswith("%020d.sst" % last) and not self.missed:
+                self.missed = True
+                raise ObjectNotFoundError(key, "not there yet")
+            return await store.get(key, *args, **kwargs)
+
+    core = WalReaderCore(LateStore(), ProductionRuntime())
+    assert trio.run(core.next_rows, last, False, 0.01) is None  # not there yet: no gap
+    assert [r.key for r in trio.run(core.next_rows, last, False, 0.01)] == [b"k"]

@@ -224,3 +224,11 @@ def test_new_checkpoint_takes_the_given_id_or_mints_a_fresh_one():
     assert mine.checkpoint_expire_time_s == rt.now // 1000 + 60
     fresh = new_checkpoint(rt, 7)
     assert isinstance(fresh.id, uuid.UUID) and fresh.id != given and fresh.checkpoint_expire_time_s == 0
+
+
+def test_a_long_duration_text_parses_to_its_end():
+    """The parser walks the text term by term to its end, however long (positions past 256 are
+    plain ints like any other: compared by value)."""
+    text = " ".join(["1s"] * 150)  # 449 characters
+    assert len(text) > 256 and parse_duration(text) == 150.0
+    assert parse_duration("2days 3h") == 2 * 86400 + 3 * 3600 and format_duration(2 * 86400 + 3 * 3600) == "2days 3h"

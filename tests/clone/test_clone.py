@@ -202,10 +202,11 @@ def test_typed_errors(b: str) -> None:
     with pytest.raises(CloneMismatchError, match="not a clone"):
         clone(other, parent)  # a database of its own is there
     done = clone(child, parent)
-    with pytest.raises(CloneMismatchError, match="not a clone of"):
+    with pytest.raises(CloneMismatchError, match="not a clone of .* at checkpoint <any>"):
         clone(child, other)
-    with pytest.raises(CloneMismatchError):
-        clone(child, parent, uuid.uuid4())  # attached, but at another checkpoint
+    wrong = uuid.uuid4()
+    with pytest.raises(CloneMismatchError, match=f"at checkpoint {wrong}"):
+        clone(child, parent, wrong)  # attached, but at another checkpoint: the error names the one asked for
     # An initialized clone whose final checkpoint was removed from the parent.
     trio.run(lambda: delete_checkpoint(ManifestStore(store(parent), ProductionRuntime()), ProductionRuntime(),
                                        done.manifest.external_dbs[-1].final_checkpoint_id))
@@ -343,3 +344,20 @@ def test_a_resumed_clone_makes_the_final_checkpoints_past_an_entry_without_one(b
     m = latest(child).manifest
     assert m.initialized
     assert [c.id for c in final_checkpoints(parent)] == [m.external_dbs[-1].final_checkpoint_id]
+
+
+def test_a_resumed_clone_whose_source_checkpoint_is_gone_fails_typed_and_stays_unfinished(b: str) -> None:
+    """Step 5 on a re-run: when no candidate source checkpoint is left on the parent (the
+    ephemeral one expired and GC removed it), the clone cannot pin its parent (CLONE-1): the run
+    fails with CheckpointNotFoundError and the clone stays uninitialized, never finished unpinned."""
+    from slatedb.checkpoint import delete_checkpoint
+
+    parent, child = _world(b)
+    with pytest.raises(Crash):
+        trio.run(lambda: create_clone(CrashAfterManifest(store(child)), store(parent), ProductionRuntime()))
+    source = latest(child).manifest.external_dbs[-1].source_checkpoint_id
+    rt = ProductionRuntime()
+    trio.run(delete_checkpoint, ManifestStore(store(parent), rt), rt, source)
+    with pytest.raises(CheckpointNotFoundError):
+        clone(child, parent)
+    assert not latest(child).manifest.initialized and final_checkpoints(parent) == []

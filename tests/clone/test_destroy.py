@@ -430,6 +430,7 @@ def test_a_soft_destroy_whose_boundary_vanishes_is_done_only_when_the_database_i
     if everything:
         soft_destroy()
         assert [s["destroy_step"] for s in rt.steps()] == ["epoch", "fence", "already"]
+        assert all(s["soft"] is True for s in rt.steps())
         assert rt.steps()[-1]["destroyed_at_s"] == 0 and keys_under(url, "manifest/") == []
     else:
         with pytest.raises(BoundaryVanishedError):

@@ -433,3 +433,63 @@ def test_a_worker_claims_a_scheduled_job_only_when_no_worker_id_holds_it_and_cou
         assert again.status is S.SCHEDULED and again.worker is None
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("kind", ["segment-drain", "sources-gone"])
+def test_a_worker_releases_a_job_it_cannot_run_and_says_it_did_not_run_it(kind) -> None:
+    """W2: a job of a kind this worker does not run (a segment drain, another engine's), or whose
+    sources are no longer in the manifest (they changed since the claim), is released for
+    another try, and ``run_job`` answers False (not compacted)."""
+    from slatedb.format.types import DrainSegmentSpec
+
+    store, _expected = filled_store(n_keys=50, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100)
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await coord.tick()
+        cs = CompactionsStore(store, rt)
+        cur = await cs.read_latest()
+        (job,) = [c for c in cur.compactions.recent_compactions if c.status is S.SCHEDULED]
+        spec = (DrainSegmentSpec(b"seg") if kind == "segment-drain"
+                else attrs.evolve(job.spec, l0_view_ids=(*job.spec.l0_view_ids, ULID.from_timestamp(7))))
+        await cs.try_write(cur.id + 1, lc.replace(cur.compactions, attrs.evolve(job, spec=spec)))
+        w = Worker(store, rt, settings)
+        assert await w.step() == [job.id]
+        assert await w.run_job(job.id) is False
+        assert w.stats["released"] == 1 and w.stats["compacted"] == 0
+        again = lc.find((await cs.read_latest()).compactions, job.id)
+        assert again.status is S.SCHEDULED and again.worker is None
+
+    trio.run(main)
+
+
+def test_a_worker_claims_only_up_to_its_free_concurrency() -> None:
+    """W1: a worker running ``len(owned)`` jobs claims at most ``max_concurrent_compactions``
+    minus those, however many jobs are free."""
+    store, _expected = filled_store(n_keys=50, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100)
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await coord.tick()
+        cs = CompactionsStore(store, rt)
+        cur = await cs.read_latest()
+        (job,) = [c for c in cur.compactions.recent_compactions if c.status is S.SCHEDULED]
+        more = tuple(attrs.evolve(job, id=ULID.from_timestamp(job.id.milliseconds + i)) for i in (1, 2, 3))
+        await cs.try_write(cur.id + 1, attrs.evolve(cur.compactions,
+                                                     recent_compactions=cur.compactions.recent_compactions + more))
+        w = Worker(store, rt, settings)
+        limit = w.options.max_concurrent_compactions
+        for i in range(limit - 1):  # all but one slot busy with jobs of its own
+            w.owned[ULID.from_timestamp(10 + i)] = trio.CancelScope()
+        claimed = await w.step()
+        assert len(claimed) == 1, (limit, claimed)
+
+    trio.run(main)

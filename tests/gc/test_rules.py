@@ -297,3 +297,23 @@ def test_stats_add_field_by_field_and_read_as_a_dict_in_field_order() -> None:
                    checkpoints_expired=32, boundary_advances=64, clones_detached=128, dry_run_candidates=256,
                    destroyed_objects=512)
     assert each.deleted == 1 + 2 + 4 + 8 + 16 + 512
+
+
+def test_a_young_manifest_keeps_only_itself_not_the_older_ones_after_it() -> None:
+    """min_age is judged file by file: a manifest whose object is young (rewritten by a copy
+    tool, or a store clock that stepped back) is kept, and the old ones with higher ids are
+    still collected."""
+    from slatedb.manifest.store import manifest_key
+
+    async def main() -> None:
+        rt, db = setup()
+        await db.commits(4)
+        latest = db.manifest_ids()[-1]
+        assert db.manifest_ids() == list(range(1, latest + 1)) and latest >= 4
+        rt.advance(MIN_AGE_S + 1)
+        key = manifest_key(2)
+        db.store.put_now(key, db.store.get_now(key).data)  # manifest 2's object is young again
+        await collector(db).run_once()
+        assert db.manifest_ids() == [2, latest]
+
+    run_virtual(main)

@@ -174,6 +174,9 @@ def test_typed_ranges_round_trip():
     # the error names the mistake: a second '..' is not "a key range without '..'"
     with pytest.raises(InvalidProjectionError, match=r"has one '\.\.'"):
         parse_range("a..b..c")
+    with pytest.raises(InvalidProjectionError) as bad_escape:
+        parse_range(r"x\q..")
+    assert "at " + repr(b"\\q..") in str(bad_escape.value)  # the four bytes from the bad escape on
 
 
 def test_the_hull_of_adjacent_bounds_is_their_concatenation_in_the_one_form_of_no_end():
@@ -339,3 +342,15 @@ def test_projection_of_a_sorted_run_with_hundreds_of_ssts():
     ssts = {s.id: s for s in p.ssts}
     inside = {k for v in prun.ssts for k in contents[v.sst_id] if effective_bounds(v, ssts[v.sst_id]).contains(k)}
     assert inside == set(keys[100:500])
+
+
+def test_a_union_of_sources_whose_runs_are_not_descending_renumbers_them_from_n_minus_one_down():
+    """_union_runs' fallback: a source listing its runs other than by strictly descending id gets
+    every run copied in source order and renumbered n-1 .. 0 (ids are never negative, the newest
+    first), and reads see the source."""
+    m, contents, ids = source()
+    ascending = attrs.evolve(m, compacted=tuple(reversed(m.compacted)))
+    parts, _ranges = shards(ascending, ids, [b"e"])
+    u = union(parts, None, new_uuid=ids.uuid, new_ulid=ids.ulid)
+    n = sum(len(p.manifest.compacted) for p in parts)
+    assert [r.id for r in u.compacted] == list(range(n - 1, -1, -1))

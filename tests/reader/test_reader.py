@@ -681,3 +681,24 @@ def test_a_checkpoint_with_more_than_half_its_lifetime_left_at_commit_is_adopted
             assert clock.kinds("reader_checkpoint_stale") == []
             assert len(made) == 1 and r.checkpoint_id == made[0].checkpoint.id
             assert r.get(b"a") == b"1"
+
+
+def test_the_async_reader_reports_its_checkpoint_and_manifest_as_attributes() -> None:
+    """``slatedb.aio.DbReader``: ``checkpoint_id`` and ``manifest_id`` are attributes, as on the
+    sync reader (Spark's scan and the official-API reader read them so)."""
+    import trio
+
+    from slatedb import aio
+
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings=WRITER, store=store) as db:
+        db.put(b"a", b"1")
+        db.flush(wal=False)
+
+    async def main():
+        async with aio.DbReader.open("memory://test", store=store) as r:
+            ids = {c.id: c.manifest_id for c in checkpoints(store)}
+            assert r.checkpoint_id in ids and r.manifest_id == ids[r.checkpoint_id] >= 1
+            assert await r.get(b"a") == b"1"
+
+    trio.run(main)

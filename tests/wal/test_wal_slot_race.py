@@ -112,3 +112,17 @@ def test_a_fence_whose_slot_is_taken_moves_up_and_says_so_in_the_trace(monkeypat
     assert creates == [{"path": wal_key(1), "outcome": "exists", "epoch": 2, "fence": True},
                        {"path": wal_key(2), "outcome": "ok", "epoch": 2, "fence": True}]
     assert ("fence_written", {"epoch": 2, "id": 2}) in rt.events
+
+
+def test_a_data_write_is_traced_as_a_data_create_both_when_its_slot_is_free_and_when_taken():
+    """The other half of the trace contract above: a WAL *data* object's creates say
+    ``fence: False`` (the destroy and fencing checks, and the timeline, count data objects by it),
+    the taken slot's ``exists`` and the create one slot up alike."""
+    store, _rt, ms, w = _setup(manifest_epoch=2)
+    rt = _Recording()
+    w.runtime = rt
+    store.put_now(wal_key(2), b"")  # an older writer's late fence in our next slot
+    assert trio.run(w.write, ROWS) == 3
+    creates = [f for k, f in rt.events if k == "create" and f["path"].startswith("wal/")]
+    assert creates == [{"path": wal_key(2), "outcome": "exists", "epoch": 2, "fence": False},
+                       {"path": wal_key(3), "outcome": "ok", "epoch": 2, "fence": False}]
