@@ -702,3 +702,40 @@ def test_the_async_reader_reports_its_checkpoint_and_manifest_as_attributes() ->
             assert await r.get(b"a") == b"1"
 
     trio.run(main)
+
+
+def test_an_open_cancelled_after_retiring_a_stale_checkpoint_still_deletes_it(monkeypatch) -> None:
+    """The open's clean-up runs shielded: an open cancelled (a caller's timeout) after it retired
+    a checkpoint it had committed (READ-1: too little of its lifetime left) deletes that
+    checkpoint on its way out, cancelled or not, instead of leaving it pinned for its lifetime."""
+    from slatedb.config import Settings
+    from slatedb.manifest.store import ManifestStore
+    from slatedb.reader.core import ReaderCore
+
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings={**WRITER, "flush_interval": "1h"}, store=store) as db:
+        db.put(b"x", b"0")
+        db.flush(wal=False)
+    clock = Clock()
+    opts = slatedb.DbReaderOptions(manifest_poll_interval_s=20, checkpoint_lifetime_s=60, follow_latest=False)
+    commit, calls = ManifestStore.commit, []
+
+    async def main():
+        with trio.CancelScope() as scope:
+            async def slow_then_cancelled(self, *args, **kwargs):
+                calls.append(1)
+                if len(calls) == 2:  # the second try: the caller gives up
+                    scope.cancel()
+                got = await commit(self, *args, **kwargs)
+                if len(calls) == 1:
+                    clock.advance(36)  # the first checkpoint's reply came 36 s late: retired
+                return got
+
+            monkeypatch.setattr(ManifestStore, "commit", slow_then_cancelled)
+            await ReaderCore.open(store, clock, opts, Settings())
+        monkeypatch.setattr(ManifestStore, "commit", commit)
+        return scope.cancelled_caught
+
+    assert trio.run(main)
+    assert clock.kinds("reader_checkpoint_stale")
+    assert [c for c in checkpoints(store) if c.metadata is None] == []  # the retired one is gone
