@@ -33,6 +33,7 @@ from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.types import ManifestV2, WriterCheckpoint
 from slatedb.objstore.memory import MemoryBucket
 
+from sim.checks.manifest import bucket_reader, durable_boundary
 from sim.world.invariants import InvariantViolation
 from sim.world.runtime import SIM_EPOCH_MS
 from sim.world.trace import Event, Trace
@@ -61,6 +62,7 @@ class DestroyChecks:
         self.manifests: dict[str, dict[int, ManifestV2]] = defaultdict(dict)
         self.final_checkpoints: dict[str, set[str]] = defaultdict(set)  # clone root -> its final checkpoint ids
         self.counts: dict[str, int] = defaultdict(int)
+        self._read = bucket_reader(bucket)
         self.gone: set[str] = set()  # roots whose last object a delete removed
         self.late: dict[str, list[str]] = defaultdict(list)  # GC process -> keys it created on a gone root
 
@@ -139,9 +141,7 @@ class DestroyChecks:
     # -- deletes ------------------------------------------------------------------------------
 
     def _boundary(self, root: str) -> int:
-        got = self.bucket.objects.get(f"{root}gc/manifest.boundary")
-        text = bytes(got[0]).decode("ascii", "replace").strip() if got is not None else ""
-        return int(text) if text.isdigit() else 0
+        return durable_boundary(self._read, root)
 
     def _objects(self, root: str) -> list[str]:
         return [k for k in self.bucket.objects if k.startswith(root)]

@@ -225,10 +225,7 @@ class ManifestFenceChecks:
             self.writer_checkpoint.landed(e, root, mid, prev, m)
 
     def _boundary(self, root: str) -> int:
-        """The durable ``gc/manifest.boundary`` of ``root`` now (0 when absent or unreadable)."""
-        data = self.read(f"{root}gc/manifest.boundary")
-        text = bytes(data).decode("ascii", "replace").strip() if data is not None else ""
-        return int(text) if text.isdigit() else 0
+        return durable_boundary(self.read, root)
 
     def _minted_at_least_ms(self, key: str) -> int | None:
         """A lower bound of the uploader's wall clock when it minted the SST id of ``key`` (None
@@ -251,6 +248,15 @@ def _tracker(m: ManifestV2, key: str) -> seq_tracker.SequenceTracker | None:
         return seq_tracker.decode(m.sequence_tracker, key)
     except CorruptionError:
         return None
+
+
+def durable_boundary(read: Callable[[str], bytes | None], root: str) -> int:
+    """The durable ``gc/manifest.boundary`` of ``root`` now (0 when absent or unreadable): a
+    manifest landing at or below it is a stalled create on a freed id, refused by its writer's
+    boundary check (RFC 004), not the database's history."""
+    data = read(f"{root}gc/manifest.boundary")
+    text = bytes(data).decode("ascii", "replace").strip() if data is not None else ""
+    return int(text) if text.isdigit() else 0
 
 
 def bucket_reader(bucket) -> Callable[[str], bytes | None]:
