@@ -83,6 +83,11 @@ def test_spec_json_round_trip_and_the_stored_form() -> None:
     [], {"sources": "x", "destination": 0}, {"sources": [], "destination": "0"},
     {"sources": [{"Sst": "nope"}], "destination": 0}, {"sources": [{"Blob": 1}], "destination": 0},
     {"sources": [], "destination": -1}, {"sources": [], "destination": 0, "extra": 1},
+    # a source of two keys, a one-element list, an L0 source whose value is no string, a run
+    # source spelled as a ULID string (sim mutate draw --seed 9 survivors in _source_from_json)
+    {"sources": [{"Sst": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "SortedRun": 1}], "destination": 0},
+    {"sources": [["Sst"]], "destination": 0}, {"sources": [{"Sst": 5}], "destination": 0},
+    {"sources": [{"SortedRun": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}], "destination": 0},
 ])
 def test_malformed_json_specs_raise_a_typed_error(bad) -> None:
     with pytest.raises(InvalidArgumentError):

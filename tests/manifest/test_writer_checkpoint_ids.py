@@ -34,6 +34,16 @@ def test_a_writer_id_holds_its_epoch_and_no_random_id_is_one(random_id: uuid.UUI
     assert id_epoch(wid) == epoch and wid.version == 8
 
 
+def test_a_writer_id_is_the_documented_layout() -> None:
+    """The layout other databases already hold (spec/protocols/writer.md): top 32 bits "SDBW",
+    16 + 12 random bits around the version nibble 8, the RFC 9562 variant, the epoch below. A
+    changed magic would make every writer checkpoint written so far a user checkpoint (sim mutate
+    draw --seed 9 survivor: WRITER_ID_MAGIC changed by one)."""
+    wid = writer_checkpoint_id(uuid.UUID(int=(0xABCD << 80) | (0x123 << 64)), 7)
+    assert wid == uuid.UUID("53444257-abcd-8123-8000-000000000007")
+    assert bytes.fromhex(wid.hex[:8]) == b"SDBW"
+
+
 def _stripped(cp: Checkpoint) -> Checkpoint:
     """What the official 0.17 engine writes back of our writer checkpoint: no metadata."""
     return attrs.evolve(cp, metadata=None)
