@@ -42,7 +42,7 @@ from slatedb.reader.aio import DbReader
 from sim.checks.destroy import DestroyChecks, destroyed_and_gone
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
-from sim.scenarios.gc_world import CLONE, PARENT, World, fault_counts
+from sim.scenarios.gc_world import CLONE, PARENT, World, fault_counts, run_gc
 from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -216,11 +216,7 @@ async def _gc(world: World, name: str, url: str, root: str, grace_s: float) -> N
                     n.cancel_scope.cancel()
 
                 n.start_soon(until_healed)
-            try:
-                await gc.run()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await gc.locator.aclose()
+            await run_gc(gc)
             n.cancel_scope.cancel()
         if gc.finished or not world.healed:
             return

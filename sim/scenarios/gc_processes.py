@@ -29,7 +29,7 @@ from slatedb.reader.aio import DbReader
 
 from sim.checks.gc import snapshot_isolation
 from sim.scenarios.gc_clone import checkpoint_reader_through_detach, hold_clone_checkpoint
-from sim.scenarios.gc_world import CLONE, N_KEYS, PARENT, RECOVER_S, STALL_MAX_S, World, _crash_after, _scan
+from sim.scenarios.gc_world import CLONE, N_KEYS, PARENT, RECOVER_S, STALL_MAX_S, World, _crash_after, _scan, run_gc
 from sim.world.choices import boolean
 from sim.world.engine import PausableStore, crashable
 from sim.world.runtime import SimRuntime
@@ -129,11 +129,7 @@ async def _gc_process(world: World, name: str, restarts: int = 0) -> None:
 
             n.start_soon(until_healed)
             gc = GarbageCollector(store, rt, world.settings.garbage_collector_options)
-            try:
-                await gc.run()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await gc.locator.aclose()
+            await run_gc(gc)
             n.cancel_scope.cancel()
         return "done"
 

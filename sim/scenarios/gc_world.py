@@ -31,6 +31,16 @@ HEALED_LATENCY_MAX_S = 0.02
 #: A reader may fail this long (virtual s) after its last freeze ended; later it failed for good.
 RECOVER_S = 20.0
 
+async def run_gc(gc: GarbageCollector) -> None:
+    """``gc.run()`` until it ends or is cancelled (the heal), then close its locator, shielded:
+    the one way the gc, rescale and destroy worlds run a collector."""
+    try:
+        await gc.run()
+    finally:
+        with trio.CancelScope(shield=True):
+            await gc.locator.aclose()
+
+
 
 def _dir(rng, min_ages) -> dict:
     return {"interval": f"{rng.choice([500, 1000, 2000])}ms", "min_age": f"{rng.choice(min_ages)}ms"}
@@ -95,11 +105,7 @@ async def gc_through_heal(world: "World", name: str, store: PausableStore, rt: S
             n.cancel_scope.cancel()
 
         n.start_soon(until_healed)
-        try:
-            await gc.run()
-        finally:
-            with trio.CancelScope(shield=True):
-                await gc.locator.aclose()
+        await run_gc(gc)
         n.cancel_scope.cancel()
     if not world.healed:
         return
