@@ -96,8 +96,10 @@ def test_a_destroy_that_trusts_its_first_listing_is_caught(monkeypatch) -> None:
 
 
 def _landing(trace: Trace, bucket: MemoryBucket, process: str, n: int, key: str, data: bytes | None) -> None:
-    op = "store.put" if data is not None else "store.delete"
-    trace.record(process, op, n=n, key=key)
+    if data is not None:
+        trace.record(process, "store.put", n=n, key=key, size=len(data))
+    else:
+        trace.record(process, "store.delete", n=n, key=key)
     if data is not None:
         bucket.objects[key] = (data, None)
     else:
@@ -182,3 +184,38 @@ def test_a_stale_create_behind_the_boundary_and_a_vanished_boundary_on_a_destroy
     for seed in (530, 435):
         r = run_destroy_workload(seed)
         assert r.ok, (seed, r.violations)
+
+
+def test_a_writer_open_landing_after_the_database_was_removed_is_taken_back() -> None:
+    """Seed 409: the writer's open read manifest 2 and stalled its epoch bump (15 s before
+    sending, 19 s on the wire); a soft destroy marked the database and GC removed it; the bump
+    landed as manifest 3 on the emptied root, the fence after it. The open now finds manifest 2
+    gone with no boundary and takes both back (DESTROY-7): the writer is refused. With the
+    take-back switched off the writer goes on writing to the resurrected database (DESTROY-3)."""
+    r = run_destroy_workload(409)
+    assert r.ok and r.outcomes["w"] == "refused", (r.violations, r.outcomes)
+    r = run_destroy_workload(409, bugs=frozenset({"writer-keeps-open-after-destroy"}))
+    assert not r.ok and r.violations[0].invariant == "DESTROY-3", r.violations
+
+
+def test_destroy_3_names_a_writer_going_on_after_its_open_landed_on_a_removed_database() -> None:
+    def world() -> tuple[Trace, MemoryBucket]:
+        bucket = MemoryBucket()
+        trace = Trace(lambda: 0.0)
+        DestroyChecks(bucket, ("db/",)).attach(trace)
+        _landing(trace, bucket, "w0", 1, "db/manifest/00000000000000000001.manifest",
+                 encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
+        _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000001.manifest", None)  # removed
+        _landing(trace, bucket, "w", 1, "db/manifest/00000000000000000002.manifest",  # the stalled bump
+                 encode_manifest(ManifestV2(initialized=True, writer_epoch=2)))
+        _landing(trace, bucket, "w", 2, "db/wal/00000000000000000001.sst", b"")  # its fence
+        return trace, bucket
+
+    trace, bucket = world()  # taken back, the manifest last: nothing to report
+    _landing(trace, bucket, "w", 3, "db/wal/00000000000000000001.sst", None)
+    _landing(trace, bucket, "w", 4, "db/manifest/00000000000000000002.manifest", None)
+    _landing(trace, bucket, "w", 5, "db/manifest/00000000000000000001.manifest",  # a later, new database
+             encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
+    trace, bucket = world()  # kept: its first data object is the violation
+    with pytest.raises(InvariantViolation, match="DESTROY-3.*goes on writing"):
+        _landing(trace, bucket, "w", 3, "db/wal/00000000000000000002.sst", b"rows")

@@ -189,12 +189,12 @@ def test_seeds_running_at_the_hard_stop_are_cut():
 
 def test_the_coverage_gap_guard_names_a_declared_fault_kind_or_probe_that_never_fired() -> None:
     world = FakeWorld()  # every seed injects fault.transient only
-    c = dst_mod.run_campaign([Scenario(workload="db")], budget_s=None, seeds={"db": range(0, 120)}, jobs=1,
+    c = dst_mod.run_campaign([Scenario(workload="db")], budget_s=None, seeds={"db": range(0, 500)}, jobs=1,
                              progress=False, run=world.run, clock=world.clock)
     gaps = dst_mod.coverage_gaps(c)
-    assert "db: fault kind store.reply-lost declared, never injected in 120 seeds" in gaps
-    assert "db: fault kind fault.transient declared, never injected in 120 seeds" not in gaps
-    assert any(g.startswith("db: probe manifest.conflict never hit in 120 seeds") for g in gaps)
+    assert "db: fault kind store.reply-lost declared, never injected in 500 seeds" in gaps
+    assert "db: fault kind fault.transient declared, never injected in 500 seeds" not in gaps
+    assert any(g.startswith("db: probe manifest.conflict never hit in 500 seeds") for g in gaps)
     # Too few seeds to hold the scenario to its declarations: no gap.
     small = dst_mod.run_campaign([Scenario(workload="db")], budget_s=None, seeds={"db": range(0, 5)}, jobs=1,
                                  progress=False, run=world.run, clock=world.clock)

@@ -2,9 +2,10 @@
 
 Every scenario of the one table, :data:`sim.scenarios.registry.SCENARIOS`, runs (a scenario registered
 there later is in the main job at once). **The main job is a seed plan, not a time box**
-(:func:`plan`): ``./just dst`` runs :data:`PLAN_CORE_S` ``["default"]`` core-seconds of seeds,
-``--quick`` ``["quick"]``, shared equally between the scenarios and turned into a seed count per
-scenario by the table's fixed ``cost_s`` -- constants, never a measurement, so the same command
+(:func:`plan`): ``./just dst`` runs 500 seeds of every scenario (:data:`PLAN_MIN_SEEDS`),
+``--quick`` :data:`PLAN_CORE_S` ``["quick"]`` core-seconds of seeds shared equally between the
+scenarios and turned into a seed count per scenario by the table's fixed ``cost_s`` -- constants,
+never a measurement, so the same command
 runs the same seeds on any machine, loaded or not (slower under load, never thinner). Calibrated
 so that the default plan takes about 9 minutes on 2 idle cores and ``--quick`` about 30 s. A
 wall-clock cap (``--cap-minutes``), if given, fails the run and names what did not run.
@@ -49,14 +50,13 @@ _WALL = ProductionRuntime("sim-dst")
 
 #: Wall seconds of a time-boxed campaign when none is given (``--minutes`` soaks name theirs).
 DEFAULT_BUDGET_S = 540.0
-#: The seed plans: core-seconds of seeds (at the table's ``cost_s``) shared equally between the
-#: scenarios. 1,000 core-s keep 2 idle cores busy about 8.5 minutes (plus start-up and the tail:
-#: about 9); 40 core-s shared, but every scenario runs at least 3 seeds, so the quick plan holds
-#: about 55 core-s: about 28 s (about 30 with start-up). As the scenarios got faster (issue 27
-#: item 2) the table's costs fell and the same core-seconds hold more seeds.
-PLAN_CORE_S = {"quick": 40.0, "default": 1000.0}
+#: The seed plans. ``--quick``: 40 core-s (at the table's ``cost_s``) shared equally between the
+#: scenarios, every scenario at least 3 seeds: about 40 core-s, 20 s of 2 idle cores (about 30
+#: with start-up). The default: 500 seeds of every scenario (issue 27: the default plan holds at
+#: least 500 of each), about 1,080 core-s at the table's costs: about 9 minutes of 2 idle cores.
+PLAN_CORE_S = {"quick": 40.0, "default": 0.0}
 #: Fewest seeds of any scenario in a plan.
-PLAN_MIN_SEEDS = {"quick": 3, "default": 20}
+PLAN_MIN_SEEDS = {"quick": 3, "default": 500}
 
 
 def plan(kind: str, workloads: Sequence[str], start: int = 0) -> dict[str, range]:

@@ -65,6 +65,8 @@ class DestroyChecks:
         self._read = bucket_reader(bucket)
         self.gone: set[str] = set()  # roots whose last object a delete removed
         self.late: dict[str, list[str]] = defaultdict(list)  # GC process -> keys it created on a gone root
+        #: writer process -> (root, [its manifest]) an open landed on a gone root (DESTROY-3, -7)
+        self.late_open: dict[str, tuple[str, list[str]]] = {}
 
     def attach(self, trace: Trace) -> "DestroyChecks":
         trace.listeners.append(self.on_event)
@@ -109,6 +111,21 @@ class DestroyChecks:
             self.late[e.process].append(key)
             self.counts["gc_late_creates"] += 1
         mid = _manifest_id(rel)
+        opened = self.late_open.get(e.process)
+        if opened is not None and opened[0] == root:
+            if not (rel.startswith("wal/") and size == 0):  # its fence may follow; anything else may not
+                kept = [k for k in opened[1] if k in self.bucket.objects]
+                if kept:
+                    raise InvariantViolation("DESTROY-3", e, f"{e.process} goes on writing to {root} ({rel}) after "
+                                                             f"its open landed {kept[0]} on the removed database")
+                del self.late_open[e.process]
+        if (mid is not None and root in self.gone and not e.process.startswith(("g", "d"))
+                and mid > self._boundary(root)):
+            # A writer's epoch bump decided before a destroy landed on the emptied root (destroy
+            # seed 409): its writer takes it back (and its fence) before it writes anything else.
+            self.late_open[e.process] = (root, [key])
+            self.counts["open_late_creates"] += 1
+            return
         if mid is not None and mid <= self._boundary(root):
             # A stalled create on an id GC had freed (RFC 004): its writer's boundary check
             # refuses it; not the database's history (destroy seeds 305, 409, 417, 530: a reader's,

@@ -287,6 +287,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "SSTs) outlives the destroyed database", _GC_CLASS,
         "RFC 000 Deleting a Database (hard) against a running GC; destroy.md DESTROY-7",
         "slatedb/gc/collector.py GarbageCollector._take_back", "destroy", ("DESTROY-7",), 100),
+    Bug(switches.WRITER_KEEPS_OPEN_AFTER_DESTROY, "a writer whose epoch bump, decided on a manifest read before a "
+        "soft destroy, landed after GC removed the database keeps its manifest and WAL fence and opens: the database "
+        "is resurrected as one lone manifest with the destroy's mark lost", _GC_CLASS,
+        "RFC 000 Deleting a Database against a stalled writer open; destroy.md DESTROY-3, DESTROY-7",
+        "slatedb/db/core.py DbCore._open_outlived_destroy", "destroy", ("DESTROY-3", "DESTROY-7", "DESTROY-6"), 500),
     # -- bulk load (sim/scenarios/load.py) --
     Bug(switches.LOAD_WAL_TAIL_SHORT, "a load's commit reads the WAL below its fence one object short: that "
         "object's rows are in no L0 SST and below the new replay point", _LOAD_CLASS,

@@ -27,16 +27,11 @@ class ScenarioSpec:
     """One scenario: ``name`` (``--workload``), ``runner`` (``module:function``), a one-line
     ``description`` (what runs, which invariants watch), ``takes_faults`` (its function takes
     ``faults="swarm" | "none"``), ``takes_size`` (``n_ops``/``n_clients``: the store's) and
-    ``cost_s``, the CPU seconds one seed costs on an idle core: the seeds per core-minute of the
-    last default plan on an idle machine (2026-11-26, 083b112) times the speed-up measured since
-    on the same seeds, before and after side by side under the same load (issue 27 item 2; the
-    table and commands are in ``docs/simulation.md``, "Per-scenario speed"; db, takeover,
-    compactor-workers and txn then times the small-index speed-up; db, takeover, store,
-    destroy, compactor and compactor-workers then times the fifth session's measured speed-up,
-    before and after side by side; gc and rescale then times the sixth session's cheaper healed
-    world, likewise; compactor and compactor-workers then times the speed-up of splicing
-    encoded manifest and ``.compactions`` parts, likewise; destroy then times the seventh session's
-healed GC, likewise). ``sim dst``'s seed
+    ``cost_s``, the CPU seconds one seed costs on an idle core: measured on 2 idle cores of this
+    project's machine (load below 1.4), seeds 0..39 of each scenario one after another in one
+    process, ``time.process_time`` per seed (2026-11-26, 0e638e5; the command and table are in
+    ``docs/simulation.md``, "Per-scenario speed"). Earlier tables were measured under load and
+    were 2 to 5 times too high. ``sim dst``'s seed
     plans follow from it, ``sim mutate`` balances its judge's seeds by it; re-measure when a
     scenario's traces or the engine's speed change."""
 
@@ -66,41 +61,41 @@ healed GC, likewise). ``sim dst``'s seed
 SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec("db", "sim.scenarios.db:run_db_workload",
                  "db-workload (three writers fencing each other; FENCE-*, DUR-1, BOUNDARY-3, LIN)", takes_faults=True,
-                 cost_s=0.32),
+                 cost_s=0.094),
     ScenarioSpec("takeover", "sim.scenarios.takeover:run_takeover_workload",
                  "takeover (rounds of four writers, crash and pause points at protocol events; FENCE-*, DUR-1)",
-                 cost_s=0.35),
+                 cost_s=0.091),
     ScenarioSpec("seqmeta", "sim.scenarios.seqmeta:run_seqmeta_workload",
                  "seqmeta (stalled metadata writers vs a GC boundary, RFC 004; SEQMETA-1/2, BOUNDARY-1)",
-                 cost_s=0.21),
+                 cost_s=0.048),
     ScenarioSpec("store", "sim.scenarios.store:run_store_workload",
                  "store-workload (object-store CAS, claims, private keys)", takes_faults=True, takes_size=True,
-                 cost_s=0.38),
+                 cost_s=0.096),
     ScenarioSpec("store-bounded", "sim.scenarios.store_bounded:run_store_bounded",
                  "store-bounded (store calls under the production retry policy, 0-5 retries, frequent faults; RETRY-1)",
-                 takes_faults=True, cost_s=0.12),
+                 takes_faults=True, cost_s=0.037),
     ScenarioSpec("compactor", "sim.scenarios.compactor:run_compactor_workload",
                  "compactor (writer, fencing compactors, crashes, admin submissions; CFENCE-*, COMPACT-*, RESUME-*)",
-                 takes_faults=True, cost_s=1.40),
+                 takes_faults=True, cost_s=0.349),
     ScenarioSpec("compactor-workers", "sim.scenarios.compactor_workers:run_compactor_workers",
                  "compactor-workers (coordinators and 2-4 separate workers that crash, stall, lose their heartbeat and "
-                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=1.42),
+                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=0.378),
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
-                 "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=2.2),
+                 "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=0.5),
     ScenarioSpec("destroy", "sim.scenarios.destroy:run_destroy_workload",
                  "destroy (soft and hard destroys racing a writer, a reader, checkpoints, a clone and GC; DESTROY-1..6)",
-                 takes_faults=True, cost_s=0.53),
+                 takes_faults=True, cost_s=0.15),
     ScenarioSpec("rescale", "sim.scenarios.rescale:run_rescale_workload",
                  "rescale (split by projection, shard writers, merge by union, GC everywhere, crashes of the "
-                 "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=1.42),
+                 "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=0.342),
     ScenarioSpec("txn", "sim.scenarios.txn:run_txn_workload",
                  "txn (concurrent SNAPSHOT / SERIALIZABLE_SNAPSHOT transactions and plain writes, flushes, "
-                 "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.18),
+                 "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.038),
     ScenarioSpec("load", "sim.scenarios.load:run_load_workload",
                  "load (bulk loads staged by task attempts, killed, retried or speculative, committed into a live "
                  "writer's database, or a sharded load racing the writer for the URL, drivers crashing; "
-                 "LOAD-1/4/5/6/7/10, DUR-1, FENCE-*)", cost_s=0.14),
+                 "LOAD-1/4/5/6/7/10, DUR-1, FENCE-*)", cost_s=0.039),
 )
 
 BY_NAME: dict[str, ScenarioSpec] = {s.name: s for s in SCENARIOS}

@@ -25,6 +25,8 @@ RETRY = "retry"
 RETRY_EXHAUSTED = "retry_exhausted"  # a bounded retry policy gave up (production's; the simulator's is unbounded)
 # WAL fencing and the writer (wal-fencing.md, writer.md)
 WRITER_EPOCH = "writer_epoch"
+#: the writer's open found its epoch bump landed on a removed database and took it back (DESTROY-7)
+WRITER_OPEN_OUTLIVED_DESTROY = "writer_open_outlived_destroy"
 FENCE_WRITTEN = "fence_written"
 REPLAY = "replay"
 ACK = "ack"  # a WAL object acknowledged durable to the writer's clients
@@ -119,7 +121,7 @@ CLIENT_DONE = "client.done"
 RETRY_POLICY = "retry.policy"  # a store-bounded client's production retry policy (max_retries, deadline_s)
 CALL = "call"  # a store-bounded client starts one logical store call (op, key): RETRY-1 counts its attempts
 CALL_END = "call.end"  # ... and ends it: outcome ok | exhausted | the permanent error's type, attempts
-DELETE = "delete"  # the seqmeta scenario's GC deleted a manifest below the boundary
+DELETE = "delete"  # the seqmeta scenario's GC deleted a manifest below the boundary; a writer's take-back
 WAKE = "wake"  # the tasks scenario of the determinism tests
 CANCEL = "cancel"
 CANCELLED = "cancelled"

@@ -48,21 +48,11 @@ def counting() -> Iterator[Counter]:
         _HITS.reset(token)
 
 
-#: Scenario -> seeds (0, 1, ...) the default ``./just dst`` runs of it at least. Measured: its
-#: 20 s ``--quick`` budget ran gc 2, rescale 3, compactor 8, db 30, takeover 26, seqmeta 54, store 26
-#: seeds on 2 idle cores (ledger, 2026-11-24); the default budget is 27 times longer, and these
-#: floors allow for cores three times slower (shared) and then some.
-DEFAULT_SEEDS_FLOOR: dict[str, int] = {
-    "db": 100, "takeover": 100, "seqmeta": 100, "store": 100, "compactor": 40, "gc": 12, "rescale": 12,
-    # the default plan (sim/campaign/dst.py ``plan``, a fixed seed count) runs destroy seeds 0..107
-    "destroy": 100,
-    # txn: 0.3 s a seed, about 360 seeds in the default plan
-    "txn": 100,
-    # the default plan runs about 100 seeds of it (cost_s 1.0: 0.75 of the compactor's CPU a seed, seeds 0..7)
-    "compactor-workers": 30,
-    # store-bounded: 0.2 s a seed, about 400 seeds in the default plan; load about 300
-    "store-bounded": 100, "load": 100,
-}
+#: Scenario -> seeds (0, 1, ...) the default ``./just dst`` runs of it at least: its plan runs
+#: 500 seeds of every scenario (sim/campaign/dst.py ``plan``, a fixed seed count).
+DEFAULT_SEEDS_FLOOR: dict[str, int] = {name: 500 for name in (
+    "db", "takeover", "seqmeta", "store", "store-bounded", "compactor", "compactor-workers", "gc", "destroy",
+    "rescale", "txn", "load")}
 
 #: probe -> (scenario, seeds of it that hit the probe), each seed below its scenario's floor.
 REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
@@ -103,6 +93,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.GC_DETACH_KEPT_CHECKPOINT: ("gc", (0,)),
     P.DESTROY_LATE_OBJECTS: ("destroy", (44,)),
     P.GC_CREATE_OUTLIVED_DESTROY: ("destroy", (77,)),
+    P.WRITER_OPEN_OUTLIVED_DESTROY: ("destroy", (409,)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
     P.UNION_RESUMED: ("rescale", (2,)),

@@ -210,12 +210,16 @@ class SequencedStore(Generic[V, S]):
 
         A file listed but gone when read was deleted by GC after a newer one appeared: list again.
         """
+        return (await self.read_latest_listed())[0]
+
+    async def read_latest_listed(self) -> tuple[S | None, list[int]]:
+        """:meth:`read_latest` and the ids of the listing it read the latest from (ascending)."""
         while True:
             ids = await self.list_ids()
             if not ids:
-                return None
+                return None, ids
             try:
-                return await self.read(ids[-1])
+                return await self.read(ids[-1]), ids
             except ObjectNotFoundError:
                 continue
 

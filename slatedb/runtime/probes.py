@@ -233,6 +233,12 @@ GC_CREATE_OUTLIVED_DESTROY = _probe(
     "a GC pass's boundary create or manifest commit, decided on a manifest read before a destroy, "
     "landed after the destroy marked or removed the database: GC took it back",
     "destroy.md \"Concurrent writers of metadata\", DESTROY-7")
+WRITER_OPEN_OUTLIVED_DESTROY = _probe(
+    "writer.open-outlived-destroy",
+    "a writer's epoch bump, decided on a manifest read before a destroy, landed after the destroy "
+    "removed the database (the base manifest gone with no boundary at or above it): the writer "
+    "took its manifest and WAL fence back and refused the open",
+    "destroy.md \"Concurrent writers of metadata\", DESTROY-7")
 
 # -- Readers, clones, projection and union --------------------------------------------------------
 
