@@ -66,7 +66,7 @@ from slatedb.runtime import Runtime, probes, switches
 
 import slatedb.compactor.lifecycle as lc
 from .lifecycle import ACTIVE, TERMINAL
-from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler, sst_size_bytes
+from .scheduler import CompactionScheduler, SizeTieredOptions, SizeTieredScheduler
 from .store import CompactionsConflict, CompactionsStore, StoredCompactions
 from .worker import RangeRunner, Worker
 

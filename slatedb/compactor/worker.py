@@ -59,6 +59,7 @@ from slatedb.runtime import Runtime, probes, switches
 
 import slatedb.compactor.lifecycle as lc
 from .executor import CompactionFailed, Executor, InputReaders, Job, is_bottom
+from .scheduler import sst_size_bytes
 from .store import CompactionsStore
 from .subcompactions import plan_ranges
 
@@ -156,7 +157,8 @@ class Worker:
         self.sst_options, self.max_sst_size_bytes = output_options(self.settings)
         self.owned: dict[ULID, trio.CancelScope | None] = {}
         self._lock = trio.Lock()  # one .compactions write of this worker at a time
-        self.stats = {"claimed": 0, "released": 0, "compacted": 0, "dropped": 0, "failed_runs": 0, "output_ssts": 0}
+        self.stats = {"claimed": 0, "released": 0, "compacted": 0, "dropped": 0, "failed_runs": 0, "output_ssts": 0,
+                      "bytes_written": 0}
         #: Jobs whose run failed (MERGE-7), by id: not claimed again before their ``retry_at_s``.
         self.failing: dict[ULID, FailedJob] = {}
 
@@ -322,6 +324,7 @@ class Worker:
         async def on_output(i: int, outputs: tuple[CompactedSsTable, ...]) -> None:
             progress[i] = list(outputs)
             self.stats["output_ssts"] += 1
+            self.stats["bytes_written"] += sst_size_bytes(outputs[-1].info)
             await self._heartbeat(cid, current_ctx())
 
         await self._heartbeat(cid, current_ctx())  # the ranges are recorded before any output

@@ -11,6 +11,7 @@ import trio
 
 from slatedb.compactor import Compactor, CompactorEpochError, full_spec, submit_compaction
 from slatedb.compactor.compactor import failed_reason_key
+from slatedb.compactor.scheduler import sst_size_bytes
 from slatedb.compactor.spec import CompactionSpec, RunSource
 from slatedb.compactor.store import CompactionsStore, compactions_key
 from slatedb.errors import FencedError
@@ -319,6 +320,17 @@ def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reas
     assert "SR:77" in reason["reason"] and "not in the database" in reason["reason"]
     assert c.stats["completed"] == 1 and c.stats["failed"] == 1
     assert c.stats["output_ssts"] == len(m.compacted[0].ssts)
+    outputs = {v.sst_id for v in m.compacted[0].ssts}
+    assert c.stats["bytes_written"] == sum(sst_size_bytes(s.info) for s in m.ssts if s.id in outputs) > 0
+
+
+def test_a_coordinator_without_a_local_worker_reports_no_output() -> None:
+    """``Compactor.stats`` has ``output_ssts`` and ``bytes_written`` also when the outputs are
+    written by other processes' workers (``local_worker=False``): 0, it wrote none."""
+    store, _ = filled_store(n_keys=50, rounds=1)
+    c = Compactor(store, RecordingRuntime("coordinator"), local_worker=False)
+    assert c.worker is None
+    assert c.stats["output_ssts"] == 0 and c.stats["bytes_written"] == 0
 
 
 def test_a_submission_racing_the_compactor_is_adopted_not_lost() -> None:
