@@ -100,6 +100,29 @@ def test_a_clone_starts_as_its_parent_and_reads_its_ssts_in_place(b: str) -> Non
     assert contents(child) == {**rows(b"l0-", 50), **rows(b"wal-", 5)}
 
 
+@pytest.mark.parametrize("wal_flushes", [0, 1], ids=["even-replay-point", "odd-replay-point"])
+def test_the_wal_copied_event_names_the_copied_range(b: str, wal_flushes: int) -> None:
+    """The ``wal_copied`` event says which parent WAL ids were copied: ``first`` is the replay
+    point + 1 and ``last`` the manifest's last seen id, for a replay point of either parity (each
+    writer open fences with one WAL object, so plain writes leave it even)."""
+    parent, child = f"{b}/parent", f"{b}/clone"
+    with slatedb.Db.open(parent, settings={**NO_COMPACTOR, "flush_interval": "1h"}) as db:
+        for i in range(wal_flushes):
+            db.put(b"e%d" % i, b"v")
+            db.flush()  # WAL only
+        db.put(b"k", b"v")
+        db.flush(wal=False)
+    write_wal_only(parent, rows(b"wal-", 3))
+    rt = Recorder()
+    m = clone(child, parent, runtime=rt).manifest
+    assert m.replay_after_wal_id % 2 == wal_flushes
+    copied = keys_under(child, "wal/")
+    assert copied == [wal_key(i) for i in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1)] and copied
+    (wal_copied,) = [f for k, f in rt.events if k == "clone" and f["clone_step"] == "wal_copied"]
+    assert wal_copied == {"clone_step": "wal_copied", "count": len(copied),
+                          "first": m.replay_after_wal_id + 1, "last": m.wal_id_last_seen}
+
+
 def test_writes_are_isolated_both_ways_across_compactions_on_either_side(b: str) -> None:
     parent, child = f"{b}/parent", f"{b}/clone"
     base = rows(b"k", 40)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from ulid import ULID
 
@@ -76,6 +77,21 @@ def test_back_pressure_holds_an_l0_compaction_in_front_of_a_full_level() -> None
     # With room in the level, L0 goes first.
     m2 = manifest([10] * 4, {i: 40 for i in range(3, 0, -1)})
     assert sched.propose(m2, [], 1)[0].l0_view_ids
+
+
+@pytest.mark.parametrize("sizes, expected", [
+    ({3: None, 2: None, 1: 100_000}, (3, 2)),  # two unknown runs: 0 and 0 bytes, one series
+    ({3: None, 2: 3, 1: 3}, (2, 1)),  # 3 bytes is more than 4 x 0: the unknown run stays alone
+], ids=["unknown-with-unknown", "unknown-alone"])
+def test_a_run_whose_ssts_the_manifest_does_not_list_weighs_nothing(sizes, expected) -> None:
+    """A view whose SST is missing from the manifest's ``ssts`` (a malformed manifest: the
+    compactor's tick schedules on the latest one as read) counts 0 bytes: never a negative size,
+    and a series with it holds only other runs of 0 bytes (``None``: the run's SST is unlisted)."""
+    m = manifest([], {rid: size or 1 for rid, size in sizes.items()})
+    unlisted = {r.ssts[0].sst_id for r in m.compacted if sizes[r.id] is None}
+    m = attrs.evolve(m, ssts=tuple(s for s in m.ssts if s.id not in unlisted))
+    (s,) = SizeTieredScheduler(SizeTieredOptions(2, 4, 4.0)).propose(m, [], 1)
+    assert s == CompactionSpec(tuple(RunSource(i) for i in expected), expected[-1])
 
 
 def test_options_come_from_the_official_string_map() -> None:

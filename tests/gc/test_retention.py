@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from ulid import ULID
 
-from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, Segment, SortedRunV2, SsTableInfo
-from slatedb.gc.retention import manifest_sst_ids
+from slatedb.format.types import (
+    CompactedSsTableV2,
+    CompactedSsTableView,
+    CompactionsV1,
+    ManifestV2,
+    Segment,
+    SortedRunV2,
+    SsTableInfo,
+)
+from slatedb.gc.retention import compaction_low_watermark_ms, manifest_sst_ids, sst_ulid_cutoff_ms
+from slatedb.manifest.sst_ids import newest_l0_ms
 
 
 def _ulid(n: int) -> ULID:
@@ -29,3 +38,16 @@ def test_manifest_sst_ids_is_every_sst_any_part_of_the_manifest_names() -> None:
     )
     assert manifest_sst_ids(m) == {_ulid(i) for i in range(1, 8)}
     assert manifest_sst_ids(ManifestV2()) == set()
+
+
+def test_without_compactor_state_the_ulid_cutoff_keeps_every_sst() -> None:
+    """``compaction_low_watermark_ms`` is 0 when there is no compactions file or it lists no
+    compaction: no compactor state to reason from, so the cutoff is 0 whatever the manifest's
+    newest L0, and every SST id -- ULID time 0 included -- is at or after it: by the cutoff GC
+    deletes none."""
+    m = ManifestV2(ssts=(CompactedSsTableV2(_ulid(5), SsTableInfo()),), l0=(_view(5, 5),))
+    assert newest_l0_ms(m) > 0
+    for compactions in (None, CompactionsV1(compactor_epoch=1)):
+        assert compaction_low_watermark_ms(compactions) == 0
+        cutoff = sst_ulid_cutoff_ms(m, compactions)
+        assert all(u.milliseconds >= cutoff for u in (ULID.from_int(0), ULID.from_int(1 << 80), _ulid(1)))

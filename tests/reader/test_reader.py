@@ -26,6 +26,7 @@ from slatedb.errors import (
 )
 from slatedb.format.manifest import encode_manifest
 from slatedb.manifest.store import ManifestStore, manifest_key
+from slatedb.reader.core import WalObjectMissingError
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import wal_key
 
@@ -584,6 +585,40 @@ def test_a_replay_that_outlives_its_new_checkpoint_establishes_another() -> None
             assert stalled and [e["manifest_id"] for e in clock.kinds("reader_checkpoint_stale")]
             assert r.checkpoint_id in {c.id for c in checkpoints(store)}
             assert {k: r.get(k) for k in (b"x", b"a", b"b", b"c")} == {b"x": b"0", b"a": b"1", b"b": b"1", b"c": b"1"}
+
+
+def test_a_wal_object_missing_under_a_checkpoint_with_more_than_half_its_lifetime_left_is_raised() -> None:
+    """READ-4's margin from the other side (READ-1): the same missing WAL objects as above, but
+    the replay stalled 24 s of the new checkpoint's 60: 36 s, more than half, are left, so GC may
+    not have collected what it pins. That is not a stale checkpoint but a broken WAL range:
+    ``WalObjectMissingError`` is raised, no ``reader_checkpoint_stale``, no second checkpoint."""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings={**WRITER, "flush_interval": "1h"}, store=store) as db:
+        db.put(b"x", b"0")
+        db.flush(wal=False)
+        clock = Clock()
+        opts = slatedb.DbReaderOptions(manifest_poll_interval_s=20, checkpoint_lifetime_s=60, follow_latest=False)
+        with open_reader(store, clock=clock, options=opts) as r:
+            for k in (b"a", b"b", b"c"):
+                db.put(k, b"1")
+                db.flush()  # one WAL object each
+            compact_all_l0(store)  # the SST set changes: the next round re-establishes and replays a, b, c
+            fetch = r.core._fetch_wal
+            stalled: list[int] = []
+            async def stalling_fetch(wal_id):
+                if not stalled:
+                    stalled.append(wal_id)
+                    clock.advance(24)  # 36 of the new checkpoint's 60 s are left
+                    await trio.to_thread.run_sync(lambda: db.flush(wal=False))
+                    for later in (wal_id + 1, wal_id + 2):
+                        store.delete_now(wal_key(later))
+                return await fetch(wal_id)
+
+            r.core._fetch_wal = stalling_fetch
+            with pytest.raises(WalObjectMissingError):
+                r.refresh()
+            assert stalled and clock.kinds("reader_checkpoint_stale") == []
+            assert len(clock.kinds("reader_checkpoint")) == 2  # the open's, and the one that met the gap
 
 
 def test_a_replay_range_past_the_tables_that_fails_midway_is_replayed_whole_next_time() -> None:
