@@ -1,8 +1,9 @@
-"""sim.world.fastclock: the cheaper sleep, clock and I/O polling keep trio's schedule exactly.
+"""sim.world.fastclock and sim.world.fastloop: the cheaper sleep, clock, I/O polling and run loop
+keep trio's schedule exactly.
 
-Each scenario below runs twice on a seeded virtual clock, once with ``trio.sleep`` and once with
-``fastclock.sleep`` (and the fast clock and quiet I/O), recording what every task saw and when;
-the two logs must be equal. The cases are the ones where a sleep's end can differ: deadlines
+Each scenario below runs on a seeded virtual clock with ``trio.sleep`` under ``trio.run``, with
+``fastclock.sleep`` (and the fast clock and quiet I/O) under ``trio.run``, and with both under
+:func:`sim.world.fastloop.run`, recording what every task saw and when; the logs must be equal. The cases are the ones where a sleep's end can differ: deadlines
 that tie, a sleep cancelled while asleep, a scope cancelled between a wake-up and the task's
 next step (trio lets that ``Cancelled`` through), a deadline already past, zero and tiny
 sleeps, an async generator's finalizer (the entry queue) and a fail_after around a sleep.
@@ -16,11 +17,13 @@ import pytest
 import trio
 import trio.testing
 
-from sim.world import fastclock
+from sim.world import fastclock, fastloop
 from sim.world.runtime import deterministic_scheduling, no_cyclic_gc
 
 
-def _run(body, seed: int, fast: bool) -> list:  # noqa: ANN001
+def _run(body, seed: int, fast: bool, loop: bool = False) -> list:  # noqa: ANN001
+    """``body`` on a seeded virtual clock: ``fast`` with fastclock's sleep, clock and I/O, ``loop``
+    (with ``fast``) under fastloop's run loop instead of ``trio.run``."""
     log: list = []
     sleep = fastclock.sleep if fast else trio.sleep
     clock = trio.testing.MockClock(autojump_threshold=0)
@@ -33,7 +36,10 @@ def _run(body, seed: int, fast: bool) -> list:  # noqa: ANN001
         await body(sleep, log)
 
     with deterministic_scheduling(seed), no_cyclic_gc():
-        trio.run(main, clock=clock, strict_exception_groups=True)
+        if loop:
+            fastloop.run(main, clock=clock)
+        else:
+            trio.run(main, clock=clock, strict_exception_groups=True)
     return log
 
 
@@ -117,6 +123,7 @@ def test_fast_sleep_keeps_trios_schedule(body, seed: int) -> None:  # noqa: ANN0
     slow = _run(body, seed, fast=False)
     fast = _run(body, seed, fast=True)
     assert fast == slow
+    assert _run(body, seed, fast=True, loop=True) == slow
     assert len(slow) > 10
 
 
@@ -163,3 +170,67 @@ def test_an_instrument_added_mid_run_is_called() -> None:
 
     log = _run(body, 3, True)
     assert log[0] >= 1 and seen
+
+
+async def _idle_waits_and_errors(sleep, log: list) -> None:  # noqa: ANN001
+    # wait_all_tasks_blocked (trio's waiting_for_idle, not the autojump), a cushion among
+    # sleepers, a cancel scope's own deadline, and a child's error through a nursery
+    now = trio.current_time
+
+    async def sleeper(i: int) -> None:
+        for step in range(4):
+            await sleep(0.1 * (i + 1))
+            log.append(("sleeper", i, step, now()))
+
+    async def idler(cushion: float) -> None:
+        for step in range(3):
+            await trio.testing.wait_all_tasks_blocked(cushion)
+            log.append(("idle", cushion, step, now()))
+            await sleep(0.05)
+
+    async def deadline_scope() -> None:
+        with trio.move_on_after(0.35) as scope:
+            await trio.sleep_forever()
+        log.append(("moved on", scope.cancelled_caught, now()))
+
+    async with trio.open_nursery() as n:
+        for i in range(3):
+            n.start_soon(sleeper, i)
+        n.start_soon(idler, 0.0)
+        n.start_soon(deadline_scope)
+
+    async def fails() -> None:
+        await sleep(0.2)
+        raise KeyError("boom")
+
+    try:
+        async with trio.open_nursery() as n:
+            n.start_soon(fails)
+            n.start_soon(sleeper, 9)
+    except BaseExceptionGroup as group:
+        log.append(("group", [type(e).__name__ for e in group.exceptions], now()))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_loop_keeps_trios_schedule(seed: int) -> None:
+    assert fastloop.AVAILABLE
+    slow = _run(_idle_waits_and_errors, seed, fast=True)
+    assert _run(_idle_waits_and_errors, seed, fast=True, loop=True) == slow
+    assert any(entry[0] == "idle" for entry in slow) and any(entry[0] == "group" for entry in slow)
+
+
+def test_the_fast_loop_returns_and_raises_as_trio_run() -> None:
+    clock = trio.testing.MockClock(autojump_threshold=0)
+
+    async def answer(x: int) -> int:
+        await trio.sleep(1)
+        return x + 1
+
+    assert fastloop.run(answer, 41, clock=clock) == 42
+
+    async def fails() -> None:
+        await trio.sleep(1)
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        fastloop.run(fails, clock=trio.testing.MockClock(autojump_threshold=0))

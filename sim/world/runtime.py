@@ -28,7 +28,7 @@ from ulid import ULID
 from slatedb.runtime import Runtime, ulid_from_parts, uuid4_from_int
 
 from sim.world.choices import Choices
-from sim.world import fastclock
+from sim.world import fastclock, fastloop
 from sim.world import probes as probes_mod
 from sim.world.trace import Trace
 
@@ -164,7 +164,7 @@ def run_deterministic(async_fn: Callable[..., Awaitable[T]], *args: Any, seed: "
     clock = trio.testing.MockClock(autojump_threshold=0)
     fastclock.speed_up(clock)
     with deterministic_scheduling(seed), no_cyclic_gc():
-        return trio.run(_quiet, async_fn, *args, clock=clock, strict_exception_groups=True)
+        return fastloop.run(_quiet, async_fn, *args, clock=clock)
 
 
 async def _quiet(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:

@@ -1,0 +1,244 @@
+"""trio's run loop for a simulated run: the same steps as ``trio.run``, in one plain function.
+
+``trio.run`` drives its loop (``unrolled_run``) as a generator, so that the same loop can also
+run as a guest of another event loop: every step yields its I/O timeout to a driver, which polls
+the I/O manager and sends the events back in. A simulated world takes a step per store leg, per
+sleep and per wake-up (some 20,000 a gc seed), and a step's fixed cost was a tenth of the
+simulator's CPU. :func:`run` is the same loop with the driver folded in and the work of a step
+done once:
+
+* the I/O manager is polled directly (no generator round trip);
+* a sleeper's deadline (:class:`sim.world.fastclock._Wake`) is woken where ``Deadlines.expire``
+  would call its ``_cancel``, without building the ``CancelReason`` it would ignore;
+* a task is offered a pending cancellation only when its cancel status is cancelled (what
+  ``Task._attempt_delivery_of_any_pending_cancel`` checks first);
+* a batch is sorted by the task's creation counter with ``attrgetter`` (trio: a lambda).
+
+Everything that decides the schedule is trio's, in trio's order: which tasks make a batch, the
+batch sorted by creation and shuffled by the run's seeded RNG (:func:`sim.world.runtime.deterministic_scheduling`),
+the clock's autojump when every task is blocked, instruments, ``wait_all_tasks_blocked``,
+KeyboardInterrupt delivery (the loop is KI-protected as trio's is). A seed's trace is the same
+bit for bit (``tests/test_sim_fastclock.py`` runs its scenarios under both loops; the digest
+tests hold the scenarios). Like :mod:`sim.world.fastclock`, it relies on trio's private run loop
+(pinned in ``pyproject.toml``); :data:`AVAILABLE` is False on a trio without the parts it uses,
+and then :func:`run` is ``trio.run``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from heapq import heappop
+from math import inf
+from operator import attrgetter
+from typing import Any, Awaitable, Callable, TypeVar
+
+import trio
+
+from sim.world import fastclock
+
+T = TypeVar("T")
+
+try:  # trio's private run loop; checked against the pinned trio (pyproject.toml)
+    from outcome import Error, Value
+    from sniffio import thread_local as _sniffio_library
+    from trio._core import _run
+    from trio._core._ki import enable_ki_protection
+    from trio._core._run import (
+        _MAX_TIMEOUT,
+        CONTEXT_RUN_TB_FRAMES,
+        DEADLINE_HEAP_MIN_PRUNE_THRESHOLD,
+        GLOBAL_RUN_CONTEXT,
+        CancelReason,
+        IdlePrimedTypes,
+        setup_runner,
+    )
+    from trio._core._exceptions import TrioInternalError
+    from trio._core._traps import CancelShieldedCheckpoint, PermanentlyDetachCoroutineObject, WaitTaskRescheduled
+
+    AVAILABLE = fastclock.AVAILABLE and hasattr(_run, "unrolled_run") and hasattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING")
+except ImportError:  # pragma: no cover - another trio
+    AVAILABLE = False
+
+_by_counter = attrgetter("_counter")
+
+
+def run(async_fn: Callable[..., Awaitable[T]], *args: Any, clock: Any) -> T:
+    """``trio.run(async_fn, *args, clock=clock, strict_exception_groups=True)``, run by :func:`_loop`."""
+    if not AVAILABLE:
+        return trio.run(async_fn, *args, clock=clock, strict_exception_groups=True)
+    __tracebackhide__ = True
+    runner = setup_runner(clock, (), False, True)
+    prev_library, _sniffio_library.name = _sniffio_library.name, "trio"
+    try:
+        _loop(runner, async_fn, args)
+    finally:
+        _sniffio_library.name = prev_library
+    result = runner.main_task_outcome
+    if isinstance(result, Value):
+        return result.value  # type: ignore[no-any-return]
+    if isinstance(result, Error):
+        raise result.error
+    raise AssertionError(result)  # pragma: no cover - as trio.run
+
+
+def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
+    """``trio._core._run.unrolled_run`` with its driver (``trio.run``'s loop) folded in."""
+    __tracebackhide__ = True
+    try:
+        runner.entry_queue.wakeup.wakeup_on_signals()
+        if "before_run" in runner.instruments:
+            runner.instruments.call("before_run")
+        runner.clock.start_clock()
+        runner.init_task = runner.spawn_impl(runner.init, (async_fn, args), None, "<init>", system_task=True)
+
+        runq = runner.runq
+        deadlines = runner.deadlines
+        clock = runner.clock
+        reschedule = runner.reschedule
+        ctx = GLOBAL_RUN_CONTEXT
+        tasks = runner.tasks
+        wake_type = fastclock._Wake
+        deterministic = _run._ALLOW_DETERMINISTIC_SCHEDULING
+        rng = _run._r
+        autojump = IdlePrimedTypes.AUTOJUMP_CLOCK
+        waiting = IdlePrimedTypes.WAITING_FOR_IDLE
+        tb_frames = 1 + CONTEXT_RUN_TB_FRAMES
+
+        while tasks:
+            if runq:
+                timeout: float = 0
+            else:
+                timeout = clock.deadline_to_sleep_time(deadlines.next_deadline())
+                timeout = min(max(0, timeout), _MAX_TIMEOUT)
+
+            idle_primed = None
+            if runner.waiting_for_idle:
+                cushion, _ = runner.waiting_for_idle.keys()[0]
+                if cushion < timeout:
+                    timeout = cushion
+                    idle_primed = waiting
+            elif runner.clock_autojump_threshold < timeout:
+                timeout = runner.clock_autojump_threshold
+                idle_primed = autojump
+
+            if "before_io_wait" in runner.instruments:
+                runner.instruments.call("before_io_wait", timeout)
+            io = runner.io_manager
+            events = io.get_events(timeout)
+            io.process_events(events)
+            if "after_io_wait" in runner.instruments:
+                runner.instruments.call("after_io_wait", timeout)
+
+            # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel does)
+            now = clock.current_time()
+            heap = deadlines._heap
+            if heap and heap[0][0] <= now:
+                did_something = False
+                while heap and heap[0][0] <= now:
+                    deadline, _, scope = heappop(heap)
+                    if deadline == scope._registered_deadline:
+                        did_something = True
+                        if type(scope) is wake_type:
+                            deadlines._active -= 1
+                            scope._registered_deadline = inf
+                            reschedule(scope.task)
+                        else:
+                            scope._cancel(CancelReason(source="deadline"))
+                    heap = deadlines._heap
+                if len(deadlines._heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                    deadlines._prune()
+                if did_something:
+                    idle_primed = None
+            elif len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                deadlines._prune()
+
+            if idle_primed is not None and not runq and not events:
+                if idle_primed is waiting:
+                    while runner.waiting_for_idle:
+                        key, task = runner.waiting_for_idle.peekitem(0)
+                        if key[0] == cushion:
+                            del runner.waiting_for_idle[key]
+                            reschedule(task)
+                        else:
+                            break
+                else:
+                    clock._autojump()
+
+            batch = list(runq)
+            runq.clear()
+            if deterministic:
+                if len(batch) > 1:
+                    batch.sort(key=_by_counter)
+                rng.shuffle(batch)
+            elif rng.random() < 0.5:
+                batch.reverse()
+            while batch:
+                task = batch.pop()
+                ctx.task = task
+                if "before_task_step" in runner.instruments:
+                    runner.instruments.call("before_task_step", task)
+                next_send_fn = task._next_send_fn
+                next_send = task._next_send
+                task._next_send_fn = task._next_send = None
+                final_outcome = None
+                assert next_send_fn is not None
+                try:
+                    msg = task.context.run(next_send_fn, next_send)
+                except StopIteration as stop_iteration:
+                    final_outcome = Value(stop_iteration.value)
+                except BaseException as task_exc:
+                    tb = task_exc.__traceback__
+                    for _ in range(tb_frames):
+                        if tb is not None:  # pragma: no branch
+                            tb = tb.tb_next
+                    final_outcome = Error(task_exc.with_traceback(tb))
+                    del tb
+
+                if final_outcome is not None:
+                    runner.task_exited(task, final_outcome)
+                    final_outcome = None
+                else:
+                    task._schedule_points += 1
+                    if msg is CancelShieldedCheckpoint:
+                        reschedule(task)
+                    elif type(msg) is WaitTaskRescheduled:
+                        task._cancel_points += 1
+                        task._abort_func = msg.abort_func
+                        if runner.ki_pending and task is runner.main_task:
+                            task._attempt_delivery_of_pending_ki()
+                        if task._cancel_status.effectively_cancelled:
+                            task._attempt_delivery_of_any_pending_cancel()
+                    elif type(msg) is PermanentlyDetachCoroutineObject:
+                        runner.task_exited(task, msg.final_outcome)
+                    else:
+                        exc = TypeError(
+                            f"trio.run received unrecognized yield message {msg!r}. "
+                            "Are you trying to use a library written for some "
+                            "other framework like asyncio? That won't work "
+                            "without some kind of compatibility shim.",
+                        )
+                        reschedule(task, exc)
+                        task._next_send_fn = task.coro.throw
+                    del msg
+
+                if "after_task_step" in runner.instruments:
+                    runner.instruments.call("after_task_step", task)
+                del ctx.task
+                del task, next_send, next_send_fn
+
+    except TrioInternalError:
+        raise
+    except BaseException as exc:
+        raise TrioInternalError("internal error in Trio - please file a bug!") from exc
+    finally:
+        runner.close()
+        GLOBAL_RUN_CONTEXT.__dict__.clear()
+        if runner.ki_pending:
+            ki = KeyboardInterrupt()
+            if isinstance(runner.main_task_outcome, Error):
+                ki.__context__ = runner.main_task_outcome.error
+            runner.main_task_outcome = Error(ki)
+
+
+if AVAILABLE:
+    _loop = enable_ki_protection(_loop)
