@@ -180,10 +180,10 @@ class GcChecks:
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind in ("store.put", "store.delete"):
-            f = dict(e.fields)
+            f = e.f
             self.pending[(e.process, f["n"])] = (kind, f["key"])
         elif kind == "store.result":
-            f = dict(e.fields)
+            f = e.f
             got = self.pending.pop((e.process, f["n"]), None)
             if got is not None and str(f["outcome"]).startswith("ok"):
                 op, key = got
@@ -348,7 +348,7 @@ class GcChecks:
         db = self.dbs.get(root)
         if db is None:
             return
-        f = dict(e.fields)
+        f = e.f
         what, path = f.get("what"), f["path"]
         self.counts[f"gc_delete.{what}"] += 1
         if what == "sst":
@@ -388,7 +388,7 @@ class GcChecks:
 
     def _reader_checkpoint(self, e: Event) -> None:
         root = self.db_of(e.process)
-        f = dict(e.fields)
+        f = e.f
         self.counts["reader_checkpoints"] += 1
         for wal in range(f["replay_after"] + 1, f["last_seen"] + 1):
             if not self._exists(f"{root}wal/{wal:020d}.sst"):
@@ -396,7 +396,7 @@ class GcChecks:
                                                       f"({f['replay_after']}, {f['last_seen']}] but wal {wal} is gone")
 
     def _clone(self, e: Event) -> None:
-        f = dict(e.fields)
+        f = e.f
         step = f.get("clone_step")
         if step == "source_checkpoint":
             self.clone_sources[f["id"]] = f["manifest_id"]

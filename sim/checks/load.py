@@ -74,11 +74,11 @@ class CleanupChecks:
 
     def on_event(self, e: Event) -> None:
         if e.kind == "store.delete" and self.is_load(e.process):
-            f = dict(e.fields)
+            f = e.f
             if _SST_KEY.match(f["key"]):
                 self.pending[(e.process, f["n"])] = f["key"]
         elif e.kind == "store.result":
-            f = dict(e.fields)
+            f = e.f
             key = self.pending.pop((e.process, f["n"]), None)
             if key is None or not str(f["outcome"]).startswith("ok"):
                 return

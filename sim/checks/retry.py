@@ -63,20 +63,20 @@ class RetryBoundChecks:
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind == "retry.policy":
-            f = dict(e.fields)
+            f = e.f
             self.policy[e.process] = (f["max_retries"], f.get("deadline_s"))
             return
         call = self.calls.get(e.process)
         if kind == "call":
-            f = dict(e.fields)
+            f = e.f
             self.calls[e.process] = _Call(f["op"], f["key"], e.time_s)
         elif call is None:
             return
         elif kind.startswith("store.") and kind not in ("store.result", "store.reply-lost"):
-            f = dict(e.fields)
+            f = e.f
             call.attempts.append(_Attempt(f["n"], kind[len("store."):], f["key"], e.time_s))
         elif kind in ("store.result", "store.reply-lost"):
-            f = dict(e.fields)
+            f = e.f
             attempt = next((a for a in reversed(call.attempts) if a.n == f["n"]), None)
             if attempt is not None:
                 if kind == "store.reply-lost" or f.get("outcome") == "transient-error":
@@ -85,7 +85,7 @@ class RetryBoundChecks:
                     attempt.answered = str(f.get("outcome"))
         elif kind == "call.end":
             del self.calls[e.process]
-            self._judge(e, call, dict(e.fields))
+            self._judge(e, call, e.f)
 
     def _judge(self, e: Event, call: _Call, f: dict[str, Any]) -> None:
         max_retries, deadline_s = self.policy[e.process]

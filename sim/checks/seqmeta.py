@@ -27,7 +27,7 @@ class SeqmetaChecks:
         return self
 
     def on_event(self, e: Event) -> None:
-        f = dict(e.fields)
+        f = e.f
         kind = e.kind
         self.counts[kind] = self.counts.get(kind, 0) + 1
         if kind == "store.result" and f.get("outcome") == "transient-error":

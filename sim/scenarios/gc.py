@@ -156,7 +156,7 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
 
     def note(e) -> None:
         if e.process == "rfinal" and e.kind == "reader_checkpoint":
-            made.add(dict(e.fields)["id"])
+            made.add(e.f["id"])
 
     world.trace.listeners.append(note)
     async with aio.Db.open(PARENT, settings_map, store=store, runtime=rt) as db, \

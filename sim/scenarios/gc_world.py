@@ -213,7 +213,7 @@ async def _scan(r) -> dict:
 def fault_counts(trace: Trace) -> dict:
     counts: dict[str, int] = defaultdict(int)
     for e in trace.events:
-        if e.kind == "store.result" and dict(e.fields).get("outcome") == "transient-error":
+        if e.kind == "store.result" and e.f.get("outcome") == "transient-error":
             counts["fault.transient"] += 1
         elif e.kind in ("store.reply-lost", "fault.stall", "crash", "pause"):
             counts[e.kind] += 1
