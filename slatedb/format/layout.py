@@ -42,12 +42,13 @@ def sequenced_key(directory: str, file_id: int, suffix: str) -> str:
 
 @functools.lru_cache(maxsize=8192)  # a pure function of strings, called for every listed key of every poll
 def parse_id(key: str, directory: str, suffix: str) -> int | None:
-    """The id of ``<directory><id:020><suffix>``; None for any other name (temp files, and twenty
-    digits past the u64 range: no SlateDB id, and no id this engine could write after it)."""
+    """The id of ``<directory><id:020><suffix>`` (twenty ASCII digits); None for any other name
+    (temp files, digits of other scripts, and twenty digits past the u64 range: no SlateDB id,
+    and no id this engine could write after it)."""
     if not (key.startswith(directory) and key.endswith(suffix)):
         return None
     digits = key[len(directory) : len(key) - len(suffix)]
-    if len(digits) != 20 or not digits.isdigit() or int(digits) >= 2**64:
+    if len(digits) != 20 or not (digits.isascii() and digits.isdigit()) or int(digits) >= 2**64:
         return None
     return int(digits)
 
