@@ -69,11 +69,22 @@ def _sst_map(m: ManifestV2) -> dict[ULID, CompactedSsTableV2]:
 
 def _narrow(view: CompactedSsTableView, sst: CompactedSsTableV2, within: KeyBounds,
             bugs: frozenset[str]) -> CompactedSsTableView | None:
-    """The view restricted to ``within`` (None when no physical key of the SST is left)."""
-    new = within if switches.PROJECTION_WIDENS_VIEW in bugs else effective_bounds(view, sst).intersect(within)
-    if new.is_empty() or physical_bounds(sst).intersect(new).is_empty():
+    """The view restricted to ``within`` (None when no physical key of the SST is left: the
+    effective range is inside the physical one, so that is when the restriction is empty)."""
+    if switches.PROJECTION_WIDENS_VIEW in bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+        return _bug_widened(view, sst, within)
+    new = effective_bounds(view, sst).intersect(within)
+    if new.is_empty():
         return None
     return attrs.evolve(view, visible_range=bytes_range(new))
+
+
+def _bug_widened(view: CompactedSsTableView, sst: CompactedSsTableV2, within: KeyBounds) -> CompactedSsTableView | None:
+    """Catalogued bug ``projection-widens-view``: the view's visible range becomes all of
+    ``within``, past the view's own range (dropped only when no physical key is in it)."""
+    if within.is_empty() or physical_bounds(sst).intersect(within).is_empty():
+        return None
+    return attrs.evolve(view, visible_range=bytes_range(within))
 
 
 def project(manifest: ManifestV2, key_range: KeyRange | KeyBounds | None,
@@ -241,7 +252,8 @@ def union(sources: Sequence[UnionSource], ranges: Sequence[KeyRange] | None = No
 
 
 def _merge_adjacent(views: list[CompactedSsTableView], ssts: dict[ULID, CompactedSsTableV2]) -> list[CompactedSsTableView]:
-    """Views of one SST, sorted by start: chains of adjacent ones become one view."""
+    """Views sorted by start (of one SST for L0, of one run id across the sources for the
+    runs): chains of adjacent views of one SST become one view."""
     out: list[CompactedSsTableView] = []
     for v in views:
         if out:

@@ -228,6 +228,38 @@ def test_split_and_merge_is_the_source():  # PROJ-4
         assert len(set(view_ids)) == len(view_ids)
 
 
+def test_given_ranges_project_each_source_before_the_union():  # PROJ-4, U1
+    """With ranges given, ``union`` projects each source onto its range itself: three whole
+    copies of one database, each given one range of a partition, make the database again (not
+    three overlapping copies)."""
+    m, contents, ids = source()
+    base = referencing(m, "root", ids.uuid())
+    edges = [None, b"c", b"f", None]
+    ranges = [KeyRange(a, b) for a, b in zip(edges, edges[1:])]
+    whole = [UnionSource(base, f"copy{i}", ids.uuid()) for i in range(len(ranges))]
+    u = union(whole, ranges, new_uuid=ids.uuid, new_ulid=ids.ulid)
+    assert rows(u, contents) == rows(m, contents)
+    parts, _ = shards(m, ids, [b"c", b"f"])
+    projected = union(parts, ranges, new_uuid=ids.uuid, new_ulid=ids.ulid)
+    assert (u.l0, u.compacted) == (projected.l0, projected.compacted)
+
+
+def test_adjacent_views_of_different_ssts_in_one_run_stay_apart():  # PROJ-4, U3
+    """Two databases whose one-run SSTs both span a..j, given the ranges [.., e) and [e, ..):
+    the union's run holds two adjacent views (one ends where the other starts), of two SSTs.
+    Only views of one SST merge: each key reads from its own source's SST."""
+    ids, contents = Ids(), {}
+    a = Db(ids, contents).manifest([], [[KEYS]])
+    b = Db(ids, contents).manifest([], [[KEYS]])
+    assert a.ssts[0].id < b.ssts[0].id
+    ranges = [KeyRange(None, b"e"), KeyRange(b"e", None)]
+    u = union([UnionSource(a, "a", ids.uuid()), UnionSource(b, "b", ids.uuid())], ranges,
+              new_uuid=ids.uuid, new_ulid=ids.ulid)
+    assert [len(r.ssts) for r in u.compacted] == [2]
+    expect = {k: read(a if k < b"e" else b, contents, k) for k in KEYS}
+    assert rows(u, contents) == expect
+
+
 def test_union_seq_is_max_and_external_entries_merge():
     ids, contents = Ids(), {}
     a = Db(ids, contents).manifest([[b"a", b"b"]], [])
