@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import slatedb
 from slatedb.runtime.metrics import Metrics
+from slatedb.runtime.production import ProductionRuntime
 
 S = {"flush_interval": "1h", "compactor_options": None, "garbage_collector_options": None}
 
@@ -41,6 +42,24 @@ def test_counters_and_histograms_follow_what_the_database_did(tmp_path) -> None:
     count = [s.value for s in hist.samples if s.name.endswith("_count")]
     inf = [s.value for s in hist.samples if s.labels.get("le") == "+Inf"]
     assert count == [1.0] and inf == [1.0]
+
+
+def test_durations_are_differences_of_the_runtime_monotonic_clock(tmp_path) -> None:
+    """``wal_write`` and ``l0_flush`` observe how long the write took on the runtime's
+    monotonic clock: with a clock that never moves every duration is 0, never the clock's
+    reading itself."""
+
+    class Frozen(ProductionRuntime):
+        def monotonic_s(self) -> float:
+            return 5000.0
+
+    with slatedb.Db.open(f"file://{tmp_path}", S, runtime=Frozen()) as db:
+        db.put(b"k", b"v")
+        db.flush()
+        db.flush(wal=False)
+        m = db.metrics()
+    assert m["wal_write"]["count"] >= 1 and m["l0_flush"]["count"] == 1
+    assert m["wal_write"]["sum"] == 0 and m["l0_flush"]["sum"] == 0
 
 
 def test_a_reopened_database_counts_from_zero(tmp_path) -> None:

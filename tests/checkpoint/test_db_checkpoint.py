@@ -13,6 +13,7 @@ import slatedb.aio
 from slatedb import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.errors import CheckpointNotFoundError, ClosedError, FencedError, InvalidArgumentError
 from slatedb.format.types import WriterCheckpoint
+from slatedb.runtime.production import ProductionRuntime
 
 from ..db.helpers import latest_manifest, memory_store
 from .helpers import manifest_at, pinned_contents
@@ -66,6 +67,35 @@ def test_scope_all_does_not_wait_for_back_pressure_and_pins_the_wal_instead():
         assert len(m.l0) == 1  # nothing more reached L0 ...
         assert m.wal_id_last_seen > m.replay_after_wal_id  # ... the WAL range covers the rest
         assert pinned_contents(store, got.manifest_id) == expected
+
+
+def test_scope_all_with_l0_already_past_its_limit_flushes_nothing_more():
+    """L0 can hold more than ``l0_max_ssts`` (written under a larger limit, then reopened with a
+    smaller one): scope ALL finds L0 full at once (``checkpoint_flush_blocked`` with the count)
+    and pins the WAL instead of waiting for an L0 flush that back-pressure holds."""
+
+    class Recorder(ProductionRuntime):
+        def __init__(self) -> None:
+            super().__init__()
+            self.events: list[tuple[str, dict]] = []
+
+        def event(self, kind, **fields):
+            self.events.append((kind, fields))
+            super().event(kind, **fields)
+
+    store = memory_store()
+    with open_mem(store) as db:
+        for i in range(3):
+            db.put(b"l0-%d" % i, b"v")
+            db.flush(wal=False)
+    rt = Recorder()
+    with slatedb.Db.open("memory://test", settings={**QUIET, "l0_max_ssts": 2}, store=store, runtime=rt) as db:
+        db.put(b"k", b"v")
+        got = db.create_checkpoint(CheckpointScope.ALL)
+        m = manifest_at(store, got.manifest_id)
+        assert len(m.l0) == 3 and m.wal_id_last_seen > m.replay_after_wal_id
+        assert [f for k, f in rt.events if k == "checkpoint_flush_blocked"] == [{"l0": 3}]
+        assert pinned_contents(store, got.manifest_id) == {b"l0-0": b"v", b"l0-1": b"v", b"l0-2": b"v", b"k": b"v"}
 
 
 def test_scope_durable_pins_what_was_durable_without_flushing():

@@ -329,6 +329,7 @@ def test_a_clone_whose_manifest_create_loses_to_another_run_goes_on_from_that_ru
     assert got == latest(child) and got.manifest.initialized
     steps = [f["clone_step"] for k, f in rt.events if k == "clone"]
     assert steps == ["read", "source_checkpoint", "manifest_conflict", "read", "done"]
+    assert [f["attempt"] for k, f in rt.events if k == "clone" and f["clone_step"] == "read"] == [1, 2]
     assert rt.events[-1][1]["resumed"] is True
     assert len(final_checkpoints(parent)) == 1  # the other run's
     assert contents(child) == rows(b"x", 5)

@@ -324,6 +324,23 @@ def test_hard_destroy_releases_final_checkpoints_past_an_entry_without_one(url: 
             and not isinstance(c.metadata, WriterCheckpoint)] == []
 
 
+def test_hard_destroy_releases_final_checkpoints_past_an_entry_whose_database_is_gone(url: str) -> None:
+    """An ``external_dbs`` entry whose database has no manifest any more (destroyed and removed
+    already) has no checkpoint left to release: skipped, not the end of the list (DESTROY-5)."""
+    from slatedb.format.types import ExternalDb
+
+    child = url.replace("/db", "/clone")
+    trio.run(lambda: create_clone_url(child, url))
+    cur = latest(child)
+    gone = ExternalDb("gone", uuid.uuid4(), uuid.uuid4(), ())  # nothing was ever written at <bucket>/gone
+    edited = attrs.evolve(cur.manifest, external_dbs=(gone, *cur.manifest.external_dbs))
+    trio.run(ManifestStore(store(child), ProductionRuntime()).try_write, cur.id + 1, edited)
+    hard(child)
+    assert keys_under(child) == []
+    assert [c for c in latest(url).manifest.checkpoints if c.checkpoint_expire_time_s == 0
+            and not isinstance(c.metadata, WriterCheckpoint)] == []
+
+
 class LandsDuringDeletes(CrashingStore):
     """``inner`` where, during the first ``lands`` deletes of a hard destroy (after its listing),
     another process's write lands: a GC's ``gc/manifest.boundary`` (destroy seed 3), then more."""

@@ -109,6 +109,19 @@ def test_tombstones_and_expired_rows_drop_only_at_the_bottom() -> None:
     assert early[1].kind is V and early[1].expire_ts_ms == 50
 
 
+def test_an_expired_version_a_snapshot_may_read_becomes_a_tombstone_in_place() -> None:
+    """Versions above the retention seq stay one by one (a snapshot may read each); one of them
+    expired is written as a tombstone at its seq (it must still hide the older versions kept
+    below it), a tombstone stays one, and the newest version at or below M stays as it is."""
+    store = memory_store()
+    m = setup(store, [[r("b", 8, expire=50), r("c", 9, T)], [r("b", 6), r("c", 7, expire=50)]],
+              {0: [r("b", 1), r("c", 2)]})
+    out = trio.run(rows_of, store, run(store, job(m, M=4, bottom=False, now=100)))
+    assert [(x.key, x.seq, x.kind, x.expire_ts_ms) for x in out] == [
+        (b"b", 8, T, None), (b"b", 6, V, None), (b"b", 1, V, None),
+        (b"c", 9, T, None), (b"c", 7, T, None), (b"c", 2, V, None)]
+
+
 def test_outputs_are_cut_by_size_but_never_inside_a_key() -> None:
     store = memory_store()
     rows = [r(f"k{i:04d}", s, value="x" * 40) for i in range(300) for s in (3, 2, 1)]

@@ -7,6 +7,7 @@ import pytest
 from ulid import ULID
 
 from slatedb.compactor import CompactionSpec, L0Source, RunSource, SizeTieredOptions, SizeTieredScheduler, validate_spec
+from slatedb.compactor.scheduler import sst_size_bytes
 from slatedb.errors import InvalidArgumentError
 from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SortedRunV2, SsTableInfo
 
@@ -92,6 +93,16 @@ def test_a_run_whose_ssts_the_manifest_does_not_list_weighs_nothing(sizes, expec
     m = attrs.evolve(m, ssts=tuple(s for s in m.ssts if s.id not in unlisted))
     (s,) = SizeTieredScheduler(SizeTieredOptions(2, 4, 4.0)).propose(m, [], 1)
     assert s == CompactionSpec(tuple(RunSource(i) for i in expected), expected[-1])
+
+
+@pytest.mark.parametrize("last", ["index", "filter", "stats"])
+def test_an_sst_weighs_up_to_the_end_of_its_last_section(last: str) -> None:
+    """``sst_size_bytes``: the largest end (offset + length) of the index, filter and stats
+    sections, whichever of them the writer put last."""
+    ends = {"index": (1000, 24), "filter": (900, 50), "stats": (960, 30)}
+    ends[last] = (2000, 77)
+    info = SsTableInfo(**{f"{name}_{part}": v for name, (o, n) in ends.items() for part, v in (("offset", o), ("len", n))})
+    assert sst_size_bytes(info) == 2077
 
 
 def test_options_come_from_the_official_string_map() -> None:

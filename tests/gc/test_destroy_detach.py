@@ -124,6 +124,23 @@ def test_clone_detaches_once_no_manifest_references_parent_ssts() -> None:
     run_virtual(main)
 
 
+def test_entries_are_told_apart_by_path_and_source_checkpoint() -> None:
+    """An entry that references no SST is detached even when an entry of another path (sorting
+    after it) names the same source checkpoint id and still references one: an entry is its
+    (path, source checkpoint) pair, not either half."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        parent, clone, final = await parent_and_clone(rt, clone_ssts=False)
+        (ext,) = (await clone.latest()).manifest.external_dbs
+        other = ExternalDb("zz-other", ext.source_checkpoint_id, None, (parent.put_sst(),))
+        await clone.commit(lambda m: attrs.evolve(m, external_dbs=(ext, other)))
+        stats = await GarbageCollector(clone.store, rt, gc_options()).run_once()
+        assert stats.clones_detached == 1 and (await clone.latest()).manifest.external_dbs == (other,)
+        assert final.id not in {c.id for c in (await parent.latest()).manifest.checkpoints}
+
+    run_virtual(main)
+
+
 def test_detach_tolerates_a_parent_checkpoint_already_gone() -> None:
     async def main() -> None:
         rt = VirtualRuntime()
