@@ -33,13 +33,15 @@ does); :data:`AVAILABLE` is False on a trio without it, and then ``trio.sleep`` 
 from __future__ import annotations
 
 import math
-from typing import Any
+import types
+from typing import Any, Generator
 
 import trio
 
 try:  # trio's private run loop; checked against the pinned trio (pyproject.toml)
     from trio._core._run import GLOBAL_RUN_CONTEXT, Deadlines, Runner
     from trio._core._exceptions import Cancelled
+    from trio._core._traps import WaitTaskRescheduled as _WaitTaskRescheduled
 
     AVAILABLE = all(hasattr(Deadlines, a) for a in ("add", "remove", "next_deadline", "expire")) and hasattr(
         Runner, "reschedule") and hasattr(Cancelled, "_create")
@@ -47,7 +49,6 @@ except ImportError:  # pragma: no cover - another trio
     AVAILABLE = False
 
 _Abort = trio.lowlevel.Abort
-_wait = trio.lowlevel.wait_task_rescheduled
 _inf = math.inf
 
 
@@ -68,27 +69,16 @@ class _Wake:
         self._registered_deadline = _inf
         self.runner.reschedule(self.task)
 
-
-async def sleep_until(deadline: float) -> None:
-    """``trio.sleep_until(deadline)``, woken without a cancellation (see the module)."""
-    runner = GLOBAL_RUN_CONTEXT.runner
-    if not deadline > runner.clock.current_time():
-        # Already due (or NaN): trio's own path (a checkpoint through an already-cancelled scope).
-        await trio.sleep_until(deadline)
-        return
-    task = GLOBAL_RUN_CONTEXT.task
-    wake = _Wake(deadline, task, runner)
-    runner.deadlines.add(deadline, wake)
-
-    def abort(_raise_cancel: Any) -> _Abort:
+    def abort(self, _raise_cancel: Any) -> Any:
         # Cancelled by an enclosing scope while asleep: drop the deadline, let the Cancelled in.
-        runner.deadlines.remove(wake._registered_deadline, wake)
-        wake._registered_deadline = _inf
+        self.runner.deadlines.remove(self._registered_deadline, self)
+        self._registered_deadline = _inf
         return _Abort.SUCCEEDED
 
-    await _wait(abort)
-    # Woken by the deadline. trio's inner scope would now let a Cancelled through if an
-    # enclosing scope was cancelled since (it caught its own only while no parent's was visible).
+
+def _woken(task: Any) -> None:
+    """After a sleeper's wake-up: trio's inner scope would now let a Cancelled through if an
+    enclosing scope was cancelled since (it caught its own only while no parent's was visible)."""
     status = task._cancel_status
     if status.effectively_cancelled:
         reason = status._scope._cancel_reason
@@ -97,12 +87,44 @@ async def sleep_until(deadline: float) -> None:
         raise Cancelled._create(source=reason.source, reason=reason.reason, source_task=reason.source_task)
 
 
-async def sleep(seconds: float) -> None:
+# ``sleep_until`` and ``sleep`` are generator-based coroutines (``types.coroutine``): awaiting
+# one yields trio's wait message straight to the run loop, where ``trio.lowlevel.wait_task_rescheduled``
+# would add two frames (and ``async def`` a third) that every wake-up passes down and every
+# sleep passes up again -- a store call sleeps twice. Await them; they are not coroutine
+# functions for ``start_soon``.
+
+
+@types.coroutine
+def sleep_until(deadline: float) -> Generator[Any, Any, None]:
+    """``trio.sleep_until(deadline)``, woken without a cancellation (see the module)."""
+    runner = GLOBAL_RUN_CONTEXT.runner
+    if not deadline > runner.clock.current_time():
+        # Already due (or NaN): trio's own path (a checkpoint through an already-cancelled scope).
+        yield from trio.sleep_until(deadline).__await__()
+        return
+    task = GLOBAL_RUN_CONTEXT.task
+    wake = _Wake(deadline, task, runner)
+    runner.deadlines.add(deadline, wake)
+    (yield _WaitTaskRescheduled(wake.abort)).unwrap()  # what wait_task_rescheduled yields and unwraps
+    _woken(task)
+
+
+@types.coroutine
+def sleep(seconds: float) -> Generator[Any, Any, None]:
     """``trio.sleep(seconds)`` (see :func:`sleep_until`)."""
     if seconds <= 0 or not AVAILABLE:
-        await trio.sleep(seconds)
+        yield from trio.sleep(seconds).__await__()
         return
-    await sleep_until(GLOBAL_RUN_CONTEXT.runner.clock.current_time() + seconds)
+    runner = GLOBAL_RUN_CONTEXT.runner
+    deadline = runner.clock.current_time() + seconds
+    if not deadline > runner.clock.current_time():  # a sleep too short to move the clock
+        yield from trio.sleep_until(deadline).__await__()
+        return
+    task = GLOBAL_RUN_CONTEXT.task
+    wake = _Wake(deadline, task, runner)
+    runner.deadlines.add(deadline, wake)
+    (yield _WaitTaskRescheduled(wake.abort)).unwrap()
+    _woken(task)
 
 
 def speed_up(clock: trio.testing.MockClock) -> None:

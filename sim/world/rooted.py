@@ -8,7 +8,7 @@ stores it made (``stores``) to heal them all at once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Coroutine
 
 from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, PutMode
 from slatedb.objstore.memory import MemoryStore
@@ -33,21 +33,23 @@ class RootedStore(SimObjectStore):
     def open_url(self, url: str):
         return self.world.store(self.process, url)
 
-    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
-        return await self._op("get", self.root + key, lambda: self.inner.get_now(key, byte_range), range=byte_range)
+    # as SimObjectStore's: ``_op``'s coroutine, for the caller to await
 
-    async def head(self, key: str) -> ObjectMeta:
-        return await self._op("head", self.root + key, lambda: self.inner.head_now(key))
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Coroutine[Any, Any, GetResult]:
+        return self._op("get", self.root + key, lambda: self.inner.get_now(key, byte_range), range=byte_range)
 
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        return await self._op("put", self.root + key, lambda: self.inner.put_now(key, data, mode), mode=str(mode),
-                              size=len(data))
+    def head(self, key: str) -> Coroutine[Any, Any, ObjectMeta]:
+        return self._op("head", self.root + key, lambda: self.inner.head_now(key))
 
-    async def list(self, prefix: str = "") -> list[ObjectMeta]:
-        return await self._op("list", self.root + prefix, lambda: self.inner.list_now(prefix))
+    def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> Coroutine[Any, Any, ObjectMeta]:
+        return self._op("put", self.root + key, lambda: self.inner.put_now(key, data, mode), mode=str(mode),
+                        size=len(data))
 
-    async def delete(self, key: str) -> None:
-        return await self._op("delete", self.root + key, lambda: self.inner.delete_now(key))
+    def list(self, prefix: str = "") -> Coroutine[Any, Any, list[ObjectMeta]]:
+        return self._op("list", self.root + prefix, lambda: self.inner.list_now(prefix))
+
+    def delete(self, key: str) -> Coroutine[Any, Any, None]:
+        return self._op("delete", self.root + key, lambda: self.inner.delete_now(key))
 
     async def copy(self, src_key: str, dst_key: str) -> ObjectMeta:
         def apply() -> ObjectMeta:

@@ -95,8 +95,9 @@ class SimRuntime(Runtime):
         self.offset_ms += delta_ms
         self.trace.record(self.name, "clock.jump", delta_ms=delta_ms, offset_ms=self.offset_ms)
 
-    async def sleep(self, seconds: float) -> None:
-        await fastclock.sleep(max(0.0, seconds) / self.rate)
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        # fastclock's sleep itself, for the caller to await (no frame of its own: see fastclock)
+        return fastclock.sleep(max(0.0, seconds) / self.rate)
 
     def _world_seconds(self, seconds: float) -> float:
         return seconds / self.rate
