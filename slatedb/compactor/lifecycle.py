@@ -28,6 +28,7 @@ subcompaction ranges that do not tile the key space, an output outside its range
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Iterable
 
 import attrs
@@ -116,31 +117,44 @@ def check_subcompactions(c: Compaction, where: str) -> None:
     for i, sub in enumerate(subs):
         s, e = sub.range.start_bound, sub.range.end_bound
         lo, hi = range_lo_hi(sub.range)
-        what = f"compaction {c.id} subcompaction {i}"
         if (i == 0) != (lo is None) or (i == len(subs) - 1) != (hi is None):
-            raise CorruptionError(where, None, f"{what}: ranges do not cover the key space")
+            raise CorruptionError(where, None, f"{_what(c, i)}: ranges do not cover the key space")
         if lo is not None and (s.bound_type is not BoundType.INCLUDED or lo != prev_hi):
-            raise CorruptionError(where, None, f"{what}: range starts at {lo!r}, not where range {i - 1} ends")
+            raise CorruptionError(where, None, f"{_what(c, i)}: range starts at {lo!r}, not where range {i - 1} ends")
         if hi is not None and (e.bound_type is not BoundType.EXCLUDED or (lo is not None and hi <= lo)):
-            raise CorruptionError(where, None, f"{what}: range end {hi!r} is not an excluded bound above its start")
+            raise CorruptionError(where, None, f"{_what(c, i)}: range end {hi!r} is not an excluded bound above its start")
         last: bytes | None = None
         for o in sub.output_ssts:
             first, end = o.info.first_entry, o.info.last_entry
             if first is None or end is None:
                 continue
             if (lo is not None and first < lo) or (hi is not None and end >= hi) or (last is not None and first < last):
-                raise CorruptionError(where, None, f"{what}: output {o.id} [{first!r}, {end!r}] lies outside its "
+                raise CorruptionError(where, None, f"{_what(c, i)}: output {o.id} [{first!r}, {end!r}] lies outside its "
                                                    f"range [{lo!r}, {hi!r}) or out of order")
             last = end
         prev_hi = hi
 
 
+def _what(c: Compaction, i: int) -> str:
+    return f"compaction {c.id} subcompaction {i}"
+
+
 def check_compactions(value: CompactionsV1, where: str) -> None:
     """Refuse a ``.compactions`` value we must not act on (see the module docstring)."""
     for c in value.recent_compactions:
-        if c.worker is not None and c.worker.worker_id is not None:
-            parse_worker_id(c.worker.worker_id, f"{where} (compaction {c.id})")
+        if c.worker is not None and c.worker.worker_id is not None and not (
+                type(c.worker.worker_id) is str and _is_ulid_text(c.worker.worker_id)):
+            parse_worker_id(c.worker.worker_id, f"{where} (compaction {c.id})")  # raises
         check_subcompactions(c, where)
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of a string; every tick and heartbeat checks every job
+def _is_ulid_text(text: str) -> bool:
+    try:
+        ULID.from_str(text)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
