@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import trio
 
+from sim.world import fastclock
 from sim.world.choices import boolean
 from sim.world.runtime import SimRuntime, run_deterministic
 from sim.world.trace import Trace
 
 
 async def _tasks(seed: int, n_tasks: int) -> str:
-    trace = Trace(trio.current_time)
+    trace = Trace(fastclock.current_time)
     rt = SimRuntime("p0", seed, trace)
     scopes: list[trio.CancelScope] = []
 

@@ -65,6 +65,15 @@ class ChoiceStream(random.Random):
         self.values: list[Any] = []
         self.kinds: list[tuple] = []
         self.spans: list[tuple[str, int, int]] = []
+        # The fresh draws' last kind tuples, reused while the bounds are the same objects (a
+        # store's latency bounds, its fault rates: most of a run's draws). The recorded kinds
+        # are equal either way; reused, they are not thousands of tuples left for the cyclic
+        # collector when the run's world is freed.
+        self._r_kind: tuple = (None, None, None)
+        self._r_a: Any = None
+        self._r_b: Any = None
+        self._b_kind: tuple = (None, None)
+        self._i_kinds: dict[int, tuple] = {}
         if fresh and not prefix:
             # Generating (no prefix to replay, every value drawn from the seed): the hot draws
             # skip the replay step and the ``fresh`` closure, with the same values and records.
@@ -196,10 +205,17 @@ class ChoiceStream(random.Random):
     # -- generating: the same draws as above with an empty prefix and ``fresh`` --------------
 
     def _uniform_fresh(self, a: float, b: float) -> float:
-        return self._record(self._inner.uniform(a, b), ("r", float(a), float(b)))
+        kind = self._r_kind
+        if a is not self._r_a or b is not self._r_b:
+            kind = self._r_kind = ("r", float(a), float(b))
+            self._r_a, self._r_b = a, b
+        return self._record(self._inner.uniform(a, b), kind)
 
     def _boolean_fresh(self, p: float) -> bool:
-        return self._record(self._inner.random() < p, ("b", p))
+        kind = self._b_kind
+        if kind[1] is not p:
+            kind = self._b_kind = ("b", p)
+        return self._record(self._inner.random() < p, kind)
 
     def _outcome_fresh(self, rates: Sequence[float]) -> int:
         v = 0
@@ -209,7 +225,11 @@ class ChoiceStream(random.Random):
             if r < acc:
                 v = i + 1
                 break
-        return self._record(v, ("i", 0, len(rates)))
+        n = len(rates)
+        kind = self._i_kinds.get(n)
+        if kind is None:
+            kind = self._i_kinds[n] = ("i", 0, n)
+        return self._record(v, kind)
 
     def _choice_fresh(self, seq: Sequence[Any]) -> Any:
         n = len(seq)

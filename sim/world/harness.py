@@ -37,6 +37,7 @@ from slatedb.errors import SlateDBError
 from slatedb.format import memo
 from slatedb.objstore.memory import MemoryBucket
 
+from sim.world import fastclock
 from sim.world.choices import Choices
 from sim.world.invariants import Violation, as_violation, is_id
 from sim.world.runtime import run_deterministic
@@ -171,7 +172,7 @@ def run_world(scenario: Scenario, seed: int, *, choices: Choices | None = None, 
 def _run_world(scenario: Scenario, seed: int, choices: Choices | None, bugs: Iterable[str], faults: str,
                options: dict[str, Any]) -> WorldResult:
     choices = Choices(seed) if choices is None else choices
-    trace = Trace(trio.current_time)
+    trace = Trace(fastclock.current_time)
     skip = frozenset(options.get("skip_checks", ())) | _SKIP.get()
     if skip:
         options = {**options, "skip_checks": skip}

@@ -82,7 +82,7 @@ class SimRuntime(Runtime):
         self._origin_s = trio.current_time()
 
     def _world_s(self) -> float:
-        return trio.current_time() - self._origin_s
+        return fastclock.current_time() - self._origin_s
 
     def monotonic_s(self) -> float:
         return self._world_s() * self.rate
