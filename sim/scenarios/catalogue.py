@@ -291,7 +291,7 @@ CATALOGUE: tuple[Bug, ...] = (
         "soft destroy, landed after GC removed the database keeps its manifest and WAL fence and opens: the database "
         "is resurrected as one lone manifest with the destroy's mark lost", _GC_CLASS,
         "RFC 000 Deleting a Database against a stalled writer open; destroy.md DESTROY-3, DESTROY-7",
-        "slatedb/db/core.py DbCore._open_outlived_destroy", "destroy", ("DESTROY-3", "DESTROY-7", "DESTROY-6"), 500),
+        "slatedb/wal/writer.py WalWriter.outlived_destroy", "destroy", ("DESTROY-3", "DESTROY-7", "DESTROY-6"), 500),
     # -- bulk load (sim/scenarios/load.py) --
     Bug(switches.LOAD_WAL_TAIL_SHORT, "a load's commit reads the WAL below its fence one object short: that "
         "object's rows are in no L0 SST and below the new replay point", _LOAD_CLASS,

@@ -40,8 +40,7 @@ import trio
 from ulid import ULID
 
 from slatedb.config import Settings
-from slatedb.errors import (ClosedError, FencedError, InvalidArgumentError, InvalidDbStateError, ObjectNotFoundError,
-                            SlateDBError)
+from slatedb.errors import ClosedError, FencedError, InvalidArgumentError, InvalidDbStateError, SlateDBError
 from slatedb.format.sst import sst_options_of
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
@@ -52,12 +51,12 @@ from slatedb.lsm.view import build_view
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AdvanceReplay, BumpWriterEpoch, ReleaseWriterCheckpoint
 from slatedb.manifest.missing import initial_over_leftovers, latest_or_refuse
-from slatedb.manifest.store import ManifestStore, StoredManifest, read_boundary_versioned
+from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.merge_operator import MergeFn
-from slatedb.runtime import Runtime, probes, switches, with_max_retries
-from slatedb.wal.writer import WalWriter, replay_wal, wal_key
+from slatedb.runtime import Runtime, switches, with_max_retries
+from slatedb.wal.writer import WalWriter, replay_wal
 
 from .flushers import Flushers
 from .follower import ManifestFollower
@@ -183,8 +182,13 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
                                           floor_id=floor, sst_options=sst_options_of(self.settings, min_filter_keys=2**31))
         # The manifest may have moved on (a compactor) while we fenced: read the latest.
         stored, listed = await self.manifests.read_latest_listed()
-        if stored is None or bumped.stored.id - 1 not in listed:
-            await self._open_outlived_destroy(bumped.stored.id, listed)
+        if stored is None or bumped.stored.id - 1 not in listed:  # DESTROY-7 (destroy seed 409)
+            gc_opts = self.settings.garbage_collector_options
+            if await self._wal.outlived_destroy(bumped.stored.id, listed, boundary_files=(
+                    gc_opts is None or gc_opts.boundary_files_enabled)):
+                raise InvalidDbStateError(f"database at {self.store.url} was destroyed while this writer opened it: its "
+                                          f"epoch bump (manifest {bumped.stored.id}) landed after the database was "
+                                          f"removed and is taken back")
         assert stored is not None
         self._stored = stored
         rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id,
@@ -211,35 +215,6 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         opened_seq = self._w.last_seq
         if rt.metrics is not None:  # rows written since open, computed when read
             rt.metrics.derived["puts"] = lambda: self._w.last_seq - opened_seq
-
-    async def _open_outlived_destroy(self, bumped_id: int, listed: list[int]) -> None:
-        """DESTROY-7 for the writer's open (spec/protocols/destroy.md "Concurrent writers of
-        metadata"; destroy seed 409): the epoch bump was decided on manifest ``bumped_id - 1``,
-        then the latest. Found gone after the fence, it was deleted either by a GC (which first
-        makes the boundary durable at or above it, BOUNDARY-1) or by a destroyer that removed the
-        database while the bump was on the wire: the bump and the fence then landed on an emptied
-        root. That is the boundary below the base: take both back (the manifest last) and refuse
-        the open. Looked at only when the base is missing from the listing the open reads anyway,
-        and skipped without boundary files (no proof), as GC's own look is."""
-        rt, base = self.runtime, bumped_id - 1
-        gc_opts = self.settings.garbage_collector_options
-        if listed and gc_opts is not None and not gc_opts.boundary_files_enabled:
-            return
-        boundary, _etag = await read_boundary_versioned(self.store, rt, self.manifests.boundary_key)
-        if listed and boundary >= base:
-            return  # a GC deleted the base behind its boundary: the database lives
-        rt.probe(probes.WRITER_OPEN_OUTLIVED_DESTROY)
-        rt.event("writer_open_outlived_destroy", manifest=bumped_id, boundary=boundary)
-        if switches.WRITER_KEEPS_OPEN_AFTER_DESTROY in rt.bugs and listed:  # catalogued bug (sim/scenarios/catalogue.py)
-            return
-        for key in (wal_key(self._wal.fence_id), self.manifests.key(bumped_id)):
-            try:
-                await retry_transient(rt, lambda k=key: self.store.delete(k), what=f"delete {key}")
-            except ObjectNotFoundError:
-                pass
-            rt.event("delete", path=key, why="open outlived destroy")
-        raise InvalidDbStateError(f"database at {self.store.url} was destroyed while this writer opened it: its epoch "
-                                  f"bump (manifest {bumped_id}) landed after the database was removed and is taken back")
 
     def metrics(self) -> dict:
         """The engine's metrics as a dict (:mod:`slatedb.runtime.metrics`; empty without a

@@ -235,9 +235,9 @@ GC_CREATE_OUTLIVED_DESTROY = _probe(
     "destroy.md \"Concurrent writers of metadata\", DESTROY-7")
 WRITER_OPEN_OUTLIVED_DESTROY = _probe(
     "writer.open-outlived-destroy",
-    "a writer's epoch bump, decided on a manifest read before a destroy, landed after the destroy "
-    "removed the database (the base manifest gone with no boundary at or above it): the writer "
-    "took its manifest and WAL fence back and refused the open",
+    "a writer's (or a bulk load's) epoch bump, decided on a manifest read before a destroy, landed "
+    "after the destroy removed the database (the base manifest gone with no boundary at or above "
+    "it): it took its manifest and WAL fence back and refused the open (the load's commit)",
     "destroy.md \"Concurrent writers of metadata\", DESTROY-7")
 
 # -- Readers, clones, projection and union --------------------------------------------------------

@@ -424,7 +424,10 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
         raise LoadRefusedError(f"a writer opened while the load committed ({e}): nothing committed") from None
     fence_id = wal.fence_id
     rt.event("load_fenced", load_id=plan.load_id, epoch=epoch, fence=fence_id)
-    fenced = await manifests.read_latest()
+    fenced, listed = await manifests.read_latest_listed()
+    if (fenced is None or bumped.stored.id - 1 not in listed) and await wal.outlived_destroy(bumped.stored.id, listed):
+        raise LoadRefusedError(f"the database at {store.url} was destroyed while the load committed (its epoch bump "
+                               f"landed after the database was removed and is taken back): nothing committed")
     assert fenced is not None
     # LOAD-5: no row below the fence may carry a seq at or above the load's.
     tail_end = fence_id - 1 if switches.LOAD_WAL_TAIL_SHORT in rt.bugs else fence_id

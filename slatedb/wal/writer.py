@@ -28,7 +28,7 @@ from slatedb.errors import CorruptionError, FencedError, ObjectNotFoundError
 from slatedb.format.sst import SstOptions
 from slatedb.format.wal_sst import FENCE_BYTES, decode_wal_sst, encode_wal_sst_fast
 from slatedb.format.layout import WAL_DIR, WAL_SUFFIX, parse_id, wal_key  # noqa: F401 (re-exported)
-from slatedb.manifest.store import ManifestStore
+from slatedb.manifest.store import ManifestStore, read_boundary_versioned
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
 from slatedb.row import Row
@@ -102,6 +102,35 @@ class WalWriter:
         if current > epoch:
             runtime.event("halt", epoch=epoch, newer=current)
             raise FencedError(f"writer epoch {epoch} was fenced by a writer with epoch {current}")
+
+    async def outlived_destroy(self, bumped_id: int, listed: list[int], *, boundary_files: bool = True) -> bool:
+        """DESTROY-7 after an epoch bump and this fence (spec/protocols/destroy.md "Concurrent
+        writers of metadata"; destroy seed 409). Called when the listing ``listed`` read after
+        the fence lacks manifest ``bumped_id - 1``, the base of the bump (then the latest): it was
+        deleted after the bump landed, either by a GC, which first makes the boundary durable at
+        or above it (BOUNDARY-1), or by a destroyer that removed the database while the bump was
+        on the wire, so that the bump and the fence landed on an emptied root. The boundary below
+        the base (or nothing listed at all) is the second case: the fence and the manifest are
+        deleted again (the manifest last) and True returned; the caller refuses. With boundary
+        files off there is no proof while our manifest is listed: False, as GC's own look."""
+        rt, base = self.runtime, bumped_id - 1
+        if listed and not boundary_files:
+            return False
+        boundary, _etag = await read_boundary_versioned(self.store, rt, self.manifests.boundary_key)
+        if listed and boundary >= base:
+            return False  # a GC deleted the base behind its boundary: the database lives
+        rt.probe(probes.WRITER_OPEN_OUTLIVED_DESTROY)
+        rt.event("writer_open_outlived_destroy", manifest=bumped_id, boundary=boundary)
+        if switches.WRITER_KEEPS_OPEN_AFTER_DESTROY in rt.bugs and listed:  # catalogued bug (sim/scenarios/catalogue.py)
+            return False
+        self.halted = True
+        for key in (wal_key(self.fence_id), self.manifests.key(bumped_id)):
+            try:
+                await retry_transient(rt, lambda k=key: self.store.delete(k), what=f"delete {key}")
+            except ObjectNotFoundError:
+                pass
+            rt.event("delete", path=key, why="open outlived destroy")
+        return True
 
     # -- writing ----------------------------------------------------------------------------
 

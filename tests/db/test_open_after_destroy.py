@@ -78,3 +78,27 @@ def test_an_open_whose_base_another_gc_deleted_behind_its_boundary_goes_on() -> 
     assert latest_manifest(store)[0] == ids[-1] and len(ids) >= 1
     with slatedb.Db.open("memory://test", store=store) as db:
         assert db.get(b"k2") == b"v2"
+
+
+def test_a_bulk_load_whose_bump_landed_after_the_database_was_removed_commits_nothing() -> None:
+    """The bulk load's commit fences the writer as an open does (LOAD-4): the same look after its
+    fence takes the bump back and refuses the load, and nothing is left at the URL."""
+    import trio
+
+    from slatedb.format.sst import SstOptions
+    from slatedb.runtime.production import ProductionRuntime
+    from slatedb.spark.load import LoadRefusedError, begin_load, commit_load, stage_sorted
+
+    inner = _existing()
+    rt = ProductionRuntime("load")
+
+    async def main() -> None:
+        plan = await begin_load(inner, rt, overwrite=False)
+        staged = await stage_sorted(inner, rt, plan, 0, 0, [b"a", b"b"], [b"1", b"2"],
+                                    sst_options=SstOptions(block_size_bytes=512), sst_size_bytes=4096)
+        store = RemovedBeforeBump(inner)
+        with pytest.raises(LoadRefusedError, match="destroyed while the load committed"):
+            await commit_load(store, rt, plan, [staged])
+        assert store.fired and store.list_now("") == [], [m.key for m in store.list_now("")]
+
+    trio.run(main)
