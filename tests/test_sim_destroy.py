@@ -4,10 +4,13 @@ hand-written mutant of the destroy edit's already-applied check are caught."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from slatedb.format.manifest import encode_manifest
-from slatedb.format.types import ManifestV2
+from slatedb.format.types import Checkpoint, ManifestV2
+from slatedb.manifest.checkpoints import writer_checkpoint
 from slatedb.manifest.edits import NOT_LANDED, SoftDestroy
 from slatedb.objstore.memory import MemoryBucket
 
@@ -206,8 +209,10 @@ def test_destroy_3_names_a_writer_going_on_after_its_open_landed_on_a_removed_da
         _landing(trace, bucket, "w0", 1, "db/manifest/00000000000000000001.manifest",
                  encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
         _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000001.manifest", None)  # removed
+        bump = ManifestV2(initialized=True, writer_epoch=2,
+                          checkpoints=(writer_checkpoint(uuid.UUID(int=7), 2, 2, 0),))
         _landing(trace, bucket, "w", 1, "db/manifest/00000000000000000002.manifest",  # the stalled bump
-                 encode_manifest(ManifestV2(initialized=True, writer_epoch=2)))
+                 encode_manifest(bump))
         _landing(trace, bucket, "w", 2, "db/wal/00000000000000000001.sst", b"")  # its fence
         return trace, bucket
 
@@ -219,3 +224,14 @@ def test_destroy_3_names_a_writer_going_on_after_its_open_landed_on_a_removed_da
     trace, bucket = world()  # kept: its first data object is the violation
     with pytest.raises(InvariantViolation, match="DESTROY-3.*goes on writing"):
         _landing(trace, bucket, "w", 3, "db/wal/00000000000000000002.sst", b"rows")
+    # A reader's checkpoint (not an epoch bump) landing there is judged at once, as before.
+    bucket = MemoryBucket()
+    trace = Trace(lambda: 0.0)
+    DestroyChecks(bucket, ("db/",)).attach(trace)
+    _landing(trace, bucket, "d1", 1, "db/manifest/00000000000000000001.manifest",
+             encode_manifest(ManifestV2(initialized=True, writer_epoch=1, destroyed_at_s=5)))
+    _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000001.manifest", None)  # removed
+    reader_cp = Checkpoint(id=uuid.UUID(int=9), manifest_id=1)
+    with pytest.raises(InvariantViolation, match="DESTROY-3.*over destroyed"):
+        _landing(trace, bucket, "r1", 1, "db/manifest/00000000000000000002.manifest",
+                 encode_manifest(ManifestV2(initialized=True, writer_epoch=1, checkpoints=(reader_cp,))))

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.types import ManifestV2, WriterCheckpoint
+from slatedb.manifest.checkpoints import is_writer_checkpoint
 from slatedb.objstore.memory import MemoryBucket
 
 from sim.checks.manifest import bucket_reader, durable_boundary
@@ -120,7 +121,7 @@ class DestroyChecks:
                                                              f"its open landed {kept[0]} on the removed database")
                 del self.late_open[e.process]
         if (mid is not None and root in self.gone and not e.process.startswith(("g", "d"))
-                and mid > self._boundary(root)):
+                and mid > self._boundary(root) and self._writer_bump(root, key)):
             # A writer's epoch bump decided before a destroy landed on the emptied root (destroy
             # seed 409): its writer takes it back (and its fence) before it writes anything else.
             self.late_open[e.process] = (root, [key])
@@ -154,6 +155,16 @@ class DestroyChecks:
             if epoch is not None and epoch < self.marked_epoch[root]:
                 raise InvariantViolation("DESTROY-2", e, f"{e.process} (writer epoch {epoch}) created {root}{rel} "
                                                          f"after the destroy of epoch {self.marked_epoch[root]} landed")
+
+    def _writer_bump(self, root: str, key: str) -> bool:
+        """The manifest at ``key`` adds checkpoints, all of them writer checkpoints: an epoch bump
+        (a writer's open), not a reader's or a clone's checkpoint, which DESTROY-3 judges at once."""
+        if key not in self.bucket.objects:
+            return False
+        m = decode_manifest_v2(bytes(self.bucket.objects[key][0]), key)
+        known = {c.id for seen in self.manifests[root].values() for c in seen.checkpoints}
+        new = [c for c in m.checkpoints if c.id not in known]
+        return bool(new) and all(is_writer_checkpoint(c) for c in new)
 
     # -- deletes ------------------------------------------------------------------------------
 
