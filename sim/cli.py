@@ -226,6 +226,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         out = None
     if out is None:
         out = open(ns.out, "w") if ns.out else None
+    started_on = ledger_mod.current_commit()  # the code that runs: the checkout may move meanwhile
     try:
         if getattr(ns, "engine", "local") == "spark":
             from sim.campaign.spark_engine import SparkUnavailable, sweep_spark
@@ -242,7 +243,8 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if out:
             out.close()
     # The ledger first: a reader that stops early (``| head``) must not lose the campaign's row.
-    recorded = None if report.engine == "spark" else ledger_mod.record(ledger_mod.from_report(report, scenario, ns.command))
+    recorded = None if report.engine == "spark" else ledger_mod.record(
+        ledger_mod.from_report(report, scenario, ns.command, commit=started_on))
     print(sweep_mod.format_summary(sweep_mod.summarize(report), scenario))
     if report.engine != "spark":  # the spark engine's rows carry no probe hits
         print(probes_mod.format_table(report.rows))
@@ -285,6 +287,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
         plan = dst_mod.plan("quick" if ns.quick else "default", names, ns.start)
         print("plan: " + ", ".join(f"{w} {r.start}..{r.stop - 1}" for w, r in plan.items()), flush=True)
     out = open(ns.out, "w") if ns.out else None
+    started_on = ledger_mod.current_commit()  # the code that runs: the checkout may move meanwhile
     try:
         campaign = dst_mod.run_campaign(scenarios, budget_s=budget_s, seeds=plan if plan is not None else seeds,
                                         start=ns.start, jobs=ns.jobs, out=out, progress=not ns.no_progress,
@@ -295,7 +298,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     recorded = None
     for result in campaign.results:  # the ledger (sim/campaign/ledger.py), one row per scenario, before any
         recorded = ledger_mod.record(ledger_mod.from_rows(  # output: `./just dst | head` keeps it
-            result.rows, result.scenario, kind="dst", engine="local", wall_s=campaign.wall_s))
+            result.rows, result.scenario, kind="dst", engine="local", wall_s=campaign.wall_s, commit=started_on))
     print(dst_mod.format_table(campaign))
     print()
     print(probes_mod.format_table(campaign.rows))

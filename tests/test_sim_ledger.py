@@ -171,3 +171,21 @@ def test_the_ledger_is_written_before_the_table_is_printed(ledger_file, monkeypa
     with pytest.raises(BrokenPipeError):
         cli.main(["sweep", "--workload", "store", "--seeds", "0..1", "--ops", "100", "--jobs", "1"])
     assert [(r["kind"], r["scenario"]) for r in _rows(ledger_file)] == [("dst", "store"), ("sweep", "store")]
+
+
+def test_a_campaign_is_recorded_on_the_commit_it_started_on(ledger_file, monkeypatch) -> None:
+    """The checkout may move while a campaign runs (another worktree merged into it): the row
+    names the commit read before the first seed, not the one found at the end."""
+    from sim.campaign import dst as dst_mod
+
+    from sim.campaign import sweep as sweep_mod
+
+    commits = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"])
+    monkeypatch.setattr(ledger, "current_commit", lambda cwd=None: next(commits))
+    real, real_sweep = dst_mod.run_campaign, sweep_mod.sweep_local  # each campaign: the checkout moves meanwhile
+    monkeypatch.setattr(dst_mod, "run_campaign", lambda *a, **kw: (ledger.current_commit(), real(*a, **kw))[1])
+    monkeypatch.setattr(sweep_mod, "sweep_local", lambda *a, **kw: (ledger.current_commit(), real_sweep(*a, **kw))[1])
+    assert cli.main(["dst", "--workload", "store", "--seeds", "0..1", "--ops", "100", "--jobs", "1"]) == 0
+    assert cli.main(["sweep", "--workload", "store", "--seeds", "0..1", "--ops", "100", "--jobs", "1"]) == 0
+    dst, sweep = _rows(ledger_file)
+    assert dst["commit_id"] == "aaaaaaaaaaaa" and sweep["commit_id"] == "cccccccccccc"

@@ -116,9 +116,11 @@ def entry(*, kind: str, engine: str, scenario: str, faults_mode: str, bugs: Sequ
     }
 
 
-def from_rows(rows: Sequence[dict], scenario: Any, *, kind: str, engine: str, wall_s: float) -> dict:
+def from_rows(rows: Sequence[dict], scenario: Any, *, kind: str, engine: str, wall_s: float,
+              commit: str | None = None) -> dict:
     """The row of one scenario's part of a campaign: its result rows (:func:`sim.campaign.sweep.run_seed`)
-    of a :class:`sim.campaign.sweep.Scenario`."""
+    of a :class:`sim.campaign.sweep.Scenario`. ``commit``: the commit the campaign started on
+    (:func:`current_commit` read before its first seed; the checkout may move while it runs)."""
     from collections import Counter
 
     from sim.campaign.sweep import invariant_of
@@ -135,12 +137,12 @@ def from_rows(rows: Sequence[dict], scenario: Any, *, kind: str, engine: str, wa
                  bugs=scenario.bugs, seeds=[r["seed"] for r in rows], failing_seeds=[r["seed"] for r in rows if not r["ok"]],
                  by_invariant=dict(by_invariant), faults_by_kind=dict(faults),
                  virtual_s=sum(r["virtual_s"] for r in rows), wall_s=wall_s, core_s=sum(r["wall_s"] for r in rows),
-                 probe_hits=dict(probe_seeds))
+                 probe_hits=dict(probe_seeds), commit=commit)
 
 
-def from_report(report: Any, scenario: Any, kind: str) -> dict:
+def from_report(report: Any, scenario: Any, kind: str, commit: str | None = None) -> dict:
     """The row of a sweep (:class:`sim.campaign.sweep.SweepReport` of a :class:`sim.campaign.sweep.Scenario`)."""
-    return from_rows(report.rows, scenario, kind=kind, engine=report.engine, wall_s=report.wall_s)
+    return from_rows(report.rows, scenario, kind=kind, engine=report.engine, wall_s=report.wall_s, commit=commit)
 
 
 def from_hunt(result: Any) -> dict:
