@@ -18,7 +18,7 @@ flight finish.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 import attrs
 import trio
@@ -28,6 +28,8 @@ from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore,
 from sim.world import events, fastclock
 from sim.world.store import ProcessCrashed, SimObjectStore
 from sim.world.trace import Trace
+
+T = TypeVar("T")
 
 
 class World(Protocol):
@@ -108,28 +110,41 @@ class PausableStore(ObjectStore):
         self.sim.trace.record(self.sim.process, events.PAUSE, seconds=round(seconds, 6))
 
     async def _wait(self) -> None:
-        while (left := self.paused_until - trio.current_time()) > 0:
+        while (left := self.paused_until - fastclock.current_time()) > 0:
             await fastclock.sleep(left)
 
-    async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:
+    async def _after_pause(self, call: Callable[[], Awaitable[T]]) -> T:
         await self._wait()
-        return await self.sim.get(key, byte_range)
+        return await call()
 
-    async def head(self, key: str) -> ObjectMeta:
-        await self._wait()
-        return await self.sim.head(key)
+    # Each call returns the simulated store's coroutine for the caller to await, behind a wait
+    # while the process is paused (``_after_pause``). Unpaused, the wait would return at once:
+    # no frame of its own (see fastclock on frames per wake-up).
 
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        await self._wait()
-        return await self.sim.put(key, data, mode)
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Awaitable[GetResult]:
+        if self.paused_until > fastclock.current_time():
+            return self._after_pause(lambda: self.sim.get(key, byte_range))
+        return self.sim.get(key, byte_range)
 
-    async def list(self, prefix: str = "") -> list[ObjectMeta]:
-        await self._wait()
-        return await self.sim.list(prefix)
+    def head(self, key: str) -> Awaitable[ObjectMeta]:
+        if self.paused_until > fastclock.current_time():
+            return self._after_pause(lambda: self.sim.head(key))
+        return self.sim.head(key)
 
-    async def delete(self, key: str) -> None:
-        await self._wait()
-        return await self.sim.delete(key)
+    def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> Awaitable[ObjectMeta]:
+        if self.paused_until > fastclock.current_time():
+            return self._after_pause(lambda: self.sim.put(key, data, mode))
+        return self.sim.put(key, data, mode)
+
+    def list(self, prefix: str = "") -> Awaitable[list[ObjectMeta]]:
+        if self.paused_until > fastclock.current_time():
+            return self._after_pause(lambda: self.sim.list(prefix))
+        return self.sim.list(prefix)
+
+    def delete(self, key: str) -> Awaitable[None]:
+        if self.paused_until > fastclock.current_time():
+            return self._after_pause(lambda: self.sim.delete(key))
+        return self.sim.delete(key)
 
     def open_url(self, url: str) -> Any:
         """Another database in the same world (a clone reaching its parent), when the simulated
