@@ -11,12 +11,14 @@ from ulid import ULID
 
 from slatedb.compactor import Compactor, full_spec, submit_compaction
 from slatedb.compactor import lifecycle as lc
+from slatedb.compactor.spec import CompactionSpec
 from slatedb.compactor.store import CompactionsStore, compactions_key
 from slatedb.compactor.subcompactions import InputSst, plan_boundaries, plan_ranges, target_bytes
 from slatedb.compactor.worker import Worker
 from slatedb.errors import CorruptionError
 from slatedb.format.layout import sst_key
 from slatedb.format.compactions import encode_compactions
+from slatedb.manifest.store import ManifestStore
 from slatedb.format.types import (
     CompactedSsTable,
     Compaction,
@@ -493,3 +495,87 @@ def test_a_worker_claims_only_up_to_its_free_concurrency() -> None:
         assert len(claimed) == 1, (limit, claimed)
 
     trio.run(main)
+
+
+# -- the coordinator's tick, step by step ------------------------------------------------------
+
+
+class CountingStore:
+    """``inner``, counting the requests made to it."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.requests: list[tuple[str, str]] = []
+
+    def __getattr__(self, name):
+        attr = getattr(self.inner, name)
+        if name in ("get", "put", "list", "delete", "head") and callable(attr):
+            async def counted(*args, **kwargs):
+                self.requests.append((name, str(args[0]) if args else ""))
+                return await attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+def test_the_scheduler_s_proposals_are_submitted_with_their_specs_then_scheduled() -> None:
+    """Step 3c: each job the scheduler proposes is appended ``Submitted`` (one
+    ``compaction_state`` event with its spec), then scheduled by the same tick's validation."""
+    store, _ = filled_store(n_keys=50, rounds=3)
+    rt = RecordingRuntime("coordinator")
+    coord = Compactor(store, rt, compactor_settings(min_sources=2), local_worker=False)
+
+    async def main():
+        await coord.start()
+        await coord.tick()
+
+    trio.run(main)
+    _, cs = latest_compactions(store)
+    jobs = [c for c in cs.recent_compactions if c.status is S.SCHEDULED]
+    assert jobs
+    states = [(f["id"], f["status"], f.get("spec")) for _, kind, f in rt.events if kind == "compaction_state"]
+    assert states == ([(str(c.id), "Submitted", CompactionSpec.from_format(c.spec).render()) for c in jobs]
+                      + [(str(c.id), "Scheduled", None) for c in jobs])
+
+
+def test_a_tick_with_no_stale_job_makes_no_reclaim_request() -> None:
+    """Step 3a reads the tick's ``.compactions`` for stale Running jobs: with none, it writes
+    nothing and reads nothing more."""
+    store, _ = filled_store(n_keys=50, rounds=1)
+    counting = CountingStore(store)
+    coord = Compactor(counting, RecordingRuntime("coordinator"), compactor_settings(min_sources=100),
+                      local_worker=False)
+
+    async def main():
+        await coord.start()
+        await submit_compaction(store, RecordingRuntime("admin"), full_spec(latest_manifest(store)[1]))
+        await coord.tick()  # Submitted -> Scheduled: a job, not Running, so not stale
+        coord._file = await coord.cstore.read_latest()
+        counting.requests.clear()
+        await coord._reclaim()
+
+    trio.run(main)
+    assert counting.requests == []
+
+
+def test_unscheduling_a_job_whose_sources_changed_wakes_the_coordinator() -> None:
+    """A Scheduled job whose sources left the manifest goes back to Submitted, and the coordinator
+    is woken to fail it at once (not a poll interval later); a tick that only schedules does not
+    wake it."""
+    store, _ = filled_store(n_keys=50, rounds=2)
+    coord = Compactor(store, RecordingRuntime("coordinator"), compactor_settings(min_sources=100),
+                      local_worker=False)
+
+    async def main():
+        await coord.start()
+        await submit_compaction(store, RecordingRuntime("admin"), full_spec(latest_manifest(store)[1]))
+        await coord.tick()  # Submitted -> Scheduled
+        assert not coord._wakeup.is_set()
+        mid, m = latest_manifest(store)
+        ms = ManifestStore(store, RecordingRuntime("other"))
+        await ms.try_write(mid + 1, attrs.evolve(m, l0=m.l0[1:]))  # one of its L0 sources is gone
+        await coord.tick()
+        return await coord.cstore.read_latest()
+
+    latest = trio.run(main)
+    assert coord._wakeup.is_set()
+    assert [c.status for c in latest.compactions.recent_compactions] == [S.SUBMITTED]
