@@ -392,13 +392,24 @@ def cmd_ledger(ns: argparse.Namespace) -> int:
     engine's Parquet ledger."""
     sqlite = ns.sqlite or ledger_mod.sqlite_path() or ledger_mod.DEFAULT_SQLITE
     parquet = ns.parquet or ledger_mod.parquet_path() or ledger_mod.DEFAULT_PARQUET
-    rows = ledger_mod.read_all(sqlite, parquet)
+    archive = ns.archive_file or ledger_mod.archive_path()
+    if ns.archive:
+        if archive is None:
+            print("sim: no archive (SIM_LEDGER_ARCHIVE=off): name one with --archive-file", file=sys.stderr)
+            return 2
+        added = ledger_mod.archive(ledger_mod.read_all(sqlite, parquet), archive)
+        print(f"{added} campaign(s) appended to {archive}")
+    try:
+        rows = ledger_mod.read_all(sqlite, parquet, archive)
+    except ValueError as e:
+        print(f"sim: {e}", file=sys.stderr)
+        return 2
     if ns.scenario:
         rows = [r for r in rows if r["scenario"] == ns.scenario]
     if ns.commit:
         rows = [r for r in rows if r["commit_id"].startswith(ns.commit)]
     if not rows:
-        print(f"no campaign recorded in {sqlite} or {parquet}")
+        print(f"no campaign recorded in {sqlite} or {parquet}" + (f" or {archive}" if archive else ""))
         return 0
     if ns.campaigns:
         print(f"{'recorded (UTC)':<20} {'commit':<18} {'kind':<6} {'engine':<6} {'scenario':<10} {'bugs':<24} "
@@ -408,7 +419,8 @@ def cmd_ledger(ns: argparse.Namespace) -> int:
                   f"{(r['bugs'] or '-')[:24]:<24} {r['seeds']:>6} {r['failures']:>8} {r['faults']:>7} {r['wall_s']:>8.1f}")
         print()
     print(ledger_mod.format_cumulative(ledger_mod.cumulative(rows)))
-    print(f"\n{len(rows)} campaign(s) from {sqlite}" + (f" and {parquet}" if os.path.isdir(parquet) else ""))
+    print(f"\n{len(rows)} campaign(s) from {sqlite}" + (f", {parquet}" if os.path.isdir(parquet) else "")
+          + (f" and {archive}" if archive and os.path.exists(archive) else ""))
     return 0
 
 
@@ -507,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     p_ledger.add_argument("--scenario", help="only this scenario")
     p_ledger.add_argument("--commit", help="only commits starting with this")
     p_ledger.add_argument("--campaigns", action="store_true", help="also list every campaign")
+    p_ledger.add_argument("--archive", action="store_true",
+                          help="first append the local campaigns to the archive in the repository (commit it)")
+    p_ledger.add_argument("--archive-file", help=f"the archive (default $SIM_LEDGER_ARCHIVE or {ledger_mod.ARCHIVE})")
     p_ledger.set_defaults(fn=cmd_ledger)
 
     p_bugs = sub.add_parser("bugs", help="list the bug catalogue (bugs the simulator must catch)")

@@ -189,3 +189,28 @@ def test_a_campaign_is_recorded_on_the_commit_it_started_on(ledger_file, monkeyp
     assert cli.main(["sweep", "--workload", "store", "--seeds", "0..1", "--ops", "100", "--jobs", "1"]) == 0
     dst, sweep = _rows(ledger_file)
     assert dst["commit_id"] == "aaaaaaaaaaaa" and sweep["commit_id"] == "cccccccccccc"
+
+
+def test_the_archive_carries_campaigns_to_another_machine(tmp_path, monkeypatch, capsys) -> None:
+    """``sim ledger --archive`` appends the local campaigns the archive lacks (each once, however
+    often it runs); on a machine with an empty local ledger ``sim ledger`` still counts them."""
+    def add(path, commit, scenario, seeds, when):
+        row = ledger.entry(kind="dst", engine="local", scenario=scenario, faults_mode="swarm", bugs=(), seeds=seeds,
+                           failing_seeds=[], by_invariant={}, faults_by_kind={"fault.stall": 1}, virtual_s=1.0,
+                           wall_s=1.0, commit=commit, recorded_utc=when)
+        ledger.append_sqlite(path, row)
+
+    here, there, archive = tmp_path / "here.sqlite", tmp_path / "there.sqlite", tmp_path / "a" / "campaigns.jsonl"
+    add(str(here), "c1", "gc", range(0, 500), "2026-11-26T23:50:00Z")
+    add(str(here), "c1", "db", range(0, 35), "2026-11-26T23:51:00Z")
+    assert cli.main(["ledger", "--sqlite", str(here), "--archive", "--archive-file", str(archive)]) == 0
+    assert "2 campaign(s) appended" in capsys.readouterr().out
+    assert cli.main(["ledger", "--sqlite", str(here), "--archive", "--archive-file", str(archive)]) == 0
+    assert "0 campaign(s) appended" in capsys.readouterr().out  # nothing twice
+    assert len(archive.read_text().splitlines()) == 2
+    add(str(there), "c2", "gc", range(500, 2500), "2026-11-27T01:00:00Z")  # another machine
+    assert cli.main(["ledger", "--sqlite", str(there), "--archive-file", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "all commits: db 35 seeds, 0 failing; gc 2500 seeds, 0 failing" in out and "3 campaign(s)" in out
+    archive.write_text(archive.read_text() + '{"scenario": "gc"}\n')
+    assert cli.main(["ledger", "--sqlite", str(there), "--archive-file", str(archive)]) == 2  # named, not a traceback

@@ -10,8 +10,14 @@ Parquet table (``.sim/ledger.parquet``, a directory Spark appends part files to)
 session, as a cluster's driver would. ``sim ledger`` reads both and prints, per scenario,
 commit and set of bug switches, the campaigns, seeds run, distinct seeds and failures.
 
+Both live on one machine; machines come and go. The archive, ``docs/ledger/campaigns.jsonl``
+(:data:`ARCHIVE`, tracked in git: one JSON object a campaign, the same columns), carries them
+across: ``sim ledger --archive`` appends the local rows the archive does not hold yet (a
+campaign is its ``recorded_utc``, ``commit_id``, ``kind``, ``scenario``, ``bugs`` and
+``seed_ranges``), and ``sim ledger`` reads the archive with the local tables, each campaign once.
+
 ``SIM_LEDGER`` names another SQLite file (``off``: record nothing), ``SIM_LEDGER_PARQUET``
-another Parquet table. Campaigns the test suite runs (``PYTEST_CURRENT_TEST`` set) are not
+another Parquet table, ``SIM_LEDGER_ARCHIVE`` another archive. Campaigns the test suite runs (``PYTEST_CURRENT_TEST`` set) are not
 recorded unless ``SIM_LEDGER`` is set explicitly.
 
 The wall-clock timestamp is read through the production runtime, the one module that owns the
@@ -34,6 +40,8 @@ _WALL = ProductionRuntime("sim-ledger")
 
 DEFAULT_SQLITE = os.path.join(".sim", "ledger.sqlite")
 DEFAULT_PARQUET = os.path.join(".sim", "ledger.parquet")
+#: The archive in the repository (relative to the checkout's root).
+ARCHIVE = os.path.join("docs", "ledger", "campaigns.jsonl")
 
 #: The columns, in order (SQLite table ``campaigns`` and the Parquet schema). JSON text for the
 #: structured ones (``seed_ranges``, ``failing_seeds``, ``by_invariant``, ``faults_by_kind``,
@@ -56,6 +64,17 @@ def sqlite_path() -> str | None:
     if os.environ.get("PYTEST_CURRENT_TEST"):
         return None
     return DEFAULT_SQLITE
+
+
+def archive_path() -> str | None:
+    """The archive ``sim ledger`` reads and ``--archive`` appends to (None: none):
+    ``SIM_LEDGER_ARCHIVE``, else :data:`ARCHIVE` (not under the test suite)."""
+    env = os.environ.get("SIM_LEDGER_ARCHIVE")
+    if env:
+        return None if env.lower() in ("off", "none", "0") else env
+    if os.environ.get("PYTEST_CURRENT_TEST"):
+        return None
+    return ARCHIVE
 
 
 def parquet_path() -> str | None:
@@ -231,10 +250,52 @@ def read_parquet(path: str) -> list[dict]:
 # --- sim ledger --------------------------------------------------------------------------------
 
 
-def read_all(sqlite: str | None, parquet: str | None) -> list[dict]:
-    rows = read_sqlite(sqlite) if sqlite else []
+def read_all(sqlite: str | None, parquet: str | None, archive: str | None = None) -> list[dict]:
+    """Every campaign of the local tables and the archive, each once, oldest first."""
+    rows = read_archive(archive) if archive else []
+    rows += read_sqlite(sqlite) if sqlite else []
     rows += read_parquet(parquet) if parquet else []
-    return sorted(rows, key=lambda r: r["recorded_utc"])
+    seen: set[tuple] = set()
+    unique = []
+    for r in rows:
+        if campaign_key(r) not in seen:
+            seen.add(campaign_key(r))
+            unique.append(r)
+    return sorted(unique, key=lambda r: r["recorded_utc"])
+
+
+# --- the archive (docs/ledger/campaigns.jsonl) ---------------------------------------------------
+
+
+def campaign_key(row: dict) -> tuple:
+    """What makes a campaign the same one in two tables."""
+    return (row["recorded_utc"], row["commit_id"], row["kind"], row["scenario"], row["bugs"],
+            json.dumps(json.loads(row["seed_ranges"])))
+
+
+def read_archive(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    for i, r in enumerate(rows):
+        missing = [n for n in NAMES if n not in r]
+        if missing:
+            raise ValueError(f"{path}: campaign {i + 1} lacks {', '.join(missing)}")
+    return rows
+
+
+def archive(rows: Sequence[dict], path: str) -> int:
+    """Append to the archive at ``path`` the campaigns of ``rows`` it does not hold yet, oldest
+    first; how many were appended."""
+    held = {campaign_key(r) for r in read_archive(path)}
+    new = [r for r in sorted(rows, key=lambda r: r["recorded_utc"]) if campaign_key(r) not in held]
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        for r in new:
+            f.write(json.dumps({n: r[n] for n in NAMES}, sort_keys=False) + "\n")
+    return len(new)
 
 
 def _count(ranges: Iterable[Sequence[int]]) -> int:
