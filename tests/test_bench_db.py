@@ -56,6 +56,24 @@ def test_driver_runs_every_peer_side_by_side_with_a_ratio_each(tmp_path, capsys)
         assert f"ours vs {peer}" in header
 
 
+def test_ours_with_fsync_off_is_an_opt_in_column_beside_ours(tmp_path, capsys):
+    """``ours-nosync``: our child with ``file:///dir?fsync=false`` (spec/objstore.md STORE-8), the
+    official engine's durability; not in the default run, compared with the official wheel in its
+    own ratio column when both run."""
+    assert "ours-nosync" not in bench.ENGINES  # the default run stays as it is
+    out = tmp_path / "bench.json"
+    rc = bench.main(["--runs", "1", "--n", "200", "--engines", "ours-nosync,ours", "--no-pin",
+                     "--tmpdir", str(tmp_path), "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert "data checks: ours OK, ours-nosync OK; all engines scanned identical bytes" in printed
+    assert "ours-nosync = slatedb-py" in printed and "(fsync=false)" in printed
+    header = next(line for line in printed.splitlines() if line.startswith("| phase"))
+    assert header.index(" ours |") < header.index(" ours-nosync |") and "ours vs ours-nosync" in header
+    assert bench.render_table({"ours": {"reopen_ms": 4.0}, "ours-nosync": {"reopen_ms": 2.0}, "official": {"reopen_ms": 3.0}},
+                              ["ours", "ours-nosync", "official"], 100).splitlines()[0].count("ours-nosync vs official") == 1
+
+
 def test_wrong_data_from_a_child_fails_the_run(tmp_path, capsys, monkeypatch):
     real = bench.run_child
 

@@ -37,6 +37,10 @@ from slatedb.bench.peers_venv import PEERS, ensure_peers_venv
 
 HERE = Path(__file__).resolve().parent
 ENGINES = ("ours", "official", "sqlite3", "plyvel", "rocksdict", "lmdb")
+#: Opt-in columns (not in the default run): ``ours-nosync`` is ours with the local store's syncs
+#: off (``file:///dir?fsync=false``, spec/objstore.md STORE-8), the official engine's durability.
+OPT_IN = ("ours-nosync",)
+OURS = ("ours", "ours-nosync")
 
 #: (key, label, unit, higher_is_better)
 PHASES = [
@@ -78,6 +82,8 @@ def child_command(engine: str, venv_python: Path | None, n: int, tmpdir: str | N
     extra = ["--n", str(n)] + (["--tmpdir", tmpdir] if tmpdir else [])
     if engine == "ours":
         return [sys.executable, "-m", "slatedb.bench.db_workload_ours", *extra]
+    if engine == "ours-nosync":
+        return [sys.executable, "-m", "slatedb.bench.db_workload_ours", "--fsync", "off", *extra]
     if engine == "official":
         assert venv_python is not None
         return [str(venv_python), "-I", str(HERE / "db_workload_official.py"), *extra]
@@ -92,7 +98,7 @@ def child_command(engine: str, venv_python: Path | None, n: int, tmpdir: str | N
 def run_child(cmd: list[str], engine: str, timeout_s: float) -> tuple[dict | None, str | None]:
     """Run one child; return (result, None) or (None, error text with the child's stderr)."""
     env = dict(os.environ)
-    if engine != "ours":  # isolated children: nothing of ours may leak in through PYTHON* variables
+    if engine not in OURS:  # isolated children: nothing of ours may leak in through PYTHON* variables
         env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
     try:
         proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -157,7 +163,9 @@ def median_phases(results: list[dict]) -> dict[str, float]:
 def render_table(medians: dict[str, dict], engines: list[str], n: int) -> str:
     cols = ["phase", "unit"] + [e for e in engines]
     others = [e for e in engines if e != "ours"] if "ours" in engines else []
-    cols += [f"ours vs {e}" for e in others]
+    # ours with its syncs off against the official engine, whose local store never syncs
+    nosync_vs = ["official"] if "ours-nosync" in engines and "official" in engines else []
+    cols += [f"ours vs {e}" for e in others] + [f"ours-nosync vs {e}" for e in nosync_vs]
     cols.append("ratio is")
     rows = []
     for key, label, unit, higher in PHASES:
@@ -168,6 +176,8 @@ def render_table(medians: dict[str, dict], engines: list[str], n: int) -> str:
         ours = medians.get("ours", {}).get(key)
         for e in others:
             row.append(ratio(ours, medians.get(e, {}).get(key), higher))
+        for e in nosync_vs:
+            row.append(ratio(medians.get("ours-nosync", {}).get(key), medians.get(e, {}).get(key), higher))
         row.append("ours/other (rate)" if higher else "other/ours (time, size)")
         rows.append(row)
     widths = [max(len(str(r[i])) for r in [cols] + rows) for i in range(len(cols))]
@@ -198,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m slatedb.bench.db", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="runs per engine; the table shows the median (default 3)")
     ap.add_argument("--n", type=int, default=100_000, help="keys loaded (default 100,000; gets are n/5)")
-    ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of: " + ", ".join(ENGINES))
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="comma-separated subset of: " + ", ".join(ENGINES + OPT_IN)
+                         + " (default all but ours-nosync: ours with file:///dir?fsync=false)")
     ap.add_argument("--json", metavar="PATH", help="also write every run's figures and the medians as JSON")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the children with taskset")
     ap.add_argument("--tmpdir", help="parent directory of the children's temp dirs (default: the system's)")
@@ -225,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.timeout == 1800:
             args.timeout = 4 * 3600.0
     wanted = {e.strip() for e in args.engines.split(",") if e.strip()}
-    engines = [e for e in ENGINES if e in wanted]  # columns always in the order of ENGINES
-    unknown = wanted - set(ENGINES)
+    order = ("ours", "ours-nosync") + ENGINES[1:]
+    engines = [e for e in order if e in wanted]  # columns always in this order
+    unknown = wanted - set(order)
+    if args.scale and "ours-nosync" in wanted:
+        ap.error("--scale runs ours as deployed only (no ours-nosync)")
     if unknown or not engines or args.runs < 1 or args.n < 10:
         ap.error(f"bad --engines {sorted(unknown)} / --runs / --n (n >= 10)")
 
@@ -263,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {e: [] for e in engines}
     for i in range(args.runs):
         for engine in engines:
-            if engine not in ("ours", "sqlite3") and engine not in venvs:
+            if engine not in (*OURS, "sqlite3") and engine not in venvs:
                 continue  # its venv could not be made: reported below, column shows "failed"
             cmd = prefix + child_command(engine, venvs.get(engine), args.n, args.tmpdir)
             t0 = time.perf_counter()

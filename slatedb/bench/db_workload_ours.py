@@ -57,12 +57,16 @@ def max_rss_mb() -> float:
 # --- our engine -----------------------------------------------------------------------------------
 
 
+#: ``--fsync off`` (the bench's engine ``ours-nosync``) opens every DB with ``?fsync=false``.
+URL_QUERY = ""
+
+
 def open_db(root: str, path: str):
     import slatedb
 
     directory = os.path.join(root, path)
     os.makedirs(directory, exist_ok=True)
-    return slatedb.Db.open("file://" + directory)
+    return slatedb.Db.open("file://" + directory + URL_QUERY)
 
 
 def scan_digest(db) -> tuple[int, str]:
@@ -188,7 +192,8 @@ def run(n: int, root: str) -> dict:
     # (11) max RSS of this process
     r["max_rss_mb"] = max_rss_mb()
     version = getattr(slatedb, "__version__", None)
-    return {"engine": "ours", "version": "slatedb-py" + (f" {version}" if version else ""),
+    return {"engine": "ours", "version": "slatedb-py" + (f" {version}" if version else "")
+            + (" (fsync=false)" if URL_QUERY else ""),
             "n": n, "phases": r, "checks": checks, "python": sys.version.split()[0],
             "affinity": sorted(os.sched_getaffinity(0))}
 
@@ -197,7 +202,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--tmpdir", default=None, help="parent of this run's temp directory")
+    ap.add_argument("--fsync", choices=("on", "off"), default="on",
+                    help="the local store's fsync setting (off: file:///dir?fsync=false, spec/objstore.md STORE-8)")
     args = ap.parse_args()
+    global URL_QUERY
+    URL_QUERY = "?fsync=false" if args.fsync == "off" else ""
     with tempfile.TemporaryDirectory(prefix="bench-ours-", dir=args.tmpdir) as root:
         result = run(args.n, root)
     print("__RESULT__" + json.dumps(result), flush=True)

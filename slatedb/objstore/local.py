@@ -8,6 +8,11 @@
 - Update-if-match, overwrite and delete hold an exclusive ``flock`` on a per-key lock file, so
   that check-then-replace is atomic across threads and processes.
 - The ETag is the file's inode, mtime and size: every publish makes a new inode, so a new ETag.
+- ``fsync=False`` (``file:///dir?fsync=false``, or the store option ``fsync``) leaves out every
+  sync: a put that returned is in the page cache, which survives a crash of the process but not
+  of the machine. That is the promise of the official engine's local store (the Rust
+  ``object_store`` crate's ``LocalFileSystem`` writes a staging file and renames or hard-links it,
+  syncing nothing). Atomicity (STORE-1..3) is the same either way. Default: ``True``.
 
 File I/O runs in a worker thread (``trio.to_thread``); this backend is for production and tests,
 never for simulation.
@@ -30,6 +35,7 @@ from typing import Callable, Iterator, TypeVar
 import trio
 
 from slatedb.errors import (
+    InvalidArgumentError,
     InvalidPathError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -82,6 +88,9 @@ class LocalStore(ObjectStore):
             raise InvalidPathError(root, "local store root must be an absolute path")
         self.root = os.path.normpath(root)
         self.url = url or f"file://{self.root}"
+        if not isinstance(fsync, bool):
+            raise InvalidArgumentError(f"LocalStore fsync must be a bool, got {fsync!r}")
+        #: Sync each object's bytes and its directory before a put returns (STORE-7).
         self.fsync = fsync
         #: Objects the last listing of each prefix found: a listing whose previous one found few
         #: runs on the event loop (a few stat calls, less than a thread hand-off).

@@ -1,7 +1,11 @@
 """One resolver from URL to object store, for every backend.
 
 - ``memory://name[/path]``: an in-process store shared by ``name`` (within one registry).
-- ``file:///abs/dir``: a local directory (created if missing).
+- ``file:///abs/dir``: a local directory (created if missing). One setting, ``fsync``, from
+  ``options`` then the URL query (``file:///abs/dir?fsync=false``): ``true`` (the default) makes a
+  put durable against a crash of the machine before it returns; ``false`` syncs nothing, so a put
+  that returned survives a crash of the process but not of the machine (what the official engine's
+  local store promises). Any other parameter or option is refused.
 - ``s3://bucket[/prefix]``: S3 through s3fs. Endpoint, region and credentials come from
   ``options`` (``endpoint_url``, ``region``, ``access_key_id``, ``secret_access_key``,
   ``session_token``), then URL query parameters (``?endpoint_url=...&region=...``), then the
@@ -22,6 +26,7 @@ from .base import ObjectStore, validate_key
 from .memory import DEFAULT_REGISTRY, MemoryRegistry, MemoryStore
 
 _S3_OPTIONS = ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token")
+_FILE_OPTIONS = ("fsync",)
 _S3_ENV = {
     "endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
     "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
@@ -41,6 +46,34 @@ def _check_path(url: str, path: str) -> str:
     except Exception as e:
         raise InvalidUrlError(f"invalid path in store URL {url!r}: {e}") from None
     return path + "/"
+
+
+def _bool_setting(what: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise InvalidUrlError(f"{what} must be true or false, got {value!r}")
+
+
+def _file_fsync(url: str, query: str, options: Mapping[str, object]) -> bool:
+    """The ``fsync`` setting of a ``file://`` store: ``options`` first, then the URL's query;
+    True when neither sets it. Unknown parameters and options are refused."""
+    params = urllib.parse.parse_qs(query, keep_blank_values=True)
+    unknown = set(params) - set(_FILE_OPTIONS)
+    if unknown:
+        raise InvalidUrlError(f"unknown file URL parameter(s) {sorted(unknown)} in {url!r}; known: {list(_FILE_OPTIONS)}")
+    repeated = [k for k, v in params.items() if len(v) > 1]
+    if repeated:
+        raise InvalidUrlError(f"file URL parameter(s) {sorted(repeated)} given more than once in {url!r}")
+    unknown = set(options) - set(_FILE_OPTIONS)
+    if unknown:
+        raise InvalidUrlError(f"unknown file store option(s) {sorted(unknown)}; known: {list(_FILE_OPTIONS)}")
+    if "fsync" in options:
+        return _bool_setting("file store option 'fsync'", options["fsync"])
+    if "fsync" in params:
+        return _bool_setting(f"file URL parameter 'fsync' in {url!r}", params["fsync"][0])
+    return True
 
 
 def resolve_store(
@@ -81,7 +114,7 @@ def resolve_store(
             raise InvalidUrlError(f"file URL must not contain '.' or '..' segments: {url!r}")
         from .local import LocalStore
 
-        return LocalStore(path, url=url)
+        return LocalStore(path, url=url, fsync=_file_fsync(url, parsed.query, options))
 
     if scheme == "s3":
         bucket = parsed.netloc
