@@ -14,8 +14,9 @@
   ``object_store`` crate's ``LocalFileSystem`` writes a staging file and renames or hard-links it,
   syncing nothing). Atomicity (STORE-1..3) is the same either way. Default: ``True``.
 
-File I/O runs in a worker thread (``trio.to_thread``); this backend is for production and tests,
-never for simulation.
+File I/O runs in a worker thread (``trio.to_thread``), except what costs less than the hand-off:
+small reads, a stat, a small listing and, with ``fsync`` off, a small create-if-absent (see the
+``INLINE_*`` limits). This backend is for production and tests, never for simulation.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ def _meta(key: str, st: os.stat_result) -> ObjectMeta:
 INLINE_READ_MAX_BYTES = 256 * 1024
 #: Files :meth:`LocalStore.read_range_now` keeps mapped (least recently used unmapped first).
 MAPPED_FILES_MAX = 64
+#: With ``fsync`` off, a create-if-absent of up to this many bytes (a manifest, a WAL fence, a
+#: small WAL object) runs on the event loop too: unsynced, it is a page-cache write, a link and
+#: an unlink, as cheap as a small read and cheaper than the thread hand-off. Overwrites and
+#: updates never do (they wait for a key's ``flock``, which another process may hold), nor does
+#: any put while syncs are on (a sync waits for the disk).
+INLINE_CREATE_MAX_BYTES = 256 * 1024
 #: A listing runs on the event loop when the previous listing of its prefix found at most this many.
 INLINE_LIST_MAX_OBJECTS = 64
 #: ... and a first listing of a prefix when its directory's size is at most this (one ext4 block:
@@ -305,7 +312,9 @@ class LocalStore(ObjectStore):
                 self._sync_dir(path)
                 return _meta(key, os.stat(path))
 
-        return await self._run(key, create if mode.kind is PutKind.CREATE_IF_ABSENT else replace)
+        if mode.kind is PutKind.CREATE_IF_ABSENT:
+            return await self._run(key, create, inline=not self.fsync and len(data) <= INLINE_CREATE_MAX_BYTES)
+        return await self._run(key, replace)
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         prefix = validate_prefix(prefix)

@@ -110,3 +110,45 @@ def test_a_database_with_fsync_on_syncs_every_object_and_its_directory(tmp_path,
     with slatedb.Db.open(url + "?fsync=true", QUIET) as db:
         assert db.get(b"k") == b"v" and db.get(b"k2") == b"v2"
     assert len(synced) > n  # the reopen's epoch bump and WAL fence
+
+
+async def test_with_fsync_off_a_small_create_runs_on_the_loop(tmp_path, monkeypatch) -> None:
+    """Unsynced, a small create-if-absent (a manifest, a WAL fence) is a page-cache write and a
+    link: it runs on the event loop's thread, with no worker-thread hand-off. A large one, an
+    overwrite (it may wait for another process's flock) and any put with syncs on run in a
+    worker thread."""
+    import threading
+
+    from slatedb.objstore.base import CREATE_IF_ABSENT, OVERWRITE
+    from slatedb.objstore.local import INLINE_CREATE_MAX_BYTES
+
+    where: list[str] = []
+    real_link = os.link
+    loop_thread = threading.get_ident()
+
+    def link(src, dst, *a, **k):
+        where.append("loop" if threading.get_ident() == loop_thread else "worker")
+        return real_link(src, dst, *a, **k)
+
+    monkeypatch.setattr(os, "link", link)
+    off, on = LocalStore(str(tmp_path / "off"), fsync=False), LocalStore(str(tmp_path / "on"))
+    await off.put("manifest/00000000000000000001.manifest", b"m", CREATE_IF_ABSENT)
+    await off.put("wal/00000000000000000001.sst", b"x" * INLINE_CREATE_MAX_BYTES, CREATE_IF_ABSENT)
+    await off.put("wal/00000000000000000002.sst", b"x" * (INLINE_CREATE_MAX_BYTES + 1), CREATE_IF_ABSENT)
+    await on.put("manifest/00000000000000000001.manifest", b"m", CREATE_IF_ABSENT)
+    assert where == ["loop", "loop", "worker", "worker"]
+    assert (await off.get("manifest/00000000000000000001.manifest")).data == b"m"
+    with pytest.raises(Exception) as info:
+        await off.put("manifest/00000000000000000001.manifest", b"m2", CREATE_IF_ABSENT)
+    assert type(info.value).__name__ == "ObjectAlreadyExistsError"  # still one winner (STORE-2)
+
+    replaced: list[str] = []
+    real_replace = os.replace
+
+    def replace(src, dst, *a, **k):
+        replaced.append("loop" if threading.get_ident() == loop_thread else "worker")
+        return real_replace(src, dst, *a, **k)
+
+    monkeypatch.setattr(os, "replace", replace)
+    await off.put("compacted/x.sst", b"s", OVERWRITE)
+    assert replaced == ["worker"]
