@@ -127,11 +127,13 @@ class Columns:
     creates: np.ndarray
 
     @classmethod
-    def of(cls, rows: Sequence[Row]) -> Columns | None:
+    def of(cls, rows: Sequence[Row], *, shared_prefixes: bool = True) -> Columns | None:
         """The columns of ``rows``, or None when the format cannot hold one of them (an empty
         key, a key or value of 4 GiB, a seq that is not a u64, a tombstone with a value):
         :func:`~slatedb.format.row_codec.check_row_encodable` then names it. Raises
-        :class:`KeysTooWide` for more than one row whose key matrix would be too large."""
+        :class:`KeysTooWide` for more than one row whose key matrix would be too large.
+        Without ``shared_prefixes`` ``cpl`` is all zeros (every entry written as a restart's, as
+        WAL SSTs are): the key matrix comparison that finds the prefixes is skipped."""
         # One pass over the rows per column, straight into arrays where the column is numeric
         # (no intermediate list), and none at all for a timestamp no row has.
         n = len(rows)
@@ -150,8 +152,8 @@ class Columns:
             return None
         if int(kind_arr.max()) > 2 or ((kind_arr == 1) & (vlen > 0)).any():
             return None
-        return cls(keys, km, km.prefix_with_previous(), seq_arr, kind_arr, values, vlen,
-                   has_exp, expires, has_create, creates)
+        cpl = km.prefix_with_previous() if shared_prefixes else np.zeros(n, dtype=np.int64)
+        return cls(keys, km, cpl, seq_arr, kind_arr, values, vlen, has_exp, expires, has_create, creates)
 
     def in_order(self) -> bool:
         """Key ascending, then seq descending (compacted SSTs)."""

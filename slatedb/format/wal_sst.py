@@ -112,12 +112,11 @@ def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions) -> EncodedSst
     import numpy as np
 
     try:
-        cols = Columns.of(rows)
+        cols = Columns.of(rows, shared_prefixes=False)
     except KeysTooWide:
         return None
     if cols is None or (cols.seqs[1:] < cols.seqs[:-1]).any():
         return None
-    cols = attrs.evolve(cols, cpl=np.zeros(len(rows), dtype=np.int64))
     codec = options.compression
     enc = encode_blocks(cols, options.block_size_bytes, codec, final=True)
     seqs = cols.seqs
