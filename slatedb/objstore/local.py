@@ -87,6 +87,19 @@ INLINE_LIST_MAX_OBJECTS = 64
 INLINE_LIST_DIR_MAX_BYTES = 4096
 
 
+def _missing_dirs(directory: str) -> list[str]:
+    """``directory`` and those of its parents that do not exist, outermost first."""
+    missing: list[str] = []
+    d = directory
+    while not os.path.isdir(d):
+        missing.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    return missing[::-1]
+
+
 class LocalStore(ObjectStore):
     """Objects are files under ``root``; ``a/b/c`` is ``root/a/b/c``."""
 
@@ -102,7 +115,13 @@ class LocalStore(ObjectStore):
         #: Objects the last listing of each prefix found: a listing whose previous one found few
         #: runs on the event loop (a few stat calls, less than a thread hand-off).
         self._listed: dict[str, int] = {}
+        #: Directories the constructor created (the root and missing parents): their names are
+        #: synced in their parents by the first put (STORE-7), not here (no sync in a constructor).
+        self._unsynced_dirs = _missing_dirs(self.root)
         os.makedirs(self.root, exist_ok=True)
+        #: Directories a put has made ready (created and synced into their parents, or found).
+        self._ready_dirs: set[str] = set()
+        self._dirs_lock = threading.Lock()
         self._maps: OrderedDict[str, mmap.mmap] = OrderedDict()
         self._maps_lock = threading.Lock()
         if type(self).get is not LocalStore.get:
@@ -139,9 +158,29 @@ class LocalStore(ObjectStore):
         finally:
             os.close(fd)  # closing releases the flock
 
+    def _make_dirs(self, directory: str) -> None:
+        """Create ``directory`` and its missing parents. With syncs on, each directory created
+        (and any the constructor created) is synced into its parent, parents first, before an
+        object is put in it: an object's own directory sync makes its name durable, not the
+        name of the directory that holds it (STORE-7). The first put into a directory does this
+        under a lock; a concurrent first put into the same directory waits for it."""
+        if directory in self._ready_dirs:
+            return
+        with self._dirs_lock:
+            if directory in self._ready_dirs:
+                return
+            created = _missing_dirs(directory)
+            if created:
+                os.makedirs(directory, exist_ok=True)
+            if self.fsync:
+                for d in self._unsynced_dirs + created:
+                    self._sync_dir(d)  # d's name, in its parent
+            self._unsynced_dirs = []
+            self._ready_dirs.add(directory)
+
     def _write_temp(self, path: str, data: bytes) -> str:
         directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
+        self._make_dirs(directory)
         tmp = os.path.join(
             directory,
             f"{_TMP_PREFIX}{os.getpid()}.{threading.get_ident()}.{next(_tmp_counter)}",
@@ -286,7 +325,7 @@ class LocalStore(ObjectStore):
             # sync: the object is created in place, ``O_EXCL`` being the create-if-absent, and
             # the directory's fsync makes its name and its (empty) inode durable. Half the
             # syncs of a temporary file's create; a WAL fence is such an object (spec STORE-7).
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._make_dirs(os.path.dirname(path))
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:

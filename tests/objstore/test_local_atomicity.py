@@ -150,8 +150,12 @@ async def test_syncs_of_a_create_empty_and_not(tmp_path, monkeypatch):
     """STORE-7: a create-if-absent is durable when it returns: the object's bytes synced before its name
     appears (temporary file, fsync, link), then its directory synced. An empty object (a WAL
     fence) has no bytes to tear or sync: it is created in place (``O_EXCL``, still exactly one
-    winner) and only its directory is synced."""
+    winner) and only its directory is synced. (The first put into a new directory also syncs that
+    directory into its parent: tests/objstore/test_local_fsync_setting.py; the directories are
+    made first here.)"""
     store = LocalStore(str(tmp_path / "s"))
+    await store.put("manifest/00000000000000000000.manifest", b"m", CREATE_IF_ABSENT)
+    await store.put("wal/00000000000000000000.sst", b"w", CREATE_IF_ABSENT)
     synced: list[str] = []
     real_fsync = os.fsync
 
@@ -172,4 +176,4 @@ async def test_syncs_of_a_create_empty_and_not(tmp_path, monkeypatch):
         raise AssertionError("a second create of an existing empty object succeeded")
     except ObjectAlreadyExistsError:
         pass
-    assert sorted(os.listdir(tmp_path / "s" / "wal")) == ["00000000000000000001.sst"]  # no temporary file left
+    assert sorted(os.listdir(tmp_path / "s" / "wal")) == ["00000000000000000000.sst", "00000000000000000001.sst"]  # no temporary file left

@@ -11,6 +11,7 @@ import pytest
 import slatedb
 from slatedb.errors import InvalidArgumentError, InvalidUrlError
 from slatedb.objstore import resolve_store
+from slatedb.objstore.base import CREATE_IF_ABSENT
 from slatedb.objstore.local import LocalStore
 
 QUIET = {"compactor_options": None, "garbage_collector_options": None}
@@ -119,7 +120,7 @@ async def test_with_fsync_off_a_small_create_runs_on_the_loop(tmp_path, monkeypa
     worker thread."""
     import threading
 
-    from slatedb.objstore.base import CREATE_IF_ABSENT, OVERWRITE
+    from slatedb.objstore.base import OVERWRITE
     from slatedb.objstore.local import INLINE_CREATE_MAX_BYTES
 
     where: list[str] = []
@@ -152,3 +153,28 @@ async def test_with_fsync_off_a_small_create_runs_on_the_loop(tmp_path, monkeypa
     monkeypatch.setattr(os, "replace", replace)
     await off.put("compacted/x.sst", b"s", OVERWRITE)
     assert replaced == ["worker"]
+
+
+async def test_with_fsync_on_a_directory_a_put_creates_is_synced_into_its_parent(tmp_path, monkeypatch) -> None:
+    """STORE-7: an object's directory sync makes its name durable, not the name of the directory
+    holding it. A put that creates directories (a new database's ``manifest/``, ``wal/``; the
+    root the store created) syncs each into its parent, parents first, once; syncs off, none."""
+    synced = _count_syncs(monkeypatch)
+    root = tmp_path / "new" / "db"
+    store = LocalStore(str(root))  # creates new/ and new/db: synced by the first put, not here
+    assert synced == []
+    await store.put("a/b/k", b"v", CREATE_IF_ABSENT)
+    rel = [os.path.relpath(p, tmp_path) for p in synced]
+    # new's name (in tmp), db's (in new), a's (in db), b's (in a); then the object: its bytes, its directory
+    assert rel[:4] == [".", "new", "new/db", "new/db/a"], rel
+    assert rel[4].startswith("new/db/a/b/.slatedb-tmp.") and rel[5] == "new/db/a/b", rel
+    synced.clear()
+    await store.put("a/b/k2", b"v", CREATE_IF_ABSENT)
+    assert [os.path.relpath(p, tmp_path) for p in synced][-1] == "new/db/a/b" and len(synced) == 2  # no parent again
+    synced.clear()
+    await store.put("a/c/k", b"", CREATE_IF_ABSENT)  # an empty object's in-place create too
+    assert [os.path.relpath(p, tmp_path) for p in synced] == ["new/db/a", "new/db/a/c"]
+    synced.clear()
+    off = LocalStore(str(tmp_path / "off" / "db"), fsync=False)
+    await off.put("a/b/k", b"v", CREATE_IF_ABSENT)
+    assert synced == []
