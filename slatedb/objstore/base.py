@@ -89,6 +89,12 @@ OVERWRITE = PutMode(PutKind.OVERWRITE)
 CREATE_IF_ABSENT = PutMode(PutKind.CREATE_IF_ABSENT)
 
 
+#: Keys that passed :func:`validate_key` (a pure function of the string; a store checks the
+#: same manifest, WAL and SST names at every poll). Bounded: emptied when full.
+_VALID_KEYS: set[str] = set()
+_VALID_KEYS_MAX = 65536
+
+
 def validate_key(key: object) -> str:
     """Return ``key`` if it is a well-formed object key, else raise ``InvalidPathError``.
 
@@ -97,6 +103,8 @@ def validate_key(key: object) -> str:
     reserved for backend bookkeeping. Every backend applies the same rule, so a key accepted by
     one is accepted by all.
     """
+    if type(key) is str and key in _VALID_KEYS:
+        return key
     if not isinstance(key, str):
         raise InvalidPathError(repr(key), f"object key must be str, not {type(key).__name__}")
     if not key:
@@ -112,6 +120,10 @@ def validate_key(key: object) -> str:
             raise InvalidPathError(key, f"object key has a {segment!r} path segment")
         if segment.startswith(RESERVED_SEGMENT_PREFIX):
             raise InvalidPathError(key, f"segments starting with {RESERVED_SEGMENT_PREFIX!r} are reserved")
+    if type(key) is str:
+        if len(_VALID_KEYS) >= _VALID_KEYS_MAX:
+            _VALID_KEYS.clear()
+        _VALID_KEYS.add(key)
     return key
 
 
