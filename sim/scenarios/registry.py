@@ -30,8 +30,10 @@ class ScenarioSpec:
     ``cost_s``, the CPU seconds one seed costs on an idle core: measured on 2 idle cores of this
     project's machine (load below 1.4), seeds 0..39 of each scenario one after another in one
     process, ``time.process_time`` per seed (2026-11-26, 0e638e5; the command and table are in
-    ``docs/simulation.md``, "Per-scenario speed"). Earlier tables were measured under load and
-    were 2 to 5 times too high. ``sim dst``'s seed
+    ``docs/simulation.md``, "Per-scenario speed"). gc, compactor, compactor-workers and rescale
+    hold that figure divided by the speed-up of the eighth session's simulator work (f08de8d..c464b05,
+    side by side with main without it, seeds 0..9, under load; same section). Earlier tables were
+    measured under load and were 2 to 5 times too high. ``sim dst``'s seed
     plans follow from it, ``sim mutate`` balances its judge's seeds by it; re-measure when a
     scenario's traces or the engine's speed change."""
 
@@ -76,19 +78,19 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  takes_faults=True, cost_s=0.037),
     ScenarioSpec("compactor", "sim.scenarios.compactor:run_compactor_workload",
                  "compactor (writer, fencing compactors, crashes, admin submissions; CFENCE-*, COMPACT-*, RESUME-*)",
-                 takes_faults=True, cost_s=0.349),
+                 takes_faults=True, cost_s=0.305),
     ScenarioSpec("compactor-workers", "sim.scenarios.compactor_workers:run_compactor_workers",
                  "compactor-workers (coordinators and 2-4 separate workers that crash, stall, lose their heartbeat and "
-                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=0.378),
+                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=0.338),
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
-                 "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=0.5),
+                 "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=0.435),
     ScenarioSpec("destroy", "sim.scenarios.destroy:run_destroy_workload",
                  "destroy (soft and hard destroys racing a writer, a reader, checkpoints, a clone and GC; DESTROY-1..6)",
                  takes_faults=True, cost_s=0.15),
     ScenarioSpec("rescale", "sim.scenarios.rescale:run_rescale_workload",
                  "rescale (split by projection, shard writers, merge by union, GC everywhere, crashes of the "
-                 "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=0.342),
+                 "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=0.292),
     ScenarioSpec("txn", "sim.scenarios.txn:run_txn_workload",
                  "txn (concurrent SNAPSHOT / SERIALIZABLE_SNAPSHOT transactions and plain writes, flushes, "
                  "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.038),
