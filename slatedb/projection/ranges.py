@@ -92,12 +92,6 @@ def overlaps(a: KeyBounds, b: KeyBounds) -> bool:
     return not a.intersect(b).is_empty()
 
 
-def adjacent(a: KeyBounds, b: KeyBounds) -> bool:
-    """``a`` ends exactly where ``b`` starts (``[x, k)`` then ``[k, y)``, or ``[x, k]`` then ``(k, y)``)."""
-    return (a.hi is not None and b.lo is not None and a.hi == b.lo
-            and a.hi_inclusive != b.lo_inclusive)
-
-
 def hull(a: KeyBounds, b: KeyBounds) -> KeyBounds:
     """The smallest bounds holding both (for adjacent ``a`` < ``b``: their concatenation)."""
     if a.lo is None or b.lo is None:
