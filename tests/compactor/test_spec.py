@@ -61,6 +61,11 @@ def test_a_source_or_destination_of_a_running_compaction_cannot_be_reused() -> N
     # A disjoint compaction of lower runs may run alongside.
     assert validate_spec(spec("3", "1", "0", dest=0), MANIFEST, [running]) is None
     assert "conflicts" in validate_spec(spec("3", "1", "0", dest=0), MANIFEST, [spec("1", "0", dest=0)])
+    # The reason names what is shared: the sources, else the destination run.
+    assert validate_spec(spec("SST-1", "100", dest=100), MANIFEST, [running]).endswith(
+        f"over {L0Source(SST[1]).render()}")
+    elsewhere = CompactionSpec((RunSource(100),), 101)  # another job writes run 101
+    assert validate_spec(spec("SST-2", "SST-1", dest=101), MANIFEST, [elsewhere]).endswith("over SR:101")
 
 
 def test_full_spec_takes_everything_into_the_lowest_run() -> None:

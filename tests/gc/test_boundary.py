@@ -272,3 +272,26 @@ def test_run_gc_stops_once_the_database_is_destroyed() -> None:
         assert (await run_gc(db.store, rt, gc_options(), True)).deleted == 0  # nothing left: no-op
 
     run_virtual(main)
+
+
+@pytest.mark.parametrize("boundary, base_present, outlived", [
+    (5, False, True),   # base 6 gone, the boundary below it: a destroyer removed it
+    (6, False, False),  # base 6 gone with the boundary at it: a GC after our create collected it
+    (5, True, False),   # base present: alive
+])
+def test_a_manifest_create_outlived_the_database_only_when_its_base_went_below_the_boundary(
+        boundary: int, base_present: bool, outlived: bool) -> None:
+    """``manifest_create_outlived(manifests, 7)``: manifest 6 (the base of our create) gone and
+    the GC boundary below it (< 6) means no GC deleted it: the database was destroyed."""
+    from slatedb.gc.destroyed import manifest_create_outlived
+
+    async def main() -> bool:
+        rt = VirtualRuntime()
+        store = memory_store(rt)
+        ms = ManifestStore(store, rt)
+        store.put_now(ms.boundary_key, b"%d" % boundary)
+        if base_present:
+            store.put_now(ms.key(6), b"")
+        return await manifest_create_outlived(ms, 7)
+
+    assert run_virtual(main) is outlived

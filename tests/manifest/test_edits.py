@@ -317,3 +317,16 @@ def test_a_bulk_load_commit_puts_its_wal_tail_in_l0_under_the_loads_ssts() -> No
                                             *(v.sst_id for v in base.l0)]
     bare = attrs.evolve(edit, tail=None).apply(base, Attempt(1, NOW_MS)).manifest
     assert [v.sst_id for v in bare.l0] == [*(v.sst_id for v in edit.views), *(v.sst_id for v in base.l0)]
+
+
+def test_detach_external_db_removes_only_its_own_entry_and_only_when_it_references_no_sst() -> None:
+    """``DetachExternalDb(path, checkpoint)`` drops the entry of that path and source checkpoint
+    once it references no SST; another entry that references none stays (GC detaches it by its
+    own edit), and so does the named entry while it still references one."""
+    other = ExternalDb("grandparent", _uuid(11), _uuid(12), ())
+    m = attrs.evolve(BASE, external_dbs=(*BASE.external_dbs, other))
+    change = apply_edit(m, DetachExternalDb("parent", _uuid(9)), Attempt(1, NOW_MS))
+    assert change.manifest is not None and change.manifest.external_dbs == (other,)
+    assert change.result == BASE.external_dbs
+    busy = attrs.evolve(BASE, external_dbs=(ExternalDb("parent", _uuid(9), _uuid(10), (_ulid(1),)), other))
+    assert apply_edit(busy, DetachExternalDb("parent", _uuid(9)), Attempt(1, NOW_MS)).manifest is None

@@ -39,6 +39,7 @@ def test_staged_load_ssts_named_by_intents_are_not_leftovers() -> None:
     assert intent_sst_id(intent_key("load1", 3, 0, sst)) == sst
     assert intent_sst_id(marker_key("load1")) is None
     assert intent_sst_id("bulk-load/load1/000003-0") is None
+    assert intent_sst_id(intent_key("load1", 3, 0, sst[:25])) is None  # a ULID is 26 characters
     store = memory_store()
     ms = ManifestStore(store, ProductionRuntime())
     store.put_now(marker_key("load1"), b"")
@@ -48,3 +49,19 @@ def test_staged_load_ssts_named_by_intents_are_not_leftovers() -> None:
     store.put_now("compacted/01JABCDEFGHJKMNPQRSTVWXYZ1.sst", b"orphan")
     with pytest.raises(ManifestsMissingError):
         trio.run(latest_or_refuse, ms)
+
+
+@pytest.mark.parametrize("wal_ids, replay_after", [((), 0), ((3, 9), 9)])
+def test_a_forced_create_over_leftovers_starts_above_the_boundary_and_the_stray_wal(wal_ids, replay_after) -> None:
+    """``create="force"`` (``initial_over_leftovers``): the first manifest id is the boundary + 1;
+    the WAL is replayed after the highest stray WAL object, 0 when there is none (WAL 1 is then
+    the new database's first)."""
+    from slatedb.manifest.missing import initial_over_leftovers
+    from slatedb.wal.writer import wal_key
+
+    store = memory_store()
+    ms = ManifestStore(store, ProductionRuntime())
+    store.put_now(ms.boundary_key, b"4")
+    for i in wal_ids:
+        store.put_now(wal_key(i), b"stray")
+    assert trio.run(initial_over_leftovers, ms) == (5, replay_after)
