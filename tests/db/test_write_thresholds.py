@@ -1,0 +1,35 @@
+"""A write calls the write path's threshold step (``WritePath._on_threshold``: wake the flusher,
+cut a full memtable, kick a flush, recompute back-pressure) only when the unflushed bytes reach
+the next check (``_next_check_bytes``), not on every write."""
+
+from __future__ import annotations
+
+import slatedb
+from slatedb.db import write_path
+
+from .helpers import memory_store
+
+S = {"flush_interval": "1h", "compactor_options": None, "garbage_collector_options": None,
+     "l0_sst_size_bytes": 1 << 20}
+
+
+def test_small_writes_below_the_next_check_do_not_run_the_threshold_step(monkeypatch) -> None:
+    calls: list[int] = []
+    original = write_path.WritePath._on_threshold
+
+    def counted(self) -> None:
+        calls.append(self._w.unflushed_bytes)
+        original(self)
+
+    monkeypatch.setattr(write_path.WritePath, "_on_threshold", counted)
+    with slatedb.Db.open("memory://test", settings=S, store=memory_store()) as db:
+        for i in range(20):  # single puts and batches: each path checks on its own
+            db.put(b"k%02d" % i, b"v")
+            batch = slatedb.WriteBatch()
+            batch.put(b"b%02d" % i, b"v")
+            db.write(batch)
+        assert calls == []  # 40 small rows: far below the first check
+        batch = slatedb.WriteBatch()
+        batch.put(b"big", b"x" * (1 << 20))  # past l0_sst_size_bytes
+        db.write(batch)
+        assert len(calls) == 1
