@@ -98,7 +98,8 @@ EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     # the WAL regressions (replay fenced mid-way, zombie acks, the epoch re-check)
     "wal": ("tests/regressions/test_db_seed_581.py", "tests/regressions/test_db_zombie_ack.py",
             "tests/regressions/test_takeover_no_epoch_recheck.py",
-            "tests/api/test_wal_reader.py"),  # slatedb/wal/reader.py: the CDC reader
+            "tests/api/test_wal_reader.py",  # slatedb/wal/reader.py: the CDC reader
+            "tests/db/test_open_after_destroy.py"),  # WalWriter.outlived_destroy (DESTROY-7, open and load)
     # clones of unions (one database named by several entries: final checkpoints, CLONE-1)
     "clone": ("tests/projection/test_create.py",),
     # slatedb.uniffi's DbReader reads the aio DbReader's core (status, close reason)

@@ -102,3 +102,26 @@ def test_a_bulk_load_whose_bump_landed_after_the_database_was_removed_commits_no
         assert store.fired and store.list_now("") == [], [m.key for m in store.list_now("")]
 
     trio.run(main)
+
+
+class GcWithoutBoundaryAfterBump(GcAfterBump):
+    """As :class:`GcAfterBump`, for a GC with boundary files off: it deletes the base manifest
+    and writes no boundary."""
+
+    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
+        meta = await MemoryStore.put(self, key, data, mode)
+        if key.startswith("manifest/") and not self.fired:
+            self.fired = True
+            base = int(key.split("/")[1].split(".")[0]) - 1
+            self.delete_now(f"manifest/{base:020d}.manifest")
+        return meta
+
+
+def test_with_boundary_files_off_an_open_whose_base_went_goes_on() -> None:
+    """Without boundary files (``boundary_files_enabled=False``) nothing proves a destroy while
+    the bump is listed: the open goes on, as GC's own look does."""
+    store = GcWithoutBoundaryAfterBump(_existing())
+    settings = {"garbage_collector_options": {"boundary_files_enabled": False}}
+    with slatedb.Db.open("memory://test", settings=settings, store=store) as db:
+        assert db.get(b"k") == b"v"
+    assert store.fired
