@@ -29,7 +29,7 @@ from slatedb.format.types import (
 )
 from slatedb.projection import KeyRange, UnionSource, format_range, parse_range, project, referencing, union
 from slatedb.projection.ops import BUG_PROJECT_WIDENS, BUG_UNION_EXTERNAL_DUP, BUG_UNION_SEQ_FIRST
-from slatedb.projection.ranges import effective_bounds
+from slatedb.projection.ranges import effective_bounds, start_cmp_key
 
 KEYS = [bytes([c]) for c in b"abcdefghij"]
 
@@ -258,6 +258,16 @@ def test_adjacent_views_of_different_ssts_in_one_run_stay_apart():  # PROJ-4, U3
     assert [len(r.ssts) for r in u.compacted] == [2]
     expect = {k: read(a if k < b"e" else b, contents, k) for k in KEYS}
     assert rows(u, contents) == expect
+
+
+def test_start_bounds_sort_open_first_then_by_key_included_before_excluded():
+    """``start_cmp_key``: an open start sorts before every start, the empty key included; at one
+    key an included start sorts before an excluded one (U1's order of the sources)."""
+    from slatedb.lsm.view import KeyBounds
+
+    starts = [KeyBounds(None), KeyBounds(b""), KeyBounds(b"", False), KeyBounds(b"a"), KeyBounds(b"a", False)]
+    keys = [start_cmp_key(b) for b in starts]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
 def test_union_seq_is_max_and_external_entries_merge():
