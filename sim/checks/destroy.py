@@ -118,7 +118,7 @@ class DestroyChecks:
                 kept = [k for k in opened[1] if k in self.bucket.objects]
                 if kept:
                     raise InvariantViolation("DESTROY-3", e, f"{e.process} goes on writing to {root} ({rel}) after "
-                                                             f"its open landed {kept[0]} on the removed database")
+                                                             f"its manifest {kept[0]} (adding a writer checkpoint) landed on the removed database")
                 del self.late_open[e.process]
         if (mid is not None and root in self.gone and not e.process.startswith(("g", "d"))
                 and mid > self._boundary(root) and self._writer_bump(root, key)):
