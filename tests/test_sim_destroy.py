@@ -176,6 +176,19 @@ def test_destroy_7_names_a_gc_create_left_on_a_removed_database() -> None:
     _landing(trace, bucket, "g1", 3, "db/gc/manifest.boundary", b"3")
     with pytest.raises(InvariantViolation, match="DESTROY-7"):
         trace.record("g1", "gc_pass")
+    # A GC manifest commit landing there (seed 1880: ExpireCheckpoints on a manifest read before
+    # the destroy) is DESTROY-7's too: judged at the pass's end, not as DESTROY-3 at the landing.
+    bucket = MemoryBucket()
+    trace = Trace(lambda: 0.0)
+    DestroyChecks(bucket, ("db/",)).attach(trace)
+    _landing(trace, bucket, "d1", 1, "db/manifest/00000000000000000001.manifest",
+             encode_manifest(ManifestV2(initialized=True, writer_epoch=2, destroyed_at_s=5)))
+    _landing(trace, bucket, "hd", 1, "db/manifest/00000000000000000001.manifest", None)  # gone
+    stale = ManifestV2(initialized=True, writer_epoch=1,
+                       checkpoints=(Checkpoint(id=uuid.UUID(int=9), manifest_id=1),))
+    _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000002.manifest", encode_manifest(stale))
+    with pytest.raises(InvariantViolation, match="DESTROY-7"):
+        trace.record("g1", "gc_pass")
 
 
 def test_a_stale_create_behind_the_boundary_and_a_vanished_boundary_on_a_destroyed_database() -> None:
