@@ -418,3 +418,46 @@ def test_a_rerun_on_a_finished_union_checks_every_final_checkpoint_past_an_entry
     trio.run(delete_checkpoint, ManifestStore(store(src), rt), rt, entry.final_checkpoint_id)
     with pytest.raises(CloneMismatchError, match="is gone"):
         make(f"{b}/part", *sources)
+
+
+def test_an_initialize_another_run_made_first_is_recognised_and_named():
+    """C7's commit (``MarkInitialized``) loses its create to another run of the same job that
+    initialized the database first: the step says ``initialize_conflict`` with the id of that
+    initialized manifest (the one after the manifest C7 was applied to), and the job goes on to
+    the finished database."""
+    from slatedb.format.manifest import decode_manifest_v2
+    from slatedb.objstore.base import OVERWRITE
+
+    class AnotherRunInitializesFirst(CrashingStore):
+        def __init__(self, inner) -> None:
+            super().__init__(inner, Budget(None, applied=True))
+            self.taken: list[str] = []
+
+        async def put(self, key, data, mode=OVERWRITE):
+            if key.startswith("manifest/") and not self.taken and decode_manifest_v2(bytes(data), key).initialized:
+                self.taken.append(key)
+                self.inner.put_now(key, bytes(data))  # the other run's identical create lands first
+            return await self.inner.put(key, data, mode)
+
+    class Recorder(ProductionRuntime):
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps: list[dict] = []
+
+        def event(self, kind, **fields):
+            if kind == "union":
+                self.steps.append(fields)
+
+    b = bucket()
+    src, data = world(b)
+    dest = AnotherRunInitializesFirst(store(f"{b}/d"))
+    rt = Recorder()
+
+    async def main():
+        return await create_database(dest, [SourceSpec(store(src), None, KeyRange(None, b"m"))], rt)
+
+    done = trio.run(main)
+    assert dest.taken and done.manifest.initialized
+    conflicts = [f["manifest"] for f in rt.steps if f["union_step"] == "initialize_conflict"]
+    assert conflicts == [int(dest.taken[0].split("/")[1].split(".")[0])] == [done.id]
+    assert contents(f"{b}/d") == {k: v for k, v in data.items() if k < b"m"}
