@@ -192,6 +192,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         assert stored is not None
         self._stored = stored
         rows, _count = await replay_wal(self.store, rt, stored.manifest.replay_after_wal_id, self._wal.fence_id,
+                                        after_seq=stored.manifest.last_l0_seq,  # DUR-4: not what L0 holds
                                         manifests=self.manifests, epoch=self.epoch)
         if switches.REPLAY_SKIP in rt.bugs:  # catalogued bug (sim/scenarios/catalogue.py): open without replaying the WAL
             rows = []

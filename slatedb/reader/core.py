@@ -62,7 +62,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
 from slatedb.runtime import Runtime, probes, switches, with_max_retries
-from slatedb.wal.writer import list_wal_ids, wal_key
+from slatedb.wal.writer import in_l0, list_wal_ids, wal_key
 
 from .options import DbReaderOptions
 
@@ -84,6 +84,26 @@ class WalTable:
 
     def __repr__(self) -> str:
         return f"WalTable(wal {self.first_wal}..{self.last_wal}, {self.mem.size_bytes} B)"
+
+
+def _without_l0_rows(tables: list[WalTable], l0_seq: int) -> list[WalTable]:
+    """``tables`` without their rows of ``seq <= l0_seq`` (DUR-4): those are in the L0 SSTs of
+    the view the tables are shown over, maybe folded by a compaction into a row of the same seq
+    (an operand left above would shadow its own fold). A table left empty goes."""
+    out: list[WalTable] = []
+    for t in tables:
+        first = t.mem.first_seq
+        if first is None or not in_l0(first, l0_seq):
+            out.append(t)
+            continue
+        kept = [r for r in t.mem.iter_range() if not in_l0(r.seq, l0_seq)]
+        if kept:
+            fresh = WalTable(t.first_wal)
+            fresh.last_wal = t.last_wal
+            for r in sorted(kept, key=lambda r: r.seq):
+                fresh.mem.put(r)
+            out.append(fresh)
+    return out
 
 
 def as_checkpoint_id(value: object) -> uuid.UUID:
@@ -271,11 +291,15 @@ class ReaderCore(ReadPath):
         self.runtime.event("replay", path=key, rows=len(wal.rows), fence=wal.is_fence)
         return wal.rows
 
-    def _apply_rows(self, wal_id: int, rows: tuple[Row, ...], tables: list[WalTable]) -> bool:
-        """Add the rows of ``wal_id`` to ``tables`` (``_lock`` held); True when a table was added."""
+    def _apply_rows(self, wal_id: int, rows: tuple[Row, ...], tables: list[WalTable], l0_seq: int) -> bool:
+        """Add the rows of ``wal_id`` with ``seq > l0_seq`` to ``tables`` (``_lock`` held; rows at
+        or below the ``last_l0_seq`` of the view they are shown over are in its SSTs, DUR-4);
+        True when a table was added."""
         limit = self.options.max_memtable_bytes
         added = False
         for row in rows:
+            if in_l0(row.seq, l0_seq):
+                continue
             if not tables or tables[-1].mem.size_bytes >= limit:
                 tables.append(WalTable(wal_id))
                 added = True
@@ -287,6 +311,10 @@ class ReaderCore(ReadPath):
         self._applied_wal = max(self._applied_wal, wal_id)
         self.stats["rows_replayed"] += len(rows)
         return added
+
+    def _view_l0_seq(self) -> int:
+        """``last_l0_seq`` of the pinned manifest (0 before the first view)."""
+        return 0 if self._pinned is None else self._pinned.manifest.last_l0_seq
 
     def _publish(self, view: LsmView) -> None:
         """Swap in tables + ``view`` as the read state (``_lock`` held)."""
@@ -304,6 +332,9 @@ class ReaderCore(ReadPath):
         # the old view it would skip those ids (not a prefix: found by the gc simulation).
         gap = start > self._applied_wal + 1
         tables = [] if gap else self._tables
+        # Rows shown over the current view skip what its SSTs hold; fresh tables, shown only
+        # with P's view, what P's hold (DUR-4).
+        shown_l0_seq = m.last_l0_seq if gap else self._view_l0_seq()
         applied, last_seq = self._applied_wal, self._last_seq
         try:
             for wal_id in range(start, last_seen + 1):
@@ -314,7 +345,7 @@ class ReaderCore(ReadPath):
                         f"manifest {stored.id}")
                 with self._lock:
                     # The current view stays a prefix: these rows follow every row it holds.
-                    self._apply_rows(wal_id, rows, tables)
+                    self._apply_rows(wal_id, rows, tables, shown_l0_seq)
                     if not gap:
                         self._publish(self._read_state.view)
                 self.stats["wal_replayed"] += 1
@@ -325,7 +356,7 @@ class ReaderCore(ReadPath):
                 self._applied_wal, self._last_seq = applied, last_seq
             raise
         with self._lock:
-            self._tables = [t for t in tables if t.last_wal > replay_after]
+            self._tables = _without_l0_rows([t for t in tables if t.last_wal > replay_after], m.last_l0_seq)
             self._applied_wal = max(self._applied_wal, last_seen)
             self._last_seq = max(self._last_seq, m.last_l0_seq)
             self._pinned = stored
@@ -401,7 +432,7 @@ class ReaderCore(ReadPath):
             if rows is None:
                 return
             with self._lock:
-                self._apply_rows(wal_id, rows, self._tables)
+                self._apply_rows(wal_id, rows, self._tables, self._view_l0_seq())
                 self._publish(self._read_state.view)
             self.stats["wal_followed"] += 1
             self.runtime.event("reader_wal", wal_id=wal_id, rows=len(rows), last_seq=self._last_seq)

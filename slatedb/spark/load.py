@@ -228,7 +228,7 @@ async def _wal_max_seq(store: ObjectStore, rt: Runtime, after_id: int, before_id
     if before_id is None:
         ids = await list_wal_ids(store, rt)
         before_id = (max(ids) + 1) if ids else after_id + 1
-    rows, _count = await replay_wal(store, rt, after_id, before_id)
+    rows, _count = await replay_wal(store, rt, after_id, before_id, after_seq=0)
     return max((r.seq for r in rows), default=0)
 
 
@@ -431,7 +431,10 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
     assert fenced is not None
     # LOAD-5: no row below the fence may carry a seq at or above the load's.
     tail_end = fence_id - 1 if switches.LOAD_WAL_TAIL_SHORT in rt.bugs else fence_id
-    tail, _count = await replay_wal(store, rt, m0.replay_after_wal_id, tail_end)
+    # DUR-4: rows at or below the fenced manifest's last_l0_seq are in its L0 already (a tail
+    # holding them again would sit above what a compaction folded them into).
+    tail, _count = await replay_wal(store, rt, m0.replay_after_wal_id, tail_end,
+                                    after_seq=fenced.manifest.last_l0_seq)
     wal_seq = max((r.seq for r in tail), default=0)
     made: list[ULID] = []  # SSTs this commit wrote: deleted again if it is refused
     try:

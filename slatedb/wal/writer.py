@@ -177,11 +177,27 @@ async def _bug_no_recheck(manifests: ManifestStore, runtime: Runtime, epoch: int
     :meth:`WalWriter._halt_if_newer` would."""
 
 
+def in_l0(seq: int, last_l0_seq: int) -> bool:
+    """Whether a WAL row of ``seq`` is in L0 already by a manifest's ``last_l0_seq`` (DUR-4,
+    spec/protocols/wal-fencing.md): at or below it, unless it is 0, the value of a database that
+    flushed nothing (both engines number rows from 1; a row of seq 0, which the format allows,
+    is kept rather than lost)."""
+    return seq <= last_l0_seq and last_l0_seq > 0
+
+
 async def replay_wal(
     store: ObjectStore, runtime: Runtime, after_id: int, before_id: int,
-    *, manifests: ManifestStore | None = None, epoch: int | None = None,
+    *, after_seq: int, manifests: ManifestStore | None = None, epoch: int | None = None,
 ) -> tuple[list[Row], int]:
-    """Rows of WAL objects with ``after_id < id < before_id``, in id order (fences are empty).
+    """Rows of WAL objects with ``after_id < id < before_id``, in id order (fences are empty),
+    but those L0 holds by ``after_seq`` (:func:`in_l0`).
+
+    ``after_seq`` is the manifest's ``last_l0_seq`` (0: every row): rows at or below it are in L0
+    already (DUR-4, spec/protocols/wal-fencing.md). A WAL object above the replay point may hold
+    some: the official engine records the replay point of a memtable's freeze, which may be taken
+    before the WAL object of its last writes lands. Replayed again, such a row would sit above
+    its own L0 copy, or above what a compaction folded it into at the same seq: an operand
+    shadowing its fold, the older operands and the base lost.
 
     Returns the rows and the number of objects read. A missing id inside the range is
     corruption: WAL ids are contiguous (FENCE-1) and GC keeps everything above
@@ -202,7 +218,7 @@ async def replay_wal(
                 await WalWriter._halt_if_newer(manifests, runtime, epoch)  # FencedError when fenced
             raise CorruptionError(key, None, f"WAL object missing from the replay range ({after_id}, {before_id})") from None
         wal = decode_wal_sst(bytes(got.data), key)
-        rows.extend(wal.rows)
+        rows.extend(r for r in wal.rows if not in_l0(r.seq, after_seq))
         count += 1
         if wal.is_fence:
             runtime.probe(probes.WAL_REPLAY_FENCE)

@@ -40,12 +40,12 @@ def _world(writer_epoch: int):
 def test_a_missing_wal_object_after_a_newer_writer_is_fencing():
     store, rt, ms = _world(writer_epoch=3)  # a newer writer (epoch 3) took over from us (epoch 2)
     with pytest.raises(FencedError, match="epoch 2 was fenced by a writer with epoch 3"):
-        trio.run(lambda: replay_wal(store, rt, 1, 3, manifests=ms, epoch=2))
+        trio.run(lambda: replay_wal(store, rt, 1, 3, after_seq=0, manifests=ms, epoch=2))
 
 
 def test_a_missing_wal_object_while_still_the_writer_is_corruption():
     store, rt, ms = _world(writer_epoch=2)
     with pytest.raises(CorruptionError, match="WAL object missing from the replay range"):
-        trio.run(lambda: replay_wal(store, rt, 1, 3, manifests=ms, epoch=2))
+        trio.run(lambda: replay_wal(store, rt, 1, 3, after_seq=0, manifests=ms, epoch=2))
     with pytest.raises(CorruptionError):  # without a manifest store: corruption, as before
-        trio.run(lambda: replay_wal(store, rt, 1, 3))
+        trio.run(lambda: replay_wal(store, rt, 1, 3, after_seq=0))

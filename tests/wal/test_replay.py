@@ -35,7 +35,7 @@ def test_replay_reads_exactly_the_ids_between_the_bounds(after_id: int) -> None:
     for i in range(after_id + 1, after_id + 4):  # nothing at or below after_id: collected
         _put_wal(store, i)
     _put_wal(store, after_id + 4)  # at before_id: not replayed
-    rows, count = trio.run(lambda: replay_wal(store, ProductionRuntime(), after_id, after_id + 4))
+    rows, count = trio.run(lambda: replay_wal(store, ProductionRuntime(), after_id, after_id + 4, after_seq=0))
     assert count == 3 and [r.seq for r in rows] == [after_id + 1, after_id + 2, after_id + 3]
 
 
@@ -50,7 +50,7 @@ def test_a_missing_object_without_both_a_manifest_store_and_an_epoch_is_corrupti
     _put_wal(store, 2)  # wal/3 inside the range (1, 4) is missing
     kw = {"manifests": ms} if given == "manifests" else {"epoch": 2}
     with pytest.raises(CorruptionError, match="WAL object missing"):
-        trio.run(lambda: replay_wal(store, rt, 1, 4, **kw))
+        trio.run(lambda: replay_wal(store, rt, 1, 4, after_seq=0, **kw))
 
 
 class FailsFirstPut(MemoryStore):
@@ -73,7 +73,7 @@ def test_a_writer_that_is_not_halted_retries_a_transient_wal_write() -> None:
     w = trio.run(lambda: WalWriter.fence(store, rt, ms, 2, 0, SstOptions()))
     assert trio.run(w.write, [_row(7)]) == 2
     assert store.failed and not w.halted
-    rows, _ = trio.run(lambda: replay_wal(store, rt, 1, 3))
+    rows, _ = trio.run(lambda: replay_wal(store, rt, 1, 3, after_seq=0))
     assert [r.seq for r in rows] == [7]
 
 
@@ -102,7 +102,7 @@ def test_the_replay_fence_probe_fires_once_per_fence_object_replayed() -> None:
     store.put_now(wal_key(3), FENCE_BYTES)  # a newer writer's fence in the range
     _put_wal(store, 4)
     rt = ProbingRuntime()
-    rows, count = trio.run(lambda: replay_wal(store, rt, 1, 5))
+    rows, count = trio.run(lambda: replay_wal(store, rt, 1, 5, after_seq=0))
     assert count == 3 and [r.seq for r in rows] == [2, 4]
     assert rt.probes == [probes.WAL_REPLAY_FENCE]
     assert [(e["rows"], e["fence"]) for e in rt.replays] == [(1, False), (0, True), (1, False)]
