@@ -85,12 +85,19 @@ class FencedCoordinatorError(LifecycleError):
 # ---------------------------------------------------------------------------------------------
 
 
-def parse_worker_id(text: str, where: str) -> ULID:
-    """A worker id must be a ULID string (26 Crockford characters)."""
+def parse_worker_id(text: str, where: str, compaction: ULID | None = None) -> ULID:
+    """A worker id must be a ULID string (26 Crockford characters). ``compaction``: the job whose
+    worker it is, named after ``where`` in the error."""
     try:
-        return ULID.from_str(text)
+        return _ulid_of(text)
     except (ValueError, TypeError):
-        raise CorruptionError(where, None, f"worker id {text!r} is not a ULID") from None
+        raise CorruptionError(where if compaction is None else f"{where} (compaction {compaction})", None,
+                              f"worker id {text!r} is not a ULID") from None
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of a string: every tick and heartbeat checks every job
+def _ulid_of(text: str) -> ULID:
+    return ULID.from_str(text)
 
 
 def range_lo_hi(r: BytesRange) -> tuple[bytes | None, bytes | None]:
@@ -118,43 +125,32 @@ def check_subcompactions(c: Compaction, where: str) -> None:
         s, e = sub.range.start_bound, sub.range.end_bound
         lo, hi = range_lo_hi(sub.range)
         if (i == 0) != (lo is None) or (i == len(subs) - 1) != (hi is None):
-            raise CorruptionError(where, None, f"{_what(c, i)}: ranges do not cover the key space")
+            raise CorruptionError(where, None, f"compaction {c.id} subcompaction {i}: ranges do not cover the key "
+                                               f"space")
         if lo is not None and (s.bound_type is not BoundType.INCLUDED or lo != prev_hi):
-            raise CorruptionError(where, None, f"{_what(c, i)}: range starts at {lo!r}, not where range {i - 1} ends")
+            raise CorruptionError(where, None, f"compaction {c.id} subcompaction {i}: range starts at {lo!r}, not "
+                                               f"where range {i - 1} ends")
         if hi is not None and (e.bound_type is not BoundType.EXCLUDED or (lo is not None and hi <= lo)):
-            raise CorruptionError(where, None, f"{_what(c, i)}: range end {hi!r} is not an excluded bound above its start")
+            raise CorruptionError(where, None, f"compaction {c.id} subcompaction {i}: range end {hi!r} is not an "
+                                               f"excluded bound above its start")
         last: bytes | None = None
         for o in sub.output_ssts:
             first, end = o.info.first_entry, o.info.last_entry
             if first is None or end is None:
                 continue
             if (lo is not None and first < lo) or (hi is not None and end >= hi) or (last is not None and first < last):
-                raise CorruptionError(where, None, f"{_what(c, i)}: output {o.id} [{first!r}, {end!r}] lies outside its "
-                                                   f"range [{lo!r}, {hi!r}) or out of order")
+                raise CorruptionError(where, None, f"compaction {c.id} subcompaction {i}: output {o.id} [{first!r}, "
+                                                   f"{end!r}] lies outside its range [{lo!r}, {hi!r}) or out of order")
             last = end
         prev_hi = hi
-
-
-def _what(c: Compaction, i: int) -> str:
-    return f"compaction {c.id} subcompaction {i}"
 
 
 def check_compactions(value: CompactionsV1, where: str) -> None:
     """Refuse a ``.compactions`` value we must not act on (see the module docstring)."""
     for c in value.recent_compactions:
-        if c.worker is not None and c.worker.worker_id is not None and not (
-                type(c.worker.worker_id) is str and _is_ulid_text(c.worker.worker_id)):
-            parse_worker_id(c.worker.worker_id, f"{where} (compaction {c.id})")  # raises
+        if c.worker is not None and c.worker.worker_id is not None:
+            parse_worker_id(c.worker.worker_id, where, c.id)
         check_subcompactions(c, where)
-
-
-@functools.lru_cache(maxsize=1024)  # a pure function of a string; every tick and heartbeat checks every job
-def _is_ulid_text(text: str) -> bool:
-    try:
-        ULID.from_str(text)
-    except (ValueError, TypeError):
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------------------------------
