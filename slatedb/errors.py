@@ -84,6 +84,17 @@ class CheckpointNotFoundError(NotFoundError):
         super().__init__(f"no checkpoint {checkpoint_id}{' in ' + where if where else ''}")
 
 
+class CheckpointExpiredError(CheckpointNotFoundError):
+    """A refresh of a checkpoint that expired and is not collected yet: GC may have read the
+    manifest in which it had expired and be deleting what it pinned, so it is not revived
+    (checkpoints-gc.md step 3). Create a new checkpoint instead."""
+
+    def __init__(self, checkpoint_id: object, expired_at_s: int) -> None:
+        self.expired_at_s = expired_at_s
+        super().__init__(checkpoint_id, f"the latest manifest: it expired at {expired_at_s} s and is not revived "
+                                        f"(GC may already be collecting what it pinned); create a new checkpoint")
+
+
 class InvalidDbStateError(SlateDBError):
     """The database is not in a state that allows the operation: not initialized (a clone that
     never finished), destroyed, or a source checkpoint that has expired (RFC 000)."""

@@ -84,3 +84,11 @@ def test_the_read_oracle_alone_catches_the_bug(switch: str) -> None:
     assert not result.ok, f"{switch} not seen by the read oracle at seed {seed}"
     assert bugs.fired(result) == invariant and "a read through clone checkpoint" in str(result.violations[0]), \
         result.violations
+
+
+def test_a_refresh_landing_after_its_checkpoint_expired_does_not_revive_it() -> None:
+    """gc seed 1246 (checkpoints-gc.md step 3): the admin's refresh, sent 5 s before the
+    checkpoint's expiry, stalled and landed 2 s after it, while the writer's GC, having read the
+    checkpoint expired, deleted manifest 13 it pinned: GC-2. The refresh is now refused."""
+    r = run_gc_workload(1246)
+    assert r.ok, r.violations

@@ -54,6 +54,7 @@ PANIC = "panic"
 # checkpoints, readers, GC, clones, destroy (checkpoints-gc.md, reader.md, clone.md, destroy.md)
 CHECKPOINT_CREATE = "checkpoint_create"
 CHECKPOINT_REFRESH = "checkpoint_refresh"
+CHECKPOINT_REFRESH_REFUSED = "checkpoint_refresh_refused"  # an expired checkpoint is not revived (GC-2)
 CHECKPOINT_DELETE = "checkpoint_delete"
 CHECKPOINT_EXPIRED = "checkpoint_expired"
 CHECKPOINT_FLUSH_BLOCKED = "checkpoint_flush_blocked"

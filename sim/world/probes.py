@@ -94,6 +94,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.DESTROY_LATE_OBJECTS: ("destroy", (44,)),
     P.GC_CREATE_OUTLIVED_DESTROY: ("destroy", (77,)),
     P.WRITER_OPEN_OUTLIVED_DESTROY: ("destroy", (409,)),
+    P.CHECKPOINT_REFRESH_EXPIRED: ("gc", (44, 61)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
     P.UNION_RESUMED: ("rescale", (2,)),

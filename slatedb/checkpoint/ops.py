@@ -14,7 +14,7 @@ import uuid
 
 import attrs
 
-from slatedb.errors import InvalidArgumentError, InvalidDbStateError
+from slatedb.errors import CheckpointExpiredError, InvalidArgumentError, InvalidDbStateError
 from slatedb.format.types import Checkpoint, WriterCheckpoint
 from slatedb.manifest.checkpoints import (  # noqa: F401 (re-exported by slatedb.checkpoint)
     MAX_U32,
@@ -28,7 +28,7 @@ from slatedb.manifest.checkpoints import (  # noqa: F401 (re-exported by slatedb
 )
 from slatedb.manifest.edits import AddCheckpoint, DeleteCheckpoint, RefreshCheckpoint
 from slatedb.manifest.store import ManifestStore
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, probes
 
 class CheckpointScope(enum.Enum):
     """What a writer's checkpoint covers (RFC 000 ``CheckpointScope``): ``ALL`` writes issued so
@@ -106,10 +106,17 @@ async def create_checkpoint(manifests: ManifestStore, runtime: Runtime, options:
 async def refresh_checkpoint(manifests: ManifestStore, runtime: Runtime, checkpoint_id: uuid.UUID | str,
                              lifetime_s: float | None) -> Checkpoint:
     """Set the checkpoint's expiry to now + ``lifetime_s`` (None: never expires). A checkpoint
-    that is gone (deleted, or expired and collected by GC) raises :class:`CheckpointNotFoundError`."""
+    that is gone (deleted, or expired and collected by GC) raises :class:`CheckpointNotFoundError`;
+    one that expired and is not collected yet :class:`CheckpointExpiredError` (a subclass): it is
+    not revived (checkpoints-gc.md step 3, GC-2)."""
     cid = _as_uuid(checkpoint_id)
     CheckpointOptions(lifetime_s=lifetime_s)  # validates
-    new = (await manifests.commit(RefreshCheckpoint(cid, lifetime_s))).result
+    try:
+        new = (await manifests.commit(RefreshCheckpoint(cid, lifetime_s))).result
+    except CheckpointExpiredError:
+        runtime.probe(probes.CHECKPOINT_REFRESH_EXPIRED)
+        runtime.event("checkpoint_refresh_refused", id=str(cid), reason="expired")
+        raise
     runtime.event("checkpoint_refresh", id=str(cid), expire_s=new.checkpoint_expire_time_s)
     return new
 

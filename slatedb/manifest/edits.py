@@ -37,6 +37,7 @@ from typing import ClassVar
 import attrs
 
 from slatedb.errors import (
+    CheckpointExpiredError,
     CheckpointNotFoundError,
     FencedError,
     InvalidDbStateError,
@@ -311,7 +312,11 @@ class AddReaderCheckpoint(AddCheckpoint):
 @attrs.frozen
 class RefreshCheckpoint(Edit[Checkpoint]):
     """Set the checkpoint's expiry to now + ``lifetime_s`` (None: never). Gone (deleted, or
-    expired and collected) raises :class:`CheckpointNotFoundError`. Result: the new entry."""
+    expired and collected) raises :class:`CheckpointNotFoundError`, and so does a checkpoint
+    already expired but not yet collected (checkpoints-gc.md step 3): a GC pass may have read
+    the manifest in which it had expired and be deleting what it pinned; reviving it would
+    make that a deletion under an active checkpoint (GC-2, gc seed 1246: an admin refresh sent
+    before the expiry, stalled, landed 2 s after it). Result: the new entry."""
 
     kind: ClassVar[str] = "refresh_checkpoint"
     checkpoint_id: uuid.UUID
@@ -321,6 +326,8 @@ class RefreshCheckpoint(Edit[Checkpoint]):
         old = find_checkpoint(m, self.checkpoint_id)
         if old is None:
             raise CheckpointNotFoundError(self.checkpoint_id, "the latest manifest")
+        if is_expired(old, attempt.now_ms // 1000):
+            raise CheckpointExpiredError(self.checkpoint_id, old.checkpoint_expire_time_s)
         new = attrs.evolve(old, checkpoint_expire_time_s=expire_time_s(attempt.now_ms, self.lifetime_s))
         return Change(attrs.evolve(m, checkpoints=tuple(new if c.id == self.checkpoint_id else c for c in m.checkpoints)),
                       new)

@@ -242,6 +242,11 @@ WRITER_OPEN_OUTLIVED_DESTROY = _probe(
 
 # -- Readers, clones, projection and union --------------------------------------------------------
 
+CHECKPOINT_REFRESH_EXPIRED = _probe(
+    "checkpoint.refresh-expired",
+    "a refresh found its checkpoint expired but not yet collected (a call sent before the expiry, "
+    "landing after it) and refused to revive it",
+    "checkpoints-gc.md step 3, GC-2")
 READER_CHECKPOINT_EXPIRED = _probe(
     "reader.checkpoint-expired",
     "a managed reader found its checkpoint expired and established a new one",

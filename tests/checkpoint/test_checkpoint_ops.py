@@ -116,7 +116,7 @@ def test_refresh_sets_a_new_expiry_or_none():
     store, rt = new_db()
     ms = ManifestStore(store, rt)
     got = run(create_checkpoint, ms, rt, CheckpointOptions(lifetime_s=10))
-    rt.advance(100)  # expired, but not collected: it can still be refreshed
+    rt.advance(5)  # not expired yet: refreshed
     new = run(refresh_checkpoint, ms, rt, got.id, 3600)
     assert new.checkpoint_expire_time_s == rt.now // 1000 + 3600 and new.manifest_id == got.manifest_id
     assert run(refresh_checkpoint, ms, rt, str(got.id), None).checkpoint_expire_time_s == 0
@@ -128,6 +128,23 @@ def test_refresh_sets_a_new_expiry_or_none():
         run(refresh_checkpoint, ms, rt, "not-a-uuid", 10)
     with pytest.raises(InvalidArgumentError):
         run(refresh_checkpoint, ms, rt, got.id, -5)
+
+
+def test_an_expired_checkpoint_is_not_revived_by_a_refresh():
+    """checkpoints-gc.md step 3 (GC-2; gc seed 1246): expired but not yet collected, a checkpoint
+    may already be counted out by a GC pass that is deleting the manifest it pins; a refresh
+    landing then is refused (CheckpointExpiredError, a CheckpointNotFoundError) and writes
+    nothing."""
+    from slatedb.errors import CheckpointExpiredError
+
+    store, rt = new_db()
+    ms = ManifestStore(store, rt)
+    got = run(create_checkpoint, ms, rt, CheckpointOptions(lifetime_s=10))
+    rt.advance(12)
+    before = latest_id(store)
+    with pytest.raises(CheckpointExpiredError, match="expired at") as e:
+        run(refresh_checkpoint, ms, rt, got.id, 3600)
+    assert isinstance(e.value, CheckpointNotFoundError) and latest_id(store) == before
 
 
 def test_delete_and_list_by_name():
