@@ -170,7 +170,12 @@ class OfficialWriter:
                 if v is not None and not start(v) and not pred(v):
                     return None  # moved past the window
                 os.kill(pid, signal.SIGCONT)
-                time.sleep(burst_s)
+                # A busy wait, not time.sleep: on a loaded machine a 2 ms sleep can last 10-20 ms,
+                # long enough for the child to run a whole window past (running-stale missed three
+                # times in a row in a CI run with simulator campaigns beside it).
+                until = time.monotonic() + burst_s
+                while time.monotonic() < until:
+                    pass
                 os.kill(pid, signal.SIGSTOP)
             return None
         finally:

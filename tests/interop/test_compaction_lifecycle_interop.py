@@ -266,7 +266,7 @@ def _only(v, status: S | None = None):
     return c if status is None or c.status is status else None
 
 
-def _stop_official_at(official, root: Path, state: str, attempts: int = 3, keep: OfficialWriter | list | None = None):
+def _stop_official_at(official, root: Path, state: str, attempts: int = 8, keep: OfficialWriter | list | None = None):
     """The official writer (its compactor) killed at ``state``; returns the job as it left it.
     A missed window (the job moved on before the kill) restores the filled database and tries
     again, at most ``attempts`` times. With a list as ``keep`` (Running only), the writer is
@@ -384,7 +384,7 @@ def test_ours_takes_over_the_official_compactor_stopped_at_each_state(official, 
       (checked at the write of Completed), then ``.compactions`` Completed.
 
     A missed window (the job moved past the state before the kill) restores the filled database
-    and tries again, three times at most."""
+    and tries again, eight times at most."""
     expected = _fill_big(tmp_path)
     job = _stop_official_at(official, tmp_path, state)
     official_worker = job.worker.worker_id if job.worker is not None else None
