@@ -110,10 +110,26 @@ def _landing(trace: Trace, bucket: MemoryBucket, process: str, n: int, key: str,
     trace.record(process, "store.result", n=n, outcome="ok")
 
 
-def test_the_checks_name_each_broken_destroy_rule() -> None:
+def _checked() -> tuple[Trace, MemoryBucket]:
+    """A trace with DestroyChecks on one database root, ``db/``, and its bucket."""
     bucket = MemoryBucket()
     trace = Trace(lambda: 0.0)
     DestroyChecks(bucket, ("db/",)).attach(trace)
+    return trace, bucket
+
+
+def _marked_and_removed(epoch: int) -> tuple[Trace, MemoryBucket]:
+    """:func:`_checked`, after a soft destroy of writer ``epoch`` marked the database (its one
+    manifest) and the removal deleted it: the root is gone."""
+    trace, bucket = _checked()
+    _landing(trace, bucket, "d1", 1, "db/manifest/00000000000000000001.manifest",
+             encode_manifest(ManifestV2(initialized=True, writer_epoch=epoch, destroyed_at_s=5)))
+    _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000001.manifest", None)
+    return trace, bucket
+
+
+def test_the_checks_name_each_broken_destroy_rule() -> None:
+    trace, bucket = _checked()
     trace.record("w", "writer_epoch", epoch=1)
     _landing(trace, bucket, "w", 1, "db/manifest/00000000000000000001.manifest",
              encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
@@ -164,9 +180,7 @@ def test_a_gc_create_landing_after_a_hard_destroy_is_taken_back(seed: int) -> No
 
 
 def test_destroy_7_names_a_gc_create_left_on_a_removed_database() -> None:
-    bucket = MemoryBucket()
-    trace = Trace(lambda: 0.0)
-    DestroyChecks(bucket, ("db/",)).attach(trace)
+    trace, bucket = _checked()
     _landing(trace, bucket, "w", 1, "db/manifest/00000000000000000001.manifest",
              encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
     _landing(trace, bucket, "hd", 1, "db/manifest/00000000000000000001.manifest", None)  # gone
@@ -178,12 +192,7 @@ def test_destroy_7_names_a_gc_create_left_on_a_removed_database() -> None:
         trace.record("g1", "gc_pass")
     # A GC manifest commit landing there (seed 1880: ExpireCheckpoints on a manifest read before
     # the destroy) is DESTROY-7's too: judged at the pass's end, not as DESTROY-3 at the landing.
-    bucket = MemoryBucket()
-    trace = Trace(lambda: 0.0)
-    DestroyChecks(bucket, ("db/",)).attach(trace)
-    _landing(trace, bucket, "d1", 1, "db/manifest/00000000000000000001.manifest",
-             encode_manifest(ManifestV2(initialized=True, writer_epoch=2, destroyed_at_s=5)))
-    _landing(trace, bucket, "hd", 1, "db/manifest/00000000000000000001.manifest", None)  # gone
+    trace, bucket = _marked_and_removed(epoch=2)
     stale = ManifestV2(initialized=True, writer_epoch=1,
                        checkpoints=(Checkpoint(id=uuid.UUID(int=9), manifest_id=1),))
     _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000002.manifest", encode_manifest(stale))
@@ -216,9 +225,7 @@ def test_a_writer_open_landing_after_the_database_was_removed_is_taken_back() ->
 
 def test_destroy_3_names_a_writer_going_on_after_its_open_landed_on_a_removed_database() -> None:
     def world() -> tuple[Trace, MemoryBucket]:
-        bucket = MemoryBucket()
-        trace = Trace(lambda: 0.0)
-        DestroyChecks(bucket, ("db/",)).attach(trace)
+        trace, bucket = _checked()
         _landing(trace, bucket, "w0", 1, "db/manifest/00000000000000000001.manifest",
                  encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
         _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000001.manifest", None)  # removed
@@ -238,12 +245,7 @@ def test_destroy_3_names_a_writer_going_on_after_its_open_landed_on_a_removed_da
     with pytest.raises(InvariantViolation, match="DESTROY-3.*goes on writing"):
         _landing(trace, bucket, "w", 3, "db/wal/00000000000000000002.sst", b"rows")
     # A reader's checkpoint (not an epoch bump) landing there is judged at once, as before.
-    bucket = MemoryBucket()
-    trace = Trace(lambda: 0.0)
-    DestroyChecks(bucket, ("db/",)).attach(trace)
-    _landing(trace, bucket, "d1", 1, "db/manifest/00000000000000000001.manifest",
-             encode_manifest(ManifestV2(initialized=True, writer_epoch=1, destroyed_at_s=5)))
-    _landing(trace, bucket, "g1", 1, "db/manifest/00000000000000000001.manifest", None)  # removed
+    trace, bucket = _marked_and_removed(epoch=1)
     reader_cp = Checkpoint(id=uuid.UUID(int=9), manifest_id=1)
     with pytest.raises(InvariantViolation, match="DESTROY-3.*over destroyed"):
         _landing(trace, bucket, "r1", 1, "db/manifest/00000000000000000002.manifest",

@@ -15,42 +15,9 @@ import pytest
 
 import slatedb
 from slatedb.errors import InvalidDbStateError
-from slatedb.objstore.base import OVERWRITE, ObjectMeta, PutMode
 from slatedb.objstore.memory import MemoryStore
 from tests.db.helpers import latest_manifest, memory_store
-
-
-class RemovedBeforeBump(MemoryStore):
-    """Empties the database just before the first manifest create reaches the store."""
-
-    def __init__(self, inner: MemoryStore) -> None:
-        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
-        self.fired = False
-
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        if key.startswith("manifest/") and not self.fired:
-            self.fired = True
-            for meta in self.list_now(""):
-                self.delete_now(meta.key)
-        return await super().put(key, data, mode)
-
-
-class GcAfterBump(MemoryStore):
-    """Right after the first manifest create lands, another GC raises the boundary to the manifest
-    below it and deletes that one (legal once it is not the latest)."""
-
-    def __init__(self, inner: MemoryStore) -> None:
-        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
-        self.fired = False
-
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        meta = await super().put(key, data, mode)
-        if key.startswith("manifest/") and not self.fired:
-            self.fired = True
-            base = int(key.split("/")[1].split(".")[0]) - 1
-            self.put_now("gc/manifest.boundary", str(base).encode(), OVERWRITE)
-            self.delete_now(f"manifest/{base:020d}.manifest")
-        return meta
+from tests.gc.helpers import DestroyedBeforeCreate, OtherGcAfterCreate
 
 
 def _existing() -> MemoryStore:
@@ -61,7 +28,7 @@ def _existing() -> MemoryStore:
 
 
 def test_an_open_whose_bump_landed_after_the_database_was_removed_takes_it_back() -> None:
-    store = RemovedBeforeBump(_existing())
+    store = DestroyedBeforeCreate(_existing(), "manifest/")
     with pytest.raises(InvalidDbStateError, match="destroyed while this writer opened it"):
         slatedb.Db.open("memory://test", store=store)
     assert store.fired
@@ -69,7 +36,7 @@ def test_an_open_whose_bump_landed_after_the_database_was_removed_takes_it_back(
 
 
 def test_an_open_whose_base_another_gc_deleted_behind_its_boundary_goes_on() -> None:
-    store = GcAfterBump(_existing())
+    store = OtherGcAfterCreate(_existing())
     with slatedb.Db.open("memory://test", store=store) as db:
         assert db.get(b"k") == b"v"
         db.put(b"k2", b"v2")
@@ -96,7 +63,7 @@ def test_a_bulk_load_whose_bump_landed_after_the_database_was_removed_commits_no
         plan = await begin_load(inner, rt, overwrite=False)
         staged = await stage_sorted(inner, rt, plan, 0, 0, [b"a", b"b"], [b"1", b"2"],
                                     sst_options=SstOptions(block_size_bytes=512), sst_size_bytes=4096)
-        store = RemovedBeforeBump(inner)
+        store = DestroyedBeforeCreate(inner, "manifest/")
         with pytest.raises(LoadRefusedError, match="destroyed while the load committed"):
             await commit_load(store, rt, plan, [staged])
         assert store.fired and store.list_now("") == [], [m.key for m in store.list_now("")]
@@ -104,23 +71,10 @@ def test_a_bulk_load_whose_bump_landed_after_the_database_was_removed_commits_no
     trio.run(main)
 
 
-class GcWithoutBoundaryAfterBump(GcAfterBump):
-    """As :class:`GcAfterBump`, for a GC with boundary files off: it deletes the base manifest
-    and writes no boundary."""
-
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        meta = await MemoryStore.put(self, key, data, mode)
-        if key.startswith("manifest/") and not self.fired:
-            self.fired = True
-            base = int(key.split("/")[1].split(".")[0]) - 1
-            self.delete_now(f"manifest/{base:020d}.manifest")
-        return meta
-
-
 def test_with_boundary_files_off_an_open_whose_base_went_goes_on() -> None:
     """Without boundary files (``boundary_files_enabled=False``) nothing proves a destroy while
     the bump is listed: the open goes on, as GC's own look does."""
-    store = GcWithoutBoundaryAfterBump(_existing())
+    store = OtherGcAfterCreate(_existing(), boundary=False)
     settings = {"garbage_collector_options": {"boundary_files_enabled": False}}
     with slatedb.Db.open("memory://test", settings=settings, store=store) as db:
         assert db.get(b"k") == b"v"

@@ -37,6 +37,7 @@ from slatedb.format.types import (
     TieredCompactionSpec,
 )
 from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.objstore.base import OVERWRITE, ObjectMeta, PutMode
 from slatedb.objstore.memory import MemoryBucket, MemoryRegistry, MemoryStore
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import ulid_from_parts, uuid4_from_int
@@ -213,3 +214,44 @@ class DbBuilder:
         cur = await self.manifests.read_latest()
         assert cur is not None
         return cur
+
+
+# -- stores that play a race at the moment a create lands (DESTROY-7; tests/gc/test_destroy_race.py,
+# tests/db/test_open_after_destroy.py) --------------------------------------------------------------
+
+
+class DestroyedBeforeCreate(MemoryStore):
+    """Empties the database just before the first put of a key starting with ``prefix`` lands."""
+
+    def __init__(self, inner: MemoryStore, prefix: str) -> None:
+        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
+        self.prefix = prefix
+        self.fired = False
+
+    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
+        if key.startswith(self.prefix) and not self.fired:
+            self.fired = True
+            for meta in self.list_now(""):
+                self.delete_now(meta.key)
+        return await super().put(key, data, mode)
+
+
+class OtherGcAfterCreate(MemoryStore):
+    """Right after the first manifest create lands, another GC raises the boundary to the manifest
+    below it and deletes that one (what a concurrent collector may do once it is not the latest);
+    with ``boundary=False`` a collector with boundary files off: it only deletes."""
+
+    def __init__(self, inner: MemoryStore, boundary: bool = True) -> None:
+        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
+        self.boundary = boundary
+        self.fired = False
+
+    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
+        meta = await super().put(key, data, mode)
+        if key.startswith("manifest/") and not self.fired:
+            self.fired = True
+            base = int(key.split("/")[1].split(".")[0]) - 1
+            if self.boundary:
+                self.put_now("gc/manifest.boundary", str(base).encode(), OVERWRITE)
+            self.delete_now(f"manifest/{base:020d}.manifest")
+        return meta

@@ -11,29 +11,11 @@ from __future__ import annotations
 import attrs
 
 from slatedb.gc import GarbageCollector
-from slatedb.objstore.base import OVERWRITE, ObjectMeta, PutMode
-from slatedb.objstore.memory import MemoryStore
 from slatedb.runtime import switches
 
-from .helpers import DbBuilder, VirtualRuntime, gc_options, memory_store, run_virtual
+from .helpers import DbBuilder, DestroyedBeforeCreate, OtherGcAfterCreate, VirtualRuntime, gc_options, memory_store, run_virtual
 
 MIN_AGE_S = 60.0
-
-
-class DestroyedBeforeCreate(MemoryStore):
-    """Empties the database just before the first put of a key starting with ``prefix`` lands."""
-
-    def __init__(self, inner: MemoryStore, prefix: str) -> None:
-        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
-        self.prefix = prefix
-        self.fired = False
-
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        if key.startswith(self.prefix) and not self.fired:
-            self.fired = True
-            for meta in self.list_now(""):
-                self.delete_now(meta.key)
-        return await super().put(key, data, mode)
 
 
 async def _gc_over_destroy(rt: VirtualRuntime, db: DbBuilder, prefix: str, *, bugs: frozenset[str] = frozenset()
@@ -102,24 +84,6 @@ def test_without_the_take_back_the_objects_outlive_the_database() -> None:
         assert [m.key for m in store2.list_now("")] == ["manifest/00000000000000000005.manifest"]
 
     run_virtual(main)
-
-
-class OtherGcAfterCreate(MemoryStore):
-    """Right after the first manifest create lands, another GC raises the boundary to the manifest
-    below it and deletes that one (what a concurrent collector may do once it is not the latest)."""
-
-    def __init__(self, inner: MemoryStore) -> None:
-        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
-        self.fired = False
-
-    async def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> ObjectMeta:
-        meta = await super().put(key, data, mode)
-        if key.startswith("manifest/") and not self.fired:
-            self.fired = True
-            base = int(key.split("/")[1].split(".")[0]) - 1
-            self.put_now("gc/manifest.boundary", str(base).encode(), OVERWRITE)
-            self.delete_now(f"manifest/{base:020d}.manifest")
-        return meta
 
 
 def test_a_live_database_keeps_what_gc_created() -> None:
