@@ -200,3 +200,42 @@ def test_an_l0_id_without_its_floor_is_reported_as_gc_5(monkeypatch):
     result = run_db_workload(0)
     assert not result.ok and fired(result) == "GC-5", result.violations
     assert "below the newest L0" in result.violations[0]
+
+
+def test_a_process_numbers_its_requests_once_over_all_its_stores():
+    """Rescale seed 1251: the checkers match a ``store.result`` to its request by ``(process,
+    n)``, but each store counted its own ``n``. The merged writer's put of an L0 SST (``n=30`` on
+    its ``merged/`` store) stalled 9 s while a get ``n=30`` on its ``src/`` store (an external
+    database) returned; GC-5 took that reply as the put's, so the upload seemed to apply 0.7 s
+    after the mint, not 9.4 s, and the object's last_modified seemed 8.7 s ahead of the id's
+    time. One sequence per process (``Trace.next_request``) over all its stores."""
+    import random
+
+    import trio
+    import trio.testing
+
+    from slatedb.objstore.memory import MemoryBucket, MemoryStore
+    from sim.world.store import SimObjectStore
+    from sim.world.trace import Trace
+
+    trace = Trace(trio.current_time)
+    bucket = MemoryBucket()
+
+    def store(process: str, root: str) -> SimObjectStore:
+        inner = MemoryStore(bucket, lambda: 0, root=f"{root}/", url=f"memory://sim/{root}")
+        return SimObjectStore(inner, random.Random(root), trace, process=process)
+
+    merged, src, gc = store("mw", "merged"), store("mw", "src"), store("gm", "merged")
+
+    async def main() -> None:
+        await merged.put("a", b"1")
+        await src.put("b", b"2")
+        await src.get("b")
+        await merged.get("a")
+        await gc.get("a")
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    requests = [(e.process, e.f["n"]) for e in trace.events if e.kind.startswith("store.") and e.kind != "store.result"]
+    assert requests == [("mw", 1), ("mw", 2), ("mw", 3), ("mw", 4), ("gm", 1)]
+    results = [(e.process, e.f["n"]) for e in trace.events if e.kind == "store.result"]
+    assert results == requests

@@ -101,7 +101,6 @@ class SimObjectStore(ObjectStore):
         self._request_faults = faults  # the rates of the request being decided
         #: When False, the layer injects nothing but latency (used to heal the world).
         self.faults_enabled = True
-        self.op_counter = 0
         #: Set by :meth:`crash`: the process is dead; requests already sent still land.
         self.crashed = False
 
@@ -135,8 +134,7 @@ class SimObjectStore(ObjectStore):
     async def _op(self, op: str, key: str, apply: Callable[[], T], **fields: Any) -> T:
         if self.crashed:
             raise ProcessCrashed(self.process)
-        self.op_counter += 1
-        n = self.op_counter
+        n = self.trace.next_request(self.process)  # one sequence per process, over all its stores
         self._request_faults = self._faults_for(key) if self.key_faults else self.faults
         decision = self._decide()
         out_s, back_s = self._leg_s(), self._leg_s()

@@ -136,6 +136,20 @@ class Trace:
         #: were not attached -- which oracle catches a bug without it is then measurable.
         self.skip: frozenset[str] = frozenset()
         self.skipped: dict[str, int] = {}
+        #: The last request number (``n`` of ``store.*`` / ``store.result`` events) of each
+        #: process, over all its stores: see :meth:`next_request`.
+        self._requests: dict[str, int] = {}
+
+    def next_request(self, process: str) -> int:
+        """The next store request number of ``process``. One sequence per process, shared by
+        every store it holds (a database's and each external one its engine opens): the checkers
+        match a ``store.result`` to its request by ``(process, n)``, which a count per store made
+        ambiguous (rescale seed 1251: the merged writer's SST put ``n=30`` stalled 9 s on its
+        ``merged/`` store while a get ``n=30`` on its ``src/`` store returned, and GC-5's checker
+        took that reply for the put's)."""
+        n = self._requests.get(process, 0) + 1
+        self._requests[process] = n
+        return n
 
     def record(self, process: str, kind: str, **fields: Any) -> Event:
         time_s = self._clock()
