@@ -47,3 +47,18 @@ def test_each_rescale_bug_is_caught(switch: str) -> None:
     result = bugs.run("rescale", FIRST_DETECTION[switch], [switch])
     assert not result.ok
     assert bugs.fired(result) in bugs.BY_NAME[switch].invariants, result.violations
+
+
+def test_a_rerun_refused_without_a_detach_is_still_clone_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scenario accepts a re-run's CloneMismatchError only when GC's detach explains it (seed
+    800, tests/regressions/test_rescale_seeds.py); a creation that refuses its own unfinished or
+    still attached result is CLONE-1 (seed 2 restarts the rescaler three times)."""
+    from slatedb.clone import CloneMismatchError
+    from slatedb.projection import create
+
+    def refuse(self, m) -> None:
+        raise CloneMismatchError("mutant: every existing destination refused")
+
+    monkeypatch.setattr(create._Job, "_check_attached", refuse)
+    result = run_rescale_workload(2)
+    assert not result.ok and bugs.fired(result) == "CLONE-1", result.violations

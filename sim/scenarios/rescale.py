@@ -31,7 +31,9 @@ Oracles on every run (each violation names its id):
 * **PROJ-5** the merged manifest has one ``external_dbs`` entry per ``(path, source checkpoint)``;
 * **READ-3** a DbReader on the merged database reads that exact state, before and after GC rounds;
 * **CLONE-1** every creation finishes (its final checkpoints exist; a source checkpoint released
-  too early makes that impossible); **CLONE-2** after GC rounds, every SST the latest manifest of a
+  too early makes that impossible); a re-run after a crash that finds the database finished and
+  GC's detach under way or done is refused with ``CloneMismatchError`` (RFC 000), which counts as
+  finished (:func:`_resumable`); **CLONE-2** after GC rounds, every SST the latest manifest of a
   shard or of the merged database references exists where ``external_dbs`` says.
 
 Same seed, same trace digest. ``./just sim run --workload rescale --seed S [--bug NAME]``.
@@ -48,6 +50,7 @@ import trio
 import slatedb.aio as aio
 from slatedb.checkpoint import CheckpointOptions, CheckpointScope, find_checkpoint
 from slatedb.lsm.view import bounds_of
+from slatedb.clone import CloneMismatchError
 from slatedb.errors import CloneSourceWithWalError, SlateDBError
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.manifest.store import manifest_key
@@ -102,6 +105,7 @@ class Rescale:
         self.restarts = 0
         self.outcome = ""
         self.clone_entries = -1  # the clone of the union: entries repeating a database (-1: no clone)
+        self.reruns_after_detach = 0  # re-runs refused because GC had detached a finished result
 
 
 def _manifest(world: World, root: str, manifest_id: int | None = None):
@@ -164,9 +168,43 @@ async def _writer(world: World, rs: Rescale) -> None:
         raise AssertionError("the writer took no checkpoint")
 
 
+def _root(url: str) -> str:
+    return url[len("memory://sim/"):].strip("/")
+
+
+def _detached_by_gc(world: World, root: str, sources: list[str]) -> bool:
+    """Has GC detached (or begun to detach, checkpoints-gc.md step 9) the entries of the finished
+    database at ``root`` that a re-run recognises it by? True when its latest manifest is
+    initialized and either no ``external_dbs`` entry names a source any more, or an entry with no
+    SSTs has lost its final checkpoint (released, the entry not yet dropped)."""
+    m = _manifest(world, root)
+    if m is None or not m.initialized:
+        return False
+    if not any(e.path in sources for e in m.external_dbs):
+        return True
+    for e in m.external_dbs:
+        if e.sst_ids or e.final_checkpoint_id is None:
+            continue
+        there = _manifest(world, e.path)
+        if there is None or find_checkpoint(there, e.final_checkpoint_id) is None:
+            return True
+    return False
+
+
 async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: list[tuple[str, Any, Any]]) -> bool:
-    """Run one creation until it finishes, restarting after each crash. False: refused (WAL)."""
+    """Run one creation until it finishes, restarting after each crash. False: refused (WAL).
+
+    An attempt may finish the database (its ``initialized`` manifest lands) without seeing it: a
+    crash, or a commit that landed but was reported failed. GC may then detach the entries that
+    name its sources (all of them when the result holds no source SST: checkpoints-gc.md step
+    9), and the next read of the destination (a re-run, or the same run going back to C2) finds
+    a database that no longer names its sources: refused with ``CloneMismatchError`` (RFC 000
+    "Clones": the existing manifest must name the parent, "if not, exit with error";
+    docs/rescaling.md). That creation is finished, not failed (CLONE-1, projection-union.md;
+    seed 800) -- only when the destination is initialized (nothing but this creation makes it
+    in this world) and GC's detach explains the refusal (:func:`_detached_by_gc`)."""
     rng = world.choices.stream("crash", who)
+    roots = [_root(url) for url, _, _ in sources]
     for attempt in range(6):
         name = who if attempt == 0 else f"{who}.r{attempt}"
         rt = world.runtime(name)
@@ -179,6 +217,11 @@ async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: li
                 await create_database(dest_store, specs, rt)
             except CloneSourceWithWalError:
                 return "refused-wal"
+            except CloneMismatchError as e:
+                if _detached_by_gc(world, _root(dest), roots):
+                    rs.reruns_after_detach += 1
+                    return "done"
+                raise Violation("CLONE-1", f"{who}: creating {dest} failed: {type(e).__name__}: {e}") from None
             except SlateDBError as e:
                 raise Violation("CLONE-1", f"{who}: creating {dest} failed: {type(e).__name__}: {e}") from None
             return "done"
@@ -402,7 +445,8 @@ SCENARIO = Scenario(
     "rescale", _build, _processes, virtual_limit_s=VIRTUAL_LIMIT_S, final=_final,
     checkers=(Checker("manifest", manifest_checks),),
     figures=lambda w: {"shards": len(w.rs.ranges), "outcome": w.rs.outcome or "merged", "restarts": w.rs.restarts,
-                       "shard_checkpoints": tuple(w.rs.shard_checkpoints), "clone_entries": w.rs.clone_entries},
+                       "shard_checkpoints": tuple(w.rs.shard_checkpoints), "clone_entries": w.rs.clone_entries,
+                       "reruns_after_detach": w.rs.reruns_after_detach},
     fault_counts=lambda setup, _world: fault_counts(setup.trace), after=_after,
     processes_declared=("w", "rescaler", "s<i>", "gsrc", "gm", "g<i>", "un", "mw", "cl", "gcl"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall", "crash", "pause"))

@@ -294,6 +294,26 @@ def test_gc_detaches_unused_entries_only_once_the_database_is_initialized():
     assert [c for c in checkpoints(src) if c.checkpoint_expire_time_s == 0] == []
 
 
+def test_a_rerun_after_gc_detached_a_finished_empty_result_is_refused():
+    """RFC 000 "Clones": a re-run must find its source in the existing manifest's
+    ``external_dbs`` ("if not, exit with error"). Once GC has detached the empty entries of a
+    finished result (checkpoints-gc.md step 9) nothing tells it from another database, so the
+    re-run is refused (docs/rescaling.md); the sim's rescale scenario counts that refusal as a
+    finished creation (seed 800, tests/regressions/test_rescale_seeds.py)."""
+    from slatedb.clone import CloneMismatchError
+    from tests.projection.test_result import gc
+
+    b = bucket()
+    src, _ = world(b)
+    spec = (src, None, KeyRange(b"y", None))  # no SST at or after y: one empty entry
+    assert make(f"{b}/d", spec).initialized
+    assert make(f"{b}/d", spec).initialized  # attached: the re-run recognises it
+    gc(f"{b}/d", ahead_s=400)
+    assert latest(f"{b}/d").manifest.external_dbs == () and latest(f"{b}/d").manifest.initialized
+    with pytest.raises(CloneMismatchError, match="not made from other databases"):
+        make(f"{b}/d", spec)
+
+
 def test_one_whole_source_is_a_clone_of_it_at_the_given_checkpoint():
     """One source with no key range is a plain clone (create_database hands it to create_clone
     with that source's checkpoint)."""
