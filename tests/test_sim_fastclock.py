@@ -116,8 +116,31 @@ async def _finalizers(sleep, log: list) -> None:  # noqa: ANN001
             n.start_soon(worker, f"w{k}")
 
 
+async def _cancelled_at_entry(sleep, log: list) -> None:  # noqa: ANN001
+    # A sleep entered in a scope already cancelled: the Cancelled comes at that step (under
+    # fastloop the loop delivers it when the sleeper yields its wake-up), the clock unmoved.
+    now = trio.current_time
+
+    async def worker(i: int) -> None:
+        for step in range(4):
+            with trio.CancelScope() as scope:
+                if (i + step) % 2:
+                    scope.cancel()
+                try:
+                    await sleep(0.1 * (i + 1))
+                    log.append((i, step, "slept", now()))
+                except trio.Cancelled:
+                    log.append((i, step, "cancelled", now()))
+                    raise
+            log.append((i, step, scope.cancelled_caught, now()))
+
+    async with trio.open_nursery() as n:
+        for i in range(3):
+            n.start_soon(worker, i)
+
+
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("body", [_ties_and_cancels, _finalizers])
+@pytest.mark.parametrize("body", [_ties_and_cancels, _finalizers, _cancelled_at_entry])
 def test_fast_sleep_keeps_trios_schedule(body, seed: int) -> None:  # noqa: ANN001
     assert fastclock.AVAILABLE
     slow = _run(body, seed, fast=False)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import types
+from heapq import heappush
 from typing import Any, Generator
 
 import trio
@@ -92,6 +93,18 @@ def _woken(task: Any) -> None:
 # would add two frames (and ``async def`` a third) that every wake-up passes down and every
 # sleep passes up again -- a store call sleeps twice. Await them; they are not coroutine
 # functions for ``start_soon``.
+#
+# Under :func:`sim.world.fastloop.run` (its runner is :data:`_FAST_RUNNER`) a sleep yields its
+# :class:`_Wake` itself as the wait message, and the loop wakes it by sending :data:`WOKEN`:
+# the loop does what ``wait_task_rescheduled``'s message and ``Runner.reschedule``'s
+# ``Value(None)`` did (two frozen objects built per sleep) with neither. A cancellation still
+# arrives as trio's ``Error`` outcome (the abort path is trio's), unwrapped here.
+
+#: The runner whose loop is :func:`sim.world.fastloop.run`'s (set while it runs), else None.
+_FAST_RUNNER: Any = None
+
+#: What :func:`sim.world.fastloop.run` sends a sleeper woken at its deadline (trio: ``Value(None)``).
+WOKEN = object()
 
 
 @types.coroutine
@@ -104,9 +117,14 @@ def sleep_until(deadline: float) -> Generator[Any, Any, None]:
         return
     task = GLOBAL_RUN_CONTEXT.task
     wake = _Wake(deadline, task, runner)
-    runner.deadlines.add(deadline, wake)
-    (yield _WaitTaskRescheduled(wake.abort)).unwrap()  # what wait_task_rescheduled yields and unwraps
-    _woken(task)
+    deadlines = runner.deadlines
+    heappush(deadlines._heap, (deadline, id(wake), wake))  # Deadlines.add
+    deadlines._active += 1
+    got = yield (wake if runner is _FAST_RUNNER else _WaitTaskRescheduled(wake.abort))
+    if got is not WOKEN:
+        got.unwrap()  # what wait_task_rescheduled unwraps
+    if task._cancel_status.effectively_cancelled:
+        _woken(task)
 
 
 @types.coroutine
@@ -116,15 +134,21 @@ def sleep(seconds: float) -> Generator[Any, Any, None]:
         yield from trio.sleep(seconds).__await__()
         return
     runner = GLOBAL_RUN_CONTEXT.runner
-    deadline = runner.clock.current_time() + seconds
-    if not deadline > runner.clock.current_time():  # a sleep too short to move the clock
+    now = runner.clock.current_time()
+    deadline = now + seconds
+    if not deadline > now:  # a sleep too short to move the clock
         yield from trio.sleep_until(deadline).__await__()
         return
     task = GLOBAL_RUN_CONTEXT.task
     wake = _Wake(deadline, task, runner)
-    runner.deadlines.add(deadline, wake)
-    (yield _WaitTaskRescheduled(wake.abort)).unwrap()
-    _woken(task)
+    deadlines = runner.deadlines
+    heappush(deadlines._heap, (deadline, id(wake), wake))  # Deadlines.add
+    deadlines._active += 1
+    got = yield (wake if runner is _FAST_RUNNER else _WaitTaskRescheduled(wake.abort))
+    if got is not WOKEN:
+        got.unwrap()
+    if task._cancel_status.effectively_cancelled:
+        _woken(task)
 
 
 def current_time() -> float:
@@ -154,6 +178,7 @@ def speed_up(clock: trio.testing.MockClock) -> None:
 
     clock.current_time = current_time  # type: ignore[method-assign]
     clock._autojump = autojump  # type: ignore[method-assign]
+    clock._sim_fast = True  # sim.world.fastloop answers both inline while the rate is 0
 
 
 #: Steps of the run loop between two real polls of the I/O manager while tasks are runnable.

@@ -69,9 +69,11 @@ def run(async_fn: Callable[..., Awaitable[T]], *args: Any, clock: Any) -> T:
     __tracebackhide__ = True
     runner = setup_runner(clock, (), False, True)
     prev_library, _sniffio_library.name = _sniffio_library.name, "trio"
+    prev_fast, fastclock._FAST_RUNNER = fastclock._FAST_RUNNER, runner  # its sleepers yield their _Wake
     try:
         _loop(runner, async_fn, args)
     finally:
+        fastclock._FAST_RUNNER = prev_fast
         _sniffio_library.name = prev_library
     result = runner.main_task_outcome
     if isinstance(result, Value):
@@ -98,15 +100,33 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
         ctx = GLOBAL_RUN_CONTEXT
         tasks = runner.tasks
         wake_type = fastclock._Wake
+        woken = fastclock.WOKEN
+        quiet_type = fastclock._QuietIO
+        poll_every = fastclock._POLL_EVERY
+        entry = runner.entry_queue
         deterministic = _run._ALLOW_DETERMINISTIC_SCHEDULING
         rng = _run._r
         autojump = IdlePrimedTypes.AUTOJUMP_CLOCK
         waiting = IdlePrimedTypes.WAITING_FOR_IDLE
         tb_frames = 1 + CONTEXT_RUN_TB_FRAMES
+        # The sped-up MockClock (fastclock.speed_up, rate 0): its deadline_to_sleep_time and
+        # autojump answered here, with the same arithmetic, while its rate stays 0.
+        fast_clock = getattr(clock, "_sim_fast", False)
 
         while tasks:
+            heap = deadlines._heap
             if runq:
                 timeout: float = 0
+            elif fast_clock and clock._rate == 0:
+                # Deadlines.next_deadline, then MockClock.deadline_to_sleep_time at rate 0
+                while heap:
+                    deadline, _, scope = heap[0]
+                    if deadline == scope._registered_deadline:
+                        break
+                    heappop(heap)
+                else:
+                    deadline = inf
+                timeout = 0 if deadline - clock._virtual_base <= 0 else _MAX_TIMEOUT
             else:
                 timeout = clock.deadline_to_sleep_time(deadlines.next_deadline())
                 timeout = min(max(0, timeout), _MAX_TIMEOUT)
@@ -121,15 +141,27 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                 timeout = runner.clock_autojump_threshold
                 idle_primed = autojump
 
-            if "before_io_wait" in runner.instruments:
-                runner.instruments.call("before_io_wait", timeout)
+            instruments = runner.instruments
+            if "before_io_wait" in instruments:
+                instruments.call("before_io_wait", timeout)
             io = runner.io_manager
-            events = io.get_events(timeout)
-            io.process_events(events)
+            if type(io) is quiet_type:
+                # _QuietIO.get_events and process_events, inline
+                if timeout <= 0 and not (entry.queue or entry.idempotent_queue):
+                    io._steps += 1
+                    events = () if io._steps % poll_every else io._inner.get_events(timeout)
+                else:
+                    events = io._inner.get_events(timeout)
+                if events:
+                    io._inner.process_events(events)
+            else:
+                events = io.get_events(timeout)
+                io.process_events(events)
             if "after_io_wait" in runner.instruments:
                 runner.instruments.call("after_io_wait", timeout)
 
-            # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel does)
+            # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel and
+            # Runner.reschedule do; a sleeper under this loop is sent WOKEN, not Value(None))
             now = clock.current_time()
             heap = deadlines._heap
             if heap and heap[0][0] <= now:
@@ -141,7 +173,14 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                         if type(scope) is wake_type:
                             deadlines._active -= 1
                             scope._registered_deadline = inf
-                            reschedule(scope.task)
+                            task = scope.task
+                            task._next_send_fn = task.coro.send
+                            task._next_send = woken
+                            task._abort_func = None
+                            task.custom_sleep_data = None
+                            runq.append(task)
+                            if "task_scheduled" in runner.instruments:
+                                runner.instruments.call("task_scheduled", task)
                         else:
                             scope._cancel(CancelReason(source="deadline"))
                     heap = deadlines._heap
@@ -161,17 +200,35 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                             reschedule(task)
                         else:
                             break
+                elif fast_clock and clock._rate == 0:
+                    # fastclock's autojump: to the next deadline (MockClock.jump's arithmetic)
+                    heap = deadlines._heap
+                    while heap:
+                        deadline, _, scope = heap[0]
+                        if deadline == scope._registered_deadline:
+                            break
+                        heappop(heap)
+                    else:
+                        deadline = inf
+                    jump = deadline - clock._virtual_base
+                    if 0 < jump < inf:
+                        clock._virtual_base += jump
                 else:
                     clock._autojump()
 
-            batch = list(runq)
-            runq.clear()
             if deterministic:
-                if len(batch) > 1:
+                if not runq:
+                    continue
+                batch = list(runq)
+                runq.clear()
+                if len(batch) > 1:  # a shuffle of fewer than two draws nothing
                     batch.sort(key=_by_counter)
-                rng.shuffle(batch)
-            elif rng.random() < 0.5:
-                batch.reverse()
+                    rng.shuffle(batch)
+            else:
+                batch = list(runq)
+                runq.clear()
+                if rng.random() < 0.5:
+                    batch.reverse()
             while batch:
                 task = batch.pop()
                 ctx.task = task
@@ -199,7 +256,14 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                     final_outcome = None
                 else:
                     task._schedule_points += 1
-                    if msg is CancelShieldedCheckpoint:
+                    if type(msg) is wake_type:  # a fastclock sleep (trio: its WaitTaskRescheduled)
+                        task._cancel_points += 1
+                        task._abort_func = msg.abort
+                        if runner.ki_pending and task is runner.main_task:
+                            task._attempt_delivery_of_pending_ki()
+                        if task._cancel_status.effectively_cancelled:
+                            task._attempt_delivery_of_any_pending_cancel()
+                    elif msg is CancelShieldedCheckpoint:
                         reschedule(task)
                     elif type(msg) is WaitTaskRescheduled:
                         task._cancel_points += 1
