@@ -174,7 +174,7 @@ async def _quiet(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:
 
 
 @contextlib.contextmanager
-def no_cyclic_gc() -> Iterator[None]:
+def no_cyclic_gc() -> Iterator[bool]:
     """No cyclic garbage collection during a simulated run.
 
     When Python's cyclic collector runs depends on every allocation since the process started,
@@ -189,7 +189,7 @@ def no_cyclic_gc() -> Iterator[None]:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        yield was_enabled
     finally:
         if was_enabled:
             gc.enable()
