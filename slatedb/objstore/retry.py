@@ -33,7 +33,7 @@ from slatedb.errors import (
     ObjectStoreRetriesExhaustedError,
     TransientObjectStoreError,
 )
-from slatedb.runtime import Runtime, probes, switches
+from slatedb.runtime import RetryPolicy, Runtime, probes, switches
 
 from .base import CREATE_IF_ABSENT, ObjectStore
 
@@ -51,10 +51,10 @@ class _Backoff:
     """Capped exponential backoff with jitter, drawn from the runtime's random stream, within
     the runtime's retry policy."""
 
-    def __init__(self, runtime: Runtime, max_attempts: int | None = None) -> None:
+    def __init__(self, runtime: Runtime, max_attempts: int | None = None, policy: RetryPolicy | None = None) -> None:
         self.runtime = runtime
         self.pause_s = BACKOFF_MIN_S
-        self.policy = runtime.retry_policy
+        self.policy = runtime.retry_policy if policy is None else policy
         self.max_attempts = max_attempts
         # With a deadline the clock starts at the first attempt: an attempt that hangs (a frozen
         # endpoint: connect and read timeouts) counts against it (:meth:`attempt`).
@@ -130,7 +130,20 @@ async def retry_transient(
     itself after that many attempts. Every retry is reported as a ``retry`` runtime event.
     """
     attempt = 0
-    backoff = _Backoff(runtime, max_attempts)
+    policy = runtime.retry_policy
+    if policy.deadline_s is None:
+        # No deadline: an attempt is ``await op()`` (what _Backoff.attempt does then), and the
+        # backoff, which reads no clock then, is made at the first failure (most calls have none).
+        backoff = None
+        while True:
+            attempt += 1
+            try:
+                return await op()
+            except TransientObjectStoreError as e:
+                if backoff is None:
+                    backoff = _Backoff(runtime, max_attempts, policy)
+                await backoff.wait(what, attempt, e)
+    backoff = _Backoff(runtime, max_attempts, policy)
     while True:
         attempt += 1
         try:
