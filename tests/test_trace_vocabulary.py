@@ -21,23 +21,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _recorded() -> dict[str, set[str]]:
-    """Literal kinds passed to ``.event(kind, ...)`` and ``.record(process, kind, ...)``."""
+    """Literal kinds passed to ``.event(kind, ...)``, ``.record(process, kind, ...)`` and
+    ``.emit(process, kind, ...)``; the simulated store's ``f"store.{op}"`` wherever it is spelled."""
     found: dict[str, set[str]] = {}
     for top in ("slatedb", "sim"):
         for path in (ROOT / top).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.JoinedStr) and ast.unparse(node) == "f'store.{op}'":
+                    for op in events.STORE_OPS:
+                        found.setdefault(f"store.{op}", set()).add(str(path.relative_to(ROOT)))
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                     continue
                 arg = None
                 if node.func.attr == "event" and node.args:
                     arg = node.args[0]
-                elif node.func.attr == "record" and len(node.args) >= 2:
+                elif node.func.attr in ("record", "emit") and len(node.args) >= 2:
                     arg = node.args[1]
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     found.setdefault(arg.value, set()).add(str(path.relative_to(ROOT)))
-                elif isinstance(arg, ast.JoinedStr) and ast.unparse(arg) == "f'store.{op}'":
-                    for op in events.STORE_OPS:
-                        found.setdefault(f"store.{op}", set()).add(str(path.relative_to(ROOT)))
                 elif isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "events":
                     found.setdefault(getattr(events, arg.attr), set()).add(str(path.relative_to(ROOT)))
     return found

@@ -71,7 +71,7 @@ from slatedb.row import Row, RowKind
 
 from sim.checks import compaction_oracle as oracle
 from sim.world.invariants import InvariantViolation
-from sim.world.trace import Event
+from sim.world.trace import Event, listens
 
 S = CompactionStatus
 _LEGAL = LEGAL  # the official lifecycle (slatedb/compactor/lifecycle.py)
@@ -130,6 +130,8 @@ class CompactorChecks:
 
     # -- events ------------------------------------------------------------------------------
 
+    @listens("store.put", "store.result", "compactor_started", "panic", "compactor_error", "compaction_commit",
+             "compaction_resume")
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind == "store.put":

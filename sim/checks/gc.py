@@ -58,7 +58,7 @@ from slatedb.objstore.memory import MemoryBucket
 
 from sim.world.invariants import InvariantViolation
 from sim.world.runtime import SIM_EPOCH_MS
-from sim.world.trace import Event
+from sim.world.trace import Event, listens
 
 #: Seconds by which a checkpoint must outlive the world's wall clock to count as active.
 MARGIN_S = 3
@@ -177,6 +177,7 @@ class GcChecks:
 
     # -- events -----------------------------------------------------------------------------
 
+    @listens("store.put", "store.delete", "store.result", "gc_delete", "reader_checkpoint", "clone")
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind in ("store.put", "store.delete"):

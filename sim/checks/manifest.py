@@ -47,7 +47,7 @@ from slatedb.format.types import ManifestV2
 
 from sim.checks.writer_checkpoint import WriterCheckpointRule
 from sim.world.invariants import InvariantViolation
-from sim.world.trace import Event, Trace
+from sim.world.trace import Event, Trace, listens
 
 _KEY = re.compile(r"^(?P<root>.*?)manifest/(?P<id>[0-9]{20})\.manifest$")
 _SST = re.compile(r"^(?P<root>.*?)compacted/[0-9A-Z]{26}\.sst$")
@@ -119,6 +119,7 @@ class ManifestFenceChecks:
         trace.listeners.append(self.on_event)
         return self
 
+    @listens("writer_epoch", "load_fenced", "compactor_started", "store.put", "store.result", "clock.jump")
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind == "writer_epoch":

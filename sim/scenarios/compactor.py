@@ -68,6 +68,7 @@ from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, 
 from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
+from sim.world.trace import listens
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.runtime import SIM_EPOCH_MS, SimRuntime
 from sim.world.store import SimObjectStore
@@ -183,6 +184,7 @@ def _pause_plan(world: World, name: str, store: PausableStore) -> None:
 
     replace = boolean(world.rng, 0.7)
 
+    @listens("compaction_output", "commit")
     def on_event(e) -> None:
         nonlocal outputs
         if e.process != name:
@@ -235,6 +237,7 @@ async def _start_compactor(world: World, name: str, at: float, trigger: tuple | 
         fired = trio.Event()
         seen = 0
 
+        @listens(kind)
         def on_event(e) -> None:
             nonlocal seen
             if e.kind == kind and e.process != "admin" and (ns is None or e.f.get("ns") == ns):

@@ -58,6 +58,7 @@ from sim.scenarios.compactor_world import World
 from sim.world import events, fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
+from sim.world.trace import listens
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 
 #: Events of a worker right after which it may crash (kind, ``ns`` field).
@@ -133,6 +134,8 @@ class WorkersWorld(World):
         self.claimers: set[str] = set()  # worker ids that claimed a job
         self.trace.listeners.append(self._count)
 
+    @listens("compaction_claimed", "compaction_reclaimed", "compaction_result_dropped", "compaction_lost",
+             "compaction_released", "pause")
     def _count(self, e) -> None:
         if e.kind in ("compaction_claimed", "compaction_reclaimed", "compaction_result_dropped", "compaction_lost",
                       "compaction_released") or (e.kind == "pause" and e.process.startswith("k")):
@@ -192,6 +195,7 @@ class _Stall:
         if not self.at_result:  # else the store stalls itself (ResultStallStore)
             self.world.trace.listeners.append(self.on_event)
 
+    @listens("compaction_claimed", "compaction_output", "commit")
     def on_event(self, e) -> None:
         if e.process != self.name:
             return

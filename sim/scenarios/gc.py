@@ -83,6 +83,7 @@ from sim.scenarios.gc_world import N_KEYS, PARENT, World, _scan, fault_counts, g
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.runtime import SIM_EPOCH_MS
+from sim.world.trace import listens
 
 __all__ = ["SCENARIO", "run_gc_workload", "READER_CATCH_UP_POLLS", "World", "SlateDBError"]
 
@@ -154,6 +155,7 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
                              follow_latest=boolean(r_rng, 0.5))
     made: set[str] = set()  # the checkpoints the reader made (its reader_checkpoint events)
 
+    @listens("reader_checkpoint")
     def note(e) -> None:
         if e.process == "rfinal" and e.kind == "reader_checkpoint":
             made.add(e.f["id"])

@@ -27,7 +27,7 @@ from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore,
 
 from sim.world import events, fastclock
 from sim.world.store import ProcessCrashed, SimObjectStore
-from sim.world.trace import Trace
+from sim.world.trace import Trace, listens
 
 T = TypeVar("T")
 
@@ -62,6 +62,7 @@ async def crashable(world: World, name: str, store: SimObjectStore, crash: Crash
             store.crash()
             life.cancel()
 
+    @listens(crash.kind if crash is not None else "")
     def on_event(e: Any) -> None:
         nonlocal seen
         assert crash is not None

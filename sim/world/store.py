@@ -26,7 +26,7 @@ from slatedb.objstore.memory import MemoryStore
 
 from sim.world import fastclock
 from sim.world.choices import boolean, outcome
-from sim.world.trace import Trace
+from sim.world.trace import Trace, format_of
 
 T = TypeVar("T")
 
@@ -66,6 +66,12 @@ class StoreFaults:
 
 #: A request's fate by :func:`sim.world.choices.outcome` index (0, the simplest, is no fault).
 _DECISIONS = ("ok", "transient", "ambiguous")
+
+#: A request event's (kind, rendering format) by (op, its extra fields' names); the result's
+#: and lost reply's formats (:meth:`sim.world.trace.Trace.emit`).
+_REQUEST: dict[tuple[str, ...], tuple[str, str]] = {}
+_RESULT = format_of("n", "outcome")
+_REPLY_LOST = format_of("n")
 
 
 class ProcessCrashed(BaseException):
@@ -138,23 +144,33 @@ class SimObjectStore(ObjectStore):
         self._request_faults = self._faults_for(key) if self.key_faults else self.faults
         decision = self._decide()
         out_s, back_s = self._leg_s(), self._leg_s()
-        self.trace.record(self.process, f"store.{op}", n=n, key=key, decision=decision, **fields)
+        trace = self.trace
+        process = self.process
+        # trace.record(process, f"store.{op}", n=n, key=key, decision=decision, **fields), its
+        # kind and format looked up by the op and its extra fields' names
+        got = _REQUEST.get((op, *fields))
+        if got is None:
+            got = _REQUEST[(op, *fields)] = (f"store.{op}", format_of("n", "key", "decision", *fields))
+        event = {"n": n, "key": key, "decision": decision}
+        if fields:
+            event.update(fields)
+        trace.emit(process, got[0], event, got[1])
         await fastclock.sleep(out_s)
         if decision == "transient":
-            self.trace.record(self.process, "store.result", n=n, outcome="transient-error")
+            trace.emit(process, "store.result", {"n": n, "outcome": "transient-error"}, _RESULT)
             raise TransientObjectStoreError(key, f"simulated transient error on {op}")
         try:
             result = apply()
         except ObjectStoreError as e:
-            self.trace.record(self.process, "store.result", n=n, outcome=type(e).__name__)
+            trace.emit(process, "store.result", {"n": n, "outcome": type(e).__name__}, _RESULT)
             await fastclock.sleep(back_s)
             raise
-        self.trace.record(self.process, "store.result", n=n, outcome=_describe(result))
+        trace.emit(process, "store.result", {"n": n, "outcome": _describe(result)}, _RESULT)
         await fastclock.sleep(back_s)
         if self.crashed:
             raise ProcessCrashed(self.process)
         if decision == "ambiguous":
-            self.trace.record(self.process, "store.reply-lost", n=n)
+            trace.emit(process, "store.reply-lost", {"n": n}, _REPLY_LOST)
             raise TransientObjectStoreError(key, f"simulated lost reply on {op} (the operation applied)")
         return result
 

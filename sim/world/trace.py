@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sim.world.invariants import Violation
 
@@ -76,6 +76,11 @@ def _format_of(names: tuple[str, ...]) -> str:
     return fmt
 
 
+def format_of(*names: str) -> str:
+    """The rendering format of an event with these field names, in this order (for :meth:`Trace.emit`)."""
+    return _format_of(names)
+
+
 #: Where :func:`capture` collects the traces made in its context (None: nowhere). A context
 #: variable, not a global: it reaches only the code run inside ``with capture()`` (trio copies
 #: the caller's context into the run), and nothing in a run reads it.
@@ -103,6 +108,57 @@ def verdict_invariant(verdict: AssertionError) -> str:
     return Violation.of_exception(verdict).invariant
 
 
+def listens(*kinds: str) -> Callable[[Callable], Callable]:
+    """Mark a trace listener as reacting to events of these kinds only: the trace calls it on
+    those alone (most of a run's events are store requests and results that most checkers never
+    look at). The function must do nothing for any other kind (``tests/test_sim_trace_routes.py``
+    reads each marked function's ``kind`` comparisons against its kinds)."""
+
+    def mark(fn: Callable) -> Callable:
+        fn.kinds = frozenset(kinds)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def _wants(listener: Callable[[Event], None], kind: str) -> bool:
+    kinds = getattr(listener, "kinds", None)
+    return kinds is None or kind in kinds
+
+
+class _Listeners(list):
+    """:attr:`Trace.listeners`: a list that drops the trace's routes when it changes."""
+
+    __slots__ = ("_trace",)
+
+    def __init__(self, trace: "Trace", listeners: Iterable[Callable[[Event], None]] = ()) -> None:
+        super().__init__(listeners)
+        self._trace = trace
+
+    def _changed(self) -> None:
+        self._trace._routes = {}
+        self._trace._version += 1
+
+
+def _changing(name: str) -> Callable:
+    method = getattr(list, name)
+
+    def changed(self: _Listeners, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        finally:
+            self._changed()
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "__setitem__",
+              "__delitem__", "__iadd__", "__imul__"):
+    setattr(_Listeners, _name, _changing(_name))
+del _name
+
+
 #: Rendered events hashed per ``update`` call.
 _HASH_BATCH = 512
 
@@ -120,8 +176,13 @@ class Trace:
         #: Rendered events not yet hashed: the digest is the SHA-256 of every rendered event and a
         #: newline, hashed in batches (one ``update`` per :data:`_HASH_BATCH` events, the same bytes).
         self._unhashed: list[str] = []
-        #: Optional observer called on every event (the invariant checkers attach here).
-        self.listeners: list[Callable[[Event], None]] = []
+        #: Observers called on every event (the invariant checkers attach here), in order; one
+        #: marked by :func:`listens` only on the events of its kinds.
+        self._listeners = _Listeners(self)
+        #: (position in ``listeners``, listener) of those called on an event, by its kind
+        #: (rebuilt when ``listeners`` changes), and how many times ``listeners`` changed.
+        self._routes: dict[str, tuple[tuple[int, Callable[[Event], None]], ...]] = {}
+        self._version = 0
         #: Every verdict a listener raised (an ``AssertionError``: a checker's
         #: :class:`~sim.world.invariants.InvariantViolation` or a plain one), in order. The
         #: exception is raised on, into the code that recorded the event -- often the engine's
@@ -161,18 +222,90 @@ class Trace:
         unhashed.append(fmt % (time_s, process, kind, *fields.values()))
         if len(unhashed) >= _HASH_BATCH:
             self._flush_hash()
-        for listener in self.listeners:
-            try:
-                listener(event)
-            except AssertionError as verdict:
-                if self.skip:
-                    invariant = verdict_invariant(verdict)
-                    if invariant in self.skip:
-                        self.skipped[invariant] = self.skipped.get(invariant, 0) + 1
-                        continue
-                self.verdicts.append(verdict)
-                raise
+        route = self._routes.get(kind)
+        if route is None:
+            route = self._route(kind)
+        if route:
+            version = self._version
+            for i, listener in route:
+                try:
+                    listener(event)
+                except AssertionError as verdict:
+                    if self._kept(verdict):
+                        raise
+                if self._version != version:  # a listener changed the list: on as a list iterator goes
+                    self._deliver_from(event, i + 1)
+                    break
         return event
+
+    def emit(self, process: str, kind: str, fields: dict[str, Any], fmt: str) -> Event:
+        """:meth:`record` of ``fields`` (a dict the caller gives away) whose rendering format,
+        :func:`format_of` its names, the caller knows (the simulated store's events: the same
+        field names at every request); the same event, text and listeners."""
+        time_s = self._clock()
+        event = Event(time_s, process, kind, (), fields)
+        self.events.append(event)
+        unhashed = self._unhashed
+        unhashed.append(fmt % (time_s, process, kind, *fields.values()))
+        if len(unhashed) >= _HASH_BATCH:
+            self._flush_hash()
+        route = self._routes.get(kind)
+        if route is None:
+            route = self._route(kind)
+        if route:
+            version = self._version
+            for i, listener in route:
+                try:
+                    listener(event)
+                except AssertionError as verdict:
+                    if self._kept(verdict):
+                        raise
+                if self._version != version:  # a listener changed the list: on as a list iterator goes
+                    self._deliver_from(event, i + 1)
+                    break
+        return event
+
+    @property
+    def listeners(self) -> list[Callable[[Event], None]]:
+        """Observers called on every event (the invariant checkers attach here), in order; one
+        marked by :func:`listens` only on the events of its kinds."""
+        return self._listeners
+
+    @listeners.setter
+    def listeners(self, listeners: Iterable[Callable[[Event], None]]) -> None:
+        self._listeners = _Listeners(self, listeners)
+        self._listeners._changed()
+
+    def _route(self, kind: str) -> tuple[tuple[int, Callable[[Event], None]], ...]:
+        route = self._routes[kind] = tuple(
+            (i, listener) for i, listener in enumerate(self._listeners) if _wants(listener, kind))
+        return route
+
+    def _deliver_from(self, event: Event, i: int) -> None:
+        """Call the listeners from position ``i`` of the list as it is now, as iterating over
+        the list itself would (a listener may remove itself, or add one, while called)."""
+        listeners = self._listeners
+        kind = event.kind
+        while i < len(listeners):
+            listener = listeners[i]
+            i += 1
+            if _wants(listener, kind):
+                try:
+                    listener(event)
+                except AssertionError as verdict:
+                    if self._kept(verdict):
+                        raise
+
+    def _kept(self, verdict: AssertionError) -> bool:
+        """A listener's verdict: counted and dropped (False) when its check is left out, else
+        kept (True: the caller raises it on, into the code that recorded the event)."""
+        if self.skip:
+            invariant = verdict_invariant(verdict)
+            if invariant in self.skip:
+                self.skipped[invariant] = self.skipped.get(invariant, 0) + 1
+                return False
+        self.verdicts.append(verdict)
+        return True
 
     def _flush_hash(self) -> None:
         if self._unhashed:
