@@ -42,7 +42,8 @@ def _sites(text: str) -> set[str]:
 def test_catalogue_entries_are_well_formed_and_their_switches_exist() -> None:
     assert len({b.name for b in bugs.CATALOGUE}) == len(bugs.CATALOGUE)
     # Every switch name is a constant of slatedb/runtime/switches.py, with one entry each.
-    assert set(bugs.BY_NAME) == switches.ALL == set(_CONSTANTS.values())
+    assert set(bugs.BY_NAME) | set(bugs.UNIT_CAUGHT) == switches.ALL == set(_CONSTANTS.values())
+    assert not set(bugs.BY_NAME) & set(bugs.UNIT_CAUGHT)
     for b in bugs.CATALOGUE:
         path = ROOT / b.site.split()[0]
         # The switch sits in the real code, tested exactly as documented.
@@ -52,8 +53,25 @@ def test_catalogue_entries_are_well_formed_and_their_switches_exist() -> None:
     used = set()
     for path in (ROOT / "slatedb").rglob("*.py"):
         used |= _sites(path.read_text())
-    assert used <= set(bugs.BY_NAME), f"switches without a catalogue entry: {sorted(used - set(bugs.BY_NAME))}"
-    assert used == set(bugs.BY_NAME), f"entries without a switch: {sorted(set(bugs.BY_NAME) - used)}"
+    known = set(bugs.BY_NAME) | set(bugs.UNIT_CAUGHT)
+    assert used <= known, f"switches without a catalogue entry: {sorted(used - known)}"
+    assert used == known, f"entries without a switch: {sorted(known - used)}"
+
+
+@pytest.mark.parametrize("name", sorted(bugs.UNIT_CAUGHT))
+def test_each_switch_beyond_the_simulated_contract_is_caught_by_its_unit_test(name: str) -> None:
+    """A switch no seed reaches (``catalogue.UNIT_CAUGHT``) names a unit test that turns it on and
+    sees the failure: run it, and check that it really switches this name on."""
+    node = bugs.UNIT_CAUGHT[name]
+    path, func = node.split("::")
+    text = (ROOT / path).read_text()
+    body = text[text.index(f"def {func}("):]
+    body = body[:body.find("\ndef ", 1) if "\ndef " in body[1:] else len(body)]
+    const = next(k for k, v in _CONSTANTS.items() if v == name)
+    assert f"switches.{const}" in body or f'"{name}"' in body, (node, "does not switch it on")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
 
 
 def test_unknown_bug_names_are_refused() -> None:

@@ -87,7 +87,8 @@ def test_hits_are_deterministic_and_leave_the_trace_alone() -> None:
 
 
 def test_reached_by_names_every_probe_with_seeds_the_default_campaign_runs() -> None:
-    assert set(probes.REACHED_BY) == set(P.PROBES)
+    assert set(probes.REACHED_BY) | set(probes.UNIT_REACHED) == set(P.PROBES)
+    assert not set(probes.REACHED_BY) & set(probes.UNIT_REACHED)
     for name, (scenario, seeds) in probes.REACHED_BY.items():
         assert scenario in bugs.WORKLOADS, (name, scenario)
         assert seeds and all(0 <= s < probes.DEFAULT_SEEDS_FLOOR[scenario] for s in seeds), (name, seeds)
@@ -121,3 +122,17 @@ def test_the_default_campaign_hits_every_probe(scenario: str) -> None:
               if w == scenario and not set(s) & hit_by.get(name, set())}
     assert not missed, (f"probes no longer reached by their seeds of {scenario} (the default campaign leaves "
                         f"them unhit): {missed}; seeds run: {seeds}")
+
+
+@pytest.mark.parametrize("name", sorted(probes.UNIT_REACHED))
+def test_each_probe_beyond_the_simulated_contract_is_taken_by_its_unit_test(name: str) -> None:
+    """A probe no seed of the default plan reaches (``probes.UNIT_REACHED``) names a unit test that
+    takes its branch and asserts it did (by the event or the refusal the branch makes): the test
+    exists and passes."""
+    node = probes.UNIT_REACHED[name]
+    path, func = node.split("::")
+    text = (ROOT / path).read_text()
+    assert f"def {func}(" in text, node
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]

@@ -12,10 +12,18 @@ and these processes:
   checkpoint before the clone's last manifest goes, DESTROY-5);
 * one or two **soft destroyers** ``d1``, ``d2`` of the parent at random moments (racing each
   other within half a second in half the seeds);
-* in half the seeds a **hard destroyer** ``hdp`` of the parent once its writer is gone,
-  retrying while a checkpoint (the clone's final one, the admin's) still blocks it (DESTROY-1);
-* standalone **GC** processes ``g1`` (parent) and ``g2`` (clone), the parent's with a short
-  ``db_delete_grace`` so that it finishes the soft destroy in the run.
+* in half the seeds a **hard destroyer** ``hdp`` of the parent once its writer, reader, admin,
+  clone maker and soft destroyers have all ended and their last requests landed (the caller's
+  guarantee, DESTROY-A2), retrying while a checkpoint (the clone's final one, the admin's) still
+  blocks it (DESTROY-1);
+* standalone **GC** processes ``g1`` (parent) and ``g2`` (clone), running throughout, the parent's
+  with a ``db_delete_grace`` above the longest stall (DESTROY-A1) so that it finishes the soft
+  destroy in the run.
+
+The world keeps the two promises of spec/protocols/destroy.md "Assumptions" (the RFC's); with
+``contract=False`` it breaks them as it did before 2026-11-27 (a 1-20 s grace, the hard destroyer
+right after the first soft destroy), for the regression seeds of the defences beyond them. Only
+the contract world is registered and campaigned.
 
 Checked: :class:`sim.checks.destroy.DestroyChecks` (DESTROY-1..5) on every landing, the
 manifest fences, and liveness: once faults
@@ -42,13 +50,33 @@ from slatedb.reader.aio import DbReader
 from sim.checks.destroy import DestroyChecks, destroyed_and_gone
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
-from sim.scenarios.gc_world import CLONE, PARENT, World, fault_counts, run_gc
+from sim.scenarios.gc_world import CLONE, PARENT, STALL_MAX_S, World, fault_counts, run_gc
 from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.runtime import SIM_EPOCH_MS
 
 N_KEYS = 32
+#: ``db_delete_grace`` of the parent's GC. RFC 000 ("Deleting a Database", soft): "We assume that
+#: the writer will detect that it's fenced and exit by the time the GC goes to delete the data" --
+#: every process of the database notices a soft destroy within the grace (DESTROY-A1). A request
+#: here takes at most two legs of :data:`~sim.scenarios.gc_world.STALL_MAX_S` (20 s) each, and a
+#: process decides a create on a read and sends it a few legs later, so the grace is drawn above
+#: the longest such window. Seeds 674, 1169, 1336, 1790, 2059, 2197 and 2303 (destroy campaign of
+#: 2026-11-27) drew 1-20 s, shorter than one stalled leg: a process stalled past the grace wrote
+#: to the database after GC removed it, which the RFC's assumption rules out.
+GRACE_CHOICES_S = (60.0, 120.0)
+#: After the last process of the parent (writer, reader, admin, clone maker, soft destroyers)
+#: ended, the hard destroyer waits this long (virtual s) before it starts: a request a crashed or
+#: cancelled process sent lands within one leg (at most ``STALL_MAX_S`` plus latency). RFC 000
+#: (hard): "It is up to the user to ensure that there is no active writer at the time of
+#: deletion" (DESTROY-A2); seeds 1551, 1853 and 2457 ran it while a soft destroyer (a writer: it
+#: bumps the epoch and fences the WAL) still had its bump or fence on the wire.
+HARD_DESTROY_DRAIN_S = 2 * STALL_MAX_S + 5.0
+#: The world before 2026-11-27, which broke both promises (``run_destroy_workload(seed,
+#: contract=False)``, never in a campaign): the regression tests of the defences that reach beyond
+#: them (DESTROY-7's take-backs: destroy seeds 44, 77, 409, ...) replay its seeds, trace for trace.
+BEYOND_CONTRACT_GRACE_CHOICES_S = (1.0, 5.0, 20.0)
 #: Once faults stop, destroyed databases must be gone within their grace plus this (virtual s):
 #: a clone's ephemeral source checkpoint on its parent lives 300 s (clone.md).
 GONE_WITHIN_S = 400.0
@@ -73,8 +101,12 @@ def _build(setup: Setup) -> World:
     world = World(setup.seed, setup.choices, setup.faults, setup.trace, setup.bucket, setup.bugs)
     world.setup = setup
     rng = world.rng
-    world.grace_s = rng.choice([1.0, 5.0, 20.0])
+    world.contract = setup.options.get("contract", True)
+    world.grace_s = rng.choice(GRACE_CHOICES_S if world.contract else BEYOND_CONTRACT_GRACE_CHOICES_S)
     world.outcomes = {}
+    world.parent_users = 0  # processes of the parent other than GC still running (see _using_parent)
+    world.parent_quiet = trio.Event()
+    world.parent_released = set()
     world.writer_gone = trio.Event()
     world.destroyed = trio.Event()
     world.db_settings = dict(world.settings_map, compactor_options=None, garbage_collector_options=None)
@@ -84,6 +116,29 @@ def _build(setup: Setup) -> World:
 
 
 # -- processes ----------------------------------------------------------------------------------
+
+
+def _release_parent(world: World, name: str) -> None:
+    """``name`` no longer uses the parent (once for each :func:`_using_parent`)."""
+    if name in world.parent_released:
+        return
+    world.parent_released.add(name)
+    world.parent_users -= 1
+    if world.parent_users == 0:
+        world.parent_quiet.set()
+
+
+def _using_parent(world: World, name: str, fn, *args):
+    """``fn(world, *args)`` as a process of the parent, counted from now (the spawn) until it
+    returns or calls :func:`_release_parent` (the hard destroyer waits for none to be left)."""
+    world.parent_users += 1
+
+    async def run() -> None:
+        try:
+            await fn(world, *args)
+        finally:
+            _release_parent(world, name)
+    return run
 
 
 async def _writer(world: World) -> None:
@@ -149,8 +204,10 @@ async def _clone(world: World) -> None:
         # The parent was destroyed first (DESTROY-3): the half-made clone (its manifest written,
         # not initialized) is the user's to remove.
         world.outcomes["clone"] = "refused"
+        _release_parent(world, "clone")
         await destroy(world.store("hdc", CLONE), world.runtime("hdc"), soft=False)
         return
+    _release_parent(world, "clone")  # the clone's own life goes on; it only holds its final checkpoint
     cw_rt = world.runtime("cw")
     async with aio.Db.open(CLONE, world.db_settings, store=world.store("cw", CLONE), runtime=cw_rt) as db:
         for i in range(rng.randint(5, 30)):
@@ -180,6 +237,9 @@ async def _hard_destroyer(world: World) -> None:
     rng = world.choices.stream("workload", "hdp")
     await world.writer_gone.wait()
     await world.destroyed.wait()
+    if world.contract:
+        await world.parent_quiet.wait()  # the caller's guarantee (DESTROY-A2): nobody else uses it
+        await fastclock.sleep(HARD_DESTROY_DRAIN_S)
     while _exists(world, "parent"):
         try:
             await destroy(world.store("hdp", PARENT), world.runtime("hdp"), soft=False)
@@ -228,15 +288,15 @@ async def _processes(world: World, background: trio.Nursery | None) -> None:
     background.start_soon(_gc, world, "g1", PARENT, "parent", world.grace_s)
     background.start_soon(_gc, world, "g2", CLONE, "clone", world.grace_s)
     async with trio.open_nursery() as n:
-        n.start_soon(_writer, world)
-        n.start_soon(_reader, world)
-        n.start_soon(_admin, world)
+        n.start_soon(_using_parent(world, "w", _writer))
+        n.start_soon(_using_parent(world, "r1", _reader))
+        n.start_soon(_using_parent(world, "admin", _admin))
         if boolean(rng, 0.8):
-            n.start_soon(_clone, world)
+            n.start_soon(_using_parent(world, "clone", _clone))
         at = rng.uniform(2.0, 12.0)
-        n.start_soon(_soft_destroyer, world, "d1", at)
+        n.start_soon(_using_parent(world, "d1", _soft_destroyer, "d1", at))
         if boolean(rng, 0.5):
-            n.start_soon(_soft_destroyer, world, "d2", at + rng.uniform(0.0, 0.5))
+            n.start_soon(_using_parent(world, "d2", _soft_destroyer, "d2", at + rng.uniform(0.0, 0.5)))
         if boolean(rng, 0.5):
             n.start_soon(_hard_destroyer, world)
 
@@ -268,9 +328,12 @@ SCENARIO = Scenario(
 
 
 def run_destroy_workload(seed: int, *, faults: str = "swarm", bugs: frozenset[str] = frozenset(),
-                         choices: Choices | None = None) -> WorldResult:
-    """Run one world; a violated invariant or a database left behind is reported in the result."""
-    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, faults=faults)
+                         choices: Choices | None = None, contract: bool = True) -> WorldResult:
+    """Run one world; a violated invariant or a database left behind is reported in the result.
+    ``contract=False``: the world that breaks DESTROY-A1/A2 (:data:`BEYOND_CONTRACT_GRACE_CHOICES_S`),
+    for regression seeds of the defences beyond them; some of its seeds fail by design (destroy.md
+    "Assumptions")."""
+    return run_world(SCENARIO, seed, choices=choices, bugs=bugs, faults=faults, contract=contract)
 
 
 __all__ = ["SCENARIO", "run_destroy_workload"]

@@ -91,9 +91,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.GC_CHECKPOINT_EXPIRED: ("gc", (1,)),
     P.GC_CLONE_DETACHED: ("gc", (10,)),
     P.GC_DETACH_KEPT_CHECKPOINT: ("gc", (0,)),
-    P.DESTROY_LATE_OBJECTS: ("destroy", (44,)),
     P.GC_CREATE_OUTLIVED_DESTROY: ("destroy", (77,)),
-    P.WRITER_OPEN_OUTLIVED_DESTROY: ("destroy", (409,)),
     P.CHECKPOINT_REFRESH_EXPIRED: ("gc", (44, 61)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),
@@ -104,6 +102,21 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.RETRY_EXHAUSTED_ATTEMPTS: ("store-bounded", (0,)),
     P.RETRY_EXHAUSTED_DEADLINE: ("store-bounded", (4,)),
     P.LOAD_STAGE_ENDED: ("load", (1,)),
+}
+
+
+#: probe -> the unit test (``path::function``) that takes its branch and asserts it did, for the
+#: branches the simulator reaches too rarely or not at all: defences beyond the contract its
+#: worlds keep (spec/protocols/destroy.md, DESTROY-A1/A2: no process stalls past a soft destroy's
+#: grace, nothing but GC runs during a hard destroy). The destroy world broke both promises before
+#: 2026-11-27 and reached these branches then; ``run_destroy_workload(seed, contract=False)``
+#: replays that world (seeds 44, 409 and 1880 in tests/test_sim_destroy.py).
+UNIT_REACHED: dict[str, str] = {
+    P.DESTROY_LATE_OBJECTS: "tests/clone/test_destroy.py::test_hard_destroy_deletes_objects_that_land_after_its_listing",
+    P.WRITER_OPEN_OUTLIVED_DESTROY:
+        "tests/db/test_open_after_destroy.py::test_an_open_whose_bump_landed_after_the_database_was_removed_takes_it_back",
+    P.MANIFEST_CREATE_OUTLIVED_DESTROY:
+        "tests/gc/test_destroy_race.py::test_a_manifest_committed_after_a_hard_destroy_that_deleted_the_seen_boundary_is_taken_back",
 }
 
 

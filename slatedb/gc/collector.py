@@ -38,7 +38,7 @@ from slatedb.compactor.store import CompactionsStore
 from slatedb.config import GarbageCollectorDirectoryOptions, GarbageCollectorOptions
 from slatedb.lsm.paths import SstLocator
 from slatedb.lsm.view import COMPACTED_DIR, sst_key
-from slatedb.errors import BoundaryVanishedError, ObjectNotFoundError, SlateDBError, sole_exception
+from slatedb.errors import BoundaryVanishedError, InvalidDbStateError, ObjectNotFoundError, SlateDBError, sole_exception
 from slatedb.format.layout import parse_sst_ulid
 from slatedb.format.types import Checkpoint, ExternalDb, ManifestV2
 from slatedb.manifest.edit import Edit
@@ -258,7 +258,14 @@ class GarbageCollector:
         """GC's manifest edits (expired checkpoints, detach): :meth:`ManifestStore.commit`, then,
         for a write, DESTROY-7's look at the manifest below it (skipped without boundary files,
         which the look's proof needs: :func:`manifest_create_outlived`)."""
-        committed = await self.manifests.commit(edit, current=current)
+        try:
+            committed = await self.manifests.commit(edit, current=current)
+        except InvalidDbStateError as e:
+            # Removed (or marked) under the commit; a lone create of ours on the emptied root was
+            # taken back by the manifest store (destroy seed 1880, DESTROY-7): end the pass, and
+            # GC for good when no manifest is left.
+            self.finished = await self.manifests.read_latest() is None
+            raise _DestroyedUnderPass(str(e)) from None
         if (committed.written and self.options.boundary_files_enabled
                 and await manifest_create_outlived(self.manifests, committed.stored.id)):
             await self._take_back(self.manifests.key(committed.stored.id), f"manifest {committed.stored.id}")

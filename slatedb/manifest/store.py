@@ -297,12 +297,30 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
     #: The id of the last manifest :meth:`commit` checked (:func:`check_manifest`).
     _checked_id: int | None = None
 
-    async def _destroyed_under_commit(self) -> None:
-        """A boundary file this process saw is gone. A destroyer deletes it with everything else
-        (destroy.md H4/S5), so on a database now destroyed or removed this is no tampered store:
-        ``InvalidDbStateError`` (a reader's close releasing its checkpoint, destroy seed 435).
-        Returns when the database is live (the ``BoundaryVanishedError`` stands)."""
-        latest = await self.read_latest()
+    async def _destroyed_under_commit(self, created_id: int) -> None:
+        """A boundary file this process saw is gone after our create of ``created_id`` landed. A
+        destroyer deletes it with everything else (destroy.md H4/S5), so on a database now
+        destroyed or removed this is no tampered store: ``InvalidDbStateError`` (a reader's close
+        releasing its checkpoint, destroy seed 435). Returns when the database is live (the
+        ``BoundaryVanishedError`` stands).
+
+        The latest manifest may be our own create, unmarked: it landed after the destroy removed
+        the database, on the emptied root (destroy seed 1880: a GC's ``ExpireCheckpoints`` decided
+        before a hard destroy). The boundary file gone, our base ``created_id - 1`` gone and no
+        other manifest listed is the proof (DESTROY-7): the manifest is deleted again before the
+        error, so that no lone manifest naming deleted objects outlives the database."""
+        latest, listed = await self.read_latest_listed()
+        if latest is not None and latest.id == created_id and listed == [created_id] and not latest.manifest.destroyed_at_s:
+            self.runtime.probe(probes.MANIFEST_CREATE_OUTLIVED_DESTROY)
+            self.runtime.event("manifest_create_outlived_destroy", manifest=created_id)
+            if switches.MANIFEST_KEPT_AFTER_DESTROY not in self.runtime.bugs:  # catalogued bug
+                key = self.key(created_id)
+                try:
+                    await retry_transient(self.runtime, lambda: self.store.delete(key), what=f"delete {key}")
+                except ObjectNotFoundError:
+                    pass
+                self.runtime.event("delete", path=key, why="commit outlived destroy")
+                latest = None
         if latest is None or latest.manifest.destroyed_at_s:
             what = "removed" if latest is None else f"destroyed (manifest {latest.id})"
             raise InvalidDbStateError(f"the database at {self.store.url} was {what} under this commit: "
@@ -382,7 +400,7 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
                 stored = await self.try_write(current.id + 1, change.manifest, edit=edit.kind)
                 return Committed(stored, change.result, written=True)
             except BoundaryVanishedError:
-                await self._destroyed_under_commit()
+                await self._destroyed_under_commit(current.id + 1)
                 raise
             except ManifestConflict:
                 self.runtime.probe(probes.MANIFEST_CONFLICT)

@@ -239,6 +239,12 @@ WRITER_OPEN_OUTLIVED_DESTROY = _probe(
     "after the destroy removed the database (the base manifest gone with no boundary at or above "
     "it): it took its manifest and WAL fence back and refused the open (the load's commit)",
     "destroy.md \"Concurrent writers of metadata\", DESTROY-7")
+MANIFEST_CREATE_OUTLIVED_DESTROY = _probe(
+    "manifest.create-outlived-destroy",
+    "a manifest commit, decided on a manifest read before a destroy, landed after the destroy "
+    "removed the database (its boundary file gone, its base gone, no other manifest listed): the "
+    "committer deleted its lone manifest again and raised InvalidDbStateError",
+    "destroy.md \"Concurrent writers of metadata\", DESTROY-7")
 
 # -- Readers, clones, projection and union --------------------------------------------------------
 

@@ -79,3 +79,26 @@ def test_with_boundary_files_off_an_open_whose_base_went_goes_on() -> None:
     with slatedb.Db.open("memory://test", settings=settings, store=store) as db:
         assert db.get(b"k") == b"v"
     assert store.fired
+
+
+def test_without_the_take_back_the_open_resurrects_the_database() -> None:
+    """Catalogue switch ``writer-keeps-open-after-destroy`` (held here, not by a seed: the
+    simulator keeps DESTROY-A1, so no bump of its worlds lands after a removal): the open keeps
+    its bump and fence on the emptied root and opens -- a lone manifest resurrects the removed
+    database (DESTROY-3/7), and the writer writes to it."""
+    from slatedb.runtime import switches
+    from slatedb.runtime.production import ProductionRuntime
+
+    store = DestroyedBeforeCreate(_existing(), "manifest/")
+    rt = ProductionRuntime("w")
+    rt.bugs = frozenset({switches.WRITER_KEEPS_OPEN_AFTER_DESTROY})
+    from slatedb.errors import ObjectNotFoundError
+
+    try:
+        with slatedb.Db.open("memory://test", store=store, runtime=rt) as db:  # no refusal
+            db.put(b"k2", b"v2")
+    except ObjectNotFoundError as e:  # the resurrected manifest names an L0 SST the destroy deleted
+        assert "compacted/" in str(e), e
+    assert store.fired
+    left = [m.key for m in store.list_now("")]
+    assert any(k.startswith("manifest/") for k in left), left  # a lone manifest outlives the database

@@ -114,3 +114,45 @@ def test_a_live_database_keeps_what_gc_created() -> None:
         assert db2.manifest_ids()[-1] == 4
 
     run_virtual(main)
+
+
+def _gc_with_boundary_then_destroyed(bugs: frozenset[str] = frozenset()):
+    """Destroy seed 1880: a GC that has seen the boundary file commits ``ExpireCheckpoints`` on a
+    manifest read before a hard destroy; the create lands on the emptied root, and the post-create
+    boundary read finds the file it saw gone (``BoundaryVanishedError``), with the latest manifest
+    now its own create."""
+    async def main():
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(5)
+        rt.advance(MIN_AGE_S + 1)
+        store = DestroyedBeforeCreate(db.store, "manifest/")
+        store.fired = True  # not yet: the first pass only makes the boundary durable
+        gc = GarbageCollector(store, rt, gc_options(MIN_AGE_S))
+        first = await gc.run_once()
+        assert first.boundary_advances == 1 and db.keys("gc/") == ["gc/manifest.boundary"]
+        await db.add_checkpoint(expire_in_s=10.0)
+        rt.advance(30.0)
+        rt.bugs = bugs
+        store.fired = False  # the destroy runs right before the pass's ExpireCheckpoints lands
+        error = None
+        try:
+            await gc.run_once()
+        except Exception as e:  # noqa: BLE001 (the test reports what escaped)
+            error = e
+        assert store.fired
+        return rt, store, gc, error
+    return run_virtual(main)
+
+
+def test_a_manifest_committed_after_a_hard_destroy_that_deleted_the_seen_boundary_is_taken_back() -> None:
+    rt, store, gc, error = _gc_with_boundary_then_destroyed()
+    assert error is None, repr(error)  # no BoundaryVanishedError escapes GC (ESCAPE-1 in seed 1880)
+    assert store.list_now("") == [], [m.key for m in store.list_now("")]  # nothing outlives it
+    assert [f["manifest"] for f in rt.kinds("manifest_create_outlived_destroy")] == [7]
+
+
+def test_without_the_commit_take_back_the_lone_manifest_outlives_the_database() -> None:
+    """Catalogue switch ``manifest-kept-after-destroy``: the commit keeps its lone manifest."""
+    _rt, store, _gc, error = _gc_with_boundary_then_destroyed(frozenset({switches.MANIFEST_KEPT_AFTER_DESTROY}))
+    assert [m.key for m in store.list_now("")] == ["manifest/00000000000000000007.manifest"], (error,)
