@@ -87,7 +87,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=0.435),
     ScenarioSpec("destroy", "sim.scenarios.destroy:run_destroy_workload",
                  "destroy (soft and hard destroys racing a writer, a reader, checkpoints, a clone and GC; DESTROY-1..6)",
-                 takes_faults=True, cost_s=0.15),
+                 takes_faults=True, cost_s=0.087),
     ScenarioSpec("rescale", "sim.scenarios.rescale:run_rescale_workload",
                  "rescale (split by projection, shard writers, merge by union, GC everywhere, crashes of the "
                  "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=0.292),
