@@ -17,6 +17,7 @@ the official engine (``tests/format/test_manifest_official.py``), so it is built
 
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Any, Callable
 
@@ -31,6 +32,14 @@ _U16 = struct.Struct("<H").pack_into
 _I32 = struct.Struct("<i").pack_into
 _U32 = struct.Struct("<I").pack_into
 _ZEROS = bytes(16)
+
+
+#: Every vtable shape a :class:`FastBuilder` wrote (its field offsets, trimmed, reversed, and
+#: the object size: the stock builder's key) -> its number. A :class:`FastBuilder`'s
+#: ``vtables`` are keyed by these numbers. Shapes are few (a schema's tables and their fields'
+#: sizes) and the numbers are never reused.
+_VTABLE_IDS: dict[tuple[int, ...], int] = {}
+_VTABLE_NUMBERS = itertools.count()
 
 
 class FastBuilder(flatbuffers.Builder):
@@ -149,7 +158,12 @@ class FastBuilder(flatbuffers.Builder):
             key.append(elem)
         objectSize = objectOffset - self.objectEnd
         key.append(objectSize)
-        vt_key = tuple(key)
+        # The vtable's shape, by its number (see _VTABLE_IDS): the same sharing as the stock
+        # builder's dict of shapes, with an int to hash where build_cached looks a part's up.
+        shape = tuple(key)
+        vt_key = _VTABLE_IDS.get(shape)
+        if vt_key is None:  # one C call each (threads may race: each shape gets one number)
+            vt_key = _VTABLE_IDS.setdefault(shape, next(_VTABLE_NUMBERS))
         existing = self.vtables.get(vt_key)
         if existing is None:
             i = len(vtable) - 1
@@ -288,8 +302,8 @@ class _Splice:
     data: bytes  # the part's bytes
     ret: int  # the part's table, relative to its start
     align: int  # the largest alignment inside
-    refs: tuple[tuple[int, tuple], ...]  # (table, its vtable key) of tables using an outer vtable
-    news: tuple[tuple[int, tuple], ...]  # (vtable, its key) of vtables the part wrote
+    refs: tuple[tuple[int, int], ...]  # (table, its vtable key) of tables using an outer vtable
+    news: tuple[tuple[int, int], ...]  # (vtable, its key) of vtables the part wrote
     ref_keys: frozenset  # the keys of refs: present for the part's bytes to be these
     new_keys: frozenset  # the keys of news: absent for the part's bytes to be these
 
@@ -317,7 +331,7 @@ def build_cached(b: flatbuffers.Builder, build: Callable[[Any, Any], int], value
     if entry is not None and entry[0] is value:
         mod = start & 7
         for s in entry[1]:
-            if s.mod == mod and s.ref_keys <= vtables.keys() and s.new_keys.isdisjoint(vtables):
+            if s.mod == mod and s.ref_keys <= vtables.keys() and vtables.keys().isdisjoint(s.new_keys):
                 return _splice(b, s, start)
     saved_align = b.minalign
     b.minalign = 1
