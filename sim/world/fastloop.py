@@ -141,80 +141,89 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                 timeout = runner.clock_autojump_threshold
                 idle_primed = autojump
 
-            instruments = runner.instruments
-            if "before_io_wait" in instruments:
-                instruments.call("before_io_wait", timeout)
-            io = runner.io_manager
-            if type(io) is quiet_type:
-                # _QuietIO.get_events and process_events, inline
-                if timeout <= 0 and not (entry.queue or entry.idempotent_queue):
-                    io._steps += 1
-                    events = () if io._steps % poll_every else io._inner.get_events(timeout)
-                else:
-                    events = io._inner.get_events(timeout)
-                if events:
-                    io._inner.process_events(events)
-            else:
-                events = io.get_events(timeout)
-                io.process_events(events)
-            if "after_io_wait" in runner.instruments:
-                runner.instruments.call("after_io_wait", timeout)
-
-            # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel and
-            # Runner.reschedule do; a sleeper under this loop is sent WOKEN, not Value(None))
-            now = clock.current_time()
-            heap = deadlines._heap
-            if heap and heap[0][0] <= now:
-                did_something = False
-                while heap and heap[0][0] <= now:
-                    deadline, _, scope = heappop(heap)
-                    if deadline == scope._registered_deadline:
-                        did_something = True
-                        if type(scope) is wake_type:
-                            deadlines._active -= 1
-                            scope._registered_deadline = inf
-                            task = scope.task
-                            task._next_send_fn = task.coro.send
-                            task._next_send = woken
-                            task._abort_func = None
-                            task.custom_sleep_data = None
-                            runq.append(task)
-                            if "task_scheduled" in runner.instruments:
-                                runner.instruments.call("task_scheduled", task)
-                        else:
-                            scope._cancel(CancelReason(source="deadline"))
-                    heap = deadlines._heap
-                if len(deadlines._heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
-                    deadlines._prune()
-                if did_something:
-                    idle_primed = None
-            elif len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
-                deadlines._prune()
-
-            if idle_primed is not None and not runq and not events:
-                if idle_primed is waiting:
-                    while runner.waiting_for_idle:
-                        key, task = runner.waiting_for_idle.peekitem(0)
-                        if key[0] == cushion:
-                            del runner.waiting_for_idle[key]
-                            reschedule(task)
-                        else:
-                            break
-                elif fast_clock and clock._rate == 0:
-                    # fastclock's autojump: to the next deadline (MockClock.jump's arithmetic)
-                    heap = deadlines._heap
-                    while heap:
-                        deadline, _, scope = heap[0]
-                        if deadline == scope._registered_deadline:
-                            break
-                        heappop(heap)
+            while True:  # a clock jump to a due deadline goes on to poll and expire at once
+                instruments = runner.instruments
+                if "before_io_wait" in instruments:
+                    instruments.call("before_io_wait", timeout)
+                io = runner.io_manager
+                if type(io) is quiet_type:
+                    # _QuietIO.get_events and process_events, inline
+                    if timeout <= 0 and not (entry.queue or entry.idempotent_queue):
+                        io._steps += 1
+                        events = () if io._steps % poll_every else io._inner.get_events(timeout)
                     else:
-                        deadline = inf
-                    jump = deadline - clock._virtual_base
-                    if 0 < jump < inf:
-                        clock._virtual_base += jump
+                        events = io._inner.get_events(timeout)
+                    if events:
+                        io._inner.process_events(events)
                 else:
-                    clock._autojump()
+                    events = io.get_events(timeout)
+                    io.process_events(events)
+                if "after_io_wait" in runner.instruments:
+                    runner.instruments.call("after_io_wait", timeout)
+
+                # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel and
+                # Runner.reschedule do; a sleeper under this loop is sent WOKEN, not Value(None))
+                now = clock.current_time()
+                heap = deadlines._heap
+                if heap and heap[0][0] <= now:
+                    did_something = False
+                    while heap and heap[0][0] <= now:
+                        deadline, _, scope = heappop(heap)
+                        if deadline == scope._registered_deadline:
+                            did_something = True
+                            if type(scope) is wake_type:
+                                deadlines._active -= 1
+                                scope._registered_deadline = inf
+                                task = scope.task
+                                task._next_send_fn = task.coro.send
+                                task._next_send = woken
+                                task._abort_func = None
+                                task.custom_sleep_data = None
+                                runq.append(task)
+                                if "task_scheduled" in runner.instruments:
+                                    runner.instruments.call("task_scheduled", task)
+                            else:
+                                scope._cancel(CancelReason(source="deadline"))
+                        heap = deadlines._heap
+                    if len(deadlines._heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                        deadlines._prune()
+                    if did_something:
+                        idle_primed = None
+                elif len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                    deadlines._prune()
+
+                if idle_primed is not None and not runq and not events:
+                    if idle_primed is waiting:
+                        while runner.waiting_for_idle:
+                            key, task = runner.waiting_for_idle.peekitem(0)
+                            if key[0] == cushion:
+                                del runner.waiting_for_idle[key]
+                                reschedule(task)
+                            else:
+                                break
+                    elif fast_clock and clock._rate == 0:
+                        # fastclock's autojump: to the next deadline (MockClock.jump's arithmetic)
+                        heap = deadlines._heap
+                        while heap:
+                            deadline, _, scope = heap[0]
+                            if deadline == scope._registered_deadline:
+                                break
+                            heappop(heap)
+                        else:
+                            deadline = inf
+                        jump = deadline - clock._virtual_base
+                        if 0 < jump < inf:
+                            clock._virtual_base += jump
+                        if deterministic and deadline - clock._virtual_base <= 0:
+                            # What the next step of the loop would do (the empty batch between
+                            # draws nothing): no task runnable and a deadline due, so a zero
+                            # timeout, nothing primed; poll and expire now.
+                            timeout = 0
+                            idle_primed = None
+                            continue
+                    else:
+                        clock._autojump()
+                break
 
             if deterministic:
                 if not runq:
