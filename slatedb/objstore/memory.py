@@ -34,6 +34,10 @@ from .base import (
 )
 
 
+#: Prefixes whose listings a bucket repeats (registered for good; others are listed afresh).
+_MAX_PREFIXES = 1024
+
+
 class _Objects(dict):
     """A bucket's objects by full key, with the keys kept sorted for listings.
 
@@ -41,9 +45,12 @@ class _Objects(dict):
     from ``itertools.count``, taken on every change, tells a stale list from a fresh one even
     when another thread changes the dict while a listing copies its keys): a listing is then a
     bisection and the matches, not a scan of every key in the bucket (a simulated world lists
-    hundreds of times between two changes, over a bucket holding every database's objects)."""
+    hundreds of times between two changes, over a bucket holding every database's objects).
+    A listing is repeated until a change under its prefix: each listed prefix keeps the
+    generation of the last change of a key under it (a put of a WAL object leaves the listings
+    of ``manifest/`` as they were)."""
 
-    __slots__ = ("_gen", "_counter", "_sorted", "_listings")
+    __slots__ = ("_gen", "_counter", "_sorted", "_listings", "_prefixes", "_touched", "_all")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
@@ -53,23 +60,36 @@ class _Objects(dict):
         #: (full prefix, root length) -> (generation, the listing's metadata): most listings of
         #: a simulated world repeat one made since the last change (polls of ``manifest/``).
         self._listings: dict[tuple[str, int], tuple[int, tuple[ObjectMeta, ...]]] = {}
+        #: The prefixes listed (each registered before its first listing reads the generation),
+        #: the generation of the last change of a key under each, and of the last change of
+        #: keys not named (``update``, ``clear``, ``popitem``: every listing is stale).
+        self._prefixes: set[str] = set()
+        self._touched: dict[str, int] = {}
+        self._all = 0
 
-    def _changed(self) -> None:
-        self._gen = next(self._counter)
+    def _changed(self, key: object = None) -> None:
+        gen = self._gen = next(self._counter)
+        if type(key) is not str:
+            self._all = gen
+            return
+        touched = self._touched
+        for prefix in tuple(self._prefixes):  # tuple(): one C call, atomic under the GIL
+            if key.startswith(prefix):
+                touched[prefix] = gen
 
     def __setitem__(self, key: str, value: tuple[bytes, ObjectMeta]) -> None:
         super().__setitem__(key, value)
-        self._changed()
+        self._changed(key)
 
     def __delitem__(self, key: str) -> None:
         super().__delitem__(key)
-        self._changed()
+        self._changed(key)
 
-    def pop(self, *args):  # type: ignore[override]
+    def pop(self, key, *args):  # type: ignore[override]
         try:
-            return super().pop(*args)
+            return super().pop(key, *args)
         finally:
-            self._changed()
+            self._changed(key)
 
     def popitem(self):  # type: ignore[override]
         try:
@@ -81,7 +101,7 @@ class _Objects(dict):
         try:
             return super().setdefault(key, default)
         finally:
-            self._changed()
+            self._changed(key)
 
     def update(self, *args, **kwargs) -> None:  # type: ignore[override]
         super().update(*args, **kwargs)
@@ -125,9 +145,14 @@ class _Objects(dict):
         its first ``root_len`` characters. Repeated from the last such listing when nothing
         changed since (a change between reading the generation and storing the result leaves
         an entry that never matches again)."""
+        prefixes = self._prefixes
+        kept = full_prefix in prefixes
+        if not kept and len(prefixes) < _MAX_PREFIXES:
+            prefixes.add(full_prefix)  # before the generation is read (see _changed)
+            kept = True
         gen = self._gen
-        cached = self._listings.get((full_prefix, root_len))
-        if cached is not None and cached[0] == gen:
+        cached = self._listings.get((full_prefix, root_len)) if kept else None
+        if cached is not None and cached[0] >= self._all and cached[0] >= self._touched.get(full_prefix, 0):
             return list(cached[1])
         out = []
         for k in self.keys_under(full_prefix):
@@ -138,9 +163,10 @@ class _Objects(dict):
                 # same root; frozen, so sharing it is safe), else a copy under the listed key.
                 rel = k[root_len:] if root_len else k
                 out.append(meta if meta.key == rel else ObjectMeta(rel, meta.size_bytes, meta.last_modified_ms, meta.etag))
-        if len(self._listings) > 4096:
-            self._listings.clear()
-        self._listings[(full_prefix, root_len)] = (gen, tuple(out))
+        if kept:
+            if len(self._listings) > 4096:
+                self._listings.clear()
+            self._listings[(full_prefix, root_len)] = (gen, tuple(out))
         return out
 
 

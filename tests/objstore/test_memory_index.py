@@ -70,3 +70,23 @@ def test_a_repeated_listing_is_a_fresh_list_with_each_roots_keys() -> None:
     assert [m.key for m in top.list_now("r/")] == ["r/a"]
     top.put_now("r/b", b"v")
     assert [m.key for m in rooted.list_now("")] == ["a", "b"]
+
+
+def test_a_change_leaves_the_listings_of_other_prefixes_as_they_were() -> None:
+    """A change is seen by the listings under its key's prefixes and only by those: a put under
+    ``wal/`` does not make the next listing of ``manifest/`` a new scan."""
+    bucket = MemoryBucket()
+    store = MemoryStore(bucket, lambda: 0, root="db/")
+    store.put_now("manifest/1", b"v")
+    store.put_now("wal/1", b"v")
+    listings = bucket.objects._listings  # (full prefix, root length) -> (generation, metadata)
+    assert [m.key for m in store.list_now("manifest/")] == ["manifest/1"]
+    assert [m.key for m in store.list_now("wal/")] == ["wal/1"]
+    manifests, wals = listings[("db/manifest/", 3)], listings[("db/wal/", 3)]
+    store.put_now("wal/2", b"v")
+    store.delete_now("wal/1")
+    assert [m.key for m in store.list_now("manifest/")] == ["manifest/1"]
+    assert listings[("db/manifest/", 3)] is manifests  # repeated, not scanned again
+    assert [m.key for m in store.list_now("wal/")] == ["wal/2"] and listings[("db/wal/", 3)] is not wals
+    store.put_now("manifest/2", b"v")
+    assert [m.key for m in store.list_now("manifest/")] == ["manifest/1", "manifest/2"]
