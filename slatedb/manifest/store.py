@@ -17,6 +17,8 @@ edit, whose already-applied detection then finds it (:meth:`ManifestStore.commit
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 import attrs
@@ -119,6 +121,40 @@ async def _bug_no_boundary_check(file_id: int) -> None:
     committed without the post-create boundary read (RFC 004's stale commit)."""
 
 
+#: The ids of names already listed, by (directory, suffix) and name (None: not an id): every poll
+#: lists the same names again, and the ids of a listing of known names are looked up in C.
+_LISTED: dict[tuple[str, str], dict[str, int | None]] = {}
+_MAX_LISTED = 65536
+_KEY_OF = operator.attrgetter("key")
+_AN_ID = functools.partial(operator.is_not, None)
+
+
+def listed_ids(metas: Any, directory: str, suffix: str) -> list[int]:
+    """The ids of the ``<directory><id:020><suffix>`` names among listed objects, ascending
+    (:func:`parse_id` of each name; other names are left out)."""
+    known = _LISTED.get((directory, suffix))
+    if known is None:
+        known = _LISTED.setdefault((directory, suffix), {})
+    try:
+        ids = list(filter(_AN_ID, map(known.__getitem__, map(_KEY_OF, metas))))
+    except KeyError:  # a name not seen yet
+        if len(known) > _MAX_LISTED:
+            known.clear()
+        ids = []
+        for m in metas:
+            key = m.key
+            i = known.get(key, _UNKNOWN)
+            if i is _UNKNOWN:
+                i = known[key] = parse_id(key, directory, suffix)
+            if i is not None:
+                ids.append(i)
+    ids.sort()
+    return ids
+
+
+_UNKNOWN = object()
+
+
 class SequencedStore(Generic[V, S]):
     """One namespace of ``<dir><id:020><suffix>`` files written by the protocol of the module
     docstring (steps 1, 3 and 4; ``.manifest`` and ``.compactions`` share it). Subclasses bind
@@ -195,10 +231,7 @@ class SequencedStore(Generic[V, S]):
 
     async def list_ids(self) -> list[int]:
         metas = await retry_transient(self.runtime, lambda: self.store.list(self.directory), what=f"list {self.directory}")
-        directory, suffix = self.directory, self.suffix  # every poll parses every listed name
-        ids = [i for m in metas if (i := parse_id(m.key, directory, suffix)) is not None]
-        ids.sort()
-        return ids
+        return listed_ids(metas, self.directory, self.suffix)
 
     async def read(self, file_id: int) -> S:
         key = self.key(file_id)
