@@ -135,24 +135,21 @@ def listed_ids(metas: Any, directory: str, suffix: str) -> list[int]:
     known = _LISTED.get((directory, suffix))
     if known is None:
         known = _LISTED.setdefault((directory, suffix), {})
+    names = list(map(_KEY_OF, metas))
     try:
-        ids = list(filter(_AN_ID, map(known.__getitem__, map(_KEY_OF, metas))))
-    except KeyError:  # a name not seen yet
+        ids = list(filter(_AN_ID, map(known.__getitem__, names)))
+    except KeyError:  # names not seen yet (a new manifest since the last poll): parsed, then looked up
         if len(known) > _MAX_LISTED:
             known.clear()
-        ids = []
-        for m in metas:
-            key = m.key
-            i = known.get(key, _UNKNOWN)
-            if i is _UNKNOWN:
-                i = known[key] = parse_id(key, directory, suffix)
-            if i is not None:
-                ids.append(i)
+        for name in set(names).difference(known):
+            known[name] = parse_id(name, directory, suffix)
+        try:
+            ids = list(filter(_AN_ID, map(known.__getitem__, names)))
+        except KeyError:  # another thread started the table again meanwhile
+            ids = [i for name in names if (i := parse_id(name, directory, suffix)) is not None]
     ids.sort()
     return ids
 
-
-_UNKNOWN = object()
 
 
 class SequencedStore(Generic[V, S]):
