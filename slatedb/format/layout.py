@@ -34,6 +34,7 @@ GC_DIR = "gc/"
 DB_DIRECTORIES = (MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR)
 
 
+@functools.lru_cache(maxsize=16384, typed=True)  # a pure function, called at every read of a sequenced file
 def sequenced_key(directory: str, file_id: int, suffix: str) -> str:
     """``<directory><id:020><suffix>``: the name of a sequenced file (manifest, WAL, compactions)."""
     assert 0 <= file_id < 2**64, file_id
