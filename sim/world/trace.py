@@ -64,6 +64,8 @@ class Event:
                                           " ".join([f"{k}={v!r}" for k, v in self.fields]))
 
 
+_new_event = object.__new__
+
 #: The %-format of a rendered event by its field names (``Trace.record``'s fast path: the text
 #: of :meth:`Event.render`, the values formatted by ``%r`` as ``{v!r}`` does).
 _FORMATS: dict[tuple[str, ...], str] = {}
@@ -214,7 +216,11 @@ class Trace:
 
     def record(self, process: str, kind: str, **fields: Any) -> Event:
         time_s = self._clock()
-        event = Event(time_s, process, kind, (), fields)
+        event = _new_event(Event)  # Event(time_s, process, kind, (), fields), without the call
+        event.time_s = time_s
+        event.process = process
+        event.kind = kind
+        event.f = fields
         self.events.append(event)
         unhashed = self._unhashed
         names = tuple(fields)
@@ -243,7 +249,11 @@ class Trace:
         :func:`format_of` its names, the caller knows (the simulated store's events: the same
         field names at every request); the same event, text and listeners."""
         time_s = self._clock()
-        event = Event(time_s, process, kind, (), fields)
+        event = _new_event(Event)  # Event(time_s, process, kind, (), fields), without the call
+        event.time_s = time_s
+        event.process = process
+        event.kind = kind
+        event.f = fields
         self.events.append(event)
         unhashed = self._unhashed
         unhashed.append(fmt % (time_s, process, kind, *fields.values()))
