@@ -313,7 +313,8 @@ assert len(BY_NAME) == len(CATALOGUE), "duplicate bug names"
 
 #: Switches of defences beyond the contract the simulator's worlds keep (spec/protocols/destroy.md
 #: DESTROY-A1/A2: no process stalls past a soft destroy's grace; nothing but GC runs during a hard
-#: destroy), so that no seed reaches their branch: switch -> the unit test (``path::function``)
+#: destroy), so that no seed reaches their branch, or whose first catching seed is beyond any
+#: budget the test suite can hunt: switch -> the unit test (``path::function``)
 #: that turns the switch on and sees the failure the defence prevents. The destroy world broke
 #: both promises before 2026-11-27; seeds 409 and 1880 of that world reached these two.
 UNIT_CAUGHT: dict[str, str] = {
@@ -321,6 +322,9 @@ UNIT_CAUGHT: dict[str, str] = {
         "tests/db/test_open_after_destroy.py::test_without_the_take_back_the_open_resurrects_the_database",
     switches.MANIFEST_KEPT_AFTER_DESTROY:
         "tests/gc/test_destroy_race.py::test_without_the_commit_take_back_the_lone_manifest_outlives_the_database",
+    # Not beyond the contract, but too rare for a budget: gc 3741 is the first seed that needs it.
+    switches.GC_JUDGES_EXPIRY_NOW:
+        "tests/gc/test_stale_snapshot.py::test_judging_expiry_by_the_clock_after_the_read_deletes_a_pinned_manifest",
 }
 assert not set(UNIT_CAUGHT) & set(BY_NAME)
 assert set(BY_NAME) | set(UNIT_CAUGHT) == switches.ALL, \

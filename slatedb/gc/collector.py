@@ -151,6 +151,8 @@ class GarbageCollector:
         self._pinned_cache: dict[int, StoredManifest] = {}
         #: The latest manifest read by the current pass's preparation (see :meth:`snapshot`).
         self._latest_hint: StoredManifest | None = None
+        #: The clock right before the read the hint comes from (snapshot() judges expiry there).
+        self._latest_hint_ms = 0
 
     # ------------------------------------------------------------------------------------------
     # Entry points
@@ -278,6 +280,7 @@ class GarbageCollector:
     async def _prepare(self, tally: "GcTally") -> StoredManifest | None:
         """RFC 000 steps 1-3; the latest manifest after them, or None: nothing more to do (no
         database, or it was just removed)."""
+        self._latest_hint_ms = self.runtime.now_ms()  # before the read: see snapshot()
         latest = await self.manifests.read_latest()
         if latest is None:
             self.runtime.event("gc_no_database")
@@ -323,15 +326,27 @@ class GarbageCollector:
         """The latest manifest and the manifests its active checkpoints pin (RFC 000's M). The
         manifest the pass started from is reused unless ``fresh`` (a newer one only adds
         checkpoints on newer manifests, which the passes never delete, see
-        :meth:`_collect_manifests`)."""
+        :meth:`_collect_manifests`).
+
+        A checkpoint counts as expired only if it had expired when the manifest was read (the
+        clock right before the read), not by now: a refresh that landed after the read is not in
+        it, and a checkpoint the read saw active may have been refreshed since (GC-2, gc seed
+        3741: the pass's manifest was its own ExpireCheckpoints commit, whose reply stalled 16 s;
+        judged by the clock 16 s later, a reader's checkpoint on manifest 6 looked expired and
+        manifest 6 went, though the reader had refreshed it in time)."""
         last_missing: ObjectNotFoundError | None = None
         hint, self._latest_hint = (None if fresh else self._latest_hint), None
         for _ in range(_SNAPSHOT_ATTEMPTS):
-            latest = hint or await self.manifests.read_latest()
+            if hint is not None:
+                latest, read_ms = hint, self._latest_hint_ms
+            else:
+                read_ms = self.runtime.now_ms()
+                latest = await self.manifests.read_latest()
             hint = None
             if latest is None:
                 raise PinnedManifestMissingError("the database has no manifest any more")
-            active = active_checkpoints(latest.manifest, self.runtime.now_ms() // 1000)
+            judged_ms = self.runtime.now_ms() if switches.GC_JUDGES_EXPIRY_NOW in self.runtime.bugs else read_ms  # catalogued bug
+            active = active_checkpoints(latest.manifest, judged_ms // 1000)
             active = () if switches.GC_IGNORES_CHECKPOINTS in self.runtime.bugs else active  # catalogued bug (sim/scenarios/catalogue.py)
             pinned: dict[int, StoredManifest] = {}
             try:

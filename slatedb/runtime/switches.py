@@ -40,6 +40,7 @@ WRITER_CHECKPOINT_RELEASED_AT_FLUSH = "writer-checkpoint-released-at-flush"
 TRACKER_FORGETS = "tracker-forgets"
 READER_IGNORES_NEW_SSTS = "reader-ignores-new-ssts"
 GC_DETACH_LATEST_ONLY = "gc-detach-latest-only"
+GC_JUDGES_EXPIRY_NOW = "gc-judges-expiry-now"
 CLONE_COPIES_ALL_WAL = "clone-copies-all-wal"
 CLONE_SHARES_FINAL_CHECKPOINT = "clone-shares-final-checkpoint"
 # projection and union (RFC 000)
