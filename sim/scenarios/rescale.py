@@ -48,18 +48,15 @@ import attrs
 import trio
 
 import slatedb.aio as aio
-from slatedb.checkpoint import CheckpointOptions, CheckpointScope, find_checkpoint
-from slatedb.lsm.view import bounds_of
+from slatedb.checkpoint import CheckpointOptions, CheckpointScope
 from slatedb.clone import CloneMismatchError
 from slatedb.errors import CloneSourceWithWalError, SlateDBError
-from slatedb.format.manifest import decode_manifest_v2
-from slatedb.manifest.store import manifest_key
 from slatedb.projection import KeyRange
 from slatedb.projection.create import SourceSpec, create_database
-from slatedb.projection.ranges import effective_bounds
 from slatedb.reader.aio import DbReader
 
 from sim.checks.manifest import manifest_checks
+from sim.checks.projection import Violation, check_proj2, detached_by_gc, manifest_in
 from sim.checks.structure import check_world, final_checkpoints_pin, references_resolve
 from sim.scenarios.gc_world import World, fault_counts, gc_slack_s, gc_through_heal, healed_gc_options
 from sim.world.choices import Choices, boolean
@@ -75,15 +72,6 @@ SRC, MERGED, CLONED = "memory://sim/src", "memory://sim/merged", "memory://sim/c
 
 def shard_url(i: int) -> str:
     return f"memory://sim/shard{i}"
-
-
-class Violation(AssertionError):
-    """An oracle of this scenario failed: ``invariant`` is its id (read by
-    :meth:`sim.world.invariants.Violation.of_exception`)."""
-
-    def __init__(self, inv: str, message: str) -> None:
-        super().__init__(f"{inv}: {message}")
-        self.invariant = inv
 
 
 class Rescale:
@@ -109,17 +97,7 @@ class Rescale:
 
 
 def _manifest(world: World, root: str, manifest_id: int | None = None):
-    """A database's latest (or a given) manifest, read from the bucket without faults."""
-    # The bucket's sorted key index; decoded under the engine's (root-relative) name: a shared cache.
-    keys = [k for k in world.bucket.objects.keys_under(f"{root}/manifest/") if k.endswith(".manifest")]
-    if manifest_id is None:
-        if not keys:
-            return None
-        key = keys[-1]
-    else:
-        key = f"{root}/{manifest_key(manifest_id)}"
-    data, _ = world.bucket.objects[key]
-    return decode_manifest_v2(bytes(data), key[len(root) + 1:])
+    return manifest_in(world.bucket, root, manifest_id)
 
 
 async def _read_all(world: World, who: str, url: str) -> dict[bytes, bytes]:
@@ -172,25 +150,6 @@ def _root(url: str) -> str:
     return url[len("memory://sim/"):].strip("/")
 
 
-def _detached_by_gc(world: World, root: str, sources: list[str]) -> bool:
-    """Has GC detached (or begun to detach, checkpoints-gc.md step 9) the entries of the finished
-    database at ``root`` that a re-run recognises it by? True when its latest manifest is
-    initialized and either no ``external_dbs`` entry names a source any more, or an entry with no
-    SSTs has lost its final checkpoint (released, the entry not yet dropped)."""
-    m = _manifest(world, root)
-    if m is None or not m.initialized:
-        return False
-    if not any(e.path in sources for e in m.external_dbs):
-        return True
-    for e in m.external_dbs:
-        if e.sst_ids or e.final_checkpoint_id is None:
-            continue
-        there = _manifest(world, e.path)
-        if there is None or find_checkpoint(there, e.final_checkpoint_id) is None:
-            return True
-    return False
-
-
 async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: list[tuple[str, Any, Any]]) -> bool:
     """Run one creation until it finishes, restarting after each crash. False: refused (WAL).
 
@@ -202,7 +161,7 @@ async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: li
     "Clones": the existing manifest must name the parent, "if not, exit with error";
     docs/rescaling.md). That creation is finished, not failed (CLONE-1, projection-union.md;
     seed 800) -- only when the destination is initialized (nothing but this creation makes it
-    in this world) and GC's detach explains the refusal (:func:`_detached_by_gc`)."""
+    in this world) and GC's detach explains the refusal (:func:`sim.checks.projection.detached_by_gc`)."""
     rng = world.choices.stream("crash", who)
     roots = [_root(url) for url, _, _ in sources]
     for attempt in range(6):
@@ -218,7 +177,7 @@ async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: li
             except CloneSourceWithWalError:
                 return "refused-wal"
             except CloneMismatchError as e:
-                if _detached_by_gc(world, _root(dest), roots):
+                if detached_by_gc(world.bucket, _root(dest), roots):
                     rs.reruns_after_detach += 1
                     return "done"
                 raise Violation("CLONE-1", f"{who}: creating {dest} failed: {type(e).__name__}: {e}") from None
@@ -232,25 +191,6 @@ async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: li
             continue
         return outcome == "done"
     raise Violation("CLONE-1", f"{who}: {dest} not finished after 6 attempts")
-
-
-def _check_proj2(world: World, rs: Rescale, i: int, checkpoint: uuid.UUID) -> None:
-    src_latest = _manifest(world, "src")
-    cp = find_checkpoint(src_latest, checkpoint) if src_latest is not None else None
-    if cp is None:
-        return  # the checkpoint went away (cannot happen: 4 h lifetime) -- nothing to compare
-    base = _manifest(world, "src", cp.manifest_id)
-    present = sorted(k for k in world.bucket.objects if k.startswith(f"shard{i}/manifest/") and k.endswith(".manifest"))
-    first = _manifest(world, f"shard{i}", int(present[0].rsplit("/", 1)[1].split(".")[0]))  # GC may have taken 1
-    ssts = {s.id: s for s in base.ssts}
-    views = {v.id: v for v in list(base.l0) + [v for r in base.compacted for v in r.ssts]}
-    for v in list(first.l0) + [v for r in first.compacted for v in r.ssts]:
-        old = views.get(v.id)
-        if old is None:
-            raise Violation("PROJ-2", f"shard{i} view {v.id} is not a view of the source")
-        was, now = effective_bounds(old, ssts[old.sst_id]), bounds_of(v.visible_range)
-        if was.intersect(now) != now:
-            raise Violation("PROJ-2", f"shard{i} view {v.id} shows {now}, wider than the source's {was}")
 
 
 async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
@@ -274,7 +214,7 @@ async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
             rs.outcome = "refused-wal"
             shards_done.set()
             return
-        _check_proj2(world, rs, i, cp)
+        check_proj2(world.bucket, i, cp)
         want = {k: v for k, v in snapshot.items() if r.contains(k)}
         got = await _read_all(world, f"rd{i}", shard_url(i))
         if got != want:

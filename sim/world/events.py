@@ -20,6 +20,9 @@ BOUNDARY_READ = "boundary_read"  # the post-create read of gc/<ns>.boundary (RFC
 BOUNDARY_ADVANCE = "boundary_advance"
 BOUNDARY_VANISHED = "boundary_vanished"
 BOUNDARY_CORRUPT = "boundary_corrupt"  # a boundary at or above every file: corruption (sequenced-metadata.md)
+#: a manifest commit found the boundary file it saw gone and its own create the only manifest left
+#: (landed on a root a destroy removed): it deleted the create again (DESTROY-7, destroy.md)
+MANIFEST_CREATE_OUTLIVED_DESTROY = "manifest_create_outlived_destroy"
 COMMIT = "commit"  # success of a metadata update returned to the caller: ns, id
 RETRY = "retry"
 RETRY_EXHAUSTED = "retry_exhausted"  # a bounded retry policy gave up (production's; the simulator's is unbounded)
