@@ -92,3 +92,14 @@ def test_a_refresh_landing_after_its_checkpoint_expired_does_not_revive_it() -> 
     checkpoint expired, deleted manifest 13 it pinned: GC-2. The refresh is now refused."""
     r = run_gc_workload(1246)
     assert r.ok, r.violations
+
+
+def test_a_pass_judges_expiry_when_its_manifest_was_read() -> None:
+    """gc seed 3741 (checkpoints-gc.md step 6): the writer's GC went on from its own
+    ExpireCheckpoints commit, whose reply stalled 16 s, and judged the reader's checkpoint by the
+    clock 16 s later: expired, though the reader had refreshed it in time; manifest 6 went (GC-2).
+    Expiry is now judged at the read; with the old judgement (``gc-judges-expiry-now``) it fails."""
+    r = run_gc_workload(3741)
+    assert r.ok, r.violations
+    r = run_gc_workload(3741, bugs=frozenset({"gc-judges-expiry-now"}))
+    assert not r.ok and r.violations[0].invariant == "GC-2", r.violations
