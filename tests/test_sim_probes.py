@@ -101,6 +101,8 @@ def test_probe_table_lists_every_probe_and_the_unhit_ones() -> None:
     assert line.split()[1:3] == ["4", "2"] and "db 1, takeover 1" in line
     assert f"probes hit: 1/{len(P.PROBES)}" in text and P.UNION_RESUMED in text.splitlines()[-1]
     assert probes.unhit(rows) == [n for n in P.PROBES if n != P.WAL_WRITE_FENCED]
+    held, _, not_hit = text.splitlines()[-1].partition("NOT HIT")
+    assert P.WRITER_OPEN_OUTLIVED_DESTROY in held and P.WRITER_OPEN_OUTLIVED_DESTROY not in not_hit  # UNIT_REACHED
 
 
 @pytest.mark.parametrize("scenario", sorted(probes.reached_by_seeds()))
