@@ -210,3 +210,13 @@ def test_a_union_left_uninitialized_by_a_crashed_driver_does_not_hang_the_writer
     result = load_scenario.run_load_workload(388)
     assert result.ok, result.violations
     assert result.virtual_s < load_scenario.UNINITIALIZED_WAIT_S + 30, result.virtual_s
+
+
+@pytest.mark.parametrize("seed", [2045, 2275])
+def test_an_abort_after_a_union_that_landed_leaves_no_unnamed_shard(seed: int) -> None:
+    """Load seeds 2045 and 2275 (LOAD-10): the sharded driver died right after its union's first
+    manifest landed; the abort found the union made and left every shard, a losing attempt's
+    too, which nothing would ever collect. The abort now deletes the shards the union does not
+    name (tests/spark/test_sharded.py plays it at the store)."""
+    result = load_scenario.run_load_workload(seed)
+    assert result.ok, result.violations

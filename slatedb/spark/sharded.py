@@ -264,11 +264,24 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
 
 
 async def abort_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan) -> int:
-    """Delete every shard of this load (nothing references them: the union was not made)."""
+    """Delete every shard of this load (nothing references them: the union was not made). When
+    the union was made after all (a commit reported failed, or the driver died in the middle of
+    it), the shards its manifest names are left (collect_shards', or the next begin's, S1) and
+    only the load's other shards -- losing attempts that nobody names -- are deleted (LOAD-10;
+    load seeds 2045 and 2275: the driver died right after the union's first manifest landed, and
+    a speculative attempt's shard was left for ever)."""
     await end_load(store, rt, plan.load_id)  # LOAD-10: an attempt still running deletes its shard itself
     latest = await ManifestStore(store, rt).read_latest()
     if latest is not None and any(plan.load_id in e.path for e in latest.manifest.external_dbs):
-        return 0  # the union was made after all (a commit reported failed): collect_shards' job
+        named = {e.path for e in latest.manifest.external_dbs}
+        metas = await retry_transient(rt, lambda: store.list(shards_prefix(plan.load_id)),
+                                      what=f"list {shards_prefix(plan.load_id)}")
+        deleted = 0
+        for root in sorted({"/".join(meta.key.split("/")[:3]) for meta in metas if meta.key.count("/") >= 3}):
+            if relative_db_path(store.url, f"{_norm(store.url)}/{root}") not in named:
+                deleted += await _delete_under(store, rt, f"{root}/")
+        rt.event("shard_abort", load_id=plan.load_id, objects=deleted, union_made=True)
+        return deleted
     deleted = await _delete_under(store, rt, shards_prefix(plan.load_id))
     rt.event("shard_abort", load_id=plan.load_id, objects=deleted)
     return deleted

@@ -207,3 +207,30 @@ def test_shards_stay_while_referenced_and_are_collected_after_compaction_and_gc_
     assert sorted(p.name for p in (tmp_path / "db").iterdir()
                   if not p.name.startswith(".") and any(f.is_file() for f in p.rglob("*"))) == [
         "compacted", "compactions", "gc", "manifest"]  # no object left under bulk-load/ or shards/
+
+
+def test_an_abort_after_the_union_was_made_deletes_the_shards_it_does_not_name(tmp_path, monkeypatch) -> None:
+    """LOAD-10 (load seeds 2045, 2275): the driver died right after the union's first manifest
+    landed; its abort leaves the shards that manifest names (the next begin removes the dead
+    union with them, S1) but deletes a losing attempt's shard nobody names, which nothing
+    else would ever collect (collect_shards refuses while the destination is uninitialized)."""
+    from slatedb.projection import create
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    lost = stage(url, plan, 0, rows_of(b"a", 50), attempt=0)  # a speculative attempt that lost
+    res = [stage(url, plan, 0, rows_of(b"a", 50), attempt=1), stage(url, plan, 1, rows_of(b"b", 50))]
+
+    async def killed(self, m):
+        raise KeyboardInterrupt("driver killed")
+
+    monkeypatch.setattr(create._Job, "_ensure_finals", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_io(url, None, lambda s, rt: commit_sharded(s, rt, plan, res))
+    monkeypatch.undo()
+    named = {e.path for e in latest(url).manifest.external_dbs}
+    assert len(named) == 2 and not latest(url).manifest.initialized
+    run_io(url, None, lambda s, rt: abort_sharded(s, rt, plan))
+    left = shard_roots(tmp_path)
+    assert len(left) == 2 and all(any(r in p for p in named) for r in left), (left, named)
+    assert not any(lost.url.rstrip("/").endswith(r) for r in left), (lost.url, left)
