@@ -196,6 +196,47 @@ def test_nested_clones_read_through_two_levels(b: str, gp_name: str) -> None:
     assert contents(p)[b"g000"] == b"v0" and contents(gp)[b"g000"] == b"v0"
 
 
+def test_a_nested_entry_takes_its_final_checkpoint_only_from_the_parents_entry_of_the_same_database(b: str) -> None:
+    """Step 5 for a nested entry whose source checkpoint is gone: the fallback is the parent's
+    final checkpoint of an entry with the same source checkpoint *on the same database*. A
+    checkpoint id can exist on several databases (one clone's final checkpoint id is shared by
+    all its entries), so an entry of another database listed first, with the same source
+    checkpoint and a final checkpoint whose id also exists on the grandparent at a later
+    manifest, must not lend it: the grandchild's final checkpoint on gp pins the manifest p's
+    does (CLONE-1), not that later one."""
+    import attrs
+
+    from slatedb.format.types import ExternalDb
+
+    gp, other, p, c = f"{b}/gp", f"{b}/other", f"{b}/p", f"{b}/c"
+    write(gp, rows(b"g", 10))
+    write(other, rows(b"o", 3))
+    clone(p, gp)
+    (p_entry,) = latest(p).manifest.external_dbs
+    rt = ProductionRuntime()
+    trio.run(delete_checkpoint, ManifestStore(store(gp), rt), rt, p_entry.source_checkpoint_id)  # as if expired
+    write(gp, rows(b"h", 10))  # gp's manifest moves on
+    shared = uuid.uuid4()  # one id on both databases, as one clone's final checkpoint is
+
+    async def never_expiring(url: str) -> int:
+        return (await create_checkpoint(ManifestStore(store(url), rt), rt, CheckpointOptions(lifetime_s=None),
+                                        checkpoint_id=shared)).manifest_id
+
+    later = trio.run(never_expiring, gp)
+    trio.run(never_expiring, other)
+    p_final = next(cp_ for cp_ in final_checkpoints(gp) if cp_.id == p_entry.final_checkpoint_id)
+    assert p_final.manifest_id != later
+    cur = latest(p)
+    wrong = ExternalDb("other", p_entry.source_checkpoint_id, shared, ())
+    edited = attrs.evolve(cur.manifest, external_dbs=(wrong, *cur.manifest.external_dbs))
+    trio.run(ManifestStore(store(p), rt).try_write, cur.id + 1, edited)
+    done = clone(c, p)
+    assert [e.path for e in done.manifest.external_dbs] == ["other", "gp", "p"]
+    fin = next(cp_ for cp_ in latest(gp).manifest.checkpoints if cp_.id == done.manifest.external_dbs[1].final_checkpoint_id)
+    assert fin.manifest_id == p_final.manifest_id  # CLONE-1: gp as p's entry has it, not at `later`
+    assert contents(c) == rows(b"g", 10)
+
+
 def test_create_clone_is_idempotent_on_a_finished_clone(b: str) -> None:
     parent, child = f"{b}/parent", f"{b}/clone"
     write(parent, rows(b"x", 5))
