@@ -261,8 +261,12 @@ def test_typed_errors(b: str) -> None:
         clone(parent, parent)
     with pytest.raises(InvalidArgumentError, match="its own path"):
         clone(parent + "/", parent)  # the same path spelled another way
+    with pytest.raises(InvalidArgumentError, match="'not-a-uuid' is not a UUID"):
+        clone(child, parent, "not-a-uuid")
     with pytest.raises(CheckpointNotFoundError):
         clone(child, parent, uuid.uuid4())
+    with pytest.raises(CheckpointNotFoundError):
+        clone(child, parent, str(uuid.uuid4()))  # a UUID's text is one
     with pytest.raises(CloneMismatchError, match="not a clone"):
         clone(other, parent)  # a database of its own is there
     done = clone(child, parent)
