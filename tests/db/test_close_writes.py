@@ -7,6 +7,7 @@ with every row, in this engine and (tests/interop) in the official one."""
 from __future__ import annotations
 
 import slatedb
+from slatedb.errors import SlateDBError
 from slatedb.manifest.checkpoints import is_writer_checkpoint
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.runtime.production import ProductionRuntime
@@ -65,5 +66,30 @@ def test_close_with_nothing_to_flush_still_releases_the_writer_checkpoint() -> N
     db.close()
     assert [key.split("/")[0] for key in store.puts] == ["manifest"], store.puts
     assert not _writer_checkpoints(store)
+    with _open(store) as db:
+        assert db.get(b"k") == b"v"
+
+
+def test_a_close_whose_database_fails_as_its_flush_returns_writes_no_manifest() -> None:
+    """A background task that fails the database while the close flushes (the manifest poll
+    meeting a store error, say) stops it for good: the close then skips the release of the
+    writer checkpoint, and a failed writer writes no manifest; the checkpoint stays, as after
+    a crash, for the next writer to replace."""
+    store = RecordingStore()
+    db = _open(store)
+    db.put(b"k", b"v")
+    db.flush(wal=False)  # nothing left to flush: the close's release would write the one manifest
+    core = db._core
+    flush = core.flush_memtable
+
+    async def flush_then_fail() -> None:
+        await flush()
+        core._fail(SlateDBError("a background task failed"))
+
+    core.flush_memtable = flush_then_fail
+    store.puts.clear()
+    db.close()
+    assert store.puts == []
+    assert _writer_checkpoints(store)
     with _open(store) as db:
         assert db.get(b"k") == b"v"
