@@ -49,7 +49,8 @@ def test_compaction_drains_l0_into_sorted_runs_and_keeps_every_row() -> None:
     c = compact(store, compactor_settings(max_sst_size=8192))
     _, m = latest_manifest(store)
     assert len(m.l0) < 2 and m.compacted, "L0 was not drained"
-    assert c.stats["completed"] >= 2 and c.stats["failed"] == 0 and c.stats["resumed"] == 0
+    assert (c.stats["completed"] >= 2 and c.stats["failed"] == 0 and c.stats["resumed"] == 0
+            and c.stats["reclaimed"] == 0), c.stats
     assert m.compactor_epoch == c.epoch
     assert any(len(r.ssts) > 1 for r in m.compacted), "max_sst_size did not split the output"
     referenced = {v.sst_id for r in m.compacted for v in r.ssts} | {v.sst_id for v in m.l0}

@@ -11,7 +11,7 @@ import slatedb
 import trio
 
 from slatedb.compactor import Compactor
-from slatedb.compactor.worker import MAX_FAILED_BACKOFF_S
+from slatedb.compactor.worker import MAX_FAILED_BACKOFF_S, Worker
 from slatedb.errors import MergeOperatorError
 from slatedb.format.types import CompactionStatus
 from slatedb.runtime.production import ProductionRuntime
@@ -84,3 +84,11 @@ def test_a_failing_operator_is_retried_after_a_doubling_backoff_then_completes_o
     assert not m.l0 and m.compacted
     with slatedb.Db.open("memory://test", settings=WRITER, store=store, merge_operator=concat) as db:
         assert db.get(b"a") == b"012"
+
+
+def test_the_wait_after_a_failed_run_doubles_from_twice_the_poll_interval_up_to_five_minutes() -> None:
+    """docs/compaction.md: the backoff runs from twice ``compactions_poll_interval`` up to 5
+    minutes, and stays there however often the job fails."""
+    w = Worker(memory_store(), ProductionRuntime("test"), slatedb.Settings.from_dict(
+        {"compactor_options": {"worker": {"compactions_poll_interval": "1s"}}}))
+    assert [w.retry_in_s(n) for n in (1, 2, 7, 8, 9, 40, 10_000)] == [2.0, 4.0, 128.0, 256.0, 300.0, 300.0, 300.0]

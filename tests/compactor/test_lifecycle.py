@@ -313,7 +313,7 @@ def test_a_worker_that_lost_its_job_mid_run_never_gets_its_result_committed() ->
         return cid, result["a"]
 
     cid, a_won = trio.run(main)
-    assert a_won is False and wa.stats["dropped"] == 1
+    assert a_won is False and wa.stats["dropped"] == 1 and coord.stats["reclaimed"] == 1, coord.stats
     commits = [f for _, k, f in events if k == "compaction_commit"]
     b_outputs = {f["sst"] for who, k, f in events if k == "compaction_output" and who == "wb"}
     a_outputs = {f["sst"] for who, k, f in events if k == "compaction_output" and who == "wa"}
@@ -579,3 +579,38 @@ def test_unscheduling_a_job_whose_sources_changed_wakes_the_coordinator() -> Non
     latest = trio.run(main)
     assert coord._wakeup.is_set()
     assert [c.status for c in latest.compactions.recent_compactions] == [S.SUBMITTED]
+
+
+def test_a_job_is_scheduled_with_the_retention_it_was_validated_at_and_keeps_it_when_scheduled_again() -> None:
+    """Step 3b: scheduling a Submitted job without a context records one, empty, holding the
+    ``recent_snapshot_min_seq`` of the manifest it was validated against (the worker's
+    retention); a job that comes back to Submitted with its context (a restarted coordinator
+    unschedules it) keeps that context, not the later manifest's floor."""
+    store, _ = filled_store(n_keys=50, rounds=2)
+
+    async def set_floor(seq: int) -> None:
+        mid, m = latest_manifest(store)
+        await ManifestStore(store, RecordingRuntime("other")).try_write(mid + 1, attrs.evolve(m, recent_snapshot_min_seq=seq))
+
+    def scheduled(cs: CompactionsV1) -> list:
+        return [(c.status, c.ctx) for c in cs.recent_compactions]
+
+    async def main():
+        await set_floor(7)
+        first = Compactor(store, RecordingRuntime("coordinator"), compactor_settings(min_sources=100), local_worker=False)
+        await first.start()
+        await submit_compaction(store, RecordingRuntime("admin"), full_spec(latest_manifest(store)[1]))
+        await first.tick()
+        before = (await first.cstore.read_latest()).compactions
+        await set_floor(9)
+        again = Compactor(store, RecordingRuntime("restarted"), compactor_settings(min_sources=100), local_worker=False)
+        await again.start()
+        restarted = (await again.cstore.read_latest()).compactions
+        await again.tick()
+        return before, restarted, (await again.cstore.read_latest()).compactions
+
+    before, restarted, after = trio.run(main)
+    recorded = TieredCompactionContext((), 7)
+    assert scheduled(before) == [(S.SCHEDULED, recorded)]
+    assert scheduled(restarted) == [(S.SUBMITTED, recorded)]
+    assert scheduled(after) == [(S.SCHEDULED, recorded)]
