@@ -8,6 +8,7 @@ import attrs
 from slatedb.compactor import lifecycle as lc
 from slatedb.format.types import CompactedSsTable, CompactionStatus, SsTableInfo, Subcompaction, TieredCompactionContext
 from slatedb.gc import GarbageCollector, GcStats
+from slatedb.runtime import ulid_from_parts
 
 from .helpers import DbBuilder, VirtualRuntime, gc_options, memory_store, run_virtual
 
@@ -171,6 +172,27 @@ def test_ssts_minted_after_the_newest_l0_or_compaction_are_kept() -> None:
         await db2.add_l0(db2.put_sst())
         rt2.advance(MIN_AGE_S * 10)
         assert (await collector(db2).run_once()).ssts_deleted == 0 and orphan in db2.sst_ids()
+
+    run_virtual(main)
+
+
+def test_an_sst_minted_in_the_millisecond_of_the_ulid_cutoff_is_kept() -> None:
+    """The ULID cutoff is inclusive: a compaction's first output can be minted in the very
+    millisecond of the compaction's id, before the ``.compactions`` file records it; with the
+    job the oldest in the file and an L0 newer than it, that millisecond is the cutoff, and the
+    output is kept however old."""
+    async def main() -> None:
+        rt, db = setup()
+        await db.add_l0(db.put_sst())
+        rt.advance(1)
+        job = db.compaction(CompactionStatus.RUNNING)
+        output = ulid_from_parts(job.id.milliseconds, (1 << 80) - 1)  # its millisecond, after its id; recorded nowhere yet
+        db.store.put_now(f"compacted/{output}.sst", b"sst-bytes")
+        await db.write_compactions(job)
+        rt.advance(1)
+        await db.add_l0(db.put_sst())
+        rt.advance(MIN_AGE_S * 10)
+        assert (await collector(db).run_once()).ssts_deleted == 0 and output in db.sst_ids()
 
     run_virtual(main)
 
