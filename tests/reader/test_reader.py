@@ -249,6 +249,9 @@ def test_reestablishes_after_a_compaction_and_deletes_the_old_checkpoint() -> No
             assert first in ids, "the old checkpoint is kept one round for reads in flight"
             assert r.manifest_id == our_checkpoint(store, r).manifest_id
             assert dict(r.scan()) == expected
+            # The SST readers follow the view: those of the compacted L0 SSTs are dropped.
+            pinned = r.core._pinned.manifest
+            assert not pinned.l0 and set(r.core._readers) == {v.sst_id for run in pinned.compacted for v in run.ssts}
             r.refresh()
             ids = {c.id for c in checkpoints(store)}
             assert first not in ids and second in ids
