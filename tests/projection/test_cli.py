@@ -37,6 +37,8 @@ def test_parse_clone_source():
     for bad in ("", "file:///db@not-a-uuid", "file:///db:m..a"):
         with pytest.raises(InvalidArgumentError):
             parse_clone_source(bad)
+    with pytest.raises(InvalidArgumentError, match=r"^'not-a-uuid' in source 'file:///db@not-a-uuid' is not a checkpoint UUID$"):
+        parse_clone_source("file:///db@not-a-uuid")  # the error names what follows the '@'
     assert str(parse_clone_source(f"s3://b/x@{cp}:a..\\xff")) == f"s3://b/x@{cp}:a..\\xff"
 
 
