@@ -214,9 +214,9 @@ def union(sources: Sequence[UnionSource], ranges: Sequence[KeyRange] | None = No
             raise InvalidUnionError(f"source {s.path} has segments, which this implementation does not union")
     if ranges_given:
         sources = [attrs.evolve(s, manifest=project(s.manifest, s.key_range, bugs)) for s in sources]
-    # U1.
+    # U1 (a source with no views sorts as one starting at the empty key, included; stable).
     ordered = sorted(_source_ranges(sources, ranges_given),
-                     key=lambda sb: (1, b"", 0) if sb[1] is None else start_cmp_key(sb[1]))
+                     key=lambda sb: start_cmp_key(KeyBounds(b"") if sb[1] is None else sb[1]))
     _check_disjoint(ordered, ranges_given)
     srcs = [s for s, _ in ordered]
     # U3: SSTs, once each; a second physical SST under one id is a collision.
