@@ -254,12 +254,12 @@ class LocalStore(ObjectStore):
         Raises :class:`ObjectNotFoundError`, or ``OSError`` (the caller then takes the event
         loop's path, with its retries). Up to :data:`MAPPED_FILES_MAX` files stay mapped;
         :meth:`delete` unmaps its object."""
-        path = self._path(key)
-        with self._maps_lock:
-            m = self._maps.get(path)
+        with self._maps_lock:  # keyed by the object key: no path to build for a mapped file
+            m = self._maps.get(key)
             if m is not None:
-                self._maps.move_to_end(path)
+                self._maps.move_to_end(key)
         if m is None:
+            path = self._path(key)
             try:
                 with open(path, "rb") as f:
                     m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
@@ -268,7 +268,7 @@ class LocalStore(ObjectStore):
             if m is None:
                 return b""
             with self._maps_lock:
-                self._maps[path] = m
+                self._maps[key] = m
                 while len(self._maps) > MAPPED_FILES_MAX:
                     self._maps.popitem(last=False)[1].close()
         try:
@@ -278,7 +278,7 @@ class LocalStore(ObjectStore):
 
     def _unmap(self, key: str) -> None:
         with self._maps_lock:
-            m = self._maps.pop(self._path(key), None)
+            m = self._maps.pop(key, None)
         if m is not None:
             m.close()
 
