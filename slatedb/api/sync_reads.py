@@ -138,11 +138,9 @@ class SyncReads:
         if options is not None:
             max_seq = bound_for(self._core, max_seq, ReadOptions.of(options).durability_filter)
         core = self._core
-        value = core.get_fast(key, rs, max_seq)
+        value = core.get_direct(key, rs, max_seq)
         if value is NEED_IO:
-            value = core.get_direct(key, rs, max_seq)
-            if value is NEED_IO:
-                value = self._portal(core.get_slow, key, rs, max_seq)
+            value = self._portal(core.get_slow, key, rs, max_seq)
         return value  # type: ignore[return-value]
 
     def get_key_value(self, key: bytes, options: ReadOptions | Mapping[str, Any] | None = None) -> KeyValue | None:

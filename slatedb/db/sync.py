@@ -225,11 +225,9 @@ class Db(SyncReads, SyncCacheControl):
         if metrics is not None:
             metrics.count_get()
         rs = core._w.read_state
-        value = core.get_fast(key, rs, None)
+        value = core.get_direct(key, rs, None)
         if value is NEED_IO:
-            value = core.get_direct(key, rs, None)
-            if value is NEED_IO:
-                value = self._portal(core.get_slow, key, rs, None)
+            value = self._portal(core.get_slow, key, rs, None)
         return value  # type: ignore[return-value]
 
     def _state(self) -> tuple[ReadState, int | None]:

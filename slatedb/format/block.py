@@ -11,9 +11,10 @@ version 1, read only)::
 
 A decoded block (:class:`Block`) holds parallel lists of keys and values, the rest of each row
 left in the block's bytes until asked for: it is the unit the Db's block cache keeps, and a point
-lookup in it is one ``bisect`` over ``keys``. For a one-off
-lookup in a block that is not worth caching, :func:`iter_rows_from_v2` seeks through the
-restart points and decodes at most one restart interval before reaching the key.
+lookup in it is one ``bisect`` over ``keys``. A lookup in a block read once (a cold get in an
+SST much larger than the cache) searches it without decoding it whole (:func:`seek_key_v2`:
+the restart points' keys, then one restart interval), and the cache keeps it as a
+:class:`RawBlock` until a lookup comes back.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from slatedb.format.row_codec import (
     check_row_encodable,
     common_prefix_len,
     FLAG_HAS_CREATE_TS,
+    FLAG_TOMBSTONE,
+    FLAG_TS_BYTES,
     decode_columns_v2,
+    describe_bad_flags,
     decode_entry_v0,
-    decode_one_v2,
     decode_restart_key_v2,
     encode_row_v2,
+    read_varint_u32,
     row_at_v2,
     rows_of_columns_v2,
     seq_at_v2,
@@ -257,6 +261,31 @@ class Block:
         return len(self.keys)
 
 
+class RawBlock:
+    """A V2 block's bytes, its CRC checked, not decoded: what the block cache keeps of a block
+    that point lookups have searched (:func:`seek_key_v2`) without decoding it whole. A block
+    read once by a random lookup in an SST far larger than the cache is seldom asked again;
+    ``lookups`` counts the lookups it has served, and the one that reaches
+    :data:`WHOLE_DECODE_LOOKUPS` decodes it whole (:meth:`decode`) for the lookups to come.
+
+    ``size_bytes`` is the raw size, the cache's weight as for a :class:`Block`.
+    """
+
+    __slots__ = ("raw", "size_bytes", "lookups")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.size_bytes = len(raw)
+        self.lookups = 1
+
+    def decode(self, object_name: str, offset: int) -> Block:
+        return decode_block_v2(self.raw, object_name, offset)
+
+
+#: The lookup of a :class:`RawBlock` that decodes it whole (the first is the lookup that read it).
+WHOLE_DECODE_LOOKUPS = 2
+
+
 def parse_block_v2_trailer(raw: bytes, object_name: str, offset: int) -> tuple[int, list[int]]:
     """Split a V2 block into (end of the entry region, restart offsets), checking both."""
     size = len(raw)
@@ -322,35 +351,160 @@ def decode_block(raw: bytes, format_version: int, object_name: str, offset: int)
 
 
 # ---------------------------------------------------------------------------------------------
-# Restart-point seek in an undecoded V2 block
+# Point lookup in an undecoded V2 block
 # ---------------------------------------------------------------------------------------------
 
 
-def iter_rows_from_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> Iterator[Row]:
-    """Rows of a V2 block from the first one whose key is >= ``key``, decoding lazily.
+def seek_key_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> tuple[list[tuple[int, int]], bool]:
+    """Where the rows of ``key`` lie in the V2 block ``raw``, decoding only the entries the
+    answer depends on (a point lookup in a block read once: a cold get).
 
-    Binary-searches the restart points (whose keys are stored whole) for the last one with a
-    key < ``key``, then decodes forward from there: at most one restart interval is decoded
-    before the first row returned.
+    Returns ``(spans, ended)``: ``spans`` lists ``(value_start, meta)`` of each row of ``key``,
+    newest first (``raw[value_start:meta]`` is the stored value, ``meta`` the position of its
+    seq, as in :func:`~slatedb.format.row_codec.decode_columns_v2`); ``ended`` is True when the
+    block ended before a key past ``key`` (its versions may continue in the next block).
+
+    A binary search over the restart points (whose keys are stored whole) picks the last one
+    whose key is below ``key``; the entries are decoded from there up to the first key past
+    ``key``, with the checks of the whole-block decoder. The answer then rests on that restart
+    offset being the start of an entry, which a walk over the lengths of the entries before it
+    (the chain from offset 0, as the whole-block decoder walks it) checks, together with every
+    restart offset on the way: an offset inside an entry, out of order or out of range is a
+    :class:`CorruptionError` naming the object, never a lookup misled. Restart offsets past the
+    entries decoded are not looked at (nothing read depends on them).
     """
-    entries_end, restarts = parse_block_v2_trailer(raw, object_name, offset)
-    lo, hi = 0, len(restarts)  # find the last restart whose key is < key
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if decode_restart_key_v2(raw, restarts[mid], entries_end, object_name, offset) < key:
-            lo = mid
-        else:
-            hi = mid
-    pos = restarts[lo]
-    prev = b""
-    while pos < entries_end:
-        prev, row, pos = decode_one_v2(raw, pos, entries_end, prev, object_name, offset)
-        if prev >= key:
-            yield row
-            break
-    while pos < entries_end:
-        prev, row, pos = decode_one_v2(raw, pos, entries_end, prev, object_name, offset)
-        yield row
+    size = len(raw)
+    entry_start = 0
+    try:
+        if size < U16_SIZE_BYTES:
+            raise ValueError("block shorter than its restart count")
+        n = (raw[size - 2] << 8) | raw[size - 1]
+        entries_end = size - U16_SIZE_BYTES * (n + 1)
+        if n == 0 or entries_end <= 0:
+            raise ValueError(f"block cannot hold {n} restart points")
+        restarts = struct.unpack_from(f">{n}H", raw, entries_end)
+        if restarts[0]:
+            raise ValueError("first restart point is not at offset 0")
+        # The last restart point whose key is < key (the first one when none is).
+        lo, hi = 0, n
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            r = restarts[mid]
+            if r >= entries_end:
+                raise ValueError(f"restart offset {r} out of range")
+            entry_start = r
+            u = raw[r + 1]
+            if raw[r] == 0 and u < 0x80 and raw[r + 2] < 0x80:
+                restart_key = raw[r + 3 : r + 3 + u]
+            else:
+                restart_key = decode_restart_key_v2(raw, r, entries_end, object_name, offset)
+            if restart_key < key:
+                lo = mid
+            else:
+                hi = mid
+        start = restarts[lo]
+        if start >= entries_end:
+            raise ValueError(f"restart offset {start} out of range")
+        ts_bytes = FLAG_TS_BYTES
+        # The chain of entries from offset 0 must reach ``start``, meeting every restart offset
+        # before it at the start of an entry.
+        pos = 0
+        ri = 1
+        nxt = restarts[1] if lo else start
+        while pos < start:
+            entry_start = pos
+            if pos >= nxt:
+                if pos > nxt:
+                    raise ValueError(f"restart offset {nxt} is inside an entry")
+                if raw[pos]:
+                    raise ValueError("restart entry shares a key prefix")
+                ri += 1
+                nxt = restarts[ri]
+            u = raw[pos + 1]
+            v = raw[pos + 2]
+            if raw[pos] < 0x80 and u < 0x80 and v < 0x80:
+                p = pos + 3 + u + v
+            else:
+                _, p = read_varint_u32(raw, pos, entries_end)
+                u, p = read_varint_u32(raw, p, entries_end)
+                v, p = read_varint_u32(raw, p, entries_end)
+                p += u + v
+            skip = ts_bytes[raw[p + 8]]
+            if skip is None:
+                raise ValueError(describe_bad_flags(raw[p + 8]))
+            pos = p + 9 + skip
+        if lo and ri != lo:
+            raise ValueError(f"restart offset {restarts[ri]} out of order")
+        # Decode from there (``start`` if the chain met it: the first entry checks that) to the
+        # first key past ``key``.
+        spans: list[tuple[int, int]] = []
+        ri = lo
+        nxt = start
+        prev = b""
+        while pos < entries_end:
+            entry_start = pos
+            s = raw[pos]
+            u = raw[pos + 1]
+            v = raw[pos + 2]
+            if s < 0x80 and u < 0x80 and v < 0x80:
+                p = pos + 3
+            else:
+                s, p = read_varint_u32(raw, pos, entries_end)
+                u, p = read_varint_u32(raw, p, entries_end)
+                v, p = read_varint_u32(raw, p, entries_end)
+            if pos >= nxt:
+                if pos > nxt:
+                    raise ValueError(f"restart offset {nxt} is inside an entry")
+                if s:
+                    raise ValueError("restart entry shares a key prefix")
+                ri += 1
+                nxt = restarts[ri] if ri < n else entries_end
+            key_end = p + u
+            meta = key_end + v
+            if s:
+                if s > len(prev):
+                    raise ValueError("shared prefix longer than the previous key")
+                k = prev[:s] + raw[p:key_end]
+            elif u:
+                k = raw[p:key_end]
+            else:
+                raise ValueError("empty key")
+            flags = raw[meta + 8]
+            skip = ts_bytes[flags]
+            if skip is None:
+                raise ValueError(describe_bad_flags(flags))
+            pos = meta + 9 + skip
+            if pos > entries_end:
+                raise ValueError("entry runs past the end of the entries")
+            if k >= key:
+                if k != key:
+                    return spans, False
+                spans.append((key_end, meta))
+            prev = k
+        if nxt != entries_end:  # a restart offset the entries passed, or past them
+            raise ValueError(f"restart offset {nxt} is inside an entry or out of range")
+        return spans, True
+    except (ValueError, IndexError) as exc:
+        raise CorruptionError(object_name, offset + entry_start, f"bad V2 block: {exc}") from None
+
+
+#: :func:`answer_of`: the block ended on or before the key; its versions may go on in the next.
+NEXT_BLOCK = object()
+
+
+def answer_of(key: bytes, max_seq: int | None, value_ok: bool, raw: bytes, spans: list[tuple[int, int]],
+              ended: bool) -> bytes | Row | None | object:
+    """What a point lookup answers from a block :func:`seek_key_v2` searched (``spans`` and
+    ``ended`` of ``key`` in ``raw``): the newest row of ``key`` with ``seq <= max_seq`` (with
+    ``value_ok``, a value without expiry as the value itself), None when the block proves there
+    is none, or :data:`NEXT_BLOCK`."""
+    for value_start, meta in spans:
+        if max_seq is None or seq_at_v2(raw, meta) <= max_seq:
+            flags = raw[meta + 8]
+            if value_ok and not flags & ~FLAG_HAS_CREATE_TS:
+                return raw[value_start:meta]
+            return row_at_v2(raw, key, b"" if flags & FLAG_TOMBSTONE else raw[value_start:meta], meta)
+    return NEXT_BLOCK if ended else None
 
 
 def block_first_key(raw: bytes, format_version: int, object_name: str, offset: int) -> bytes:

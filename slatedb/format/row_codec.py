@@ -427,48 +427,6 @@ def seq_at_v2(data: bytes, meta: int) -> int:
     return _U64.unpack_from(data, meta)[0]
 
 
-def decode_one_v2(
-    data: bytes, pos: int, entries_end: int, prev_key: bytes, object_name: str, base_offset: int
-) -> tuple[bytes, Row, int]:
-    """Decode the single V2 entry at ``pos`` (used by restart-point seeks).
-
-    Returns (key, row, position of the next entry).
-    """
-    entry_start = pos
-    try:
-        shared, pos = read_varint_u32(data, pos, entries_end)
-        unshared, pos = read_varint_u32(data, pos, entries_end)
-        value_len, pos = read_varint_u32(data, pos, entries_end)
-        key_end = pos + unshared
-        value_end = key_end + value_len
-        if value_end + 9 > entries_end:
-            raise ValueError("entry runs past the end of the entries")
-        if shared > len(prev_key):
-            raise ValueError("shared prefix longer than the previous key")
-        key = prev_key[:shared] + data[pos:key_end]
-        seq, flags = _SEQ_FLAGS.unpack_from(data, value_end)
-        pos = value_end + 9
-        info = FLAG_TABLE[flags]
-        if info is None:
-            raise ValueError(describe_bad_flags(flags))
-        kind, has_expire, has_create = info
-        expire_ts = create_ts = None
-        if has_expire:
-            (expire_ts,) = _I64.unpack_from(data, pos)
-            pos += 8
-        if has_create:
-            (create_ts,) = _I64.unpack_from(data, pos)
-            pos += 8
-        if pos > entries_end:
-            raise ValueError("entry runs past the end of the entries")
-        if not key:
-            raise ValueError("empty key")
-    except (ValueError, IndexError, struct.error) as exc:
-        raise CorruptionError(object_name, base_offset + entry_start, f"bad V2 row: {exc}") from None
-    value = data[key_end:value_end] if kind is not _TOMBSTONE else b""
-    return key, Row(key, seq, kind, value, expire_ts, create_ts), pos
-
-
 def decode_restart_key_v2(
     data: bytes, pos: int, entries_end: int, object_name: str, base_offset: int
 ) -> bytes:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, MutableMapping
 from typing import Any, Protocol
 
 from slatedb.errors import CorruptionError
-from slatedb.format.block import Block, iter_rows_from_v2
+from slatedb.format.block import NEXT_BLOCK, WHOLE_DECODE_LOOKUPS, Block, RawBlock, answer_of, seek_key_v2
 from slatedb.format.bloom import BloomFilter, filter_hash
 from slatedb.format.compression import unframe_block
 from slatedb.format.sst import (
@@ -155,8 +155,10 @@ class SstReader:
         if cache is None:
             return None
         value = cache.get((self.cache_id, i))
-        if value is None or type(value) is not bytes:
+        if value is None or type(value) is Block:
             return value
+        if type(value) is RawBlock:
+            return self._decode_raw(value, i)
         return self._decode(value, i)
 
     async def _fetch_with_readahead(self, i: int) -> bytes:
@@ -184,6 +186,8 @@ class SstReader:
         cache = self.block_cache
         assert cache is not None
         cache_id = self.cache_id
+        if j == i + 1:
+            return data
         items = [((cache_id, k), data[offsets[k] - base : offsets[k + 1] - base]) for k in range(i + 1, j)]
         add_absent = getattr(cache, "add_absent", None)
         if add_absent is not None:
@@ -210,32 +214,28 @@ class SstReader:
             return None  # a short object: the loop's path names the truncation
         return data
 
-    def load_now(self, key: bytes) -> bool:
-        """Bring into the block cache, on the calling thread, the block a cached lookup of
-        ``key`` stopped at (:meth:`lookup_cached` returned :data:`NEED_IO`), reading ahead as
-        :meth:`get` does. False when that must go through the event loop (no cache, a store
-        without synchronous reads, a failed read)."""
-        cache = self.block_cache
-        if cache is None or self._read_now is None:
-            return False
-        index, cache_id = self.index, self.cache_id
-        n = len(index)
-        i = index.find_block(key)
-        while i < n and (cache_id, i) in cache:
-            i += 1
-        if i >= n:
-            return True  # another thread brought it meanwhile
-        offsets = index.offsets
-        # Up to the last block whose index key is <= key, at least: find_block steps back over
-        # blocks whose index key equals ``key`` (its versions may straddle a boundary), so the
-        # lookup walks on to that one. Reading only the first left a key that begins a block
-        # (its index key the whole key, as often with sequential keys) to the event loop.
-        j = max(self._readahead_end(i) if self._readahead else i + 1, index.find_last_block(key) + 1)
-        data = self._range_now(offsets[i], offsets[j])
-        if data is None:
-            return False
-        self._decode(self._cache_ahead(data, i, j), i)
-        return True
+    def _read_for_lookup(self, key: bytes, i: int) -> Block | tuple[bytes, list[tuple[int, int]], bool] | None:
+        """Block ``i`` (not cached) read on the calling thread for a lookup of ``key``; None when
+        the read must go through the event loop. With read-ahead (the SST's blocks fit the
+        cache: lookups come back to them) it comes with the blocks after it and is decoded
+        whole. Otherwise a random lookup seldom comes back: it is only searched
+        (:func:`~slatedb.format.block.seek_key_v2`, after its CRC), cached as a
+        :class:`RawBlock`, and the answer is ``(raw, spans, ended)``."""
+        offsets = self.index.offsets
+        if self._readahead:
+            j = self._readahead_end(i)
+            data = self._range_now(offsets[i], offsets[j])
+            return None if data is None else self._decode(self._cache_ahead(data, i, j), i)
+        start = offsets[i]
+        framed = self._range_now(start, offsets[i + 1])
+        if framed is None:
+            return None
+        if self.format_version != FORMAT_VERSION_V2:
+            return self._decode(framed, i)
+        raw = unframe_block(self.info.compression_format, framed, self.object_name, start)
+        spans, ended = seek_key_v2(raw, key, self.object_name, start)
+        self.block_cache[(self.cache_id, i)] = RawBlock(raw)  # type: ignore[index]
+        return raw, spans, ended
 
     def read_blocks_now(self, first: int, last_exclusive: int) -> list[Block] | None:
         """:meth:`read_blocks` on the calling thread; None when that must go through the event
@@ -263,6 +263,11 @@ class SstReader:
         block = decode_data_block(framed, self.info, self.format_version, self.index.offsets[i], self.object_name)
         if self.block_cache is not None:
             self.block_cache[(self.cache_id, i)] = block
+        return block
+
+    def _decode_raw(self, raw_block: RawBlock, i: int) -> Block:
+        block = raw_block.decode(self.object_name, self.index.offsets[i])
+        self.block_cache[(self.cache_id, i)] = block  # type: ignore[index]
         return block
 
     async def read_block(self, i: int) -> Block:
@@ -307,10 +312,14 @@ class SstReader:
         is built), any other hit by its row."""
         return self.lookup_cached(key, max_seq, True)
 
-    def lookup_cached(self, key: bytes, max_seq: int | None, value_ok: bool) -> bytes | Row | None | object:
+    def lookup_cached(self, key: bytes, max_seq: int | None, value_ok: bool,
+                      read_now: bool = False) -> bytes | Row | None | object:
         """The newest version of ``key`` with ``seq <= max_seq``, from the block cache alone: its
-        row (with ``value_ok``, in a block of values without expiry, the value itself); None
-        when this SST holds none; :data:`NEED_IO` when a block it needs is not cached.
+        row (with ``value_ok``, a row that is a value without expiry: the value itself); None
+        when this SST holds none; :data:`NEED_IO` when a block it needs is not cached. With
+        ``read_now``, a block that is not cached is read on the calling thread where the store
+        can (a local directory; :meth:`_read_for_lookup`), and :data:`NEED_IO` means the read
+        must go through the event loop.
 
         A decoded block in the cache answers by itself (one ``bisect``), and so do framed bytes
         read ahead, decoded first (CPU work the block's later lookups share: asking the bloom
@@ -330,20 +339,56 @@ class SstReader:
                 i -= 1
         touch = self._cache_touch
         cache_id = self.cache_id
+        probed = False
         while i < n:
             block = cache_get((cache_id, i))
             if type(block) is not Block:
                 if block is None:
-                    return NEED_IO if self.might_contain(key) else None
-                try:
-                    block = self._decode(block, i)  # type: ignore[arg-type]
-                except CorruptionError:
-                    # Damaged bytes read ahead: a key the bloom filter rules out is absent
-                    # without them (as if the filter had been asked first); any other key
-                    # meets the error.
-                    if not self.might_contain(key):
-                        return None
-                    raise
+                    if not probed:
+                        if not self.might_contain(key):
+                            return None
+                        probed = True
+                    if not read_now or self._read_now is None:
+                        return NEED_IO
+                    found = self._read_for_lookup(key, i)
+                    if found is None:
+                        return NEED_IO
+                elif type(block) is RawBlock:
+                    # Searched before, not decoded: search it again, or decode it whole now
+                    # that lookups come back to it; a key the filter rules out does neither
+                    # (random misses would otherwise decode the blocks random hits left).
+                    if not probed:
+                        if not self.might_contain(key):
+                            return None
+                        probed = True
+                    if touch is not None:
+                        try:
+                            touch((cache_id, i))
+                        except KeyError:
+                            pass
+                    block.lookups += 1
+                    if block.lookups >= WHOLE_DECODE_LOOKUPS:
+                        found = self._decode_raw(block, i)
+                    else:
+                        raw = block.raw
+                        found = (raw, *seek_key_v2(raw, key, self.object_name, self.index.offsets[i]))
+                else:
+                    try:
+                        found = self._decode(block, i)  # framed bytes read ahead
+                    except CorruptionError:
+                        # Damaged bytes read ahead: a key the bloom filter rules out is absent
+                        # without them (as if the filter had been asked first); any other key
+                        # meets the error.
+                        if not self.might_contain(key):
+                            return None
+                        raise
+                if type(found) is tuple:  # a block searched, not decoded (see _read_for_lookup)
+                    got = answer_of(key, max_seq, value_ok, *found)
+                    if got is not NEXT_BLOCK:
+                        return got
+                    i += 1
+                    continue
+                block = found
             elif touch is not None:
                 try:
                     touch((cache_id, i))
@@ -383,11 +428,9 @@ class SstReader:
                 if self.block_cache is None and self.format_version == FORMAT_VERSION_V2:
                     start = self.index.offsets[i]
                     raw = unframe_block(self.info.compression_format, framed, self.object_name, start)
-                    found, row = _first_match(iter_rows_from_v2(raw, key, self.object_name, start), key, max_seq)
-                    if found:
-                        return row
-                    if found is None:
-                        return None
+                    got = answer_of(key, max_seq, False, raw, *seek_key_v2(raw, key, self.object_name, start))
+                    if got is not NEXT_BLOCK:
+                        return got  # type: ignore[return-value]
                     i += 1
                     continue
                 block = self._decode(framed, i)
@@ -461,17 +504,6 @@ def object_name_or(cache_id: Any, object_name: str) -> Any:
 
 def _bisect_end(block: Block, end: bytes, inclusive: bool) -> int:
     return bisect_right(block.keys, end) if inclusive else bisect_left(block.keys, end)
-
-
-def _first_match(rows, key: bytes, max_seq: int | None) -> tuple[bool | None, Row | None]:
-    """(True, row) when found; (None, None) when a later key proves absence; (False, None)
-    when the rows ran out while still on ``key`` (or before reaching it)."""
-    for row in rows:
-        if row.key != key:
-            return None, None
-        if max_seq is None or row.seq <= max_seq:
-            return True, row
-    return False, None
 
 
 # ---------------------------------------------------------------------------------------------

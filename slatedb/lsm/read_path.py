@@ -31,10 +31,6 @@ from .view import KeyBounds, LsmView
 
 _MERGE = RowKind.MERGE_OPERAND
 
-#: Blocks :meth:`ReadPath.get_direct` loads on the calling thread for one SST before it leaves
-#: the get to the engine's loop (where it would queue behind an in-process compaction).
-DIRECT_LOADS = 3
-
 
 @attrs.frozen(eq=False)
 class ReadState:
@@ -85,36 +81,28 @@ class ReadPath:
 
     def get_direct(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None | object:
         """:meth:`get_fast` reading missing blocks on the calling thread where the SST's store
-        can (a local directory: :meth:`SstReader.load_now`), so the read is not queued behind
-        the engine loop's other work (an in-process compaction); :data:`NEED_IO` when the
-        read must go through the loop (another store, a failed read, a merge operand to fold).
-        Any thread."""
+        can (a local directory: ``SstReader.lookup_cached(..., read_now=True)``), so the read is
+        not queued behind the engine loop's other work (an in-process compaction);
+        :data:`NEED_IO` when the read must go through the loop (another store, a failed read, a
+        merge operand to fold from SSTs). Any thread."""
         for mem in rs.mems:
             if not mem.holds(key):
                 continue
             row = mem.get(key, max_seq)
             if row is not None:
                 if row.kind is _MERGE:
-                    return NEED_IO
+                    return _value_of(self.get_resolved_fast(key, rs, max_seq))
                 return resolve_row(row, self.runtime.now_ms())
         for h in rs.view.point_candidates(key):
-            reader = h.reader
-            got = reader.lookup_cached(key, max_seq, True)
-            tries = DIRECT_LOADS
-            while got is NEED_IO:
-                # Each load reads on to the block the lookup stopped at: an absent key after its
-                # block's last row (a bloom false positive) walks into the next block, and so do
-                # versions running on. Give up (to the loop) only when that keeps failing.
-                if not tries or not reader.load_now(key):
-                    return NEED_IO
-                tries -= 1
-                got = reader.lookup_cached(key, max_seq, True)
+            got = h.reader.lookup_cached(key, max_seq, True, True)
             if got is None:
                 continue
             if type(got) is bytes:
-                return got
-            if got.kind is _MERGE:  # type: ignore[union-attr]
+                return got  # a value without expiry: what the reader sees
+            if got is NEED_IO:
                 return NEED_IO
+            if got.kind is _MERGE:  # type: ignore[union-attr]
+                return NEED_IO  # the key's older versions: get_slow folds them (MERGE-1)
             return resolve_row(got, self.runtime.now_ms())  # type: ignore[arg-type]
         return None
 

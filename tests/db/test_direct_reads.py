@@ -1,5 +1,5 @@
 """Reads on the caller's thread for a local directory (``LocalStore.read_range_now``,
-``SstReader.load_now`` / ``read_blocks_now``, ``ReadPath.get_direct``): a get or a scan of SST
+``SstReader.lookup_cached(..., read_now=True)`` / ``read_blocks_now``, ``ReadPath.get_direct``): a get or a scan of SST
 rows that are not cached does not go through the engine's loop, where it would queue behind an
 in-process compaction; other stores, failed reads and merge operands take the loop as before;
 a corrupt block is still a typed error naming the object."""
@@ -70,7 +70,7 @@ def test_gets_and_scans_of_a_local_directory_do_not_cross_to_the_loop(tmp_path):
 def test_gets_of_keys_that_begin_a_block_do_not_cross_to_the_loop(tmp_path):
     """With a block cache too small for read-ahead (as for SSTs of a large database), a key
     whose block's index key is the whole key (find_block steps back one block) is read on the
-    caller's thread too: ``load_now`` brings both blocks the lookup walks."""
+    caller's thread too: the lookup reads both blocks it walks."""
     url = "file://" + str(tmp_path)
     _load(url)
     db = slatedb.Db.open(url, {"compactor_options": None, "block_cache_size_bytes": 16 * 1024})
@@ -90,8 +90,8 @@ def test_gets_of_keys_that_begin_a_block_do_not_cross_to_the_loop(tmp_path):
 
 def test_an_absent_key_after_a_blocks_last_row_does_not_cross_to_the_loop(tmp_path):
     """An SST without a bloom filter (under ``min_filter_keys``), as after a false positive: the
-    lookup of a key just after a block's last row walks into the next block, which the first
-    load did not read; the get reads it on the caller's thread too."""
+    lookup of a key just after a block's last row walks into the next block; the get reads it on
+    the caller's thread too."""
     url = "file://" + str(tmp_path)
     with slatedb.Db.open(url, {"compactor_options": None}) as db:
         for i in range(900):  # under min_filter_keys: no bloom filter
