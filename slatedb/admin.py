@@ -154,6 +154,7 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
     c = Compactor(store, rt, settings, merge_operator=merge_operator)
     if once:
         await c.run_until_idle()
+        await c.release_startup_pin()  # a clean stop: a hard destroy right after need not wait for it
     else:
         await c.run()
     return c

@@ -119,7 +119,7 @@ class ManifestFenceChecks:
         trace.listeners.append(self.on_event)
         return self
 
-    @listens("writer_epoch", "load_fenced", "compactor_started", "store.put", "store.result", "clock.jump")
+    @listens("writer_epoch", "load_fenced", "compactor_started", "closing", "store.put", "store.result", "clock.jump")
     def on_event(self, e: Event) -> None:
         kind = e.kind
         if kind == "writer_epoch":
@@ -129,6 +129,9 @@ class ManifestFenceChecks:
             self.writer_checkpoint.on_event(e, self.manifests)
         elif kind == "compactor_started":
             self.compactor_epoch[e.process] = e.f["epoch"]
+            self.writer_checkpoint.on_event(e, self.manifests)
+        elif kind == "closing":
+            self.writer_checkpoint.on_event(e, self.manifests)
         elif kind == "store.put":
             f = e.f
             if _KEY.match(f["key"]):

@@ -17,6 +17,11 @@ landed bytes and the manifest below (the history alone: nothing is recorded for 
 4. once E's writer dropped its checkpoint (its close), it writes no further L0 flush and adds no
    writer checkpoint of E again: the drop was not the close's last change otherwise.
 
+**CKPT-5** (writer.md step 12): the manifest in which a writer's close drops its writer checkpoint
+also drops the startup pin of the process's in-process compactor (``compactor_started`` ``pin``),
+when that compactor had started before the close began (``closing``): a pin left behind keeps a
+hard destroy refused for ``checkpoint_lifetime`` after a clean close.
+
 The writer of an epoch is the process that recorded ``writer_epoch`` with it (``DbCore`` open) or
 ``load_fenced`` (a bulk load's commit fences as a writer does and ends as a clean close does).
 """
@@ -41,7 +46,9 @@ class WriterCheckpointRule:
         self.owner: dict[str, int] = {}  # process -> the writer epoch it owns (its latest)
         self.dropped: dict[tuple[str, int], int] = {}  # (root, epoch) -> manifest id where its writer dropped it
         self.landed_by: dict[tuple[str, int], str] = {}  # (root, manifest id) -> process whose put landed it
-        self.counts = {"kept": 0, "refreshed": 0, "dropped": 0, "established": 0}
+        self.counts = {"kept": 0, "refreshed": 0, "dropped": 0, "established": 0, "pins_released": 0}
+        self.pins: dict[str, str] = {}  # process -> its in-process compactor's startup pin (before its close began)
+        self.closing: set[str] = set()  # processes whose writer close began
 
     def on_event(self, e: Event, manifests: dict[str, dict[int, ManifestV2]]) -> None:
         kind = e.kind
@@ -61,6 +68,11 @@ class WriterCheckpointRule:
                                      f"checkpoint of epoch {epoch} pinning it (RFC 000 Establishing Initial Checkpoint)")
         elif kind == "load_fenced":
             self.owner[e.process] = e.f["epoch"]
+        elif kind == "compactor_started":
+            if e.process not in self.closing and "pin" in e.f:
+                self.pins[e.process] = e.f["pin"]
+        elif kind == "closing":
+            self.closing.add(e.process)
 
     def landed(self, e: Event, root: str, mid: int, prev: ManifestV2 | None, m: ManifestV2) -> None:
         self.landed_by[(root, mid)] = e.process
@@ -87,6 +99,14 @@ class WriterCheckpointRule:
                                  f"running writer epoch {epoch} (manifest {max(c.manifest_id for c in had)} pinned)")
             self.dropped[(root, epoch)] = mid
             self.counts["dropped"] += 1
+            pin = self.pins.get(e.process)
+            if pin is not None:
+                if any(str(c.id) == pin for c in m.checkpoints):
+                    raise InvariantViolation(
+                        "CKPT-5", e, f"{root}manifest {mid}: the close of writer epoch {epoch} ({e.process}) drops its "
+                                     f"writer checkpoint but keeps its compactor's startup pin {pin}: a hard destroy "
+                                     f"stays refused until the pin expires")
+                self.counts["pins_released"] += 1
             return
         if is_writer and added_l0 and mine:
             self.counts["refreshed"] += 1

@@ -231,6 +231,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "Checkpoint loss: a holder's checkpoint released while it still reads through it (RFC 000 writers)",
         "RFC 000 Writers (Refreshing the Checkpoint); writer.md steps 9 and 12, CKPT-4",
         "slatedb/db/flushers.py Flushers._flush_imm", "db", ("CKPT-4",), 4, also=("gc", "takeover")),
+    Bug(switches.COMPACTOR_PIN_KEPT_AT_CLOSE, "a writer's close drops its writer checkpoint but leaves its in-process "
+        "compactor's startup pin: harmless to reads, yet a hard destroy of the closed database is refused until the "
+        "pin expires (checkpoint_lifetime, 15 minutes by default)",
+        "Checkpoint leak: a pin nobody needs outlives its holder and blocks deletion (RFC 000 hard delete)",
+        "RFC 000 Deleting a Database (hard: no active checkpoints); writer.md step 12, CKPT-5",
+        "slatedb/db/services.py Services._close_pins", "db", ("CKPT-5",), 4, also=("takeover",)),
     Bug(switches.TRACKER_FORGETS, "an L0 flush records its (seq, time) pair on an empty sequence tracker instead of "
         "the manifest's: every earlier pair is dropped, so Admin.get_sequence_for_timestamp and its inverse answer "
         "from one pair (a realistic slip: building the new tracker from a default)",

@@ -34,10 +34,12 @@ FENCE_WRITTEN = "fence_written"
 REPLAY = "replay"
 ACK = "ack"  # a WAL object acknowledged durable to the writer's clients
 HALT = "halt"  # the writer learned it was fenced
+CLOSING = "closing"  # a writer's clean close begins (CKPT-5 judges pins its compactor had by then)
 CLOSED = "closed"
 # compaction (compaction.md)
 COMPACTOR_STARTED = "compactor_started"
 COMPACTOR_FENCED = "compactor_fenced"
+COMPACTOR_PIN_RELEASED = "compactor_pin_released"  # a standalone compactor's clean stop dropped its startup pin
 COMPACTOR_ERROR = "compactor_error"
 COMPACTION_SUBMITTED = "compaction_submitted"
 COMPACTION_STATE = "compaction_state"

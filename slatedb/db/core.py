@@ -304,6 +304,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         stop the background tasks, release the store. A fenced database just stops."""
         if self._closed:
             return
+        self.runtime.event("closing", epoch=self.epoch)
         with self._lock:
             self._closing = True
             self._recompute_thresholds()
@@ -336,8 +337,8 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         async with self._manifest_lock:
             if self._error is not None or self._stored is None:
                 return
-            committed = await self.manifests.commit(ReleaseWriterCheckpoint(WriterFence(self.epoch)),
-                                                    current=self._stored)
+            committed = await self.manifests.commit(
+                ReleaseWriterCheckpoint(WriterFence(self.epoch), release_pins=self._close_pins()), current=self._stored)
             self._stored = committed.stored
             if committed.written:
                 self.stats["manifest_writes"] += 1

@@ -198,6 +198,7 @@ class Flushers:
 
                 # catalogued bug (sim/scenarios/catalogue.py): no writer-epoch guard on the L0 commit (FENCE-5)
                 fence = _UncheckedFence(epoch) if switches.L0_COMMIT_UNFENCED in self.runtime.bugs else WriterFence(epoch)
+                last = self._is_last_flush_of_close(entry)
                 edit = AddL0(
                     fence, CompactedSsTableV2(sst_id, encoded.info, encoded.format_version),
                     replay_after=replay_after, wal_last=wal_last, last_seq=entry.mem.last_seq or 0,
@@ -206,8 +207,8 @@ class Flushers:
                     tracked=entry.mem.first_write,
                     forget_tracker=switches.TRACKER_FORGETS in self.runtime.bugs,  # catalogued bug
                     # catalogued bug: every flush drops the writer checkpoint, not only a close's last (CKPT-4)
-                    release_writer_checkpoint=(self._is_last_flush_of_close(entry)
-                                               or switches.WRITER_CHECKPOINT_RELEASED_AT_FLUSH in self.runtime.bugs),
+                    release_writer_checkpoint=last or switches.WRITER_CHECKPOINT_RELEASED_AT_FLUSH in self.runtime.bugs,
+                    release_pins=self._close_pins() if last else (),
                 )
                 try:
                     stored = (await self.manifests.commit(edit, current=self._stored)).stored

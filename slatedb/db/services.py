@@ -17,6 +17,7 @@ import trio
 from slatedb.compactor import Compactor
 from slatedb.errors import SlateDBError
 from slatedb.gc import GarbageCollector
+from slatedb.runtime import switches
 
 if TYPE_CHECKING:
     from .core import DbCore
@@ -45,6 +46,16 @@ class Services:
             for e in group.exceptions:
                 self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
             self.stats["compactor_errors"] = self.stats.get("compactor_errors", 0) + 1
+
+    def _close_pins(self) -> tuple:
+        """The checkpoints a clean close drops besides the writer checkpoint (writer.md step 12,
+        CKPT-5): the in-process compactor's startup pin, once its claim landed. It protects
+        nothing the live manifest does not (the claim changes only the compactor epoch), yet it
+        would keep a hard destroy refused for ``checkpoint_lifetime`` after the close."""
+        c = self.compactor
+        if c is None or c.startup_pin_id is None or switches.COMPACTOR_PIN_KEPT_AT_CLOSE in self.runtime.bugs:
+            return ()
+        return (c.startup_pin_id,)
 
     async def _gc_loop(self) -> None:
         """The in-process garbage collector (``garbage_collector_options``, slatedb/gc/): each

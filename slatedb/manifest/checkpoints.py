@@ -136,6 +136,11 @@ def without_writer_checkpoints(m: ManifestV2) -> tuple[Checkpoint, ...]:
     return tuple(c for c in m.checkpoints if not is_writer_checkpoint(c))
 
 
+def without_checkpoints(checkpoints: tuple[Checkpoint, ...], ids: tuple[uuid.UUID, ...]) -> tuple[Checkpoint, ...]:
+    """``checkpoints`` but those whose id is in ``ids``."""
+    return tuple(c for c in checkpoints if c.id not in ids) if ids else checkpoints
+
+
 def check_writable_state(m: ManifestV2, what: str) -> None:
     """RFC 000: checkpoints (and readers) need an initialized, not destroyed database."""
     if not m.initialized:

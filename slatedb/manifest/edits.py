@@ -66,6 +66,7 @@ from .checkpoints import (
     make_checkpoint,
     pinned_for_commit,
     replace_writer_checkpoint,
+    without_checkpoints,
     without_writer_checkpoints,
     writer_checkpoint,
     writer_checkpoint_id,
@@ -144,6 +145,9 @@ class AddL0(Edit[None]):
     #: A close's last L0 flush: drop every writer checkpoint (as :class:`ReleaseWriterCheckpoint`)
     #: instead of refreshing ours, so that the close writes one manifest, not two.
     release_writer_checkpoint: bool = False
+    #: With ``release_writer_checkpoint``: the close's own pins dropped too (its in-process
+    #: compactor's startup pin, writer.md step 12, CKPT-5).
+    release_pins: tuple[uuid.UUID, ...] = ()
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
         return (m.replay_after_wal_id >= self.replay_after and m.last_l0_seq >= self.last_seq), None
@@ -152,7 +156,7 @@ class AddL0(Edit[None]):
         last_l0_seq = max(m.last_l0_seq, self.last_seq)
         snapshot_min = last_l0_seq if self.snapshot_floor is None else min(last_l0_seq, self.snapshot_floor)
         if self.release_writer_checkpoint:
-            checkpoints = without_writer_checkpoints(m)
+            checkpoints = without_checkpoints(without_writer_checkpoints(m), self.release_pins)
         else:
             cp = writer_checkpoint(self.checkpoint_id, attempt.base_id + 1, self.fence.epoch, attempt.now_ms, self.legacy_id)
             checkpoints = replace_writer_checkpoint(m, cp)
@@ -214,12 +218,18 @@ class ReleaseWriterCheckpoint(Edit[None]):
 
     kind: ClassVar[str] = "release_writer_checkpoint"
     fence: WriterFence
+    #: The close's own pins, dropped in the same manifest: its in-process compactor's startup
+    #: pin (writer.md step 12, CKPT-5).
+    release_pins: tuple[uuid.UUID, ...] = ()
+
+    def _kept(self, m: ManifestV2) -> tuple[Checkpoint, ...]:
+        return without_checkpoints(without_writer_checkpoints(m), self.release_pins)
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
-        return len(without_writer_checkpoints(m)) == len(m.checkpoints), None
+        return len(self._kept(m)) == len(m.checkpoints), None
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:
-        return Change(attrs.evolve(m, checkpoints=without_writer_checkpoints(m)), None)
+        return Change(attrs.evolve(m, checkpoints=self._kept(m)), None)
 
 
 @attrs.frozen

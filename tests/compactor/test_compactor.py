@@ -429,3 +429,21 @@ def test_the_merge_yields_to_the_loop_once_per_chunk_of_rows_not_per_row(monkeyp
     compact(store, compactor_settings(max_sst_size=8192))
     assert read_all(store) == expected
     assert len(yields) <= 2, len(yields)  # at most one per 2,048 rows in, per job
+
+
+def test_run_compactor_once_drops_its_startup_pin_and_keeps_its_commit_pins() -> None:
+    """compaction.md step 1, writer.md CKPT-5: the claim's pin only made the startup manifest's bytes
+    unique; ``run-compactor --once`` drops it at its clean stop, so a database with nothing to
+    compact is left with no checkpoint (a hard destroy need not wait 15 minutes). A commit's pin
+    of the manifest it replaced stays, as the official engine's does."""
+    from slatedb import admin
+
+    store, _ = filled_store(n_keys=50, rounds=1, deletes=0)  # one L0 SST: nothing to compact
+    c = trio.run(lambda: admin.run_compactor(store, compactor_settings(), once=True))
+    assert c.epoch == 1 and c.startup_pin_id is None
+    assert latest_manifest(store)[1].checkpoints == ()
+
+    store, _ = filled_store(n_keys=50, rounds=3, deletes=0)  # three L0 SSTs: one compaction
+    trio.run(lambda: admin.run_compactor(store, compactor_settings(), once=True))
+    m = latest_manifest(store)[1]
+    assert len(m.compacted) == 1 and len(m.checkpoints) == 1, m.checkpoints

@@ -93,3 +93,82 @@ def test_a_close_whose_database_fails_as_its_flush_returns_writes_no_manifest() 
     assert _writer_checkpoints(store)
     with _open(store) as db:
         assert db.get(b"k") == b"v"
+
+
+# -- CKPT-5: the in-process compactor's startup pin goes with the close ----------------------------
+
+WITH_COMPACTOR = {**SETTINGS, "compactor_options": {"poll_interval": "1h"}}
+
+
+def _open_with_compactor(store: RecordingStore, **extra) -> slatedb.Db:
+    return slatedb.Db.open("memory://close", settings={**WITH_COMPACTOR, **extra}, store=store)
+
+
+def _wait_for_compactor_pin(store: RecordingStore) -> set:
+    """The ids of the non-writer checkpoints once the in-process compactor's claim landed."""
+    import time
+    for _ in range(500):
+        m = latest_manifest(store)[1]
+        if m.compactor_epoch:
+            return {c.id for c in m.checkpoints if not is_writer_checkpoint(c)}
+        time.sleep(0.01)
+    raise AssertionError("the in-process compactor never claimed its epoch")
+
+
+def test_close_drops_its_compactors_startup_pin_in_its_one_manifest() -> None:
+    store = RecordingStore()
+    db = _open_with_compactor(store)
+    pins = _wait_for_compactor_pin(store)
+    assert len(pins) == 1, "the compactor's claim pins the manifest it replaced"
+    for i in range(100):
+        db.put(b"key%05d" % i, b"v")
+    before_id = latest_manifest(store)[0]
+    db.close()
+    after_id, after = latest_manifest(store)
+    assert after_id == before_id + 1, "one manifest (the writer may first lose a race to the claim it never adopted)"
+    assert len(after.l0) == 1 and after.checkpoints == (), "no writer checkpoint, no startup pin"
+
+
+def test_close_with_nothing_to_flush_drops_the_startup_pin_with_the_writer_checkpoint() -> None:
+    store = RecordingStore()
+    db = _open_with_compactor(store)
+    _wait_for_compactor_pin(store)
+    before_id = latest_manifest(store)[0]
+    store.puts.clear()
+    db.close()
+    assert {key.split("/")[0] for key in store.puts} == {"manifest"}, store.puts
+    after_id, after = latest_manifest(store)
+    assert after_id == before_id + 1 and after.checkpoints == ()
+
+
+def test_a_hard_destroy_right_after_a_close_is_not_refused() -> None:
+    """open, write, close, hard destroy: the official engine allows it at once (its compactor pins
+    only at compaction commits); ours refused for ``checkpoint_lifetime`` (15 min) while the
+    startup pin lived. A user's own checkpoint still refuses it (DESTROY-1)."""
+    import functools
+
+    import trio
+
+    from slatedb.checkpoint import CheckpointOptions
+    from slatedb.destroy import destroy
+    from slatedb.errors import InvalidDeletionError
+
+    store = RecordingStore()
+    db = _open_with_compactor(store)
+    _wait_for_compactor_pin(store)
+    db.put(b"k", b"v")
+    db.close()
+    trio.run(functools.partial(destroy, store, ProductionRuntime(), soft=False))
+    assert store.list_now("") == [], "every object deleted"
+
+    store = RecordingStore()
+    with _open_with_compactor(store) as db:
+        _wait_for_compactor_pin(store)
+        db.put(b"k", b"v")
+        db.create_checkpoint(options=CheckpointOptions(lifetime_s=3600))
+    try:
+        trio.run(functools.partial(destroy, store, ProductionRuntime(), soft=False))
+    except InvalidDeletionError as e:
+        assert "1 active checkpoint" in str(e)
+    else:
+        raise AssertionError("a user's checkpoint must refuse a hard destroy")
