@@ -40,6 +40,18 @@ from slatedb.wal_reader import ChangeRow, WalGapError, WalReader
 # Last: the checker reads through the modules above (slatedb.check(url), docs/check.md).
 from slatedb.checker import check  # noqa: E402,I001
 
+#: Submodules the documentation names as ``slatedb.<name>`` after a plain ``import slatedb``:
+#: imported on first use (PEP 562), so ``import slatedb`` stays as cheap as it is.
+_LAZY_SUBMODULES = frozenset({"aio", "admin", "destroy", "uniffi"})
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"slatedb.{name}")
+    raise AttributeError(f"module 'slatedb' has no attribute {name!r}")
+
 
 
 __all__ = [
