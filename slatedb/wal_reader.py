@@ -8,14 +8,25 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterator, Mapping
 
 from slatedb.api.portal import RuntimeArg, RuntimeThread
+from slatedb.errors import InvalidArgumentError
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 from slatedb.wal.reader import ChangeRow, WalGapError, WalReaderCore, iterate
 
 __all__ = ["ChangeRow", "WalGapError", "WalReader"]
+
+
+def _wal_id(value: object, name: str) -> int:
+    """A WAL id argument: an int from 1 (the first WAL object a database writes) below 2**64."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{name} must be a WAL id (an int), got {value!r}")
+    if not 1 <= value < 2**64:
+        raise InvalidArgumentError(f"{name} must be a WAL id from 1 to 2**64 - 1 (WAL ids start at 1), got {value}")
+    return value
 
 
 class WalReader:
@@ -44,14 +55,22 @@ class WalReader:
 
     def read(self, wal_id: int) -> list[ChangeRow] | None:
         """The rows of one WAL object (None if it does not exist)."""
-        return self._portal(self._core.read, wal_id)
+        return self._portal(self._core.read, _wal_id(wal_id, "wal_id"))
 
     def changes(self, start_id: int | None = None, *, follow: bool = False,
                 poll_interval_s: float = 1.0) -> Iterator[ChangeRow]:
         """The rows of every WAL object from ``start_id`` (default: the oldest left) in order;
         at the end, stop (``follow=False``) or wait for the next object, polling every
-        ``poll_interval_s``."""
-        return iterate(self._portal, self._core, start_id, follow, poll_interval_s)
+        ``poll_interval_s``. Arguments are checked here, not at the first row
+        (:class:`~slatedb.InvalidArgumentError`)."""
+        if start_id is not None:
+            _wal_id(start_id, "start_id")
+        if not isinstance(follow, bool):
+            raise InvalidArgumentError(f"follow must be True or False, got {follow!r}")
+        if (isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float))
+                or not math.isfinite(poll_interval_s) or poll_interval_s <= 0):
+            raise InvalidArgumentError(f"poll_interval_s must be a positive number of seconds, got {poll_interval_s!r}")
+        return iterate(self._portal, self._core, start_id, follow, float(poll_interval_s))
 
     def close(self) -> None:
         self._portal.close()

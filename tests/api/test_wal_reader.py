@@ -140,3 +140,35 @@ def test_an_object_that_lands_between_the_read_and_the_listing_is_not_a_gap(tmp_
     core = WalReaderCore(LateStore(), ProductionRuntime())
     assert trio.run(core.next_rows, last, False, 0.01) is None  # not there yet: no gap
     assert [r.key for r in trio.run(core.next_rows, last, False, 0.01)] == [b"k"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**64, 1.5, "1", True, None])
+def test_a_bad_wal_id_is_refused_at_the_call_naming_it(tmp_path, bad) -> None:
+    """Design rule 5: a WAL id argument that no WAL object can have (ids start at 1 and are u64)
+    raises InvalidArgumentError naming it, at ``changes()`` itself rather than at the first row,
+    and never as an AssertionError, a TypeError or a gap GC did not make (``changes(0)`` used to
+    claim GC had removed ``wal/...0.sst``)."""
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, S) as db:
+        db.put(b"a", b"1")
+        db.flush()
+    with WalReader.open(url) as w:
+        if bad is not None:
+            with pytest.raises(slatedb.InvalidArgumentError, match="start_id"):
+                w.changes(bad)
+        with pytest.raises(slatedb.InvalidArgumentError, match="wal_id"):
+            w.read(bad)
+        assert [r.key for r in w.changes(1)] == [b"a"]  # the reader is still usable
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "1", True])
+def test_a_bad_poll_interval_or_follow_flag_is_refused_at_the_call(tmp_path, bad) -> None:
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, S) as db:
+        db.put(b"a", b"1")
+        db.flush()
+    with WalReader.open(url) as w:
+        with pytest.raises(slatedb.InvalidArgumentError, match="poll_interval_s"):
+            w.changes(follow=True, poll_interval_s=bad)
+        with pytest.raises(slatedb.InvalidArgumentError, match="follow"):
+            w.changes(follow="yes")
