@@ -72,3 +72,11 @@ def prefix_successor(prefix: bytes) -> bytes | None:
     if not trimmed:
         return None
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
+
+
+def check_batch_size(n: object) -> int:
+    """``next_batch(n)``: a non-negative int (a negative one sliced the buffered rows from the
+    end and returned some of them; a string failed deep inside with a TypeError)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InvalidArgumentError(f"next_batch needs a non-negative int, not {n!r}")
+    return n

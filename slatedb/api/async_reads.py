@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from slatedb.batch import validate_key
-from slatedb.api.args import prefix_bounds, scan_bounds
+from slatedb.api.args import check_batch_size, prefix_bounds, scan_bounds
 from slatedb.api.options import KeyValue, ReadOptions, ScanOptions
 from slatedb.api.read_kit import bound_for, key_value, scan_options, seek_bounds
 from slatedb.lsm.scan import MergeScan, NeedIO
@@ -54,6 +54,8 @@ class DbIterator:
         return item
 
     async def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
+        """Up to ``n`` pairs; an empty list at the end of the scan."""
+        check_batch_size(n)
         if self._gen is not None:
             out = []
             for item in self._gen:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping
 
 from slatedb.batch import validate_key
-from slatedb.api.args import prefix_bounds, scan_bounds
+from slatedb.api.args import check_batch_size, prefix_bounds, scan_bounds
 from slatedb.api.options import KeyValue, ReadOptions, ScanOptions
 from slatedb.api.read_kit import bound_for, key_value, scan_options, seek_bounds
 from slatedb.lsm.scan import MergeScan, NeedIO
@@ -80,6 +80,7 @@ class DbIterator:
 
     def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
         """Up to ``n`` pairs; an empty list at the end of the scan."""
+        check_batch_size(n)
         if self._gen is not None:
             out = []
             append = out.append

@@ -1,0 +1,49 @@
+"""``DbIterator.next_batch(n)`` refuses an ``n`` that is not a non-negative int, at the call
+(design rule 5), in the sync and async APIs alike. Before: ``next_batch(-1)`` sliced the
+iterator's buffered rows from the end and returned some of them (one row of nine, here), and
+``next_batch("3")`` failed with a TypeError deep in the buffer arithmetic. The iterator stays
+usable: no row is skipped or repeated by a refused call."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+import slatedb
+
+BAD = [-1, -100, "3", 2.0, True, None]
+
+
+def _fill(url: str) -> None:
+    with slatedb.Db.open(url) as db:
+        for i in range(10):
+            db.put(b"k%d" % i, b"v")
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_sync_next_batch_refuses_a_bad_size_and_loses_no_row(tmp_path, bad) -> None:
+    url = f"file://{tmp_path}"
+    _fill(url)
+    with slatedb.Db.open(url) as db:
+        it = db.scan()
+        assert next(it) == (b"k0", b"v")  # nine rows buffered
+        with pytest.raises(slatedb.InvalidArgumentError, match="next_batch"):
+            it.next_batch(bad)
+        assert [k for k, _ in it.next_batch(100)] == [b"k%d" % i for i in range(1, 10)]
+        assert it.next_batch(0) == []
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_async_next_batch_refuses_a_bad_size_and_loses_no_row(tmp_path, bad) -> None:
+    url = f"file://{tmp_path}"
+    _fill(url)
+
+    async def main() -> None:
+        async with slatedb.aio.Db.open(url) as db:
+            it = db.scan()
+            assert await it.__anext__() == (b"k0", b"v")
+            with pytest.raises(slatedb.InvalidArgumentError, match="next_batch"):
+                await it.next_batch(bad)
+            assert [k for k, _ in await it.next_batch(100)] == [b"k%d" % i for i in range(1, 10)]
+
+    trio.run(main)
