@@ -106,6 +106,10 @@ class LsmView:
     #: leaves the key out with two comparisons each, not a cache lookup and a filter probe
     #: (L0 SSTs of a sequential load are disjoint: a get then consults one of them).
     l0_ranges: tuple[tuple[bytes, bytes, SstHandle], ...] | None = attrs.field(init=False, default=None)
+    #: When those ranges are pairwise disjoint (the L0 SSTs of a sequential load): their first
+    #: keys in key order, and each one's ``(last key, handle)`` in that order. A get then finds
+    #: its one L0 candidate by bisection instead of testing every range (None otherwise).
+    l0_disjoint: tuple[list[bytes], list[tuple[bytes, SstHandle]]] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         whole = all(h.bounds is UNBOUNDED for h in self.l0) and all(
@@ -115,14 +119,22 @@ class LsmView:
         if whole and len(infos) > 1 and all(
                 i is not None and i.sst_type == SstType.COMPACTED and i.first_entry is not None
                 and i.last_entry is not None for i in infos):
-            object.__setattr__(self, "l0_ranges", tuple(
-                (i.first_entry, i.last_entry, h) for i, h in zip(infos, self.l0)))  # type: ignore[union-attr]
+            ranges = tuple((i.first_entry, i.last_entry, h) for i, h in zip(infos, self.l0))  # type: ignore[union-attr]
+            object.__setattr__(self, "l0_ranges", ranges)
+            by_first = sorted(ranges, key=lambda r: r[0])
+            if all(a[1] < b[0] for a, b in zip(by_first, by_first[1:])):
+                object.__setattr__(self, "l0_disjoint", ([r[0] for r in by_first], [(r[1], r[2]) for r in by_first]))
 
     def point_candidates(self, key: bytes) -> Iterable[SstHandle]:
         """SSTs that may hold ``key``, in read order (L0 newest first, then runs newest first)."""
         if self.whole:
-            ranges = self.l0_ranges
-            l0 = self.l0 if ranges is None else [h for lo, hi, h in ranges if lo <= key <= hi]
+            disjoint = self.l0_disjoint
+            if disjoint is not None:
+                i = bisect_right(disjoint[0], key) - 1
+                l0 = [disjoint[1][i][1]] if i >= 0 and key <= disjoint[1][i][0] else []
+            else:
+                ranges = self.l0_ranges
+                l0 = self.l0 if ranges is None else [h for lo, hi, h in ranges if lo <= key <= hi]
             if not self.runs:
                 return l0  # the common shape of a point get: no generator to build
             out = list(l0)

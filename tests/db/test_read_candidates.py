@@ -76,6 +76,28 @@ def test_l0_candidates_are_the_ssts_whose_key_range_holds_the_key(ranges, with_r
         assert list(view.point_candidates(b"z")) == list(l0) + [odd] + tail
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=2, max_size=40, unique=True), st.data())
+def test_disjoint_l0_ranges_find_their_one_candidate_by_bisection(cuts, data) -> None:
+    """L0 SSTs whose key ranges do not overlap (in any L0 order): the view keeps them sorted by
+    first key, and a get's candidates are what testing every range gives; ranges that touch or
+    overlap keep the test of every range."""
+    cuts = sorted(cuts)
+    spans = [(b"k%03d" % lo, b"k%03d" % (hi - 1)) for lo, hi in zip(cuts, cuts[1:]) if hi - 1 >= lo]
+    if len(spans) < 2:
+        return
+    order = data.draw(st.permutations(range(len(spans))))
+    l0 = tuple(_ranged(f"l0-{i}", *spans[i]) for i in order)
+    view = LsmView(1, l0)
+    assert view.l0_disjoint is not None and view.l0_disjoint[0] == sorted(lo for lo, _ in spans)
+    for n in range(-1, 42):
+        for key in (b"k%03d" % n, b"k%03d~" % n):
+            assert list(view.point_candidates(key)) == [h for h, (lo, hi) in zip(l0, [spans[i] for i in order])
+                                                        if lo <= key <= hi]
+    touching = LsmView(1, l0 + (_ranged("touch", spans[0][1], spans[1][0]),))
+    assert touching.l0_disjoint is None and touching.l0_ranges is not None
+
+
 def test_memtable_holds_what_it_has_rows_of() -> None:
     m = Memtable()
     assert not m.holds(b"k")
