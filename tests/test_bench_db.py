@@ -181,3 +181,19 @@ def test_reads_during_compaction_runs_end_to_end(tmp_path, capsys):
                                          "--tmpdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "compactor running" in out and "compactor off" in out and "ratio" in out
+
+
+def test_cold_gets_builds_then_times_reopened_gets(tmp_path, capsys, monkeypatch):
+    """A smoke run of ``python -m slatedb.bench.cold_gets`` (tiny: 500 keys, 200 gets a phase);
+    a wrong answer exits non-zero."""
+    from slatedb.bench import cold_gets
+
+    monkeypatch.setattr(cold_gets, "GETS", 200)
+    path = str(tmp_path / "db")
+    assert cold_gets.main(["build", path, "--n", "500"]) == 0
+    assert cold_gets.main(["run", path, "--n", "500", "--runs", "2", "--hot"]) == 0
+    out = capsys.readouterr().out
+    assert "loaded 500 keys" in out and "run 2/2" in out
+    assert "median: hit" in out and "miss" in out and "hot" in out
+    with pytest.raises(SystemExit, match="wrong data"):
+        cold_gets.main(["run", path, "--n", "1000", "--runs", "1"])  # keys 500.. were never written
