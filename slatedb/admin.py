@@ -39,6 +39,7 @@ from slatedb.format.types import Checkpoint, Compaction, ManifestV2, TieredCompa
 from slatedb.format.layout import MANIFEST_DIR, MANIFEST_SUFFIX, manifest_key, parse_id
 from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
 from slatedb.gc import run_gc as _run_gc
+from slatedb.manifest.edits import DeleteCheckpoint
 from slatedb.manifest.missing import require_latest
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
@@ -142,6 +143,17 @@ async def failure_reason(store: ObjectStore, compaction_id: ULID) -> str | None:
     return json.loads(bytes(got.data))["reason"]
 
 
+async def _release_startup_pin(c: Compactor) -> None:
+    """A clean stop drops the compactor's startup pin (compaction.md step 1, writer.md CKPT-5):
+    it only made the claim's bytes unique, and would keep a hard destroy refused for
+    ``checkpoint_lifetime``. Nothing is written when it is already gone."""
+    if c.startup_pin_id is None:
+        return
+    await c.manifests.commit(DeleteCheckpoint(c.startup_pin_id, missing_ok=True))
+    c.runtime.event("compactor_pin_released", epoch=c.epoch, pin=str(c.startup_pin_id))
+    c.startup_pin_id = None
+
+
 async def run_compactor(store: ObjectStore, settings: Settings | None = None, *, once: bool = False,
                         runtime: Runtime | None = None, merge_operator: Any = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
@@ -154,7 +166,7 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
     c = Compactor(store, rt, settings, merge_operator=merge_operator)
     if once:
         await c.run_until_idle()
-        await c.release_startup_pin()  # a clean stop: a hard destroy right after need not wait for it
+        await _release_startup_pin(c)
     else:
         await c.run()
     return c

@@ -59,9 +59,7 @@ from slatedb.format.types import (
 from slatedb.format.layout import FAILED_REASONS_DIR, failed_reason_key  # noqa: F401 (re-exported)
 from slatedb.manifest.compaction import CompactionSpec, validate_spec
 from slatedb.manifest.edit import CompactorFence
-from slatedb.manifest.edits import (  # noqa: F401
-    ApplyCompaction, ClaimCompactorEpoch, DeleteCheckpoint, apply_compaction, committed_already,
-)
+from slatedb.manifest.edits import ApplyCompaction, ClaimCompactorEpoch, apply_compaction, committed_already  # noqa: F401
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
@@ -125,7 +123,7 @@ class Compactor:
         #: The checkpoint ``ClaimCompactorEpoch`` wrote, once it landed: it makes the startup
         #: manifest's bytes ours alone and is needed only while that commit could be retried.
         #: Whoever stops this compactor cleanly drops it (the in-process writer's close,
-        #: writer.md step 12, CKPT-5; :meth:`release_startup_pin`).
+        #: writer.md step 12, CKPT-5; ``run-compactor --once``, :func:`slatedb.admin.run_compactor`).
         self.startup_pin_id: uuid.UUID | None = None
 
     @property
@@ -179,16 +177,6 @@ class Compactor:
                                           if c.status in ACTIVE and lc.outputs_in_order(c))
         self.runtime.event("compactor_started", epoch=epoch, pin=str(claim.pin_id))
         return epoch
-
-    async def release_startup_pin(self) -> None:
-        """Drop :attr:`startup_pin_id` from the latest manifest (a clean stop; nothing written
-        when it is already gone). The pin protects nothing the startup manifest does not also
-        reference (the claim changes only the epoch), so only the claim's retries needed it."""
-        if self.startup_pin_id is None:
-            return
-        await self.manifests.commit(DeleteCheckpoint(self.startup_pin_id, missing_ok=True))
-        self.runtime.event("compactor_pin_released", epoch=self.epoch, pin=str(self.startup_pin_id))
-        self.startup_pin_id = None
 
     async def _read_manifest(self) -> StoredManifest:
         return await self.manifests.read_latest_required()
