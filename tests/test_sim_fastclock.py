@@ -139,8 +139,60 @@ async def _cancelled_at_entry(sleep, log: list) -> None:  # noqa: ANN001
             n.start_soon(worker, i)
 
 
+async def _event_waits(sleep, log: list) -> None:  # noqa: ANN001
+    # Runtime.wait_event's wait (fastclock.wait_event, trio's move_on_after around Event.wait
+    # in the slow runs): set before, at (a tie) and after the deadline, several waiters on one
+    # event, an enclosing scope cancelled while waiting, at the deadline and between a wake-up
+    # and the task's next step, an event already set, zero and tiny timeouts.
+    wait = fastclock.wait_event if sleep is fastclock.sleep else fastclock._trio_wait_event
+    now = trio.current_time
+
+    async def waiter(name: str, event: trio.Event, timeouts: list, box: list) -> None:
+        with trio.CancelScope() as scope:
+            box.append(scope)
+            for i, t in enumerate(timeouts):
+                try:
+                    got = await wait(event, t)
+                    log.append((name, i, "returned", got, now()))
+                except trio.Cancelled:
+                    log.append((name, i, "cancelled", now()))
+                    raise
+            await sleep(1.5)  # asleep past the deadlines of its waits: none may fire now
+            log.append((name, "slept", now()))
+        log.append((name, "scope", scope.cancelled_caught, now()))
+
+    async def setter(event: trio.Event, at: float, boxes: list, cancel: bool) -> None:
+        await sleep(at)
+        event.set()
+        log.append(("set", at, now()))
+        if cancel:  # the waiters woken by the event are cancelled before their next step
+            for box in boxes:
+                box[0].cancel()
+
+    async def canceller(boxes: list, at: float) -> None:
+        await sleep(at)  # ties with a waiter's deadline
+        for box in boxes:
+            box[0].cancel()
+        log.append(("cancel", at, now()))
+
+    for k, (at, cancel) in enumerate([(0.5, False), (1.0, False), (0.75, True), (2.0, False)]):
+        event = trio.Event()
+        boxes = [[] for _ in range(4)]
+        async with trio.open_nursery() as n:
+            n.start_soon(waiter, f"a{k}", event, [0.25, 0.25, 1.0, 0.5], boxes[0])
+            n.start_soon(waiter, f"b{k}", event, [0.5, 0.5, 0.0, 1e-300], boxes[1])
+            n.start_soon(waiter, f"c{k}", event, [3.0, 0.1], boxes[2])
+            n.start_soon(waiter, f"d{k}", trio.Event(), [0.25, 0.5, 0.25, 5.0], boxes[3])
+            n.start_soon(setter, event, at, boxes[:3], cancel)
+            n.start_soon(canceller, boxes[3:], 1.0)
+    done = trio.Event()
+    done.set()
+    log.append(("already set", await wait(done, 1.0), await wait(done, 0.0), now()))
+    log.append(("zero", await wait(trio.Event(), 0.0), now()))
+
+
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("body", [_ties_and_cancels, _finalizers, _cancelled_at_entry])
+@pytest.mark.parametrize("body", [_ties_and_cancels, _finalizers, _cancelled_at_entry, _event_waits])
 def test_fast_sleep_keeps_trios_schedule(body, seed: int) -> None:  # noqa: ANN001
     assert fastclock.AVAILABLE
     slow = _run(body, seed, fast=False)

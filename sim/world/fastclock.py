@@ -240,3 +240,81 @@ class _NoInstruments(dict):
 
     def call(self, hookname: str, *args: Any) -> None:  # never asked: no hook is in the dict
         self._inner.call(hookname, *args)
+
+
+# -- waiting for an event with a timeout ----------------------------------------------------------
+#
+# ``Runtime.wait_event`` is ``with trio.move_on_after(s): await event.wait()``: a cancel scope
+# entered and left, and at the deadline a ``Cancelled`` built, raised into the task and caught
+# again (the engine's flush, poll and compactor loops wait so, about 4 % of a simulated run).
+# :func:`wait_event` does what that does, at the same moments of the loop: the scope's deadline
+# is an :class:`_EventWait` in the run's deadline heap (registered at entry, removed when the
+# task leaves, or when it fires), the task waits in the event's set of waiters as
+# ``Event.wait`` puts it there, and the deadline firing takes it out and reschedules it as
+# delivering the scope's ``Cancelled`` would.
+
+
+class _EventWait:
+    """A task's wait for an event until a deadline, shaped like the cancel scope of
+    ``move_on_after`` for the deadline heap (``_registered_deadline``, ``_cancel``)."""
+
+    __slots__ = ("_registered_deadline", "task", "runner", "event", "timed_out")
+
+    def __init__(self, deadline: float, task: Any, runner: Any, event: Any) -> None:
+        self._registered_deadline = deadline
+        self.task = task
+        self.runner = runner
+        self.event = event
+        self.timed_out = False
+
+    def _cancel(self, _reason: Any) -> None:
+        # The deadline fired (Deadlines.expire): the scope's _cancel removes its deadline and
+        # delivers the Cancelled to the task if it still waits (its abort function is set; a
+        # task the event already rescheduled has none, and trio leaves it alone).
+        self.runner.deadlines.remove(self._registered_deadline, self)
+        self._registered_deadline = _inf
+        task = self.task
+        if task._abort_func is not None:
+            self.event._tasks.remove(task)  # Event.wait's abort_fn
+            self.timed_out = True
+            self.runner.reschedule(task)
+
+    def abort(self, _raise_cancel: Any) -> Any:
+        # Cancelled by an enclosing scope while waiting: Event.wait's abort_fn (the deadline
+        # stays registered until the task leaves, as the scope's would).
+        self.event._tasks.remove(self.task)
+        return _Abort.SUCCEEDED
+
+
+async def _trio_wait_event(event: trio.Event, seconds: float) -> bool:
+    with trio.move_on_after(seconds):
+        await event.wait()
+    return event.is_set()
+
+
+@types.coroutine
+def wait_event(event: trio.Event, seconds: float) -> Generator[Any, Any, bool]:
+    """``with trio.move_on_after(seconds): await event.wait()``, then ``event.is_set()`` (see above)."""
+    runner = GLOBAL_RUN_CONTEXT.runner
+    task = GLOBAL_RUN_CONTEXT.task
+    deadline = runner.clock.current_time() + seconds
+    if not AVAILABLE or event._flag or not deadline > runner.clock.current_time() \
+            or task._cancel_status.effectively_cancelled:
+        # Set already (Event.wait checkpoints), a deadline due at entry (the scope is cancelled
+        # at once), a NaN, or a cancelled task: trio's own path.
+        return (yield from _trio_wait_event(event, seconds).__await__())
+    wait = _EventWait(deadline, task, runner, event)
+    deadlines = runner.deadlines
+    heappush(deadlines._heap, (deadline, id(wait), wait))  # Deadlines.add
+    deadlines._active += 1
+    event._tasks.add(task)
+    try:
+        got = yield _WaitTaskRescheduled(wait.abort)
+    finally:
+        if wait._registered_deadline != _inf:  # leaving the scope before its deadline: removed
+            deadlines.remove(wait._registered_deadline, wait)
+            wait._registered_deadline = _inf
+    got.unwrap()  # an enclosing scope's Cancelled
+    if wait.timed_out and task._cancel_status.effectively_cancelled:
+        _woken(task)  # the scope's Cancelled would not be caught: an enclosing scope's is visible
+    return event._flag  # type: ignore[no-any-return]

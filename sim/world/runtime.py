@@ -102,6 +102,11 @@ class SimRuntime(Runtime):
     def _world_seconds(self, seconds: float) -> float:
         return seconds / self.rate
 
+    def wait_event(self, event: trio.Event, timeout_s: float) -> Awaitable[bool]:
+        # Runtime.wait_event's move_on_after around event.wait(), without the cancel scope
+        # (fastclock.wait_event: the same moments of the loop), for the caller to await
+        return fastclock.wait_event(event, max(0.0, timeout_s / self.rate))
+
     @property
     def rng(self) -> random.Random:
         return self._rng
