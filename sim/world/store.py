@@ -126,26 +126,41 @@ class SimObjectStore(ObjectStore):
         f = self._request_faults
         delay = self.rng.uniform(f.latency_min_s, f.latency_max_s)
         if self.faults_enabled and f.stall_rate and boolean(self.rng, f.stall_rate):
-            stall_s = self.rng.uniform(0.0, f.stall_max_s)
-            self.trace.record(self.process, "fault.stall", seconds=round(stall_s, 6))
-            delay += stall_s
+            delay += self._stall_s(f)
         return delay
 
-    def _decide(self) -> str:
-        f = self._request_faults
-        if not self.faults_enabled:
-            return "ok"
-        return _DECISIONS[outcome(self.rng, (f.transient_rate, f.ambiguous_rate))]
+    def _stall_s(self, f: StoreFaults) -> float:
+        stall_s = self.rng.uniform(0.0, f.stall_max_s)
+        self.trace.record(self.process, "fault.stall", seconds=round(stall_s, 6))
+        return stall_s
 
     async def _op(self, op: str, key: str, apply: Callable[[], T], **fields: Any) -> T:
         if self.crashed:
             raise ProcessCrashed(self.process)
-        n = self.trace.next_request(self.process)  # one sequence per process, over all its stores
-        self._request_faults = self._faults_for(key) if self.key_faults else self.faults
-        decision = self._decide()
-        out_s, back_s = self._leg_s(), self._leg_s()
         trace = self.trace
         process = self.process
+        # trace.next_request(process), inline: one sequence per process, over all its stores
+        requests = trace._requests
+        n = requests[process] = requests.get(process, 0) + 1
+        f = self._request_faults = self._faults_for(key) if self.key_faults else self.faults
+        rng = self.rng
+        # the request's fate, then self._leg_s() twice, inline while _leg_s is this class's
+        # (the same draws in the same order: the outcome, then each leg's latency and stall)
+        if self.faults_enabled:
+            decision = _DECISIONS[outcome(rng, (f.transient_rate, f.ambiguous_rate))]
+        else:
+            decision = "ok"
+        if type(self)._leg_s is _LEG_S:
+            lo, hi = f.latency_min_s, f.latency_max_s
+            stall = f.stall_rate if self.faults_enabled else 0.0
+            out_s = rng.uniform(lo, hi)
+            if stall and boolean(rng, stall):
+                out_s += self._stall_s(f)
+            back_s = rng.uniform(lo, hi)
+            if stall and boolean(rng, stall):
+                back_s += self._stall_s(f)
+        else:
+            out_s, back_s = self._leg_s(), self._leg_s()
         # trace.record(process, f"store.{op}", n=n, key=key, decision=decision, **fields), its
         # kind and format looked up by the op and its extra fields' names
         got = _REQUEST.get((op, *fields))
@@ -265,7 +280,17 @@ def _how(kind: str, key: str, before: bytes, after: bytes) -> str:
     return "silent" if changed else "no-op"
 
 
+_LEG_S = SimObjectStore._leg_s  # _op draws the legs inline while a subclass keeps this one
+
+
 def _describe(result: object) -> str:
+    kind = type(result)  # the exact types first (a store call's results), then any subclass
+    if kind is GetResult:
+        return f"ok size={len(result.data)} etag={result.meta.etag}"  # type: ignore[attr-defined]
+    if kind is ObjectMeta:
+        return f"ok etag={result.etag}"  # type: ignore[attr-defined]
+    if kind is list:
+        return f"ok n={len(result)}"  # type: ignore[arg-type]
     if isinstance(result, ObjectMeta):
         return f"ok etag={result.etag}"
     if isinstance(result, GetResult):
