@@ -51,6 +51,7 @@ except ImportError:  # pragma: no cover - another trio
 
 _Abort = trio.lowlevel.Abort
 _inf = math.inf
+_new = object.__new__
 
 
 class _Wake:
@@ -116,7 +117,10 @@ def sleep_until(deadline: float) -> Generator[Any, Any, None]:
         yield from trio.sleep_until(deadline).__await__()
         return
     task = GLOBAL_RUN_CONTEXT.task
-    wake = _Wake(deadline, task, runner)
+    wake = _new(_Wake)  # _Wake(deadline, task, runner), without the call
+    wake._registered_deadline = deadline
+    wake.task = task
+    wake.runner = runner
     deadlines = runner.deadlines
     heappush(deadlines._heap, (deadline, id(wake), wake))  # Deadlines.add
     deadlines._active += 1
@@ -140,7 +144,10 @@ def sleep(seconds: float) -> Generator[Any, Any, None]:
         yield from trio.sleep_until(deadline).__await__()
         return
     task = GLOBAL_RUN_CONTEXT.task
-    wake = _Wake(deadline, task, runner)
+    wake = _new(_Wake)  # _Wake(deadline, task, runner), without the call
+    wake._registered_deadline = deadline
+    wake.task = task
+    wake.runner = runner
     deadlines = runner.deadlines
     heappush(deadlines._heap, (deadline, id(wake), wake))  # Deadlines.add
     deadlines._active += 1

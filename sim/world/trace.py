@@ -203,6 +203,11 @@ class Trace:
         #: process, over all its stores: see :meth:`next_request`.
         self._requests: dict[str, int] = {}
 
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Read the time of later events from ``clock`` (the same time as the one given at
+        construction, asked more directly: :func:`sim.world.harness.run_world` gives the run's clock)."""
+        self._clock = clock
+
     def next_request(self, process: str) -> int:
         """The next store request number of ``process``. One sequence per process, shared by
         every store it holds (a database's and each external one its engine opens): the checkers
