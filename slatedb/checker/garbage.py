@@ -27,6 +27,7 @@ from slatedb.format.layout import (
     compactions_key,
     manifest_key,
     parse_id,
+    ulid_text,
 )
 from slatedb.gc.retention import in_flight_sst_ids, manifest_sst_ids, sst_ulid_cutoff_ms, wal_kept
 from slatedb.objstore.base import ObjectMeta
@@ -67,10 +68,10 @@ def garbage(img: DbImage, now_ms: int, options: GarbageCollectorOptions | None =
     now_s = now_ms // 1000
     pinned_ids = {c.manifest_id for c in active(m, now_s)}
     pinned = [img.manifests[i] for i in pinned_ids if i in img.manifests]
-    needed_ssts = {str(s) for s in manifest_sst_ids(m)}
+    needed_ssts = {ulid_text(s) for s in manifest_sst_ids(m)}
     for p in pinned:
-        needed_ssts |= {str(s) for s in manifest_sst_ids(p)}
-    in_flight = {str(s) for s in in_flight_sst_ids(img.compactions, [m, *pinned])}
+        needed_ssts |= {ulid_text(s) for s in manifest_sst_ids(p)}
+    in_flight = {ulid_text(s) for s in in_flight_sst_ids(img.compactions, [m, *pinned])}
     cutoff_ms = sst_ulid_cutoff_ms(m, img.compactions)
     wal_ids = sorted(i for i in (parse_id(k, WAL_DIR, WAL_SUFFIX) for k in img.listing) if i is not None)
     newest_wal = wal_ids[-1] if wal_ids else None

@@ -23,6 +23,7 @@ import attrs
 from ulid import ULID
 
 from slatedb.errors import InvalidArgumentError
+from slatedb.format.layout import ulid_text
 from slatedb.format.types import (
     Checkpoint,
     CompactedSsTable,
@@ -43,7 +44,7 @@ class L0Source:
     view_id: ULID
 
     def render(self) -> str:
-        return f"L0:{self.view_id}"
+        return f"L0:{ulid_text(self.view_id)}"
 
 
 @attrs.frozen

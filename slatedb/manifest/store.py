@@ -129,9 +129,29 @@ _KEY_OF = operator.attrgetter("key")
 _AN_ID = functools.partial(operator.is_not, None)
 
 
+#: The last listing (a copy) and its ids by (directory, suffix, length, the first object): a poll
+#: listing the same objects again (the metadata objects the store's listing cache hands out
+#: again: one identity comparison each) gets the same ids without reading the names.
+_LAST: dict[tuple[str, str, int, int], tuple[list, list[int]]] = {}
+_MAX_LAST = 1024
+
+
 def listed_ids(metas: Any, directory: str, suffix: str) -> list[int]:
     """The ids of the ``<directory><id:020><suffix>`` names among listed objects, ascending
     (:func:`parse_id` of each name; other names are left out)."""
+    metas = metas if type(metas) is list else list(metas)
+    last_key = (directory, suffix, len(metas), id(metas[0]) if metas else 0)  # the entry keeps metas[0] alive
+    last = _LAST.get(last_key)
+    if last is not None and last[0] == metas:  # the same objects (or equal ones): the same names
+        return list(last[1])
+    ids = _listed_ids(metas, directory, suffix)
+    if len(_LAST) >= _MAX_LAST:
+        _LAST.clear()
+    _LAST[last_key] = (list(metas), list(ids))  # copies: the caller may change either list
+    return ids
+
+
+def _listed_ids(metas: list, directory: str, suffix: str) -> list[int]:
     known = _LISTED.get((directory, suffix))
     if known is None:
         known = _LISTED.setdefault((directory, suffix), {})

@@ -12,6 +12,7 @@ caught when the SST it points at is read, or not at all: the honest limit of the
 from __future__ import annotations
 
 from slatedb.errors import CorruptionError
+from slatedb.format import memo
 from slatedb.format.types import (
     BoundType,
     CompactedSsTableView,
@@ -93,8 +94,26 @@ def _range_problem(view: CompactedSsTableView) -> str | None:
     return None
 
 
+#: Manifest values found well formed, by (id of the value, manifest id), within a simulated run
+#: (:func:`slatedb.format.memo.active`): the processes of a world commit on the same decoded
+#: value (the decode caches share it), each checked once. The value is kept in the entry, so its
+#: id stays its own; cleared when the run ends.
+_FINE: dict[tuple[int, int], ManifestV2] = {}
+_MAX_FINE = 4096
+
+
 def check_manifest(m: ManifestV2, manifest_id: int) -> None:
     """Raise :class:`CorruptionError` naming ``manifest/<id>.manifest`` if ``m`` is malformed."""
+    remembering = memo.active()
+    if remembering and _FINE.get((id(m), manifest_id)) is m:
+        return  # the same frozen value, found well formed before
     problem = manifest_problem(m, manifest_id)
     if problem is not None:
         raise CorruptionError(manifest_key(manifest_id), None, f"malformed manifest: {problem}")
+    if remembering:
+        if len(_FINE) >= _MAX_FINE:
+            _FINE.clear()
+        _FINE[(id(m), manifest_id)] = m
+
+
+memo._AT_END.append(_FINE.clear)  # dropped when the simulated run ends

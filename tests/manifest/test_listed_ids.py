@@ -39,3 +39,17 @@ def test_a_full_table_of_known_names_starts_again() -> None:
             assert len(known) <= 7
     finally:
         ms._MAX_LISTED = saved
+
+
+def test_a_listing_of_the_same_objects_again_gets_the_same_ids() -> None:
+    """The last listing's ids are reused only for the same (or equal) objects, and neither the
+    caller's list nor the ids it got back are the memo's own."""
+    first = ObjectMeta(f"manifest/{1:020d}.manifest", 1, 0, '"e"')
+    metas = [first, ObjectMeta(f"manifest/{2:020d}.manifest", 1, 0, '"e"')]
+    got = ms.listed_ids(metas, MANIFEST_DIR, MANIFEST_SUFFIX)
+    assert got == [1, 2]
+    got.append(99)  # the caller's to change
+    assert ms.listed_ids(metas, MANIFEST_DIR, MANIFEST_SUFFIX) == [1, 2]
+    metas[1] = ObjectMeta(f"manifest/{7:020d}.manifest", 1, 0, '"e"')  # same length, same first object
+    assert ms.listed_ids(metas, MANIFEST_DIR, MANIFEST_SUFFIX) == [1, 7]
+    assert ms.listed_ids(tuple(metas), MANIFEST_DIR, MANIFEST_SUFFIX) == [1, 7]

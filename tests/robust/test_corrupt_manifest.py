@@ -102,3 +102,24 @@ def test_every_kind_of_malformed_manifest_is_refused_by_every_writer(template, t
     latest.write_bytes(good)
     with slatedb.Db.open(url, settings=SETTINGS) as db:
         assert db.get(b"k007") == b"v" * 40
+
+
+def test_a_manifest_found_well_formed_is_checked_again_under_another_id() -> None:
+    """Inside a simulated run (memo.remembering) a value found well formed is not checked again
+    (check_manifest's memo); the memo is keyed by the manifest id too, since the checks depend on
+    it (a checkpoint may not pin a later manifest), and never keeps a malformed value."""
+    import uuid
+
+    from slatedb.format import memo
+    from slatedb.format.types import Checkpoint, ManifestV2
+    from slatedb.manifest.validate import check_manifest
+
+    m = ManifestV2(initialized=True, checkpoints=(Checkpoint(id=uuid.UUID(int=1), manifest_id=3),))
+    with memo.remembering():
+        for _ in range(2):
+            check_manifest(m, 5)  # fine: the checkpoint pins manifest 3, below 5
+            with pytest.raises(CorruptionError, match="pins manifest 3"):
+                check_manifest(m, 2)  # as manifest 2, it is malformed
+    check_manifest(m, 5)
+    with pytest.raises(CorruptionError):
+        check_manifest(m, 2)
