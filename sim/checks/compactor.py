@@ -349,6 +349,7 @@ class CompactorChecks:
         RESUME-1 against an independent merge of its inputs. Returns how many were checked.
         Raises :class:`AssertionError` naming the invariant."""
         checked = 0
+        read: dict[ULID, list[Row]] = {}  # SSTs are never rewritten: each read once (an output is a later input)
         for mid, cid in sorted(self.commit_manifests.items()):
             if cid is None:
                 continue
@@ -360,12 +361,12 @@ class CompactorChecks:
             outputs = [v.sst_id for v in out_run[0].ssts] if out_run else []
             got: list[Row] = []
             for sst_id in outputs:
-                got.extend(await _rows(store, sst_id))
+                got.extend(await _rows(store, sst_id, read))
             for a, b in zip(got, got[1:]):
                 if (a.key, -a.seq) >= (b.key, -b.seq):
                     raise AssertionError(f"RESUME-2: compaction {cid} (manifest {mid}) outputs {a.key!r}@{a.seq} "
                                          f"then {b.key!r}@{b.seq}")
-            expected = await _expected_rows(store, spec, base, self.retention[cid])
+            expected = await _expected_rows(store, spec, base, self.retention[cid], read)
             got_t = [(r.key, r.seq, int(r.kind), r.value) for r in got]
             if expected is not None and got_t != expected:
                 missing = sorted(set(expected) - set(got_t))[:3]
@@ -378,16 +379,21 @@ class CompactorChecks:
         return checked
 
 
-async def _rows(store, sst_id: ULID) -> list[Row]:
+async def _rows(store, sst_id: ULID, read: dict[ULID, list[Row]]) -> list[Row]:
+    """The rows of an SST (``read``: those read before, by id; do not change the list)."""
+    out = read.get(sst_id)
+    if out is not None:
+        return out
     reader = await SstReader.open(store, sst_key(sst_id))
-    out: list[Row] = []
+    out = []
     async for rows in reader.scan_blocks():
         out.extend(rows)
+    read[sst_id] = out
     return out
 
 
 async def _expected_rows(store, spec: TieredCompactionSpec, base: ManifestV2,
-                         retention_min_seq: int) -> list[tuple] | None:
+                         retention_min_seq: int, read: dict[ULID, list[Row]]) -> list[tuple] | None:
     """What an uninterrupted compaction of ``spec`` over ``base`` writes (None: not checkable)."""
     l0 = {v.id: v for v in base.l0}
     runs = {r.id: r for r in base.compacted}
@@ -397,7 +403,7 @@ async def _expected_rows(store, spec: TieredCompactionSpec, base: ManifestV2,
         for view in source:
             if view.visible_range is not None:
                 return None
-            for row in await _rows(store, view.sst_id):
+            for row in await _rows(store, view.sst_id, read):
                 if row.expire_ts_ms is not None or row.kind is RowKind.MERGE_OPERAND:
                     return None
                 tagged.append((row.key, -row.seq, order, row))

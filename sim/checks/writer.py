@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from sim.world.invariants import InvariantViolation
-from sim.world.trace import Event, Trace
+from sim.world.trace import Event, Trace, listens
 
 
 def _wal_id(path: str) -> int:
@@ -30,6 +30,8 @@ class WriterChecks:
         self.epochs_seen: dict[int, str] = {}
         self.pending_puts: dict[tuple[str, int], str] = {}
         self.boundary_reads: dict[str, list[int]] = defaultdict(list)
+        #: Events by kind, of the kinds :meth:`on_event` listens to, and ``fault.transient`` (a
+        #: store result that is a transient error): what the scenarios' fault counts read.
         self.counts: dict[str, int] = defaultdict(int)
         self.acked_seq: dict[str, int] = defaultdict(int)  # process -> highest seq of its acks
 
@@ -45,6 +47,11 @@ class WriterChecks:
             raise InvariantViolation("DUR-3", e, f"{process}: a durable wait for seq {seq} returned, but its "
                                      f"WAL acks reach only seq {self.acked_seq[process]}")
 
+    # Called on the kinds it checks and on those the scenarios' fault counts read from
+    # ``counts`` (most of a run's events are store gets and lists it has nothing to do with).
+    @listens("writer_epoch", "store.put", "store.result", "create", "fence_written", "ack", "halt", "boundary_read",
+             "commit", "store.reply-lost", "fault.stall", "fault.pause", "crash", "clock.skew", "clock.jump",
+             "fault.bitflip", "corruption")
     def on_event(self, e: Event) -> None:
         f = e.f
         kind = e.kind
