@@ -312,7 +312,11 @@ class GcChecks:
         if clone is None:
             return
         if db.root == "parent/":
-            gone = {c.id for c in prev.checkpoints} - {c.id for c in m.checkpoints}
+            # The checkpoints of prev that m does not hold (by id); those m shares as the same
+            # objects are held (most landings: only the UUIDs of the others are hashed).
+            in_m = {id(c) for c in m.checkpoints}
+            rest = [c for c in prev.checkpoints if id(c) not in in_m]
+            gone = {c.id for c in rest} - {c.id for c in m.checkpoints} if rest else set()
             cm = clone.manifests.get(clone.latest)
             for ext in cm.external_dbs if cm is not None and gone else ():
                 if ext.final_checkpoint_id in gone:

@@ -6,6 +6,7 @@ goes back."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from typing import Any
 
@@ -53,10 +54,11 @@ class History:
         """READ-3 for every observation; returns the violations."""
         hist = self.durable()
         by_value = {v: (k, s) for k, versions in hist.items() for s, v in versions if v is not None}
+        seqs = {k: [s for s, _ in versions] for k, versions in hist.items()}  # per key, ascending
         problems: list[str] = []
         last_s: dict[str, tuple[int, str]] = {}
         for who, what, state, (want_lo, want_hi) in self.observations:
-            lo, hi = _prefix_range(hist, by_value, state)
+            lo, hi = _prefix_range(hist, by_value, state, seqs)
             if lo is None:
                 problems.append(f"READ-3: {who} ({what}) read a state that is no prefix of the durable history: {hi}")
                 continue
@@ -73,17 +75,18 @@ class History:
         return problems
 
 
-def _prefix_range(hist, by_value, state: dict) -> tuple[int | None, Any]:
+def _prefix_range(hist, by_value, state: dict, seqs: dict[bytes, list[int]]) -> tuple[int | None, Any]:
     """The seqs S such that ``state`` is exactly the durable history up to S: (lo, hi), or
-    (None, why) when there is none."""
+    (None, why) when there is none (``seqs``: each key's versions' seqs, ascending)."""
     lo, hi = 0, 2**62
     for key, value in state.items():
         hit = by_value.get(value)
         if hit is None or hit[0] != key:
             return None, f"{key!r} = {value[:24]!r}..., which is not a durable write of that key"
         seq = hit[1]
-        versions = hist[key]
-        nxt = next((s for s, _ in versions if s > seq), 2**62)
+        key_seqs = seqs[key]
+        i = bisect_right(key_seqs, seq)  # the first version after this one
+        nxt = key_seqs[i] if i < len(key_seqs) else 2**62
         lo, hi = max(lo, seq), min(hi, nxt - 1)
     if lo > hi:
         return None, "keys read at incompatible points of the history"
