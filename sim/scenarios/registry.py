@@ -32,7 +32,9 @@ class ScenarioSpec:
     process, ``time.process_time`` per seed (2026-11-26, 0e638e5; the command and table are in
     ``docs/simulation.md``, "Per-scenario speed"). gc, compactor, compactor-workers and rescale
     hold that figure divided by the speed-up of the eighth session's simulator work (f08de8d..c464b05,
-    side by side with main without it, seeds 0..9, under load; same section). Earlier tables were
+    side by side with main without it, seeds 0..9, under load; same section), and gc, compactor and
+    compactor-workers then by the tenth session's (5d4e0c7..baa897d: its instruction counts, the
+    machine being loaded; same section). Earlier tables were
     measured under load and were 2 to 5 times too high. ``sim dst``'s seed
     plans follow from it, ``sim mutate`` balances its judge's seeds by it; re-measure when a
     scenario's traces or the engine's speed change."""
@@ -78,13 +80,13 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  takes_faults=True, cost_s=0.037),
     ScenarioSpec("compactor", "sim.scenarios.compactor:run_compactor_workload",
                  "compactor (writer, fencing compactors, crashes, admin submissions; CFENCE-*, COMPACT-*, RESUME-*)",
-                 takes_faults=True, cost_s=0.305),
+                 takes_faults=True, cost_s=0.286),
     ScenarioSpec("compactor-workers", "sim.scenarios.compactor_workers:run_compactor_workers",
                  "compactor-workers (coordinators and 2-4 separate workers that crash, stall, lose their heartbeat and "
-                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=0.338),
+                 "return late; COMPACT-5/6/9, CFENCE-*, RESUME-*)", takes_faults=True, cost_s=0.317),
     ScenarioSpec("gc", "sim.scenarios.gc:run_gc_workload",
                  "gc (aggressive GC, checkpoints, readers, a clone, freezes, crashes; GC-*, CKPT-*, READ-*, "
-                 "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=0.435),
+                 "BOUNDARY-1/2, CLONE-1..4)", takes_faults=True, cost_s=0.412),
     ScenarioSpec("destroy", "sim.scenarios.destroy:run_destroy_workload",
                  "destroy (soft and hard destroys racing a writer, a reader, checkpoints, a clone and GC; DESTROY-1..6)",
                  takes_faults=True, cost_s=0.087),
