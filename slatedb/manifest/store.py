@@ -129,18 +129,20 @@ _KEY_OF = operator.attrgetter("key")
 _AN_ID = functools.partial(operator.is_not, None)
 
 
-#: The last listing (a copy) and its ids by (directory, suffix, length, the first object): a poll
+#: The last listing (a copy) and its ids by (directory, suffix, the first object): a poll
 #: listing the same objects again (the metadata objects the store's listing cache hands out
-#: again: one identity comparison each) gets the same ids without reading the names.
-_LAST: dict[tuple[str, str, int, int], tuple[list, list[int]]] = {}
-_MAX_LAST = 1024
+#: again: one identity comparison each) gets the same ids without reading the names. A listing
+#: that grew replaces its entry; an entry goes stale only when its first object is deleted (GC),
+#: and at most 64 are kept (each holds a listing).
+_LAST: dict[tuple[str, str, int], tuple[list, list[int]]] = {}
+_MAX_LAST = 64
 
 
 def listed_ids(metas: Any, directory: str, suffix: str) -> list[int]:
     """The ids of the ``<directory><id:020><suffix>`` names among listed objects, ascending
     (:func:`parse_id` of each name; other names are left out)."""
     metas = metas if type(metas) is list else list(metas)
-    last_key = (directory, suffix, len(metas), id(metas[0]) if metas else 0)  # the entry keeps metas[0] alive
+    last_key = (directory, suffix, id(metas[0]) if metas else 0)  # the entry keeps metas[0] alive
     last = _LAST.get(last_key)
     if last is not None and last[0] == metas:  # the same objects (or equal ones): the same names
         return list(last[1])

@@ -53,3 +53,14 @@ def test_a_listing_of_the_same_objects_again_gets_the_same_ids() -> None:
     metas[1] = ObjectMeta(f"manifest/{7:020d}.manifest", 1, 0, '"e"')  # same length, same first object
     assert ms.listed_ids(metas, MANIFEST_DIR, MANIFEST_SUFFIX) == [1, 7]
     assert ms.listed_ids(tuple(metas), MANIFEST_DIR, MANIFEST_SUFFIX) == [1, 7]
+
+
+def test_a_growing_listing_keeps_one_entry() -> None:
+    """Each poll of a directory that gained a file replaces the last listing's entry (the memo holds
+    a copy of every listing it keeps: one per directory and first object, not one per length)."""
+    ms._LAST.clear()
+    metas = [ObjectMeta(f"compactions/{1:020d}.compactions", 1, 0, '"e"')]
+    for i in range(2, 200):
+        metas.append(ObjectMeta(f"compactions/{i:020d}.compactions", 1, 0, '"e"'))
+        assert ms.listed_ids(metas, COMPACTIONS_DIR, COMPACTIONS_SUFFIX) == list(range(1, i + 1))
+    assert len(ms._LAST) == 1
