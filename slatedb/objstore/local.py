@@ -36,10 +36,12 @@ from typing import Callable, Iterator, TypeVar
 import trio
 
 from slatedb.errors import (
+    AccessDeniedError,
     InvalidArgumentError,
     InvalidPathError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
+    PermanentObjectStoreError,
     PreconditionFailedError,
     TransientObjectStoreError,
 )
@@ -100,6 +102,23 @@ def _missing_dirs(directory: str) -> list[str]:
     return missing[::-1]
 
 
+#: File-system errors that retrying cannot fix: raised at once, as the S3 store raises a 403
+#: (a permission, a read-only mount, a name too long). Anything else (a full disk, an I/O error,
+#: an interrupted call) may pass and is transient: retried within the bound.
+_PERMANENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG})
+
+
+def local_error(key: str, e: OSError, what: str) -> Exception:
+    """The typed error of a failed file-system call on ``key``: :class:`AccessDeniedError` for a
+    permission, :class:`PermanentObjectStoreError` for another failure that retrying cannot fix,
+    else :class:`TransientObjectStoreError`."""
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return AccessDeniedError(key, f"{what}: {e}")
+    if e.errno in _PERMANENT_ERRNOS:
+        return PermanentObjectStoreError(key, f"{what}: {e}")
+    return TransientObjectStoreError(key, f"{what}: {e}")
+
+
 class LocalStore(ObjectStore):
     """Objects are files under ``root``; ``a/b/c`` is ``root/a/b/c``."""
 
@@ -118,7 +137,13 @@ class LocalStore(ObjectStore):
         #: Directories the constructor created (the root and missing parents): their names are
         #: synced in their parents by the first put (STORE-7), not here (no sync in a constructor).
         self._unsynced_dirs = _missing_dirs(self.root)
-        os.makedirs(self.root, exist_ok=True)
+        try:
+            os.makedirs(self.root, exist_ok=True)
+        except OSError as e:
+            if isinstance(e, FileExistsError) or e.errno == errno.ENOTDIR:
+                raise InvalidPathError(self.url, f"{self.root} (or a directory above it) is a file, not a "
+                                                 "directory") from None
+            raise local_error(self.url, e, "cannot create the store's directory") from None
         #: Directories a put has made ready (created and synced into their parents, or found).
         self._ready_dirs: set[str] = set()
         self._dirs_lock = threading.Lock()
@@ -213,7 +238,7 @@ class LocalStore(ObjectStore):
         except OSError as e:
             if isinstance(e, (FileNotFoundError, FileExistsError)) or e.errno in (errno.ENOTDIR, errno.EISDIR):
                 raise
-            raise TransientObjectStoreError(key, f"local I/O error: {e}") from e
+            raise local_error(key, e, "local I/O error") from e
 
     # -- operations ---------------------------------------------------------------------------
 

@@ -1,0 +1,145 @@
+"""The local store's failures are typed by whether retrying can fix them (spec/objstore.md
+STORE-9): a root that is a file is a bad argument at the call; a permission refused, a read-only
+mount or a name too long is permanent, raised at once (as the S3 store raises a 403), so a
+database opened on a directory it may not write fails at ``open`` instead of retrying for seconds
+and then reporting ``ObjectStoreRetriesExhaustedError``; anything else (a full disk, an I/O
+error) stays transient and is retried within the bound."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import trio
+
+import slatedb
+from slatedb.errors import (
+    AccessDeniedError,
+    InvalidArgumentError,
+    InvalidPathError,
+    PermanentObjectStoreError,
+    TransientObjectStoreError,
+)
+from slatedb.objstore.base import CREATE_IF_ABSENT
+from slatedb.objstore.local import LocalStore, local_error
+
+
+@pytest.mark.parametrize("below", ["", "/sub", "/sub/db"])
+def test_a_root_that_is_a_file_is_refused_at_the_call(tmp_path, below) -> None:
+    (tmp_path / "afile").write_bytes(b"x")
+    url = f"file://{tmp_path}/afile{below}"
+    for open_it in (lambda: LocalStore(f"{tmp_path}/afile{below}"), lambda: slatedb.Db.open(url),
+                    lambda: slatedb.DbReader.open(url)):
+        with pytest.raises(InvalidPathError, match="is a file, not a directory") as e:
+            open_it()
+        assert isinstance(e.value, InvalidArgumentError)
+    assert (tmp_path / "afile").read_bytes() == b"x"  # left as it was
+
+
+@pytest.mark.parametrize(
+    "code, kind",
+    [
+        (errno.EACCES, AccessDeniedError),
+        (errno.EPERM, AccessDeniedError),
+        (errno.EROFS, PermanentObjectStoreError),
+        (errno.ENAMETOOLONG, PermanentObjectStoreError),
+        (errno.ENOSPC, TransientObjectStoreError),
+        (errno.EIO, TransientObjectStoreError),
+        (errno.EINTR, TransientObjectStoreError),
+    ],
+)
+def test_each_file_system_error_is_typed_by_whether_a_retry_can_fix_it(code, kind) -> None:
+    e = local_error("wal/x.sst", OSError(code, os.strerror(code), "/d/wal/x.sst"), "local I/O error")
+    assert type(e) is kind and str(e).startswith("wal/x.sst: local I/O error")
+    assert not isinstance(e, TransientObjectStoreError) or kind is TransientObjectStoreError
+
+
+def test_a_put_refused_by_the_file_system_raises_at_once_without_a_retry(tmp_path, monkeypatch) -> None:
+    store = LocalStore(str(tmp_path / "db"))
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise PermissionError(errno.EACCES, "Permission denied", str(args[1]))
+
+    monkeypatch.setattr(os, "link", refuse)
+
+    async def main() -> None:
+        from slatedb.objstore.retry import create_if_absent
+        from slatedb.runtime.production import default_runtime
+
+        with pytest.raises(AccessDeniedError, match="Permission denied"):
+            await create_if_absent(store, default_runtime(), "manifest/00000000000000000001.manifest", b"m")
+        with pytest.raises(AccessDeniedError):
+            await store.put("a/b", b"1", CREATE_IF_ABSENT)
+
+    trio.run(main)
+    assert len(calls) == 2  # one attempt each: never retried
+
+
+def _dac_override_dropped() -> bool:
+    capsh = shutil.which("capsh")
+    if capsh is None:
+        return False
+    probe = subprocess.run([capsh, "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", "true"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not _dac_override_dropped(),
+                    reason="root ignores directory permissions and capsh cannot drop that")
+def test_a_database_on_a_directory_it_may_not_write_fails_at_the_call(tmp_path) -> None:
+    """A real read-only directory (as root: with CAP_DAC_OVERRIDE dropped by ``capsh``). Open
+    fails with ``AccessDeniedError`` naming the object, and so does a durable put once the WAL
+    directory turns read-only under an open database (the writer stops: its status says so)."""
+    db_dir = tmp_path / "db"
+    script = textwrap.dedent(f"""
+        import os, slatedb
+        from slatedb.errors import AccessDeniedError
+        d = {str(db_dir)!r}
+        with slatedb.Db.open("file://" + d) as db:
+            db.put(b"a", b"1", durable=True)
+        for root, dirs, _ in os.walk(d):
+            for name in dirs:
+                os.chmod(os.path.join(root, name), 0o555)
+        os.chmod(d, 0o555)
+        try:
+            slatedb.Db.open("file://" + d)
+        except AccessDeniedError as e:
+            print("open:", type(e).__name__, "manifest/" in str(e))
+        for root, dirs, _ in os.walk(d):
+            for name in dirs:
+                os.chmod(os.path.join(root, name), 0o755)
+        os.chmod(d, 0o755)
+        db = slatedb.Db.open("file://" + d)
+        os.chmod(d + "/wal", 0o555)
+        try:
+            db.put(b"b", b"2", durable=True)
+        except AccessDeniedError as e:
+            print("put:", type(e).__name__, "wal/" in str(e))
+        print("status:", db.status().close_reason)
+        print("read:", db.get(b"a"))
+        db.close()
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    argv = [sys.executable, "-c", script]
+    if os.geteuid() == 0:
+        argv = ["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--", "-c",
+                " ".join(f"'{a}'" if a != script else "\"$SCRIPT\"" for a in argv)]
+        env["SCRIPT"] = script
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    for root, dirs, _ in os.walk(db_dir):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert "open: AccessDeniedError True" in lines, out.stdout
+    assert "put: AccessDeniedError True" in lines, out.stdout
+    assert "status: CloseReason.PANIC" in lines, out.stdout
+    assert "read: b'1'" in lines, out.stdout
+    assert "retry" not in out.stderr  # raised at once, never retried
