@@ -102,6 +102,13 @@ def _missing_dirs(directory: str) -> list[str]:
     return missing[::-1]
 
 
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 #: File-system errors that retrying cannot fix: raised at once, as the S3 store raises a 403
 #: (a permission, a read-only mount, a name too long). Anything else (a full disk, an I/O error,
 #: an interrupted call) may pass and is transient: retried within the bound.
@@ -210,11 +217,15 @@ class LocalStore(ObjectStore):
             directory,
             f"{_TMP_PREFIX}{os.getpid()}.{threading.get_ident()}.{next(_tmp_counter)}",
         )
-        with open(tmp, "xb") as f:
-            f.write(data)
-            if self.fsync:
-                f.flush()
-                os.fsync(f.fileno())
+        try:
+            with open(tmp, "xb") as f:
+                f.write(data)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+        except BaseException:
+            _unlink_quietly(tmp)  # a write that failed (a full disk) leaves no hidden file behind
+            raise
         return tmp
 
     def _sync_dir(self, path: str) -> None:
@@ -372,7 +383,11 @@ class LocalStore(ObjectStore):
                     if current.etag != mode.etag:
                         raise PreconditionFailedError(key, f"etag is {current.etag}, expected {mode.etag}")
                 tmp = self._write_temp(path, data)
-                os.replace(tmp, path)
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    _unlink_quietly(tmp)
+                    raise
                 self._sync_dir(path)
                 return _meta(key, os.stat(path))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -143,3 +144,32 @@ def test_a_database_on_a_directory_it_may_not_write_fails_at_the_call(tmp_path) 
     assert "status: CloseReason.PANIC" in lines, out.stdout
     assert "read: b'1'" in lines, out.stdout
     assert "retry" not in out.stderr  # raised at once, never retried
+
+
+@pytest.mark.parametrize("mode", ["create", "overwrite"])
+@pytest.mark.parametrize("fail", ["fsync", "publish"])
+def test_a_put_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch, mode, fail) -> None:
+    """A full disk fails the temporary file's write or sync, or its publishing: the hidden
+    temporary file is removed (found as four empty ``.slatedb-tmp.*`` files per WAL object after
+    a WAL flush met a full tmpfs: invisible to listings and GC, so never collected)."""
+    from slatedb.objstore.base import OVERWRITE
+
+    store = LocalStore(str(tmp_path / "db"))
+
+    real_fsync = os.fsync
+
+    def full(*args, **kwargs):
+        if fail == "fsync" and not stat.S_ISREG(os.fstat(args[0]).st_mode):
+            return real_fsync(*args)  # a directory's sync (making wal/): passes
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync" if fail == "fsync" else ("link" if mode == "create" else "replace"), full)
+
+    async def main() -> None:
+        with pytest.raises(TransientObjectStoreError, match="No space left"):
+            await store.put("wal/00000000000000000007.sst", b"rows", CREATE_IF_ABSENT if mode == "create" else OVERWRITE)
+
+    trio.run(main)
+    left = [os.path.join(r, f) for r, _, files in os.walk(tmp_path) for f in files if ".slatedb-tmp" in f]
+    assert left == [], left
+    assert not (tmp_path / "db" / "wal" / "00000000000000000007.sst").exists()
