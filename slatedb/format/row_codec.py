@@ -319,7 +319,81 @@ def decode_columns_v2(
     The same checks as :func:`decode_entries_v2` (entries tile the region, restart offsets are
     entries with ``shared == 0``, valid flags, no empty key): what this accepts, the row
     accessors of :class:`~slatedb.format.block.Block` decode without further checks.
+
+    This loop (a read's first touch of a block) checks without bookkeeping: a bad flags byte
+    fails the size lookup (None), an overrun leaves the walk off the region's end, restart
+    offsets must be the starts of the ``shared == 0`` entries they name, in order. What fails is
+    decoded again by :func:`_decode_columns_v2_checked`, whose error names the entry. An entry
+    sharing as many bytes as the one before reuses its prefix (the same key's first bytes).
     """
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    metas: list[int] = []
+    append_key, append_value, append_meta = keys.append, values.append, metas.append
+    zero: list[int] = []  # starts of the entries with shared == 0 (the restart points, mostly)
+    ts_bytes = FLAG_TS_BYTES
+    prev = prefix = b""
+    last_shared = -1
+    pos = flags_or = 0
+    try:
+        while pos < entries_end:
+            shared = data[pos]
+            unshared = data[pos + 1]
+            value_len = data[pos + 2]
+            if (shared | unshared | value_len) < 0x80:
+                p = pos + 3
+            else:
+                shared, p = read_varint_u32(data, pos, entries_end)
+                unshared, p = read_varint_u32(data, p, entries_end)
+                value_len, p = read_varint_u32(data, p, entries_end)
+            key_end = p + unshared
+            if shared:
+                if shared != last_shared:
+                    if shared > len(prev):
+                        raise ValueError
+                    prefix = prev[:shared]
+                    last_shared = shared
+                prev = prefix + data[p:key_end]
+            elif unshared:
+                zero.append(pos)
+                last_shared = -1
+                prev = data[p:key_end]
+            else:
+                raise ValueError
+            value_end = key_end + value_len
+            flags = data[value_end + 8]
+            pos = value_end + 9 + ts_bytes[flags]  # TypeError: an invalid flags byte
+            flags_or |= flags
+            append_key(prev)
+            append_value(data[key_end:value_end])
+            append_meta(value_end)
+    except (ValueError, IndexError, TypeError):
+        return _decode_columns_v2_checked(data, entries_end, restarts, object_name, base_offset)
+    if pos != entries_end or (zero != restarts and _restarts_apart(zero, restarts)):
+        return _decode_columns_v2_checked(data, entries_end, restarts, object_name, base_offset)
+    if flags_or & FLAG_TOMBSTONE:  # a tombstone reads as b"" whatever value bytes it carries
+        for i, meta in enumerate(metas):
+            if data[meta + 8] & FLAG_TOMBSTONE:
+                values[i] = b""
+    return keys, values, metas, flags_or
+
+
+def _restarts_apart(zero: list[int], restarts: Sequence[int]) -> bool:
+    """Whether ``restarts`` is not the in-order list of the entry starts in ``zero`` (those with
+    ``shared == 0``) it names: an offset is no such entry, repeated or out of order."""
+    named = set(restarts)
+    return [z for z in zero if z in named] != list(restarts)
+
+
+def _decode_columns_v2_checked(
+    data: bytes,
+    entries_end: int,
+    restarts: Sequence[int],
+    object_name: str,
+    base_offset: int,
+) -> tuple[list[bytes], list[bytes], list[int], int]:
+    """:func:`decode_columns_v2` entry by entry, tracking where each starts: a failed check is
+    a :class:`CorruptionError` naming the object and the entry's absolute offset."""
     keys: list[bytes] = []
     values: list[bytes] = []
     metas: list[int] = []

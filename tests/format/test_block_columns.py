@@ -106,6 +106,68 @@ def test_damaged_blocks_decode_alike_or_raise_corruption_alike(rows: list[Row], 
     assert [got.row(i) for i in range(len(want))] == want
 
 
+@st.composite
+def _prefix_runs(draw) -> list[Row]:
+    """Plain rows whose keys share prefixes of runs of equal lengths (consecutive entries with
+    the same ``shared``: the decoder reuses the prefix), some sharing nothing mid-interval."""
+    stems = sorted(draw(st.sets(st.binary(min_size=0, max_size=4), min_size=1, max_size=6)))
+    keys = sorted({stem + tail for stem in stems
+                   for tail in draw(st.sets(st.binary(min_size=1, max_size=3), min_size=1, max_size=12))})
+    return [Row(k, 7, RowKind.VALUE, draw(st.binary(max_size=140))) for k in keys]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(sorted_rows(max_keys=12), _prefix_runs()), st.data())
+def test_the_fast_column_loop_answers_what_the_checked_loop_answers(rows: list[Row], data) -> None:
+    """``decode_columns_v2`` (checks without per-entry bookkeeping, a reused prefix) against
+    ``_decode_columns_v2_checked`` (entry by entry): the same columns, or the same
+    ``CorruptionError`` (object, offset and reason), for valid and damaged entries and for any
+    list of restart offsets (missing, extra, repeated, out of order, inside entries)."""
+    from slatedb.format.row_codec import _decode_columns_v2_checked, decode_columns_v2
+
+    raw = bytearray(blk.encode_block_v2(rows))
+    entries_end, restarts = blk.parse_block_v2_trailer(bytes(raw), "o", 0)
+    if data.draw(st.booleans()):
+        for _ in range(data.draw(st.integers(1, 3))):
+            raw[data.draw(st.integers(0, entries_end - 1))] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        restarts = data.draw(st.lists(st.integers(0, entries_end + 2), max_size=6))
+    raw = bytes(raw)
+
+    def run(fn):
+        try:
+            return fn(raw, entries_end, restarts, "obj", 9)
+        except CorruptionError as e:
+            return ("error", e.object_name, e.offset, e.reason)
+
+    assert run(decode_columns_v2) == run(_decode_columns_v2_checked)
+
+
+def test_the_fast_column_loop_sends_an_overrun_an_empty_key_and_a_long_prefix_to_the_checked_loop() -> None:
+    """Damages the property above seldom draws: the last entry's value running past the
+    entries (into the restart offsets), an empty key after the restart point, and a shared
+    prefix longer than the previous key."""
+    from slatedb.format.row_codec import decode_columns_v2
+
+    def error(raw: bytes) -> CorruptionError:
+        with pytest.raises(CorruptionError) as e:
+            decode_columns_v2(raw, len(raw) - 4, [0], "obj", 9)
+        assert e.value.object_name == "obj"
+        return e.value
+
+    raw = bytearray(blk.encode_block_v2([Row(b"k", 1, RowKind.VALUE, b"vv")]))
+    assert raw[2] == 2  # value_len of the only entry
+    raw[2] = 3
+    assert "runs past the end" in error(bytes(raw)).reason
+    raw = blk.encode_block_v2([Row(b"a", 1, RowKind.VALUE, b"v"), Row(b"", 1, RowKind.VALUE, b"v")], check=False)
+    assert "empty key" in error(raw).reason
+    raw = bytearray(blk.encode_block_v2([Row(b"k", 1, RowKind.VALUE, b"v"), Row(b"ka", 1, RowKind.VALUE, b"v")]))
+    second = 3 + 1 + 1 + 9
+    assert raw[second : second + 2] == b"\x01\x01"  # shared 1, unshared 1
+    raw[second] = 2
+    assert "shared prefix longer" in error(bytes(raw)).reason
+
+
 def test_a_bad_flags_byte_is_a_typed_error_naming_the_object() -> None:
     rows = [Row(b"key%02d" % i, 5, RowKind.VALUE, b"v", None, 7) for i in range(20)]
     raw = bytearray(blk.encode_block_v2(rows))
