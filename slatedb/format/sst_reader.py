@@ -217,15 +217,16 @@ class SstReader:
     def _read_for_lookup(self, key: bytes, i: int) -> Block | tuple[bytes, list[tuple[int, int]], bool] | None:
         """Block ``i`` (not cached) read on the calling thread for a lookup of ``key``; None when
         the read must go through the event loop. With read-ahead (the SST's blocks fit the
-        cache: lookups come back to them) it comes with the blocks after it and is decoded
-        whole. Otherwise a random lookup seldom comes back: it is only searched
-        (:func:`~slatedb.format.block.seek_key_v2`, after its CRC), cached as a
-        :class:`RawBlock`, and the answer is ``(raw, spans, ended)``."""
+        cache: lookups come back to them) it is decoded whole; it is read alone, not with the
+        blocks after it as through the loop: a synchronous read is a slice of a memory map, so
+        reading ahead saves no round trip, and the neighbours' bytes would be one more copy of
+        each block (and a lock hold per batch) before its decode. Otherwise a random lookup
+        seldom comes back: it is only searched (:func:`~slatedb.format.block.seek_key_v2`,
+        after its CRC), cached as a :class:`RawBlock`, and the answer is ``(raw, spans, ended)``."""
         offsets = self.index.offsets
         if self._readahead:
-            j = self._readahead_end(i)
-            data = self._range_now(offsets[i], offsets[j])
-            return None if data is None else self._decode(self._cache_ahead(data, i, j), i)
+            data = self._range_now(offsets[i], offsets[i + 1])
+            return None if data is None else self._decode(data, i)
         start = offsets[i]
         framed = self._range_now(start, offsets[i + 1])
         if framed is None:
@@ -341,7 +342,8 @@ class SstReader:
         cache_id = self.cache_id
         probed = False
         while i < n:
-            block = cache_get((cache_id, i))
+            cache_key = (cache_id, i)
+            block = cache_get(cache_key)
             if type(block) is not Block:
                 if block is None:
                     if not probed:
@@ -363,7 +365,7 @@ class SstReader:
                         probed = True
                     if touch is not None:
                         try:
-                            touch((cache_id, i))
+                            touch(cache_key)
                         except KeyError:
                             pass
                     block.lookups += 1
@@ -391,7 +393,7 @@ class SstReader:
                 block = found
             elif touch is not None:
                 try:
-                    touch((cache_id, i))
+                    touch(cache_key)
                 except KeyError:  # evicted meanwhile: nothing to move (see BlockCache.get)
                     pass
             keys = block.keys
