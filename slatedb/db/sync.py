@@ -225,7 +225,21 @@ class Db(SyncReads, SyncCacheControl):
         if metrics is not None:
             metrics.count_get()
         rs = core._w.read_state
-        value = core.get_direct(key, rs, None)
+        for mem in rs.mems:
+            if mem.holds(key):
+                value = core.get_direct(key, rs, None)
+                break
+        else:  # ReadPath.get_direct's SST half without its frame (no memtable holds the key)
+            for h in rs.view.point_candidates(key):
+                got = h.reader.lookup_cached(key, None, True, True)
+                if got is None:
+                    continue
+                if type(got) is bytes:
+                    return got  # type: ignore[return-value]
+                value = core.sst_answer(got)
+                break
+            else:
+                return None
         if value is NEED_IO:
             value = self._portal(core.get_slow, key, rs, None)
         return value  # type: ignore[return-value]

@@ -99,12 +99,17 @@ class ReadPath:
                 continue
             if type(got) is bytes:
                 return got  # a value without expiry: what the reader sees
-            if got is NEED_IO:
-                return NEED_IO
-            if got.kind is _MERGE:  # type: ignore[union-attr]
-                return NEED_IO  # the key's older versions: get_slow folds them (MERGE-1)
-            return resolve_row(got, self.runtime.now_ms())  # type: ignore[arg-type]
+            return self.sst_answer(got)
         return None
+
+    def sst_answer(self, got: Row | object) -> bytes | None | object:
+        """What a get answers when an SST's lookup (``lookup_cached``) gave ``got``, neither
+        None nor a value as ``bytes``: :data:`NEED_IO` for a block to read through the loop or
+        a merge operand (the key's older versions: ``get_slow`` folds them, MERGE-1); else the
+        row resolved (a tombstone or an expired row: None)."""
+        if got is NEED_IO or got.kind is _MERGE:  # type: ignore[union-attr]
+            return NEED_IO
+        return resolve_row(got, self.runtime.now_ms())  # type: ignore[arg-type]
 
     async def get_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> bytes | None:
         """``get`` with block reads (REQUIRES: the engine's loop)."""
