@@ -50,11 +50,21 @@ def test_fast_wal_encoding_round_trips_like_the_general_writer(spec, block, code
 
 @settings(max_examples=60, deadline=None)
 @given(spec=rows_st, block=st.sampled_from([64, 512, 4096]), codec=st.sampled_from(list(CompressionFormat)),
-       repeat=st.integers(1, 3))
-def test_bulk_wal_encoding_writes_the_row_loops_bytes(spec, block, codec, repeat) -> None:
-    """Many rows (numpy, ``_encode_wal_sst_bulk``) and few (the row loop) give the same bytes;
-    rows the bulk path leaves to the loop (a tombstone with a value, seqs going back) still
-    raise the loop's error."""
+       repeat=st.integers(1, 3), chunk=st.sampled_from([1, 2, 5, 64, wal_sst.WAL_ENCODE_CHUNK_ROWS]))
+def test_bulk_wal_encoding_writes_the_row_loops_bytes(spec, block, codec, repeat, chunk) -> None:
+    """Many rows (numpy, ``_encode_wal_sst_bulk``) and few (the row loop) give the same bytes,
+    whatever the rows per call of the block encoder (``chunk``: a chunk's open block goes on
+    into the next); rows the bulk path leaves to the loop (a tombstone with a value, seqs going
+    back) still raise the loop's error."""
+    default = wal_sst.WAL_ENCODE_CHUNK_ROWS
+    wal_sst.WAL_ENCODE_CHUNK_ROWS = chunk
+    try:
+        _bulk_is_the_loop(spec, block, codec, repeat)
+    finally:
+        wal_sst.WAL_ENCODE_CHUNK_ROWS = default
+
+
+def _bulk_is_the_loop(spec, block, codec, repeat) -> None:
     rows = []
     seq = 1
     for key, kind, value, expire, create, step in spec * repeat:
