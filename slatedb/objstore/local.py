@@ -346,6 +346,11 @@ class LocalStore(ObjectStore):
         def create() -> ObjectMeta:
             if not data:
                 return create_empty()
+            if os.path.lexists(path):
+                # Taken already (a writer's manifest commit racing the in-process compactor's):
+                # refused without writing and syncing a temporary file first. The link below
+                # stays the create's atomic check.
+                raise ObjectAlreadyExistsError(key, "object already exists (create-if-absent)")
             tmp = self._write_temp(path, data)
             try:
                 os.link(tmp, path)

@@ -177,3 +177,14 @@ async def test_syncs_of_a_create_empty_and_not(tmp_path, monkeypatch):
     except ObjectAlreadyExistsError:
         pass
     assert sorted(os.listdir(tmp_path / "s" / "wal")) == ["00000000000000000000.sst", "00000000000000000001.sst"]  # no temporary file left
+    synced.clear()
+    try:
+        await store.put("manifest/00000000000000000001.manifest", b"late", CREATE_IF_ABSENT)
+        raise AssertionError("a second create of an existing object succeeded")
+    except ObjectAlreadyExistsError:
+        pass
+    # A name already taken is refused before a temporary file is written and synced (a writer's
+    # manifest commit that lost to its in-process compactor's pays no sync for it).
+    assert synced == []
+    assert await store.get("manifest/00000000000000000001.manifest") is not None
+    assert (await store.get("manifest/00000000000000000001.manifest")).data == b"m"
