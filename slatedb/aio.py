@@ -28,7 +28,7 @@ from slatedb.api.txn import AsyncTransaction, IsolationLevel, isolation_of
 from slatedb.api.portal import Opening, RuntimeArg
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
-from slatedb.config import Settings
+from slatedb.config import Settings, check_writer_settings
 from slatedb.api.args import check_create_mode, coerce_settings
 from slatedb.db.common import SnapshotLifecycle
 from slatedb.db.core import DbCore, MustWait
@@ -107,7 +107,7 @@ class Db(AsyncReads, AsyncCacheControl):
         ``async with`` (leaving the block closes the database, flushing everything -- or, on an
         exception, stops it without flushing). ``create`` as in :meth:`slatedb.Db.open`. Bad
         arguments raise here, before anything is awaited."""
-        settings = coerce_settings(settings)
+        settings = check_writer_settings(coerce_settings(settings))
         create = check_create_mode(create)
         op = merge_operator_of(merge_operator)
 

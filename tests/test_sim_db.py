@@ -144,7 +144,7 @@ def test_a_writer_can_write_after_replaying_more_than_max_unflushed_bytes() -> N
 
     async def main() -> bool:
         bucket = MemoryBucket()
-        big = {"l0_sst_size_bytes": 1 << 20, "max_unflushed_bytes": 1 << 20, "flush_interval": "10ms"}
+        big = {"l0_sst_size_bytes": 1 << 20, "max_unflushed_bytes": 2 << 20, "flush_interval": "10ms"}
         async with aio.Db.open("memory://r", big, store=MemoryStore(bucket, lambda: 0, url="memory://r")) as db:
             for i in range(200):
                 await db.put(b"k%03d" % i, b"v" * 20)

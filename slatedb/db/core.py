@@ -39,7 +39,7 @@ from typing import Any
 import trio
 from ulid import ULID
 
-from slatedb.config import Settings
+from slatedb.config import Settings, check_writer_settings
 from slatedb.errors import ClosedError, FencedError, InvalidArgumentError, InvalidDbStateError, SlateDBError
 from slatedb.format.sst import sst_options_of
 from slatedb.format.sst_reader import SstReader
@@ -142,6 +142,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         ``create``: see :func:`slatedb.manifest.missing.latest_or_refuse`."""
         if not settings.wal_enabled:
             raise InvalidArgumentError("wal_enabled=false is not supported: every write goes through the WAL")
+        check_writer_settings(settings)
         for part in ("compactor_options", "garbage_collector_options"):
             sub = getattr(settings, part)
             own = None if sub is None else sub.object_store_max_retries

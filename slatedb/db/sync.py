@@ -29,7 +29,7 @@ from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noq
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
-from slatedb.config import Settings
+from slatedb.config import Settings, check_writer_settings
 from slatedb.errors import ClosedError, ReadOnlyError
 from slatedb.lsm.read_path import ReadState
 from slatedb.objstore.base import ObjectStore
@@ -114,7 +114,7 @@ class Db(SyncReads, SyncCacheControl):
         ``store`` overrides the store ``url`` names; ``runtime`` is a runtime, or a factory of
         one called on the runtime thread (None: production; see :func:`slatedb.api.portal.make_runtime`).
         """
-        settings = coerce_settings(settings)
+        settings = check_writer_settings(coerce_settings(settings))
         create = check_create_mode(create)
         op = merge_operator_of(merge_operator)
 

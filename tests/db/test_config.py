@@ -197,3 +197,49 @@ def test_an_in_process_retry_bound_other_than_the_writers_is_refused_at_open(sub
         with slatedb.Db.open(f"memory://retries-{same}", settings={"object_store_max_retries": 5,
                                                                    sub: {"object_store_max_retries": same}}):
             pass
+
+
+@pytest.mark.parametrize("settings", [
+    {"max_unflushed_bytes": 1},
+    {"max_unflushed_bytes": 64 * 2**20},  # equal to the default l0_sst_size_bytes
+    {"l0_sst_size_bytes": 1000, "max_unflushed_bytes": 1000},
+])
+def test_max_unflushed_bytes_not_above_l0_sst_size_bytes_is_refused_at_open(settings):
+    """Found by trying settings at their bounds: ``max_unflushed_bytes=1`` was accepted and the
+    first put then waited for good (writes wait while more than max_unflushed_bytes are
+    unflushed; a memtable goes to L0 only once it holds l0_sst_size_bytes, so nothing ever made
+    room). The official 0.17 builder refuses it with these words; so does ours, at the call
+    (sync, asyncio, trio and the drop-in), before anything is started. A reader writes nothing
+    and does not check it."""
+    import trio
+
+    import slatedb
+    import slatedb.aio as aio
+
+    words = (f"max_unflushed_bytes \\({settings['max_unflushed_bytes']}\\) must be greater than "
+             f"l0_sst_size_bytes \\({settings.get('l0_sst_size_bytes', 64 * 2**20)}\\)")
+    with pytest.raises(InvalidArgumentError, match=words):
+        slatedb.Db.open("memory://unflushed-refused", settings)
+    with pytest.raises(InvalidArgumentError, match=words):
+        aio.Db.open("memory://unflushed-refused", settings)  # at the call, before any await
+
+    async def under_trio() -> None:
+        with pytest.raises(InvalidArgumentError, match=words):
+            async with aio.Db.open("memory://unflushed-refused-trio", settings):
+                pass
+
+    trio.run(under_trio)
+
+
+def test_max_unflushed_bytes_just_above_l0_sst_size_bytes_writes_past_it():
+    """The smallest accepted pair, with rows far larger than either: every put returns (a
+    memtable over l0_sst_size_bytes is cut and flushed, which makes room)."""
+    import slatedb
+
+    with slatedb.Db.open("memory://unflushed-just-above", {"l0_sst_size_bytes": 1000, "max_unflushed_bytes": 1001,
+                                                           "flush_interval": "10ms"}) as db:
+        for i in range(20):
+            db.put(b"big%02d" % i, b"v" * 10_000)
+            db.put(b"small%02d" % i, b"v")
+        db.put(b"last", b"x", durable=True)
+        assert sum(1 for _ in db.scan()) == 41

@@ -155,3 +155,20 @@ def test_a_readers_status_names_its_durable_seq_and_its_close_reason(tmp_path):
         assert r.status().close_reason == u.CloseReason.CLEAN
 
     asyncio.run(main())
+
+
+def test_max_unflushed_bytes_not_above_l0_sst_size_bytes_is_refused_at_build_as_the_official(tmp_path):
+    """The official 0.17 builder, probed: ``Settings.set("max_unflushed_bytes", "1")`` is
+    accepted and ``build()`` raises ``Error.Invalid`` "invalid configuration: max_unflushed_bytes
+    (1) must be greater than l0_sst_size_bytes (67108864)" (equal values too). Ours did open,
+    and the first put then waited for good."""
+    async def main():
+        s = u.Settings.default()
+        s.set("max_unflushed_bytes", "1")
+        b = u.DbBuilder("db", _store(tmp_path))
+        b.with_settings(s)
+        with pytest.raises(u.Error.Invalid, match=r"invalid configuration: max_unflushed_bytes \(1\) must be "
+                                                 r"greater than l0_sst_size_bytes \(67108864\)"):
+            await b.build()
+
+    asyncio.run(main())
