@@ -117,6 +117,21 @@ def test_production_runtime_gives_real_time_and_fresh_ids():
     assert rt.monotonic_s() >= a
 
 
+def test_production_clock_shares_one_int_within_a_millisecond(monkeypatch):
+    """Rows stamped in the same millisecond hold one int object (memory, and the frees of a
+    flushed memtable); a new millisecond gives the new value."""
+    import slatedb.runtime.production as production
+
+    rt = ProductionRuntime()
+    ns = [1_800_000_000_123_456_789]
+    monkeypatch.setattr(production.time, "time_ns", lambda: ns[0])
+    a, b = rt.now_ms(), rt.now_ms()
+    assert a == 1_800_000_000_123 and a is b
+    ns[0] += 1_000_000
+    c = rt.now_ms()
+    assert c == a + 1 and rt.now_ms() is c
+
+
 def test_sim_runtime_clock_offset_drift_and_ids():
     async def main(seed):
         trace = Trace(trio.current_time)

@@ -30,6 +30,7 @@ class ProductionRuntime(Runtime):
         self._rng = random.SystemRandom()
         self.retry_policy = retry_policy
         self.metrics = Metrics()
+        self._last_ms = 0
 
     def event(self, kind: str, **fields: Any) -> None:
         """Production: one ``slatedb.*`` log line per event worth knowing, and its counter
@@ -37,7 +38,16 @@ class ProductionRuntime(Runtime):
         log_event(self.metrics, kind, fields)
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        """The wall clock in ms; within one millisecond the same int object as the last call's
+        (every row stamped in that millisecond then holds one shared int, not an int of its
+        own: 32 bytes a row less in a memtable, and 100k fewer objects to free when a flushed
+        memtable is dropped). Any thread may call it: the attribute store is atomic, and a
+        race only returns an equal int that is not the shared one."""
+        t = time.time_ns() // 1_000_000
+        if t == self._last_ms:
+            return self._last_ms
+        self._last_ms = t
+        return t
 
     def monotonic_s(self) -> float:
         return time.monotonic()
