@@ -43,7 +43,7 @@ def load_eight_l0(root: str, n: int) -> int:
     bytes of keys and values."""
     w = workload(n)
     pairs = list(zip(w["keys"], w["values"]))
-    settings = {"compactor_options": None, "l0_sst_size_bytes": 1 << 30, "l0_max_ssts": 64}
+    settings = {"compactor_options": None, "l0_sst_size_bytes": 1 << 30, "max_unflushed_bytes": 2 << 30, "l0_max_ssts": 64}
     with slatedb.Db.open(f"file://{root}", settings=settings) as db:
         for part in range(8):
             for k, v in pairs[part * n // 8:(part + 1) * n // 8]:

@@ -99,7 +99,7 @@ def test_reader_sees_only_durable_writes() -> None:
 
 def test_wal_rows_go_to_bounded_tables() -> None:
     store = memory_store()
-    with slatedb.Db.open("memory://test", settings={**WRITER, "l0_sst_size_bytes": 1 << 30}, store=store) as db:
+    with slatedb.Db.open("memory://test", settings={**WRITER, "l0_sst_size_bytes": 1 << 30, "max_unflushed_bytes": 2 << 30}, store=store) as db:
         expected = {}
         for round_ in range(6):
             expected.update(fill(db, b"k", 50, tag=b"%d" % round_))
