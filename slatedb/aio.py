@@ -197,7 +197,7 @@ class Db(AsyncReads, AsyncCacheControl):
     def _state(self) -> tuple[ReadState, int | None]:
         core = self._core
         if core.closed:
-            raise ClosedError("the database is closed")
+            core.check_open()  # raises: the database is closed (or was opened by the parent of this forked process)
         return core.read_state, None
 
     def snapshot(self) -> Snapshot:

@@ -22,7 +22,9 @@ runtime, the one service runner, and the one runtime thread of the synchronous A
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import weakref
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
@@ -86,11 +88,27 @@ async def serve(
 HANDOFF_WAIT_S = 0.5
 
 
+#: Every :class:`RuntimeThread` of this process, weakly: a child made by ``os.fork`` marks each
+#: unusable (:meth:`RuntimeThread.forked`).
+_STARTED: "weakref.WeakSet[RuntimeThread]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for portal in list(_STARTED):
+        portal.forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class RuntimeThread:
     """A daemon thread running one engine under :func:`serve` on its own trio loop.
 
     Build it with :meth:`start`; the engine is :attr:`core`. Exiting the process without
-    :meth:`close` loses only what was never acknowledged durable (the thread is a daemon)."""
+    :meth:`close` loses only what was never acknowledged durable (the thread is a daemon).
+    In a child made by ``os.fork`` (``multiprocessing``'s default start method on Linux, a
+    pre-forking server) the thread does not exist: every call raises :class:`ClosedError`
+    saying so, and closing does nothing (the parent still owns the engine)."""
 
     def __init__(self, core: Any, token: trio.lowlevel.TrioToken, thread: threading.Thread, stop: trio.Event,
                  closed_message: str) -> None:
@@ -99,6 +117,25 @@ class RuntimeThread:
         self._thread = thread
         self._stop = stop
         self._closed_message = closed_message
+        self._pid = os.getpid()
+        self._forked = False
+        _STARTED.add(self)
+
+    def forked(self) -> None:
+        """(In the child, right after ``os.fork``.) Without its runtime thread nothing the child
+        writes would ever be flushed and no read would see a newer state: the engine is told to
+        refuse every call (its ``after_fork_in_child``), and so is this front-end."""
+        if self._forked:
+            return
+        self._forked = True
+        what = self._closed_message.removeprefix("the ").removesuffix(" is closed")
+        self._closed_message = (
+            f"this {what} was opened by process {self._pid} and cannot be used in the forked process "
+            f"{os.getpid()} (its runtime thread does not exist here: nothing written would ever be flushed); open it "
+            "again in the child, or start children with multiprocessing's 'spawn' or 'forkserver'")
+        hook = getattr(self.core, "after_fork_in_child", None)
+        if hook is not None:
+            hook(ClosedError(self._closed_message))
 
     @classmethod
     def start(cls, name: str, open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]], url: str, *,
@@ -143,6 +180,8 @@ class RuntimeThread:
 
     def __call__(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await fn(*args)`` on the runtime loop, from the caller's thread."""
+        if self._forked:
+            raise ClosedError(self._closed_message)
         try:
             return trio.from_thread.run(fn, *args, trio_token=self.token)
         except trio.RunFinishedError:
@@ -152,6 +191,8 @@ class RuntimeThread:
         """``await fn(*args)`` on the runtime loop, from an asyncio task on another thread: the
         call runs as a trio system task whose outcome resolves an asyncio future, so the caller's
         loop keeps running meanwhile. Cancelling the awaiting task cancels the call."""
+        if self._forked:
+            raise ClosedError(self._closed_message)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         scope = trio.CancelScope()
@@ -209,7 +250,7 @@ class RuntimeThread:
 
     def close(self) -> None:
         """Close the engine (``aclose`` on the loop: it flushes), stop the thread. Idempotent."""
-        if not self._thread.is_alive():
+        if self._forked or not self._thread.is_alive():
             return
         try:
             if not self.core.closed:
@@ -222,7 +263,7 @@ class RuntimeThread:
 
     def abort(self) -> None:
         """Stop at once without flushing (a crash, as the store sees it)."""
-        if not self._thread.is_alive():
+        if self._forked or not self._thread.is_alive():
             return
         try:
             trio.from_thread.run_sync(self.core.abort, trio_token=self.token)

@@ -269,7 +269,20 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
 
     def check_open(self) -> None:
         if self._closed:
-            raise ClosedError("the database is closed")
+            raise self._error if isinstance(self._error, ClosedError) else ClosedError("the database is closed")
+
+    def after_fork_in_child(self, error: ClosedError) -> None:
+        """(In a child made by ``os.fork``, from :meth:`RuntimeThread.forked`.) The runtime
+        thread that flushes and polls is the parent's: every write and read here raises
+        ``error``. The lock is new, since the parent's runtime thread may have held the old one
+        at the fork (its holder does not exist here to release it)."""
+        lock = threading.Lock()
+        self._w.lock = self._lock = lock
+        self._durable_cv = threading.Condition(lock)
+        self._room_cv = threading.Condition(lock)
+        self._error = error
+        self._closed = True
+        self._gate = True
 
     # ------------------------------------------------------------------------------------------
     # Snapshots

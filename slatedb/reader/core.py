@@ -479,6 +479,12 @@ class ReaderCore(ReadPath):
     # Reads
     # ------------------------------------------------------------------------------------------
 
+    def after_fork_in_child(self, error: ClosedError) -> None:
+        """(In a child made by ``os.fork``.) The runtime thread that polls is the parent's:
+        every read here raises ``error`` (a new lock: the parent's thread may have held it)."""
+        self._lock = threading.Lock()
+        self._error = error
+
     @property
     def read_state(self) -> ReadState:
         if self._closed:
