@@ -217,12 +217,11 @@ class SstReader:
     def _read_for_lookup(self, key: bytes, i: int) -> Block | tuple[bytes, list[tuple[int, int]], bool] | None:
         """Block ``i`` (not cached) read on the calling thread for a lookup of ``key``; None when
         the read must go through the event loop. With read-ahead (the SST's blocks fit the
-        cache: lookups come back to them) it is decoded whole; it is read alone, not with the
-        blocks after it as through the loop: a synchronous read is a slice of a memory map, so
-        reading ahead saves no round trip, and the neighbours' bytes would be one more copy of
-        each block (and a lock hold per batch) before its decode. Otherwise a random lookup
-        seldom comes back: it is only searched (:func:`~slatedb.format.block.seek_key_v2`,
-        after its CRC), cached as a :class:`RawBlock`, and the answer is ``(raw, spans, ended)``."""
+        cache: lookups come back to them) it is decoded whole, and read alone (a memory map's
+        slice: reading ahead would save no round trip, only copy the neighbours once more).
+        Otherwise a random lookup seldom comes back: it is only searched
+        (:func:`~slatedb.format.block.seek_key_v2`, after its CRC), cached as a
+        :class:`RawBlock`, and the answer is ``(raw, spans, ended)``."""
         offsets = self.index.offsets
         if self._readahead:
             data = self._range_now(offsets[i], offsets[i + 1])
@@ -325,8 +324,10 @@ class SstReader:
         A decoded block in the cache answers by itself (one ``bisect``), and so do framed bytes
         read ahead, decoded first (CPU work the block's later lookups share: asking the bloom
         filter first costs more than the decode it saves, measured on random hit gets). The
-        bloom filter is consulted before a read, and when read-ahead bytes turn out damaged
-        (a key it rules out is then absent, as if it had been asked first)."""
+        filter is asked before a read through the loop and before a search of a block not
+        decoded whole, not before a read on this thread of a block decoded whole and kept (it
+        would only save a miss a decode later lookups make anyway); damaged bytes read either
+        way ask it then (a key it rules out is absent, as if it had been asked first)."""
         cache_get = self._cache_lookup
         if cache_get is None:
             return NEED_IO if self.might_contain(key) else None
@@ -338,21 +339,25 @@ class SstReader:
         elif first_keys[i] == key:
             while i > 0 and first_keys[i] == key:
                 i -= 1
-        touch = self._cache_touch
-        cache_id = self.cache_id
-        probed = False
+        touch, cache_id, probed = self._cache_touch, self.cache_id, False
         while i < n:
             cache_key = (cache_id, i)
             block = cache_get(cache_key)
             if type(block) is not Block:
                 if block is None:
-                    if not probed:
+                    direct = read_now and self._read_now is not None
+                    if not probed and not (direct and self._readahead):
                         if not self.might_contain(key):
                             return None
                         probed = True
-                    if not read_now or self._read_now is None:
+                    if not direct:
                         return NEED_IO
-                    found = self._read_for_lookup(key, i)
+                    try:
+                        found = self._read_for_lookup(key, i)
+                    except CorruptionError:  # read without the filter: a key it rules out is absent
+                        if not probed and not self.might_contain(key):
+                            return None
+                        raise
                     if found is None:
                         return NEED_IO
                 elif type(block) is RawBlock:

@@ -159,6 +159,51 @@ def test_a_corrupt_block_read_directly_is_a_typed_error_naming_the_object(tmp_pa
         db.close()
 
 
+def test_a_first_touch_without_the_filter_answers_as_the_filter_first_path(tmp_path):
+    """In an SST whose blocks fit the cache, a get reads an uncached block on the caller's
+    thread without asking the bloom filter (the block is decoded whole and kept). Its answers
+    are those of the filter-first path: hits and misses alike on good blocks (a miss leaves the
+    block decoded); on a damaged block, a key the filter rules out is absent and any other key
+    meets the CorruptionError naming the object."""
+    url = "file://" + str(tmp_path)
+    _load(url)
+    (sst,) = glob.glob(os.path.join(str(tmp_path), "compacted", "*.sst"))
+    db, portal = _reopen(url)
+    try:
+        (h,) = db._core.read_state.view.l0
+        reader = h.reader
+        assert reader._readahead and reader.filter is not None
+        for i in range(0, N, 7):
+            assert db.get(b"key%06d~" % i) is None  # misses first: blocks read without the filter
+            assert db.get(b"key%06d" % i) == b"value-%06d" % i * 4
+        start, end = reader.index.block_range(3)
+        keys = reader.read_blocks_now(3, 4)[0].keys
+    finally:
+        db.close()
+    with open(sst, "r+b") as f:
+        f.seek(start + 5)
+        b = f.read(1)
+        f.seek(start + 5)
+        f.write(bytes([b[0] ^ 0x55]))
+    absent = [k + b"~" for k in keys[:-1]]
+    db, portal = _reopen(url)
+    try:
+        reader = db._core.read_state.view.l0[0].reader
+        ruled_out = [k for k in absent if not reader.might_contain(k)]
+        assert ruled_out
+        for key in ruled_out:
+            db._core.cache.clear()
+            assert db.get(key) is None
+        for key in keys[:3]:
+            db._core.cache.clear()
+            with pytest.raises(CorruptionError) as e:
+                db.get(key)
+            assert e.value.object_name.endswith(os.path.basename(sst)) and "CRC" in str(e.value)
+        assert portal.calls == []
+    finally:
+        db.close()
+
+
 def test_read_range_now_reads_maps_and_unmaps(tmp_path):
     store = LocalStore(str(tmp_path))
 
