@@ -9,7 +9,7 @@ version 1, read only)::
 
     entries | offsets (u16 BE, one per entry) | count (u16 BE)
 
-A decoded block (:class:`Block`) holds parallel lists of keys and values, the rest of each row
+A decoded block (:class:`Block`) holds parallel columns of keys and values, the rest of each row
 left in the block's bytes until asked for: it is the unit the Db's block cache keeps, and a point
 lookup in it is one ``bisect`` over ``keys``. A lookup in a block read once (a cold get in an
 SST much larger than the cache) searches it without decoding it whole (:func:`seek_key_v2`:
@@ -181,7 +181,10 @@ class Block:
     and builds one :class:`Row`; a scan of a *plain* block (:attr:`plain_max_seq`) pairs
     ``keys`` with ``values`` without building any.
 
-    Immutable by convention once built (it is shared through the block cache).
+    Immutable by convention once built (it is shared through the block cache). A V2 block's
+    columns are tuples and its seq positions an ``array``: the cyclic GC stops tracking the
+    tuples of bytes after one pass and never tracks the array (a cache of thousands of blocks
+    otherwise costs every older-generation collection a walk over each of their rows).
     ``size_bytes`` is the decoded block's raw size, a weight for the cache.
     """
 
@@ -310,7 +313,7 @@ def decode_block_v2(raw: bytes, object_name: str, offset: int) -> Block:
     """Decode every row of a V2 block. ``offset`` is the block's offset in the object."""
     entries_end, restarts = parse_block_v2_trailer(raw, object_name, offset)
     keys, values, metas, flags_or = decode_columns_v2(raw, entries_end, restarts, object_name, offset)
-    return Block(keys, values, len(raw), raw, metas, flags_or)
+    return Block(tuple(keys), tuple(values), len(raw), raw, metas, flags_or)
 
 
 def decode_block_v1(raw: bytes, object_name: str, offset: int) -> Block:

@@ -22,6 +22,7 @@ naming the object and the absolute offset of the entry that failed.
 from __future__ import annotations
 
 import struct
+from array import array as _array
 from collections.abc import Sequence
 
 from slatedb.errors import CorruptionError, InvalidArgumentError
@@ -311,7 +312,7 @@ def decode_columns_v2(
     restarts: Sequence[int],
     object_name: str,
     base_offset: int,
-) -> tuple[list[bytes], list[bytes], list[int], int]:
+) -> tuple[list[bytes], list[bytes], Sequence[int], int]:
     """Decode a V2 block's entry region into columns, building no :class:`Row`:
     ``(keys, values, metas, flags_or)`` where ``metas[i]`` is the position of row ``i``'s
     ``seq`` (its flags and timestamps follow) and ``flags_or`` the OR of every flags byte.
@@ -328,7 +329,7 @@ def decode_columns_v2(
     """
     keys: list[bytes] = []
     values: list[bytes] = []
-    metas: list[int] = []
+    metas = _array("L")  # untracked by the cyclic GC, 4 bytes an entry
     append_key, append_value, append_meta = keys.append, values.append, metas.append
     zero: list[int] = []  # starts of the entries with shared == 0 (the restart points, mostly)
     ts_bytes = FLAG_TS_BYTES
@@ -379,8 +380,7 @@ def decode_columns_v2(
 
 
 def _restarts_apart(zero: list[int], restarts: Sequence[int]) -> bool:
-    """Whether ``restarts`` is not the in-order list of the entry starts in ``zero`` (those with
-    ``shared == 0``) it names: an offset is no such entry, repeated or out of order."""
+    """Whether ``restarts`` is not the in-order list of the ``shared == 0`` entry starts it names."""
     named = set(restarts)
     return [z for z in zero if z in named] != list(restarts)
 
@@ -391,12 +391,12 @@ def _decode_columns_v2_checked(
     restarts: Sequence[int],
     object_name: str,
     base_offset: int,
-) -> tuple[list[bytes], list[bytes], list[int], int]:
+) -> tuple[list[bytes], list[bytes], Sequence[int], int]:
     """:func:`decode_columns_v2` entry by entry, tracking where each starts: a failed check is
     a :class:`CorruptionError` naming the object and the entry's absolute offset."""
     keys: list[bytes] = []
     values: list[bytes] = []
-    metas: list[int] = []
+    metas = _array("L")
     append_key = keys.append
     append_value = values.append
     append_meta = metas.append

@@ -51,14 +51,14 @@ def sorted_rows(draw, max_keys: int = 60, plain: bool = False) -> list[Row]:
 
 
 def _check(block: blk.Block, rows: list[Row]) -> None:
-    assert block.keys == [r.key for r in rows]
+    assert list(block.keys) == [r.key for r in rows]
     assert [block.row(i) for i in range(len(rows))] == rows
     assert [block.seq(i) for i in range(len(rows))] == [r.seq for r in rows]
     assert block.rows == rows
     final = all(r.kind is RowKind.VALUE and r.expire_ts_ms is None for r in rows)
     assert block.values_final is final
     if final:
-        assert block.values == [r.value for r in rows]
+        assert list(block.values) == [r.value for r in rows]
     unique = len({r.key for r in rows}) == len(rows)
     assert block.plain_max_seq == (max(r.seq for r in rows) if final and unique else None)
 

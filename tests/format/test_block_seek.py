@@ -280,7 +280,7 @@ def test_a_cold_block_is_searched_then_decoded_whole_by_the_next_lookup() -> Non
     assert type(cache.get(("s", i))) is blk.RawBlock and cache.get(("s", i)).lookups == 1
     # The scan path decodes a searched block whole.
     (block,) = reader.read_blocks_now(i, i + 1)
-    assert i == 0 and block.keys == [r.key for r in rows[: len(block.keys)]] and len(block.keys) > 5
+    assert i == 0 and list(block.keys) == [r.key for r in rows[: len(block.keys)]] and len(block.keys) > 5
     assert cache.get(("s", i)) is block and len(store.now) == 1
 
 
