@@ -230,16 +230,24 @@ class Db(SyncReads, SyncCacheControl):
                 value = core.get_direct(key, rs, None)
                 break
         else:  # ReadPath.get_direct's SST half without its frame (no memtable holds the key)
-            for h in rs.view.point_candidates(key):
-                got = h.reader.lookup_cached(key, None, True, True)
-                if got is None:
-                    continue
-                if type(got) is bytes:
+            view = rs.view
+            sole = view.sole_lookup
+            if sole is not None:  # one SST: its lookup is the whole answer
+                got = sole(key, None, True, True)
+                if got is None or type(got) is bytes:
                     return got  # type: ignore[return-value]
                 value = core.sst_answer(got)
-                break
             else:
-                return None
+                for h in view.point_candidates(key):
+                    got = h.reader.lookup_cached(key, None, True, True)
+                    if got is None:
+                        continue
+                    if type(got) is bytes:
+                        return got  # type: ignore[return-value]
+                    value = core.sst_answer(got)
+                    break
+                else:
+                    return None
         if value is NEED_IO:
             value = self._portal(core.get_slow, key, rs, None)
         return value  # type: ignore[return-value]

@@ -110,11 +110,16 @@ class LsmView:
     #: keys in key order, and each one's ``(last key, handle)`` in that order. A get then finds
     #: its one L0 candidate by bisection instead of testing every range (None otherwise).
     l0_disjoint: tuple[list[bytes], list[tuple[bytes, SstHandle]]] | None = attrs.field(init=False, default=None)
+    #: The one SST's ``lookup_cached`` when the view is a single whole L0 SST and no sorted run
+    #: (a reopened database after a load): a get's only candidate, without a candidates call.
+    sole_lookup: Callable[..., object] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         whole = all(h.bounds is UNBOUNDED for h in self.l0) and all(
             h.bounds is UNBOUNDED for run in self.runs for h in run.ssts)
         object.__setattr__(self, "whole", whole)
+        if whole and len(self.l0) == 1 and not self.runs:
+            object.__setattr__(self, "sole_lookup", getattr(self.l0[0].reader, "lookup_cached", None))
         infos = [getattr(h.reader, "info", None) for h in self.l0]
         if whole and len(infos) > 1 and all(
                 i is not None and i.sst_type == SstType.COMPACTED and i.first_entry is not None

@@ -34,7 +34,7 @@ def test_the_inline_sst_half_of_get_answers_what_the_general_path_answers(tmp_pa
                 db.merge(k, b"m%d" % i)  # an operand over a value in the older SST
         db.flush(wal=False)
     with slatedb.Db.open(url, settings, merge_operator=_concat) as db:
-        assert len(db._core.read_state.view.l0) == 2
+        assert len(db._core.read_state.view.l0) == 2 and db._core.read_state.view.sole_lookup is None
         want = {}
         for i, k in enumerate(keys):
             want[k] = (None if i % 6 in (1, 3) else
@@ -52,3 +52,30 @@ def test_the_inline_sst_half_of_get_answers_what_the_general_path_answers(tmp_pa
                 assert db.get(k) == SyncReads.get(db, k, None) == snap.get(k)
         assert db.get(keys[0]) == b"fresh" and db.get(keys[5]) is None
         assert db.get(keys[4]) == b"v4+m4+again"
+
+
+def test_one_sst_answers_through_its_sole_lookup_as_the_general_path_does(tmp_path) -> None:
+    """A view of one whole L0 SST and no sorted run hands ``Db.get`` that SST's lookup
+    (``LsmView.sole_lookup``); its answers are the general path's on every kind of row."""
+    url = "file://" + str(tmp_path)
+    keys = [b"k%03d" % i for i in range(120)]
+    with slatedb.Db.open(url, {"compactor_options": None}, merge_operator=_concat) as db:
+        for i, k in enumerate(keys):
+            if i % 5 == 1:
+                db.put(k, b"old", expire_at_ms=1)
+            elif i % 5 == 2:
+                db.put(k, b"v%d" % i, expire_at_ms=2**62)
+            elif i % 5 == 3:
+                db.delete(k)
+            elif i % 5 == 4:
+                db.merge(k, b"m%d" % i)
+            else:
+                db.put(k, b"v%d" % i)
+    with slatedb.Db.open(url, {"compactor_options": None}, merge_operator=_concat) as db:
+        view = db._core.read_state.view
+        assert len(view.l0) == 1 and not view.runs and view.sole_lookup is not None
+        for k in keys + [b"a", b"k050~", b"zz"]:
+            want = SyncReads.get(db, k, None)
+            assert db.get(k) == want
+        assert db.get(keys[0]) == b"v0" and db.get(keys[1]) is None and db.get(keys[3]) is None
+        assert db.get(keys[4]) == b"+m4" and db.get(keys[2]) == b"v2"
