@@ -88,6 +88,9 @@ def resolve_store(
     if not isinstance(url, str) or not url:
         raise InvalidUrlError(f"store URL must be a non-empty string, got {url!r}")
     parsed = urllib.parse.urlsplit(url)
+    if "#" in url:  # a fragment names no part of a store: dropped, it would open another path
+        raise InvalidUrlError(f"store URL has a fragment '#{parsed.fragment}' in {url!r}: a '#' in a path or "
+                              "prefix must be percent-encoded as %23")
     scheme = parsed.scheme.lower()
     options = dict(options or {})
 

@@ -62,12 +62,22 @@ def test_s3_url_options_query_and_environment():
         ("s3://bucket/a//b", "empty path segment"),
         ("s3://bucket/../x", "'..'"),
         ("s3://bucket/p?colour=blue", "unknown s3 URL parameter"),
+        # A fragment was dropped: file:///tmp/a#b opened /tmp/a (found by trying a directory name).
+        ("file:///tmp/a#b", "has a fragment '#b'"),
+        ("file:///tmp/a#", "percent-encoded as %23"),
+        ("s3://bucket/p#q", "has a fragment '#q'"),
+        ("memory://m/p#q", "has a fragment '#q'"),
     ],
 )
 def test_invalid_urls_name_the_problem(url, words):
     with pytest.raises(InvalidUrlError) as info:
         resolve_store(url)
     assert words in str(info.value)
+
+
+def test_a_percent_encoded_hash_names_the_directory(tmp_path):
+    store = resolve_store(f"file://{tmp_path}/a%23b")
+    assert store.root == f"{tmp_path}/a#b" and (tmp_path / "a#b").is_dir() and not (tmp_path / "a").exists()
 
 
 def test_unknown_s3_option():
