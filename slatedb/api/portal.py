@@ -182,10 +182,40 @@ class RuntimeThread:
         """``await fn(*args)`` on the runtime loop, from the caller's thread."""
         if self._forked:
             raise ClosedError(self._closed_message)
+        if trio.lowlevel.in_trio_run():
+            return self._call_from_a_trio_thread(fn, *args)
         try:
             return trio.from_thread.run(fn, *args, trio_token=self.token)
         except trio.RunFinishedError:
             raise ClosedError(self._closed_message) from None
+
+    def _call_from_a_trio_thread(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """:meth:`__call__` from a thread that runs a trio loop of its own (the synchronous
+        API used inside a trio program): ``trio.from_thread.run`` refuses any trio thread, so
+        the call is handed over as a system task and this thread blocks until it ends (as it
+        does under asyncio, and as any blocking call in async code does)."""
+        done = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        async def runner() -> None:
+            try:
+                outcome["value"] = await fn(*args)
+            except BaseException as e:  # handed to the caller, raised there
+                outcome["error"] = e
+            finally:
+                done.set()
+
+        try:
+            self.token.run_sync_soon(trio.lowlevel.spawn_system_task, runner)
+        except trio.RunFinishedError:
+            raise ClosedError(self._closed_message) from None
+        while not done.wait(0.1):
+            if not self._thread.is_alive():  # the loop ended before the call ran
+                raise ClosedError(self._closed_message)
+        if "error" in outcome:
+            error = outcome["error"]
+            raise ClosedError(self._closed_message) if isinstance(error, trio.Cancelled) else error
+        return outcome["value"]
 
     async def acall(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await fn(*args)`` on the runtime loop, from an asyncio task on another thread: the
@@ -265,9 +295,14 @@ class RuntimeThread:
         """Stop at once without flushing (a crash, as the store sees it)."""
         if self._forked or not self._thread.is_alive():
             return
+        core = self.core
+
+        async def abort() -> None:
+            core.abort()
+
         try:
-            trio.from_thread.run_sync(self.core.abort, trio_token=self.token)
-        except trio.RunFinishedError:
+            self(abort)
+        except ClosedError:
             pass
         self._signal_stop()
         self._thread.join()
