@@ -101,6 +101,87 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+class StartingThread:
+    """A runtime thread whose engine is opening (:meth:`RuntimeThread.start`, and the asyncio
+    front-end's ``open``). :meth:`wait` gives the :class:`RuntimeThread` (or raises the open's
+    error); :meth:`stop` is for a caller that gives up (a cancelled ``await aio.Db.open(...)``,
+    an interrupt): the open is cancelled where it is, and an engine that got open meanwhile is
+    stopped without flushing, before ``stop`` returns. So an open nobody waits for any more never
+    goes on to become a writer nobody holds -- one that would fence the writer the caller opens
+    next (found by cancelling opens with ``asyncio.wait_for``: each left a live writer thread
+    behind, and one fenced the database opened after it)."""
+
+    def __init__(self, name: str, open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]], url: str, *,
+                 store: ObjectStore | None, store_options: Mapping[str, str] | None, runtime: RuntimeArg,
+                 closed_message: str) -> None:
+        self._closed_message = closed_message
+        self._started = threading.Event()
+        self._resumed = threading.Event()
+        self._box: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._scope: trio.CancelScope | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        box = self._box
+
+        async def main() -> None:
+            stop = trio.Event()
+            scope = trio.CancelScope()
+            with self._lock:
+                self._scope, self._token = scope, trio.lowlevel.current_trio_token()
+                if self._stopping:
+                    scope.cancel()
+            try:
+                with scope:
+                    async with serve(open_core, url, store=store, store_options=store_options,
+                                     runtime=runtime) as core:
+                        box["core"], box["token"], box["stop"] = core, trio.lowlevel.current_trio_token(), stop
+                        self._started.set()
+                        # Hand the GIL to the caller before the background tasks (spawned, not
+                        # yet run) start: else the caller, woken by ``started``, waits out the
+                        # interpreter's switch interval (5 ms) behind them. Bounded: a caller
+                        # that never resumes only delays the tasks.
+                        self._resumed.wait(HANDOFF_WAIT_S)
+                        await stop.wait()
+            except BaseException as e:
+                if "core" in box:
+                    raise
+                box["error"] = e
+            finally:
+                self._started.set()
+
+        self._thread = threading.Thread(target=trio.run, args=(main,), name=name, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> "RuntimeThread":
+        try:
+            self._started.wait()
+        except BaseException:  # interrupted while the engine opens: stop it, then go on unwinding
+            self.stop()
+            raise
+        self._resumed.set()
+        box = self._box
+        if "error" in box or "core" not in box:
+            self._thread.join()
+            raise box.get("error") or ClosedError(self._closed_message)
+        return RuntimeThread(box["core"], box["token"], self._thread, box["stop"], self._closed_message)
+
+    def stop(self) -> None:
+        """Cancel the open; if the engine opened meanwhile, stop it without flushing (nothing
+        was written through it). Returns once the thread has ended."""
+        with self._lock:
+            self._stopping = True
+            scope, token = self._scope, self._token
+        if scope is not None and token is not None:
+            try:
+                token.run_sync_soon(scope.cancel)
+            except trio.RunFinishedError:
+                pass
+        self._started.wait()
+        self._resumed.set()
+        self._thread.join()
+
+
 class RuntimeThread:
     """A daemon thread running one engine under :func:`serve` on its own trio loop.
 
@@ -141,38 +222,10 @@ class RuntimeThread:
     def start(cls, name: str, open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]], url: str, *,
               store: ObjectStore | None, store_options: Mapping[str, str] | None, runtime: RuntimeArg,
               closed_message: str) -> "RuntimeThread":
-        """Start the thread and open the engine on it; an open error is raised here."""
-        started = threading.Event()
-        resumed = threading.Event()
-        box: dict[str, Any] = {}
-
-        async def main() -> None:
-            stop = trio.Event()
-            try:
-                async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
-                    box["core"], box["token"], box["stop"] = core, trio.lowlevel.current_trio_token(), stop
-                    started.set()
-                    # Hand the GIL to the caller before the background tasks (spawned, not yet
-                    # run) start: else the caller, woken by ``started``, waits out the
-                    # interpreter's switch interval (5 ms) behind them. Bounded: a caller that
-                    # never resumes only delays the tasks.
-                    resumed.wait(HANDOFF_WAIT_S)
-                    await stop.wait()
-            except BaseException as e:
-                if "core" in box:
-                    raise
-                box["error"] = e
-            finally:
-                started.set()
-
-        thread = threading.Thread(target=trio.run, args=(main,), name=name, daemon=True)
-        thread.start()
-        started.wait()
-        resumed.set()
-        if "error" in box:
-            thread.join()
-            raise box["error"]
-        return cls(box["core"], box["token"], thread, box["stop"], closed_message)
+        """Start the thread and open the engine on it; an open error is raised here. Interrupted
+        while it opens (``KeyboardInterrupt``), the open is stopped before this returns."""
+        return StartingThread(name, open_core, url, store=store, store_options=store_options, runtime=runtime,
+                              closed_message=closed_message).wait()
 
     @property
     def alive(self) -> bool:
@@ -364,13 +417,16 @@ class SpawnedHost(LocalHost):
                     runtime: RuntimeArg) -> "SpawnedHost":
         started, stop, done = trio.Event(), trio.Event(), trio.Event()
         box: dict[str, Any] = {}
+        scope = trio.CancelScope()
 
         async def main() -> None:
             try:
-                async with serve(open_core, url, store=store, store_options=store_options, runtime=runtime) as core:
-                    box["core"] = core
-                    started.set()
-                    await stop.wait()
+                with scope:
+                    async with serve(open_core, url, store=store, store_options=store_options,
+                                     runtime=runtime) as core:
+                        box["core"] = core
+                        started.set()
+                        await stop.wait()
             except BaseException as e:  # a system task must not raise: an open error goes to start()
                 if "core" not in box:
                     box["error"] = e
@@ -379,9 +435,15 @@ class SpawnedHost(LocalHost):
                 done.set()
 
         trio.lowlevel.spawn_system_task(main)
-        await started.wait()
-        if "error" in box:
-            raise box["error"]
+        try:
+            await started.wait()
+        except BaseException:  # the caller gave up (cancelled): no writer may outlive its open
+            scope.cancel()
+            with trio.CancelScope(shield=True):
+                await done.wait()
+            raise
+        if "error" in box or "core" not in box:
+            raise box.get("error") or ClosedError("the open was cancelled")
         return cls(box["core"], stop, done)
 
     async def aclose(self) -> None:
@@ -421,9 +483,13 @@ class Opening:
         if async_library() == "trio":
             host: Any = await SpawnedHost.start(self._open_core, self._url, **self._kw)
         else:
-            host = await asyncio.to_thread(
-                RuntimeThread.start, self._thread_name, self._open_core, self._url,
-                closed_message=self._closed_message, **self._kw)
+            starting = StartingThread(self._thread_name, self._open_core, self._url,
+                                      closed_message=self._closed_message, **self._kw)
+            try:
+                host = await asyncio.to_thread(starting.wait)
+            except asyncio.CancelledError:  # the caller gave up: no writer may outlive its open
+                await asyncio.shield(asyncio.to_thread(starting.stop))
+                raise
         return self._front(host.core, host)
 
     async def __aenter__(self) -> Any:
