@@ -22,6 +22,7 @@ runtime, the one service runner, and the one runtime thread of the synchronous A
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import weakref
@@ -99,6 +100,13 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+async def _to_thread(fn: Callable[[], Any]) -> Any:
+    """``fn()`` on a worker thread of the running loop, asyncio's or trio's."""
+    if async_library() == "trio":
+        return await trio.to_thread.run_sync(fn)
+    return await asyncio.to_thread(fn)
 
 
 class StartingThread:
@@ -273,9 +281,13 @@ class RuntimeThread:
     async def acall(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await fn(*args)`` on the runtime loop, from an asyncio task on another thread: the
         call runs as a trio system task whose outcome resolves an asyncio future, so the caller's
-        loop keeps running meanwhile. Cancelling the awaiting task cancels the call."""
+        loop keeps running meanwhile. Cancelling the awaiting task cancels the call. (From a trio
+        task -- a front-end opened under asyncio, used later under trio -- the call waits on a
+        worker thread of that trio loop.)"""
         if self._forked:
             raise ClosedError(self._closed_message)
+        if async_library() == "trio":
+            return await trio.to_thread.run_sync(functools.partial(self, fn, *args))
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         scope = trio.CancelScope()
@@ -319,11 +331,11 @@ class RuntimeThread:
             raise
 
     async def aclose(self) -> None:
-        """:meth:`close` from an asyncio task (the blocking part on a worker thread)."""
-        await asyncio.to_thread(self.close)
+        """:meth:`close` from an asyncio (or trio) task (the blocking part on a worker thread)."""
+        await _to_thread(self.close)
 
     async def aabort(self) -> None:
-        await asyncio.to_thread(self.abort)
+        await _to_thread(self.abort)
 
     def _signal_stop(self) -> None:
         try:
