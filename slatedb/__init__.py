@@ -13,6 +13,7 @@ from slatedb.api.options import (
     ReadOptions,
     ScanOptions,
 )
+from slatedb.api.metrics_export import metrics_collector
 from slatedb.api.txn import IsolationLevel, Transaction
 from slatedb.batch import NO_EXPIRY, WriteBatch
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
@@ -55,6 +56,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "metrics_collector",
     "ChangeRow",
     "WalGapError",
     "WalReader",

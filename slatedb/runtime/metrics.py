@@ -19,11 +19,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import re
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+from slatedb.errors import InvalidArgumentError
 
 #: name -> description (``slatedb_<name>_total`` in Prometheus).
 COUNTERS = {
@@ -101,9 +104,12 @@ class Metrics:
                 out[name] = {"count": h.count, "sum": h.sum, "buckets": dict(zip(bounds, h.counts))}
             return out
 
-    def collector(self) -> "_Collector":
-        """A ``prometheus_client`` collector of these metrics (``registry.register(...)``)."""
-        return _Collector(self)
+    def collector(self, labels: Mapping[str, str] | None = None) -> "_Collector":
+        """A ``prometheus_client`` collector of these metrics (``registry.register(...)``),
+        every sample carrying ``labels``. Label names are checked here. Several databases in
+        one registry: :func:`collector_of` (one collector, a sample per database: a registry
+        refuses two collectors of the same metric names, whatever their labels)."""
+        return _Collector([(check_labels(labels or {}), self)])
 
     def prometheus_text(self) -> str:
         """These metrics in the Prometheus text exposition format."""
@@ -112,21 +118,62 @@ class Metrics:
         return generate_latest(registry).decode()
 
 
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """Prometheus label names and values for a collector, or :class:`InvalidArgumentError`
+    naming the bad one (names as Prometheus allows, not reserved; values strings)."""
+    if not isinstance(labels, Mapping):
+        raise InvalidArgumentError(f"metric labels must be a mapping of names to strings, got {type(labels).__name__}")
+    out: dict[str, str] = {}
+    for name, value in labels.items():
+        if not isinstance(name, str) or not _LABEL_NAME.fullmatch(name) or name.startswith("__") or name == "le":
+            raise InvalidArgumentError(f"metric label name {name!r} is not a Prometheus label name "
+                                       "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __, not 'le')")
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"metric label {name}={value!r} must be a string")
+        out[name] = value
+    return out
+
+
+def collector_of(named: Mapping[str, "Metrics"], label: str = "db") -> "_Collector":
+    """One ``prometheus_client`` collector of several databases' metrics: each metric one
+    family, a sample per database labelled ``label=<its name>``."""
+    check_labels({label: ""})
+    if not isinstance(named, Mapping) or not named:
+        raise InvalidArgumentError("metrics of several databases: give a non-empty mapping of names to databases")
+    for name in named:
+        check_labels({label: name})
+    return _Collector([({label: name}, m) for name, m in named.items()])
+
+
 class _Collector:
-    def __init__(self, metrics: Metrics) -> None:
-        self._m = metrics
+    """Every metric as one family, with a sample per (labels, metrics) pair (the same label
+    names in each)."""
+
+    def __init__(self, sources: list[tuple[dict[str, str], Metrics]]) -> None:
+        self._sources = sources
+        self._names = list(sources[0][0]) if sources else []
 
     def collect(self) -> Iterator[Any]:
-        snap = self._m.as_dict()
+        names = self._names
+        snaps = [(list(labels.values()), m.as_dict()) for labels, m in self._sources]
         for name, desc in COUNTERS.items():
-            yield CounterMetricFamily(f"slatedb_{name}", desc, value=snap[name])
+            counter = CounterMetricFamily(f"slatedb_{name}", desc, labels=names)
+            for values, snap in snaps:
+                counter.add_metric(values, snap[name])
+            yield counter
         for name, (desc, bounds) in HISTOGRAMS.items():
-            h = snap[name]
-            cumulative, buckets = 0, []
-            for bound, n in h["buckets"].items():
-                cumulative += n
-                buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), cumulative))
-            yield HistogramMetricFamily(f"slatedb_{name}_seconds", desc, buckets=buckets, sum_value=h["sum"])
+            histogram = HistogramMetricFamily(f"slatedb_{name}_seconds", desc, labels=names)
+            for values, snap in snaps:
+                h = snap[name]
+                cumulative, buckets = 0, []
+                for bound, n in h["buckets"].items():
+                    cumulative += n
+                    buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), cumulative))
+                histogram.add_metric(values, buckets, h["sum"])
+            yield histogram
 
 
 # ----------------------------------------------------------------------------------------------

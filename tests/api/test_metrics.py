@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import slatedb
@@ -107,3 +108,44 @@ def test_background_events_are_logged_under_slatedb_loggers(tmp_path, caplog) ->
     assert any(m.startswith("halt ") for m in writer)  # the fenced writer says so, at WARNING
     assert any(r.levelno == logging.WARNING and r.name == "slatedb.writer" for r in caplog.records)
     assert "slatedb.wal" not in by_logger  # WAL writes are DEBUG
+
+
+def test_several_databases_export_through_one_registry_with_labels() -> None:
+    """A service exporting two databases' metrics through its Prometheus registry: found that
+    the only collector (``Metrics.collector()``, not reachable from a ``Db``) had no labels, and a
+    registry refuses two collectors of the same metric names whatever their labels. Now
+    ``slatedb.metrics_collector({name: db, ...})`` is one collector with a sample per database
+    (sync and async front-ends), and ``db.metrics_collector(**labels)`` one database's."""
+    import asyncio
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    import slatedb.aio as aio
+
+    registry = CollectorRegistry(auto_describe=True)  # as prometheus_client.REGISTRY
+    a = slatedb.Db.open("memory://metrics-labels-a")
+    try:
+        async def open_b():
+            return await aio.Db.open("memory://metrics-labels-b")
+
+        b = asyncio.run(open_b())
+        a.put(b"k", b"v", durable=True)
+        registry.register(slatedb.metrics_collector({"orders": a, "users": b}))
+        text = generate_latest(registry).decode()
+        assert 'slatedb_puts_total{db="orders"} 1.0' in text and 'slatedb_puts_total{db="users"} 0.0' in text
+        assert 'slatedb_wal_write_seconds_count{db="orders"} 1.0' in text
+        assert 'slatedb_wal_write_seconds_bucket{db="users",le="+Inf"} 0.0' in text
+        assert text.count("# TYPE slatedb_puts_total counter") == 1  # one family, a sample per database
+        one = CollectorRegistry(auto_describe=True)
+        one.register(a.metrics_collector(db="orders", tier="hot"))
+        assert 'slatedb_puts_total{db="orders",tier="hot"} 1.0' in generate_latest(one).decode()
+        for bad in ({"1x": "a"}, {"__db": "a"}, {"le": "a"}, {"db": 3}):
+            with pytest.raises(slatedb.InvalidArgumentError, match="metric label"):
+                a.metrics_collector(**bad)
+        for bad_call in (lambda: slatedb.metrics_collector({}), lambda: slatedb.metrics_collector({"x": object()}),
+                         lambda: slatedb.metrics_collector({"a": a}, label="le")):
+            with pytest.raises(slatedb.InvalidArgumentError):
+                bad_call()
+        asyncio.run(b.close())
+    finally:
+        a.close()
