@@ -7,6 +7,7 @@ runtime thread through the front-end's :class:`~slatedb.api.portal.RuntimeThread
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Iterator, Mapping
 
 from slatedb.batch import validate_key
@@ -38,8 +39,10 @@ class DbIterator:
         self._merge = merge
         self._gen = gen
         self._scan = scan  # (read state, bounds, reverse, max_seq): what seek() restarts
+        #: The rows pulled and not yet taken, as an iterator over the list that holds them
+        #: (``_buf``): every way of taking rows (``for``, ``next()``, ``next_batch``) advances it.
         self._buf: list[tuple[bytes, bytes]] = []
-        self._pos = 0
+        self._it: Iterator[tuple[bytes, bytes]] = iter(self._buf)
 
     def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
         if self._gen is not None:
@@ -47,36 +50,35 @@ class DbIterator:
         return self._steps()
 
     def _steps(self) -> Iterator[tuple[bytes, bytes]]:
-        """What ``for kv in it`` iterates: :meth:`__next__` as a generator (a resumed generator
-        costs less than a method call per row). It keeps no state of its own: each step reads
-        and advances ``_buf``/``_pos``, so ``next()``, :meth:`next_batch` and :meth:`seek`
-        between its steps see and move the same position."""
+        """What ``for kv in it`` iterates: the pulled rows' iterator delegated to (each step a
+        C call, no bytecode of this generator), then the next pull. It keeps no state of its
+        own: ``next()`` and :meth:`next_batch` between its steps advance the same iterator, and
+        :meth:`seek` empties the list it walks (so the delegation ends) before the next pull."""
         while True:
-            pos = self._pos
-            buf = self._buf
-            if pos < len(buf):
-                self._pos = pos + 1
-                yield buf[pos]
+            it = self._it
+            yield from it
+            if self._it is not it:  # next() refilled or seek() restarted meanwhile: walk that
                 continue
             if self._gen is not None:  # a seek moved the scan to the memtable's generator
                 yield from self._gen
                 return
-            self._buf = self._pull(ITER_BATCH_ROWS)
-            self._pos = 0
-            if not self._buf:
+            buf = self._pull(ITER_BATCH_ROWS)
+            if not buf:
                 return
+            self._buf = buf
+            self._it = iter(buf)
 
     def __next__(self) -> tuple[bytes, bytes]:
         if self._gen is not None:
             return next(self._gen)
-        if self._pos >= len(self._buf):
-            self._buf = self._pull(ITER_BATCH_ROWS)
-            self._pos = 0
-            if not self._buf:
-                raise StopIteration
-        item = self._buf[self._pos]
-        self._pos += 1
-        return item
+        for item in self._it:
+            return item
+        buf = self._pull(ITER_BATCH_ROWS)
+        if not buf:
+            raise StopIteration
+        self._buf = buf
+        self._it = it = iter(buf)
+        return next(it)
 
     def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
         """Up to ``n`` pairs; an empty list at the end of the scan."""
@@ -89,8 +91,7 @@ class DbIterator:
                 if len(out) >= n:
                     break
             return out
-        out = self._buf[self._pos : self._pos + n]
-        self._pos += len(out)
+        out = list(islice(self._it, n))
         if len(out) < n:
             out.extend(self._pull(n - len(out)))
         return out
@@ -103,7 +104,9 @@ class DbIterator:
         rs, bounds, reverse, max_seq = self._scan
         rest = seek_bounds(bounds, key, reverse)
         self._merge, self._gen = self._core.scan_merge(rs, rest, reverse, max_seq)
-        self._buf, self._pos = [], 0
+        self._buf.clear()  # ends a running ``for`` step's walk of the rows pulled before
+        self._buf = []
+        self._it = iter(self._buf)
 
     def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
         merge = self._merge
