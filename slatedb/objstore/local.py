@@ -28,6 +28,7 @@ import hashlib
 import itertools
 import mmap
 import os
+import stat
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -102,6 +103,28 @@ def _missing_dirs(directory: str) -> list[str]:
     return missing[::-1]
 
 
+def _check_root(url: str, root: str) -> None:
+    """Refuse a root that is a file or lies under one (:class:`InvalidPathError`), without
+    creating anything: the nearest existing path at or above ``root`` must be a directory."""
+    d = root
+    while True:
+        try:
+            st = os.stat(d)
+        except FileNotFoundError:
+            parent = os.path.dirname(d)
+            if parent == d:
+                return
+            d = parent
+            continue
+        except NotADirectoryError:
+            raise InvalidPathError(url, f"{root} (or a directory above it) is a file, not a directory") from None
+        except OSError:
+            return  # not readable here: the first call that needs it names the problem
+        if not stat.S_ISDIR(st.st_mode):
+            raise InvalidPathError(url, f"{root} (or a directory above it) is a file, not a directory")
+        return
+
+
 def _unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)
@@ -141,16 +164,12 @@ class LocalStore(ObjectStore):
         #: Objects the last listing of each prefix found: a listing whose previous one found few
         #: runs on the event loop (a few stat calls, less than a thread hand-off).
         self._listed: dict[str, int] = {}
-        #: Directories the constructor created (the root and missing parents): their names are
-        #: synced in their parents by the first put (STORE-7), not here (no sync in a constructor).
-        self._unsynced_dirs = _missing_dirs(self.root)
-        try:
-            os.makedirs(self.root, exist_ok=True)
-        except OSError as e:
-            if isinstance(e, FileExistsError) or e.errno == errno.ENOTDIR:
-                raise InvalidPathError(self.url, f"{self.root} (or a directory above it) is a file, not a "
-                                                 "directory") from None
-            raise local_error(self.url, e, "cannot create the store's directory") from None
+        #: Directories made before a put syncs them into their parents (STORE-7): none, since
+        #: the constructor creates nothing. The root and its missing parents are made by the
+        #: first write (:meth:`_make_dirs`), so a reader, a ``create="never"`` open or a CLI
+        #: read on a mistyped path leaves no empty directory behind (STORE-9).
+        self._unsynced_dirs: list[str] = []
+        _check_root(self.url, self.root)
         #: Directories a put has made ready (created and synced into their parents, or found).
         self._ready_dirs: set[str] = set()
         self._dirs_lock = threading.Lock()
@@ -174,6 +193,7 @@ class LocalStore(ObjectStore):
         no longer names the file it locked, and locks the path afresh."""
         lock_dir = os.path.join(self.root, _LOCK_DIR)
         lock = os.path.join(lock_dir, hashlib.sha1(key.encode()).hexdigest() + ".lock")
+        self._make_dirs(self.root)  # a first write may be an overwrite: the root made and synced
         while True:
             os.makedirs(lock_dir, exist_ok=True)
             fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)

@@ -173,3 +173,23 @@ def test_a_put_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch, mode, 
     left = [os.path.join(r, f) for r, _, files in os.walk(tmp_path) for f in files if ".slatedb-tmp" in f]
     assert left == [], left
     assert not (tmp_path / "db" / "wal" / "00000000000000000007.sst").exists()
+
+
+def test_a_read_only_open_of_a_mistyped_path_leaves_no_directory(tmp_path) -> None:
+    """Found by trying a typo: ``DbReader.open``, ``WalReader.open`` and
+    ``Db.open(create="never")`` on a path holding no database each left an empty directory
+    there (the store made its root when built). Now the first write makes it."""
+    from slatedb.errors import InvalidDbStateError, NotFoundError
+    from slatedb.wal_reader import WalReader
+
+    with pytest.raises(InvalidDbStateError):
+        slatedb.DbReader.open(f"file://{tmp_path}/typo1/db")
+    with WalReader.open(f"file://{tmp_path}/typo2") as wal:
+        assert wal.wal_ids() == []
+    with pytest.raises(NotFoundError):
+        slatedb.Db.open(f"file://{tmp_path}/typo3", create="never")
+    assert sorted(os.listdir(tmp_path)) == []
+    with slatedb.Db.open(f"file://{tmp_path}/new/db") as db:  # a writer makes it
+        db.put(b"k", b"v", durable=True)
+    with slatedb.DbReader.open(f"file://{tmp_path}/new/db") as reader:
+        assert reader.get(b"k") == b"v"
