@@ -247,7 +247,7 @@ class RuntimeThread:
             return self._call_from_a_trio_thread(fn, *args)
         try:
             return trio.from_thread.run(fn, *args, trio_token=self.token)
-        except trio.RunFinishedError:
+        except (trio.RunFinishedError, trio.Cancelled):  # the loop ended, or is closing, under the call
             raise ClosedError(self._closed_message) from None
 
     def _call_from_a_trio_thread(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:

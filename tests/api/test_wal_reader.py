@@ -172,3 +172,31 @@ def test_a_bad_poll_interval_or_follow_flag_is_refused_at_the_call(tmp_path, bad
             w.changes(follow=True, poll_interval_s=bad)
         with pytest.raises(slatedb.InvalidArgumentError, match="follow"):
             w.changes(follow="yes")
+
+
+def test_closing_the_reader_ends_a_following_iterator_with_closed_error(tmp_path) -> None:
+    """Found by trying it: a thread following the tail (``follow=True``) got a bare
+    ``trio.Cancelled`` (a ``BaseException`` past any ``except Exception``) when another thread
+    closed the reader; now ``ClosedError``, at once."""
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url) as db:
+        db.put(b"a", b"1", durable=True)
+    reader = WalReader.open(url)
+    seen: list = []
+    waiting = threading.Event()
+
+    def follow() -> None:
+        try:
+            for row in reader.changes(follow=True, poll_interval_s=0.05):
+                seen.append(row.key)
+                waiting.set()
+            seen.append("ended")
+        except BaseException as e:  # noqa: BLE001 - what the thread saw is the finding
+            seen.append(type(e).__name__)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    assert waiting.wait(30)
+    reader.close()
+    t.join(30)
+    assert not t.is_alive() and seen == [b"a", "ClosedError"], seen
