@@ -49,6 +49,7 @@ from slatedb.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
     ObjectNotFoundError,
+    ObjectStoreRetriesExhaustedError,
     SlateDBError,
     TransientObjectStoreError,
 )
@@ -464,7 +465,9 @@ class ReaderCore(ReadPath):
             self._poll_wakeup = trio.Event()
             try:
                 await self.maintain()
-            except TransientObjectStoreError as e:  # retried and still failing: try next round
+            except (TransientObjectStoreError, ObjectStoreRetriesExhaustedError) as e:
+                # The store is unreachable past the retry bound (an S3 endpoint down for a while):
+                # not fatal (READ-4), the next round tries again and the reader serves what it has.
                 self.runtime.event("reader_error", error=f"{type(e).__name__}: {e}", fatal=False)
             except SlateDBError as e:
                 self.runtime.event("reader_error", error=f"{type(e).__name__}: {e}", fatal=True)

@@ -23,9 +23,12 @@ from slatedb.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
     ReadOnlyError,
+    TransientObjectStoreError,
 )
 from slatedb.format.manifest import encode_manifest
 from slatedb.manifest.store import ManifestStore, manifest_key
+from slatedb.objstore.base import OVERWRITE
+from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.reader.core import WalObjectMissingError
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import wal_key
@@ -347,6 +350,68 @@ def test_background_maintenance_follows_on_its_own() -> None:
                     break
                 trio.run(trio.sleep, 0.01)
             assert r.get(b"k") == b"v"
+
+
+class _Outage(MemoryStore):
+    """The reader's view of the bucket: every call fails as a refused connection while ``down``."""
+
+    down = False
+
+    def _check(self, key: str) -> None:
+        if self.down:
+            raise TransientObjectStoreError(key, "EndpointConnectionError: connection refused (test outage)")
+
+    async def get(self, key, byte_range=None):
+        self._check(key)
+        return await super().get(key, byte_range)
+
+    async def head(self, key):
+        self._check(key)
+        return await super().head(key)
+
+    async def put(self, key, data, mode=OVERWRITE):
+        self._check(key)
+        return await super().put(key, data, mode)
+
+    async def list(self, prefix=""):
+        self._check(prefix)
+        return await super().list(prefix)
+
+    async def delete(self, key):
+        self._check(key)
+        return await super().delete(key)
+
+
+def test_an_outage_past_the_retry_bound_is_not_fatal_to_a_managed_reader() -> None:
+    """READ-4: a maintenance round whose store calls gave up (``ObjectStoreRetriesExhaustedError``,
+    an S3 endpoint down longer than the retry bound) is tried again next round, and the reader
+    follows the writer once the store answers. Before: the exhausted retry was taken as fatal and
+    every later read raised it, though the server was back (seen with SeaweedFS killed for 12 s)."""
+    bucket = MemoryBucket()
+    writer_store = MemoryStore(bucket, ProductionRuntime().now_ms, url="memory://test")
+    flaky = _Outage(bucket, ProductionRuntime().now_ms, url="memory://test")
+    clock = Clock()
+    opts = slatedb.DbReaderOptions(manifest_poll_interval_s=0.02, checkpoint_lifetime_s=60)
+    with slatedb.Db.open("memory://test", settings=WRITER, store=writer_store) as db:
+        db.put(b"a", b"1", durable=True)
+        with open_reader(flaky, clock=clock, options=opts, settings={"object_store_max_retries": 1}) as r:
+            flaky.down = True
+            try:
+                for _ in range(500):
+                    if clock.kinds("reader_error"):
+                        break
+                    trio.run(trio.sleep, 0.01)
+            finally:
+                flaky.down = False
+            first = clock.kinds("reader_error")[0]
+            assert "ObjectStoreRetriesExhaustedError" in first["error"] and not first["fatal"], first
+            assert r.get(b"a") == b"1"
+            db.put(b"b", b"2", durable=True)
+            for _ in range(500):
+                if r.get(b"b") == b"2":
+                    break
+                trio.run(trio.sleep, 0.01)
+            assert r.get(b"b") == b"2"
 
 
 # ---------------------------------------------------------------------------------------------
