@@ -102,7 +102,7 @@ def resolve_store(
 
             clock_ms = ProductionRuntime().now_ms
         registry = memory_registry or DEFAULT_REGISTRY
-        root = _check_path(url, parsed.path)
+        root = _check_path(url, urllib.parse.unquote(parsed.path))
         return MemoryStore(registry.bucket(parsed.netloc), clock_ms, root=root, url=url, registry=registry)
 
     if scheme == "file":
@@ -123,7 +123,7 @@ def resolve_store(
         bucket = parsed.netloc
         if not bucket:
             raise InvalidUrlError(f"s3 URL needs a bucket: s3://BUCKET[/prefix], got {url!r}")
-        prefix = _check_path(url, parsed.path)
+        prefix = _check_path(url, urllib.parse.unquote(parsed.path))  # as object_store's from_url_path
         query = dict(urllib.parse.parse_qsl(parsed.query))
         unknown = set(query) - set(_S3_OPTIONS)
         if unknown:

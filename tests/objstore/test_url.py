@@ -104,3 +104,20 @@ def test_a_path_relative_to_a_database_at_the_store_root_resolves() -> None:
     assert db_url_candidates("s3://bucket/db", relative_db_path("s3://bucket/db", "s3://bucket/db/shards/a")) == [
         "s3://bucket/db/shards/a"]
     assert db_url_candidates("s3://b/x/clone", "parent") == ["s3://b/x/parent", "s3://b/parent"]
+
+
+def test_an_s3_or_memory_prefix_is_percent_decoded_as_a_file_path_is():
+    """docs/objstore.md: a path is percent-decoded (``%20`` a space, ``%23`` a ``#``, as the
+    fragment error tells the user to write it). Before, only ``file://`` decoded:
+    ``s3://bkt/x%20y`` put the database under the literal key prefix ``x%20y/`` (seen in a
+    SeaweedFS bucket listing) and ``s3://bkt/a%23b`` under ``a%23b/``, where the official engine's
+    ``object_store`` (``Path::from_url_path``) uses ``x y/`` and ``a#b/``."""
+    creds = {"endpoint_url": "http://127.0.0.1:1", "region": "us-east-1", "access_key_id": "k",
+             "secret_access_key": "s"}
+    assert resolve_store("s3://bkt/x%20y/a%23b", options=creds).prefix == "x y/a#b/"
+    assert resolve_store("s3://bkt/a b/c", options=creds).prefix == "a b/c/"
+    assert resolve_store("s3://bkt/100%25", options=creds).prefix == "100%/"
+    store = resolve_store("memory://m/x%20y", memory_registry=MemoryRegistry())
+    assert store._full("k") == "x y/k"
+    with pytest.raises(InvalidUrlError, match="empty path segment"):
+        resolve_store("s3://bkt/a%2F%2Fb", options=creds)
