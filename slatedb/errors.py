@@ -209,7 +209,10 @@ class BucketNotFoundError(PermanentObjectStoreError):
     def __init__(self, key: str, bucket: str, endpoint: str) -> None:
         self.bucket = bucket
         self.endpoint = endpoint
-        super().__init__(key, f"bucket {bucket} does not exist at {endpoint} (create it first)")
+        message = f"bucket {bucket} does not exist at {endpoint} (create it first)"
+        super().__init__(key, message)
+        if not key:  # the bucket check of an open names no object: no empty "key: " in front
+            self.args = (message,)
 
 
 class ObjectStoreRetriesExhaustedError(ObjectStoreError):

@@ -99,6 +99,32 @@ def test_missing_bucket_says_so(seaweedfs_server, how) -> None:
     assert took < 10, took
 
 
+def test_missing_bucket_at_the_root_check_names_no_empty_key(seaweedfs_server, capsys) -> None:
+    """``slatedb --path s3://missing/x list-objects`` printed "error: : bucket missing does not
+    exist ..." (the root check names no object, and the message led with an empty key)."""
+    from slatedb.cli import main
+
+    url = "s3://no-such-bucket-17/db"
+
+    async def check() -> None:
+        store = resolve_store(url, options=seaweedfs_server.options())
+        try:
+            await store.check_root()
+        finally:
+            await store.aclose()
+
+    with pytest.raises(BucketNotFoundError) as info:
+        trio.run(check)
+    assert str(info.value) == f"bucket no-such-bucket-17 does not exist at {seaweedfs_server.endpoint_url} (create it first)"
+    env = {"AWS_ENDPOINT_URL": seaweedfs_server.endpoint_url, "AWS_REGION": servers.REGION,
+           "AWS_ACCESS_KEY_ID": servers.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": servers.SECRET_KEY}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        assert main(["--path", url, "list-objects"]) != 0
+    assert "error: bucket no-such-bucket-17 does not exist" in capsys.readouterr().err
+
+
 def test_closed_port_retries_up_to_object_store_max_retries_then_raises(caplog) -> None:
     (port,) = servers.free_port_pairs(1)
     endpoint = f"http://127.0.0.1:{port}"
