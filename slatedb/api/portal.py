@@ -102,6 +102,17 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _spawn_or_refuse(runner: Callable[[], Awaitable[None]], refuse: Callable[[], None]) -> None:
+    """(On the runtime loop, from ``run_sync_soon``.) Start a call as a system task; when the
+    loop is closing, its system nursery takes no new task: ``refuse()`` answers the caller
+    instead. Raising here would end the whole run as a ``TrioInternalError`` and leave the caller
+    waiting for good (found by closing a database while another asyncio task scanned it)."""
+    try:
+        trio.lowlevel.spawn_system_task(runner)
+    except RuntimeError:
+        refuse()
+
+
 async def _to_thread(fn: Callable[[], Any]) -> Any:
     """``fn()`` on a worker thread of the running loop, asyncio's or trio's."""
     if async_library() == "trio":
@@ -266,8 +277,12 @@ class RuntimeThread:
             finally:
                 done.set()
 
+        def refuse() -> None:
+            outcome["error"] = ClosedError(self._closed_message)
+            done.set()
+
         try:
-            self.token.run_sync_soon(trio.lowlevel.spawn_system_task, runner)
+            self.token.run_sync_soon(_spawn_or_refuse, runner, refuse)
         except trio.RunFinishedError:
             raise ClosedError(self._closed_message) from None
         while not done.wait(0.1):
@@ -317,8 +332,14 @@ class RuntimeThread:
             except RuntimeError:
                 pass  # the caller's loop is closed: nobody is waiting
 
+        def refuse() -> None:
+            try:
+                loop.call_soon_threadsafe(deliver, False, ClosedError(closed_message))
+            except RuntimeError:
+                pass  # the caller's loop is closed: nobody is waiting
+
         try:
-            self.token.run_sync_soon(trio.lowlevel.spawn_system_task, runner)
+            self.token.run_sync_soon(_spawn_or_refuse, runner, refuse)
         except trio.RunFinishedError:
             raise ClosedError(self._closed_message) from None
         try:
