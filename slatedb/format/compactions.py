@@ -183,11 +183,17 @@ def _read_spec(r: FbReader, fb: fb_Compaction.Compaction) -> t.TieredCompactionS
     raise FbDecodeError(None, f"Compaction.spec: unknown or missing union type {kind}")
 
 
+def build_sst_vector(b: flatbuffers.Builder, ssts: tuple[t.CompactedSsTable, ...]) -> int:
+    """The vector of a job's (or a subcompaction's) output SSTs; with :func:`build_cached`
+    around it, a tuple of outputs the last file had too is spliced in at once."""
+    return build_table_vector(b, [build_cached(b, build_compacted_sst, s) for s in ssts])
+
+
 def _build_ctx(b: flatbuffers.Builder, ctx: t.TieredCompactionContext) -> int:
     subs = []
     for sub in ctx.subcompactions:
-        rng = build_bytes_range(b, sub.range)
-        outs = build_table_vector(b, [build_cached(b, build_compacted_sst, s) for s in sub.output_ssts])
+        rng = build_cached(b, build_bytes_range, sub.range)
+        outs = build_cached(b, build_sst_vector, sub.output_ssts)
         fb_Subcompaction.Start(b)
         fb_Subcompaction.AddRange(b, rng)
         fb_Subcompaction.AddOutputSsts(b, outs)
@@ -224,7 +230,7 @@ def _read_ctx(r: FbReader, fb: fb_Compaction.Compaction) -> t.TieredCompactionCo
 def _build_compaction(b: flatbuffers.Builder, c: t.Compaction) -> int:
     cid = build_ulid(b, c.id)
     spec_type, spec = _build_spec(b, c.spec)
-    outputs = build_table_vector(b, [build_cached(b, build_compacted_sst, s) for s in c.output_ssts])
+    outputs = build_cached(b, build_sst_vector, c.output_ssts)
     worker = None
     if c.worker is not None:
         wid = None if c.worker.worker_id is None else b.CreateString(c.worker.worker_id)

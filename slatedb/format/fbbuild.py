@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import itertools
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-import attrs
 import flatbuffers
 from flatbuffers import number_types as N
 from flatbuffers.builder import OffsetArithmeticError
@@ -32,6 +31,15 @@ _U16 = struct.Struct("<H").pack_into
 _I32 = struct.Struct("<i").pack_into
 _U32 = struct.Struct("<I").pack_into
 _ZEROS = bytes(16)
+_U16S: dict[int, struct.Struct] = {}
+
+
+def _u16s(n: int) -> struct.Struct:
+    """The packer of ``n`` little-endian uint16s (a vtable)."""
+    packer = _U16S.get(n)
+    if packer is None:
+        packer = _U16S[n] = struct.Struct(f"<{n}H")
+    return packer
 
 
 #: Every vtable shape a :class:`FastBuilder` wrote (its field offsets, trimmed, reversed, and
@@ -47,11 +55,14 @@ class FastBuilder(flatbuffers.Builder):
 
     #: ``_log``: while :func:`build_cached` records a part, the vtables its tables wrote or
     #: pointed to outside the part (None otherwise).
-    __slots__ = ("_log",)
+    #: ``_splicing``: made within a simulated run (:func:`slatedb.format.memo.active`), so
+    #: :func:`build_cached` may splice recorded parts in.
+    __slots__ = ("_log", "_splicing")
 
     def __init__(self, initialSize: int = 1024) -> None:
         super().__init__(initialSize)
         self._log = None
+        self._splicing = memo.active()
 
     # -- alignment ------------------------------------------------------------------------
 
@@ -104,12 +115,25 @@ class FastBuilder(flatbuffers.Builder):
     # -- offsets --------------------------------------------------------------------------
 
     def PrependUOffsetTRelative(self, off: int) -> None:
-        self.Prep(4, 0)
-        offset = len(self.Bytes) - self.head
+        # Prep(4, 0) inline while no growth is needed (Prep itself when it is)
+        if self.minalign < 4:
+            self.minalign = 4
+        buf = self.Bytes
+        head = self.head
+        align = (head - len(buf)) & 3
+        if head < align + 4:
+            self.Prep(4, 0)
+            buf = self.Bytes
+            head = self.head
+        elif align:
+            buf[head - align:head] = _ZEROS[:align]
+            head -= align
+        offset = len(buf) - head
         if not (off <= offset):
+            self.head = head
             raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        head = self.head - 4
-        _U32(self.Bytes, head, offset - off + 4)
+        head -= 4
+        _U32(buf, head, offset - off + 4)
         self.head = head
 
     def PrependUOffsetTRelativeSlot(self, o: int, x: int, d: int) -> None:
@@ -140,11 +164,24 @@ class FastBuilder(flatbuffers.Builder):
 
     def WriteVtable(self) -> int:
         # The stock algorithm (see flatbuffers.Builder.WriteVtable), in one frame.
-        self.Prep(4, 0)  # PrependSOffsetTRelative(0): a placeholder for the offset to the vtable
-        head = self.head - 4
-        _I32(self.Bytes, head, len(self.Bytes) - self.head + 4)
+        # PrependSOffsetTRelative(0): a placeholder for the offset to the vtable, after
+        # Prep(4, 0) (inline while no growth is needed)
+        if self.minalign < 4:
+            self.minalign = 4
+        buf = self.Bytes
+        head = self.head
+        align = (head - len(buf)) & 3
+        if head < align + 4:
+            self.Prep(4, 0)
+            buf = self.Bytes
+            head = self.head
+        elif align:
+            buf[head - align:head] = _ZEROS[:align]
+            head -= align
+        _I32(buf, head - 4, len(buf) - head + 4)
+        head -= 4
         self.head = head
-        objectOffset = len(self.Bytes) - head
+        objectOffset = len(buf) - head
         vtable = self.current_vtable
         key = []
         trim = True
@@ -166,32 +203,32 @@ class FastBuilder(flatbuffers.Builder):
             vt_key = _VTABLE_IDS.setdefault(shape, next(_VTABLE_NUMBERS))
         existing = self.vtables.get(vt_key)
         if existing is None:
-            i = len(vtable) - 1
-            trailing = 0
-            trim = True
-            while i >= 0:
-                off = 0
-                elem = vtable[i]
-                i -= 1
-                if elem == 0:
-                    if trim:
-                        trailing += 1
-                        continue
-                else:
-                    off = objectOffset - elem
-                    trim = False
-                self.PrependVOffsetT(off)
-            self.PrependVOffsetT(objectSize)
-            self.PrependVOffsetT((len(vtable) - trailing + 2) * 2)
-            objectStart = len(self.Bytes) - objectOffset
-            _I32(self.Bytes, objectStart, (len(self.Bytes) - self.head) - objectOffset)
-            self.vtables[vt_key] = len(self.Bytes) - self.head
+            # The stock builder prepends the field offsets (last field first, trailing absent
+            # fields trimmed), the object size and the vtable size, each a uint16 after
+            # Prep(2, 0). The head is 4-aligned here (the placeholder above), so none of them
+            # is padded: the same bytes in one write, from the lowest address up: the vtable
+            # size, the object size, then the field offsets first to last -- ``key`` reversed.
+            n = len(key) + 1
+            size = 2 * n
+            while head < size:
+                old = len(buf)
+                self.GrowByteBuffer()
+                buf = self.Bytes
+                head += len(buf) - old
+            head -= size
+            key.append(size)
+            key.reverse()
+            _u16s(n).pack_into(buf, head, *key)
+            self.head = head
+            objectStart = len(buf) - objectOffset
+            _I32(buf, objectStart, (len(buf) - head) - objectOffset)
+            self.vtables[vt_key] = len(buf) - head
             if self._log is not None:
-                self._log.append((False, vt_key, len(self.Bytes) - self.head))
+                self._log.append((False, vt_key, len(buf) - head))
         else:
-            objectStart = len(self.Bytes) - objectOffset
+            objectStart = len(buf) - objectOffset
             self.head = objectStart
-            _I32(self.Bytes, objectStart, existing - objectOffset)
+            _I32(buf, objectStart, existing - objectOffset)
             if self._log is not None:
                 self._log.append((True, vt_key, objectOffset, existing))
         self.current_vtable = None
@@ -208,20 +245,28 @@ class FastBuilder(flatbuffers.Builder):
 
     def OffsetVector(self, offsets) -> int:  # noqa: ANN001
         """A vector of already-built tables (``offsets``, in order): ``StartVector(4, n, 4)``,
-        ``PrependUOffsetTRelative`` of each from the last, ``EndVector()`` -- the same bytes,
-        the offsets packed at once (``StartVector`` aligned the space and made room for them)."""
+        ``PrependUOffsetTRelative`` of each from the last, ``EndVector()`` -- the same bytes and
+        state, in one frame: the offsets packed at once (``StartVector``'s first ``Prep(4, 4n)``
+        aligned the space and made room for them; its second then has nothing to do)."""
         n = len(offsets)
-        self.StartVector(4, n, 4)
-        used = len(self.Bytes) - self.head
-        for off in offsets:
-            if off > used:
-                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        head = self.head - 4 * n
+        if self.nested:
+            self.assertNotNested()
+        self.Prep(4, 4 * n)
+        buf = self.Bytes
+        head = self.head
+        used = len(buf) - head
+        if n and max(offsets) > used:
+            self.nested = True
+            self.vectorNumElems = n
+            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+        head -= 4 * n
         # element i sits at used + 4 * (n - i) once written; its offset is that minus off
-        struct.pack_into(f"<{n}I", self.Bytes, head,
-                         *[used + 4 * (n - i) - off for i, off in enumerate(offsets)])
+        struct.pack_into(f"<{n}I", buf, head, *[used + 4 * (n - i) - off for i, off in enumerate(offsets)])
+        head -= 4  # EndVector: the element count
+        _U32(buf, head, n)
         self.head = head
-        return self.EndVector()
+        self.vectorNumElems = None
+        return len(buf) - head
 
     def EndVector(self, numElems=None) -> int:  # noqa: ANN001
         if numElems is not None:
@@ -238,21 +283,35 @@ class FastBuilder(flatbuffers.Builder):
 
 def _typed_slot(flags):  # noqa: ANN001, ANN202
     width = flags.bytewidth
+    mask = width - 1
     pack_into = flags.packer_type.pack_into
 
     def slot(self: FastBuilder, o: int, x, d) -> None:  # noqa: ANN001
         if x != d or (self.forceDefaults and d is not None):
             if not self.nested:
                 self.assertNested()
-            self.Prep(width, 0)
-            head = self.head - width
+            # Prep(width, 0) inline while no growth is needed (Prep itself when it is)
+            if width > self.minalign:
+                self.minalign = width
+            buf = self.Bytes
+            head = self.head
+            align = (head - len(buf)) & mask
+            if head < align + width:
+                self.Prep(width, 0)
+                buf = self.Bytes
+                head = self.head
+            elif align:
+                buf[head - align:head] = _ZEROS[:align]
+                head -= align
+            self.head = head
+            head -= width
             try:
-                pack_into(self.Bytes, head, x)
+                pack_into(buf, head, x)
             except struct.error:
                 N.enforce_number(x, flags)
                 raise
             self.head = head
-            self.current_vtable[o] = len(self.Bytes) - head
+            self.current_vtable[o] = len(buf) - head
 
     return slot
 
@@ -296,8 +355,10 @@ del _name, _flags
 # position: the stock builder's bytes (``tests/format/test_fbbuild.py``).
 
 
-@attrs.frozen
-class _Splice:
+class _Splice(NamedTuple):
+    """One recording of a part (a ``NamedTuple``, not a frozen attrs class: one is made for
+    every part built in a simulated run, and a tuple is made in one call, as ``Row`` is)."""
+
     mod: int  # where the part started, modulo 8
     data: bytes  # the part's bytes
     ret: int  # the part's table, relative to its start
@@ -322,16 +383,16 @@ def build_cached(b: flatbuffers.Builder, build: Callable[[Any, Any], int], value
     Only within the simulator's runs (:func:`slatedb.format.memo.active`), where every commit
     re-encodes the same parts; elsewhere it builds. Parts nest: a part recorded inside another
     is logged in the outer part's record as well."""
-    if not memo.active() or type(b) is not FastBuilder or b.nested:
+    if type(b) is not FastBuilder or not b._splicing or b.nested:
         return build(b, value)
     key = (build, id(value))
     entry = _SPLICES.get(key)
     start = len(b.Bytes) - b.head
-    vtables = b.vtables
     if entry is not None and entry[0] is value:
         mod = start & 7
+        present = b.vtables.keys()
         for s in entry[1]:
-            if s.mod == mod and s.ref_keys <= vtables.keys() and vtables.keys().isdisjoint(s.new_keys):
+            if s.mod == mod and s.ref_keys <= present and (not s.new_keys or present.isdisjoint(s.new_keys)):
                 return _splice(b, s, start)
     saved_align = b.minalign
     b.minalign = 1
@@ -348,11 +409,19 @@ def build_cached(b: flatbuffers.Builder, build: Callable[[Any, Any], int], value
             b.minalign = saved_align
     if align > 8 or b.nested:
         return ret
-    end = len(b.Bytes) - b.head
-    refs = tuple((e[2] - start, e[1]) for e in log if e[0] and e[3] <= start)
-    news = tuple((e[2] - start, e[1]) for e in log if not e[0])
-    s = _Splice(start & 7, bytes(b.Bytes[b.head:b.head + end - start]), ret - start, align, refs, news,
-                frozenset(k for _, k in refs), frozenset(k for _, k in news))
+    head = b.head
+    refs = []
+    news = []
+    for e in log:  # (True, key, table, vtable) a table using a vtable; (False, key, vtable) one written
+        if e[0]:
+            if e[3] <= start:  # outside the part
+                refs.append((e[2] - start, e[1]))
+        else:
+            news.append((e[2] - start, e[1]))
+    s = _Splice(start & 7, bytes(b.Bytes[head:len(b.Bytes) - start]), ret - start, align,
+                tuple(refs), tuple(news),
+                frozenset([k for _, k in refs]) if refs else _NO_KEYS,
+                frozenset([k for _, k in news]) if news else _NO_KEYS)
     if entry is None or entry[0] is not value:
         if len(_SPLICES) >= MAX_SPLICED:
             _SPLICES.clear()
@@ -362,6 +431,9 @@ def build_cached(b: flatbuffers.Builder, build: Callable[[Any, Any], int], value
     if len(variants) > _VARIANTS:
         del variants[0]
     return ret
+
+
+_NO_KEYS: frozenset = frozenset()
 
 
 def _splice(b: FastBuilder, s: _Splice, start: int) -> int:

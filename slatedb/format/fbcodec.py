@@ -45,6 +45,7 @@ from slatedb.format.fb import Ulid as fb_Ulid
 from slatedb.format.fb import Uuid as fb_Uuid
 from slatedb.format.fbbuild import FastBuilder as _Builder  # the stock builder's bytes, faster
 from slatedb.format.fbbuild import FastBuilder as _FastBuilder  # its vectors of offsets in one call
+from slatedb.format.fbbuild import build_cached
 
 E = TypeVar("E")
 _U64_MASK = (1 << 64) - 1
@@ -521,9 +522,11 @@ def decode_sst_stats(data: bytes, object_name: str, base_offset: int = 0) -> t.S
 
 
 def build_compacted_sst(b: flatbuffers.Builder, sst: t.CompactedSsTable) -> int:
+    # its info and range are often the same values as another entry's (the same SST in a job's
+    # outputs and its subcompaction's, then in the manifest): spliced in when built before
     sid = build_ulid(b, sst.id)
-    info = build_sst_info(b, sst.info)
-    rng = None if sst.visible_range is None else build_bytes_range(b, sst.visible_range)
+    info = build_cached(b, build_sst_info, sst.info)
+    rng = None if sst.visible_range is None else build_cached(b, build_bytes_range, sst.visible_range)
     fb_CompactedSsTable.Start(b)
     fb_CompactedSsTable.AddId(b, sid)
     fb_CompactedSsTable.AddInfo(b, info)

@@ -249,7 +249,7 @@ def _read_checkpoint(r: FbReader):
 def _build_view(b: flatbuffers.Builder, view: t.CompactedSsTableView) -> int:
     vid = build_ulid(b, view.id)
     sid = build_ulid(b, view.sst_id)
-    rng = None if view.visible_range is None else build_bytes_range(b, view.visible_range)
+    rng = None if view.visible_range is None else build_cached(b, build_bytes_range, view.visible_range)
     fb_View.Start(b)
     fb_View.AddId(b, vid)
     fb_View.AddSstId(b, sid)
@@ -271,7 +271,7 @@ def _read_view(r: FbReader):
 
 
 def _build_sorted_run_v2(b: flatbuffers.Builder, sr: t.SortedRunV2) -> int:
-    views = build_table_vector(b, [build_cached(b, _build_view, v) for v in sr.ssts])
+    views = build_cached(b, _build_views, sr.ssts)
     fb_SortedRunV2.Start(b)
     fb_SortedRunV2.AddId(b, sr.id)
     fb_SortedRunV2.AddSsts(b, views)
@@ -288,7 +288,7 @@ def _read_sorted_run_v2(r: FbReader):
 
 def _build_sst_v2(b: flatbuffers.Builder, sst: t.CompactedSsTableV2) -> int:
     sid = build_ulid(b, sst.id)
-    info = build_sst_info(b, sst.info)
+    info = build_cached(b, build_sst_info, sst.info)
     fb_CompactedSsTableV2.Start(b)
     fb_CompactedSsTableV2.AddId(b, sid)
     fb_CompactedSsTableV2.AddInfo(b, info)
@@ -343,14 +343,13 @@ def _read_segment(r: FbReader):
 def _build_manifest_v2(b: flatbuffers.Builder, m: t.ManifestV2) -> int:
     # Every part that is usually the previous manifest's too is spliced in when it was built
     # before (:func:`build_cached`: the same bytes; only in the simulator's runs).
-    external = (
-        build_table_vector(b, [build_cached(b, _build_external_db, db) for db in m.external_dbs])
-        if m.external_dbs else None
-    )
+    # A tuple of them the same object as in an earlier manifest (a manifest is the last one with
+    # some fields changed) is spliced in whole, its vector with it.
+    external = build_cached(b, _build_external_dbs, m.external_dbs) if m.external_dbs else None
     last = None if m.last_compacted_l0_sst_view_id is None else build_ulid(b, m.last_compacted_l0_sst_view_id)
-    ssts = build_table_vector(b, [build_cached(b, _build_sst_v2, s) for s in m.ssts])
-    l0 = build_table_vector(b, [build_cached(b, _build_view, v) for v in m.l0])
-    compacted = build_table_vector(b, [build_cached(b, _build_sorted_run_v2, sr) for sr in m.compacted])
+    ssts = build_cached(b, _build_ssts_v2, m.ssts)
+    l0 = build_cached(b, _build_views, m.l0)
+    compacted = build_cached(b, _build_sorted_runs_v2, m.compacted)
     checkpoints = build_table_vector(b, [build_cached(b, _build_checkpoint, cp) for cp in m.checkpoints])
     tracker = None if m.sequence_tracker is None else b.CreateByteVector(m.sequence_tracker)
     segments = build_table_vector(b, [_build_segment(b, s) for s in m.segments])
@@ -382,6 +381,22 @@ def _build_manifest_v2(b: flatbuffers.Builder, m: t.ManifestV2) -> int:
     if m.destroyed_at_s:
         fb_ManifestV2.AddDestroyedAtS(b, m.destroyed_at_s)
     return fb_ManifestV2.End(b)
+
+
+def _build_external_dbs(b: flatbuffers.Builder, dbs: tuple[t.ExternalDb, ...]) -> int:
+    return build_table_vector(b, [build_cached(b, _build_external_db, db) for db in dbs])
+
+
+def _build_ssts_v2(b: flatbuffers.Builder, ssts: tuple[t.CompactedSsTableV2, ...]) -> int:
+    return build_table_vector(b, [build_cached(b, _build_sst_v2, s) for s in ssts])
+
+
+def _build_views(b: flatbuffers.Builder, views: tuple[t.CompactedSsTableView, ...]) -> int:
+    return build_table_vector(b, [build_cached(b, _build_view, v) for v in views])
+
+
+def _build_sorted_runs_v2(b: flatbuffers.Builder, runs: tuple[t.SortedRunV2, ...]) -> int:
+    return build_table_vector(b, [build_cached(b, _build_sorted_run_v2, sr) for sr in runs])
 
 
 def _read_manifest_v2(r: FbReader, fb: fb_ManifestV2.ManifestV2) -> t.ManifestV2:
