@@ -17,7 +17,7 @@ import trio
 from slatedb.compactor import Compactor
 from slatedb.errors import SlateDBError
 from slatedb.gc import GarbageCollector
-from slatedb.runtime import switches
+from slatedb.runtime import TaskScopes, switches
 
 if TYPE_CHECKING:
     from .core import DbCore
@@ -87,14 +87,14 @@ class Background:
         core._trio_thread = threading.get_ident()
         self._cm = core.runtime.task_group()
         tg = await self._cm.__aenter__()
-        core._tasks_scope = tg.nursery.cancel_scope
-        tg.spawn(self._guard, core._flush_loop, name="wal-flush")
-        tg.spawn(self._guard, core._l0_loop, name="l0-flush")
-        tg.spawn(self._guard, core._poll_loop, name="manifest-poll")
+        core._tasks_scope = scopes = TaskScopes()  # close cancels these, not the block around them
+        tg.spawn_in(scopes, self._guard, core._flush_loop, name="wal-flush")
+        tg.spawn_in(scopes, self._guard, core._l0_loop, name="l0-flush")
+        tg.spawn_in(scopes, self._guard, core._poll_loop, name="manifest-poll")
         if core.settings.compactor_options is not None:
-            tg.spawn(core._compactor_loop, name="compactor")
+            tg.spawn_in(scopes, core._compactor_loop, name="compactor")
         if core.settings.garbage_collector_options is not None:
-            tg.spawn(core._gc_loop, name="gc")
+            tg.spawn_in(scopes, core._gc_loop, name="gc")
         return core
 
     async def _guard(self, fn: Callable[[], Any]) -> None:

@@ -62,7 +62,7 @@ from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime, probes, switches, with_max_retries
+from slatedb.runtime import Runtime, TaskScopes, probes, switches, with_max_retries
 from slatedb.wal.writer import in_l0, list_wal_ids, wal_key
 
 from .options import DbReaderOptions
@@ -576,9 +576,9 @@ class _Background:
         core = self.core
         self._cm = core.runtime.task_group()
         tg = await self._cm.__aenter__()
-        core._tasks_scope = tg.nursery.cancel_scope
+        core._tasks_scope = scopes = TaskScopes()  # close cancels these, not the block around them
         if not core.fixed:
-            tg.spawn(core._maintenance_loop, name="reader-maintenance")
+            tg.spawn_in(scopes, core._maintenance_loop, name="reader-maintenance")
         return core
 
     async def __aexit__(self, *exc: Any) -> bool | None:

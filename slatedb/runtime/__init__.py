@@ -33,8 +33,42 @@ class TaskGroup:
         self.nursery.start_soon(fn, *args, name=name)
 
     def cancel(self) -> None:
-        """Cancel every task of the group (used on close, and by the simulator for crashes)."""
+        """Cancel every task of the group (used by the simulator for crashes)."""
         self.nursery.cancel_scope.cancel()
+
+    def spawn_in(self, scopes: "TaskScopes", fn: Callable[..., Awaitable[Any]], *args: Any,
+                 name: str | None = None) -> None:
+        """:meth:`spawn` inside a cancel scope of its own, kept in ``scopes``: an engine's close
+        cancels its tasks through ``scopes``, never the nursery's own scope, which (in an
+        ``async with`` under trio) also encloses the caller's block."""
+        scope = scopes.add()
+        self._runtime._on_spawn(name or getattr(fn, "__name__", "task"))
+        self.nursery.start_soon(_in_scope, scope, fn, args, name=name)
+
+
+async def _in_scope(scope: trio.CancelScope, fn: Callable[..., Awaitable[Any]], args: tuple) -> None:
+    with scope:
+        await fn(*args)
+
+
+class TaskScopes:
+    """The cancel scopes of an engine's background tasks (:meth:`TaskGroup.spawn_in`). Cancelling
+    them ends those tasks and nothing else: under trio, ``async with aio.Db.open(...)`` runs the
+    caller's block inside the tasks' nursery, whose own scope, cancelled at close, used to
+    cancel the rest of the block silently (code after ``await db.close()`` in the block never
+    ran, and the caller's own tasks there were cancelled)."""
+
+    def __init__(self) -> None:
+        self._scopes: list[trio.CancelScope] = []
+
+    def add(self) -> trio.CancelScope:
+        scope = trio.CancelScope()
+        self._scopes.append(scope)
+        return scope
+
+    def cancel(self) -> None:
+        for scope in self._scopes:
+            scope.cancel()
 
 
 @attrs.frozen
