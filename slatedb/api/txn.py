@@ -415,3 +415,15 @@ class AsyncTransaction:
     async def rollback(self) -> None:
         self._t.check_open()
         self._t.finish()
+
+    async def __aenter__(self) -> "AsyncTransaction":
+        return self
+
+    async def __aexit__(self, et: Any, e: Any, tb: Any) -> None:
+        """As the sync :class:`Transaction`'s ``with``: commit when the block ends normally (if
+        not committed or rolled back in it), roll back when it raises."""
+        if not self._t.done:
+            if et is None:
+                await self.commit()
+            else:
+                await self.rollback()
