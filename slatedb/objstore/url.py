@@ -153,17 +153,25 @@ def resolve_store(
 
 
 def _split(url: str) -> tuple[str, list[str], str]:
-    """``(scheme://netloc, path segments, query)`` of a store URL (no validation)."""
+    """``(scheme://netloc, path segments, query)`` of a store URL (no validation); the segments
+    percent-decoded, as :func:`resolve_store` opens them (``p%20q`` is the directory ``p q``)."""
     parsed = urllib.parse.urlsplit(url)
-    segments = [s for s in parsed.path.split("/") if s]
+    segments = [urllib.parse.unquote(s) for s in parsed.path.split("/") if s]
     return f"{parsed.scheme.lower()}://{parsed.netloc}", segments, parsed.query
 
 
+def _url_segment(segment: str) -> str:
+    """A decoded path segment written back into a URL: only what :func:`resolve_store` would
+    read otherwise is escaped (``%``, and ``#``/``?``, which end a path)."""
+    return segment.replace("%", "%25").replace("#", "%23").replace("?", "%3F")
+
+
 def _join(base: str, segments: list[str], query: str) -> str:
+    path = "/".join(_url_segment(s) for s in segments)
     if base.startswith("file://"):
-        url = base + "/" + "/".join(segments)
+        url = base + "/" + path
     else:
-        url = base + ("/" + "/".join(segments) if segments else "")
+        url = base + ("/" + path if segments else "")
     return url + ("?" + query if query else "")
 
 
@@ -173,8 +181,9 @@ def relative_db_path(from_url: str, to_url: str) -> str:
     The official engine stores a clone's parent as a path inside the *same* object store
     (``ExternalDb.path``, e.g. ``"parent"`` next to ``"clone"``). We write the path relative to
     the closest common ancestor of the two URLs, which is what the official engine wrote when
-    both databases sit under the store root it was given. Databases in different buckets (or
-    schemes) get the full URL, which only this implementation resolves.
+    both databases sit under the store root it was given. The path is the object-store path,
+    percent-decoded as the official engine stores it (``file:///d/p%20q`` is ``p q``). Databases
+    in different buckets (or schemes) get the full URL, which only this implementation resolves.
     """
     base_f, seg_f, _ = _split(from_url)
     base_t, seg_t, query_t = _split(to_url)

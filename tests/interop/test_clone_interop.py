@@ -96,6 +96,24 @@ def test_a_clone_made_here_opens_in_the_official_wheel(official, tmp_path: Path)
     assert scan(parent) == expected
 
 
+@pytest.mark.parametrize("spelling", ["p%20q", "p q"])
+def test_a_clone_of_a_parent_whose_name_has_a_space_opens_in_the_official_wheel(official, tmp_path: Path, spelling) -> None:
+    """The clone records the parent's object-store path ``p q`` (decoded), whichever way the URL
+    spells it. Before, ``file://.../p%20q`` recorded ``p%20q`` and the wheel failed to open the
+    clone (its parent's SSTs "not found" under a directory ``p%20q``)."""
+    parent, child = f"file://{tmp_path}/{spelling}", f"file://{tmp_path}/clone"
+    with slatedb.Db.open(parent, settings=NO_COMPACTOR) as db:
+        for k, v in rows(b"l0-", 50).items():
+            db.put(k, v)
+        db.flush(wal=False)
+    assert (tmp_path / "p q").is_dir()
+    done = trio.run(lambda: create_clone_url(child, parent))
+    assert done.manifest.external_dbs[-1].path == "p q"
+    out = official.run_json(OFFICIAL_OPEN_WRITE_READ, str(tmp_path), "clone", enc({b"theirs": b"1"}))
+    assert dec(out["before"]) == rows(b"l0-", 50)
+    assert scan(child) == {**rows(b"l0-", 50), b"theirs": b"1"}
+
+
 def test_a_clone_made_by_the_official_wheel_opens_here(official, tmp_path: Path) -> None:
     official.run_json(OFFICIAL_MAKE_PARENT_AND_CLONE, str(tmp_path), enc(rows(b"l0-", 200)), enc(rows(b"wal-", 10)))
     manifests = sorted((tmp_path / "clone" / "manifest").iterdir())

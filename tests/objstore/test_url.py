@@ -121,3 +121,20 @@ def test_an_s3_or_memory_prefix_is_percent_decoded_as_a_file_path_is():
     assert store._full("k") == "x y/k"
     with pytest.raises(InvalidUrlError, match="empty path segment"):
         resolve_store("s3://bkt/a%2F%2Fb", options=creds)
+
+
+def test_a_path_between_databases_is_the_decoded_object_store_path() -> None:
+    """A clone's parent at ``file:///d/p%20q`` (the directory ``p q``) was recorded in the clone's
+    manifest as ``ExternalDb.path`` ``p%20q``: the official wheel then looked for the directory
+    ``p%20q`` and failed to open the clone ("Object at location .../p%252520q/compacted/... not
+    found"). The path is now the decoded one, ``p q``, whichever way the URL spells it, and it
+    resolves back to the same directory (a literal ``%`` or ``#`` in a name survives the trip)."""
+    from slatedb.objstore.url import db_url_candidates, relative_db_path
+
+    assert relative_db_path("file:///d/c", "file:///d/p%20q") == "p q"
+    assert relative_db_path("file:///d/c", "file:///d/p q") == "p q"
+    assert relative_db_path("s3://b/x%20y/c", "s3://b/x y/p") == "p"
+    for name in ("p q", "100%", "a#b", "q?x", "é"):
+        url = db_url_candidates("file:///d/c", name)[0]
+        assert resolve_store(url).root == f"/d/{name}", (name, url)
+        assert relative_db_path("file:///d/c", url) == name
