@@ -24,8 +24,8 @@ import attrs
 from ulid import ULID
 
 from slatedb import checkpoint as _ckpt
+from slatedb.api.args import coerce_settings
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions
-
 from slatedb.compactor import CompactionSpec, Compactor, full_spec
 from slatedb.compactor import submit_compaction as _submit
 from slatedb.format.layout import failed_reason_key
@@ -158,8 +158,10 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
                         runtime: Runtime | None = None, merge_operator: Any = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
     to compact; otherwise until cancelled or fenced. ``merge_operator``: folds merge operands
-    (spec/protocols/merge.md; without one they are kept as they are)."""
-    settings = settings or Settings()
+    (spec/protocols/merge.md; without one they are kept as they are). ``settings``: a
+    ``Settings``, a dict or a JSON/TOML path, as ``Db.open`` takes them."""
+    settings = coerce_settings(settings)
+    once = _check_flag("once", once)
     rt = runtime or ProductionRuntime("compactor")
     own = settings.compactor_options.object_store_max_retries if settings.compactor_options else None
     with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
@@ -322,8 +324,10 @@ async def run_gc(store: ObjectStore, settings: Settings | None = None, once: boo
                  db_delete_grace_s: float | None = None, runtime: Runtime | None = None) -> Any:
     """Run the garbage collector with ``settings.garbage_collector_options`` (the defaults when
     unset): one pass (``once``) or until cancelled or the database is gone. Returns its
-    :class:`~slatedb.gc.GcStats` (of the pass, or the totals)."""
-    settings = settings or Settings()
+    :class:`~slatedb.gc.GcStats` (of the pass, or the totals). ``settings``: a ``Settings``, a
+    dict or a JSON/TOML path, as ``Db.open`` takes them."""
+    settings = coerce_settings(settings)
+    once = _check_flag("once", once)
     options = settings.garbage_collector_options or GarbageCollectorOptions()
     grace = DEFAULT_DB_DELETE_GRACE_S if db_delete_grace_s is None else db_delete_grace_s
     if grace < 0:
