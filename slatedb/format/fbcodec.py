@@ -30,7 +30,7 @@ from flatbuffers.table import Table
 from ulid import ULID
 
 from slatedb.errors import CorruptionError
-from slatedb.format import fbwrite
+from slatedb.format import fbwrite, memo
 from slatedb.format import types as t
 from slatedb.format.fbread import FastTable, FbDecodeError, fast_sst_index, fast_sst_index_columns
 from slatedb.format.fb import BlockMeta as fb_BlockMeta
@@ -378,10 +378,19 @@ def encode_sst_info(info: t.SsTableInfo) -> bytes:
 
 
 def decode_sst_info(data: bytes, object_name: str, base_offset: int = 0) -> t.SsTableInfo:
-    """Decode an ``SsTableInfo`` FlatBuffer; ``base_offset`` = its offset inside the object."""
+    """Decode an ``SsTableInfo`` FlatBuffer; ``base_offset`` = its offset inside the object.
+    Within a simulated run, bytes decoded before give the value they gave
+    (:mod:`slatedb.format.memo`: an SST's metadata is decoded at every open of it)."""
+    if type(data) is bytes:
+        known = memo.recall("sst_info", data)
+        if known is not None:
+            return known
     with decoding(object_name, base_offset):
         r = FbReader(data)
-        return read_sst_info(r, r.root(fb_SsTableInfo.SsTableInfo, "SsTableInfo"))
+        info = read_sst_info(r, r.root(fb_SsTableInfo.SsTableInfo, "SsTableInfo"))
+    if type(data) is bytes:
+        memo.remember("sst_info", data, info, memo.MAX_DECODED)
+    return info
 
 
 # ---------------------------------------------------------------------------------------------

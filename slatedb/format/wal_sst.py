@@ -21,6 +21,7 @@ import attrs
 from typing import Sequence
 
 from slatedb.errors import CorruptionError, InvalidArgumentError
+from slatedb.format import memo
 from slatedb.format.block import RESTART_INTERVAL
 from slatedb.format.compression import frame_block
 from slatedb.format.block_bulk import Columns, KeysTooWide, encode_blocks
@@ -262,9 +263,22 @@ def _finish_wal_block(codec, parts: list[bytes], restarts: list[int]) -> bytes:
 
 
 def decode_wal_sst(data: bytes, object_name: str) -> WalSst:
-    """Decode a whole WAL object; ``b""`` is a fence."""
+    """Decode a whole WAL object; ``b""`` is a fence. Within a simulated run, bytes decoded
+    before give the value they gave (:mod:`slatedb.format.memo`: readers, replays and the
+    checkers decode the same WAL objects)."""
     if len(data) == 0:
         return WalSst(rows=(), info=None, is_fence=True)
+    if type(data) is bytes:
+        known = memo.recall("wal_sst", data)
+        if known is not None:
+            return known
+    wal = _decode_wal_sst(data, object_name)
+    if type(data) is bytes:
+        memo.remember("wal_sst", data, wal, memo.MAX_DECODED)
+    return wal
+
+
+def _decode_wal_sst(data: bytes, object_name: str) -> WalSst:
     layout = decode_layout(data, object_name)
     info = layout.info
     if info.sst_type != SstType.WAL:

@@ -64,3 +64,32 @@ def test_the_memo_keeps_the_newest_of_each_kind() -> None:
         cf.encode_compactions(c)  # another kind does not evict manifests
         assert mf.decode_manifest_v2(datas[0], "m") is not values[0]
         assert all(mf.decode_manifest_v2(d, "m") is v for d, v in zip(datas[5:], values[5:]))
+
+
+def test_sst_infos_and_wal_ssts_decoded_again_in_a_run_are_the_first_decode() -> None:
+    from slatedb.format import fbcodec
+    from slatedb.format import wal_sst
+    from slatedb.row import Row, RowKind
+
+    info = t.SsTableInfo(first_entry=b"a", last_entry=b"z", index_offset=10, index_len=5)
+    info_data = fbcodec.encode_sst_info(info)
+    wal_data = wal_sst.encode_wal_sst_rows([Row(b"k%d" % i, i + 1, RowKind.VALUE, b"v") for i in range(3)]).data
+    # outside a run every decode parses
+    assert fbcodec.decode_sst_info(info_data, "s") == info
+    assert fbcodec.decode_sst_info(info_data, "s") is not fbcodec.decode_sst_info(info_data, "s")
+    assert wal_sst.decode_wal_sst(wal_data, "w") is not wal_sst.decode_wal_sst(wal_data, "w")
+    with memo.remembering():
+        first_info = fbcodec.decode_sst_info(info_data, "s")
+        first_wal = wal_sst.decode_wal_sst(wal_data, "w")
+        assert first_info == info and [r.key for r in first_wal.rows] == [b"k0", b"k1", b"k2"]
+        assert fbcodec.decode_sst_info(bytes(info_data), "s2", 7) is first_info
+        assert wal_sst.decode_wal_sst(bytes(wal_data), "w2") is first_wal
+        # other bytes are parsed as stored: a flipped bit is refused, never the memo's value
+        flipped = bytearray(wal_data)
+        flipped[3] ^= 0x01
+        with pytest.raises(CorruptionError):
+            wal_sst.decode_wal_sst(bytes(flipped), "w")
+        with pytest.raises(CorruptionError):
+            fbcodec.decode_sst_info(info_data[:3], "s")
+    assert fbcodec.decode_sst_info(info_data, "s") is not first_info  # the block's end forgets
+    assert wal_sst.decode_wal_sst(wal_data, "w") is not first_wal
