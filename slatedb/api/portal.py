@@ -47,7 +47,30 @@ def make_runtime(runtime: RuntimeArg) -> Runtime:
         return default_runtime()
     if isinstance(runtime, Runtime):
         return runtime
-    return runtime()
+    check_runtime_arg(runtime)
+    made = runtime()
+    if not isinstance(made, Runtime):
+        raise InvalidArgumentError(f"runtime factory {runtime!r} returned {type(made).__name__}, not a Runtime")
+    return made
+
+
+#: What an object given as ``store=`` must offer (an ObjectStore, or an object of its shape).
+_STORE_METHODS = ("get", "put", "list", "delete", "head")
+
+
+def check_open_args(store: Any, runtime: Any) -> None:
+    """``store=`` and ``runtime=`` of an ``open``, checked at the call (InvalidArgumentError)."""
+    if store is not None and not isinstance(store, ObjectStore):
+        missing = [m for m in _STORE_METHODS if not callable(getattr(store, m, None))]
+        if missing:
+            raise InvalidArgumentError(f"store must be an ObjectStore (slatedb.objstore), not {type(store).__name__} "
+                                       f"(no {', '.join(missing)})")
+    check_runtime_arg(runtime)
+
+
+def check_runtime_arg(runtime: Any) -> None:
+    if runtime is not None and not isinstance(runtime, Runtime) and not callable(runtime):
+        raise InvalidArgumentError(f"runtime must be a Runtime, a factory of one, or None, not {type(runtime).__name__}")
 
 
 @asynccontextmanager
@@ -133,6 +156,7 @@ class StartingThread:
     def __init__(self, name: str, open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]], url: str, *,
                  store: ObjectStore | None, store_options: Mapping[str, str] | None, runtime: RuntimeArg,
                  closed_message: str) -> None:
+        check_open_args(store, runtime)
         self._closed_message = closed_message
         self._started = threading.Event()
         self._resumed = threading.Event()
@@ -500,6 +524,7 @@ class Opening:
     def __init__(self, front: Callable[[Any, Any], Any], open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]],
                  url: str, *, store: ObjectStore | None, store_options: Mapping[str, str] | None,
                  runtime: RuntimeArg, thread_name: str, closed_message: str) -> None:
+        check_open_args(store, runtime)
         self._front = front
         self._open_core = open_core
         self._url = url

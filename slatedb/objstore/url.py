@@ -95,6 +95,9 @@ def resolve_store(
     options = dict(options or {})
 
     if scheme == "memory":
+        if options or parsed.query:  # honoured or refused: a memory store has no option
+            raise InvalidUrlError(f"unknown memory store option(s) {sorted(options) or parsed.query!r} in "
+                                  f"{url!r}: a memory:// store takes none")
         if not parsed.netloc:
             raise InvalidUrlError(f"memory URL needs a store name: memory://NAME[/path], got {url!r}")
         if clock_ms is None:

@@ -1,0 +1,40 @@
+"""``store=``, ``runtime=`` and ``store_options`` of an ``open``, checked at the call. Found by
+trying them: ``store=object()`` raised ``AttributeError: 'object' object has no attribute
+'list'`` and ``runtime=3`` ``TypeError: 'int' object is not callable`` from inside the runtime
+thread; ``store_options`` for a ``memory://`` URL (and a query string on one) were ignored."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import slatedb
+import slatedb.aio as aio
+from slatedb.errors import InvalidArgumentError, InvalidUrlError
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"store": object()}, InvalidArgumentError, "store must be an ObjectStore"),
+    ({"store": "memory://x"}, InvalidArgumentError, "store must be an ObjectStore"),
+    ({"runtime": 3}, InvalidArgumentError, "runtime must be a Runtime"),
+    ({"runtime": lambda: 3}, InvalidArgumentError, "returned int, not a Runtime"),
+    ({"store_options": {"region": "eu"}}, InvalidUrlError, "unknown memory store option"),
+])
+def test_bad_open_arguments_are_refused_at_the_call(kwargs, error, words) -> None:
+    for open_it in (lambda: slatedb.Db.open("memory://open-args", **kwargs),
+                    lambda: slatedb.DbReader.open("memory://open-args", **kwargs)):
+        with pytest.raises(error, match=words):
+            open_it()
+
+    async def main() -> None:
+        async with aio.Db.open("memory://open-args", **kwargs):
+            pass
+
+    with pytest.raises(error, match=words):
+        asyncio.run(main())
+
+
+def test_a_memory_url_with_a_query_is_refused() -> None:
+    with pytest.raises(InvalidUrlError, match="a memory:// store takes none"):
+        slatedb.Db.open("memory://open-args-q?fsync=false")
