@@ -15,12 +15,16 @@ from typing import TYPE_CHECKING, Any, Callable
 import trio
 
 from slatedb.compactor import Compactor
-from slatedb.errors import SlateDBError
+from slatedb.errors import ObjectStoreRetriesExhaustedError, SlateDBError, TransientObjectStoreError
 from slatedb.gc import GarbageCollector
 from slatedb.runtime import TaskScopes, switches
 
 if TYPE_CHECKING:
     from .core import DbCore
+
+
+#: Errors after which the in-process compactor starts again: the store did not answer, retried.
+_STORE_UNAVAILABLE = (ObjectStoreRetriesExhaustedError, TransientObjectStoreError)
 
 
 class Services:
@@ -34,18 +38,29 @@ class Services:
         """The in-process compactor (RFC 003: "the compactor will run alongside the main
         writer"). Its commits wake the manifest poller, so back-pressure eases at once. A
         compactor fenced by another one just stops; a compactor failure is reported as an
-        event and does not stop the writer (it only stops compacting)."""
+        event and does not stop the writer (it only stops compacting), except that after a store
+        that did not answer within the retry bound it starts again one ``poll_interval`` later."""
         def adopted(_stored: Any) -> None:
             self._poll_wakeup.set()
 
-        self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted,
-                                   merge_operator=self.merge_operator)
-        try:
-            await self.compactor.run()
-        except* SlateDBError as group:  # from the compactor's nursery: a group
-            for e in group.exceptions:
-                self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
-            self.stats["compactor_errors"] = self.stats.get("compactor_errors", 0) + 1
+        while True:
+            self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted,
+                                       merge_operator=self.merge_operator)
+            again = False
+            try:
+                await self.compactor.run()
+            except* SlateDBError as group:  # from the compactor's nursery: a group
+                for e in group.exceptions:
+                    self.runtime.event("compactor_error", error=f"{type(e).__name__}: {e}")
+                self.stats["compactor_errors"] = self.stats.get("compactor_errors", 0) + 1
+                # The store stopped answering past the retry bound (an S3 outage, throttling):
+                # start again after a poll interval. Stopping for good would leave the writer
+                # waiting forever once L0 is full (l0_max_ssts, max_unflushed_bytes).
+                again = all(isinstance(e, _STORE_UNAVAILABLE) for e in group.exceptions)
+            if not again:
+                return
+            assert self.settings.compactor_options is not None
+            await self.runtime.sleep(self.settings.compactor_options.poll_interval)
 
     def _close_pins(self) -> tuple:
         """The checkpoints a clean close drops besides the writer checkpoint (writer.md step 12,
