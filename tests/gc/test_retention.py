@@ -40,6 +40,26 @@ def test_manifest_sst_ids_is_every_sst_any_part_of_the_manifest_names() -> None:
     assert manifest_sst_ids(ManifestV2()) == set()
 
 
+def test_manifest_sst_ids_asked_again_is_remembered_and_a_new_set(monkeypatch) -> None:  # noqa: ANN001
+    """GC asks about the same pinned manifests at every pass: the answer for a manifest object
+    asked about before is remembered, and every call gets a set of its own to change."""
+    from slatedb.gc import retention
+
+    computed = []
+    real = retention._manifest_sst_ids
+    monkeypatch.setattr(retention, "_manifest_sst_ids", lambda m: computed.append(m) or real(m))
+    m = ManifestV2(ssts=(CompactedSsTableV2(_ulid(1), SsTableInfo()),), l0=(_view(2, 2),))
+    first = manifest_sst_ids(m)
+    first.add(_ulid(99))  # the caller's own set
+    again = manifest_sst_ids(m)
+    assert again == {_ulid(1), _ulid(2)} and again is not first
+    again.discard(_ulid(1))  # a set of its own again
+    assert manifest_sst_ids(m) == {_ulid(1), _ulid(2)}
+    assert computed == [m]
+    other = ManifestV2(ssts=(CompactedSsTableV2(_ulid(3), SsTableInfo()),))  # another manifest object
+    assert manifest_sst_ids(other) == {_ulid(3)} and computed == [m, other]
+
+
 def test_without_compactor_state_the_ulid_cutoff_keeps_every_sst() -> None:
     """``compaction_low_watermark_ms`` is 0 when there is no compactions file or it lists no
     compaction: no compactor state to reason from, so the cutoff is 0 whatever the manifest's
