@@ -13,7 +13,12 @@ from typing import Any
 import trio
 
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointScope
-from slatedb.errors import FencedError, InvalidArgumentError
+from slatedb.errors import (
+    FencedError,
+    InvalidArgumentError,
+    ObjectStoreRetriesExhaustedError,
+    TransientObjectStoreError,
+)
 from slatedb.lsm.view import build_view
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AddCheckpoint, RefreshWriterCheckpoint
@@ -30,7 +35,13 @@ class ManifestFollower:
         while True:
             await self.runtime.wait_event(self._poll_wakeup, self.settings.manifest_poll_interval)
             self._poll_wakeup = trio.Event()
-            await self.refresh_manifest()
+            try:
+                await self.refresh_manifest()
+            except (ObjectStoreRetriesExhaustedError, TransientObjectStoreError):
+                # The store did not answer within the retry bound (logged as retry_exhausted):
+                # poll again next round. Nothing was adopted or lost; stopping here killed an
+                # idle writer on an S3 outage of ~7 s that the official engine rides out.
+                continue
 
     # ------------------------------------------------------------------------------------------
     # Manifest adoption (runtime thread, _manifest_lock held)

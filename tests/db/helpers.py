@@ -10,10 +10,11 @@ import trio
 
 from slatedb.compactor import Compactor, full_spec, submit_compaction
 from slatedb.config import Settings
-from slatedb.errors import FencedError
+from slatedb.errors import FencedError, TransientObjectStoreError
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.manifest.compaction import CompactionSpec, L0Source
 from slatedb.manifest.store import ManifestStore, StoredManifest
+from slatedb.objstore.base import OVERWRITE
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.runtime.production import ProductionRuntime
 
@@ -61,4 +62,35 @@ def compact_all_l0(store: MemoryStore, merge_operator=None, l0_only: bool = Fals
     return trio.run(_compact_all_l0, store, merge_operator, l0_only)
 
 
-__all__ = ["StoredManifest", "compact_all_l0", "latest_manifest", "memory_store"]
+__all__ = ["OutageStore", "StoredManifest", "compact_all_l0", "latest_manifest", "memory_store"]
+
+
+class OutageStore(MemoryStore):
+    """A view of a bucket whose every call fails as a refused connection while ``down``."""
+
+    down = False
+
+    def _check(self, key: str) -> None:
+        if self.down:
+            raise TransientObjectStoreError(key, "EndpointConnectionError: connection refused (test outage)")
+
+    async def get(self, key, byte_range=None):
+        self._check(key)
+        return await super().get(key, byte_range)
+
+    async def head(self, key):
+        self._check(key)
+        return await super().head(key)
+
+    async def put(self, key, data, mode=OVERWRITE):
+        self._check(key)
+        return await super().put(key, data, mode)
+
+    async def list(self, prefix=""):
+        self._check(prefix)
+        return await super().list(prefix)
+
+    async def delete(self, key):
+        self._check(key)
+        return await super().delete(key)
+

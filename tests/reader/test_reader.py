@@ -23,16 +23,15 @@ from slatedb.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
     ReadOnlyError,
-    TransientObjectStoreError,
 )
 from slatedb.format.manifest import encode_manifest
 from slatedb.manifest.store import ManifestStore, manifest_key
-from slatedb.objstore.base import OVERWRITE
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.reader.core import WalObjectMissingError
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import wal_key
 
+from ..db.helpers import OutageStore
 from .helpers import (
     QUIET,
     WRITER,
@@ -352,36 +351,6 @@ def test_background_maintenance_follows_on_its_own() -> None:
             assert r.get(b"k") == b"v"
 
 
-class _Outage(MemoryStore):
-    """The reader's view of the bucket: every call fails as a refused connection while ``down``."""
-
-    down = False
-
-    def _check(self, key: str) -> None:
-        if self.down:
-            raise TransientObjectStoreError(key, "EndpointConnectionError: connection refused (test outage)")
-
-    async def get(self, key, byte_range=None):
-        self._check(key)
-        return await super().get(key, byte_range)
-
-    async def head(self, key):
-        self._check(key)
-        return await super().head(key)
-
-    async def put(self, key, data, mode=OVERWRITE):
-        self._check(key)
-        return await super().put(key, data, mode)
-
-    async def list(self, prefix=""):
-        self._check(prefix)
-        return await super().list(prefix)
-
-    async def delete(self, key):
-        self._check(key)
-        return await super().delete(key)
-
-
 def test_an_outage_past_the_retry_bound_is_not_fatal_to_a_managed_reader() -> None:
     """READ-4: a maintenance round whose store calls gave up (``ObjectStoreRetriesExhaustedError``,
     an S3 endpoint down longer than the retry bound) is tried again next round, and the reader
@@ -389,7 +358,7 @@ def test_an_outage_past_the_retry_bound_is_not_fatal_to_a_managed_reader() -> No
     every later read raised it, though the server was back (seen with SeaweedFS killed for 12 s)."""
     bucket = MemoryBucket()
     writer_store = MemoryStore(bucket, ProductionRuntime().now_ms, url="memory://test")
-    flaky = _Outage(bucket, ProductionRuntime().now_ms, url="memory://test")
+    flaky = OutageStore(bucket, ProductionRuntime().now_ms, url="memory://test")
     clock = Clock()
     opts = slatedb.DbReaderOptions(manifest_poll_interval_s=0.02, checkpoint_lifetime_s=60)
     with slatedb.Db.open("memory://test", settings=WRITER, store=writer_store) as db:
