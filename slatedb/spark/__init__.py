@@ -95,6 +95,9 @@ def bulk_load(df: Any, url: str, *, mode: str = "append", partitions: int | None
     so every task writes SSTs of its own key range and the commit has nothing to cross-check."""
     if mode not in ("append", "overwrite"):
         raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    from .source import _check_write_schema
+
+    _check_write_schema(df.schema)  # at the call, typed: not Spark's error from repartitionByRange
     register(df.sparkSession)
     n = partitions or max(1, df.rdd.getNumPartitions())
     ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
@@ -107,6 +110,9 @@ def load_sharded(df: Any, url: str, *, partitions: int | None = None, **options:
     task writes its sorted rows as a database of its own under ``<url>/shards/`` (no WAL, one
     sorted run), and the driver unites the shards into the database at ``url`` (which must not
     exist yet). See docs/spark.md "Sharded loads"."""
+    from .source import _check_write_schema
+
+    _check_write_schema(df.schema)
     register(df.sparkSession)
     n = partitions or max(1, df.rdd.getNumPartitions())
     ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")

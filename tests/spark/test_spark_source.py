@@ -279,6 +279,30 @@ def test_a_failed_job_leaves_the_manifest_unchanged_and_deletes_what_it_staged(s
     assert single_scan(url) == {b"base": b"1"}
 
 
+@pytest.mark.parametrize("schema, words", [
+    ("k binary, v binary", "takes columns key and value (binary), got ['k', 'v']"),
+    ("key binary, value binary, n int", "got ['key', 'n', 'value']"),
+    ("key string, value binary", "column 'key' must be binary, got string"),
+])
+def test_a_load_of_the_wrong_columns_raises_a_typed_error_at_the_call(spark, tmp_path, schema, words) -> None:
+    """Found trying it: columns named ``k``/``v`` failed inside Spark's repartitionByRange with
+    its AnalysisException (UNRESOLVED_COLUMN ``key``), and other wrong columns with an
+    AnalysisException wrapping ours; ``bulk_load`` and ``load_sharded`` now check the columns
+    first and raise ``InvalidArgumentError`` naming them. Nothing is written."""
+    from slatedb.errors import InvalidArgumentError
+
+    row = tuple(b"x" if "binary" in part else ("x" if "string" in part else 1) for part in schema.split(","))
+    df = spark.createDataFrame([row], schema)
+    url = url_of(tmp_path)
+    with pytest.raises(InvalidArgumentError) as info:
+        slatedb.spark.bulk_load(df, url)
+    assert words in str(info.value)
+    with pytest.raises(InvalidArgumentError) as info:
+        slatedb.spark.load_sharded(df, url)
+    assert words in str(info.value)
+    assert not (tmp_path / "db").exists()
+
+
 @pytest.fixture(scope="module")
 def seaweedfs():
     gen = servers.seaweedfs()
