@@ -29,7 +29,7 @@ from slatedb.api.portal import Opening, RuntimeArg
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings, check_writer_settings
-from slatedb.runtime.metrics import check_labels
+from slatedb.api.metrics_export import collector_of_core
 from slatedb.api.args import check_create_mode, coerce_settings
 from slatedb.db.common import SnapshotLifecycle
 from slatedb.db.core import DbCore, MustWait
@@ -187,16 +187,10 @@ class Db(AsyncReads, AsyncCacheControl):
         return "" if m is None else m.prometheus_text()
 
     def metrics_collector(self, **labels: str) -> Any:
-        """A ``prometheus_client`` collector of :meth:`metrics` for your registry
-        (``prometheus_client.REGISTRY.register(db.metrics_collector(db="orders"))``), each
-        sample carrying ``labels``: give each database of a process its own, or their samples
-        collide. A bad label name or value raises :class:`~slatedb.errors.InvalidArgumentError`.
-        None when the runtime keeps no metrics (a simulated one)."""
-        m = self._core.runtime.metrics
-        if m is None:
-            check_labels(labels)
-            return None
-        return m.collector(labels)
+        """This database's :meth:`metrics` as one ``prometheus_client`` collector, each sample
+        carrying ``labels`` (:func:`slatedb.api.metrics_export.collector_of_core`); several
+        databases in one registry: :func:`slatedb.metrics_collector`."""
+        return collector_of_core(self._core, labels)
 
     def status(self) -> DbStatus:
         """See :meth:`slatedb.Db.status` (synchronous, as in the official binding)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from slatedb.errors import InvalidArgumentError
-from slatedb.runtime.metrics import collector_of
+from slatedb.runtime.metrics import check_labels, collector_of
 
 
 def metrics_collector(databases: Mapping[str, Any], label: str = "db") -> Any:
@@ -30,3 +30,15 @@ def metrics_collector(databases: Mapping[str, Any], label: str = "db") -> Any:
             raise InvalidArgumentError(f"metrics_collector: database {name!r} keeps no metrics (a simulated runtime)")
         named[name] = runtime.metrics
     return collector_of(named, label)
+
+
+def collector_of_core(core: Any, labels: Mapping[str, str]) -> Any:
+    """``db.metrics_collector(**labels)`` of a front-end over ``core``: a collector whose samples
+    carry ``labels`` (checked here), or None when the runtime keeps no metrics (a simulated one).
+    A registry refuses two collectors of the same metric names whatever their labels: for several
+    databases use :func:`metrics_collector`."""
+    metrics = core.runtime.metrics
+    if metrics is None:
+        check_labels(labels)
+        return None
+    return metrics.collector(labels)

@@ -30,7 +30,7 @@ from slatedb.format.sst_reader import NEED_IO
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings, check_writer_settings
-from slatedb.runtime.metrics import check_labels
+from slatedb.api.metrics_export import collector_of_core
 from slatedb.errors import ClosedError, ReadOnlyError
 from slatedb.lsm.read_path import ReadState
 from slatedb.objstore.base import ObjectStore
@@ -294,16 +294,10 @@ class Db(SyncReads, SyncCacheControl):
         return "" if m is None else m.prometheus_text()
 
     def metrics_collector(self, **labels: str) -> Any:
-        """A ``prometheus_client`` collector of :meth:`metrics` for your registry
-        (``prometheus_client.REGISTRY.register(db.metrics_collector(db="orders"))``), each
-        sample carrying ``labels``: give each database of a process its own, or their samples
-        collide. A bad label name or value raises :class:`~slatedb.errors.InvalidArgumentError`.
-        None when the runtime keeps no metrics (a simulated one)."""
-        m = self._core.runtime.metrics
-        if m is None:
-            check_labels(labels)
-            return None
-        return m.collector(labels)
+        """This database's :meth:`metrics` as one ``prometheus_client`` collector, each sample
+        carrying ``labels`` (:func:`slatedb.api.metrics_export.collector_of_core`); several
+        databases in one registry: :func:`slatedb.metrics_collector`."""
+        return collector_of_core(self._core, labels)
 
     def status(self) -> DbStatus:
         """The newest durable seq and, once closed, why (``CloseReason``; None while open)."""

@@ -16,41 +16,19 @@ import trio
 
 import slatedb
 from slatedb.errors import TransientObjectStoreError
-from slatedb.objstore.base import OVERWRITE
-from slatedb.objstore.memory import MemoryBucket, MemoryStore
+from slatedb.objstore.memory import MemoryBucket
 from slatedb.runtime.production import ProductionRuntime
 
 from ..reader.helpers import Clock
+from .helpers import OutageStore
 
 
-class _SlowDown(MemoryStore):
+class _SlowDown(OutageStore):
     """Every call under ``compactions/`` fails as S3 throttling while ``down``."""
-
-    down = False
 
     def _check(self, key: str) -> None:
         if self.down and key.startswith("compactions"):
             raise TransientObjectStoreError(key, "S3 503 SlowDown (test)")
-
-    async def get(self, key, byte_range=None):
-        self._check(key)
-        return await super().get(key, byte_range)
-
-    async def head(self, key):
-        self._check(key)
-        return await super().head(key)
-
-    async def put(self, key, data, mode=OVERWRITE):
-        self._check(key)
-        return await super().put(key, data, mode)
-
-    async def list(self, prefix=""):
-        self._check(prefix)
-        return await super().list(prefix)
-
-    async def delete(self, key):
-        self._check(key)
-        return await super().delete(key)
 
 
 SETTINGS = {"object_store_max_retries": 1, "manifest_poll_interval": "50ms", "flush_interval": "10ms",
