@@ -81,3 +81,22 @@ def test_slatedb_compaction_commands(tmp_path):
         assert r.returncode == code, (args, r.returncode, r.stderr)
         assert r.stderr.startswith("slatedb: error:") and r.stderr.count("\n") == 1, r.stderr
     assert run("slatedb", "--path", url, "submit-compaction", "--help").returncode == 0
+
+
+def test_both_tools_run_as_python_modules(tmp_path):
+    """``python -m slatedb`` and ``python -m sim``: the tools where the console scripts are not on
+    PATH (a virtualenv that is not activated). Before: "No module named slatedb.__main__"."""
+    (tmp_path / "manifest").mkdir()
+    (tmp_path / "manifest" / "00000000000000000001.manifest").write_bytes(b"xyz")
+    r = subprocess.run([sys.executable, "-m", "slatedb", "--path", f"file://{tmp_path}", "list-objects", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["key"] == "manifest/00000000000000000001.manifest"
+    bad = subprocess.run([sys.executable, "-m", "slatedb", "--path", "ftp://nowhere", "list-objects"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "unsupported store URL scheme" in bad.stderr
+    a = subprocess.run([sys.executable, "-m", "sim", "run", "--seed", "9", "--ops", "300"],
+                       capture_output=True, text=True, timeout=300)
+    b = run("sim", "run", "--seed", "9", "--ops", "300")
+    assert a.returncode == 0 and "PASS" in a.stdout, a.stdout + a.stderr
+    assert a.stdout.split("trace ")[1][:16] == b.stdout.split("trace ")[1][:16]
