@@ -18,6 +18,7 @@ from slatedb.lsm.scan import MergeScan, NeedIO
 from slatedb.row import RowKind
 from slatedb.lsm.view import KeyBounds
 from slatedb.format.sst_reader import NEED_IO
+from slatedb.api.unpicklable import Unpicklable
 
 #: Rows pulled per refill by iterators that merge several sources.
 ITER_BATCH_ROWS = 256
@@ -91,7 +92,7 @@ class DbIterator:
                 source.supply(first, await self._host.acall(self._core.load_blocks, reader, first, last))
 
 
-class AsyncReads:
+class AsyncReads(Unpicklable):
     _core: Any
     _host: Any  # slatedb.api.portal: LocalHost, SpawnedHost or RuntimeThread
 

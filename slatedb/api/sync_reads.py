@@ -20,6 +20,7 @@ from slatedb.lsm.view import KeyBounds
 from slatedb.format.sst_reader import NEED_IO
 
 from .portal import RuntimeThread
+from slatedb.api.unpicklable import Unpicklable
 
 #: Rows pulled per refill by iterators that merge several sources.
 ITER_BATCH_ROWS = 256
@@ -123,7 +124,7 @@ class DbIterator:
                 source.supply(first, blocks)
 
 
-class SyncReads:
+class SyncReads(Unpicklable):
     """``get`` / ``scan`` / ``scan_prefix`` over a read state and a sequence bound."""
 
     _core: Any
