@@ -25,7 +25,7 @@ from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # n
 from slatedb.api.options import DbStatus
 from slatedb.api.read_kit import db_status
 from slatedb.api.txn import AsyncTransaction, IsolationLevel, isolation_of
-from slatedb.api.portal import Opening, RuntimeArg
+from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings, check_writer_settings
@@ -84,7 +84,7 @@ class Snapshot(SnapshotLifecycle, AsyncReads):
     delete = write = merge = put
 
 
-class Db(AsyncReads, AsyncCacheControl):
+class Db(AsyncReads, AsyncCacheControl, AsyncClosing):
     """An open database under the caller's asyncio or trio loop: ``async with Db.open(url)``,
     or ``db = await Db.open(url)`` and ``await db.close()``."""
 

@@ -516,6 +516,23 @@ class SpawnedHost(LocalHost):
         await self._done.wait()
 
 
+class AsyncClosing:
+    """``async with x:`` on a front-end already awaited open (``x = await aio.Db.open(url)``,
+    ``aio.DbReader``): leaving the block closes it, as leaving ``async with aio.Db.open(url)``
+    does; on an exception it stops without flushing."""
+
+    _host: Any
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, et: Any, e: Any, tb: Any) -> None:
+        if et is None:
+            await self._host.aclose()
+        else:
+            await self._host.aabort()
+
+
 class Opening:
     """What ``slatedb.aio.Db.open`` (and ``aio.DbReader.open``) return: ``await`` it for an open
     front-end (close it with ``await x.close()``), or ``async with`` it (leaving the block closes

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from slatedb.api.async_reads import AsyncReads
-from slatedb.api.portal import Opening, RuntimeArg
+from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg
 from slatedb.config import Settings
 from slatedb.api.args import coerce_settings
 from slatedb.lsm.read_path import ReadState
@@ -33,7 +33,7 @@ from .core import ReaderCore
 from .options import DbReaderOptions
 
 
-class DbReader(AsyncReads, AsyncCacheControl):
+class DbReader(AsyncReads, AsyncCacheControl, AsyncClosing):
     """A read-only view of a database under the caller's asyncio or trio loop; see :meth:`open`."""
 
     def __init__(self, core: ReaderCore, host: Any) -> None:
