@@ -39,8 +39,9 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.reader.aio import DbReader
 from slatedb.merge_operator import merge_operator_of
 from slatedb.runtime import Runtime
+from slatedb.wal_reader import AsyncWalReader as WalReader
 
-__all__ = ["Db", "DbIterator", "DbReader", "Snapshot", "WriteHandle"]
+__all__ = ["Db", "DbIterator", "DbReader", "Snapshot", "WalReader", "WriteHandle"]
 
 
 class WriteHandle:

@@ -4,20 +4,28 @@
     with slatedb.WalReader.open("file:///var/lib/mydb") as w:
         for row in w.changes(follow=True):      # every write, in seq order, then the live tail
             print(row.kind, row.key, row.value, row.seq, row.wal_id)
+
+and ``slatedb.aio.WalReader`` under asyncio or trio::
+
+    async with slatedb.aio.WalReader.open("file:///var/lib/mydb") as w:
+        async for row in w.changes(follow=True):
+            ...
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Mapping
+from typing import Any, AsyncIterator, Iterator, Mapping
 
-from slatedb.api.portal import RuntimeArg, RuntimeThread
-from slatedb.errors import InvalidArgumentError
+from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg, RuntimeThread
+from slatedb.errors import ClosedError, InvalidArgumentError
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 from slatedb.wal.reader import ChangeRow, WalGapError, WalReaderCore, iterate
 
-__all__ = ["ChangeRow", "WalGapError", "WalReader"]
+__all__ = ["AsyncWalReader", "ChangeRow", "WalGapError", "WalReader"]
+
+_CLOSED = "the WAL reader is closed"
 
 
 def _wal_id(value: object, name: str) -> int:
@@ -27,6 +35,22 @@ def _wal_id(value: object, name: str) -> int:
     if not 1 <= value < 2**64:
         raise InvalidArgumentError(f"{name} must be a WAL id from 1 to 2**64 - 1 (WAL ids start at 1), got {value}")
     return value
+
+
+def _changes_args(start_id: int | None, follow: bool, poll_interval_s: float) -> float:
+    """Check the arguments of ``changes`` at the call; returns the poll interval as a float."""
+    if start_id is not None:
+        _wal_id(start_id, "start_id")
+    if not isinstance(follow, bool):
+        raise InvalidArgumentError(f"follow must be True or False, got {follow!r}")
+    if (isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float))
+            or not math.isfinite(poll_interval_s) or poll_interval_s <= 0):
+        raise InvalidArgumentError(f"poll_interval_s must be a positive number of seconds, got {poll_interval_s!r}")
+    return float(poll_interval_s)
+
+
+async def _open_core(st: ObjectStore, rt: Runtime) -> WalReaderCore:
+    return WalReaderCore(st, rt)
 
 
 class WalReader:
@@ -39,11 +63,8 @@ class WalReader:
     @classmethod
     def open(cls, url: str, *, store_options: Mapping[str, str] | None = None, store: ObjectStore | None = None,
              runtime: RuntimeArg = None) -> "WalReader":
-        async def open_core(st: ObjectStore, rt: Runtime) -> WalReaderCore:
-            return WalReaderCore(st, rt)
-
-        return cls(RuntimeThread.start("slatedb-wal-reader", open_core, url, store=store, store_options=store_options,
-                                       runtime=runtime, closed_message="the WAL reader is closed"))
+        return cls(RuntimeThread.start("slatedb-wal-reader", _open_core, url, store=store, store_options=store_options,
+                                       runtime=runtime, closed_message=_CLOSED))
 
     def wal_ids(self) -> list[int]:
         """The ids of the WAL objects in the store, ascending."""
@@ -63,14 +84,7 @@ class WalReader:
         at the end, stop (``follow=False``) or wait for the next object, polling every
         ``poll_interval_s``. Arguments are checked here, not at the first row
         (:class:`~slatedb.InvalidArgumentError`)."""
-        if start_id is not None:
-            _wal_id(start_id, "start_id")
-        if not isinstance(follow, bool):
-            raise InvalidArgumentError(f"follow must be True or False, got {follow!r}")
-        if (isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float))
-                or not math.isfinite(poll_interval_s) or poll_interval_s <= 0):
-            raise InvalidArgumentError(f"poll_interval_s must be a positive number of seconds, got {poll_interval_s!r}")
-        return iterate(self._portal, self._core, start_id, follow, float(poll_interval_s))
+        return iterate(self._portal, self._core, start_id, follow, _changes_args(start_id, follow, poll_interval_s))
 
     def close(self) -> None:
         self._portal.close()
@@ -80,3 +94,63 @@ class WalReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class AsyncWalReader(AsyncClosing):
+    """``slatedb.aio.WalReader``: :class:`WalReader` under the caller's asyncio or trio loop.
+    ``async with aio.WalReader.open(url) as w:`` or ``w = await aio.WalReader.open(url)`` (then
+    ``await w.close()`` or ``async with w:``); ``async for row in w.changes(follow=True)``."""
+
+    def __init__(self, core: WalReaderCore, host: Any) -> None:
+        self._core = core
+        self._host = host
+
+    @classmethod
+    def open(cls, url: str, *, store_options: Mapping[str, str] | None = None, store: ObjectStore | None = None,
+             runtime: RuntimeArg = None) -> Opening:
+        """Open a WAL reader: ``await`` the result, or use it as ``async with``. Bad arguments
+        raise here, before anything is awaited."""
+        return Opening(cls, _open_core, url, store=store, store_options=store_options, runtime=runtime,
+                       thread_name="slatedb-wal-reader", closed_message=_CLOSED)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        if self._core.closed:
+            raise ClosedError(_CLOSED)
+        return await self._host.acall(fn, *args)
+
+    async def wal_ids(self) -> list[int]:
+        """The ids of the WAL objects in the store, ascending."""
+        return await self._call(self._core.wal_ids)  # type: ignore[no-any-return]
+
+    async def last_wal_id(self) -> int | None:
+        ids = await self.wal_ids()
+        return ids[-1] if ids else None
+
+    async def read(self, wal_id: int) -> list[ChangeRow] | None:
+        """The rows of one WAL object (None if it does not exist)."""
+        return await self._call(self._core.read, _wal_id(wal_id, "wal_id"))  # type: ignore[no-any-return]
+
+    def changes(self, start_id: int | None = None, *, follow: bool = False,
+                poll_interval_s: float = 1.0) -> AsyncIterator[ChangeRow]:
+        """As :meth:`WalReader.changes`, an async iterator (``async for``); arguments checked
+        here. With ``follow=True`` the wait for the next WAL object is a task of the reader's
+        loop: cancelling the iterating task (``asyncio.wait_for``, a trio cancel scope) ends it."""
+        return self._iterate(start_id, follow, _changes_args(start_id, follow, poll_interval_s))
+
+    async def _iterate(self, start_id: int | None, follow: bool, poll_interval_s: float) -> AsyncIterator[ChangeRow]:
+        if start_id is None:
+            ids = await self.wal_ids()
+            if not ids and not follow:
+                return
+            start_id = ids[0] if ids else 1
+        wal_id = start_id
+        while True:
+            rows = await self._call(self._core.next_rows, wal_id, follow, poll_interval_s)
+            if rows is None:
+                return
+            for row in rows:
+                yield row
+            wal_id += 1
+
+    async def close(self) -> None:
+        await self._host.aclose()

@@ -58,7 +58,12 @@ class WalReaderCore:
 
     @asynccontextmanager
     async def background(self) -> AsyncIterator[None]:
-        yield
+        """No background tasks; the block's end closes the reader (``async with
+        aio.WalReader.open(url)`` under trio runs it on the caller's loop)."""
+        try:
+            yield
+        finally:
+            self.closed = True
 
     async def aclose(self) -> None:
         self.closed = True
