@@ -375,7 +375,8 @@ async def union(dest_url: str, source_urls: Any, runtime: Runtime | None = None)
 
 async def destroy(store: ObjectStore, soft: bool, runtime: Runtime | None = None) -> None:
     """RFC 000 ``Db::destroy``: ``soft`` marks the database destroyed (GC removes it after the
-    grace period once no checkpoint is active); otherwise delete everything now, refused with
+    grace period once no checkpoint is active); otherwise delete the database's objects now (not
+    another database nested under its path, nor a user's file there), refused with
     :class:`~slatedb.errors.InvalidDeletionError` while an unexpired checkpoint exists."""
     await _destroy(store, _admin_runtime(runtime), soft=bool(soft))
 

@@ -16,10 +16,11 @@ then deletes every object). From then on a writer, a checkpoint or a reader refu
 :class:`InvalidDeletionError` while any unexpired checkpoint other than a writer checkpoint exists
 (DESTROY-1); set ``destroyed_at_s`` if unset (CAS, the checkpoint check redone on every
 attempt); release the database's final checkpoints on its external databases (a clone's
-parents; ``missing_ok``, DESTROY-5); delete every object under the root except the latest
-manifest, list again until a listing shows nothing else (objects a concurrent GC wrote after the
-first listing are deleted too), then delete the latest manifest (DESTROY-4: an interrupted hard
-destroy can be re-run).
+parents; ``missing_ok``, DESTROY-5); delete every object of the database's layout under the
+root except the latest manifest, list again until a listing shows nothing else of it (objects a
+concurrent GC wrote after the first listing are deleted too), then delete the latest manifest
+(DESTROY-4: an interrupted hard destroy can be re-run). Objects under the root that are not the
+database's (another database nested below it, a user's file) stay (DESTROY-8).
 
 Writer checkpoints do not block a hard destroy: the writer they belong to is gone by the
 caller's guarantee (the soft path deletes the writer checkpoint explicitly for the same reason).
@@ -30,6 +31,7 @@ from __future__ import annotations
 from slatedb.checkpoint import delete_checkpoint
 from slatedb.lsm.paths import SstLocator
 from slatedb.errors import BoundaryVanishedError, CorruptionError, FencedError, InvalidDbStateError, NotFoundError
+from slatedb.format.layout import is_db_key
 from slatedb.format.sst import SstOptions
 from slatedb.gc.destroyed import delete_latest_last
 from slatedb.manifest.edit import WriterFence
@@ -137,12 +139,15 @@ async def _bug_no_fence(store: ObjectStore, rt: Runtime, ms: ManifestStore, bump
 
 
 async def _no_manifest(store: ObjectStore, rt: Runtime) -> None:
-    """Step 1 without a manifest: an empty path is done; objects but no manifest is not a database."""
-    left = await retry_transient(rt, lambda: store.list(""), what="list")
+    """Step 1 without a manifest: a path holding no object of a database's layout is done
+    (whatever else lies there: a database nested below it, a user's file, DESTROY-8); objects of
+    the layout but no manifest is not a database."""
+    left = [m for m in await retry_transient(rt, lambda: store.list(""), what="list") if is_db_key(m.key)]
     if not left:
         rt.event("destroy", destroy_step="already", soft=False)
         return
-    raise NotFoundError(f"{store.url} holds {len(left)} objects but no manifest: not a database, not deleting")
+    raise NotFoundError(f"{store.url} holds {len(left)} objects (e.g. {left[0].key}) but no manifest: not a database, "
+                        f"not deleting")
 
 
 async def _hard(store: ObjectStore, rt: Runtime) -> None:
@@ -181,9 +186,10 @@ async def _hard(store: ObjectStore, rt: Runtime) -> None:
     finally:
         await locator.aclose()
 
-    # Steps 4 and 5: everything but the latest manifest, then the latest manifest -- only once a
-    # listing taken after the other deletes shows nothing else: a GC pass that read the database
-    # before the mark may still create a boundary file after our first listing (seed 3).
+    # Steps 4 and 5: everything of the database but the latest manifest, then the latest manifest
+    # -- only once a listing taken after the other deletes shows nothing else of it (objects not
+    # of its layout stay, DESTROY-8): a GC pass that read the database before the mark may still
+    # create a boundary file after our first listing (seed 3).
     async def list_keys() -> list[str]:
         return [m.key for m in await retry_transient(rt, lambda: store.list(""), what="list")]
 

@@ -102,6 +102,7 @@ SPARK_CHECKPOINT = "spark_checkpoint"
 DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"
 DESTROY_LATE_OBJECTS = "destroy_late_objects"  # a destroy's re-listing found objects that landed meanwhile (destroy.md H4/S5)
+DESTROY_FOREIGN_KEPT = "destroy_foreign_kept"  # a destroy left listed objects that are not the database's (destroy.md DESTROY-8)
 
 # -- the simulator's own events ----------------------------------------------------------------
 SPAWN = "spawn"  # a task spawned through the runtime (every spawn is traced)

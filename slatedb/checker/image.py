@@ -24,6 +24,7 @@ from slatedb.format.layout import (
     MANIFEST_DIR,
     MANIFEST_SUFFIX,
     compactions_key,
+    is_db_key,
     manifest_key,
     parse_id,
 )
@@ -132,8 +133,10 @@ async def load_image(store: ObjectStore, *, max_history: int = 4096) -> DbImage:
         if error:
             boundary_errors[key] = error
     listing = {m.key: m for m in await store.list("")}
-    if not listing:
-        raise CheckAccessError(f"no database at {store.url}: no objects")
+    if not any(is_db_key(k) for k in listing):
+        # Nothing of a database's layout: another database nested below the path, a user's
+        # file there, are no database here (layout.is_db_key; destroy.md H1, DESTROY-8).
+        raise CheckAccessError(f"no database at {store.url}: no objects" + (" of a database's layout" if listing else ""))
     image = DbImage(store, store.url, listing, manifest_ids, latest_id, latest, latest_error, manifests, errors,
                     compactions_ids, compactions, compactions_error, boundaries, boundary_errors)
     # Every manifest an active checkpoint pins, and the history above the boundary.

@@ -39,6 +39,7 @@ from slatedb.format.layout import (
     WAL_DIR,
     WAL_SUFFIX,
     compactions_key,
+    is_db_key,
     manifest_key,
     parse_id,
     sst_key,
@@ -78,8 +79,9 @@ def active(m: ManifestV2, now_s: int) -> list[Checkpoint]:
 
 def manifest_present(img: DbImage) -> Iterator[Finding]:
     if not img.manifest_ids:
-        yield Finding("DESTROY-4", MANIFEST_DIR, f"{len(img.listing)} object(s) under the root but no manifest "
-                                                 f"(e.g. {min(img.listing)})")
+        own = [k for k in img.listing if is_db_key(k)]  # not: a database nested below, a user's file
+        yield Finding("DESTROY-4", MANIFEST_DIR, f"{len(own)} object(s) of the database under the root but no "
+                                                 f"manifest (e.g. {min(own)})")
     elif img.latest_error is not None:
         yield Finding("GC-2", manifest_key(img.latest_id), f"the latest manifest does not decode: {img.latest_error}")
 

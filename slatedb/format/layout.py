@@ -10,6 +10,11 @@ engine's layout, spec/format/format.md).
     compactions/failed/<ULID>.json      why a compaction failed (ours: the format has no field)
     gc/manifest.boundary                GC boundary files (RFC 004)
     gc/compactions.boundary
+    bulk-load/<load ULID>/<name>        a bulk load's open marker and intents (bulk-load.md)
+    shards/<load ULID>/<partition:06>-<attempt>-<ULID>/...   a sharded load's shard databases
+
+Nothing else under a root is the database's (:func:`is_db_key`): another database nested below
+it, a user's file. A destroy deletes the database's objects only (destroy.md DESTROY-8).
 """
 
 from __future__ import annotations
@@ -30,8 +35,14 @@ COMPACTIONS_SUFFIX = ".compactions"
 COMPACTIONS_BOUNDARY_KEY = "gc/compactions.boundary"
 FAILED_REASONS_DIR = "compactions/failed/"
 GC_DIR = "gc/"
-#: Every directory of a root (a destroy deletes these, nothing else).
+#: The directories of a root GC's removal of a destroyed database lists (destroy.md S5).
 DB_DIRECTORIES = (MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR)
+LOAD_INTENTS_DIR = "bulk-load/"
+SHARDS_DIR = "shards/"
+#: Directories whose every object directly inside (no deeper ``/``) is the database's, whatever
+#: its name: besides the names above, an engine's temp or leftover files there (the official
+#: engine's local store stages ``<key>#<n>``) are the database's too.
+_FLAT_DIRECTORIES = frozenset(d[:-1] for d in (*DB_DIRECTORIES, FAILED_REASONS_DIR))
 
 
 @functools.lru_cache(maxsize=16384, typed=True)  # a pure function, called at every read of a sequenced file
@@ -91,3 +102,46 @@ def parse_sst_ulid(key: str) -> ULID | None:
 
 def failed_reason_key(compaction_id: ULID) -> str:
     return f"{FAILED_REASONS_DIR}{compaction_id}.json"
+
+
+def _is_ulid_text(text: str) -> bool:
+    if len(text) != 26:
+        return False
+    try:
+        ULID.from_str(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_shard_name(name: str) -> bool:
+    """``<partition:06d>-<attempt>-<ULID>``: a sharded load's shard database (slatedb/spark/sharded.py)."""
+    parts = name.split("-")
+    return (len(parts) == 3 and len(parts[0]) == 6 and parts[0].isascii() and parts[0].isdigit()
+            and parts[1].isascii() and parts[1].isdigit() and _is_ulid_text(parts[2]))
+
+
+@functools.lru_cache(maxsize=16384)  # a pure function of a string, called for every key a destroy lists
+def is_db_key(key: str) -> bool:
+    """Is ``key`` (relative to a database root) an object of the database's own layout -- one this
+    engine or the official one writes under its root (the module docstring) -- rather than
+    something else stored below the root: another database nested there (``b/manifest/...`` of a
+    database at ``<root>/b``), a user's file? Destroys delete only these (destroy.md H4, S5,
+    DESTROY-8), and only these tell a leftover of a database from a path that is none (H1).
+
+    Objects directly inside ``manifest/``, ``wal/``, ``compacted/``, ``compactions/`` (and its
+    ``failed/``), ``gc/``; a bulk load's ``bulk-load/<load ULID>/<name>``; the objects of a sharded
+    load's shard databases, ``shards/<load ULID>/<shard>/<an object of the shard's layout>``.
+    A database nested at one of these directories (``<root>/wal/x``) keeps its objects: they lie
+    one level deeper than ours."""
+    directory, sep, name = key.rpartition("/")
+    if not sep or not name:
+        return False  # a file directly at the root: no SlateDB object lives there
+    if directory in _FLAT_DIRECTORIES:
+        return True
+    parts = key.split("/", 3)
+    if parts[0] == LOAD_INTENTS_DIR[:-1]:
+        return len(parts) == 3 and _is_ulid_text(parts[1]) and bool(parts[2])
+    if parts[0] == SHARDS_DIR[:-1]:
+        return len(parts) == 4 and _is_ulid_text(parts[1]) and _is_shard_name(parts[2]) and is_db_key(parts[3])
+    return False

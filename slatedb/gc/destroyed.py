@@ -14,9 +14,10 @@ destroy): every object that lands before that listing is deleted before the mani
 still on the wire then (a stalled write of a process that read the database before the mark) can
 land after the latest manifest is gone; nothing a destroyer does can prevent that one.
 
-Only SlateDB's own directories are removed (``manifest/``, ``wal/``, ``compacted/``,
-``compactions/``, ``gc/``): anything else under the root (another database nested below it, a
-user's file) is not this database's to delete. The boundary files go too -- the one exception to
+Only the database's own objects are removed (:func:`slatedb.format.layout.is_db_key`, DESTROY-8):
+anything else under the root (another database nested below it, a user's file) is not this
+database's to delete, and GC lists only SlateDB's directories (``manifest/``, ``wal/``,
+``compacted/``, ``compactions/``, ``gc/``). The boundary files go too -- the one exception to
 BOUNDARY-2: a database created again at the path starts at manifest 1 and must not find an old
 boundary above it; a stale process that had seen them gets ``BoundaryVanishedError``.
 """
@@ -37,7 +38,7 @@ from slatedb.manifest.store import (
     read_boundary_versioned,
 )
 from slatedb.objstore.base import ObjectStore
-from slatedb.format.layout import DB_DIRECTORIES as _LAYOUT_DIRECTORIES
+from slatedb.format.layout import DB_DIRECTORIES as _LAYOUT_DIRECTORIES, is_db_key
 from slatedb.errors import InvalidDbStateError, ObjectNotFoundError
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime, probes
@@ -62,16 +63,23 @@ def _removal_order(key: str) -> tuple[bool, int, str]:
 
 async def delete_latest_last(runtime: Runtime, what: str, list_keys: Callable[[], Awaitable[list[str]]],
                              delete: Callable[[str], Awaitable[None]]) -> int:
-    """Delete every key ``list_keys`` returns, the latest manifest (the highest id listed) last
-    and only once a listing taken after every other delete holds nothing else (destroy.md H4/H5,
-    S5; DESTROY-4): an object that landed after an earlier listing (a GC's boundary file, a
-    straggling commit) is found and deleted while the manifest still marks the database as one
-    to destroy. Returns how many objects were deleted. :class:`InvalidDbStateError` when
-    objects still appear after :data:`REMOVE_ROUNDS` listings: some process is still writing;
-    the latest manifest is left, so running the destroy again finishes the job."""
+    """Delete every key of the database's own layout (:func:`is_db_key`) ``list_keys`` returns,
+    the latest manifest (the highest id listed) last and only once a listing taken after every
+    other delete holds nothing else of the database (destroy.md H4/H5, S5; DESTROY-4): an object
+    that landed after an earlier listing (a GC's boundary file, a straggling commit) is found and
+    deleted while the manifest still marks the database as one to destroy. Any other key listed
+    (a database nested under the root, a user's file) is left where it is (DESTROY-8). Returns
+    how many objects were deleted. :class:`InvalidDbStateError` when objects still appear after
+    :data:`REMOVE_ROUNDS` listings: some process is still writing; the latest manifest is left,
+    so running the destroy again finishes the job."""
+    ours = is_db_key
     count = 0
     for round_no in range(REMOVE_ROUNDS):
-        keys = sorted(await list_keys(), key=_removal_order)
+        listed = await list_keys()
+        keys = sorted((k for k in listed if ours(k)), key=_removal_order)
+        if len(keys) < len(listed) and round_no == 0:
+            foreign = sorted(k for k in listed if not ours(k))
+            runtime.event("destroy_foreign_kept", root=what, objects=len(foreign), keys=foreign[:3])
         manifests = [k for k in keys if _manifest_id(k) is not None]
         latest = manifests[-1] if manifests else None
         others = [k for k in keys if k != latest]

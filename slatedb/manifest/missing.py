@@ -14,6 +14,7 @@ and opens the database that appeared meanwhile.
 from __future__ import annotations
 
 from slatedb.errors import ManifestsMissingError, NotFoundError
+from slatedb.format.layout import LOAD_INTENTS_DIR, is_db_key  # a bulk load's open marker and intents (bulk-load.md)
 from slatedb.objstore.retry import retry_transient
 
 from .store import ManifestStore, StoredManifest, parse_id
@@ -23,11 +24,6 @@ DATA_DIRECTORIES = ("wal/", "compacted/", "compactions/", "gc/")
 
 #: ``Db.open(create=...)``: create where nothing is (default), open only, or create anyway.
 CREATE_MODES = ("if_missing", "never", "force")
-
-
-#: Where bulk loads record what they stage (spec/protocols/bulk-load.md: the intents
-#: ``bulk-load/<load id>/<partition>-<attempt>-<ulid>`` name ``compacted/<ulid>.sst``).
-LOAD_INTENTS_DIR = "bulk-load/"
 
 
 def intent_sst_id(key: str) -> str | None:
@@ -47,7 +43,8 @@ async def leftovers(manifests: ManifestStore) -> tuple[dict[str, int], list[str]
     found: dict[str, int] = {}
     examples: list[str] = []
     runtime, store = manifests.runtime, manifests.store
-    listed = {d: await retry_transient(runtime, lambda d=d: store.list(d), what=f"list {d}") for d in DATA_DIRECTORIES}
+    listed = {d: [m for m in await retry_transient(runtime, lambda d=d: store.list(d), what=f"list {d}") if is_db_key(m.key)]
+              for d in DATA_DIRECTORIES}  # a database nested in one of them (<url>/compacted/x) is not ours (DESTROY-8)
     if listed["compacted/"]:
         # The intents after the SSTs: a load puts an SST's intent before the SST, so every staged
         # SST listed above is named by an intent listed now, unless its load deleted both

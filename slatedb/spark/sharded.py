@@ -45,6 +45,7 @@ from ulid import ULID
 from slatedb.clone.ops import CloneMismatchError
 from slatedb.lsm.paths import SstLocator
 from slatedb.errors import InvalidUnionError, SlateDBError
+from slatedb.format.layout import SHARDS_DIR
 from slatedb.format.sst import SstOptions
 from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SortedRunV2
 from slatedb.gc.destroyed import destroy_database
@@ -70,7 +71,6 @@ from .load import (
     stage_sorted,
 )
 
-SHARDS_DIR = "shards/"
 #: The sequence number of every row of a sharded load (the destination is new).
 SHARD_SEQ = 1
 #: The sorted run id each shard uses: equal ids of disjoint shards unite into one run.

@@ -12,6 +12,7 @@ import trio
 from slatedb import admin as _admin
 from slatedb.checkpoint import CheckpointOptions as _CkptOptions
 from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError, NotFoundError
+from slatedb.format.layout import is_db_key
 from slatedb.objstore.url import resolve_store
 from slatedb.uniffi.clone import CloneBuilder
 from slatedb.uniffi.errors import Error, refused, translated
@@ -170,9 +171,12 @@ class Admin:
         """The official ``delete_db``: with ``confirm`` false, the paths (``<path>/<key>``) that
         would be deleted; with ``confirm`` true, a hard destroy (:func:`slatedb.admin.destroy`,
         ``soft=False``: it releases the checkpoints the database pinned in its parents, then
-        deletes every object, the latest manifest last) and the paths deleted. Idempotent: an
-        empty path deletes nothing. A path holding objects but no manifest is refused
-        (``Error.Data``, as the official). Unlike the official, a database with an unexpired
+        deletes every object of the database, the latest manifest last) and the paths deleted.
+        Objects under the path that are not the database's (another database nested below it, a
+        user's file: ``layout.is_db_key``, destroy.md DESTROY-8) are neither listed nor deleted.
+        Idempotent: an empty path deletes nothing. A path holding objects but no manifest (any
+        objects, as the official judges it: also one where only a nested database is left) is
+        refused (``Error.Data``). Unlike the official, a database with an unexpired
         checkpoint other than its writer's is refused (``Error.Invalid``, DESTROY-1) rather than
         deleted under its holder, and no ``.deleting`` marker object is written or listed."""
         if not isinstance(confirm, bool):
@@ -180,9 +184,10 @@ class Admin:
         prefix = self._path.strip("/")
 
         async def run(store: Any) -> list[str]:
-            keys = sorted(m.key for m in await store.list(""))
-            if keys and not any(k.startswith("manifest/") and k.endswith(".manifest") for k in keys):
+            listed = sorted(m.key for m in await store.list(""))
+            if listed and not any(k.startswith("manifest/") and k.endswith(".manifest") for k in listed):
                 raise InvalidDbStateError(f"{self._url} holds objects but no SlateDB manifest: not a database")
+            keys = [k for k in listed if is_db_key(k)]
             if confirm and keys:
                 await _admin.destroy(store, False)
             return [f"{prefix}/{k}" if prefix else k for k in keys]

@@ -179,13 +179,16 @@ def test_an_interrupted_hard_destroy_can_be_rerun(applied: bool) -> None:
 
 
 def test_hard_destroy_of_a_non_database_path_refuses() -> None:
+    """H1: objects of a database's layout but no manifest is not a database (a user's file
+    there is no database's: a path holding only such is done, tests/clone/test_destroy_nested.py)."""
     u = f"{bucket()}/junk"
     store(u).put_now("some/file", b"x")
+    store(u).put_now("compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", b"x")
     with pytest.raises(NotFoundError):
         hard(u)
     with pytest.raises(NotFoundError):
         soft(u)
-    assert keys_under(u) == ["some/file"]
+    assert keys_under(u) == ["compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", "some/file"]
     assert issubclass(InvalidDeletionError, SlateDBError)
 
 
