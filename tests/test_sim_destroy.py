@@ -86,7 +86,7 @@ def test_a_destroy_that_trusts_its_first_listing_is_caught(monkeypatch) -> None:
     import slatedb.gc.destroyed as removal
 
     async def first_listing_only(runtime, what, list_keys, delete):
-        keys = sorted(await list_keys(), key=removal._removal_order)
+        keys = sorted((k for k in await list_keys() if removal.is_db_key(k)), key=removal._removal_order)
         manifests = [k for k in keys if removal._manifest_id(k) is not None]
         for key in [k for k in keys if k != manifests[-1]] + manifests[-1:]:
             await delete(key)
@@ -283,3 +283,17 @@ def test_a_gc_commit_landing_after_a_hard_destroy_that_deleted_its_boundary_is_t
     assert r.ok, r.violations
     r = run_destroy_workload(1880, contract=False, bugs=frozenset({"manifest-kept-after-destroy"}))
     assert not r.ok and r.violations[0].invariant == "ESCAPE-1", r.violations
+
+
+@pytest.mark.parametrize("seed,remover", [(0, "g1"), (8, "hdp")])
+def test_a_destroy_deleting_what_is_not_the_databases_is_caught(seed: int, remover: str) -> None:
+    """DESTROY-8: the world keeps a user's file and two nested databases under the parent's root
+    (``sim.scenarios.destroy.FOREIGN``). With catalogued bug ``destroy-deletes-foreign`` (every
+    listed key counts as the database's) GC's removal deletes the one nested in ``compacted/``
+    (seed 0), a hard destroy the user's file at the root (seed 8, its hard destroyer first);
+    without it both seeds pass with every foreign object intact."""
+    r = run_destroy_workload(seed, bugs=frozenset({"destroy-deletes-foreign"}))
+    assert not r.ok and r.violations[0].invariant == "DESTROY-8", r.violations
+    assert f"{remover} deleted parent/" in str(r.violations[0])
+    ok = run_destroy_workload(seed)
+    assert ok.ok, ok.violations

@@ -21,7 +21,11 @@ Every check reads what *landed* (a ``store.result`` ok after a ``store.put`` or
   checkpoint pins it and its grace has passed;
 * **DESTROY-7**: an object a GC process (``g*``) creates on a database that is gone (its last
   manifest deleted with nothing else left: the create was decided on a manifest read before the
-  destroy) no longer exists when that process ends its pass (``gc_pass``): GC takes it back.
+  destroy) no longer exists when that process ends its pass (``gc_pass``): GC takes it back;
+* **DESTROY-8**: no delete lands on one of the ``foreign`` keys (objects under a root that are not
+  its database's: a database nested below it, a user's file), and at the end every one of them
+  is still there with its bytes (:func:`foreign_intact`). The other checks count them as no
+  database's objects.
 """
 
 from __future__ import annotations
@@ -54,9 +58,10 @@ class DestroyChecks:
     ``writer_epochs`` maps a process to the writer epoch it opened with (``writer_epoch``
     events)."""
 
-    def __init__(self, bucket: MemoryBucket, roots: tuple[str, ...]) -> None:
+    def __init__(self, bucket: MemoryBucket, roots: tuple[str, ...], foreign: frozenset[str] = frozenset()) -> None:
         self.bucket = bucket
         self.roots = roots
+        self.foreign = foreign
         self.pending: dict[tuple[str, int], tuple[str, str]] = {}
         self.epoch_of: dict[str, int] = {}
         self.marked_epoch: dict[str, int] = {}  # root -> writer epoch of its first destroyed manifest
@@ -97,6 +102,9 @@ class DestroyChecks:
             if got is None or not str(f["outcome"]).startswith("ok"):
                 return
             op, key, size = got
+            if key in self.foreign and op == "store.delete":
+                raise InvariantViolation("DESTROY-8", e, f"{e.process} deleted {key}, an object under a database's root "
+                                                         f"that is not the database's")
             root, rel = self._root(key)
             if root is None:
                 return
@@ -176,7 +184,7 @@ class DestroyChecks:
         return durable_boundary(self._read, root)
 
     def _objects(self, root: str) -> list[str]:
-        return [k for k in self.bucket.objects if k.startswith(root)]
+        return [k for k in self.bucket.objects if k.startswith(root) and k not in self.foreign]
 
     def _latest(self, root: str) -> ManifestV2 | None:
         ids = sorted(i for k in self._objects(root) if (i := _manifest_id(k[len(root):])) is not None)
@@ -219,9 +227,21 @@ class DestroyChecks:
         self.counts["deletes"] += 1
 
 
-def destroyed_and_gone(bucket: MemoryBucket, root: str, why_not: Callable[[], Any] = lambda: "") -> list[str]:
-    """DESTROY-6: a destroyed database no checkpoint pins, past its grace, holds no object."""
-    left = sorted(k for k in bucket.objects if k.startswith(root))
+def destroyed_and_gone(bucket: MemoryBucket, root: str, why_not: Callable[[], Any] = lambda: "",
+                       foreign: frozenset[str] = frozenset()) -> list[str]:
+    """DESTROY-6: a destroyed database no checkpoint pins, past its grace, holds no object
+    (the ``foreign`` keys under its root are not its objects)."""
+    left = sorted(k for k in bucket.objects if k.startswith(root) and k not in foreign)
     if left:
         return [f"DESTROY-6: destroyed database {root} still holds {len(left)} objects, e.g. {left[:3]} {why_not()}"]
+    return []
+
+
+def foreign_intact(bucket: MemoryBucket, foreign: dict[str, bytes]) -> list[str]:
+    """DESTROY-8: every object under a root that is not its database's (key -> the bytes put
+    there before the run) is still there, unchanged, whatever destroys ran."""
+    lost = sorted(k for k, data in foreign.items() if k not in bucket.objects or bytes(bucket.objects[k][0]) != data)
+    if lost:
+        return [f"DESTROY-8: {len(lost)} object(s) under a destroyed database's root that are not the database's were "
+                f"deleted or changed, e.g. {lost[:3]}"]
     return []

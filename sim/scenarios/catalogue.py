@@ -293,6 +293,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "SSTs) outlives the destroyed database", _GC_CLASS,
         "RFC 000 Deleting a Database (hard) against a running GC; destroy.md DESTROY-7",
         "slatedb/gc/collector.py GarbageCollector._take_back", "destroy", ("DESTROY-7",), 100),
+    Bug(switches.DESTROY_DELETES_FOREIGN, "a destroy deletes every object its listing holds, as before DESTROY-8: a "
+        "hard destroy (which lists the whole root) deletes a database nested below the root and a user's file there, "
+        "GC's removal (which lists SlateDB's directories) a database nested inside one of them", _GC_CLASS,
+        "RFC 000 Deleting a Database (the database's data, not its path's); destroy.md H4/S5, DESTROY-8",
+        "slatedb/gc/destroyed.py delete_latest_last", "destroy", ("DESTROY-8",), 3),
     # -- bulk load (sim/scenarios/load.py) --
     Bug(switches.LOAD_WAL_TAIL_SHORT, "a load's commit reads the WAL below its fence one object short: that "
         "object's rows are in no L0 SST and below the new replay point", _LOAD_CLASS,

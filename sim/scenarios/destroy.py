@@ -25,11 +25,16 @@ The world keeps the two promises of spec/protocols/destroy.md "Assumptions" (the
 right after the first soft destroy), for the regression seeds of the defences beyond them. Only
 the contract world is registered and campaigned.
 
-Checked: :class:`sim.checks.destroy.DestroyChecks` (DESTROY-1..5) on every landing, the
+Under the parent's root lie objects that are not the parent's (:data:`FOREIGN`: a user's file,
+a database nested below the root, one nested inside the parent's ``compacted/``), put into the
+bucket before the run: every destroy of the parent meets them and must leave them (DESTROY-8).
+
+Checked: :class:`sim.checks.destroy.DestroyChecks` (DESTROY-1..5, 7, 8) on every landing, the
 manifest fences, and liveness: once faults
-stop, every destroyed database is gone (DESTROY-6) within its grace plus a few GC rounds.
-Catalogued bug ``soft-destroy-no-fence`` (a soft destroy that skips the WAL fence) fires
-DESTROY-2.
+stop, every destroyed database is gone (DESTROY-6) within its grace plus a few GC rounds, and
+the foreign objects are intact (DESTROY-8).
+Catalogued bugs ``soft-destroy-no-fence`` (a soft destroy that skips the WAL fence) fires
+DESTROY-2, ``destroy-deletes-foreign`` (a destroy deleting every object it lists) DESTROY-8.
 """
 
 from __future__ import annotations
@@ -47,9 +52,9 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader
 
-from sim.checks.destroy import DestroyChecks, destroyed_and_gone
+from sim.checks.destroy import DestroyChecks, destroyed_and_gone, foreign_intact
 from sim.checks.manifest import manifest_checks
-from sim.checks.structure import check_world
+from sim.checks.structure import check_world, world_store
 from sim.scenarios.gc_world import CLONE, PARENT, STALL_MAX_S, World, fault_counts, run_gc
 from sim.world import fastclock
 from sim.world.choices import Choices, boolean
@@ -82,6 +87,21 @@ BEYOND_CONTRACT_GRACE_CHOICES_S = (1.0, 5.0, 20.0)
 #: Once faults stop, destroyed databases must be gone within their grace plus this (virtual s):
 #: a clone's ephemeral source checkpoint on its parent lives 300 s (clone.md).
 GONE_WITHIN_S = 400.0
+#: Objects under the parent's root that are not the parent's (destroy.md DESTROY-8), by bucket
+#: key, with their bytes: a user's file at the root; a database nested below the root
+#: (``parent/nested``: a hard destroy lists the whole root and meets it); one nested inside the
+#: parent's own ``compacted/`` (``parent/compacted/archive``: GC's removal lists ``compacted/``
+#: and meets it too). Put into the bucket before the run, without store traffic; no destroy reads
+#: their bytes, only their names tell them from the parent's objects.
+FOREIGN: dict[str, bytes] = {
+    "parent/NOTES.txt": b"a user's file beside the database",
+    "parent/nested/manifest/00000000000000000001.manifest": b"the manifest of a database nested below",
+    "parent/nested/wal/00000000000000000001.sst": b"a WAL object of the nested database",
+    "parent/nested/compacted/01HZZZZZZZZZZZZZZZZZZZZZZZ.sst": b"an SST of the nested database",
+    "parent/compacted/archive/manifest/00000000000000000001.manifest": b"a database nested in compacted/",
+    "parent/compacted/archive/wal/00000000000000000001.sst": b"its WAL object",
+}
+FOREIGN_KEYS = frozenset(FOREIGN)
 
 
 def _exists(world: World, root: str) -> bool:
@@ -114,6 +134,9 @@ def _build(setup: Setup) -> World:
     world.db_settings = dict(world.settings_map, compactor_options=None, garbage_collector_options=None)
     setup.trace.record("world", "settings", grace_s=world.grace_s, crash_rate=world.crash_rate,
                        pause_rate=world.pause_rate)
+    store = world_store(world.bucket, "", lambda: SIM_EPOCH_MS)
+    for key, data in FOREIGN.items():
+        store.put_now(key, data)
     return world
 
 
@@ -316,7 +339,8 @@ async def _gone(world: World, _background: trio.Nursery | None) -> None:
 def _oracles(world: World, failed: bool) -> list[str]:
     if failed:
         return []
-    return destroyed_and_gone(world.bucket, "parent/") + destroyed_and_gone(world.bucket, "clone/")
+    return (destroyed_and_gone(world.bucket, "parent/", foreign=FOREIGN_KEYS) + destroyed_and_gone(world.bucket, "clone/")
+            + foreign_intact(world.bucket, FOREIGN))
 
 
 SCENARIO = Scenario(
@@ -324,7 +348,7 @@ SCENARIO = Scenario(
     figures=lambda w: {"outcomes": dict(sorted(w.outcomes.items()))},
     fault_counts=lambda setup, _world: fault_counts(setup.trace),
     checkers=(Checker("manifest", manifest_checks),
-              Checker("destroy", lambda setup: DestroyChecks(setup.bucket, ("parent/", "clone/")))),
+              Checker("destroy", lambda setup: DestroyChecks(setup.bucket, ("parent/", "clone/"), FOREIGN_KEYS))),
     processes_declared=("w", "r1", "admin", "clone", "cw", "hdc", "d1", "d2", "hdp", "g1", "g2"),
     fault_kinds=("fault.transient", "store.reply-lost", "fault.stall"))
 

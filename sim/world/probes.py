@@ -92,6 +92,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.GC_CLONE_DETACHED: ("gc", (10,)),
     P.GC_DETACH_KEPT_CHECKPOINT: ("gc", (0,)),
     P.GC_CREATE_OUTLIVED_DESTROY: ("destroy", (77,)),
+    P.DESTROY_FOREIGN_KEPT: ("destroy", (0,)),
     P.CHECKPOINT_REFRESH_EXPIRED: ("gc", (44, 61)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
     P.READER_CHECKPOINT_GONE: ("gc", (1,)),

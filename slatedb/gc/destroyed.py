@@ -41,7 +41,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.format.layout import DB_DIRECTORIES as _LAYOUT_DIRECTORIES, is_db_key
 from slatedb.errors import InvalidDbStateError, ObjectNotFoundError
 from slatedb.objstore.retry import retry_transient
-from slatedb.runtime import Runtime, probes
+from slatedb.runtime import Runtime, probes, switches
 
 #: The top-level directories a SlateDB database writes.
 DB_DIRECTORIES = _LAYOUT_DIRECTORIES
@@ -72,13 +72,14 @@ async def delete_latest_last(runtime: Runtime, what: str, list_keys: Callable[[]
     how many objects were deleted. :class:`InvalidDbStateError` when objects still appear after
     :data:`REMOVE_ROUNDS` listings: some process is still writing; the latest manifest is left,
     so running the destroy again finishes the job."""
-    ours = is_db_key
+    ours = _bug_every_key if switches.DESTROY_DELETES_FOREIGN in runtime.bugs else is_db_key
     count = 0
     for round_no in range(REMOVE_ROUNDS):
         listed = await list_keys()
         keys = sorted((k for k in listed if ours(k)), key=_removal_order)
         if len(keys) < len(listed) and round_no == 0:
             foreign = sorted(k for k in listed if not ours(k))
+            runtime.probe(probes.DESTROY_FOREIGN_KEPT)
             runtime.event("destroy_foreign_kept", root=what, objects=len(foreign), keys=foreign[:3])
         manifests = [k for k in keys if _manifest_id(k) is not None]
         latest = manifests[-1] if manifests else None
@@ -97,6 +98,13 @@ async def delete_latest_last(runtime: Runtime, what: str, list_keys: Callable[[]
     raise InvalidDbStateError(f"{what}: objects still appear after {REMOVE_ROUNDS} listings while the database "
                               f"is being destroyed (a process still writes to it); its latest manifest is "
                               f"kept, run the destroy again")
+
+
+def _bug_every_key(key: str) -> bool:
+    """Catalogued bug ``destroy-deletes-foreign`` (sim/scenarios/catalogue.py): every listed key
+    counts as the database's, as before DESTROY-8 -- a hard destroy (which lists the whole root)
+    deletes the databases nested under it and the user's files there."""
+    return True
 
 
 def ready_to_destroy(latest: StoredManifest, now_ms: int, grace_s: float) -> bool:

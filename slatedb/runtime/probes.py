@@ -228,6 +228,11 @@ DESTROY_LATE_OBJECTS = _probe(
     "latest manifest, found objects that landed after its previous listing (a GC's boundary file "
     "written meanwhile) and deleted them first",
     "destroy.md H4/S5, DESTROY-4")
+DESTROY_FOREIGN_KEPT = _probe(
+    "destroy.foreign-kept",
+    "a destroy's listing held objects under the root that are not the database's own (another "
+    "database nested below it, a user's file) and left them",
+    "destroy.md H4/S5, DESTROY-8")
 GC_CREATE_OUTLIVED_DESTROY = _probe(
     "gc.create-outlived-destroy",
     "a GC pass's boundary create or manifest commit, decided on a manifest read before a destroy, "

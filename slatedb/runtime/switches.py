@@ -54,6 +54,7 @@ SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
 GC_KEEPS_CREATE_AFTER_DESTROY = "gc-keeps-create-after-destroy"
 WRITER_KEEPS_OPEN_AFTER_DESTROY = "writer-keeps-open-after-destroy"
 MANIFEST_KEPT_AFTER_DESTROY = "manifest-kept-after-destroy"
+DESTROY_DELETES_FOREIGN = "destroy-deletes-foreign"
 # transactions (spec/protocols/transactions.md)
 TXN_READS_UNCHECKED = "txn-reads-unchecked"
 TXN_WINDOW_IGNORES_FLUSH = "txn-window-ignores-flush"
