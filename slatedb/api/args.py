@@ -1,6 +1,6 @@
 """Argument handling shared by every front-end (``Db``, ``aio.Db``, ``DbReader``): settings in any
-accepted form, the ``create`` mode, scan bounds. Each raises :class:`InvalidArgumentError` naming
-the argument at the call."""
+accepted form, ``store=`` and ``runtime=`` of an open, the ``create`` mode, scan bounds. Each raises
+:class:`InvalidArgumentError` naming the argument at the call."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from slatedb.config import Settings
 from slatedb.errors import InvalidArgumentError
 from slatedb.lsm.view import KeyBounds
 from slatedb.manifest.missing import CREATE_MODES
+from slatedb.objstore.base import ObjectStore
+from slatedb.runtime import Runtime
 
 
 def coerce_settings(settings: Settings | Mapping[str, Any] | str | Path | None) -> Settings:
@@ -27,6 +29,25 @@ def coerce_settings(settings: Settings | Mapping[str, Any] | str | Path | None) 
     raise InvalidArgumentError(
         f"settings must be a Settings, a dict or a path to a JSON/TOML file, not {type(settings).__name__}"
     )
+
+
+#: What an object given as ``store=`` must offer (an ObjectStore, or an object of its shape).
+_STORE_METHODS = ("get", "put", "list", "delete", "head")
+
+
+def check_open_args(store: Any, runtime: Any) -> None:
+    """``store=`` and ``runtime=`` of an ``open``, checked at the call (InvalidArgumentError)."""
+    if store is not None and not isinstance(store, ObjectStore):
+        missing = [m for m in _STORE_METHODS if not callable(getattr(store, m, None))]
+        if missing:
+            raise InvalidArgumentError(f"store must be an ObjectStore (slatedb.objstore), not {type(store).__name__} "
+                                       f"(no {', '.join(missing)})")
+    check_runtime_arg(runtime)
+
+
+def check_runtime_arg(runtime: Any) -> None:
+    if runtime is not None and not isinstance(runtime, Runtime) and not callable(runtime):
+        raise InvalidArgumentError(f"runtime must be a Runtime, a factory of one, or None, not {type(runtime).__name__}")
 
 
 def check_create_mode(create: object) -> str:

@@ -32,6 +32,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 import sniffio
 import trio
 
+from slatedb.api.args import check_open_args, check_runtime_arg
+from slatedb.api.dropped import DROPPED, spawn_or_refuse as _spawn_or_refuse, wait_for_dropped, watch_drop
 from slatedb.errors import ClosedError, InvalidArgumentError, sole_exception
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
@@ -52,25 +54,6 @@ def make_runtime(runtime: RuntimeArg) -> Runtime:
     if not isinstance(made, Runtime):
         raise InvalidArgumentError(f"runtime factory {runtime!r} returned {type(made).__name__}, not a Runtime")
     return made
-
-
-#: What an object given as ``store=`` must offer (an ObjectStore, or an object of its shape).
-_STORE_METHODS = ("get", "put", "list", "delete", "head")
-
-
-def check_open_args(store: Any, runtime: Any) -> None:
-    """``store=`` and ``runtime=`` of an ``open``, checked at the call (InvalidArgumentError)."""
-    if store is not None and not isinstance(store, ObjectStore):
-        missing = [m for m in _STORE_METHODS if not callable(getattr(store, m, None))]
-        if missing:
-            raise InvalidArgumentError(f"store must be an ObjectStore (slatedb.objstore), not {type(store).__name__} "
-                                       f"(no {', '.join(missing)})")
-    check_runtime_arg(runtime)
-
-
-def check_runtime_arg(runtime: Any) -> None:
-    if runtime is not None and not isinstance(runtime, Runtime) and not callable(runtime):
-        raise InvalidArgumentError(f"runtime must be a Runtime, a factory of one, or None, not {type(runtime).__name__}")
 
 
 @asynccontextmanager
@@ -118,22 +101,12 @@ _STARTED: "weakref.WeakSet[RuntimeThread]" = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    DROPPED.after_fork_in_child()
     for portal in list(_STARTED):
         portal.forked()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _spawn_or_refuse(runner: Callable[[], Awaitable[None]], refuse: Callable[[], None]) -> None:
-    """(On the runtime loop, from ``run_sync_soon``.) Start a call as a system task; when the
-    loop is closing, its system nursery takes no new task: ``refuse()`` answers the caller
-    instead. Raising here would end the whole run as a ``TrioInternalError`` and leave the caller
-    waiting for good (found by closing a database while another asyncio task scanned it)."""
-    try:
-        trio.lowlevel.spawn_system_task(runner)
-    except RuntimeError:
-        refuse()
 
 
 async def _to_thread(fn: Callable[[], Any]) -> Any:
@@ -158,6 +131,7 @@ class StartingThread:
                  closed_message: str) -> None:
         check_open_args(store, runtime)
         self._closed_message = closed_message
+        self._url = url
         self._started = threading.Event()
         self._resumed = threading.Event()
         self._box: dict[str, Any] = {}
@@ -193,8 +167,20 @@ class StartingThread:
             finally:
                 self._started.set()
 
-        self._thread = threading.Thread(target=trio.run, args=(main,), name=name, daemon=True)
+        # An engine dropped at this URL may still be closing (DroppedCloses): open after it.
+        pending = DROPPED.pending(url, skip_thread=threading.get_ident())
+
+        def run() -> None:
+            for done in pending:
+                done.wait()
+            trio.run(main)
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
         self._thread.start()
+
+    def opened(self) -> None:
+        """Block until the open has ended (then :meth:`wait` returns at once)."""
+        self._started.wait()
 
     def wait(self) -> "RuntimeThread":
         try:
@@ -207,7 +193,7 @@ class StartingThread:
         if "error" in box or "core" not in box:
             self._thread.join()
             raise box.get("error") or ClosedError(self._closed_message)
-        return RuntimeThread(box["core"], box["token"], self._thread, box["stop"], self._closed_message)
+        return RuntimeThread(box["core"], box["token"], self._thread, box["stop"], self._closed_message, self._url)
 
     def stop(self) -> None:
         """Cancel the open; if the engine opened meanwhile, stop it without flushing (nothing
@@ -228,14 +214,18 @@ class StartingThread:
 class RuntimeThread:
     """A daemon thread running one engine under :func:`serve` on its own trio loop.
 
-    Build it with :meth:`start`; the engine is :attr:`core`. Exiting the process without
-    :meth:`close` loses only what was never acknowledged durable (the thread is a daemon).
+    Build it with :meth:`start`; the engine is :attr:`core`. Every user object that calls the
+    engine holds this object (the front-end, and its snapshots, iterators, transactions): once
+    the last of them is garbage without :meth:`close`, the engine is closed on its loop as
+    :meth:`close` would, without blocking whoever dropped it (:func:`slatedb.api.dropped.close_dropped`). Exiting the
+    process without :meth:`close` loses only what was never acknowledged durable (the thread is
+    a daemon).
     In a child made by ``os.fork`` (``multiprocessing``'s default start method on Linux, a
     pre-forking server) the thread does not exist: every call raises :class:`ClosedError`
     saying so, and closing does nothing (the parent still owns the engine)."""
 
     def __init__(self, core: Any, token: trio.lowlevel.TrioToken, thread: threading.Thread, stop: trio.Event,
-                 closed_message: str) -> None:
+                 closed_message: str, url: str) -> None:
         self.core = core
         self.token = token
         self._thread = thread
@@ -243,6 +233,7 @@ class RuntimeThread:
         self._closed_message = closed_message
         self._pid = os.getpid()
         self._forked = False
+        self._dropped = watch_drop(self, core, token, stop, url, thread.ident or 0)
         _STARTED.add(self)
 
     def forked(self) -> None:
@@ -390,6 +381,7 @@ class RuntimeThread:
 
     def close(self) -> None:
         """Close the engine (``aclose`` on the loop: it flushes), stop the thread. Idempotent."""
+        self._dropped.detach()
         if self._forked or not self._thread.is_alive():
             return
         try:
@@ -403,6 +395,7 @@ class RuntimeThread:
 
     def abort(self) -> None:
         """Stop at once without flushing (a crash, as the store sees it)."""
+        self._dropped.detach()
         if self._forked or not self._thread.is_alive():
             return
         core = self.core
@@ -459,19 +452,23 @@ class LocalHost:
 
 class SpawnedHost(LocalHost):
     """The engine runs on the caller's trio loop in a system task (an awaited ``open``, with no
-    block to own a nursery): :meth:`aclose` closes the engine and ends the task."""
+    block to own a nursery): :meth:`aclose` closes the engine and ends the task. Dropped
+    without it (no user object holds this host any more), the engine is closed by a system task
+    of that loop (:func:`slatedb.api.dropped.close_dropped`)."""
 
-    __slots__ = ("_stop", "_done")
+    __slots__ = ("_stop", "_done", "_dropped", "__weakref__")
 
-    def __init__(self, core: Any, stop: trio.Event, done: trio.Event) -> None:
+    def __init__(self, core: Any, stop: trio.Event, done: trio.Event, url: str) -> None:
         super().__init__(core)
         self._stop = stop
         self._done = done
+        self._dropped = watch_drop(self, core, trio.lowlevel.current_trio_token(), stop, url, threading.get_ident())
 
     @classmethod
     async def start(cls, open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]], url: str, *,
                     store: ObjectStore | None, store_options: Mapping[str, str] | None,
                     runtime: RuntimeArg) -> "SpawnedHost":
+        await wait_for_dropped(url)
         started, stop, done = trio.Event(), trio.Event(), trio.Event()
         box: dict[str, Any] = {}
         scope = trio.CancelScope()
@@ -501,9 +498,10 @@ class SpawnedHost(LocalHost):
             raise
         if "error" in box or "core" not in box:
             raise box.get("error") or ClosedError("the open was cancelled")
-        return cls(box["core"], stop, done)
+        return cls(box["core"], stop, done, url)
 
     async def aclose(self) -> None:
+        self._dropped.detach()
         try:
             await self.core.aclose()
         finally:
@@ -511,6 +509,7 @@ class SpawnedHost(LocalHost):
             await self._done.wait()
 
     async def aabort(self) -> None:
+        self._dropped.detach()
         self.core.abort()
         self._stop.set()
         await self._done.wait()
@@ -561,16 +560,21 @@ class Opening:
             starting = StartingThread(self._thread_name, self._open_core, self._url,
                                       closed_message=self._closed_message, **self._kw)
             try:
-                host = await asyncio.to_thread(starting.wait)
+                # Wait on a worker thread for the open to end, taking nothing back: the future that
+                # wakes this task lives as long as the task's step, and a host it held would outlive
+                # a front-end dropped in that step (its close then racing the next open).
+                await asyncio.to_thread(starting.opened)
             except asyncio.CancelledError:  # the caller gave up: no writer may outlive its open
                 await asyncio.shield(asyncio.to_thread(starting.stop))
                 raise
+            host = starting.wait()
         return self._front(host.core, host)
 
     async def __aenter__(self) -> Any:
         if self._opened is not None:
             raise InvalidArgumentError("this open() was already entered: call open() again")
         if async_library() == "trio":
+            await wait_for_dropped(self._url)
             self._cm = serve(self._open_core, self._url, **self._kw)
             core = await self._cm.__aenter__()
             self._opened = self._front(core, LocalHost(core))

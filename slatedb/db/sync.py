@@ -10,7 +10,10 @@ touching that loop. Only a cache miss, an explicit flush, a durability wait's wa
 
 Exiting the process without :meth:`Db.close` loses at most the writes that were never
 acknowledged durable: the runtime thread is a daemon thread, so buffered (not yet flushed)
-writes die with the process, and reopening replays every WAL object written before.
+writes die with the process, and reopening replays every WAL object written before. A ``Db``
+dropped without :meth:`Db.close` (and with no snapshot, iterator or transaction of it left) is
+closed on its runtime thread, flushing, without blocking the caller
+(:class:`slatedb.api.portal.RuntimeThread`).
 """
 
 from __future__ import annotations
