@@ -70,8 +70,16 @@ def _bound(value: object, name: str) -> bytes | None:
 
 
 def scan_bounds(start: object, end: object) -> KeyBounds:
-    """``[start, end)``; ``None`` leaves a side open."""
-    return KeyBounds(_bound(start, "start"), True, _bound(end, "end"), False)
+    """``[start, end)``; ``None`` leaves a side open. A range with no key in it, ``start`` above
+    ``end`` or equal to it, is refused at the call (as the official binding refuses it: "range
+    start must not be greater than range end", "range must be non-empty"): it is a mistake,
+    not a question whose answer is "nothing"."""
+    lo, hi = _bound(start, "start"), _bound(end, "end")
+    if lo is not None and hi is not None and lo >= hi:
+        if lo == hi:
+            raise InvalidArgumentError(f"scan range is empty: start == end == {lo!r} (the end is exclusive)")
+        raise InvalidArgumentError(f"scan start {lo!r} is greater than end {hi!r}")
+    return KeyBounds(lo, True, hi, False)
 
 
 def prefix_bounds(prefix: object) -> KeyBounds:
