@@ -534,7 +534,7 @@ class ReaderCore(ReadPath):
 
     async def aclose(self) -> None:
         """Stop maintenance (letting a round in progress finish), delete our own checkpoints
-        (managed mode), release memory."""
+        (managed mode), release memory. Quiet after a fatal error, as a ``Db``'s close (docs/reader.md)."""
         if self._closed:
             return
         self._closed = True  # reads fail from now on
@@ -544,6 +544,9 @@ class ReaderCore(ReadPath):
                     self._tasks_scope.cancel()
                 try:
                     await self._delete_own_checkpoints()
+                except SlateDBError:
+                    if self._error is None:  # not stopped by a fatal error: the close's own failure
+                        raise
                 finally:
                     self._release()
                     await self.locator.aclose()

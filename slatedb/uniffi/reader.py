@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from slatedb.config import Settings as _Settings
+from slatedb.errors import ClosedError
 from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader as _AioReader
 from slatedb.wal_reader import WalReader
@@ -40,8 +41,15 @@ class DbReader(_Reads):
         return DbStatus(durable_seq=self._r.core.last_seq, close_reason=self._reason(), segments=[])
 
     async def shutdown(self) -> None:
+        """As the official reader's: after a fatal background error (the one its reads raise)
+        the shutdown raises that error (probed on the 0.17 wheel: a reader whose poll met a
+        corrupt manifest raised it at shutdown, also after the manifest was repaired). The
+        native ``close()`` raises nothing then (``docs/reader.md``)."""
+        fatal = self._r.core.error
         with translated():
             await self._r.close()
+            if fatal is not None and not isinstance(fatal, ClosedError):  # not the fork's refusal
+                raise fatal
 
     async def warm_sst(self, sst_id: Any, targets: list) -> None:
         await _cache.warm_sst(self._r, sst_id, targets, self._reason)
