@@ -33,7 +33,7 @@ from slatedb.lsm.paths import SstLocator
 from slatedb.errors import BoundaryVanishedError, CorruptionError, FencedError, InvalidDbStateError, NotFoundError
 from slatedb.format.layout import is_db_key
 from slatedb.format.sst import SstOptions
-from slatedb.gc.destroyed import delete_latest_last
+from slatedb.gc.destroyed import delete_latest_last, keep_pinned_shards
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, DeletionRefused, HardDestroy, SoftDestroy
 from slatedb.manifest.store import ManifestStore, StoredManifest
@@ -196,5 +196,5 @@ async def _hard(store: ObjectStore, rt: Runtime) -> None:
     async def delete(key: str) -> None:
         await retry_transient(rt, lambda: store.delete(key), what=f"delete {key}")
 
-    deleted = await delete_latest_last(rt, str(store.url), list_keys, delete)
+    deleted = await delete_latest_last(rt, str(store.url), keep_pinned_shards(store, rt, list_keys), delete)
     rt.event("destroy", destroy_step="deleted", soft=False, objects=deleted)

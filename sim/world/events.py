@@ -103,6 +103,7 @@ DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"
 DESTROY_LATE_OBJECTS = "destroy_late_objects"  # a destroy's re-listing found objects that landed meanwhile (destroy.md H4/S5)
 DESTROY_FOREIGN_KEPT = "destroy_foreign_kept"  # a destroy left listed objects that are not the database's (destroy.md DESTROY-8)
+DESTROY_SHARD_KEPT = "destroy_shard_kept"  # a destroy left a shard database another one pins (destroy.md, LOAD-9)
 
 # -- the simulator's own events ----------------------------------------------------------------
 SPAWN = "spawn"  # a task spawned through the runtime (every spawn is traced)

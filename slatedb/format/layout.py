@@ -35,10 +35,13 @@ COMPACTIONS_SUFFIX = ".compactions"
 COMPACTIONS_BOUNDARY_KEY = "gc/compactions.boundary"
 FAILED_REASONS_DIR = "compactions/failed/"
 GC_DIR = "gc/"
-#: The directories of a root GC's removal of a destroyed database lists (destroy.md S5).
+#: SlateDB's engine directories of a root (a bulk load adds two more: DB_OBJECT_DIRECTORIES).
 DB_DIRECTORIES = (MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR)
 LOAD_INTENTS_DIR = "bulk-load/"
 SHARDS_DIR = "shards/"
+#: Every top-level directory a database's objects (:func:`is_db_key`) lie in: GC's removal of a
+#: destroyed database lists these (destroy.md S5), a hard destroy the whole root (H4).
+DB_OBJECT_DIRECTORIES = (*DB_DIRECTORIES, LOAD_INTENTS_DIR, SHARDS_DIR)
 #: Directories whose every object directly inside (no deeper ``/``) is the database's, whatever
 #: its name: besides the names above, an engine's temp or leftover files there (the official
 #: engine's local store stages ``<key>#<n>``) are the database's too.

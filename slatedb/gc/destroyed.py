@@ -16,8 +16,9 @@ land after the latest manifest is gone; nothing a destroyer does can prevent tha
 
 Only the database's own objects are removed (:func:`slatedb.format.layout.is_db_key`, DESTROY-8):
 anything else under the root (another database nested below it, a user's file) is not this
-database's to delete, and GC lists only SlateDB's directories (``manifest/``, ``wal/``,
-``compacted/``, ``compactions/``, ``gc/``). The boundary files go too -- the one exception to
+database's to delete. GC lists the directories those lie in (``manifest/``, ``wal/``,
+``compacted/``, ``compactions/``, ``gc/``, and a bulk load's ``bulk-load/`` and ``shards/``:
+before, it left a load's intents and shard databases under the root for ever). The boundary files go too -- the one exception to
 BOUNDARY-2: a database created again at the path starts at manifest 1 and must not find an old
 boundary above it; a stale process that had seen them gets ``BoundaryVanishedError``.
 """
@@ -38,13 +39,11 @@ from slatedb.manifest.store import (
     read_boundary_versioned,
 )
 from slatedb.objstore.base import ObjectStore
-from slatedb.format.layout import DB_DIRECTORIES as _LAYOUT_DIRECTORIES, is_db_key
-from slatedb.errors import InvalidDbStateError, ObjectNotFoundError
+from slatedb.format.layout import DB_OBJECT_DIRECTORIES, SHARDS_DIR, is_db_key
+from slatedb.errors import CorruptionError, InvalidDbStateError, ObjectNotFoundError
+from slatedb.manifest.checkpoints import active_checkpoints as _active
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import Runtime, probes, switches
-
-#: The top-level directories a SlateDB database writes.
-DB_DIRECTORIES = _LAYOUT_DIRECTORIES
 
 #: Listings :func:`delete_latest_last` takes before it gives up on a database whose objects keep
 #: appearing (a process still writing to it): the latest manifest stays, a re-run finishes.
@@ -100,6 +99,54 @@ async def delete_latest_last(runtime: Runtime, what: str, list_keys: Callable[[]
                               f"kept, run the destroy again")
 
 
+def _shard_root(key: str) -> str | None:
+    """``shards/<load>/<shard>`` of a key of a sharded load's shard database, else None."""
+    if not key.startswith(SHARDS_DIR) or not is_db_key(key):
+        return None
+    return key.rsplit("/", key.count("/") - 2)[0]
+
+
+def keep_pinned_shards(store: ObjectStore, runtime: Runtime,
+                       list_keys: Callable[[], Awaitable[list[str]]]) -> Callable[[], Awaitable[list[str]]]:
+    """``list_keys`` without the objects of a shard database (``shards/<load>/<shard>/``) that
+    holds an active checkpoint (destroy.md "Shards another database still reads", LOAD-9):
+    a clone of a sharded load's union pins every shard it names (clone.md step 4) and, its entry
+    for the union holding no SST, detaches from the union and keeps only those pins -- a destroy
+    of the union deleting its shards took the clone's rows. The database's own final checkpoints
+    there are released before (H3, S5), so any left are another database's. Each shard is judged
+    once, at the first listing that shows it; one whose manifest is gone or does not decode pins
+    nothing (nobody can read a checkpoint there)."""
+    pinned: dict[str, bool] = {}
+
+    async def judge(root: str) -> bool:
+        url = f"{store.url.rstrip('/')}/{root}"
+        shard = store.open_url(url)
+        try:
+            latest = await ManifestStore(shard, runtime).read_latest()
+        except CorruptionError:
+            latest = None
+        finally:
+            await shard.aclose()
+        holders = _active(latest.manifest, runtime.now_ms() // 1000) if latest is not None else ()
+        if holders:
+            runtime.event("destroy_shard_kept", url=url, checkpoints=[str(c.id) for c in holders])
+        return bool(holders)
+
+    async def listing() -> list[str]:
+        keys: list[str] = []
+        for key in await list_keys():
+            root = _shard_root(key)
+            if root is not None:
+                if root not in pinned:
+                    pinned[root] = await judge(root)
+                if pinned[root]:
+                    continue
+            keys.append(key)
+        return keys
+
+    return listing
+
+
 def _bug_every_key(key: str) -> bool:
     """Catalogued bug ``destroy-deletes-foreign`` (sim/scenarios/catalogue.py): every listed key
     counts as the database's, as before DESTROY-8 -- a hard destroy (which lists the whole root)
@@ -133,8 +180,8 @@ async def release_parent_checkpoint(locator: SstLocator, runtime: Runtime, db: E
 
 async def destroy_database(store: ObjectStore, runtime: Runtime, latest: StoredManifest, locator: SstLocator,
                            delete: Callable[[str], Awaitable[None]]) -> int:
-    """Release the parents' final checkpoints, then delete every object of SlateDB's directories
-    with ``delete`` (which emits the trace event), the manifests last in ascending id order and
+    """Release the parents' final checkpoints, then delete every object of the database
+    (:func:`is_db_key`, in the directories :data:`DB_OBJECT_DIRECTORIES` names) with ``delete`` (which emits the trace event), the manifests last in ascending id order and
     the latest one only after a listing shows nothing else (:func:`delete_latest_last`).
     Returns how many objects were deleted."""
     for db in latest.manifest.external_dbs:
@@ -142,12 +189,12 @@ async def destroy_database(store: ObjectStore, runtime: Runtime, latest: StoredM
 
     async def list_keys() -> list[str]:
         keys: list[str] = []
-        for directory in DB_DIRECTORIES:
+        for directory in DB_OBJECT_DIRECTORIES:
             metas = await retry_transient(runtime, lambda d=directory: store.list(d), what=f"list {directory}")
             keys.extend(m.key for m in metas)
         return keys
 
-    count = await delete_latest_last(runtime, str(store.url), list_keys, delete)
+    count = await delete_latest_last(runtime, str(store.url), keep_pinned_shards(store, runtime, list_keys), delete)
     runtime.event("db_destroyed", manifest=latest.id, objects=count)
     return count
 

@@ -144,3 +144,35 @@ def test_hard_destroy_of_objects_of_the_layout_without_a_manifest_refuses(base: 
     with pytest.raises(NotFoundError, match="wal/00000000000000000001.sst"):
         trio.run(lambda: destroy_url(a, soft=False))
     assert sorted(keys(a)) == [NOTES, "wal/00000000000000000001.sst"]
+
+
+#: Objects a bulk load leaves under its database's root (bulk-load.md): an open marker and an
+#: intent, and a sharded load's shard database (a manifest, a WAL object, an SST).
+LOAD = "01JDQ4ZZ6V8W7F0S3X2KQH0N1R"
+SHARD = f"shards/{LOAD}/000003-1-01JDQ50A1B2C3D4E5F6G7H8J9K"
+LOAD_OBJECTS = (f"bulk-load/{LOAD}/open", f"bulk-load/{LOAD}/000003-1-01JDQ50A1B2C3D4E5F6G7H8J9K",
+                f"{SHARD}/manifest/00000000000000000001.manifest", f"{SHARD}/wal/00000000000000000001.sst",
+                f"{SHARD}/compacted/01JDQ50A1B2C3D4E5F6G7H8J9M.sst")
+
+
+@pytest.mark.parametrize("soft", [True, False], ids=["soft-then-gc", "hard"])
+def test_a_destroy_deletes_the_bulk_loads_objects_too(base: str, soft: bool) -> None:
+    """S5 as H4: a bulk load's ``bulk-load/`` and ``shards/`` objects are the database's
+    (``is_db_key``); GC's removal listed only the five engine directories and left them for
+    ever. What is not the database's (a nested database, a user's file) still stays."""
+    a = make_world(base)
+    for key in LOAD_OBJECTS:
+        put_object(a, key, b"x")
+    trio.run(lambda: destroy_url(a, soft=soft))
+    if soft:
+        async def collect() -> None:
+            store = resolve_store(a)
+            try:
+                gc = GarbageCollector(store, Later(), db_delete_grace_s=60.0)
+                await gc.run_once()
+                assert gc.finished
+            finally:
+                await store.aclose()
+        trio.run(collect)
+    assert not any(k.startswith(("bulk-load/", "shards/")) for k in keys(a)), keys(a)
+    assert_nested_intact(a)

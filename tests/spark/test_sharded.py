@@ -234,3 +234,55 @@ def test_an_abort_after_the_union_was_made_deletes_the_shards_it_does_not_name(t
     left = shard_roots(tmp_path)
     assert len(left) == 2 and all(any(r in p for p in named) for r in left), (left, named)
     assert not any(lost.url.rstrip("/").endswith(r) for r in left), (lost.url, left)
+
+
+@pytest.mark.parametrize("soft", [True, False], ids=["soft-then-gc", "hard"])
+@pytest.mark.parametrize("cloned", [False, True], ids=["alone", "cloned"])
+def test_a_destroy_of_the_union_deletes_its_shards_unless_a_clone_pins_them(tmp_path, soft: bool, cloned: bool) -> None:
+    """destroy.md H4/S5, LOAD-9: a destroy of a sharded load's result deletes its shard databases
+    with it (GC's S5 left them for ever: it did not list ``shards/``); but a clone of the union
+    pins every shard it names, and once it detached from the union (its entry held no SST) those
+    pins were all that kept its rows: a destroy that deleted the shards left the clone reading
+    missing SSTs. A pinned shard stays, the rest of the database goes."""
+    from slatedb import admin
+    from slatedb.gc import GarbageCollector
+    from slatedb.objstore import resolve_store
+
+    url, clone = url_of(tmp_path), f"file://{tmp_path}/clone"
+    plan = begin(url)
+    data = {**rows_of(b"a", 50), **rows_of(b"b", 50)}
+    commit(url, plan, [stage(url, plan, 0, rows_of(b"a", 50)), stage(url, plan, 1, rows_of(b"b", 50))])
+    if cloned:
+        trio.run(lambda: admin.create_clone(clone, url))
+
+        async def gc_clone() -> None:  # detaches the union: the clone's entry for it holds no SST
+            store = resolve_store(clone)
+            await run_gc(store, Later(), gc_options(min_age_s=0.0), True)
+            await store.aclose()
+
+        trio.run(gc_clone)
+        assert all("/shards/" in e.path for e in latest(clone).manifest.external_dbs)
+
+    async def destroy() -> None:
+        store = resolve_store(url)
+        try:
+            # hard: a day later, once the union's own checkpoints (the compactor's) expired; soft:
+            # now, and GC a day later, past the grace period
+            await admin.destroy(store, soft, None if soft else Later())
+            if soft:
+                gc = GarbageCollector(store, Later(), db_delete_grace_s=60.0)
+                await gc.run_once()
+                assert gc.finished
+        finally:
+            await store.aclose()
+
+    trio.run(destroy)
+    assert latest(url) is None
+    left = {str(p.relative_to(tmp_path / "db")) for p in (tmp_path / "db").rglob("*")
+            if p.is_file() and ".slatedb-locks" not in p.parts}
+    if cloned:
+        assert scan(clone) == data
+        assert left and all(k.startswith("shards/") for k in left), left
+        assert len(shard_roots(tmp_path)) == 2
+    else:
+        assert left == set()
