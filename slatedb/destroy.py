@@ -31,7 +31,7 @@ from __future__ import annotations
 from slatedb.checkpoint import delete_checkpoint
 from slatedb.lsm.paths import SstLocator
 from slatedb.errors import BoundaryVanishedError, CorruptionError, FencedError, InvalidDbStateError, NotFoundError
-from slatedb.format.layout import is_db_key
+from slatedb.format.layout import DB_OBJECT_DIRECTORIES, is_db_key
 from slatedb.format.sst import SstOptions
 from slatedb.gc.destroyed import delete_latest_last, keep_pinned_shards
 from slatedb.manifest.edit import WriterFence
@@ -145,6 +145,7 @@ async def _no_manifest(store: ObjectStore, rt: Runtime) -> None:
     left = [m for m in await retry_transient(rt, lambda: store.list(""), what="list") if is_db_key(m.key)]
     if not left:
         rt.event("destroy", destroy_step="already", soft=False)
+        await store.tidy_destroyed_root(DB_OBJECT_DIRECTORIES)  # a re-run finishes an interrupted tidy
         return
     raise NotFoundError(f"{store.url} holds {len(left)} objects (e.g. {left[0].key}) but no manifest: not a database, "
                         f"not deleting")
@@ -198,3 +199,4 @@ async def _hard(store: ObjectStore, rt: Runtime) -> None:
 
     deleted = await delete_latest_last(rt, str(store.url), keep_pinned_shards(store, rt, list_keys), delete)
     rt.event("destroy", destroy_step="deleted", soft=False, objects=deleted)
+    await store.tidy_destroyed_root(DB_OBJECT_DIRECTORIES)  # a local root: no lock files, no empty directories

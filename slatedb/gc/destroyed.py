@@ -196,6 +196,7 @@ async def destroy_database(store: ObjectStore, runtime: Runtime, latest: StoredM
 
     count = await delete_latest_last(runtime, str(store.url), keep_pinned_shards(store, runtime, list_keys), delete)
     runtime.event("db_destroyed", manifest=latest.id, objects=count)
+    await store.tidy_destroyed_root(DB_OBJECT_DIRECTORIES)  # a local root: no lock files, no empty directories
     return count
 
 

@@ -185,6 +185,13 @@ class ObjectStore(abc.ABC):
         """Raise a typed error if the store's root itself is gone (S3: the bucket,
         :class:`~slatedb.errors.BucketNotFoundError`); nothing for stores without one."""
 
+    async def tidy_destroyed_root(self, directories: tuple[str, ...]) -> None:
+        """After a destroy deleted the database's objects (destroy.md H5, S5): remove what this
+        backend keeps for them beside the objects (the local store: its unheld lock files, those
+        of the database's ``directories`` (``"manifest/"``, ...) that hold no file, the root once
+        nothing is left in it). Never an object, nor a directory holding one; nothing for object
+        stores, which keep nothing else."""
+
     def open_url(self, url: str) -> "ObjectStore":
         """Another database's store, reached from this one (a clone's parent, RFC 000 "SST Path
         Resolution") through the injected URL resolver (:func:`install_url_resolver`). Backends

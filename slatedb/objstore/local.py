@@ -90,6 +90,65 @@ INLINE_LIST_MAX_OBJECTS = 64
 INLINE_LIST_DIR_MAX_BYTES = 4096
 
 
+def _clear_locks(lock_dir: str) -> None:
+    """Remove the lock files of ``lock_dir`` no process holds, then the directory if empty: each
+    under its ``flock`` taken without waiting, and only while the path still names the file
+    locked (the protocol of :meth:`LocalStore._locked`)."""
+    try:
+        names = os.listdir(lock_dir)
+    except OSError:
+        return
+    for name in names:
+        lock = os.path.join(lock_dir, name)
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                os.unlink(lock)
+        except OSError:
+            pass  # held (a put or delete under way), or gone: left to its holder
+        finally:
+            os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(lock_dir)
+
+
+def _holds_files(directory: str) -> bool:
+    """Does the tree at ``directory`` hold a file other than lock files (an object, another
+    database's, a user's, a put's temporary file)? An unreadable directory counts as holding."""
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            return True
+        if entry.name != _LOCK_DIR and _holds_files(entry.path):
+            return True
+    return False
+
+
+def _remove_tree(directory: str) -> None:
+    """``rmdir`` the tree at ``directory`` deepest first, its unheld lock files removed first;
+    anything that appeared meanwhile (or a held lock file) keeps its directories."""
+    try:
+        entries = [e for e in os.scandir(directory) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name == _LOCK_DIR:
+            _clear_locks(entry.path)
+        else:
+            _remove_tree(entry.path)
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)
+
+
 def _missing_dirs(directory: str) -> list[str]:
     """``directory`` and those of its parents that do not exist, outermost first."""
     missing: list[str] = []
@@ -196,7 +255,10 @@ class LocalStore(ObjectStore):
         self._make_dirs(self.root)  # a first write may be an overwrite: the root made and synced
         while True:
             os.makedirs(lock_dir, exist_ok=True)
-            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+            except FileNotFoundError:  # the lock directory removed meanwhile (a destroy's tidy): make it again
+                continue
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 current = os.stat(lock).st_ino
@@ -230,15 +292,31 @@ class LocalStore(ObjectStore):
             self._unsynced_dirs = []
             self._ready_dirs.add(directory)
 
+    def _in_dir(self, directory: str, create: Callable[[], T]) -> T:
+        """``create`` (which makes a file in ``directory``) once the directory is ready; if the
+        directory vanished since a put made it ready -- a destroy, in this process or another,
+        removed it empty (:meth:`tidy_destroyed_root`), or a user did -- it is made (and synced)
+        again and ``create`` runs once more."""
+        self._make_dirs(directory)
+        try:
+            return create()
+        except FileNotFoundError:
+            if os.path.isdir(directory):
+                raise
+        with self._dirs_lock:
+            self._ready_dirs.clear()
+            self._unsynced_dirs.append(self.root)  # made again (maybe by a lock's makedirs): its name synced too
+        self._make_dirs(directory)
+        return create()
+
     def _write_temp(self, path: str, data: bytes) -> str:
         directory = os.path.dirname(path)
-        self._make_dirs(directory)
         tmp = os.path.join(
             directory,
             f"{_TMP_PREFIX}{os.getpid()}.{threading.get_ident()}.{next(_tmp_counter)}",
         )
         try:
-            with open(tmp, "xb") as f:
+            with self._in_dir(directory, lambda: open(tmp, "xb")) as f:
                 f.write(data)
                 if self.fsync:
                     f.flush()
@@ -386,9 +464,8 @@ class LocalStore(ObjectStore):
             # sync: the object is created in place, ``O_EXCL`` being the create-if-absent, and
             # the directory's fsync makes its name and its (empty) inode durable. Half the
             # syncs of a temporary file's create; a WAL fence is such an object (spec STORE-7).
-            self._make_dirs(os.path.dirname(path))
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                fd = self._in_dir(os.path.dirname(path), lambda: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             except FileExistsError:
                 raise ObjectAlreadyExistsError(key, "object already exists (create-if-absent)") from None
             try:
@@ -454,6 +531,33 @@ class LocalStore(ObjectStore):
         else:
             small = listed <= INLINE_LIST_MAX_OBJECTS
         return await self._run(prefix, walk, inline=small)
+
+    async def tidy_destroyed_root(self, directories: tuple[str, ...]) -> None:
+        """After a destroy deleted the database's objects (destroy.md "What a destroy leaves"):
+        the lock files no process holds, each of the database's ``directories`` (``manifest/``,
+        ..., ``shards/``) whose tree holds no file but lock files (the empty shard databases in
+        ``shards/`` with it, their own unheld lock files too), then the lock directory and the
+        root itself if nothing else is left -- ``rm -r`` of the path leaves nothing either. A
+        directory whose tree holds a file (an object kept, another database nested below, a
+        user's file) is not touched at all, nor anything else under the root; only ``rmdir``
+        removes a directory, so one that gained a file meanwhile stays. A lock file is removed as
+        :meth:`delete` removes one: under its ``flock`` (taken without waiting: one held is
+        left), so a process waiting for it locks the path afresh (:meth:`_locked`); a put
+        whose directory vanished makes it again (:meth:`_in_dir`). Best effort: an error
+        leaves what it could not remove."""
+        await self._run("", lambda: self._tidy(directories), inline=False)
+        with self._dirs_lock:
+            self._ready_dirs.clear()  # made again by the next put that needs them
+
+    def _tidy(self, directories: tuple[str, ...]) -> None:
+        for name in directories:
+            path = os.path.join(self.root, *validate_prefix(name).strip("/").split("/"))
+            if not _holds_files(path):
+                _remove_tree(path)
+        _clear_locks(os.path.join(self.root, _LOCK_DIR))
+        with contextlib.suppress(OSError):
+            if not os.listdir(self.root):
+                os.rmdir(self.root)
 
     async def delete(self, key: str) -> None:
         path = self._path(key)
