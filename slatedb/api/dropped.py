@@ -5,12 +5,14 @@ held by every user object that calls its engine: the front-end (``Db``, ``DbRead
 ``WalReader``, ``aio.Db``, ``aio.DbReader``) and its snapshots, iterators and transactions. When the
 last of them is garbage, :func:`watch_drop`'s finalizer asks the engine's loop to close it
 (:func:`close_dropped`) and returns at once; :data:`DROPPED` keeps such closes by URL until they
-end, and an open of that URL in this process waits for them first. Nothing here holds a user
-object, nothing blocks the thread that dropped one, nothing raises.
+end, and an open of that URL in this process waits for them first, as an exiting interpreter
+does (a bounded wait, :data:`EXIT_WAIT_S`). Nothing here holds a user object, nothing blocks the
+thread that dropped one, nothing raises.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -65,6 +67,10 @@ class DroppedCloses:
         self._lock = threading.Lock()
         self._by_url = {}
 
+    def every_pending(self) -> list[threading.Event]:
+        with self._lock:
+            return [done for closes in self._by_url.values() for done, _ in closes]
+
     def pending(self, url: str, *, skip_thread: int | None = None) -> list[threading.Event]:
         """The closes at ``url`` still running, but those on the loop of thread ``skip_thread``
         (the caller's own loop: it cannot run them while the caller blocks)."""
@@ -102,8 +108,9 @@ def close_dropped(core: Any, token: trio.lowlevel.TrioToken, stop: trio.Event | 
     engine, and return at once: this runs wherever the last reference went (any thread, the
     loop's own included, a garbage collection in the middle of anything), so it must neither
     block nor raise. In a child made by ``os.fork`` it does nothing (the parent owns the
-    engine). Not run at interpreter exit (``atexit`` is off): exiting stays what it was, the
-    daemon thread dies with the process and only unflushed writes are lost."""
+    engine). Not run at interpreter exit (``atexit`` is off): a front-end still held then is
+    left as before (its daemon thread dies with the process; only unflushed writes are lost);
+    a close asked for before the exit is waited for (:func:`_finish_dropped_closes_at_exit`)."""
     if os.getpid() != pid:
         return
     done = DROPPED.add(url, loop_thread)
@@ -127,3 +134,21 @@ async def wait_for_dropped(url: str) -> None:
     dropped at ``url``."""
     for done in DROPPED.pending(url):
         await trio.to_thread.run_sync(done.wait, abandon_on_cancel=True)
+
+
+#: How long an exiting interpreter waits for a dropped front-end's close still running (asked
+#: for just before the exit, as by ``del db`` at the end of a script): a store that does not
+#: answer must not hold the exit up for good.
+EXIT_WAIT_S = 10.0
+
+
+def _finish_dropped_closes_at_exit() -> None:
+    """(``atexit``.) Let the closes already asked for finish: the runtime threads are daemons and
+    die with the interpreter, which would cut such a close short (as a crash). Nothing new is
+    closed here: a front-end still held at exit is left as before (docs/db.md)."""
+    for done in DROPPED.every_pending():
+        if not done.wait(EXIT_WAIT_S):
+            return
+
+
+atexit.register(_finish_dropped_closes_at_exit)

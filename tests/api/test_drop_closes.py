@@ -15,6 +15,8 @@ import gc
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -247,3 +249,20 @@ def test_a_close_pending_in_the_parent_at_a_fork_is_not_waited_for_in_the_child(
         assert _in_child(lambda: _read_in_child(url)) == "ok b'1'"
     finally:
         DROPPED.finished(url, pending)
+
+
+def test_a_db_dropped_just_before_the_interpreter_exits_is_flushed(tmp_path) -> None:
+    """``del db`` as a script's last line: the close it asks for runs on a daemon thread, which
+    the exit would cut short (the rows were lost); the exit waits for it (a bounded wait)."""
+    url = f"file://{tmp_path}/db"
+    script = (
+        "import slatedb\n"
+        f"db = slatedb.Db.open({url!r})\n"
+        "for i in range(20000):\n"
+        "    db.put(b'k%05d' % i, b'.' * 100)\n"
+        "del db\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=600)
+    with slatedb.Db.open(url) as db:
+        assert sum(1 for _ in db.scan()) == 20000
