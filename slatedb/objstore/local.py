@@ -285,7 +285,10 @@ class LocalStore(ObjectStore):
                 return
             created = _missing_dirs(directory)
             if created:
-                os.makedirs(directory, exist_ok=True)
+                try:
+                    os.makedirs(directory, exist_ok=True)
+                except FileExistsError:  # a file by that name: not an object that exists (create-if-absent)
+                    raise NotADirectoryError(errno.ENOTDIR, "Not a directory", directory) from None
             if self.fsync:
                 for d in self._unsynced_dirs + created:
                     self._sync_dir(d)  # d's name, in its parent
@@ -493,9 +496,16 @@ class LocalStore(ObjectStore):
                 self._sync_dir(path)
                 return _meta(key, os.stat(path))
 
-        if mode.kind is PutKind.CREATE_IF_ABSENT:
-            return await self._run(key, create, inline=not self.fsync and len(data) <= INLINE_CREATE_MAX_BYTES)
-        return await self._run(key, replace)
+        try:
+            if mode.kind is PutKind.CREATE_IF_ABSENT:
+                return await self._run(key, create, inline=not self.fsync and len(data) <= INLINE_CREATE_MAX_BYTES)
+            return await self._run(key, replace)
+        except (NotADirectoryError, IsADirectoryError) as e:
+            # A file stands where the key's directory (or the root) must be, or a directory where
+            # the object must be -- put there by someone else while the store was open: no retry
+            # fixes that, and a raw OSError would reach the caller (a writer's flush) untyped.
+            raise PermanentObjectStoreError(key, f"local I/O error: {e} (a file where a directory must be, "
+                                                 "or a directory where the object must be)") from e
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         prefix = validate_prefix(prefix)

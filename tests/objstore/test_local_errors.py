@@ -193,3 +193,44 @@ def test_a_read_only_open_of_a_mistyped_path_leaves_no_directory(tmp_path) -> No
         db.put(b"k", b"v", durable=True)
     with slatedb.DbReader.open(f"file://{tmp_path}/new/db") as reader:
         assert reader.get(b"k") == b"v"
+
+
+@pytest.mark.parametrize("mode", ["create", "create-empty", "overwrite"])
+@pytest.mark.parametrize("when", ["before-first-put", "after-a-put"])
+def test_a_file_where_a_directory_must_be_fails_a_put_as_permanent(tmp_path, mode, when) -> None:
+    """Found by replacing a running writer's ``wal/`` directory (or its root) with a file: the
+    WAL put raised a raw ``NotADirectoryError`` (``FileExistsError`` when the store had not made
+    the directory yet), which reached the caller as "background task _flush_loop failed"; an
+    empty object's create-if-absent reported ``ObjectAlreadyExistsError`` for an object that
+    does not exist. It is a :class:`PermanentObjectStoreError` naming the key: no retry fixes it."""
+    from slatedb.objstore.base import OVERWRITE
+
+    store = LocalStore(str(tmp_path / "db"))
+    put_mode = OVERWRITE if mode == "overwrite" else CREATE_IF_ABSENT
+    data = b"" if mode == "create-empty" else b"rows"
+
+    async def main() -> None:
+        if when == "after-a-put":
+            await store.put("wal/00000000000000000001.sst", b"rows", CREATE_IF_ABSENT)
+            shutil.rmtree(tmp_path / "db" / "wal")
+        else:
+            (tmp_path / "db").mkdir()
+        (tmp_path / "db" / "wal").write_bytes(b"not a directory")
+        with pytest.raises(PermanentObjectStoreError, match="wal/00000000000000000002.sst: .*Not a directory") as e:
+            await store.put("wal/00000000000000000002.sst", data, put_mode)
+        assert not isinstance(e.value, TransientObjectStoreError)
+
+    trio.run(main)
+    assert (tmp_path / "db" / "wal").read_bytes() == b"not a directory"
+
+
+def test_a_writer_whose_wal_directory_became_a_file_raises_a_typed_error(tmp_path) -> None:
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url, settings={"flush_interval": "10ms"}) as db:
+        db.put(b"k", b"v", durable=True)
+        shutil.rmtree(tmp_path / "db" / "wal")
+        (tmp_path / "db" / "wal").write_bytes(b"x")
+        for _ in range(2):  # the put's own error, then the stopped database's
+            with pytest.raises(PermanentObjectStoreError, match="Not a directory"):
+                db.put(b"k2", b"v", durable=True)
+        assert db.get(b"k") == b"v"
