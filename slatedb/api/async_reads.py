@@ -142,10 +142,10 @@ class AsyncReads(Unpicklable):
 
     def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False,
              options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
-        return self._scan(scan_bounds(start, end), bool(reverse), options)
+        return self._scan(scan_bounds(start, end), reverse, options)
 
     def scan_prefix(self, prefix: bytes, *, reverse: bool = False,
                     options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
-        return self._scan(prefix_bounds(prefix), bool(reverse), options)
+        return self._scan(prefix_bounds(prefix), reverse, options)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from slatedb.api.options import CloseReason, DbStatus, DurabilityLevel, IterationOrder, KeyValue, ReadOptions, ScanOptions
-from slatedb.batch import validate_key
+from slatedb.batch import validate_flag, validate_key
 from slatedb.errors import ClosedError, FencedError, InvalidArgumentError, SeekKeyOutOfRangeError
 from slatedb.lsm.view import KeyBounds
 from slatedb.merge import resolve_row
@@ -41,12 +41,14 @@ def read_options(options: Any) -> ReadOptions:
 
 def scan_options(options: Any, reverse: bool) -> tuple[ScanOptions, bool]:
     """The options and the direction (``reverse=True`` and ``order=DESCENDING`` say the same;
-    both given and disagreeing is refused)."""
+    both given and disagreeing is refused). ``reverse`` must be a bool: ``reverse="false"`` from
+    request data must not silently scan backwards."""
+    reverse = validate_flag("reverse", reverse)
     opts = ScanOptions.of(options)
     descending = opts.order is IterationOrder.DESCENDING
     if options is not None and reverse and not descending:
         raise InvalidArgumentError("reverse=True contradicts ScanOptions(order=ASCENDING): give one of them")
-    return opts, bool(reverse) or descending
+    return opts, reverse or descending
 
 
 def seek_bounds(bounds: KeyBounds, key: Any, reverse: bool) -> KeyBounds:

@@ -180,11 +180,11 @@ class SyncReads(Unpicklable):
              options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
         """``(key, value)`` pairs with ``start <= key < end`` (None: open), ascending unless
         ``reverse``. Deleted and expired keys are skipped."""
-        return self._scan(scan_bounds(start, end), bool(reverse), options)
+        return self._scan(scan_bounds(start, end), reverse, options)
 
     def scan_prefix(self, prefix: bytes, *, reverse: bool = False,
                     options: ScanOptions | Mapping[str, Any] | None = None) -> DbIterator:
         """``(key, value)`` pairs whose key starts with ``prefix``."""
-        return self._scan(prefix_bounds(prefix), bool(reverse), options)
+        return self._scan(prefix_bounds(prefix), reverse, options)
 
 

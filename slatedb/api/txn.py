@@ -29,7 +29,7 @@ import enum
 from typing import Any, Callable, Iterable
 
 from slatedb.api.options import KeyValue
-from slatedb.batch import WriteBatch, validate_key, validate_ttl_s, validate_value
+from slatedb.batch import WriteBatch, validate_flag, validate_key, validate_ttl_s, validate_value
 from slatedb.errors import (
     InvalidArgumentError,
     MergeOperatorMissingError,
@@ -219,7 +219,10 @@ class TxnState:
 def _keys(keys: Iterable[Any]) -> list[Any]:
     if isinstance(keys, (bytes, bytearray, memoryview, str)):
         raise InvalidArgumentError("keys must be a list of keys (bytes), not a single key")
-    return list(keys)
+    try:
+        return list(keys)
+    except TypeError:
+        raise InvalidArgumentError(f"keys must be a list of keys (bytes), not {type(keys).__name__}") from None
 
 
 def key_value_local(key: bytes, value: bytes | None) -> KeyValue | None:
@@ -286,6 +289,7 @@ class Transaction:
         writes applied (a list)."""
         t = self._t
         t.check_open()
+        reverse = validate_flag("reverse", reverse)
         return t.overlay(list(t.snapshot.scan(start, end)), start, end, reverse)
 
     def commit(self, *, durable: bool = False) -> Any:
@@ -294,6 +298,7 @@ class Transaction:
         (nothing written). The transaction is finished either way."""
         t = self._t
         t.check_open()
+        validate_flag("durable", durable)  # before the try: a bad argument leaves the transaction open
         try:
             if not t.writes and not t.merges:
                 return None
@@ -386,12 +391,14 @@ class AsyncTransaction:
                    reverse: bool = False) -> list[tuple[bytes, bytes]]:
         t = self._t
         t.check_open()
+        reverse = validate_flag("reverse", reverse)
         rows = [kv async for kv in t.snapshot.scan(start, end)]
         return t.overlay(rows, start, end, reverse)
 
     async def commit(self, *, durable: bool = False) -> Any:
         t = self._t
         t.check_open()
+        validate_flag("durable", durable)  # before the try: a bad argument leaves the transaction open
         try:
             if not t.writes and not t.merges:
                 return None
