@@ -1,4 +1,5 @@
-"""Administration of a database without opening a writer (trio functions; the CLI wraps them).
+"""Administration of a database without opening a writer (coroutine functions for trio and
+asyncio alike, :mod:`slatedb.runtime.anyloop`; the CLI wraps them).
 
 Compactions (RFC 002 "External Process Integration"): :func:`submit_compaction`,
 :func:`read_compaction`, :func:`read_compactions`, :func:`list_compactions`,
@@ -47,6 +48,7 @@ from slatedb.objstore.retry import retry_transient
 from slatedb.projection import parse_range
 from slatedb.projection.create import CloneSource, create_database_url
 from slatedb.runtime import Runtime, with_max_retries
+from slatedb.runtime.anyloop import on_any_loop
 from slatedb.runtime.production import ProductionRuntime
 
 
@@ -70,6 +72,7 @@ def parse_request(request: Any) -> CompactionSpec | str:
     return CompactionSpec.from_json(request)
 
 
+@on_any_loop
 async def submit_compaction(store: ObjectStore, request: Any, runtime: Runtime | None = None) -> Compaction:
     """Record a compaction as ``Submitted``; the running compactor validates and runs it."""
     rt = runtime or ProductionRuntime("admin")
@@ -85,6 +88,7 @@ async def submit_compaction(store: ObjectStore, request: Any, runtime: Runtime |
     return await _submit(store, rt, spec)
 
 
+@on_any_loop
 async def read_compactions(store: ObjectStore, compactions_id: int | None = None, runtime: Runtime | None = None) -> StoredCompactions:
     cs = CompactionsStore(store, runtime or ProductionRuntime("admin"))
     if compactions_id is None:
@@ -100,6 +104,7 @@ async def read_compactions(store: ObjectStore, compactions_id: int | None = None
         raise NotFoundError(f"compactions file {compactions_id} does not exist") from None
 
 
+@on_any_loop
 async def read_compaction(store: ObjectStore, compaction_id: str | ULID, compactions_id: int | None = None,
                           runtime: Runtime | None = None) -> Compaction:
     try:
@@ -121,6 +126,7 @@ async def read_compaction(store: ObjectStore, compaction_id: str | ULID, compact
     return found
 
 
+@on_any_loop
 async def list_compactions(store: ObjectStore, start: int | None = None, end: int | None = None,
                            runtime: Runtime | None = None) -> list[StoredCompactions]:
     """Every ``.compactions`` file with ``start <= id <= end`` (files GC removed are skipped)."""
@@ -135,6 +141,7 @@ async def list_compactions(store: ObjectStore, start: int | None = None, end: in
     return out
 
 
+@on_any_loop
 async def failure_reason(store: ObjectStore, compaction_id: ULID) -> str | None:
     try:
         got = await store.get(failed_reason_key(compaction_id))
@@ -154,6 +161,7 @@ async def _release_startup_pin(c: Compactor) -> None:
     c.startup_pin_id = None
 
 
+@on_any_loop
 async def run_compactor(store: ObjectStore, settings: Settings | None = None, *, once: bool = False,
                         runtime: Runtime | None = None, merge_operator: Any = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
@@ -199,6 +207,7 @@ def as_checkpoint_id(value: Any) -> uuid.UUID:
         raise InvalidArgumentError(f"checkpoint id {value!r} is not a UUID (e.g. 01740ee5-6459-44af-9a45-85deb6e468e3)") from None
 
 
+@on_any_loop
 async def create_checkpoint(store: ObjectStore, options: CheckpointOptions = CheckpointOptions(),
                             runtime: Runtime | None = None) -> CheckpointCreateResult:
     """RFC 000 ``admin::create_checkpoint``: a checkpoint of the latest manifest (pinning the
@@ -212,6 +221,7 @@ async def create_checkpoint(store: ObjectStore, options: CheckpointOptions = Che
     return await _ckpt.create_checkpoint(manifests, rt, options)
 
 
+@on_any_loop
 async def refresh_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, lifetime_s: float | None = None,
                              runtime: Runtime | None = None) -> Checkpoint:
     """Set the checkpoint's expiry to now + ``lifetime_s`` (None: never expires); returns it."""
@@ -222,6 +232,7 @@ async def refresh_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str,
     return await _ckpt.refresh_checkpoint(manifests, rt, cid, lifetime_s)
 
 
+@on_any_loop
 async def delete_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, runtime: Runtime | None = None) -> None:
     """Remove the checkpoint (:class:`CheckpointNotFoundError` when there is none with that id)."""
     rt = _admin_runtime(runtime)
@@ -231,6 +242,7 @@ async def delete_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, 
     await _ckpt.delete_checkpoint(manifests, rt, cid)
 
 
+@on_any_loop
 async def list_checkpoints(store: ObjectStore, name: str | None = None, runtime: Runtime | None = None) -> list[Checkpoint]:
     """The checkpoints of the latest manifest (only those named ``name`` when given), writer
     checkpoints and expired ones (until GC removes them) included."""
@@ -239,6 +251,7 @@ async def list_checkpoints(store: ObjectStore, name: str | None = None, runtime:
     return [c for c in latest.manifest.checkpoints if name is None or c.name == name]
 
 
+@on_any_loop
 async def read_manifest(store: ObjectStore, manifest_id: int | None = None, runtime: Runtime | None = None) -> StoredManifest:
     """The manifest ``manifest_id``, or the latest when None. :class:`NotFoundError` when it does
     not exist (never written, or deleted by GC)."""
@@ -265,6 +278,7 @@ def _check_flag(name: str, value: Any) -> bool:
     return value
 
 
+@on_any_loop
 async def sequence_tracker(store: ObjectStore, runtime: Runtime | None = None) -> _seqtrack.SequenceTracker:
     """The latest manifest's sequence tracker (RFC 0012, :mod:`slatedb.format.seq_tracker`);
     :class:`~slatedb.errors.CorruptionError` naming the manifest when its bytes do not decode."""
@@ -272,6 +286,7 @@ async def sequence_tracker(store: ObjectStore, runtime: Runtime | None = None) -
     return _seqtrack.decode(latest.manifest.sequence_tracker, manifest_key(latest.id))
 
 
+@on_any_loop
 async def get_sequence_for_timestamp(store: ObjectStore, timestamp_s: int, round_up: bool = False,
                                      runtime: Runtime | None = None) -> int | None:
     """The sequence number the latest manifest's tracker recorded at ``timestamp_s`` (Unix
@@ -282,6 +297,7 @@ async def get_sequence_for_timestamp(store: ObjectStore, timestamp_s: int, round
     return (await sequence_tracker(store, runtime)).find_seq(ts, up)
 
 
+@on_any_loop
 async def get_timestamp_for_sequence(store: ObjectStore, seq: int, round_up: bool = False,
                                      runtime: Runtime | None = None) -> int | None:
     """The timestamp (Unix seconds) the latest manifest's tracker recorded for ``seq``; without
@@ -302,6 +318,7 @@ class ManifestInfo:
     last_modified_ms: int
 
 
+@on_any_loop
 async def list_manifests(store: ObjectStore, start: int | None = None, end: int | None = None,
                          runtime: Runtime | None = None) -> list[ManifestInfo]:
     """The manifest files with ``start <= id <= end`` (both inclusive, None: open), by id."""
@@ -320,6 +337,7 @@ async def list_manifests(store: ObjectStore, start: int | None = None, end: int 
 # ---------------------------------------------------------------------------------------------
 
 
+@on_any_loop
 async def run_gc(store: ObjectStore, settings: Settings | None = None, once: bool = False, *,
                  db_delete_grace_s: float | None = None, runtime: Runtime | None = None) -> Any:
     """Run the garbage collector with ``settings.garbage_collector_options`` (the defaults when
@@ -338,6 +356,7 @@ async def run_gc(store: ObjectStore, settings: Settings | None = None, once: boo
     return await _run_gc(store, rt, options, once, db_delete_grace_s=grace)
 
 
+@on_any_loop
 async def create_clone(clone_url: str, parent_url: str, parent_checkpoint: uuid.UUID | str | None = None,
                        runtime: Runtime | None = None) -> StoredManifest:
     """RFC 000 ``admin::create_clone``: make the database at ``clone_url`` a clone of the one at
@@ -347,6 +366,7 @@ async def create_clone(clone_url: str, parent_url: str, parent_checkpoint: uuid.
     return await create_clone_url(clone_url, parent_url, cp, _admin_runtime(runtime))
 
 
+@on_any_loop
 async def create_clone_from_sources(dest_url: str, sources: Any, runtime: Runtime | None = None) -> StoredManifest:
     """RFC 000 projection and union (the official ``CloneBuilder`` with one ``CloneSourceSpec``
     per source): make the database at ``dest_url`` from ``sources``, each a
@@ -359,6 +379,7 @@ async def create_clone_from_sources(dest_url: str, sources: Any, runtime: Runtim
     return await create_database_url(dest_url, list(sources), _admin_runtime(runtime))
 
 
+@on_any_loop
 async def project(dest_url: str, source_url: str, key_range: Any, checkpoint: uuid.UUID | str | None = None,
                   runtime: Runtime | None = None) -> StoredManifest:
     """The projection of the database at ``source_url`` onto ``key_range`` (a
@@ -367,12 +388,14 @@ async def project(dest_url: str, source_url: str, key_range: Any, checkpoint: uu
     return await create_clone_from_sources(dest_url, [CloneSource(source_url, checkpoint, rng)], runtime)
 
 
+@on_any_loop
 async def union(dest_url: str, source_urls: Any, runtime: Runtime | None = None) -> StoredManifest:
     """The union of the databases at ``source_urls`` (non-overlapping key ranges; each may be
     ``URL[@CHECKPOINT][:RANGE]``) as a new database at ``dest_url``."""
     return await create_clone_from_sources(dest_url, source_urls, runtime)
 
 
+@on_any_loop
 async def destroy(store: ObjectStore, soft: bool, runtime: Runtime | None = None) -> None:
     """RFC 000 ``Db::destroy``: ``soft`` marks the database destroyed (GC removes it after the
     grace period once no checkpoint is active); otherwise delete the database's objects now (not

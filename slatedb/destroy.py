@@ -41,6 +41,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime, switches
+from slatedb.runtime.anyloop import on_any_loop
 from slatedb.runtime.production import default_runtime
 from slatedb.wal.writer import WalWriter
 
@@ -55,6 +56,7 @@ async def destroy(store: ObjectStore, runtime: Runtime, *, soft: bool) -> None:
         await _hard(store, runtime)
 
 
+@on_any_loop
 async def destroy_url(url: str, *, soft: bool, runtime: Runtime | None = None) -> None:
     """:func:`destroy` of the database at ``url``; the store is opened and closed here."""
     if runtime is None:

@@ -13,11 +13,13 @@ import uuid
 from slatedb.manifest.store import StoredManifest
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
+from slatedb.runtime.anyloop import on_any_loop
 from slatedb.runtime.production import default_runtime
 
 from .ops import EPHEMERAL_CHECKPOINT_LIFETIME_S, CloneMismatchError, create_clone
 
 
+@on_any_loop
 async def create_clone_url(clone_url: str, parent_url: str, parent_checkpoint: uuid.UUID | str | None = None,
                            runtime: Runtime | None = None) -> StoredManifest:
     """:func:`create_clone` with both databases named by URL (``memory://``, ``file:///``,
