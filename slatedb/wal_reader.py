@@ -15,6 +15,7 @@ and ``slatedb.aio.WalReader`` under asyncio or trio::
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any, AsyncIterator, Iterator, Mapping
 
 from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg, RuntimeThread
@@ -51,6 +52,49 @@ def _changes_args(start_id: int | None, follow: bool, poll_interval_s: float) ->
 
 async def _open_core(st: ObjectStore, rt: Runtime) -> WalReaderCore:
     return WalReaderCore(st, rt)
+
+
+class AsyncChanges:
+    """The iterator of :meth:`AsyncWalReader.changes`. Not an async generator: a cancelled
+    ``__anext__`` (a consumer's timeout) would close one, and every later step would end the
+    iteration as if the WAL were done. Here the position (the next WAL id, the rows of the one
+    read and not yet returned) changes only once a read has returned, so a cancelled step
+    loses and repeats nothing."""
+
+    def __init__(self, reader: "AsyncWalReader", start_id: int | None, follow: bool, poll_interval_s: float) -> None:
+        self._reader = reader
+        self._next_id = start_id
+        self._follow = follow
+        self._poll_interval_s = poll_interval_s
+        self._rows: deque[ChangeRow] = deque()
+        self._done = False
+
+    def __aiter__(self) -> "AsyncChanges":
+        return self
+
+    async def __anext__(self) -> ChangeRow:
+        reader = self._reader
+        while not self._rows:
+            if self._done:
+                raise StopAsyncIteration
+            if self._next_id is None:
+                ids = await reader.wal_ids()
+                if not ids and not self._follow:
+                    self._done = True
+                    raise StopAsyncIteration
+                self._next_id = ids[0] if ids else 1
+            rows = await reader._call(reader._core.next_rows, self._next_id, self._follow, self._poll_interval_s)
+            if rows is None:
+                self._done = True
+                raise StopAsyncIteration
+            self._rows.extend(rows)
+            self._next_id += 1
+        return self._rows.popleft()
+
+    async def aclose(self) -> None:
+        """End the iteration (as an async generator's ``aclose``: ``contextlib.aclosing`` works)."""
+        self._done = True
+        self._rows.clear()
 
 
 class WalReader:
@@ -134,23 +178,10 @@ class AsyncWalReader(AsyncClosing):
                 poll_interval_s: float = 1.0) -> AsyncIterator[ChangeRow]:
         """As :meth:`WalReader.changes`, an async iterator (``async for``); arguments checked
         here. With ``follow=True`` the wait for the next WAL object is a task of the reader's
-        loop: cancelling the iterating task (``asyncio.wait_for``, a trio cancel scope) ends it."""
-        return self._iterate(start_id, follow, _changes_args(start_id, follow, poll_interval_s))
-
-    async def _iterate(self, start_id: int | None, follow: bool, poll_interval_s: float) -> AsyncIterator[ChangeRow]:
-        if start_id is None:
-            ids = await self.wal_ids()
-            if not ids and not follow:
-                return
-            start_id = ids[0] if ids else 1
-        wal_id = start_id
-        while True:
-            rows = await self._call(self._core.next_rows, wal_id, follow, poll_interval_s)
-            if rows is None:
-                return
-            for row in rows:
-                yield row
-            wal_id += 1
+        loop: cancelling the iterating task (a trio cancel scope, ``task.cancel()``) ends the
+        wait. A step cancelled on its own (``asyncio.wait_for(anext(it), timeout)``) moves
+        nothing: the next step goes on from the same row."""
+        return AsyncChanges(self, start_id, follow, _changes_args(start_id, follow, poll_interval_s))
 
     async def close(self) -> None:
         await self._host.aclose()

@@ -1,7 +1,8 @@
 """``slatedb.aio.WalReader``: the WAL reader (change data capture) under asyncio and trio, the
 same rows as the sync ``WalReader``; ``async for`` over ``changes(follow=True)`` waits for the
-live tail without blocking the loop, and ends when the iterating task is cancelled. Before:
-no async form ("sync API only" in docs/api.md)."""
+live tail without blocking the loop, and ends when the iterating task is cancelled (a single
+step cancelled by a timeout ends nothing). Before: no async form ("sync API only" in
+docs/api.md)."""
 
 from __future__ import annotations
 
@@ -119,4 +120,33 @@ def test_follow_under_trio_ends_with_its_cancel_scope(tmp_path) -> None:
             assert not scope.cancelled_caught
         assert got == [b"k0", b"k1"]
     trio.run(main)
+    db.close()
+
+
+def test_a_step_cancelled_by_a_timeout_loses_no_row_and_ends_nothing(tmp_path) -> None:
+    """Found by a CDC consumer that waits for the next row with a timeout (a heartbeat):
+    ``changes()`` was an async generator, so the first ``asyncio.wait_for(anext(it), t)`` that
+    timed out closed it, and every later step raised ``StopAsyncIteration`` -- a followed
+    stream that looked finished. Now a cancelled step leaves the position as it was."""
+    url = f"file://{tmp_path}"
+    db = slatedb.Db.open(url, S)
+    db.put(b"k0", b"v")
+    db.flush()
+
+    async def main():
+        async with aio.WalReader.open(url) as w:
+            it = w.changes(follow=True, poll_interval_s=0.01)
+            got = [(await asyncio.wait_for(it.__anext__(), 60)).key]
+            for _ in range(3):  # the tail: each step times out
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(it.__anext__(), 0.05)
+            for k in (b"k1", b"k2"):
+                await asyncio.to_thread(db.put, k, b"v", durable=True)
+                got.append((await asyncio.wait_for(it.__anext__(), 60)).key)
+            await it.aclose()  # as an async generator's: the iteration ends
+            with pytest.raises(StopAsyncIteration):
+                await it.__anext__()
+        return got
+
+    assert asyncio.run(main()) == [b"k0", b"k1", b"k2"]
     db.close()
