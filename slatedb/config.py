@@ -92,6 +92,15 @@ class _Validated:
 
     __slots__ = ()
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # An unknown keyword (a typo, ``Settings(flush_intervl="1s")``) is refused as the loader
+        # refuses an unknown key, before attrs' ``__init__`` would raise a bare TypeError.
+        names = {f.name for f in attrs.fields(cls)}
+        unknown = sorted(k for k in kwargs if k not in names)
+        if unknown:
+            raise InvalidArgumentError(f"unknown setting {unknown[0]} ({cls.__name__} has no such field)")
+        return super().__new__(cls)
+
     def __attrs_post_init__(self) -> None:
         if not _MODULE_READY:  # defaults built while this module loads are known good
             return

@@ -243,3 +243,19 @@ def test_max_unflushed_bytes_just_above_l0_sst_size_bytes_writes_past_it():
             db.put(b"small%02d" % i, b"v")
         db.put(b"last", b"x", durable=True)
         assert sum(1 for _ in db.scan()) == 41
+
+
+def test_an_unknown_keyword_of_settings_is_refused_like_an_unknown_key():
+    """docs/db.md: ``Settings(...)`` refuses an unknown name with InvalidArgumentError, as the
+    dict loader does. Found by a typo: ``Settings(flush_intervl="1s")`` raised attrs' bare
+    TypeError, so a service catching ``slatedb.SlateDBError`` around its config did not catch it."""
+    from slatedb.config import CompactorOptions
+
+    with pytest.raises(InvalidArgumentError, match="unknown setting flush_intervl"):
+        Settings(flush_intervl="1s")
+    with pytest.raises(InvalidArgumentError, match="unknown setting poll_intervl"):
+        CompactorOptions(poll_intervl=1.0)
+    with pytest.raises(InvalidArgumentError, match="unknown setting flush_intervl"):
+        attrs.evolve(Settings(), flush_intervl=0.5)
+    assert Settings(flush_interval="10ms").flush_interval == 0.01  # known names as before
+    assert attrs.evolve(Settings(), flush_interval=0.5).flush_interval == 0.5
