@@ -1,6 +1,7 @@
 """Read and scan options, row metadata and status: the official binding's names (0.17), frozen
 values checked at construction. A value this engine does not implement is refused here, at
-the call, naming the option and what happens instead; an unknown option name (in a dict) too.
+the call, naming the option and what happens instead; an unknown option name (in a dict, or a
+keyword of the constructor) too.
 
 * :class:`ReadOptions` (``get``, ``get_key_value``): ``durability_filter`` MEMORY (default: every
   applied write) or REMOTE (only writes already in a WAL object), ``dirty``, ``cache_blocks``.
@@ -71,12 +72,26 @@ _DIRTY_WHY = ("every write is applied to the memtable and readable at once; dura
 _CACHE_WHY = "every block read goes through the block cache (block_cache_size_bytes=0 disables it)"
 
 
+def _known_keywords(cls: Any, kwargs: Mapping[str, Any]) -> Any:
+    """``object.__new__(cls)`` once every keyword names a field: a typo such as
+    ``ReadOptions(durabilty_filter=...)`` is refused as a dict's unknown key is, not with the bare
+    TypeError of attrs' ``__init__``."""
+    names = {a.name for a in attrs.fields(cls)}
+    unknown = sorted(k for k in kwargs if k not in names)
+    if unknown:
+        raise InvalidArgumentError(f"unknown {cls.__name__} option: {', '.join(unknown)} (known: {', '.join(sorted(names))})")
+    return object.__new__(cls)
+
+
 @attrs.frozen
 class ReadOptions:
     durability_filter: DurabilityLevel = attrs.field(default=DurabilityLevel.MEMORY,
                                                      converter=_enum(DurabilityLevel, "durability_filter"))
     dirty: bool = attrs.field(default=False, validator=_flag("dirty", (False,), _DIRTY_WHY))
     cache_blocks: bool = attrs.field(default=True, validator=_flag("cache_blocks", (True,), _CACHE_WHY))
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "ReadOptions":
+        return _known_keywords(cls, kwargs)  # type: ignore[no-any-return]
 
     @classmethod
     def of(cls, value: Any) -> "ReadOptions":
@@ -94,6 +109,9 @@ class ScanOptions:
     max_fetch_tasks: int | None = attrs.field(default=None, validator=_default_only(
         "max_fetch_tasks", 1, "a scan fetches one read at a time"))
     order: IterationOrder = attrs.field(default=IterationOrder.ASCENDING, converter=_enum(IterationOrder, "order"))
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "ScanOptions":
+        return _known_keywords(cls, kwargs)  # type: ignore[no-any-return]
 
     @classmethod
     def of(cls, value: Any) -> "ScanOptions":

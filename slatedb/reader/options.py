@@ -4,6 +4,7 @@ defaults: poll every 10 s, a checkpoint lifetime of 10 min, 64 MiB in-memory tab
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 
@@ -40,6 +41,15 @@ class DbReaderOptions:
     checkpoint_lifetime_s: float = DEFAULT_CHECKPOINT_LIFETIME_S
     max_memtable_bytes: int = DEFAULT_MAX_MEMTABLE_BYTES
     follow_latest: bool = True
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "DbReaderOptions":
+        # A typo (``manifest_poll_interval=``) is refused with a typed error naming it, not with
+        # the bare TypeError of attrs' ``__init__``.
+        names = {a.name for a in attrs.fields(cls)}
+        unknown = sorted(k for k in kwargs if k not in names)
+        if unknown:
+            raise InvalidArgumentError(f"unknown DbReaderOptions option: {', '.join(unknown)} (known: {', '.join(sorted(names))})")
+        return object.__new__(cls)
 
     def __attrs_post_init__(self) -> None:
         _positive_seconds("manifest_poll_interval_s", self.manifest_poll_interval_s)

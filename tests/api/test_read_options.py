@@ -164,3 +164,17 @@ async def test_the_async_api_has_the_same_calls(tmp_path) -> None:
         it = r.scan(b"k100", options=ScanOptions(order=IterationOrder.DESCENDING))
         await it.seek(b"k299")
         assert (await it.next_batch(1))[0][0] == b"k299"
+
+
+def test_an_unknown_keyword_of_an_options_class_is_a_typed_error():
+    """Found by a typo in a service: ``ReadOptions(durabilty_filter="remote")``,
+    ``ScanOptions(ordr=...)`` and ``DbReaderOptions(manifest_poll_interval=...)`` raised attrs'
+    bare TypeError, where the same typo in a dict (``get(k, options={...})``) already raised
+    InvalidArgumentError naming it."""
+    for make, name in ((lambda: slatedb.ReadOptions(durabilty_filter="remote"), "durabilty_filter"),
+                       (lambda: slatedb.ScanOptions(ordr="descending"), "ordr"),
+                       (lambda: slatedb.DbReaderOptions(manifest_poll_interval=1.0), "manifest_poll_interval")):
+        with pytest.raises(InvalidArgumentError, match=f"unknown .*option: {name} "):
+            make()
+    assert slatedb.ScanOptions(order="descending").order is IterationOrder.DESCENDING
+    assert slatedb.DbReaderOptions(manifest_poll_interval_s=1.0).manifest_poll_interval_s == 1.0
