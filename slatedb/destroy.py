@@ -33,7 +33,7 @@ from slatedb.lsm.paths import SstLocator
 from slatedb.errors import BoundaryVanishedError, CorruptionError, FencedError, InvalidDbStateError, NotFoundError
 from slatedb.format.layout import DB_OBJECT_DIRECTORIES, is_db_key
 from slatedb.format.sst import SstOptions
-from slatedb.gc.destroyed import delete_latest_last, keep_pinned_shards
+from slatedb.gc.destroyed import delete_latest_last, delete_shard, keep_pinned_shards, shard_pinned, shard_root
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, DeletionRefused, HardDestroy, SoftDestroy
 from slatedb.manifest.store import ManifestStore, StoredManifest
@@ -145,12 +145,24 @@ async def _no_manifest(store: ObjectStore, rt: Runtime) -> None:
     (whatever else lies there: a database nested below it, a user's file, DESTROY-8); objects of
     the layout but no manifest is not a database."""
     left = [m for m in await retry_transient(rt, lambda: store.list(""), what="list") if is_db_key(m.key)]
-    if not left:
-        rt.event("destroy", destroy_step="already", soft=False)
+    roots = sorted({r for r in (shard_root(m.key) for m in left) if r is not None})
+    others = [m for m in left if shard_root(m.key) is None]
+    if others:
+        raise NotFoundError(f"{store.url} holds {len(others)} objects (e.g. {others[0].key}) but no manifest: not a "
+                            f"database, not deleting")
+    # Only shard databases of a sharded load are left (no load is open: its marker would be
+    # listed above): the ones an earlier destroy kept because a clone pinned them (destroy.md
+    # "Shards another database still reads"). Those still pinned stay; the rest go now.
+    kept = 0
+    for root in roots:
+        if await shard_pinned(store, rt, root):
+            kept += 1
+            continue
+        count = await delete_shard(store, rt, root)
+        rt.event("destroy", destroy_step="shard_removed", soft=False, root=root, objects=count)
+    rt.event("destroy", destroy_step="already", soft=False)
+    if not kept:
         await store.tidy_destroyed_root(DB_OBJECT_DIRECTORIES)  # a re-run finishes an interrupted tidy
-        return
-    raise NotFoundError(f"{store.url} holds {len(left)} objects (e.g. {left[0].key}) but no manifest: not a database, "
-                        f"not deleting")
 
 
 async def _hard(store: ObjectStore, rt: Runtime) -> None:

@@ -98,6 +98,7 @@ SHARD_COMMIT = "shard_commit"
 SHARD_ABORT = "shard_abort"
 SHARD_COLLECTED = "shard_collected"
 SHARD_LEFTOVER_COLLECTED = "shard_leftover_collected"  # an ended load's shards, no database at the URL (LOAD-10)
+SHARD_LEFTOVER_KEPT = "shard_leftover_kept"  # an ended load's shards a clone pins, kept by its clean-up (LOAD-9)
 SPARK_CHECKPOINT = "spark_checkpoint"
 DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"

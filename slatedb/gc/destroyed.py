@@ -99,11 +99,43 @@ async def delete_latest_last(runtime: Runtime, what: str, list_keys: Callable[[]
                               f"kept, run the destroy again")
 
 
-def _shard_root(key: str) -> str | None:
+def shard_root(key: str) -> str | None:
     """``shards/<load>/<shard>`` of a key of a sharded load's shard database, else None."""
     if not key.startswith(SHARDS_DIR) or not is_db_key(key):
         return None
     return key.rsplit("/", key.count("/") - 2)[0]
+
+
+async def shard_pinned(store: ObjectStore, runtime: Runtime, root: str) -> bool:
+    """Does the shard database at ``<store>/<root>`` hold an active checkpoint (LOAD-9)? A clone
+    of a sharded load's union pins every shard it names (clone.md step 4). One whose manifest is
+    gone or does not decode pins nothing (nobody can read a checkpoint there). A pinned one is
+    reported (event ``destroy_shard_kept``)."""
+    url = f"{store.url.rstrip('/')}/{root}"
+    shard = store.open_url(url)
+    try:
+        latest = await ManifestStore(shard, runtime).read_latest()
+    except CorruptionError:
+        latest = None
+    finally:
+        await shard.aclose()
+    holders = _active(latest.manifest, runtime.now_ms() // 1000) if latest is not None else ()
+    if holders:
+        runtime.event("destroy_shard_kept", url=url, checkpoints=[str(c.id) for c in holders])
+    return bool(holders)
+
+
+async def delete_shard(store: ObjectStore, runtime: Runtime, root: str) -> int:
+    """Delete every object under ``<root>/`` (a shard database), its manifests last: a shard
+    half deleted has no manifest only once nothing else of it is left. Returns the count."""
+    metas = await retry_transient(runtime, lambda: store.list(f"{root}/"), what=f"list {root}/")
+    keys = sorted((m.key for m in metas), key=lambda k: (k[len(root) + 1:].startswith(MANIFEST_DIR), k))
+    for key in keys:
+        try:
+            await retry_transient(runtime, lambda: store.delete(key), what=f"delete {key}")
+        except ObjectNotFoundError:
+            pass
+    return len(keys)
 
 
 def keep_pinned_shards(store: ObjectStore, runtime: Runtime,
@@ -114,31 +146,16 @@ def keep_pinned_shards(store: ObjectStore, runtime: Runtime,
     for the union holding no SST, detaches from the union and keeps only those pins -- a destroy
     of the union deleting its shards took the clone's rows. The database's own final checkpoints
     there are released before (H3, S5), so any left are another database's. Each shard is judged
-    once, at the first listing that shows it; one whose manifest is gone or does not decode pins
-    nothing (nobody can read a checkpoint there)."""
+    once, at the first listing that shows it (:func:`shard_pinned`)."""
     pinned: dict[str, bool] = {}
-
-    async def judge(root: str) -> bool:
-        url = f"{store.url.rstrip('/')}/{root}"
-        shard = store.open_url(url)
-        try:
-            latest = await ManifestStore(shard, runtime).read_latest()
-        except CorruptionError:
-            latest = None
-        finally:
-            await shard.aclose()
-        holders = _active(latest.manifest, runtime.now_ms() // 1000) if latest is not None else ()
-        if holders:
-            runtime.event("destroy_shard_kept", url=url, checkpoints=[str(c.id) for c in holders])
-        return bool(holders)
 
     async def listing() -> list[str]:
         keys: list[str] = []
         for key in await list_keys():
-            root = _shard_root(key)
+            root = shard_root(key)
             if root is not None:
                 if root not in pinned:
-                    pinned[root] = await judge(root)
+                    pinned[root] = await shard_pinned(store, runtime, root)
                 if pinned[root]:
                     continue
             keys.append(key)

@@ -48,7 +48,7 @@ from slatedb.errors import InvalidUnionError, SlateDBError
 from slatedb.format.layout import SHARDS_DIR
 from slatedb.format.sst import SstOptions
 from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SortedRunV2
-from slatedb.gc.destroyed import destroy_database
+from slatedb.gc.destroyed import delete_shard, destroy_database, shard_pinned, shard_root
 from slatedb.manifest.checkpoints import active_checkpoints
 from slatedb.manifest.store import MANIFEST_DIR, ManifestStore
 from slatedb.objstore.base import ObjectStore
@@ -339,7 +339,18 @@ async def collect_ended_shards(store: ObjectStore, rt: Runtime) -> list[str]:
     for load_id in load_ids:
         if await load_is_open(store, rt, load_id):
             continue
-        await _delete_under(store, rt, shards_prefix(load_id))
+        # LOAD-9: a shard database a clone pins stays (a destroy of the union kept it; the load
+        # ended long ago): deleting it took the clone's rows.
+        prefix = shards_prefix(load_id)
+        roots = sorted({r for r in map(shard_root, (m.key for m in metas if m.key.startswith(prefix))) if r is not None})
+        kept = [r for r in roots if await shard_pinned(store, rt, r)]
+        if kept:
+            for root in roots:
+                if root not in kept:
+                    await delete_shard(store, rt, root)
+            rt.event("shard_leftover_kept", load_id=load_id, kept=len(kept))
+            continue
+        await _delete_under(store, rt, prefix)
         cleaned.append(load_id)
         rt.event("shard_leftover_collected", load_id=load_id)
     return cleaned

@@ -286,3 +286,75 @@ def test_a_destroy_of_the_union_deletes_its_shards_unless_a_clone_pins_them(tmp_
         assert len(shard_roots(tmp_path)) == 2
     else:
         assert left == set()
+
+
+def _destroyed_union_with_a_cloned_shard(tmp_path: Path) -> tuple[str, str, dict[bytes, bytes]]:
+    """A sharded load's union, cloned (the clone detached from the union: only its pins on the
+    shards keep its rows), then hard-destroyed: the shards stay under the destroyed path."""
+    from slatedb import admin
+    from slatedb.objstore import resolve_store
+
+    url, clone = url_of(tmp_path), f"file://{tmp_path}/clone"
+    plan = begin(url)
+    data = {**rows_of(b"a", 50), **rows_of(b"b", 50)}
+    commit(url, plan, [stage(url, plan, 0, rows_of(b"a", 50)), stage(url, plan, 1, rows_of(b"b", 50))])
+    trio.run(lambda: admin.create_clone(clone, url))
+
+    async def gc_then_destroy() -> None:
+        store = resolve_store(clone)
+        await run_gc(store, Later(), gc_options(min_age_s=0.0), True)
+        await store.aclose()
+        store = resolve_store(url)
+        await admin.destroy(store, False, Later())
+        await store.aclose()
+
+    trio.run(gc_then_destroy)
+    assert latest(url) is None and len(shard_roots(tmp_path)) == 2
+    return url, clone, data
+
+
+@pytest.mark.parametrize("how", ["collect_loads", "next_sharded_load"])
+def test_a_shard_kept_for_a_clone_survives_the_clean_up_of_ended_loads(tmp_path, how: str) -> None:
+    """LOAD-9: the shards a destroy kept because a clone pins them belong to an ended load (no
+    open marker) at a path with no database: the clean-up of ended loads (``collect_loads``, and
+    every sharded load's begin) deleted them, and the clone's next read met missing SSTs."""
+    from slatedb.spark import collect_loads
+
+    url, clone, data = _destroyed_union_with_a_cloned_shard(tmp_path)
+    if how == "collect_loads":
+        collect_loads(url)
+    else:
+        plan = begin(url)
+        commit(url, plan, [stage(url, plan, 0, rows_of(b"c", 10))])
+        assert scan(url) == rows_of(b"c", 10)
+    assert len(shard_roots(tmp_path)) >= 2
+    assert scan(clone) == data
+
+
+@pytest.mark.parametrize("how", ["destroy_again", "collect_loads"])
+def test_a_kept_shard_goes_once_its_clone_let_go(tmp_path, how: str) -> None:
+    """destroy.md "Shards another database still reads": once the clone is destroyed (its final
+    checkpoints on the shards released), a re-run of the hard destroy, or ``collect_loads``,
+    removes the kept shards: the path is empty again (before, H1 refused the path for ever:
+    objects of the layout but no manifest)."""
+    from slatedb import admin
+    from slatedb.objstore import resolve_store
+    from slatedb.spark import collect_loads
+
+    url, clone, _ = _destroyed_union_with_a_cloned_shard(tmp_path)
+
+    async def destroy(u: str) -> None:
+        store = resolve_store(u)
+        try:
+            await admin.destroy(store, False, Later())
+        finally:
+            await store.aclose()
+
+    trio.run(destroy, clone)
+    if how == "destroy_again":
+        trio.run(destroy, url)
+    else:
+        collect_loads(url)
+    left = {str(p.relative_to(tmp_path / "db")) for p in (tmp_path / "db").rglob("*")
+            if p.is_file() and ".slatedb-locks" not in p.parts}
+    assert left == set(), left
