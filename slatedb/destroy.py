@@ -40,7 +40,7 @@ from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.objstore.url import resolve_store
-from slatedb.runtime import Runtime, switches
+from slatedb.runtime import Runtime, probes, switches
 from slatedb.runtime.anyloop import on_any_loop
 from slatedb.runtime.production import default_runtime
 from slatedb.wal.writer import WalWriter
@@ -158,6 +158,7 @@ async def _no_manifest(store: ObjectStore, rt: Runtime) -> None:
         if await shard_pinned(store, rt, root):
             kept += 1
             continue
+        rt.probe(probes.DESTROY_KEPT_SHARD_REMOVED)
         count = await delete_shard(store, rt, root)
         rt.event("destroy", destroy_step="shard_removed", soft=False, root=root, objects=count)
     rt.event("destroy", destroy_step="already", soft=False)

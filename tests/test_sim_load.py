@@ -220,3 +220,31 @@ def test_an_abort_after_a_union_that_landed_leaves_no_unnamed_shard(seed: int) -
     name (tests/spark/test_sharded.py plays it at the store)."""
     result = load_scenario.run_load_workload(seed)
     assert result.ok, result.violations
+
+
+@pytest.mark.parametrize("seed", [1, 33])
+def test_the_epilogue_keeps_a_pinned_shard_through_a_destroy_and_its_clean_ups(seed: int) -> None:
+    """The epilogue (sim/scenarios/load_kept_shards.py) of a sharded seed whose union committed:
+    a reader's checkpoint pins a shard, the union is hard-destroyed, the path is cleaned up while
+    the shard is pinned (seed 1: collect_ended_shards, probe load.ended-shard-kept) and after its
+    release (seed 33: the hard destroy again, H1 on only shard databases, probe
+    destroy.kept-shard-removed): the shard reads the same (LOAD-9), then nothing of a database is
+    left (DESTROY-4)."""
+    from sim.world import probes as sim_probes
+    from sim.world import trace as trace_mod
+
+    with sim_probes.counting() as hits, trace_mod.capture() as traces:
+        result = load_scenario.run_load_workload(seed)
+    assert result.ok, result.violations
+    steps = [e.f["step"] for e in traces[-1].events if e.kind == "kept_shards"]
+    assert steps == ["destroyed", "released"], steps
+    want = {1: "load.ended-shard-kept", 33: "destroy.kept-shard-removed"}[seed]
+    assert hits.get(want), dict(hits)
+
+
+def test_a_clean_up_that_ignores_the_pins_is_caught_by_load_9() -> None:
+    """Catalogued ``ended-shards-ignore-pins`` (the clean-up of ended loads as it was: every ended
+    load's shards deleted): the pinned shard is gone under its reader at seed 1."""
+    result = load_scenario.run_load_workload(1, bugs=frozenset({"ended-shards-ignore-pins"}))
+    assert not result.ok and catalogue.fired(result) == "LOAD-9", result.violations
+    assert "cannot be read" in result.violations[0]

@@ -303,6 +303,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "object's rows are in no L0 SST and below the new replay point", _LOAD_CLASS,
         "bulk-load.md step 5 (WAL rows below the fence to L0 in the one update)",
         "slatedb/spark/load.py commit_load", "load", ("LOAD-7",), 16),
+    Bug(switches.ENDED_SHARDS_IGNORE_PINS, "the clean-up of ended sharded loads (collect_loads, a sharded load's "
+        "begin) deletes every ended load's shard databases, as before: the shards a destroy of the union kept "
+        "for a clone go, and the clone's rows with them", _LOAD_CLASS,
+        "bulk-load.md step 8; destroy.md \"Shards another database still reads\", LOAD-9",
+        "slatedb/spark/sharded.py collect_ended_shards", "load", ("LOAD-9",), 40),
     # -- transactions (sim/scenarios/txn.py; budgets from `sim hunt --rate --seeds 200`) --
     Bug(switches.TXN_READS_UNCHECKED, "a commit checks only the keys the transaction wrote, not its read set (SSI "
         "reads, mark_read keys): a serializable transaction commits over a write to a key it read (write skew)",

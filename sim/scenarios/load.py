@@ -30,6 +30,9 @@ and WAL object stays, and the oracle :mod:`sim.checks.load` judges them all at t
 final writer's read of every key (LOAD-1/4/5/6/7, DUR-1). :class:`sim.checks.writer.WriterChecks`
 (FENCE-1/3/4, DUR-1 at every fence) and :class:`sim.checks.manifest.ManifestFenceChecks`
 (FENCE-5: the fenced writer flushes no L0 after the load's epoch) watch the trace as it runs.
+In sharded seeds whose union committed, an epilogue (``sim/scenarios/load_kept_shards.py``) then
+pins a shard with a reader's checkpoint, destroys the union and cleans the path up while the
+shard is pinned and after it is released (LOAD-9, DESTROY-4).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from sim.checks.load import CleanupChecks, Load, Write, check, collect
 from sim.checks.load_leftovers import leftovers
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.writer import WriterChecks
+from sim.scenarios.load_kept_shards import applies, kept_shards
 from sim.scenarios.load_sharded import sharded_driver
 from sim.scenarios.load_tasks import WorldStore, operator_abort, partition_draws, process_io, run_attempt, take
 from sim.world.choices import Choices, boolean
@@ -337,6 +341,8 @@ async def _final(world: World) -> None:
         for key in KEYS:
             world.final[key] = await db.get(key)
     world.violations = ended + check(world.writes, world.loads, left, world.final)
+    if not world.violations and applies(world, latest):
+        world.violations = await kept_shards(world, latest)  # the shards a destroy keeps for their readers
 
 
 def _faults_seen(setup: Setup, _world: World | None) -> dict:
@@ -362,7 +368,7 @@ SCENARIO = Scenario(
               Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
     limit_what="the writer or a load still runs",
     processes_declared=("w", "w.<n>", "l<n>", "l<n>.p<p>.a<a>", "l<n>.abort", "s1", "s1.p<p>.a<a>", "s1.abort",
-                        "final"),
+                        "final", "e"),
     fault_kinds=("fault.transient", "store.reply-lost", "crash"))
 
 

@@ -99,6 +99,7 @@ SHARD_ABORT = "shard_abort"
 SHARD_COLLECTED = "shard_collected"
 SHARD_LEFTOVER_COLLECTED = "shard_leftover_collected"  # an ended load's shards, no database at the URL (LOAD-10)
 SHARD_LEFTOVER_KEPT = "shard_leftover_kept"  # an ended load's shards a clone pins, kept by its clean-up (LOAD-9)
+KEPT_SHARDS = "kept_shards"  # the load epilogue's steps: a shard pinned, the union destroyed, released (sim/scenarios/load_kept_shards.py)
 SPARK_CHECKPOINT = "spark_checkpoint"
 DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"

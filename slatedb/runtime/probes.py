@@ -233,6 +233,11 @@ DESTROY_FOREIGN_KEPT = _probe(
     "a destroy's listing held objects under the root that are not the database's own (another "
     "database nested below it, a user's file) and left them",
     "destroy.md H4/S5, DESTROY-8")
+DESTROY_KEPT_SHARD_REMOVED = _probe(
+    "destroy.kept-shard-removed",
+    "a hard destroy of a path with no manifest found only shard databases of ended sharded loads "
+    "there (kept for a clone by an earlier destroy) and deleted those no clone pins any more",
+    "destroy.md H1 and \"Shards another database still reads\", DESTROY-4")
 GC_CREATE_OUTLIVED_DESTROY = _probe(
     "gc.create-outlived-destroy",
     "a GC pass's boundary create or manifest commit, decided on a manifest read before a destroy, "
@@ -283,6 +288,13 @@ LOAD_STAGE_ENDED = _probe(
     "a task attempt still staging found its load's open marker gone (the load was committed, aborted "
     "or collected meanwhile) and deleted what it had written",
     "bulk-load.md steps 2 and S2, LOAD-10")
+
+LOAD_ENDED_SHARD_KEPT = _probe(
+    "load.ended-shard-kept",
+    "the clean-up of ended sharded loads (step 8: collect_loads, every sharded load's begin), on a "
+    "path with no database, found a shard database a clone still pins (a destroy of the union kept it) "
+    "and left it",
+    "bulk-load.md step 8, destroy.md \"Shards another database still reads\", LOAD-9")
 
 # -- Transactions (spec/protocols/transactions.md) ---------------------------------------------------
 

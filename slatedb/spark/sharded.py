@@ -344,6 +344,10 @@ async def collect_ended_shards(store: ObjectStore, rt: Runtime) -> list[str]:
         prefix = shards_prefix(load_id)
         roots = sorted({r for r in map(shard_root, (m.key for m in metas if m.key.startswith(prefix))) if r is not None})
         kept = [r for r in roots if await shard_pinned(store, rt, r)]
+        if kept and switches.ENDED_SHARDS_IGNORE_PINS in rt.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
+            kept = []
+        if kept:
+            rt.probe(probes.LOAD_ENDED_SHARD_KEPT)
         if kept:
             for root in roots:
                 if root not in kept:
