@@ -15,8 +15,10 @@ the one command that replays it. Campaigns run in :mod:`sim.campaign.sweep` (wor
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from collections.abc import Callable
 
 from slatedb.runtime.production import ProductionRuntime
 
@@ -59,6 +61,33 @@ def _invariant_id(text: str) -> str:
     return text
 
 
+def _whole(minimum: int, what: str = "") -> Callable[[str], int]:
+    """argparse type: a whole number at least ``minimum`` (``what``: what that minimum means)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}{what}, not {n}")
+        return n
+    return parse
+
+
+def _number(positive: bool, what: str = "") -> Callable[[str], float]:
+    """argparse type: a finite number, above 0 (``positive``) or at least 0."""
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(x) or x < 0 or (positive and x == 0):
+            raise argparse.ArgumentTypeError(f"must be {'above' if positive else 'at least'} 0{what}, not {text}")
+        return x
+    return parse
+
+
+_JOBS = _whole(0, " (0: all cores)")
 _WALL = ProductionRuntime("sim-cli")  # wall time is reported, never fed into a run
 
 
@@ -429,8 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
-        p.add_argument("--ops", type=int, default=2000, help="operations per run (store; default 2000)")
-        p.add_argument("--clients", type=int, default=6, help="concurrent clients (store; default 6)")
+        p.add_argument("--ops", type=_whole(1), default=2000, help="operations per run (store; default 2000)")
+        p.add_argument("--clients", type=_whole(1), default=6, help="concurrent clients (store; default 6)")
         p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm")
         p.add_argument("--workload", choices=list(scenarios_mod.BY_NAME) + (["all"] if allow_all else []),
                        default="store",
@@ -451,13 +480,14 @@ def main(argv: list[str] | None = None) -> int:
     p_run.set_defaults(fn=cmd_run)
 
     def seed_limit(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--seed-limit-s", type=float, default=sweep_mod.SEED_WALL_LIMIT_S, metavar="S",
+        p.add_argument("--seed-limit-s", type=_number(False, " (0: no limit)"), default=sweep_mod.SEED_WALL_LIMIT_S,
+                       metavar="S",
                        help="a seed still running after S wall seconds is stopped and fails (liveness), named; "
                             f"0: no limit (default {sweep_mod.SEED_WALL_LIMIT_S:g})")
 
     def campaign(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seeds", default="0..199", help="N or A..B (inclusive); default 0..199")
-        p.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+        p.add_argument("--jobs", type=_JOBS, default=0, help="worker processes (default: all cores)")
         p.add_argument("--out", help="write one JSON line per seed to this file")
         seed_limit(p)
         common(p, allow_all=True)
@@ -469,12 +499,12 @@ def main(argv: list[str] | None = None) -> int:
     length = p_dst.add_mutually_exclusive_group()
     length.add_argument("--quick", action="store_true",
                         help="the quick plan (about 30 s on 2 idle cores; the before-stop check and CI)")
-    length.add_argument("--minutes", type=float, default=None,
+    length.add_argument("--minutes", type=_number(True), default=None,
                         help="a soak: time-boxed to N minutes, seeds balanced by measured cost")
-    p_dst.add_argument("--cap-minutes", type=float, default=None,
+    p_dst.add_argument("--cap-minutes", type=_number(True), default=None,
                        help="a wall-clock cap on a plan: seeds not run by then fail the campaign, named")
     p_dst.add_argument("--from", dest="start", type=int, default=0, help="first seed of every scenario (default 0)")
-    p_dst.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    p_dst.add_argument("--jobs", type=_JOBS, default=0, help="worker processes (default: all cores)")
     p_dst.add_argument("--out", help="write one JSON line per seed to this file")
     p_dst.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     seed_limit(p_dst)
@@ -495,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p_bench = sub.add_parser("bench", help="time compression of a fixed set of seeds on one core")
     p_bench.add_argument("--seeds", default="0..49", help="N or A..B (inclusive); default 0..49")
-    p_bench.add_argument("--min-compression", type=float, default=0.0,
+    p_bench.add_argument("--min-compression", type=_number(False), default=0.0,
                          help="exit non-zero below this many virtual s per wall s")
     common(p_bench)
     p_bench.set_defaults(fn=cmd_bench, workload="db")
@@ -505,9 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     p_shrink.add_argument("--save", metavar="FILE", help="where to save the shrunk choice sequence "
                           "(default .sim/shrunk-<workload>-<seed>.json)")
     p_shrink.add_argument("--write-test", metavar="PATH", help="write a pytest regression test (tests/regressions/test_<name>.py)")
-    p_shrink.add_argument("--max-runs", type=int, default=400, help="candidate runs at most (default 400)")
-    p_shrink.add_argument("--max-seconds", type=float, default=300.0, help="wall seconds at most (default 300)")
-    p_shrink.add_argument("--trace-lines", type=int, default=60, help="readable trace lines to print (default 60)")
+    p_shrink.add_argument("--max-runs", type=_whole(1), default=400, help="candidate runs at most (default 400)")
+    p_shrink.add_argument("--max-seconds", type=_number(True), default=300.0, help="wall seconds at most (default 300)")
+    p_shrink.add_argument("--trace-lines", type=_whole(0), default=60, help="readable trace lines to print (default 60)")
     p_shrink.add_argument("--timeline", metavar="HTML", help="write a picture of the shrunk run (one HTML page)")
     p_shrink.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     common(p_shrink)
@@ -533,8 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--bug", action="append", choices=sorted(bugs_mod.BY_NAME), metavar="NAME",
                        help="the entry to hunt (repeatable)")
     which.add_argument("--all", action="store_true", help="every entry, then a table")
-    p_hunt.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: each entry's budget)")
-    p_hunt.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    p_hunt.add_argument("--seeds", type=_whole(1), default=None, help="seeds 0..N-1 (default: each entry's budget)")
+    p_hunt.add_argument("--jobs", type=_JOBS, default=0, help="worker processes (default: all cores)")
     p_hunt.add_argument("--workload", choices=list(scenarios_mod.BY_NAME), default=None,
                         help="hunt in this scenario instead of the entry's own")
     p_hunt.add_argument("--rate", action="store_true", help="run every seed and report the detection rate too")
