@@ -87,6 +87,33 @@ def _number(positive: bool, what: str = "") -> Callable[[str], float]:
     return parse
 
 
+def _unwritable(flag: str, path: str | None, make_dirs: bool = False) -> str | None:
+    """Why ``path`` (the value of ``flag``) cannot be written, in one line, or None: checked before
+    a run, so that a campaign or a shrink is not spent and then lost on a typo in an output path.
+    ``make_dirs``: the writer creates missing directories (only an existing ancestor must be a
+    writable directory)."""
+    if not path:
+        return None
+    if os.path.isdir(path):
+        return f"{flag} {path}: is a directory"
+    where = os.path.dirname(os.path.abspath(path))
+    while make_dirs and not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    if not os.path.isdir(where):
+        return f"{flag} {path}: " + (f"{where} is not a directory" if os.path.exists(where) else f"no directory {where}")
+    if not os.access(where, os.W_OK):
+        return f"{flag} {path}: directory {where} is not writable"
+    return None
+
+
+def _open_out(flag: str, path: str, mode: str = "w"):
+    """``open(path, mode)``; an error is one line naming ``flag`` (:class:`ValueError`)."""
+    try:
+        return open(path, mode)
+    except OSError as e:
+        raise ValueError(f"cannot write {flag} {path}: {e.strerror or e}") from None
+
+
 _JOBS = _whole(0, " (0: all cores)")
 _WALL = ProductionRuntime("sim-cli")  # wall time is reported, never fed into a run
 
@@ -96,6 +123,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
         scenario = _scenario(ns)
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
+        return 2
+    problem = _unwritable("--timeline", getattr(ns, "timeline", None))
+    if problem:
+        print(f"sim: {problem}", file=sys.stderr)
         return 2
     choices = None
     from sim.world import trace as trace_mod
@@ -130,7 +161,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
     elif not result.ok:
         _print_around(events, result)
     if getattr(ns, "timeline", None):
-        _write_timeline(ns.timeline, events, result, scenario, ns.seed, replay, wall_s)
+        try:
+            _write_timeline(ns.timeline, events, result, scenario, ns.seed, replay, wall_s)
+        except OSError as e:
+            print(f"sim: cannot write --timeline {ns.timeline}: {e.strerror or e}", file=sys.stderr)
+            return 2
     if not result.ok:
         print(f"replay: {replay}")
     return 0 if result.ok else 1
@@ -226,6 +261,10 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     replay command per failing seed; non-zero if any seed failed. ``--workload all`` runs one
     campaign per scenario of the registry, one after another (rows of all of them in ``--out``)."""
     if ns.workload == "all":
+        problem = _unwritable("--out", ns.out)
+        if problem:
+            print(f"sim: {problem}", file=sys.stderr)
+            return 2
         if getattr(ns, "engine", "local") == "spark" and ns.parquet:
             base = ns.parquet
         rc = 0
@@ -245,16 +284,14 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     try:
         seeds = parse_seeds(ns.seeds)
         scenario = _scenario(ns)
+        if getattr(ns, "_append", None):
+            ns.out = ns._append
+            out = _open_out("--out", ns.out, "a")
+        else:
+            out = _open_out("--out", ns.out) if ns.out else None
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
-    if getattr(ns, "_append", None):
-        ns.out = ns._append
-        out = open(ns.out, "a")
-    else:
-        out = None
-    if out is None:
-        out = open(ns.out, "w") if ns.out else None
     started_on = ledger_mod.current_commit()  # the code that runs: the checkout may move meanwhile
     try:
         if getattr(ns, "engine", "local") == "spark":
@@ -304,6 +341,9 @@ def cmd_dst(ns: argparse.Namespace) -> int:
         scenarios = [Scenario(workload=n, ops=ns.ops, clients=ns.clients, faults=ns.faults,
                               bugs=tuple(ns.bug or ()), seed_limit_s=ns.seed_limit_s) for n in names]
         seeds = parse_seeds(ns.seeds) if ns.seeds is not None else None
+        problem = _unwritable("--out", ns.out)
+        if problem:
+            raise ValueError(problem)
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
@@ -315,7 +355,11 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     if seeds is None and budget_s is None:  # the main job: a seed plan, the same on every machine
         plan = dst_mod.plan("quick" if ns.quick else "default", names, ns.start)
         print("plan: " + ", ".join(f"{w} {r.start}..{r.stop - 1}" for w, r in plan.items()), flush=True)
-    out = open(ns.out, "w") if ns.out else None
+    try:
+        out = _open_out("--out", ns.out) if ns.out else None
+    except ValueError as e:
+        print(f"sim: {e}", file=sys.stderr)
+        return 2
     started_on = ledger_mod.current_commit()  # the code that runs: the checkout may move meanwhile
     try:
         campaign = dst_mod.run_campaign(scenarios, budget_s=budget_s, seeds=plan if plan is not None else seeds,
@@ -381,6 +425,17 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
     from sim.world import choices as choices_mod
     from sim.campaign import shrink as shrink_mod
     log = (lambda m: print(m, file=sys.stderr)) if not ns.quiet else None
+    if ns.write_test:
+        name = os.path.splitext(os.path.basename(ns.write_test))[0]
+        if not (name.startswith("test_") and ns.write_test.endswith(".py")):
+            print(f"sim: --write-test wants a path like tests/regressions/test_<name>.py, not {ns.write_test!r}",
+                  file=sys.stderr)
+            return 2
+    problem = (_unwritable("--save", ns.save) or _unwritable("--timeline", ns.timeline)
+               or _unwritable("--write-test", ns.write_test, make_dirs=True))
+    if problem:  # before the shrink, which takes minutes
+        print(f"sim: {problem}", file=sys.stderr)
+        return 2
     try:
         r = shrink_mod.shrink(ns.workload, ns.seed, ns.bug or (), faults=ns.faults if ns.faults == "none" else "swarm",
                               max_runs=ns.max_runs, max_wall_s=ns.max_seconds, log=log)
@@ -406,9 +461,6 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
     if ns.write_test:
         path = ns.write_test
         name = os.path.splitext(os.path.basename(path))[0]
-        if not (name.startswith("test_") and path.endswith(".py")):
-            print(f"sim: --write-test wants a path like tests/regressions/test_<name>.py, not {path!r}", file=sys.stderr)
-            return 2
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w") as f:
             f.write(shrink_mod.regression_test(r, name[len("test_"):]))
@@ -425,6 +477,10 @@ def cmd_ledger(ns: argparse.Namespace) -> int:
     if ns.archive:
         if archive is None:
             print("sim: no archive (SIM_LEDGER_ARCHIVE=off): name one with --archive-file", file=sys.stderr)
+            return 2
+        problem = _unwritable("--archive-file", archive, make_dirs=True)
+        if problem:
+            print(f"sim: {problem}", file=sys.stderr)
             return 2
         added = ledger_mod.archive(ledger_mod.read_all(sqlite, parquet), archive)
         print(f"{added} campaign(s) appended to {archive}")

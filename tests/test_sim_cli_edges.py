@@ -50,3 +50,46 @@ def _refused(capsys, argv: list[str]) -> str:
 ])
 def test_a_bad_number_is_refused_in_one_line_naming_it(capsys, argv, names) -> None:
     assert names in _refused(capsys, argv)
+
+
+def _no_seed_runs(monkeypatch) -> None:
+    def no_seed(*_a, **_k):
+        raise AssertionError("a seed ran although an output path cannot be written")
+
+    monkeypatch.setattr(cli.sweep_mod, "run_seed", no_seed)
+    monkeypatch.setattr(cli.sweep_mod, "simulate", no_seed)
+    from sim.campaign import shrink as shrink_mod
+    monkeypatch.setattr(shrink_mod, "shrink", no_seed)
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["sweep", "--workload", "seqmeta", "--seeds", "0..1", "--jobs", "1", "--out", "{missing}/rows.jsonl"], "--out"),
+    (["sweep", "--workload", "all", "--seeds", "0", "--jobs", "1", "--out", "{missing}/rows.jsonl"], "--out"),
+    (["sweep", "--workload", "seqmeta", "--seeds", "0..1", "--jobs", "1", "--out", "{tmp}"], "--out"),
+    (["dst", "--workload", "seqmeta", "--seeds", "0..1", "--jobs", "1", "--out", "{missing}/rows.jsonl"], "--out"),
+    (["run", "--seed", "0", "--workload", "seqmeta", "--timeline", "{missing}/run.html"], "--timeline"),
+    (["run", "--seed", "0", "--workload", "seqmeta", "--timeline", "{file}/run.html"], "--timeline"),
+    (["shrink", "--seed", "0", "--bug", "replay-skip", "--timeline", "{missing}/s.html"], "--timeline"),
+    (["shrink", "--seed", "0", "--bug", "replay-skip", "--save", "{missing}/s.json"], "--save"),
+    (["shrink", "--seed", "0", "--bug", "replay-skip", "--write-test", "{file}/d/test_x.py"], "--write-test"),
+    (["shrink", "--seed", "0", "--bug", "replay-skip", "--write-test", "{tmp}/x.py"], "--write-test"),
+    (["ledger", "--archive", "--archive-file", "{file}/campaigns.jsonl"], "--archive-file"),
+])
+def test_an_output_path_that_cannot_be_written_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys,
+                                                                                 argv, names) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    argv = [a.format(missing=tmp_path / "no" / "such", file=a_file, tmp=tmp_path) for a in argv]
+    _no_seed_runs(monkeypatch)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sim: ") and names in err[0], err
+    assert not (tmp_path / "no").exists()
+
+
+def test_write_test_still_makes_its_directories(tmp_path, monkeypatch, capsys) -> None:
+    """--write-test creates its directories, as it did; only an ancestor that is a file is refused."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["shrink", "--seed", "0", "--workload", "db", "--bug", "replay-skip", "-q", "--max-runs", "5",
+                     "--write-test", "new/dir/test_replay_skip.py"]) == 0
+    assert (tmp_path / "new" / "dir" / "test_replay_skip.py").exists()
