@@ -114,6 +114,16 @@ def _open_out(flag: str, path: str, mode: str = "w"):
         raise ValueError(f"cannot write {flag} {path}: {e.strerror or e}") from None
 
 
+def _record(row: dict) -> str | None:
+    """Append a campaign's row to the ledger; a ledger that fails now (it was checked before the
+    campaign) costs the row, said in one line, never the campaign's table and verdict."""
+    try:
+        return ledger_mod.record(row)
+    except ledger_mod.LedgerError as e:
+        print(f"sim: the campaign was not recorded: {e}", file=sys.stderr)
+        return None
+
+
 _JOBS = _whole(0, " (0: all cores)")
 _WALL = ProductionRuntime("sim-cli")  # wall time is reported, never fed into a run
 
@@ -215,13 +225,18 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
     if not names:
         print("sim: hunt needs --bug NAME or --all", file=sys.stderr)
         return 2
+    try:
+        ledger_mod.check()
+    except ledger_mod.LedgerError as e:
+        print(f"sim: {e}", file=sys.stderr)
+        return 2
     jobs = ns.jobs or os.cpu_count() or 1
     results = []
     for name in names:
         r = hunt_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate,
                           skip=tuple(ns.skip_check or ()))
         results.append(r)
-        ledger_mod.record(ledger_mod.from_hunt(r))
+        _record(ledger_mod.from_hunt(r))
         if not ns.all:
             left_out = ("  left out:  " + ", ".join(f"{i} (would have fired in {r.skipped_seeds.get(i, 0)} seed(s))"
                                                     for i in r.skipped)) if r.skipped else ""
@@ -284,6 +299,8 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     try:
         seeds = parse_seeds(ns.seeds)
         scenario = _scenario(ns)
+        if getattr(ns, "engine", "local") != "spark":
+            ledger_mod.check()
         if getattr(ns, "_append", None):
             ns.out = ns._append
             out = _open_out("--out", ns.out, "a")
@@ -309,7 +326,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if out:
             out.close()
     # The ledger first: a reader that stops early (``| head``) must not lose the campaign's row.
-    recorded = None if report.engine == "spark" else ledger_mod.record(
+    recorded = None if report.engine == "spark" else _record(
         ledger_mod.from_report(report, scenario, ns.command, commit=started_on))
     print(sweep_mod.format_summary(sweep_mod.summarize(report), scenario))
     if report.engine != "spark":  # the spark engine's rows carry no probe hits
@@ -344,6 +361,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
         problem = _unwritable("--out", ns.out)
         if problem:
             raise ValueError(problem)
+        ledger_mod.check()
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
@@ -370,7 +388,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
             out.close()
     recorded = None
     for result in campaign.results:  # the ledger (sim/campaign/ledger.py), one row per scenario, before any
-        recorded = ledger_mod.record(ledger_mod.from_rows(  # output: `./just dst | head` keeps it
+        recorded = _record(ledger_mod.from_rows(  # output: `./just dst | head` keeps it
             result.rows, result.scenario, kind="dst", engine="local", wall_s=campaign.wall_s, commit=started_on))
     print(dst_mod.format_table(campaign))
     print()
@@ -474,6 +492,9 @@ def cmd_ledger(ns: argparse.Namespace) -> int:
     sqlite = ns.sqlite or ledger_mod.sqlite_path() or ledger_mod.DEFAULT_SQLITE
     parquet = ns.parquet or ledger_mod.parquet_path() or ledger_mod.DEFAULT_PARQUET
     archive = ns.archive_file or ledger_mod.archive_path()
+    if ns.sqlite and not os.path.isfile(ns.sqlite):
+        print(f"sim: --sqlite {ns.sqlite}: no such ledger", file=sys.stderr)
+        return 2
     if ns.archive:
         if archive is None:
             print("sim: no archive (SIM_LEDGER_ARCHIVE=off): name one with --archive-file", file=sys.stderr)
@@ -482,19 +503,28 @@ def cmd_ledger(ns: argparse.Namespace) -> int:
         if problem:
             print(f"sim: {problem}", file=sys.stderr)
             return 2
-        added = ledger_mod.archive(ledger_mod.read_all(sqlite, parquet), archive)
-        print(f"{added} campaign(s) appended to {archive}")
     try:
+        if ns.archive:
+            added = ledger_mod.archive(ledger_mod.read_all(sqlite, parquet), archive)
+            print(f"{added} campaign(s) appended to {archive}")
         rows = ledger_mod.read_all(sqlite, parquet, archive)
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
         return 2
+    where = f"{sqlite} or {parquet}" + (f" or {archive}" if archive else "")
+    recorded = rows
     if ns.scenario:
         rows = [r for r in rows if r["scenario"] == ns.scenario]
     if ns.commit:
         rows = [r for r in rows if r["commit_id"].startswith(ns.commit)]
+    if not recorded:
+        print(f"no campaign recorded in {where}")
+        return 0
     if not rows:
-        print(f"no campaign recorded in {sqlite} or {parquet}" + (f" or {archive}" if archive else ""))
+        which = " and ".join(([f"scenario {ns.scenario}"] if ns.scenario else [])
+                             + ([f"a commit starting {ns.commit}"] if ns.commit else []))
+        print(f"none of the {len(recorded)} campaign(s) in {where} is of {which} (scenarios recorded: "
+              f"{', '.join(sorted({r['scenario'] for r in recorded}))})")
         return 0
     if ns.campaigns:
         print(f"{'recorded (UTC)':<20} {'commit':<18} {'kind':<6} {'engine':<6} {'scenario':<10} {'bugs':<24} "

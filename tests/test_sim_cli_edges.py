@@ -93,3 +93,56 @@ def test_write_test_still_makes_its_directories(tmp_path, monkeypatch, capsys) -
     assert cli.main(["shrink", "--seed", "0", "--workload", "db", "--bug", "replay-skip", "-q", "--max-runs", "5",
                      "--write-test", "new/dir/test_replay_skip.py"]) == 0
     assert (tmp_path / "new" / "dir" / "test_replay_skip.py").exists()
+
+
+@pytest.fixture
+def bad_ledger(tmp_path, monkeypatch, request) -> str:
+    """SIM_LEDGER naming a file that is no SQLite database, or a path under a plain file."""
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database\n" * 100)
+    path = str(bad if request.param == "corrupt" else bad / "ledger.sqlite")
+    monkeypatch.setenv("SIM_LEDGER", path)
+    return path
+
+
+@pytest.mark.parametrize("bad_ledger", ["corrupt", "under-a-file"], indirect=True)
+@pytest.mark.parametrize("argv", [
+    ["dst", "--workload", "seqmeta", "--seeds", "0..1", "--jobs", "1"],
+    ["sweep", "--workload", "seqmeta", "--seeds", "0..1", "--jobs", "1"],
+    ["hunt", "--bug", "no-boundary-check", "--jobs", "1"],
+])
+def test_a_ledger_that_cannot_be_written_is_named_before_the_campaign(bad_ledger, monkeypatch, capsys, argv) -> None:
+    _no_seed_runs(monkeypatch)
+    monkeypatch.setattr(cli.hunt_mod, "hunt", lambda *a, **k: pytest.fail("the hunt ran"))
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"sim: the ledger {bad_ledger}: "), err
+    if bad_ledger.endswith("bad.sqlite"):  # and `sim ledger` names a ledger it cannot read
+        assert cli.main(["ledger"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"sim: the ledger {bad_ledger}: "), err
+
+
+def test_a_ledger_failing_after_the_campaign_costs_its_row_not_its_table(tmp_path, monkeypatch, capsys) -> None:
+    from sim.campaign import ledger
+
+    def fail(path, row):
+        raise ledger.LedgerError(f"the ledger {path}: disk I/O error")
+
+    monkeypatch.setattr(ledger, "append_sqlite", fail)
+    assert cli.main(["dst", "--workload", "db", "--seeds", "0..0", "--jobs", "1", "--bug", "replay-skip",
+                     "--no-progress"]) == 1
+    out, err = capsys.readouterr()
+    assert "FAIL seed 0: " in out and "replay: ./just sim run --seed 0 --workload db --bug replay-skip" in out
+    assert "sim: the campaign was not recorded: the ledger " in err and "Traceback" not in err
+
+
+def test_sim_ledger_names_a_missing_ledger_and_what_a_filter_left_out(tmp_path, capsys) -> None:
+    assert cli.main(["ledger", "--sqlite", str(tmp_path / "typo.sqlite")]) == 2
+    assert capsys.readouterr().err.strip() == f"sim: --sqlite {tmp_path / 'typo.sqlite'}: no such ledger"
+    assert cli.main(["dst", "--workload", "seqmeta", "--seeds", "0..0", "--jobs", "1", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["ledger", "--scenario", "gcc", "--archive-file", str(tmp_path / "none.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "no campaign recorded" not in out
+    assert "none of the 1 campaign(s) in " in out and "is of scenario gcc (scenarios recorded: seqmeta)" in out

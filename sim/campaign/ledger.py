@@ -178,7 +178,19 @@ def from_hunt(result: Any) -> dict:
 # --- SQLite ------------------------------------------------------------------------------------
 
 
+class LedgerError(ValueError):
+    """The local ledger cannot be opened or written (its directory cannot be made, the file is
+    not an SQLite database, ...): one line naming the file."""
+
+
 def _connect(path: str) -> sqlite3.Connection:
+    try:
+        return _open_table(path)
+    except (OSError, sqlite3.Error) as e:
+        raise LedgerError(f"the ledger {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def _open_table(path: str) -> sqlite3.Connection:
     if os.path.dirname(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
     con = sqlite3.connect(path, timeout=30)
@@ -198,6 +210,8 @@ def append_sqlite(path: str, row: dict) -> None:
         with con:
             con.execute(f"INSERT INTO campaigns ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})",
                         [row[n] for n in NAMES])
+    except sqlite3.Error as e:
+        raise LedgerError(f"the ledger {path}: {e}") from None
     finally:
         con.close()
 
@@ -214,11 +228,21 @@ def read_sqlite(path: str) -> list[dict]:
 
 
 def record(row: dict) -> str | None:
-    """Append a local campaign's row; the file it went to (None: not recorded)."""
+    """Append a local campaign's row; the file it went to (None: not recorded).
+    :class:`LedgerError` when the ledger cannot be written."""
     path = sqlite_path()
     if path is None:
         return None
     append_sqlite(path, row)
+    return path
+
+
+def check() -> str | None:
+    """Open the local ledger (made if missing) as :func:`record` will, before a campaign spends
+    its time: the file (None: nothing is recorded); :class:`LedgerError` when it is unusable."""
+    path = sqlite_path()
+    if path is not None:
+        _connect(path).close()
     return path
 
 
