@@ -124,6 +124,8 @@ def _record(row: dict) -> str | None:
         return None
 
 
+#: The exit code of a command Ctrl-C stopped (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
 _JOBS = _whole(0, " (0: all cores)")
 _WALL = ProductionRuntime("sim-cli")  # wall time is reported, never fed into a run
 
@@ -294,7 +296,10 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
                 sub._append = ns.out if i else None
             if getattr(ns, "engine", "local") == "spark":
                 sub.parquet = base.replace(".parquet", f"-{name}.parquet") if base.endswith(".parquet") else f"{base}-{name}"
-            rc = max(rc, cmd_sweep(sub))
+            code = cmd_sweep(sub)
+            if code == INTERRUPTED:
+                return code
+            rc = max(rc, code)
         return rc
     try:
         seeds = parse_seeds(ns.seeds)
@@ -326,7 +331,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if out:
             out.close()
     # The ledger first: a reader that stops early (``| head``) must not lose the campaign's row.
-    recorded = None if report.engine == "spark" else _record(
+    recorded = None if report.engine == "spark" or not report.rows else _record(
         ledger_mod.from_report(report, scenario, ns.command, commit=started_on))
     print(sweep_mod.format_summary(sweep_mod.summarize(report), scenario))
     if report.engine != "spark":  # the spark engine's rows carry no probe hits
@@ -343,6 +348,10 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     failures = sweep_mod.format_failures(report.rows)
     if failures:
         print(failures)
+    if report.interrupted:
+        print(f"INTERRUPTED (Ctrl-C) after {report.wall_s:.1f} s: {len(report.rows)} of {len(seeds)} seed(s) ran "
+              "(the figures above are theirs)")
+        return INTERRUPTED
     return 1 if any(not row["ok"] for row in report.rows) else 0
 
 
@@ -388,6 +397,8 @@ def cmd_dst(ns: argparse.Namespace) -> int:
             out.close()
     recorded = None
     for result in campaign.results:  # the ledger (sim/campaign/ledger.py), one row per scenario, before any
+        if campaign.interrupted and not result.rows:  # Ctrl-C: the seeds that ran, each scenario that ran one
+            continue
         recorded = _record(ledger_mod.from_rows(  # output: `./just dst | head` keeps it
             result.rows, result.scenario, kind="dst", engine="local", wall_s=campaign.wall_s, commit=started_on))
     print(dst_mod.format_table(campaign))
@@ -400,6 +411,8 @@ def cmd_dst(ns: argparse.Namespace) -> int:
         print(f"ledger: {recorded}")
     if ns.out:
         print(f"results: {ns.out}")
+    if campaign.interrupted:
+        return INTERRUPTED
     return 0 if campaign.ok and not gaps else 1
 
 
@@ -667,7 +680,16 @@ def main(argv: list[str] | None = None) -> int:
 
     ns = parser.parse_args(argv)
     ns.argv = list(sys.argv[1:] if argv is None else argv)
-    return ns.fn(ns)
+    try:
+        return ns.fn(ns)
+    except KeyboardInterrupt:  # a Ctrl-C no campaign turned into its report (or a second one)
+        print("\nsim: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:  # `sim ledger | head`: the reader left; whatever was to be recorded was
+        if argv is not None:  # called in a process of the caller's (tests): its stdout is not ours to close
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 141  # 128 + SIGPIPE, as a shell reports a writer the pipe stopped
 
 
 if __name__ == "__main__":

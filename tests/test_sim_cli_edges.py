@@ -146,3 +146,107 @@ def test_sim_ledger_names_a_missing_ledger_and_what_a_filter_left_out(tmp_path, 
     out = capsys.readouterr().out
     assert "no campaign recorded" not in out
     assert "none of the 1 campaign(s) in " in out and "is of scenario gcc (scenarios recorded: seqmeta)" in out
+
+
+def _ctrl_c_at_event(monkeypatch, n: int) -> None:
+    """A real SIGINT to this process (what Ctrl-C sends) when a world records its ``n``-th trace event."""
+    import os
+    import signal
+
+    from sim.world import trace as trace_mod
+    real, calls = trace_mod.Trace.emit, [0]
+
+    def emit(self, *args):
+        calls[0] += 1
+        if calls[0] == n:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(self, *args)
+
+    monkeypatch.setattr(trace_mod.Trace, "emit", emit)
+
+
+def test_ctrl_c_inside_a_world_stops_it_and_is_no_failing_seed(monkeypatch) -> None:
+    """Before: the KeyboardInterrupt a simulated process met was the seed's verdict (ESCAPE-1, a
+    failing seed whose replay passes, recorded in the ledger) and the campaign ran on."""
+    _ctrl_c_at_event(monkeypatch, 300)
+    with pytest.raises(KeyboardInterrupt):
+        cli.sweep_mod.run_seed(cli.Scenario(workload="db"), 0)
+
+
+def _ledger_rows(path) -> list[dict]:
+    from sim.campaign import ledger
+    return ledger.read_sqlite(str(path))
+
+
+@pytest.mark.parametrize("command", ["dst", "sweep"])
+def test_ctrl_c_in_a_campaign_reports_and_records_the_seeds_that_ran(tmp_path, monkeypatch, capsys, command) -> None:
+    """Ctrl-C in the third seed (one process): exit 130, the table of the two seeds that ran, the
+    running one named and neither passed nor failed, the ledger holding the two. Before: a
+    KeyboardInterrupt traceback with --jobs 2; with --jobs 1 the running seed FAILED as ESCAPE-1
+    and the campaign ran on to its end."""
+    per_seed = [cli.sweep_mod.run_seed(cli.Scenario(workload="db"), s)["events"] for s in (0, 1)]
+    _ctrl_c_at_event(monkeypatch, sum(per_seed) + 100)
+    out_file = tmp_path / "rows.jsonl"
+    code = cli.main([command, "--workload", "db", "--seeds", "0..9", "--jobs", "1", "--out", str(out_file)]
+                    + (["--no-progress"] if command == "dst" else []))
+    out, err = capsys.readouterr()
+    assert code == cli.INTERRUPTED == 130
+    assert "Traceback" not in err and "FAIL seed" not in out
+    if command == "dst":
+        assert "INTERRUPTED (Ctrl-C) after " in out and "the table holds the 2 seed(s) that ran" in out
+        assert "stopped by Ctrl-C (still running, neither passed nor failed): db seed 2" in out
+        assert "not started before Ctrl-C: db 3..9" in out
+    else:
+        assert "INTERRUPTED (Ctrl-C) after " in out and ": 2 of 10 seed(s) ran" in out
+    assert len(out_file.read_text().splitlines()) == 2
+    (row,) = _ledger_rows(tmp_path / "ledger.sqlite")
+    assert (row["kind"], row["seeds"], row["failures"]) == (command, 2, 0)
+
+
+@pytest.mark.parametrize("command", ["dst", "sweep"])
+def test_ctrl_c_to_a_campaign_of_worker_processes_stops_them_and_reports(tmp_path, command) -> None:
+    """The terminal's Ctrl-C (SIGINT to the whole process group) while two workers run seeds."""
+    import os
+    import signal
+    import subprocess
+    import time
+    import sys
+
+    out_file = tmp_path / "rows.jsonl"
+    env = {**os.environ, "SIM_LEDGER": str(tmp_path / "ledger.sqlite"), "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", command, "--workload", "gc", "--seeds", "0..399",
+                             "--jobs", "2", "--out", str(out_file)], env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        while proc.poll() is None and not (out_file.exists() and out_file.read_text().count("\n") >= 2):
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "INTERRUPTED (Ctrl-C) after " in out
+    ran = len(out_file.read_text().splitlines())
+    assert 2 <= ran < 400
+    (row,) = _ledger_rows(tmp_path / "ledger.sqlite")
+    assert row["seeds"] == ran and row["failures"] == 0
+
+
+def test_a_reader_that_leaves_the_pipe_early_costs_no_traceback_and_no_ledger_row(tmp_path) -> None:
+    """`sim sweep ... | head -1`: the reader is gone before the table is printed. Before: a
+    BrokenPipeError traceback (the row was recorded, it is written first)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SIM_LEDGER": str(tmp_path / "ledger.sqlite"), "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "sweep", "--workload", "seqmeta", "--seeds", "0..1",
+                             "--jobs", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # before the interpreter has started: every write meets a closed pipe
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+    (row,) = _ledger_rows(tmp_path / "ledger.sqlite")
+    assert row["seeds"] == 2

@@ -135,8 +135,9 @@ class Campaign:
     wall_s: float
     jobs: int
     budget_s: float | None  # None: fixed seeds
-    cut: tuple = ()  # (scenario, seed) still running at the hard stop, terminated
-    not_run: tuple = ()  # (scenario, seed) of a plan never started (a wall-clock cap stopped it)
+    cut: tuple = ()  # (scenario, seed) still running at the hard stop (or at Ctrl-C), terminated
+    not_run: tuple = ()  # (scenario, seed) of a plan never started (a wall-clock cap or Ctrl-C stopped it)
+    interrupted: bool = False  # Ctrl-C (SIGINT) stopped the campaign: the rows are the seeds that ran
 
     @property
     def rows(self) -> list[dict]:
@@ -145,7 +146,7 @@ class Campaign:
     @property
     def ok(self) -> bool:
         """Every seed passed; for fixed seeds (a plan), every seed also ran."""
-        if self.budget_s is None and (self.cut or self.not_run):
+        if self.interrupted or self.budget_s is None and (self.cut or self.not_run):
             return False
         return all(r["ok"] for r in self.rows)
 
@@ -246,13 +247,20 @@ def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFA
         else:
             bar.update(min(99, int(100 * elapsed() / budget_s)), failures)  # type: ignore[operator]
 
+    interrupted = False
     try:
         if jobs == 1:
             while (lane := pick()) is not None:
                 seed = lane.take()
+                cut = [(lane, seed)]
                 done(lane, run(lane.scenario, seed))
+                cut = []
         else:
             cut = _run_pool(run, jobs, pick, done, hard_stop_s, elapsed)
+    except _Interrupted as stop:  # Ctrl-C: what ran is the campaign's, what was running is cut
+        interrupted, cut = True, stop.cut
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         if not total:
             bar.update(100, failures)
@@ -261,16 +269,25 @@ def run_campaign(scenarios: Sequence[Scenario], *, budget_s: float | None = DEFA
     not_run = tuple((ln.scenario.workload, seed) for ln in lanes for seed in (ln.fixed or ()))
     return Campaign(results, elapsed(), jobs, budget_s if seed_list is None else None,
                     cut=tuple((lane.scenario.workload, seed) for lane, seed in cut),
-                    not_run=not_run if seed_list is not None else ())
+                    not_run=not_run if seed_list is not None else (), interrupted=interrupted)
+
+
+class _Interrupted(Exception):
+    """Ctrl-C reached :func:`_run_pool`: its workers are terminated; ``cut`` the seeds they ran."""
+
+    def __init__(self, cut: list) -> None:
+        super().__init__("interrupted")
+        self.cut = cut
 
 
 def _run_pool(run, jobs: int, pick, done, hard_stop_s: float | None, elapsed) -> list:
     """Worker processes: keep ``jobs`` seeds in flight, hand each finished row to ``done``; at
     ``hard_stop_s`` (wall seconds since the start) terminate the workers and return the
-    ``(lane, seed)`` pairs still running (cut: neither passed nor failed)."""
+    ``(lane, seed)`` pairs still running (cut: neither passed nor failed). At Ctrl-C the same,
+    raised as :class:`_Interrupted`."""
     results: queue.Queue = queue.Queue()
     pending: dict[int, tuple] = {}
-    pool = multiprocessing.get_context().Pool(jobs)
+    pool = multiprocessing.get_context().Pool(jobs, initializer=sweep_mod.ignore_sigint)
     terminated = False
     try:
         ticket = 0
@@ -296,6 +313,10 @@ def _run_pool(run, jobs: int, pick, done, hard_stop_s: float | None, elapsed) ->
                 raise error
             done(lane, row)
         return []
+    except KeyboardInterrupt:
+        pool.terminate()
+        terminated = True
+        raise _Interrupted(list(pending.values())) from None
     finally:
         if not terminated:
             pool.close()
@@ -380,14 +401,18 @@ def format_table(c: Campaign) -> str:
     lines.append(f"wall {c.wall_s:.1f} s ({budget}{c.jobs} worker{'s' if c.jobs != 1 else ''}); "
                  f"{len(rows) * 60.0 / max(c.wall_s, 1e-9):.0f} seeds/min overall; "
                  f"compression = virtual s per busy core-second")
+    if c.interrupted:
+        lines.append(f"INTERRUPTED (Ctrl-C) after {c.wall_s:.1f} s: the table holds the {len(rows)} seed(s) that ran")
     if c.cut:
-        lines.append(f"cut at the hard stop (still running, neither passed nor failed): "
+        lines.append(("stopped by Ctrl-C" if c.interrupted else "cut at the hard stop")
+                     + " (still running, neither passed nor failed): "
                      + ", ".join(f"{w} seed {seed}" for w, seed in c.cut))
     if c.not_run:
         by: dict[str, list[int]] = {}
         for w, seed in c.not_run:
             by.setdefault(w, []).append(seed)
-        lines.append("FAIL: the wall-clock cap stopped the plan; did not run: "
+        lines.append(("not started before Ctrl-C: " if c.interrupted else
+                      "FAIL: the wall-clock cap stopped the plan; did not run: ")
                      + ", ".join(f"{w} {_seed_range(sorted(v))}" for w, v in by.items()))
     failing = [r for r in rows if not r["ok"]]
     if failing:

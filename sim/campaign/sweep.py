@@ -14,9 +14,10 @@ the one module that owns the real clock.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
+import functools
 import json
+import multiprocessing
 import os
 import signal
 import statistics
@@ -287,6 +288,7 @@ class SweepReport:
     cores: int
     engine: str
     startup_s: float = 0.0
+    interrupted: bool = False  # Ctrl-C stopped it: ``rows`` are the seeds that ran
 
 
 def _write_row(out: IO[str] | None, row: dict) -> None:
@@ -295,12 +297,19 @@ def _write_row(out: IO[str] | None, row: dict) -> None:
         out.flush()
 
 
+def ignore_sigint() -> None:
+    """A campaign worker's initializer: Ctrl-C is the campaign's to handle (it stops the workers
+    and reports what ran), not a worker's to die of with a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def sweep_local(scenario: Scenario, seeds: Iterable[int], *, jobs: int = 0, out: IO[str] | None = None,
                 progress: bool = True, run: Callable[[Scenario, int], dict] | None = None) -> SweepReport:
     """Run every seed, ``jobs`` worker processes at a time (0: all cores; 1: in this process).
 
     Rows are written to ``out`` as they finish (so an interrupted campaign keeps what it did) and
-    returned in seed order. ``run`` is the per-seed function (default :func:`run_seed`).
+    returned in seed order. ``run`` is the per-seed function (default :func:`run_seed`). Ctrl-C
+    stops the workers at once; the report holds the seeds that ran (``interrupted``).
     """
     seeds = list(seeds)
     run = run or run_seed  # looked up per call: tests may substitute the module's run_seed
@@ -317,24 +326,22 @@ def sweep_local(scenario: Scenario, seeds: Iterable[int], *, jobs: int = 0, out:
         _write_row(out, row)
         bar.update(len(rows), failures)
 
+    interrupted = False
     try:
         if jobs == 1:
             for seed in seeds:
                 take(run(scenario, seed))
         else:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(run, scenario, seed) for seed in seeds]
-                try:
-                    for fut in concurrent.futures.as_completed(futures):
-                        take(fut.result())
-                except BaseException:
-                    for fut in futures:
-                        fut.cancel()
-                    raise
+            # Leaving the block terminates the workers: at Ctrl-C the seeds still running are not waited for.
+            with multiprocessing.get_context().Pool(jobs, initializer=ignore_sigint) as pool:
+                for row in pool.imap_unordered(functools.partial(run, scenario), seeds):
+                    take(row)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         bar.close()
     rows.sort(key=lambda r: r["seed"])
-    return SweepReport(rows, _WALL.monotonic_s() - start, jobs, "local")
+    return SweepReport(rows, _WALL.monotonic_s() - start, jobs, "local", interrupted=interrupted)
 
 
 # --- the summary ----------------------------------------------------------------------------

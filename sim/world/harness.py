@@ -205,6 +205,10 @@ def _run_world(scenario: Scenario, seed: int, choices: Choices | None, bugs: Ite
         errors = [e]
     except BaseExceptionGroup as group:
         errors = list(leaves(group))
+        if any(isinstance(e, KeyboardInterrupt) for e in errors):
+            # Ctrl-C reached a simulated process: the user's, never a verdict on the code (it
+            # was reported as the seed's ESCAPE-1 failure, and the campaign went on).
+            raise KeyboardInterrupt from group
     world = box[0] if box else None
     stopped_early = bool(errors)
     errors = with_verdicts(errors, trace.verdicts)
