@@ -208,12 +208,15 @@ def _write_timeline(path: str, events: list, result, scenario, seed: int, replay
 
 def cmd_bugs(ns: argparse.Namespace) -> int:
     """The catalogue: one line per entry, then the known bug classes still waiting for code."""
-    print(f"{'name':<24} {'workload':<9} {'invariants':<22} {'budget':>6}  description")
+    n = max(len(b.name) for b in bugs_mod.CATALOGUE)
+    w = max(len(b.workload) for b in bugs_mod.CATALOGUE)
+    i = max(len(", ".join(b.invariants)) for b in bugs_mod.CATALOGUE)
+    print(f"{'name':<{n}} {'workload':<{w}} {'invariants':<{i}} {'budget':>6}  description")
     for b in bugs_mod.CATALOGUE:
-        print(f"{b.name:<24} {b.workload:<9} {', '.join(b.invariants):<22} {b.budget:>6}  {b.description}")
+        print(f"{b.name:<{n}} {b.workload:<{w}} {', '.join(b.invariants):<{i}} {b.budget:>6}  {b.description}")
         if ns.verbose:
-            print(f"{'':<24} class: {b.bug_class}\n{'':<24} source: {b.source}\n{'':<24} switch: {b.site}"
-                  + (f"\n{'':<24} also caught by: {', '.join(b.also)}" if b.also else ""))
+            print(f"{'':<{n}} class: {b.bug_class}\n{'':<{n}} source: {b.source}\n{'':<{n}} switch: {b.site}"
+                  + (f"\n{'':<{n}} also caught by: {', '.join(b.also)}" if b.also else ""))
     print("\nplanned (their code does not exist yet):")
     for bug_class, where in bugs_mod.PLANNED:
         print(f"  - {bug_class}  [{where}]")
