@@ -174,6 +174,21 @@ def test_violation_index_finds_the_quoted_event_a_related_one_or_the_end() -> No
     assert timeline.violation_index(events, "AssertionError: liveness: stuck") == (4, "end")
 
 
+def test_the_end_of_the_run_is_its_last_readable_event_not_a_spawn() -> None:
+    """db seed 0 with replay-skip: a failing `sim run` said "spawns ... left out" over a listing
+    whose line marked >> was `final spawn task='gc-detach'` (the end-of-run check marked the
+    trace's last event, a spawn)."""
+    events = _trace([
+        (0.0, "w1", "create", {"path": "wal/00000000000000000002.sst", "outcome": "ok"}),
+        (1.0, "final", "fence_written", {"epoch": 5, "id": 92}),
+        (1.0, "final", "spawn", {"task": "gc-compactions"}),
+        (1.0, "final", "spawn", {"task": "gc-detach"}),
+    ])
+    assert timeline.violation_index(events, "AssertionError: DUR-1: acknowledged write lost") == (1, "end")
+    marked = [line for line in timeline.format_around(events, 1).splitlines() if line.startswith(">>")]
+    assert len(marked) == 1 and "fence_written" in marked[0]
+
+
 def test_the_time_axis_cuts_long_gaps_and_stays_monotonic() -> None:
     s = timeline.TimeScale.compressed([0.0, 0.1, 0.2, 100.0, 100.1], 0.0, 1000.0)
     assert len(s.breaks) == 1 and s.breaks[0][2] == pytest.approx(99.8)

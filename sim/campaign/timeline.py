@@ -106,7 +106,7 @@ def violation_index(events: Sequence[Any], violation: Any) -> tuple[int | None, 
     """The index of the event a violation names, and how it was found: ``event`` (the violation
     carries it, or quotes its rendered line: the trace checks' "X violated at <event>"),
     ``related`` (the last event naming an object or id the violation mentions), ``end`` (a check
-    at the end of the run: its last event), or None for an empty trace."""
+    at the end of the run: its last readable event), or None for an empty trace."""
     if not events:
         return None, "end"
     ev = getattr(violation, "event", None)
@@ -135,7 +135,8 @@ def violation_index(events: Sequence[Any], violation: Any) -> tuple[int | None, 
             body = e.render()
             if any(tok in body for tok in tokens):
                 return i, "related"
-    return len(events) - 1, "end"
+    shown = readable(events)  # the run's end as the listing shows it: its last readable event, not a spawn
+    return (shown[-1] if shown else len(events) - 1), "end"
 
 
 def around(events: Sequence[Any], index: int | None, before: int = 25, after: int = 5) -> list[tuple[int, bool]]:
