@@ -471,7 +471,7 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
         print(f"sim: {problem}", file=sys.stderr)
         return 2
     try:
-        r = shrink_mod.shrink(ns.workload, ns.seed, ns.bug or (), faults=ns.faults if ns.faults == "none" else "swarm",
+        r = shrink_mod.shrink(ns.workload, ns.seed, ns.bug or (), faults=ns.faults, ops=ns.ops, clients=ns.clients,
                               max_runs=ns.max_runs, max_wall_s=ns.max_seconds, log=log)
     except ValueError as e:
         print(f"sim: {e}", file=sys.stderr)
@@ -486,7 +486,7 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
     print(f"choice sequence saved to {path}")
     if ns.timeline:
         from sim.world import trace as trace_mod
-        scenario = Scenario(workload=r.workload, faults=ns.faults if ns.faults == "none" else "swarm", bugs=r.bugs)
+        scenario = r.scenario()
         with trace_mod.capture() as traces:
             shrunk, _, wall_s = shrink_mod.simulate_choices(scenario, r.seed, r.saved)
         _write_timeline(ns.timeline, max(traces, key=len).events if traces else [], shrunk, scenario, r.seed,
@@ -562,7 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     def common(p: argparse.ArgumentParser, allow_all: bool = False) -> None:
         p.add_argument("--ops", type=_whole(1), default=2000, help="operations per run (store; default 2000)")
         p.add_argument("--clients", type=_whole(1), default=6, help="concurrent clients (store; default 6)")
-        p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm")
+        p.add_argument("--faults", choices=["swarm", "all", "none"], default="swarm",
+                       help="swarm (default): each seed draws its own mix of faults; none: no injected faults (the "
+                            "scenarios with such a mode: db, store, gc, ...); all: every store fault at once (store)")
         p.add_argument("--workload", choices=list(scenarios_mod.BY_NAME) + (["all"] if allow_all else []),
                        default="store",
                        help="a scenario of the table (sim.scenarios.registry.SCENARIOS): store, db, takeover, seqmeta, "

@@ -250,3 +250,39 @@ def test_a_reader_that_leaves_the_pipe_early_costs_no_traceback_and_no_ledger_ro
     assert "Traceback" not in err and "BrokenPipeError" not in err
     (row,) = _ledger_rows(tmp_path / "ledger.sqlite")
     assert row["seeds"] == 2
+
+
+@pytest.mark.parametrize("workload, faults", [("takeover", "none"), ("txn", "none"), ("load", "none"),
+                                              ("db", "all"), ("gc", "all")])
+def test_a_faults_mode_a_scenario_does_not_take_is_refused(capsys, workload, faults) -> None:
+    """Before: silently the swarm (takeover seed 1 with --faults none: 166 faults injected, the
+    same digest as without, and a replay command saying --faults none)."""
+    with pytest.raises(ValueError, match=f"--faults {faults}: the {workload} scenario has no such mode"):
+        cli.Scenario(workload=workload, faults=faults)
+    line = _refused_run(capsys, ["run", "--seed", "1", "--workload", workload, "--faults", faults])
+    assert line.startswith(f"sim: --faults {faults}: the {workload} scenario has no such mode")
+
+
+def _refused_run(capsys, argv: list[str]) -> str:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_the_replay_a_shrink_prints_replays_the_shrunk_run_whatever_its_faults(tmp_path, monkeypatch, capsys) -> None:
+    """`sim shrink --faults none` printed a replay (and wrote a page and a regression test)
+    without --faults none: followed as printed, the shrunk run of db seed 2 (replay-skip) PASSED."""
+    import runpy
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["shrink", "--seed", "2", "--workload", "db", "--faults", "none", "--bug", "replay-skip", "-q",
+                     "--max-runs", "40", "--save", "s.json", "--write-test", "reg/test_s.py"]) == 0
+    out = capsys.readouterr().out
+    (replay,) = [line.split("replay: ", 1)[1] for line in out.splitlines() if line.startswith("replay: ")]
+    assert replay.startswith("./just sim run ") and " --faults none " in replay
+    assert cli.main(replay.split()[2:]) == 1  # as printed: the shrunk run fails again
+    assert "violation: AssertionError: DUR-1: " in capsys.readouterr().out
+    test = runpy.run_path(str(tmp_path / "reg" / "test_s.py"))
+    test["test_fails_with_the_bug_on"]()
+    test["test_passes_with_the_bug_off"]()

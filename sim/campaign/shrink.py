@@ -102,11 +102,17 @@ class ShrinkResult:
     trace: str  # the shrunk run's whole trace
     passes_without_bugs: bool | None  # the shrunk sequence with the bugs off (None: no bugs)
     streams: dict  # label -> choices left in each stream of the shrunk run that is not all simplest
+    #: What else the run depends on (:class:`sim.campaign.sweep.Scenario`'s fields): a replay
+    #: without them replays another world (``--faults none`` dropped: the shrunk run passed).
+    options: dict = attrs.field(factory=dict)
 
-    def replay(self, path: str) -> str:
+    def scenario(self) -> Any:
         from sim.campaign.sweep import Scenario
 
-        return replay_command(Scenario(workload=self.workload, bugs=self.bugs), self.seed, path)
+        return Scenario(workload=self.workload, bugs=self.bugs, **self.options)
+
+    def replay(self, path: str) -> str:
+        return replay_command(self.scenario(), self.seed, path)
 
 
 class _Budget(Exception):
@@ -245,11 +251,17 @@ class _Shrinker:
 
 
 def shrink(workload: str, seed: int, bugs: Iterable[str] = (), *, faults: str = "swarm", max_runs: int = 400,
-           max_wall_s: float = 300.0, log: Callable[[str], None] | None = None) -> ShrinkResult:
-    """Minimise the choice sequence of a failing run; ``ValueError`` if the run passes."""
-    from sim.campaign.sweep import Scenario
+           max_wall_s: float = 300.0, log: Callable[[str], None] | None = None, ops: int = 2000,
+           clients: int = 6) -> ShrinkResult:
+    """Minimise the choice sequence of a failing run; ``ValueError`` if the run passes (or the
+    scenario refuses ``faults``, ``ops``, ``clients``: :class:`sim.campaign.sweep.Scenario`)."""
+    from sim.campaign.sweep import WORKLOADS, Scenario
 
-    scenario = Scenario(workload=workload, faults=faults, bugs=tuple(bugs))
+    scenario = Scenario(workload=workload, faults=faults, bugs=tuple(bugs), ops=ops, clients=clients)
+    options: dict[str, Any] = {"faults": faults} if faults != "swarm" else {}
+    if WORKLOADS[workload].takes_size:  # the store's size (every other scenario ignores it)
+        default = {f.name: f.default for f in attrs.fields(Scenario)}
+        options.update({k: v for k, v in (("ops", ops), ("clients", clients)) if v != default[k]})
     start = _WALL.monotonic_s()
     original, choices, _ = simulate_choices(scenario, seed, None)
     if original.ok:
@@ -274,7 +286,7 @@ def shrink(workload: str, seed: int, bugs: Iterable[str] = (), *, faults: str = 
     return ShrinkResult(
         workload, seed, tuple(scenario.bugs), target, s.best, before, Size.of(shrunk, replayed),
         dict(original.faults), dict(shrunk.faults), s.runs, _WALL.monotonic_s() - start,
-        str(shrunk.violations[0]), trace, passes_off, {k: len(v) for k, v in s.best.items()})
+        str(shrunk.violations[0]), trace, passes_off, {k: len(v) for k, v in s.best.items()}, options)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,7 +344,7 @@ def regression_test(r: ShrinkResult, name: str) -> str:
     lines = [
         f'"""Regression test written by `sim shrink` (name {name}).',
         "",
-        f"Shrunk from `{bugs_mod.replay_command(r.workload, r.seed, bugs)}`:",
+        f"Shrunk from `{r.scenario().replay(r.seed)}`:",
         f"{r.original.text()}, down to",
         f"{r.shrunk.text()}. Fires {r.invariant}.",
         '"""',
@@ -346,6 +358,8 @@ def regression_test(r: ShrinkResult, name: str) -> str:
         f"SEED = {r.seed}",
         f"BUGS = {bugs!r}",
         f"INVARIANT = {r.invariant!r}",
+        *([f"#: What the run depends on besides its seed and switches (sim.campaign.sweep.Scenario).",
+           f"OPTIONS = {r.options!r}"] if r.options else []),
         "#: The shrunk choice sequence (sim.world.choices.dumps): per stream, its values.",
         "CHOICES = (",
         *(f"    {text[i:i + 96]!r}" for i in range(0, len(text), 96)),
@@ -353,7 +367,8 @@ def regression_test(r: ShrinkResult, name: str) -> str:
         "",
         "",
         "def _run(bug_switches):",
-        "    result, _, _ = simulate_choices(Scenario(workload=WORKLOAD, bugs=bug_switches), SEED, loads(CHOICES))",
+        "    result, _, _ = simulate_choices(Scenario(workload=WORKLOAD, bugs=bug_switches"
+        + (", **OPTIONS" if r.options else "") + "), SEED, loads(CHOICES))",
         "    return result",
         "",
         "",

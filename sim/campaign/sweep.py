@@ -81,6 +81,12 @@ class Scenario:
             raise ValueError(f"unknown workload {self.workload!r} (one of {', '.join(WORKLOADS)})")
         if self.faults not in ("swarm", "all", "none"):
             raise ValueError(f"unknown faults mode {self.faults!r}")
+        # A mode the scenario does not take was silently the swarm (takeover --faults none injected
+        # its hundreds of faults, its replay command saying --faults none).
+        takes = [w for w, spec in WORKLOADS.items() if spec.takes_size or (self.faults == "none" and spec.takes_faults)]
+        if self.faults != "swarm" and self.workload not in takes:
+            raise ValueError(f"--faults {self.faults}: the {self.workload} scenario has no such mode, its faults are "
+                             f"its own (--faults {self.faults} is for {', '.join(takes)})")
 
     def replay(self, seed: int) -> str:
         """The one command that replays ``seed`` of this scenario exactly."""
