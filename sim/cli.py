@@ -329,7 +329,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
                 print(f"sim: {e}", file=sys.stderr)
                 return 2
         else:
-            report = sweep_mod.sweep_local(scenario, seeds, jobs=ns.jobs, out=out)
+            report = sweep_mod.sweep_local(scenario, seeds, jobs=ns.jobs, out=out, progress=not ns.no_progress)
     finally:
         if out:
             out.close()
@@ -366,6 +366,13 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     if ns.coverage:
         return _dst_coverage(ns)
     names = list(scenarios_mod.BY_NAME) if ns.workload == "all" else [ns.workload]
+    if ns.seeds is not None:  # exactly these seeds: a flag that picks seeds otherwise was silently ignored
+        other = [f for f, on in (("--quick", ns.quick), ("--minutes", ns.minutes is not None),
+                                 (f"--from {ns.start}", ns.start != 0)) if on]
+        if other:
+            print(f"sim: --seeds {ns.seeds} names the seeds to run; {' and '.join(other)} would be ignored "
+                  f"(--from S shifts the plan or a soak)", file=sys.stderr)
+            return 2
     try:
         scenarios = [Scenario(workload=n, ops=ns.ops, clients=ns.clients, faults=ns.faults,
                               bugs=tuple(ns.bug or ()), seed_limit_s=ns.seed_limit_s) for n in names]
@@ -593,6 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--seeds", default="0..199", help="N or A..B (inclusive); default 0..199")
         p.add_argument("--jobs", type=_JOBS, default=0, help="worker processes (default: all cores)")
         p.add_argument("--out", help="write one JSON line per seed to this file")
+        p.add_argument("--no-progress", action="store_true", help="no progress line on stderr (local engine)")
         seed_limit(p)
         common(p, allow_all=True)
 

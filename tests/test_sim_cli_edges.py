@@ -286,3 +286,18 @@ def test_the_replay_a_shrink_prints_replays_the_shrunk_run_whatever_its_faults(t
     test = runpy.run_path(str(tmp_path / "reg" / "test_s.py"))
     test["test_fails_with_the_bug_on"]()
     test["test_passes_with_the_bug_off"]()
+
+
+@pytest.mark.parametrize("flag", [["--quick"], ["--minutes", "5"], ["--from", "100"]])
+def test_dst_seeds_with_a_flag_that_picks_seeds_otherwise_is_refused(monkeypatch, capsys, flag) -> None:
+    """`sim dst --from 100 --seeds 0..1` ran seeds 0..1 (and --quick or --minutes beside --seeds
+    did nothing), without a word."""
+    _no_seed_runs(monkeypatch)
+    line = _refused_run(capsys, ["dst", "--workload", "seqmeta", "--seeds", "0..1", *flag])
+    assert line.startswith("sim: --seeds 0..1 names the seeds to run; ") and flag[0] in line
+
+
+def test_sweep_takes_no_progress_as_dst_does(capsys) -> None:
+    """`sim sweep --no-progress` was 'unrecognized arguments' (only `sim dst` had it)."""
+    assert cli.main(["sweep", "--workload", "seqmeta", "--seeds", "0..1", "--jobs", "1", "--no-progress"]) == 0
+    assert "sweep [" not in capsys.readouterr().err
