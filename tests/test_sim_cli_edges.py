@@ -301,3 +301,17 @@ def test_sweep_takes_no_progress_as_dst_does(capsys) -> None:
     """`sim sweep --no-progress` was 'unrecognized arguments' (only `sim dst` had it)."""
     assert cli.main(["sweep", "--workload", "seqmeta", "--seeds", "0..1", "--jobs", "1", "--no-progress"]) == 0
     assert "sweep [" not in capsys.readouterr().err
+
+
+def test_a_failing_seed_of_a_campaign_replays_bit_for_bit_as_printed(capsys) -> None:
+    """What an engineer reads in CI: FAIL, the replay command and the trace digest; the replay,
+    run exactly as printed, fails again with the same digest."""
+    assert cli.main(["dst", "--workload", "db", "--seeds", "0..1", "--jobs", "1", "--bug", "replay-skip",
+                     "--no-progress"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    i = next(k for k, line in enumerate(out) if line.startswith("FAIL seed 0: "))
+    replay, trace = out[i + 1].strip(), out[i + 2].strip()
+    assert replay.startswith("replay: ./just sim run --seed 0 --workload db") and trace.startswith("trace:  ")
+    assert cli.main(replay.split()[3:]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("seed 0: FAIL  trace " + trace.split()[1] + "  "), (first, trace)

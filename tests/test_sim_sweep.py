@@ -97,9 +97,12 @@ def test_failures_are_counted_by_invariant_and_each_prints_its_replay(jobs: int)
     failures = sweep.format_failures(report.rows).splitlines()
     assert failures == [
         "FAIL seed 3: " + FAKE[3][0], "  replay: ./just sim run --seed 3 --workload db",
+        "  trace:  " + f"{3:064x}"[:16] + " (the replay prints the same)",
         "FAIL seed 5: " + FAKE[5][0], "  replay: ./just sim run --seed 5 --workload db",
+        "  trace:  " + f"{5:064x}"[:16] + " (the replay prints the same)",
         "FAIL seed 8: ESCAPE-1: a simulated process ended with an exception: " + FAKE[8][0],
         "  replay: ./just sim run --seed 8 --workload db",
+        "  trace:  " + f"{8:064x}"[:16] + " (the replay prints the same)",
     ]
 
 

@@ -426,13 +426,16 @@ def format_summary(summary: Summary, scenario: Scenario) -> str:
 
 
 def format_failures(rows: Sequence[dict]) -> str:
-    """One block per failing seed: its first violation and the command that replays it."""
+    """One block per failing seed: its first violation, the command that replays it and the
+    run's trace digest, which the replay prints again (the same run, bit for bit)."""
     lines = []
     for row in rows:
         if not row["ok"]:
             first = row["violations"][0] if row["violations"] else "(no violation recorded)"
             lines.append(f"FAIL seed {row['seed']}: {first}")
             lines.append(f"  replay: {row['replay']}")
+            if row.get("digest"):
+                lines.append(f"  trace:  {row['digest'][:16]} (the replay prints the same)")
     return "\n".join(lines)
 
 
