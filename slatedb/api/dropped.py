@@ -16,6 +16,7 @@ import atexit
 import logging
 import os
 import threading
+import warnings
 import weakref
 from typing import Any, Awaitable, Callable
 
@@ -113,11 +114,31 @@ def close_dropped(core: Any, token: trio.lowlevel.TrioToken, stop: trio.Event | 
     a close asked for before the exit is waited for (:func:`_finish_dropped_closes_at_exit`)."""
     if os.getpid() != pid:
         return
+    unclosed = not core.closed
     done = DROPPED.add(url, loop_thread)
     try:
         token.run_sync_soon(spawn_or_refuse, _closer(core, stop, url, done), lambda: DROPPED.finished(url, done))
     except trio.RunFinishedError:  # the loop is gone: nothing runs the engine any more
         DROPPED.finished(url, done)
+    if unclosed:
+        _warn_unclosed(core, url)
+
+
+#: What a user opened, by the engine's class (the message of :func:`_warn_unclosed`).
+_OPENED = {"DbCore": "database", "ReaderCore": "reader", "WalReaderCore": "WAL reader"}
+
+
+def _warn_unclosed(core: Any, url: str) -> None:
+    """A ``ResourceWarning``, as Python's files, sockets and sqlite3 connections give when dropped
+    open (shown under ``python -X dev`` or ``-W default``, hidden by default); after the close was
+    asked for, and never raised out of here (a filter turning it into an error must not skip
+    the close or raise into whatever collected the object)."""
+    what = _OPENED.get(type(core).__name__, type(core).__name__)
+    try:
+        warnings.warn(f"unclosed slatedb {what} at {url} (dropped without close(); closed for you: use close() "
+                      f"or 'with')", ResourceWarning, stacklevel=2)
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
 
 
 def watch_drop(owner: object, core: Any, token: trio.lowlevel.TrioToken, stop: trio.Event | None, url: str,

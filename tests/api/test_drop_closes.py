@@ -266,3 +266,38 @@ def test_a_db_dropped_just_before_the_interpreter_exits_is_flushed(tmp_path) -> 
     subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=600)
     with slatedb.Db.open(url) as db:
         assert sum(1 for _ in db.scan()) == 20000
+
+
+def test_a_dropped_db_or_reader_gives_a_resource_warning_and_a_closed_one_none(tmp_path) -> None:
+    """As Python's files, sockets and sqlite3 connections do (shown under ``python -X dev``): a
+    ``Db`` or ``DbReader`` dropped open warns, naming what and where, after its close was asked
+    for; one closed, or used in ``with``, does not. Even with the warning turned into an error
+    the close still happens (nothing is raised into the collector)."""
+    import warnings
+
+    url = f"file://{tmp_path}/db"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with slatedb.Db.open(url) as db:
+            db.put(b"k", b"v")
+        closed = slatedb.Db.open(url)
+        closed.close()
+        del db, closed
+        gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+        scope = {"db": slatedb.Db.open(url)}
+        _drop("db", scope)
+        scope = {"reader": slatedb.DbReader.open(url)}
+        _drop("reader", scope)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert len(messages) == 2 and "unclosed slatedb database at " in messages[0], messages
+    assert "unclosed slatedb reader at " in messages[1] and url.rstrip("/") in messages[1], messages
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        before = _engine_threads()
+        scope = {"db": slatedb.Db.open(url)}
+        scope["db"].put(b"k2", b"v2")
+        _drop("db", scope)
+        assert not _wait_for_threads_to_end(before)
+    with slatedb.Db.open(url) as db:
+        assert db.get(b"k2") == b"v2"
