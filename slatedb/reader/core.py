@@ -174,8 +174,7 @@ class ReaderCore(ReadPath):
     @classmethod
     async def open(cls, store: ObjectStore, runtime: Runtime, options: DbReaderOptions, settings: Settings,
                    checkpoint_id: uuid.UUID | str | None = None, merge_operator: Any = None) -> "ReaderCore":
-        if not isinstance(options, DbReaderOptions):
-            raise InvalidArgumentError(f"options must be a DbReaderOptions, not {type(options).__name__}")
+        options = DbReaderOptions.of(options)  # a dict of its fields too (docs/reader.md)
         cid = None if checkpoint_id is None else as_checkpoint_id(checkpoint_id)
         with_max_retries(runtime, settings.object_store_max_retries)
         core = cls(store, runtime, options, settings, cid)

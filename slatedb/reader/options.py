@@ -51,6 +51,20 @@ class DbReaderOptions:
             raise InvalidArgumentError(f"unknown DbReaderOptions option: {', '.join(unknown)} (known: {', '.join(sorted(names))})")
         return object.__new__(cls)
 
+    @classmethod
+    def of(cls, value: Any) -> "DbReaderOptions":
+        """``value`` as options: None (the defaults), a DbReaderOptions, or a dict of its fields
+        (as ``settings=`` and the read and scan options take one)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            if not all(isinstance(k, str) for k in value):
+                raise InvalidArgumentError(f"DbReaderOptions keys must be option names (str), got {sorted(map(repr, value))}")
+            return cls(**value)
+        raise InvalidArgumentError(f"options must be a DbReaderOptions or a dict, not {type(value).__name__}")
+
     def __attrs_post_init__(self) -> None:
         _positive_seconds("manifest_poll_interval_s", self.manifest_poll_interval_s)
         _positive_seconds("checkpoint_lifetime_s", self.checkpoint_lifetime_s)

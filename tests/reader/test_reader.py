@@ -432,8 +432,20 @@ def test_defaults_are_the_official_ones() -> None:
     o = slatedb.DbReaderOptions()
     assert (o.manifest_poll_interval_s, o.checkpoint_lifetime_s, o.max_memtable_bytes) == (10, 600, 64 << 20)
     assert o.follow_latest is True
-    with pytest.raises(InvalidArgumentError):
-        open_reader(memory_store(), options={"manifest_poll_interval_s": 1})  # type: ignore[arg-type]
+
+
+def test_options_as_a_dict_as_read_and_scan_options_take_them() -> None:
+    """``options={...}`` is the same as ``DbReaderOptions(...)`` (it was refused, while
+    ``settings=``, read and scan options all take a dict); a bad one is refused at the open."""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings=WRITER, store=store) as db:
+        db.put(b"a", b"1")
+    with open_reader(store, options={"manifest_poll_interval_s": 1, "follow_latest": False}) as r:  # type: ignore[arg-type]
+        assert r.options == slatedb.DbReaderOptions(manifest_poll_interval_s=1, follow_latest=False)
+        assert r.get(b"a") == b"1"
+    for bad in ({"manifest_poll_interval": 1}, {"checkpoint_lifetime_s": 1}, {1: 2}, "fast", 3):
+        with pytest.raises(InvalidArgumentError):
+            open_reader(store, options=bad)  # type: ignore[arg-type]
 
 
 def test_corrupt_wal_object_raises_corruption() -> None:
