@@ -20,6 +20,8 @@ import os
 import sys
 from collections.abc import Callable
 
+import attrs
+
 from slatedb.runtime.production import ProductionRuntime
 
 from sim.scenarios import catalogue as bugs_mod
@@ -29,7 +31,7 @@ from sim.world import probes as probes_mod
 from sim.scenarios import registry as scenarios_mod
 from sim.campaign import sweep as sweep_mod
 from sim.world.harness import WorldResult, skipping_checks
-from sim.world.invariants import as_violation
+from sim.world.invariants import LIVENESS, Violation, as_violation
 from sim.campaign.sweep import Scenario, parse_seeds
 
 
@@ -143,7 +145,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     choices = None
     from sim.world import trace as trace_mod
     skip = tuple(getattr(ns, "skip_check", None) or ())
-    with trace_mod.capture() as traces, skipping_checks(skip):
+    limit = getattr(ns, "seed_limit_s", 0.0) or 0.0
+    with trace_mod.capture() as traces, skipping_checks(skip), sweep_mod.wall_limit(limit) as over_limit:
         if getattr(ns, "keep", None) is not None:
             from sim.world import choices as choices_mod
             from sim.campaign import shrink as shrink_mod
@@ -153,13 +156,31 @@ def cmd_run(ns: argparse.Namespace) -> int:
             except (OSError, ValueError) as e:
                 print(f"sim: cannot read the choice sequence {ns.keep!r}: {e}", file=sys.stderr)
                 return 2
-            result, choices, wall_s = shrink_mod.simulate_choices(scenario, ns.seed, prefix)
             replay = shrink_mod.replay_command(scenario, ns.seed, ns.keep)
+            try:
+                result, choices, wall_s = shrink_mod.simulate_choices(scenario, ns.seed, prefix)
+            except sweep_mod.SeedOverWallLimit:  # stopped outside the world (its end-of-run checks)
+                result, wall_s = None, limit
         else:
-            result, wall_s = sweep_mod.simulate(scenario, ns.seed)
             replay = scenario.replay(ns.seed)
+            try:
+                result, wall_s = sweep_mod.simulate(scenario, ns.seed)
+            except sweep_mod.SeedOverWallLimit:
+                result, wall_s = None, limit
     replay += "".join(f" --skip-check {i}" for i in sorted(set(skip)))
+    if limit:
+        replay += f" --seed-limit-s {limit:g}"
     events = max(traces, key=len).events if traces else []
+    if result is None:
+        trace = max(traces, key=len) if traces else None
+        result = WorldResult(scenario.workload, ns.seed, False, trace.digest() if trace else "", len(events),
+                             events[-1].time_s if events else 0.0, {}, ())
+    if over_limit[0]:  # stopped from inside as if its virtual limit had passed: that liveness verdict is not its own
+        stopped = Violation(f"liveness: seed {ns.seed} of {scenario.workload} ran over its wall limit of {limit:g} s "
+                            f"and was stopped (a world looping in virtual time?)" + ("; its last events below" if events else ""),
+                            LIVENESS, LIVENESS)
+        result = attrs.evolve(result, ok=False, violations=(stopped, *(v for v in result.violations
+                                                                        if as_violation(v).invariant != LIVENESS)))
     print(f"seed {result.seed}: {'PASS' if result.ok else 'FAIL'}  trace {result.digest[:16]}  "
           f"events {result.events}  virtual {result.virtual_s:.1f}s  wall {wall_s:.2f}s  faults {result.faults}")
     for v in result.violations:
@@ -587,6 +608,9 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--timeline", metavar="HTML", help="write a picture of the run (one self-contained HTML page)")
     p_run.add_argument("--skip-check", action="append", type=_invariant_id, metavar="ID",
                        help="leave the checks of this invariant out (repeatable; e.g. CKPT-4)")
+    p_run.add_argument("--seed-limit-s", type=_number(False, " (0: no limit)"), default=0.0, metavar="S",
+                       help="stop the run after S wall seconds and show its last events (the replay of a seed a "
+                            "campaign stopped at its wall limit; default 0: no limit)")
     common(p_run)
     p_run.set_defaults(fn=cmd_run)
 

@@ -315,3 +315,21 @@ def test_a_failing_seed_of_a_campaign_replays_bit_for_bit_as_printed(capsys) -> 
     assert cli.main(replay.split()[3:]) == 1
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("seed 0: FAIL  trace " + trace.split()[1] + "  "), (first, trace)
+
+
+def test_the_replay_of_a_seed_stopped_at_its_wall_limit_stops_too_and_shows_its_last_events(monkeypatch,
+                                                                                            capsys) -> None:
+    """A campaign's seed that ran over its wall limit printed 'replay: ./just sim run --seed 1
+    --workload store': followed as printed, that looped for ever, silent (sim run had no limit)."""
+    from tests.test_sim_sweep import _looping_world
+
+    monkeypatch.setattr("sim.scenarios.store.run_store_workload", _looping_world)
+    assert cli.main(["dst", "--seeds", "1..1", "--workload", "store", "--jobs", "1", "--seed-limit-s", "0.2",
+                     "--no-progress"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    (replay,) = [line.split("replay: ", 1)[1] for line in out if line.startswith("  replay: ")]
+    assert replay == "./just sim run --seed 1 --workload store --ops 2000 --clients 6 --seed-limit-s 0.2"
+    assert cli.main(replay.split()[2:]) == 1
+    out = capsys.readouterr().out
+    assert "violation: liveness: seed 1 of store ran over its wall limit of 0.2 s and was stopped" in out
+    assert "replay: " + replay in out

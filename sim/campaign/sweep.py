@@ -188,10 +188,13 @@ def run_seed(scenario: Scenario, seed: int) -> dict:
             if fired[0]:  # the code under test swallowed it, and ended
                 raise SeedOverWallLimit(f"ran over its wall limit of {scenario.seed_limit_s:g} s")
         except SeedOverWallLimit:
+            # Its replay stops at the same limit and shows the run's last events (without it, it loops for ever).
+            replay = f"{scenario.replay(seed)} --seed-limit-s {scenario.seed_limit_s:g}"
             violations = [Violation(f"liveness: seed {seed} of {scenario.workload} ran over its wall limit of "
                                     f"{scenario.seed_limit_s:g} s (a world looping in virtual time?) and was "
-                                    f"stopped; replay: {scenario.replay(seed)}", invariants.LIVENESS, invariants.LIVENESS)]
-            return _row(scenario, seed, False, "", 0, 0.0, {}, violations, _WALL.monotonic_s() - start, hits)
+                                    f"stopped; replay: {replay}", invariants.LIVENESS, invariants.LIVENESS)]
+            return _row(scenario, seed, False, "", 0, 0.0, {}, violations, _WALL.monotonic_s() - start, hits,
+                        replay=replay)
         except Exception as e:  # noqa: BLE001 - reported as the seed's verdict, replayable
             # The scenario function itself raised: its own handling failed, a harness defect.
             violations = [Violation.harness(e)]
@@ -201,13 +204,13 @@ def run_seed(scenario: Scenario, seed: int) -> dict:
 
 
 def _row(scenario: Scenario, seed: int, ok: bool, digest: str, events: int, virtual_s: float, faults: dict,
-         violations: list[str], wall_s: float, probes: dict | None = None) -> dict:
+         violations: list[str], wall_s: float, probes: dict | None = None, replay: str | None = None) -> dict:
     violations = [as_violation(v) for v in violations]
     return {
         "seed": int(seed), "workload": scenario.workload, "ok": ok, "digest": digest, "events": int(events),
         "virtual_s": float(virtual_s), "faults": {str(k): int(v) for k, v in sorted(faults.items())},
         "violations": [str(v) for v in violations], "invariants": sorted({v.invariant for v in violations}),
-        "wall_s": float(wall_s), "replay": scenario.replay(seed),
+        "wall_s": float(wall_s), "replay": replay or scenario.replay(seed),
         # Probe hits of this seed, by probe name (also a column of the Spark engine's Parquet rows).
         "probes": {str(k): int(v) for k, v in sorted((probes or {}).items())},
     }
