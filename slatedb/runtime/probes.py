@@ -289,6 +289,12 @@ LOAD_STAGE_ENDED = _probe(
     "or collected meanwhile) and deleted what it had written",
     "bulk-load.md steps 2 and S2, LOAD-10")
 
+LOAD_CLEANUP_KEPT_PINNED = _probe(
+    "load.cleanup-kept-pinned",
+    "a load's clean-up found staged SSTs its commit made the database's that the latest manifest no "
+    "longer names (a compaction rewrote them) but an older manifest still does (a checkpoint may pin "
+    "it), and left them to GC",
+    "bulk-load.md step 7, LOAD-6")
 LOAD_ENDED_SHARD_KEPT = _probe(
     "load.ended-shard-kept",
     "the clean-up of ended sharded loads (step 8: collect_loads, every sharded load's begin), on a "

@@ -62,6 +62,7 @@ TXN_SNAPSHOT_WRITES_UNCHECKED = "txn-snapshot-writes-unchecked"
 # bulk load (spec/protocols/bulk-load.md)
 LOAD_WAL_TAIL_SHORT = "load-wal-tail-short"
 ENDED_SHARDS_IGNORE_PINS = "ended-shards-ignore-pins"
+CLEANUP_LATEST_ONLY = "cleanup-latest-only"
 STAGE_IGNORES_LOAD_END = "stage-ignores-load-end"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)

@@ -63,7 +63,7 @@ from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
 from slatedb.manifest.sst_ids import not_before
 from slatedb.manifest.missing import LOAD_INTENTS_DIR, intent_sst_id
-from slatedb.manifest.store import ManifestStore
+from slatedb.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore, parse_id
 from slatedb.objstore.base import OVERWRITE, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.retry import RetryingReads, retry_transient
 from slatedb.row import Row, RowKind
@@ -515,8 +515,16 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
     intents = await retry_transient(rt, lambda: store.list(prefix), what=f"list {prefix}")
     if not intents:
         return 0
-    latest = await ManifestStore(store, rt).read_latest()
+    manifests = ManifestStore(store, rt)
+    latest = await manifests.read_latest()
     referenced = manifest_sst_ids(latest.manifest) if latest is not None else set()
+    staged = {i for i in map(_intent_sst, (m.key for m in intents)) if i is not None}
+    if latest is not None and staged - referenced and switches.CLEANUP_LATEST_ONLY not in rt.bugs:
+        # LOAD-6: an SST the commit made the database's that a compaction has rewritten since is
+        # in no latest manifest, but an older manifest a checkpoint pins (a reader's, a clone's)
+        # still names it: GC deletes it once nothing pins it, never the load's clean-up.
+        since_ms = min(m.last_modified_ms for m in intents) - MANIFEST_CLOCK_MARGIN_MS
+        referenced |= await _named_by_older_manifests(manifests, staged - referenced, since_ms, latest.id)
     deleted = 0
     for meta in intents:
         sst_id = _intent_sst(meta.key)
@@ -535,6 +543,36 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
     rt.event("load_cleanup", load_id=load_id, deleted=deleted)
     return deleted
 
+
+
+#: How much older than a load's first intent a manifest may look and still name the load's SSTs:
+#: such a manifest is written after the SST, and the SST after its intent, all stamped by the one
+#: store (S3's ``last_modified`` has one-second steps; the margin is generous).
+MANIFEST_CLOCK_MARGIN_MS = 60_000
+
+
+async def _named_by_older_manifests(manifests: ManifestStore, candidates: set[ULID], since_ms: int,
+                                    latest_id: int) -> set[ULID]:
+    """Those of ``candidates`` that a manifest still stored, other than the latest and written
+    from ``since_ms`` on (older ones cannot name them), names; newest first, stopping once every
+    candidate is found. A manifest deleted meanwhile (GC) pinned nothing."""
+    store, rt = manifests.store, manifests.runtime
+    metas = await retry_transient(rt, lambda: store.list(MANIFEST_DIR), what=f"list {MANIFEST_DIR}")
+    ids = sorted((mid for mid, meta in ((parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX), m) for m in metas)
+                  if mid is not None and mid != latest_id and meta.last_modified_ms >= since_ms), reverse=True)
+    found: set[ULID] = set()
+    for mid in ids:
+        try:
+            stored = await manifests.read(mid)
+        except ObjectNotFoundError:
+            continue
+        found |= candidates & manifest_sst_ids(stored.manifest)
+        if found == candidates:
+            break
+    if found:
+        rt.probe(probes.LOAD_CLEANUP_KEPT_PINNED)
+        rt.event("load_cleanup_kept", ssts=len(found))
+    return found
 
 
 async def collect_loads(store: ObjectStore, rt: Runtime, *,

@@ -468,3 +468,74 @@ def test_failed_spark_loads_leave_nothing(spark, tmp_path) -> None:
     # its files), "False ..." when the abort was slower than the hold, "killed" when Spark stopped it
     # first: whether a given run reaches the race is Spark's timing, so it is reported, not asserted.
     assert left == {}, f"leftovers after {len(left)} of {len(cases)} failed loads: {left} (held attempts: {late})"
+
+
+@pytest.mark.parametrize("holder", ["checkpoint", "clone", pytest.param("checkpoint-switch", marks=pytest.mark.check_allows(
+    "CKPT-2", reason="the catalogued switch deletes SSTs the checkpoint's manifest names: the loss shown"))])
+def test_a_clean_up_after_a_compaction_keeps_the_committed_ssts_an_older_manifest_names(tmp_path, holder) -> None:
+    """LOAD-6: the driver died after its commit, before its clean-up; a checkpoint (a reader's, or
+    a clone's final one) pins the commit's manifest; a full compaction rewrites the loaded SSTs,
+    so the latest manifest no longer names them; then the next clean-up (collect_loads, every
+    load's begin) ran. It deleted every staged SST the *latest* manifest did not name: the
+    checkpoint's reader, or the clone, met ObjectNotFoundError. Those SSTs are GC's to delete
+    once nothing pins them; the clean-up keeps every SST a stored manifest names."""
+    import trio
+
+    from slatedb import admin
+    from slatedb.checkpoint import CheckpointOptions
+    from slatedb.objstore import resolve_store
+
+    url = make_db(tmp_path / "db")
+    keys, vals = rows_of(300)
+
+    async def load_without_clean_up(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        res = await stage_sorted(store, rt, plan, 0, 0, keys, vals, sst_options=SMALL, sst_size_bytes=4096)
+        await commit_load(store, rt, plan, [res])
+
+    run_io(url, None, load_without_clean_up)
+    clone_url = f"file://{tmp_path}/clone"
+
+    async def pin_then_compact():
+        store = resolve_store(url)
+        try:
+            if holder.startswith("checkpoint"):
+                cid = (await admin.create_checkpoint(store, CheckpointOptions(lifetime_s=3600))).id
+            else:
+                await admin.create_clone(clone_url, url)
+                cid = None
+            await admin.submit_compaction(store, "Full")
+            await admin.run_compactor(store, {"compactor_options": {"poll_interval": "50ms"}}, once=True)
+            return cid
+        finally:
+            await store.aclose()
+
+    cid = trio.run(pin_then_compact)
+
+    events: list = []
+
+    async def collect(s, rt):
+        if holder == "checkpoint-switch":  # catalogued cleanup-latest-only: the latest manifest alone, as before
+            from slatedb.runtime import switches
+            rt.bugs = frozenset({switches.CLEANUP_LATEST_ONLY})
+        rt.event = lambda kind, **fields: events.append((kind, fields))  # the branch taken (probe load.cleanup-kept-pinned)
+        return await collect_loads(s, rt, abandoned_after_s=0)
+
+    run_io(url, None, collect)
+    kept = [f["ssts"] for k, f in events if k == "load_cleanup_kept"]
+    assert (kept == []) if holder == "checkpoint-switch" else (len(kept) == 1 and kept[0] > 0), events
+    want = {b"base": b"1", **dict(zip(keys, vals))}
+    if holder == "checkpoint-switch":
+        from slatedb.errors import ObjectNotFoundError
+        with pytest.raises(ObjectNotFoundError):
+            with slatedb.DbReader.open(url, checkpoint_id=cid) as r:
+                dict(r.scan())
+        return
+    if holder == "checkpoint":
+        with slatedb.DbReader.open(url, checkpoint_id=cid) as r:
+            assert dict(r.scan()) == want
+    else:
+        with slatedb.DbReader.open(clone_url) as r:
+            assert dict(r.scan()) == want
+    with slatedb.Db.open(url) as db:
+        assert dict(db.scan()) == want
