@@ -527,7 +527,7 @@ def cmd_shrink(ns: argparse.Namespace) -> int:
         with open(path, "w") as f:
             f.write(shrink_mod.regression_test(r, name[len("test_"):]))
         print(f"regression test written to {path}")
-    return 0
+    return INTERRUPTED if r.interrupted else 0
 
 
 def cmd_ledger(ns: argparse.Namespace) -> int:

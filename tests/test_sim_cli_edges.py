@@ -333,3 +333,19 @@ def test_the_replay_of_a_seed_stopped_at_its_wall_limit_stops_too_and_shows_its_
     out = capsys.readouterr().out
     assert "violation: liveness: seed 1 of store ran over its wall limit of 0.2 s and was stopped" in out
     assert "replay: " + replay in out
+
+
+def test_ctrl_c_in_a_shrink_keeps_the_smallest_failing_sequence_found(tmp_path, monkeypatch, capsys) -> None:
+    """Ctrl-C in a shrink's candidate runs: before, a traceback (or 'sim: interrupted') and
+    nothing saved after minutes of shrinking; now the best sequence so far is reported and saved,
+    its replay fails as the original did, exit 130."""
+    saved = str(tmp_path / "s.json")
+    original = cli.sweep_mod.run_seed(cli.Scenario(workload="db", bugs=("replay-skip",)), 0)["events"]
+    _ctrl_c_at_event(monkeypatch, 3 * original + 100)  # in the shrink's second or third candidate run
+    assert cli.main(["shrink", "--seed", "0", "--workload", "db", "--bug", "replay-skip", "-q",
+                     "--save", saved]) == cli.INTERRUPTED
+    out = capsys.readouterr().out
+    assert "(INTERRUPTED by Ctrl-C: the smallest failing sequence found by then)" in out
+    monkeypatch.undo()
+    assert cli.main(["run", "--seed", "0", "--workload", "db", "--bug", "replay-skip", "--keep", saved]) == 1
+    assert "violation: AssertionError: DUR-1: " in capsys.readouterr().out

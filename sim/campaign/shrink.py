@@ -105,6 +105,7 @@ class ShrinkResult:
     #: What else the run depends on (:class:`sim.campaign.sweep.Scenario`'s fields): a replay
     #: without them replays another world (``--faults none`` dropped: the shrunk run passed).
     options: dict = attrs.field(factory=dict)
+    interrupted: bool = False  # Ctrl-C stopped the search: ``saved`` is the smallest failing sequence by then
 
     def scenario(self) -> Any:
         from sim.campaign.sweep import Scenario
@@ -271,10 +272,14 @@ def shrink(workload: str, seed: int, bugs: Iterable[str] = (), *, faults: str = 
     before = Size.of(original, choices)
     say(f"original: fired {target}; {before.text()}")
     s = _Shrinker(scenario, seed, target, (original, choices), max_runs, max_wall_s, say)
+    interrupted = False
     try:
         s.run()
     except _Budget:
         say(f"  budget reached after {s.runs} runs")
+    except KeyboardInterrupt:  # the search so far is kept: its smallest failing sequence is a result
+        interrupted = True
+        say(f"  interrupted (Ctrl-C) after {s.runs} runs: the smallest failing sequence found so far")
     # The kept sequence replays to the same failure (checked: a replay is exact).
     shrunk, replayed, _ = simulate_choices(scenario, seed, s.best)
     assert not shrunk.ok and bugs_mod.fired(shrunk) == target, "the shrunk run no longer fails (nondeterminism?)"
@@ -286,7 +291,7 @@ def shrink(workload: str, seed: int, bugs: Iterable[str] = (), *, faults: str = 
     return ShrinkResult(
         workload, seed, tuple(scenario.bugs), target, s.best, before, Size.of(shrunk, replayed),
         dict(original.faults), dict(shrunk.faults), s.runs, _WALL.monotonic_s() - start,
-        str(shrunk.violations[0]), trace, passes_off, {k: len(v) for k, v in s.best.items()}, options)
+        str(shrunk.violations[0]), trace, passes_off, {k: len(v) for k, v in s.best.items()}, options, interrupted)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +306,8 @@ def format_report(r: ShrinkResult, path: str, trace_lines: int = 60) -> str:
         f"{'original':<15} {r.original.text()}; faults {r.original_faults}",
         f"{'shrunk':<15} {r.shrunk.text()}; faults {r.shrunk_faults}",
         f"{'streams left':<15} " + (", ".join(f"{k} {v}" for k, v in sorted(r.streams.items())) or "none"),
-        f"{'effort':<15} {r.runs} candidate runs, {r.wall_s:.1f} s wall",
+        f"{'effort':<15} {r.runs} candidate runs, {r.wall_s:.1f} s wall"
+        + (" (INTERRUPTED by Ctrl-C: the smallest failing sequence found by then)" if r.interrupted else ""),
     ]
     if r.passes_without_bugs is not None:
         lines.append(f"{'bugs off':<15} the shrunk sequence {'passes' if r.passes_without_bugs else 'STILL FAILS'}"
