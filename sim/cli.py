@@ -258,9 +258,14 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
         return 2
     jobs = ns.jobs or os.cpu_count() or 1
     results = []
+    interrupted = None
     for name in names:
-        r = hunt_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate,
-                          skip=tuple(ns.skip_check or ()))
+        try:
+            r = hunt_mod.hunt(name, ns.seeds, jobs=jobs, workload=ns.workload, rate=ns.rate,
+                              skip=tuple(ns.skip_check or ()))
+        except KeyboardInterrupt:  # the entries hunted so far keep their report (and ledger rows)
+            interrupted = name
+            break
         results.append(r)
         _record(ledger_mod.from_hunt(r))
         if not ns.all:
@@ -294,6 +299,11 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
                 fired = r.invariant + ("" if r.expected else "?")
                 print(f"{r.bug:<24} {r.workload:<9} {r.detected_seed:>5} {r.detected_seed + 1:>5} {fired:<10} "
                       f"{r.wall_s:>7.1f}{rate_txt}  {r.replay}")
+    if interrupted:
+        print(f"INTERRUPTED (Ctrl-C) while hunting {interrupted}: "
+              + (f"the {len(results)} entr{'y' if len(results) == 1 else 'ies'} above ran to the end, "
+                 f"{len(names) - len(results)} did not" if results else "no entry ran to the end"))
+        return INTERRUPTED
     return 0 if all(r.detected_seed is not None for r in results) else 1
 
 

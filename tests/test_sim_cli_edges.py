@@ -349,3 +349,27 @@ def test_ctrl_c_in_a_shrink_keeps_the_smallest_failing_sequence_found(tmp_path, 
     monkeypatch.undo()
     assert cli.main(["run", "--seed", "0", "--workload", "db", "--bug", "replay-skip", "--keep", saved]) == 1
     assert "violation: AssertionError: DUR-1: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_ctrl_c_in_a_hunt_keeps_the_entries_hunted_so_far(monkeypatch, capsys, every) -> None:
+    """Before: 'sim: interrupted' (or a traceback) and the report of the entries already hunted
+    lost (`sim hunt --all` prints its table at the end)."""
+    real, calls = cli.hunt_mod.hunt, []
+
+    def hunt(name, *args, **kwargs):
+        calls.append(name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real("replay-skip", 2, jobs=1)
+
+    monkeypatch.setattr(cli.hunt_mod, "hunt", hunt)
+    argv = ["hunt", "--all", "--jobs", "1"] if every else ["hunt", "--bug", "replay-skip", "--bug", "zombie-ack",
+                                                             "--jobs", "1"]
+    assert cli.main(argv) == cli.INTERRUPTED
+    out = capsys.readouterr().out
+    assert "replay-skip" in out and "./just sim run --seed 0 --workload db --bug replay-skip" in out
+    n = len(cli.bugs_mod.CATALOGUE) if every else 2
+    assert f"INTERRUPTED (Ctrl-C) while hunting {calls[1]}: the 1 entry above ran to the end, {n - 1} did not" in out
+    (row,) = _ledger_rows(cli.ledger_mod.sqlite_path())
+    assert row["kind"] == "hunt" and row["bugs"] == "replay-skip"
