@@ -373,3 +373,17 @@ def test_ctrl_c_in_a_hunt_keeps_the_entries_hunted_so_far(monkeypatch, capsys, e
     assert f"INTERRUPTED (Ctrl-C) while hunting {calls[1]}: the 1 entry above ran to the end, {n - 1} did not" in out
     (row,) = _ledger_rows(cli.ledger_mod.sqlite_path())
     assert row["kind"] == "hunt" and row["bugs"] == "replay-skip"
+
+
+def test_the_archive_is_the_checkouts_wherever_sim_runs_from(tmp_path, monkeypatch) -> None:
+    """`sim ledger --archive` run outside the checkout's root appended to a new
+    docs/ledger/campaigns.jsonl under the current directory (and `sim ledger` there read none)."""
+    import os
+
+    from sim.campaign import ledger
+    monkeypatch.delenv("SIM_LEDGER_ARCHIVE", raising=False)
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))
+    for where in (repo, str(tmp_path)):
+        monkeypatch.chdir(where)
+        assert os.path.samefile(ledger.archive_path(), os.path.join(repo, "docs", "ledger", "campaigns.jsonl"))

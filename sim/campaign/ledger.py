@@ -42,6 +42,8 @@ DEFAULT_SQLITE = os.path.join(".sim", "ledger.sqlite")
 DEFAULT_PARQUET = os.path.join(".sim", "ledger.parquet")
 #: The archive in the repository (relative to the checkout's root).
 ARCHIVE = os.path.join("docs", "ledger", "campaigns.jsonl")
+#: The checkout the simulator runs from (``sim/campaign/ledger.py`` three levels down).
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: The columns, in order (SQLite table ``campaigns`` and the Parquet schema). JSON text for the
 #: structured ones (``seed_ranges``, ``failing_seeds``, ``by_invariant``, ``faults_by_kind``,
@@ -68,13 +70,16 @@ def sqlite_path() -> str | None:
 
 def archive_path() -> str | None:
     """The archive ``sim ledger`` reads and ``--archive`` appends to (None: none):
-    ``SIM_LEDGER_ARCHIVE``, else :data:`ARCHIVE` (not under the test suite)."""
+    ``SIM_LEDGER_ARCHIVE``, else :data:`ARCHIVE` in the simulator's checkout, wherever ``sim``
+    runs from (not under the test suite)."""
     env = os.environ.get("SIM_LEDGER_ARCHIVE")
     if env:
         return None if env.lower() in ("off", "none", "0") else env
     if os.environ.get("PYTEST_CURRENT_TEST"):
         return None
-    return ARCHIVE
+    path = os.path.join(_ROOT, ARCHIVE)
+    rel = os.path.relpath(path)  # as printed: docs/ledger/campaigns.jsonl from the root, else in full
+    return rel if not rel.startswith(os.pardir) else path
 
 
 def parquet_path() -> str | None:
@@ -87,7 +92,7 @@ def parquet_path() -> str | None:
 def current_commit(cwd: str | None = None) -> str:
     """The commit of the code that runs: ``git rev-parse --short=12 HEAD`` in the simulator's
     checkout (``-dirty`` if tracked files changed), or ``unknown`` outside a git checkout."""
-    cwd = cwd or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cwd = cwd or _ROOT
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
