@@ -189,8 +189,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
         would = getattr(result, "skipped", {}) or {}
         print("  left out: " + ", ".join(f"{i} ({would[i]} verdict(s) not raised)" if would.get(i) else f"{i} (silent)"
                                          for i in sorted(set(skip))))
-    if choices is not None and getattr(ns, "trace", False) and choices.trace is not None:
-        print("trace:\n" + choices.trace.render())
+    if getattr(ns, "trace", False) and (choices is not None and choices.trace is not None or traces):
+        print("trace:\n" + (choices.trace if choices is not None and choices.trace is not None
+                             else max(traces, key=len)).render())
     elif not result.ok:
         _print_around(events, result)
     if getattr(ns, "timeline", None):
@@ -614,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--seed", type=int, required=True)
     p_run.add_argument("--keep", default=None, metavar="FILE",
                        help="replay a saved choice sequence (JSON, written by `sim shrink`) instead of the seed's own")
-    p_run.add_argument("--trace", action="store_true", help="with --keep: print the whole trace")
+    p_run.add_argument("--trace", action="store_true", help="print the whole trace (every event, the store's traffic too)")
     p_run.add_argument("--timeline", metavar="HTML", help="write a picture of the run (one self-contained HTML page)")
     p_run.add_argument("--skip-check", action="append", type=_invariant_id, metavar="ID",
                        help="leave the checks of this invariant out (repeatable; e.g. CKPT-4)")

@@ -387,3 +387,11 @@ def test_the_archive_is_the_checkouts_wherever_sim_runs_from(tmp_path, monkeypat
     for where in (repo, str(tmp_path)):
         monkeypatch.chdir(where)
         assert os.path.samefile(ledger.archive_path(), os.path.join(repo, "docs", "ledger", "campaigns.jsonl"))
+
+
+def test_run_trace_prints_the_whole_trace_with_or_without_keep(capsys) -> None:
+    """`sim run --seed S --trace` (no --keep) printed nothing more: the flag was silently ignored."""
+    assert cli.main(["run", "--seed", "0", "--workload", "seqmeta", "--trace"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    events = int(out[0].split("events ")[1].split()[0])
+    assert out[1] == "trace:" and len(out) == 2 + events
