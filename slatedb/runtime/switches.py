@@ -63,6 +63,7 @@ TXN_SNAPSHOT_WRITES_UNCHECKED = "txn-snapshot-writes-unchecked"
 LOAD_WAL_TAIL_SHORT = "load-wal-tail-short"
 ENDED_SHARDS_IGNORE_PINS = "ended-shards-ignore-pins"
 CLEANUP_LATEST_ONLY = "cleanup-latest-only"
+LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT = "load-deletes-after-ambiguous-commit"
 STAGE_IGNORES_LOAD_END = "stage-ignores-load-end"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)

@@ -58,12 +58,13 @@ from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import SstWriter, write_sst
 from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SsTableInfo
 from slatedb.gc.retention import manifest_sst_ids, newest_l0_ms
+from slatedb.spark.load_pins import MANIFEST_CLOCK_MARGIN_MS, named_by_older_manifests
 from slatedb.memtable import Memtable
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
 from slatedb.manifest.sst_ids import not_before
 from slatedb.manifest.missing import LOAD_INTENTS_DIR, intent_sst_id
-from slatedb.manifest.store import MANIFEST_DIR, MANIFEST_SUFFIX, ManifestStore, parse_id
+from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import OVERWRITE, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.retry import RetryingReads, retry_transient
 from slatedb.row import Row, RowKind
@@ -437,6 +438,7 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
                                     after_seq=fenced.manifest.last_l0_seq)
     wal_seq = max((r.seq for r in tail), default=0)
     made: list[ULID] = []  # SSTs this commit wrote: deleted again if it is refused
+    attempted = False  # the manifest update was sent: it may have landed whatever the error says
     try:
         # LOAD-7: the WAL rows below the fence go to L0 in the same update (append), so that
         # last_l0_seq = seq keeps its meaning "every seq up to here is in L0": the official
@@ -482,6 +484,7 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
             ssts=tuple(CompactedSsTableV2(i, s.info, s.format_version) for i, s in zip(ids, staged)),
             views=tuple(CompactedSsTableView(rt.new_ulid(), i, None) for i in ids),
             tail=tail_sst[0] if tail_sst else None, overwrite=plan.overwrite)
+        attempted = True
         try:  # LOAD-1: the one update that makes the rows visible
             stored = (await manifests.commit(edit)).stored
         except FencedError as e:
@@ -489,12 +492,17 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
                                    "nothing committed") from None
         except InvalidDbStateError as e:
             raise LoadRefusedError(str(e)) from None
+    except LoadRefusedError:  # nothing committed: what this commit wrote is no one's
+        await _delete_unreferenced(store, made)
+        raise
     except BaseException:
-        for sid in made:
-            try:
-                await store.delete(sst_key(sid))
-            except Exception:  # noqa: BLE001 - unreferenced: GC takes it otherwise
-                pass
+        # DUR-1, LOAD-1: once the update was sent, an error (a reply lost and the store gone
+        # past the retries, a cancellation) does not say it did not land: a landed update names
+        # these SSTs -- the WAL-tail SST holds the fenced writer's acknowledged rows --, so they
+        # stay (unreferenced, GC collects them). Deleting them broke the database: every open
+        # met ObjectNotFoundError, the acknowledged rows were gone.
+        if not attempted or switches.LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT in rt.bugs:
+            await _delete_unreferenced(store, made)
         raise
     rt.event("load_commit", load_id=plan.load_id, manifest_id=stored.id, ssts=len(staged), rows=rows, seq=plan.seq)
     return CommitResult(stored.id, epoch, len(staged), rows, plan.seq)
@@ -524,7 +532,7 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
         # in no latest manifest, but an older manifest a checkpoint pins (a reader's, a clone's)
         # still names it: GC deletes it once nothing pins it, never the load's clean-up.
         since_ms = min(m.last_modified_ms for m in intents) - MANIFEST_CLOCK_MARGIN_MS
-        referenced |= await _named_by_older_manifests(manifests, staged - referenced, since_ms, latest.id)
+        referenced |= await named_by_older_manifests(manifests, staged - referenced, since_ms, latest.id)
     deleted = 0
     for meta in intents:
         sst_id = _intent_sst(meta.key)
@@ -545,34 +553,13 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
 
 
 
-#: How much older than a load's first intent a manifest may look and still name the load's SSTs:
-#: such a manifest is written after the SST, and the SST after its intent, all stamped by the one
-#: store (S3's ``last_modified`` has one-second steps; the margin is generous).
-MANIFEST_CLOCK_MARGIN_MS = 60_000
-
-
-async def _named_by_older_manifests(manifests: ManifestStore, candidates: set[ULID], since_ms: int,
-                                    latest_id: int) -> set[ULID]:
-    """Those of ``candidates`` that a manifest still stored, other than the latest and written
-    from ``since_ms`` on (older ones cannot name them), names; newest first, stopping once every
-    candidate is found. A manifest deleted meanwhile (GC) pinned nothing."""
-    store, rt = manifests.store, manifests.runtime
-    metas = await retry_transient(rt, lambda: store.list(MANIFEST_DIR), what=f"list {MANIFEST_DIR}")
-    ids = sorted((mid for mid, meta in ((parse_id(m.key, MANIFEST_DIR, MANIFEST_SUFFIX), m) for m in metas)
-                  if mid is not None and mid != latest_id and meta.last_modified_ms >= since_ms), reverse=True)
-    found: set[ULID] = set()
-    for mid in ids:
+async def _delete_unreferenced(store: ObjectStore, ssts: list[ULID]) -> None:
+    """Delete SSTs a commit wrote that no manifest names (best effort: GC takes them otherwise)."""
+    for sid in ssts:
         try:
-            stored = await manifests.read(mid)
-        except ObjectNotFoundError:
-            continue
-        found |= candidates & manifest_sst_ids(stored.manifest)
-        if found == candidates:
-            break
-    if found:
-        rt.probe(probes.LOAD_CLEANUP_KEPT_PINNED)
-        rt.event("load_cleanup_kept", ssts=len(found))
-    return found
+            await store.delete(sst_key(sid))
+        except Exception:  # noqa: BLE001 - unreferenced: GC takes it otherwise
+            pass
 
 
 async def collect_loads(store: ObjectStore, rt: Runtime, *,

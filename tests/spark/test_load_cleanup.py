@@ -539,3 +539,103 @@ def test_a_clean_up_after_a_compaction_keeps_the_committed_ssts_an_older_manifes
             assert dict(r.scan()) == want
     with slatedb.Db.open(url) as db:
         assert dict(db.scan()) == want
+
+
+class ReplyLostThenDown:
+    """``inner`` whose ``nth`` manifest put lands, then the store stops answering (every call but
+    a delete fails transiently): a commit's update sent, its reply lost, the retries exhausted."""
+
+    def __init__(self, inner, nth: int) -> None:
+        self.inner, self.nth, self.manifest_puts, self.down = inner, nth, 0, False
+        self.url = inner.url
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _gate(self) -> None:
+        if self.down:
+            from slatedb.errors import TransientObjectStoreError
+            raise TransientObjectStoreError("*", "the store is not answering")
+
+    async def put(self, key, data, mode=None):
+        self._gate()
+        out = await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+        if key.startswith("manifest/"):
+            self.manifest_puts += 1
+            if self.manifest_puts == self.nth:
+                self.down = True
+                self._gate()
+        return out
+
+    async def get(self, *a, **k):
+        self._gate()
+        return await self.inner.get(*a, **k)
+
+    async def head(self, key):
+        self._gate()
+        return await self.inner.head(key)
+
+    async def list(self, prefix=""):
+        self._gate()
+        return await self.inner.list(prefix)
+
+    async def copy(self, src, dst):
+        self._gate()
+        return await self.inner.copy(src, dst)
+
+    async def delete(self, key):  # what the old commit did next: its deletes got through
+        return await self.inner.delete(key)
+
+    def open_url(self, url):
+        return self.inner.open_url(url)
+
+    async def aclose(self):
+        pass
+
+
+@pytest.mark.parametrize("switch", [False, pytest.param(True, marks=pytest.mark.check_allows(
+    "GC-4", reason="the catalogued switch deletes the SSTs the landed commit names: the loss shown"))],
+    ids=["fixed", "switch"])
+def test_a_commit_whose_update_landed_but_reported_failure_keeps_its_ssts(tmp_path, switch: bool) -> None:
+    """DUR-1, LOAD-1: the commit's manifest update landed, its reply was lost and the store then
+    stopped answering past the retries (object_store_max_retries): the commit raised and deleted
+    every SST it had written -- the WAL-tail SST holding the fenced live writer's acknowledged
+    rows among them -- although the landed manifest names them: every later open of the database
+    failed with ObjectNotFoundError and the acknowledged rows were gone. Now an update that was
+    sent is never followed by those deletes (GC takes the SSTs if it did not land)."""
+    from slatedb.errors import ObjectNotFoundError, ObjectStoreRetriesExhaustedError
+    from slatedb.runtime import switches, with_max_retries
+
+    url = f"file://{tmp_path}/db"
+    writer = slatedb.Db.open(url)
+    writer.put(b"base", b"1")
+    writer.flush_memtable()
+    acked = {b"w%03d" % i: b"acked-%d" % i for i in range(50)}
+    for k, v in acked.items():
+        writer.put(k, v)
+    writer.flush()  # durable in the WAL, not in L0: the load's commit moves them to its WAL-tail SST
+    keys, vals = rows_of(100)
+
+    async def load(store, rt):
+        with_max_retries(rt, 2)
+        if switch:  # catalogued load-deletes-after-ambiguous-commit: the deletes as before
+            rt.bugs = frozenset({switches.LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT})
+        s = ReplyLostThenDown(store, nth=2)  # 1: the epoch bump, 2: the load's commit
+        plan = await begin_load(s, rt, overwrite=False)
+        res = await stage_sorted(s, rt, plan, 0, 0, keys, vals, sst_options=SMALL, sst_size_bytes=1 << 20)
+        with pytest.raises(ObjectStoreRetriesExhaustedError):
+            await commit_load(s, rt, plan, [res])
+
+    run_io(url, None, load)
+    try:
+        writer.close()
+    except slatedb.SlateDBError:
+        pass  # fenced by the load
+    if switch:
+        with pytest.raises(ObjectNotFoundError):
+            with slatedb.Db.open(url) as db:
+                [db.get(k) for k in acked]
+        return
+    with slatedb.Db.open(url) as db:
+        assert {k: db.get(k) for k in acked} == acked
+        assert all(db.get(k) == v for k, v in zip(keys, vals))
