@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from itertools import chain
 
 from slatedb.format.types import BlockMeta, SstStats
 
@@ -136,15 +137,33 @@ def encode_sst_index_columns(first_keys: Sequence[bytes], offsets: Sequence[int]
     Every ``BlockMeta`` is built the same way, so :class:`LeanBuilder`'s steps are unrolled
     here: the key vector (padded so that it ends 4-aligned), the offset (8-aligned, absent when
     0), the key's uoffset, the soffset to the vtable; a vtable is written only for a shape not
-    seen before (the offset present or not, the padding before it).
+    seen before (the offset present or not, the padding before it). Once both shapes of a block
+    with an offset have their vtable and the builder is 8-aligned, every later block's bytes
+    depend on its key's length alone: :func:`_index_metas_bulk` writes them all at once.
     """
     b = LeanBuilder()
     chunks = b.chunks
     append = chunks.append
     vtables = b.vtables
     off = 0
-    metas = []
-    for key, offset in zip(first_keys, offsets):
+    metas: list[int] = []
+    n = len(first_keys)
+    bulk_tried = n < _BULK_MIN_BLOCKS
+    i = 0
+    while i < n:
+        if not bulk_tried and not off & 7 and _SHAPE_16 in vtables and _SHAPE_20 in vtables:
+            bulk_tried = True
+            done = _index_metas_bulk(first_keys[i:], offsets[i:], off, vtables)
+            if done is not None:
+                data, ends = done
+                append(data)
+                metas += ends
+                off = ends[-1]
+                b.minalign = 8
+                break
+        key = first_keys[i]
+        offset = offsets[i]
+        i += 1
         klen = len(key)
         pad = (-(off + klen)) & 3
         if pad:
@@ -181,10 +200,76 @@ def encode_sst_index_columns(first_keys: Sequence[bytes], offsets: Sequence[int]
     b.off = off
     if b.minalign < 4 and metas:
         b.minalign = 4
-    vec = b.table_vector(metas)
+    vec = _table_vector(b, metas)
     b.start(1)
     b.offset_slot(0, vec)
     return b.finish(b.end())
+
+
+#: The two shapes (key field at 4, offset field at 8, object size) of a ``BlockMeta`` with an
+#: offset: 16 bytes, or 20 when its offset needs 4 bytes of padding to be 8-aligned.
+_SHAPE_16, _SHAPE_20 = (4, 8, 16), (4, 8, 20)
+#: From this many blocks on the index is written by :func:`_index_metas_bulk` (numpy's fixed
+#: cost per call is above the loop's below it).
+_BULK_MIN_BLOCKS = 64
+def _meta_format(klen: int) -> bytes:
+    """The ``struct`` format of one ``BlockMeta`` in memory order (see _index_metas_bulk)."""
+    a = (-klen) & 3
+    b = (-(a + klen + 4)) & 7
+    return b"iIQ%dxI%ds%dx" % (b, klen, a)
+
+
+#: :func:`_meta_format` of the usual key lengths.
+_META_FORMATS = [_meta_format(klen) for klen in range(256)]
+
+
+def _index_metas_bulk(keys: Sequence[bytes], offsets: Sequence[int], off: int,
+                      vtables: dict) -> tuple[bytes, list[int]] | None:
+    """The loop of :func:`encode_sst_index_columns` over ``keys``/``offsets`` from builder offset
+    ``off`` (8-aligned, both vtables of a block with an offset written), in one
+    ``struct.pack``: (the blocks' bytes in memory order, each table's offset), or None when a
+    block has no offset (the loop then goes on).
+
+    From an 8-aligned offset a block is: the key vector (its length, the key, ``a = -len % 4``
+    bytes of padding), ``b`` bytes of padding that 8-align the table's end, the table (the
+    soffset to its vtable, the key's uoffset ``b + 12``, the u64 offset), so its size is a
+    multiple of 8 and the next block starts 8-aligned too. In memory (the builder writes back to
+    front) the last block comes first, each as ``soffset, uoffset, offset, b pad, len, key, a pad``.
+    """
+    import numpy as np
+
+    n = len(keys)
+    if 0 in offsets:
+        return None
+    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    a = -lens & 3
+    key_vec = a + lens + 4
+    b = -key_vec & 7
+    ends = off + np.cumsum(key_vec + b + 16)
+    soffsets = np.where(b == 0, vtables[_SHAPE_16], vtables[_SHAPE_20]) - ends
+    lens_list = lens.tolist()
+    formats = _META_FORMATS.__getitem__ if int(lens.max()) < len(_META_FORMATS) else _meta_format
+    fmt = b"<" + b"".join(map(formats, reversed(lens_list)))
+    args = chain.from_iterable(zip(soffsets[::-1].tolist(), (b[::-1] + 12).tolist(), reversed(offsets),
+                                   reversed(lens_list), reversed(keys)))
+    return struct.Struct(fmt).pack(*args), ends.tolist()
+
+
+def _table_vector(b: LeanBuilder, offsets: Sequence[int]) -> int:
+    """``b.table_vector(offsets)``; a long vector in one numpy expression."""
+    n = len(offsets)
+    if n < _BULK_MIN_BLOCKS:
+        return b.table_vector(offsets)
+    import numpy as np
+
+    b.prep(4, 4 * n)
+    off = b.off
+    # Element j is written (n - j)-th, at off + 4 * (n - j): its uoffset is that minus offsets[j].
+    rel = (off + 4 * np.arange(n, 0, -1, dtype=np.int64)) - np.asarray(offsets, dtype=np.int64)
+    b.chunks.append(rel.astype("<u4").tobytes())
+    b.chunks.append(_U32(n))
+    b.off = off + 4 * n + 4
+    return b.off
 
 
 def encode_sst_stats(stats: SstStats) -> bytes:
@@ -192,6 +277,34 @@ def encode_sst_stats(stats: SstStats) -> bytes:
     bs = stats.block_stats
     return encode_sst_stats_columns(
         stats, [b.num_puts for b in bs], [b.num_deletes for b in bs], [b.num_merges for b in bs])
+
+
+#: The shape (field at 6, object size 8) of a puts-only ``BlockStats`` at a 4-aligned offset.
+_PUTS_SHAPE = (6, 8)
+_PUTS_STATS = None  # numpy dtype of one such table in memory order (made at first use)
+
+
+def _puts_stats_bulk(puts: Sequence[int], deletes: Sequence[int], merges: Sequence[int], off: int,
+                     vtable: int) -> bytes | None:
+    """The loop of :func:`encode_sst_stats_columns` over blocks of puts only, from a 4-aligned
+    builder offset ``off`` with their vtable at ``vtable``: each is 8 bytes (its soffset, 2 bytes
+    of padding, the u16 count), so block ``i`` ends at ``off + 8 * (i + 1)``; in memory the last
+    comes first. None when a block is not puts-only or its count is not a u16 (the loop then
+    goes on, or raises as before)."""
+    import numpy as np
+
+    global _PUTS_STATS
+    p = np.asarray(puts, dtype=np.int64)
+    if (np.count_nonzero(deletes) or np.count_nonzero(merges) or not int(p.min()) > 0
+            or int(p.max()) > 0xFFFF):
+        return None
+    if _PUTS_STATS is None:
+        _PUTS_STATS = np.dtype([("soffset", "<i4"), ("pad", "<u2"), ("count", "<u2")])
+    n = len(p)
+    out = np.zeros(n, dtype=_PUTS_STATS)
+    out["soffset"] = vtable - (off + 8 * np.arange(n, 0, -1, dtype=np.int64))
+    out["count"] = p[::-1]
+    return out.tobytes()
 
 
 def encode_sst_stats_columns(totals, puts: Sequence[int], deletes: Sequence[int], merges: Sequence[int]) -> bytes:
@@ -206,7 +319,17 @@ def encode_sst_stats_columns(totals, puts: Sequence[int], deletes: Sequence[int]
     off = 0
     u16 = _U16
     pad2 = _ZEROS[:2]
-    for counts in zip(puts, deletes, merges):
+    bulk_tried = len(puts) < _BULK_MIN_BLOCKS
+    for i, counts in enumerate(zip(puts, deletes, merges)):
+        if not bulk_tried and not off & 3 and _PUTS_SHAPE in vtables:
+            bulk_tried = True
+            data = _puts_stats_bulk(puts[i:], deletes[i:], merges[i:], off, vtables[_PUTS_SHAPE])
+            if data is not None:
+                append(data)
+                n_rest = len(puts) - i
+                blocks += range(off + 8, off + 8 * n_rest + 1, 8)
+                off += 8 * n_rest
+                break
         p, d, mg = counts
         if p and not d and not mg:
             # A block of puts only (the usual case): the general steps below with their values
@@ -265,7 +388,7 @@ def encode_sst_stats_columns(totals, puts: Sequence[int], deletes: Sequence[int]
     b.off = off
     if blocks:
         b.minalign = 4
-    vec = b.table_vector(blocks)
+    vec = _table_vector(b, blocks)
     b.start(6)
     b.u64_slot(0, stats.num_puts)
     b.u64_slot(1, stats.num_deletes)

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,6 +140,34 @@ def test_lean_flatbuffers_are_the_generated_builders_bytes(metas, stats, blocks)
     block_meta = [BlockMeta(o, k) for o, k in metas]
     assert fbwrite.encode_sst_index(block_meta) == fbcodec.encode_sst_index_builder(block_meta)
     sst_stats = SstStats(*stats, tuple(BlockStats(*b) for b in blocks))
+    assert fbwrite.encode_sst_stats(sst_stats) == fbcodec.encode_sst_stats_builder(sst_stats)
+
+
+# Long indexes and stats (at least fbwrite._BULK_MIN_BLOCKS blocks): after the first blocks the
+# lean encoders write the rest in one step (_index_metas_bulk, _puts_stats_bulk, _table_vector).
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(64, 300),
+    key_lengths=st.sampled_from([(13,), (9, 10, 11, 12, 13), tuple(range(15)), (0,), (3, 256, 300)]),
+    first_offset=st.sampled_from([0, 4096]),
+    zero_step=st.sampled_from([None, 1, 70, 150]),  # two blocks at one offset, or a later offset of 0
+    others=st.lists(st.tuples(st.integers(0, 299), st.tuples(_u16, _u16, _u16)), max_size=2),
+)
+def test_long_lean_flatbuffers_are_the_generated_builders_bytes(seed, n, key_lengths, first_offset, zero_step,
+                                                                 others) -> None:
+    rng = random.Random(seed)
+    offsets, at = [], first_offset
+    for i in range(n):
+        offsets.append(0 if zero_step == 150 and i == 150 else at)
+        at += 0 if i == zero_step else rng.randint(1, 2**20)
+    block_meta = [BlockMeta(o, rng.randbytes(rng.choice(key_lengths))) for o in offsets]
+    assert fbwrite.encode_sst_index(block_meta) == fbcodec.encode_sst_index_builder(block_meta)
+    blocks = [BlockStats(rng.choice([1, 33, 2**16 - 1, rng.randint(1, 2**16 - 1)]), 0, 0) for _ in range(n)]
+    for i, counts in others:
+        if i < n:
+            blocks[i] = BlockStats(*counts)
+    sst_stats = SstStats(sum(b.num_puts for b in blocks), 0, 0, 1, 2, tuple(blocks))
     assert fbwrite.encode_sst_stats(sst_stats) == fbcodec.encode_sst_stats_builder(sst_stats)
 
 
