@@ -5,11 +5,16 @@ A database has one *live* memtable that takes writes and zero or more *immutable
 
 Layout, chosen for a cheap ``put`` (the hot path):
 
-* ``_versions``: a plain ``dict`` from key bytes to the key's one :class:`Row` (the usual case),
-  or, once a key has several versions, to a ``list`` of its rows in **ascending seq order**
-  (oldest first), so a newer version is a ``list.append``. Readers walk the list from its end to
-  see versions newest first. A key with one version costs no list: a put allocates one object
-  less, and dropping a flushed table frees one object less per row.
+* ``_versions``: a plain ``dict`` from key bytes to the key's one row (the usual case), or, once
+  a key has several versions, to a ``list`` of its rows in **ascending seq order** (oldest
+  first), so a newer version is a ``list.append``. Readers walk the list from its end to see
+  versions newest first. A key with one version costs no list: a put allocates one object less,
+  and dropping a flushed table frees one object less per row.
+* A row is held as it was put: a :class:`Row`, or a *plain row* (an exact tuple in Row's field
+  order with the kind as an ``int``, what the write path appends: the cyclic GC untracks it, see
+  :func:`slatedb.row.as_row`). The table reads fields by position; :meth:`get`,
+  :meth:`versions` and the iterators hand out :class:`Row` (plain rows converted on the way
+  out); :meth:`sorted_rows` hands them out as held, for the encoders, which read by position.
 * ``_keys``: a :class:`sortedcontainers.SortedList` of the distinct keys. A put that brings a
   new key only appends it to ``_pending`` (O(1)); the pending keys are merged into ``_keys`` in
   one ``update`` when something needs order (an iterator is created, the table is frozen, the
@@ -38,7 +43,7 @@ from typing import Final
 from sortedcontainers import SortedList
 
 from slatedb.errors import SlateDBError
-from slatedb.row import Row
+from slatedb.row import Row, as_row
 
 #: Bytes added to ``len(key) + len(value)`` per row in :attr:`Memtable.size_bytes`: the
 #: encoded row's fixed part (seq u64, flags u8, expire and create timestamps i64, three length
@@ -85,29 +90,29 @@ class Memtable:
         validated the key and value (see :mod:`slatedb.batch`).
         """
         if self._frozen:
-            raise FrozenMemtableError(f"put of seq {row.seq} into a frozen (immutable) memtable")
-        key = row.key
-        seq = row.seq
+            raise FrozenMemtableError(f"put of seq {row[1]} into a frozen (immutable) memtable")
+        key = row[0]
+        seq = row[1]
         versions = self._versions.get(key)
         if versions is None:
             self._versions[key] = row
             self._pending.append(key)
         elif type(versions) is not list:  # the key's one row
-            if seq > versions.seq:
+            if seq > versions[1]:
                 self._versions[key] = [versions, row]
             else:
                 self._versions[key] = self._insert_out_of_order([versions], row)
                 return
-        elif seq > versions[-1].seq:
+        elif seq > versions[-1][1]:
             versions.append(row)
         else:
             self._insert_out_of_order(versions, row)
             return
         self._num_rows += 1
-        self._size_bytes += len(key) + len(row.value) + ROW_OVERHEAD_BYTES
+        self._size_bytes += len(key) + len(row[3]) + ROW_OVERHEAD_BYTES
         if self._last_seq is None:
             self._first_seq = self._last_seq = seq
-            self._first_ts_ms = row.create_ts_ms
+            self._first_ts_ms = row[5]
         elif seq > self._last_seq:
             self._last_seq = seq
         elif seq < self._first_seq:  # type: ignore[operator]
@@ -124,12 +129,12 @@ class Memtable:
         batch goes row by row through :meth:`put`.
         """
         if self._frozen:
-            raise FrozenMemtableError(f"put of seq {rows[0].seq} into a frozen (immutable) memtable")
+            raise FrozenMemtableError(f"put of seq {rows[0][1]} into a frozen (immutable) memtable")
         n = len(rows)
         if not n:
             return 0
-        first = rows[0].seq
-        last = rows[-1].seq
+        first = rows[0][1]
+        last = rows[-1][1]
         if ((self._last_seq is not None and first <= self._last_seq) or last - first != n - 1
                 or list(map(_SEQ_OF, rows)) != list(range(first, last + 1))):  # in C: no frame per row
             before = self._size_bytes
@@ -155,25 +160,25 @@ class Memtable:
         self._size_bytes += size
         if self._last_seq is None:
             self._first_seq = first
-            self._first_ts_ms = rows[0].create_ts_ms
+            self._first_ts_ms = rows[0][5]
         self._last_seq = last
         return size
 
     def _insert_out_of_order(self, versions: list[Row], row: Row) -> Row | list[Row]:
         """Slow path of :meth:`put`: a seq not above the key's newest (e.g. WAL replay).
         Returns what ``_versions`` holds for the key now (its one row, or ``versions``)."""
-        seq = row.seq
+        seq = row[1]
         i = len(versions)
-        while i > 0 and versions[i - 1].seq > seq:
+        while i > 0 and versions[i - 1][1] > seq:
             i -= 1
-        if i > 0 and versions[i - 1].seq == seq:
+        if i > 0 and versions[i - 1][1] == seq:
             old = versions[i - 1]
             versions[i - 1] = row
-            self._size_bytes += len(row.value) - len(old.value)
+            self._size_bytes += len(row[3]) - len(old[3])
             return versions if len(versions) > 1 else row
         versions.insert(i, row)
         self._num_rows += 1
-        self._size_bytes += len(row.key) + len(row.value) + ROW_OVERHEAD_BYTES
+        self._size_bytes += len(row[0]) + len(row[3]) + ROW_OVERHEAD_BYTES
         # The table is non-empty here (the key had versions), so both bounds are set.
         if seq < self._first_seq:  # type: ignore[operator]
             self._first_seq = seq
@@ -208,17 +213,23 @@ class Memtable:
 
         A tombstone or an expired row is returned as is: the caller decides what it means.
         """
+        row = self.get_held(key, max_seq)
+        return row if row is None or type(row) is Row else as_row(row)
+
+    def get_held(self, key: bytes, max_seq: int | None = None) -> Row | tuple | None:
+        """:meth:`get`'s row as held (a plain row is not converted: the read path's hot loop
+        reads its fields by position, :func:`slatedb.row.as_row`)."""
         versions = self._versions.get(key)
         if versions is None:
             return None
         if type(versions) is not list:  # the key's one row
-            return versions if max_seq is None or versions.seq <= max_seq else None
+            return versions if max_seq is None or versions[1] <= max_seq else None
         row = versions[-1]
-        if max_seq is None or row.seq <= max_seq:
+        if max_seq is None or row[1] <= max_seq:
             return row
         for i in range(len(versions) - 2, -1, -1):
             row = versions[i]
-            if row.seq <= max_seq:
+            if row[1] <= max_seq:
                 return row
         return None
 
@@ -227,7 +238,7 @@ class Memtable:
         versions = self._versions.get(key)
         if versions is None:
             return []
-        return versions[::-1] if type(versions) is list else [versions]
+        return list(map(as_row, reversed(versions))) if type(versions) is list else [as_row(versions)]
 
     def iter_range(
         self,
@@ -238,6 +249,7 @@ class Memtable:
         end_inclusive: bool = False,
         reverse: bool = False,
         max_seq: int | None = None,
+        held: bool = False,
     ) -> Iterator[Row]:
         """Rows of the keys in the range, in key order (ascending, or descending if ``reverse``).
 
@@ -247,11 +259,13 @@ class Memtable:
         :func:`slatedb.merge.merge_rows` expects; :func:`slatedb.merge.visible` keeps the
         newest. ``max_seq`` defaults to :attr:`last_seq` when the iterator is created, which
         makes it a consistent view as of that moment even if puts follow between steps.
+        With ``held`` the rows come as held (plain rows not converted to :class:`Row`: for a
+        consumer that reads fields by position, :func:`slatedb.merge.visible`).
         """
         if max_seq is None:
             max_seq = self._last_seq if self._last_seq is not None else -1
         self._sync_keys()
-        return self._iter(start, end, start_inclusive, end_inclusive, reverse, max_seq)
+        return self._iter(start, end, start_inclusive, end_inclusive, reverse, max_seq, held)
 
     def _iter(
         self,
@@ -261,7 +275,9 @@ class Memtable:
         end_inclusive: bool,
         reverse: bool,
         max_seq: int,
+        held: bool = False,
     ) -> Iterator[Row]:
+        convert = None if held else as_row
         keys = self._keys
         versions_of = self._versions
         epoch = self._key_epoch
@@ -284,17 +300,18 @@ class Memtable:
             last_key = key
             versions = versions_of[key]
             if type(versions) is not list:  # the key's one row
-                if versions.seq <= max_seq:
-                    yield versions
+                if versions[1] <= max_seq:
+                    yield versions if convert is None or type(versions) is Row else convert(versions)
             else:
                 # Copy: a put between two steps may append to this very list.
                 for row in versions[::-1]:
-                    if row.seq <= max_seq:
-                        yield row
+                    if row[1] <= max_seq:
+                        yield row if convert is None else convert(row)
 
-    def sorted_rows(self) -> list[Row]:
+    def sorted_rows(self) -> list[Row | tuple]:
         """Every row, in ``(key asc, seq desc)`` order: ``list(iter_range())`` of a frozen table
-        in one pass without an iterator step per row (what its L0 flush encodes)."""
+        in one pass without an iterator step per row (what its L0 flush encodes), each row as
+        held (a :class:`Row` or a plain row: :func:`slatedb.row.as_row` makes the Row)."""
         assert self._frozen, "only a frozen memtable is read whole"
         self._sync_keys()
         versions_of = self._versions

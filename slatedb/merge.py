@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from slatedb.errors import MergeOperatorMissingError
 from slatedb.merge_operator import MergeFn, fold
-from slatedb.row import Row, RowKind
+from slatedb.row import Row, RowKind, as_row
 
 _VALUE = RowKind.VALUE
 _TOMBSTONE = RowKind.TOMBSTONE
@@ -117,27 +117,28 @@ def visible(rows: Iterable[Row], *, snapshot_seq: int | None = None, now_ms: int
     """
     last_key: bytes | None = None
     group: list[Row] | None = None  # the rows of a key whose newest visible row is an operand
+    # Fields by position and kinds by ==: ``rows`` may be a memtable's plain rows (slatedb.row.as_row).
     for row in rows:
-        key = row.key
+        key = row[0]
         if key == last_key:
             if group is not None:
-                group.append(row)
+                group.append(as_row(row))
             continue
         if group is not None:
             got = resolve_versions(group, op, now_ms, snapshot_seq)
             group = None
             if got is not None:
                 yield (got.key, got.value)
-        if snapshot_seq is not None and row.seq > snapshot_seq:
+        if snapshot_seq is not None and row[1] > snapshot_seq:
             continue
         last_key = key
-        kind = row.kind
-        if kind is _VALUE:
-            expire = row.expire_ts_ms
+        kind = row[2]
+        if kind == _VALUE:
+            expire = row[4]
             if expire is None or expire > now_ms:
-                yield (key, row.value)
-        elif kind is _MERGE:
-            group = [row]
+                yield (key, row[3])
+        elif kind == _MERGE:
+            group = [as_row(row)]
     if group is not None:
         got = resolve_versions(group, op, now_ms, snapshot_seq)
         if got is not None:
@@ -149,13 +150,13 @@ def resolve_row(row: Row | None, now_ms: int) -> bytes | None:
     no row, a tombstone or an expired row."""
     if row is None:
         return None
-    kind = row.kind
-    if kind is _VALUE:
-        expire = row.expire_ts_ms
-        return row.value if expire is None or expire > now_ms else None
-    if kind is _TOMBSTONE:
+    kind = row[2]  # by position and ==: ``row`` may be a memtable's plain row (slatedb.row.as_row)
+    if kind == _VALUE:
+        expire = row[4]
+        return row[3] if expire is None or expire > now_ms else None
+    if kind == _TOMBSTONE:
         return None
-    raise _merge_operand_error(row)
+    raise _merge_operand_error(as_row(row))
 
 
 def point_lookup(

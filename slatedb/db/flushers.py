@@ -140,8 +140,8 @@ class Flushers:
             with self._lock:
                 # FENCE-3: nothing is acknowledged after a halt.
                 if may_ack(self._error):
-                    self._w.mark_durable(rows[-1].seq)
-                    self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1].seq)
+                    self._w.mark_durable(rows[-1][1])  # a Row or a plain row (slatedb.row.as_row)
+                    self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1][1])
                     self._durable_cv.notify_all()
             self._durable_event.set()
             self._durable_event = trio.Event()

@@ -26,11 +26,7 @@ import threading
 from slatedb.lsm.read_path import ReadState
 from slatedb.lsm.view import EMPTY_VIEW, LsmView
 from slatedb.memtable import ROW_OVERHEAD_BYTES, Memtable
-from slatedb.row import Row, RowKind
-
-_VALUE = RowKind.VALUE
-_TOMBSTONE = RowKind.TOMBSTONE
-_new = tuple.__new__
+from slatedb.row import Row
 
 
 class ImmEntry:
@@ -45,8 +41,9 @@ class ImmEntry:
         self.size_bytes = mem.size_bytes
 
 
-#: One hand-over to the WAL flusher: rows in seq order, and the memtable frozen with them (if any).
-WalCut = tuple[list[Row], "ImmEntry | None"]
+#: One hand-over to the WAL flusher: rows in seq order (plain rows, or :class:`Row` where a
+#: caller appended them so), and the memtable frozen with them (if any).
+WalCut = tuple[list[tuple], "ImmEntry | None"]
 
 
 class WriterState:
@@ -57,7 +54,8 @@ class WriterState:
         self.lock = threading.Lock()
         self.memtable = Memtable()
         self.imms: list[ImmEntry] = []  # newest first
-        self.wal_rows: list[Row] = []  # the WAL buffer: rows not yet handed to the flusher
+        # The WAL buffer: rows not yet handed to the flusher (plain rows, as the memtable holds them).
+        self.wal_rows: list[tuple] = []
         self.wal_cuts: list[WalCut] = []  # buffers cut with a memtable, oldest first
         self.wal_bytes = 0  # bytes in the WAL buffer and the cuts
         self.unflushed_bytes = 0  # bytes in memtables not yet in L0
@@ -70,10 +68,12 @@ class WriterState:
     # Writes (hot path)
     # ------------------------------------------------------------------------------------------
 
-    def append(self, key: bytes, kind: RowKind, value: bytes, expire: int | None, now: int) -> int:
-        """One validated row into the live memtable and the WAL buffer; returns its seq."""
+    def append(self, key: bytes, kind: int, value: bytes, expire: int | None, now: int) -> int:
+        """One validated row into the live memtable and the WAL buffer; returns its seq. ``kind``
+        is a :class:`RowKind` as a plain ``int``: the row is held plainly (a tuple in Row's field
+        order, which the cyclic GC untracks; :func:`slatedb.row.as_row`)."""
         seq = self.last_seq + 1
-        row = _new(Row, (key, seq, kind, value, expire, now))  # Row(...) without NamedTuple.__new__'s frame
+        row = (key, seq, kind, value, expire, now)
         self.memtable.put(row)
         self.wal_rows.append(row)
         self.last_seq = seq
@@ -82,14 +82,14 @@ class WriterState:
         self.unflushed_bytes += size
         return seq
 
-    def append_rows(self, rows: list[Row]) -> None:
+    def append_rows(self, rows: list[tuple]) -> None:
         """Rows numbered ``last_seq + 1 ..`` consecutively (a batch, built by the caller from a
-        ``range``), into the live memtable and the WAL buffer. The seq pairing is checked once
-        per batch, at both ends."""
-        assert rows[0].seq == self.last_seq + 1 and rows[-1].seq == self.last_seq + len(rows), "seq gap"
+        ``range``, held plainly as :meth:`append`'s), into the live memtable and the WAL buffer.
+        The seq pairing is checked once per batch, at both ends."""
+        assert rows[0][1] == self.last_seq + 1 and rows[-1][1] == self.last_seq + len(rows), "seq gap"
         size = self.memtable.put_rows(rows)
         self.wal_rows.extend(rows)
-        self.last_seq = rows[-1].seq
+        self.last_seq = rows[-1][1]
         self.wal_bytes += size
         self.unflushed_bytes += size
 
@@ -111,7 +111,7 @@ class WriterState:
         exactly those of the WAL rows handed over up to this cut."""
         mem = self.memtable
         rows = self.wal_rows
-        end = rows[-1].seq if rows else self.taken_seq
+        end = rows[-1][1] if rows else self.taken_seq
         assert mem.last_seq is None or mem.last_seq == end == self.last_seq, (
             f"cut: memtable ends at {mem.last_seq}, its WAL rows at {end}, last seq {self.last_seq}")
         mem.freeze()
@@ -134,9 +134,9 @@ class WriterState:
         taken = self.taken_seq
         for rows, entry in cuts:
             if rows:
-                assert rows[0].seq == taken + 1 and rows[-1].seq == taken + len(rows), (
-                    f"WAL rows {rows[0].seq}..{rows[-1].seq} after {taken}: not consecutive")
-                taken = rows[-1].seq
+                assert rows[0][1] == taken + 1 and rows[-1][1] == taken + len(rows), (
+                    f"WAL rows {rows[0][1]}..{rows[-1][1]} after {taken}: not consecutive")
+                taken = rows[-1][1]
             if entry is not None:
                 assert entry.mem.last_seq is None or entry.mem.last_seq == taken, (
                     f"cut of a memtable ending at {entry.mem.last_seq} holds WAL rows up to {taken}")

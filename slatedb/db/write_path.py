@@ -26,16 +26,15 @@ from slatedb.batch import (
     validate_value,
 )
 from slatedb.errors import ClosedError, InvalidArgumentError, MergeOperatorMissingError
-from slatedb.row import Row, RowKind
+from slatedb.row import RowKind
 from slatedb.runtime import probes, switches
 
-_VALUE = RowKind.VALUE
-_TOMBSTONE = RowKind.TOMBSTONE
-_MERGE = RowKind.MERGE_OPERAND
+# The kinds as plain ints: the write path appends plain rows (slatedb.row.as_row; WriterState.append).
+_VALUE = int(RowKind.VALUE)
+_TOMBSTONE = int(RowKind.TOMBSTONE)
+_MERGE = int(RowKind.MERGE_OPERAND)
 _PUT_OP = OpKind.PUT
 _MERGE_OP = OpKind.MERGE
-#: ``tuple.__new__``: a :class:`Row` without the Python-level ``NamedTuple.__new__`` frame.
-_new = tuple.__new__
 
 
 class MustWait(Exception):
@@ -127,7 +126,7 @@ class WritePath:
             raise MergeOperatorMissingError(
                 "merge needs a merge operator: open the database with merge_operator=... (nothing was written)")
 
-    def _append(self, key: bytes, kind: RowKind, value: bytes, expire: int | None, now: int) -> int:
+    def _append(self, key: bytes, kind: int, value: bytes, expire: int | None, now: int) -> int:
         """One validated row into the live memtable and the WAL buffer, under the write lock."""
         w = self._w
         with w.lock:
@@ -163,21 +162,21 @@ class WritePath:
             seqs = range(first, first + len(ops))
             if batch._plain and default_ttl is None:
                 # Every op a put without a TTL (the common batch): one comprehension, no frame
-                # per row (_new(Row, ...) is Row(...) without NamedTuple.__new__'s frame).
-                rows = [_new(Row, (key, seq, _VALUE, value, None, now)) for (_, key, value, _), seq in zip(ops, seqs)]
+                # per row; plain rows (tuples in Row's field order, see WriterState.append).
+                rows = [(key, seq, _VALUE, value, None, now) for (_, key, value, _), seq in zip(ops, seqs)]
             else:
                 rows = []
                 add = rows.append
                 for (kind, key, value, ttl_s), seq in zip(ops, seqs):
                     if kind is _PUT_OP:
                         if ttl_s is None and default_ttl is None:
-                            add(_new(Row, (key, seq, _VALUE, value, None, now)))
+                            add((key, seq, _VALUE, value, None, now))
                         else:
-                            add(_new(Row, (key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now)))
+                            add((key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
                     elif kind is _MERGE_OP:
-                        add(_new(Row, (key, seq, _MERGE, value, expire_ts_ms(now, ttl_s, default_ttl), now)))
+                        add((key, seq, _MERGE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
                     else:
-                        add(_new(Row, (key, seq, _TOMBSTONE, b"", None, now)))
+                        add((key, seq, _TOMBSTONE, b"", None, now))
             w.append_rows(rows)
             if w.unflushed_bytes >= self._next_check_bytes:
                 self._on_threshold()

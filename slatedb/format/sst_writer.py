@@ -31,7 +31,7 @@ from slatedb.format.sst import (
     encode_trailer,
 )
 from slatedb.format.types import BlockMeta, BlockStats, FilterFormat, SsTableInfo, SstStats, SstType
-from slatedb.row import Row
+from slatedb.row import Row, as_row
 
 _U64 = struct.Struct(">Q")
 
@@ -184,7 +184,7 @@ class SstWriter:
             return
         if not self._builder.is_empty():  # rows were added one at a time: go on that way
             for row in rows:
-                self.add(row)
+                self.add(as_row(row))
             return
         carried = len(self._carry)
         all_rows = self._carry + rows if carried else rows
@@ -193,7 +193,7 @@ class SstWriter:
         except KeysTooWide:  # long keys: fewer rows at a time
             if len(rows) == 1:
                 self._drain_carry()
-                self.add(rows[0])
+                self.add(as_row(rows[0]))
                 return
             half = len(rows) // 2
             self.add_sorted(rows[:half])
@@ -201,11 +201,11 @@ class SstWriter:
             return
         last = self._last
         if (cols is None or not cols.in_order() or (not carried and last is not None and (
-                rows[0].key < last.key or (rows[0].key == last.key and rows[0].seq >= last.seq)))):
+                rows[0][0] < last.key or (rows[0][0] == last.key and rows[0][1] >= last.seq)))):
             # a row the format refuses, or out of order: add() names it
             self._drain_carry()
             for row in rows:
-                self.add(row)
+                self.add(as_row(row))
             return
         enc = encode_blocks(cols, self.options.block_size_bytes, self._codec, final=False)
         self._take_blocks(enc, cols)
@@ -217,10 +217,10 @@ class SstWriter:
         self._raw_key_size += int(cols.km.lengths[carried:].sum())
         self._raw_val_size += int(cols.vlen[carried:].sum())
         if self._first_seq is None:
-            self._first_seq = rows[0].seq
-        self._last = rows[-1]
+            self._first_seq = rows[0][1]
+        self._last = as_row(rows[-1])
         self._carry = all_rows[enc.rows_used :]
-        self._carry_bytes = sum(len(r.key) + len(r.value) + 20 for r in self._carry)
+        self._carry_bytes = sum(len(r[0]) + len(r[3]) + 20 for r in self._carry)
 
     def _take_blocks(self, enc, cols: Columns) -> None:
         """Record the framed blocks :func:`encode_blocks` made."""
@@ -264,7 +264,7 @@ class SstWriter:
         self._carry_bytes = 0
         builder = self._builder
         assert builder.is_empty()
-        for row in rows:
+        for row in map(as_row, rows):
             if builder.is_empty():
                 self._open_block_first_seq = row.seq
             if not builder.add(row):

@@ -37,7 +37,7 @@ from slatedb.format.row_codec import (
 from slatedb.format.sst import FORMAT_VERSION_LATEST, SstOptions, decode_all_blocks, decode_layout, encode_info_with_crc, encode_trailer
 from slatedb.format.sst_writer import EncodedSst, SstWriter
 from slatedb.format.types import BlockMeta, FilterFormat, SsTableInfo, SstType
-from slatedb.row import Row, RowKind
+from slatedb.row import Row, RowKind, as_row
 
 _U64 = struct.Struct(">Q")
 _SEQ_FLAGS = struct.Struct(">QB")
@@ -188,22 +188,22 @@ def encode_wal_sst_rows(rows: Sequence[Row], options: SstOptions | None = None) 
     for row in rows:
         key, seq, kind, value, expire, create = row
         if not key or seq < last_seq:
-            check_row_encodable(row)
+            check_row_encodable(as_row(row))
             raise InvalidArgumentError("WAL SST rows must be in seq order")
         last_seq = seq
         kl = len(key)
-        if kind is _TOMBSTONE:
+        if kind == _TOMBSTONE:  # a RowKind, or a plain row's int
             if value:
-                check_row_encodable(row)
+                check_row_encodable(as_row(row))
             value = b""
             flags = FLAG_TOMBSTONE
         else:
-            flags = 0 if kind is _VALUE else FLAG_MERGE_OPERAND
+            flags = 0 if kind == _VALUE else FLAG_MERGE_OPERAND
         vl = len(value)
         if kl < 128 and vl < 128:
             head = bytes((0, kl, vl))
         else:
-            check_row_encodable(row)
+            check_row_encodable(as_row(row))
             head = b"\x00" + varint_bytes(kl) + varint_bytes(vl)
         if expire is not None:
             flags |= FLAG_HAS_EXPIRE_TS
@@ -241,7 +241,7 @@ def encode_wal_sst_rows(rows: Sequence[Row], options: SstOptions | None = None) 
     offset += len(framed)
     index = frame_block(codec, encode_sst_index(block_meta))
     chunks.append(index)
-    info = _wal_info(_U64.pack(rows[0].seq), offset, len(index), codec)
+    info = _wal_info(_U64.pack(rows[0][1]), offset, len(index), codec)
     offset += len(index)
     chunks.append(encode_info_with_crc(info))
     chunks.append(encode_trailer(offset, FORMAT_VERSION_LATEST))

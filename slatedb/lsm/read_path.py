@@ -61,9 +61,9 @@ class ReadPath:
         for mem in rs.mems:
             if not mem.holds(key):
                 continue
-            row = mem.get(key, max_seq)
+            row = mem.get_held(key, max_seq)  # maybe a plain row: fields by position
             if row is not None:
-                if row.kind is _MERGE:
+                if row[2] == _MERGE:
                     return _value_of(self.get_resolved_fast(key, rs, max_seq))
                 return resolve_row(row, self.runtime.now_ms())
         for h in rs.view.point_candidates(key):
@@ -88,9 +88,9 @@ class ReadPath:
         for mem in rs.mems:
             if not mem.holds(key):
                 continue
-            row = mem.get(key, max_seq)
+            row = mem.get_held(key, max_seq)  # maybe a plain row: fields by position
             if row is not None:
-                if row.kind is _MERGE:
+                if row[2] == _MERGE:
                     return _value_of(self.get_resolved_fast(key, rs, max_seq))
                 return resolve_row(row, self.runtime.now_ms())
         for h in rs.view.point_candidates(key):
@@ -189,15 +189,17 @@ class ReadPath:
         memtable alone, a plain generator instead (the fast path). Any thread; no I/O (the merge
         raises ``NeedIO`` for a block, which the caller loads with :meth:`load_blocks`)."""
         now = self.runtime.now_ms()
+        view = rs.view
         with self._lock:  # iterator creation orders the live memtable's new keys (a mutation)
+            # One memtable alone: visible() reads its rows as held (plain rows: slatedb.row.as_row).
+            alone = not view.l0 and not view.runs and sum(not m.is_empty for m in rs.mems) <= 1
             mem_iters = [
                 m.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive,
-                             end_inclusive=bounds.hi_inclusive, reverse=reverse, max_seq=max_seq)
+                             end_inclusive=bounds.hi_inclusive, reverse=reverse, max_seq=max_seq, held=alone)
                 for m in rs.mems
                 if not m.is_empty
             ]
-        view = rs.view
-        if not view.l0 and not view.runs and len(mem_iters) <= 1:
+        if alone:
             it = mem_iters[0] if mem_iters else iter(())
             return None, visible(it, snapshot_seq=max_seq, now_ms=now, op=self.merge_operator)
         sources: list[Any] = [MemSource(it) for it in mem_iters]

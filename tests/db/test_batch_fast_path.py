@@ -13,7 +13,7 @@ from slatedb.batch import WriteBatch
 from slatedb.errors import InvalidArgumentError
 from slatedb.memtable import Memtable
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
-from slatedb.row import Row, RowKind
+from slatedb.row import Row, RowKind, as_row
 from slatedb.runtime.production import ProductionRuntime
 
 _KEYS = st.sampled_from([b"a", b"b", b"c", b"dd"])
@@ -84,7 +84,7 @@ def _rows(db: slatedb.Db) -> tuple[list, list]:
         return (r.key, r.seq, r.kind, r.value, None if r.expire_ts_ms is None else r.expire_ts_ms - r.create_ts_ms)
 
     mem = [norm(r) for key in w.memtable._versions for r in reversed(w.memtable.versions(key))]
-    return sorted(mem, key=lambda t: (t[0], t[1])), [norm(r) for r in w.wal_rows]
+    return sorted(mem, key=lambda t: (t[0], t[1])), [norm(as_row(r)) for r in w.wal_rows]
 
 
 _OPS = st.lists(st.tuples(st.sampled_from(["put", "put_ttl", "delete", "merge"]), _KEYS, st.binary(max_size=4)),

@@ -37,7 +37,7 @@ def test_a_random_run_keeps_every_invariant() -> None:
         elif op < 0.95:
             for rows, entry in w.take_wal():
                 if rows:
-                    w.mark_durable(rows[-1].seq)
+                    w.mark_durable(rows[-1][1])
                 if entry is not None:
                     entry.last_wal_id = step
         elif w.imms and w.imms[-1].last_wal_id is not None:
