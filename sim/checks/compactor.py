@@ -35,6 +35,9 @@ Checked as each file lands:
   holding all its inputs; and c is recorded ``Scheduled`` (validated) only while the
   latest manifest holds all its inputs (a resumed compaction whose inputs are gone must fail).
 
+* **COMPACT-10** no job is recorded ``Failed`` while the latest manifest holds all its (one or
+  more) outputs in its sorted runs: a job whose commit landed before a restart is ``Completed``;
+
 * **COMPACT-5** a Running job changes worker id only through Scheduled (release, reclaim),
   and the run a manifest commits for a job is its owner's Compacted result;
 * **COMPACT-6** ``ctx.subcompactions`` tile the key space, each output inside its range;
@@ -59,7 +62,7 @@ from collections import defaultdict
 from ulid import ULID
 
 from slatedb.compactor.compactor import FAILED_REASONS_DIR
-from slatedb.compactor.lifecycle import ACTIVE, LEGAL, check_subcompactions
+from slatedb.compactor.lifecycle import ACTIVE, LEGAL, check_subcompactions, outputs_in_order
 from slatedb.errors import CorruptionError
 from slatedb.lsm.view import sst_key
 from slatedb.format.compactions import decode_compactions
@@ -97,7 +100,7 @@ def _inputs_missing(spec: TieredCompactionSpec, m: ManifestV2) -> list[str]:
 
 
 class CompactorChecks:
-    """CFENCE-1/2/3 and COMPACT-1/2/3 on the trace; RESUME-1/2 at the end (see the module)."""
+    """CFENCE-1/2/3 and COMPACT-1/2/3/5/6/7/10 on the trace; RESUME-1/2 at the end (see the module)."""
 
     def __init__(self, store: MemoryStore, *, non_compactors: frozenset[str] = frozenset({"admin"})) -> None:
         self.store = store
@@ -298,6 +301,13 @@ class CompactorChecks:
                     raise InvariantViolation("COMPACT-3", e, f"compaction {comp.id} recorded Scheduled in .compactions "
                                                             f"{cid} but manifest {self.latest_manifest} lacks its "
                                                             f"inputs {missing}")
+            if new is S.FAILED and prev is not S.FAILED and latest is not None:
+                outs = [o.id for o in outputs_in_order(comp)]
+                if outs and set(outs) <= _run_sst_ids(latest):
+                    raise InvariantViolation("COMPACT-10", e, f"compaction {comp.id} recorded Failed in .compactions "
+                                                             f"{cid} although manifest {self.latest_manifest} holds its "
+                                                             f"outputs as a sorted run (committed before a restart: "
+                                                             f"Completed)")
             if new is S.COMPLETED and prev is not S.COMPLETED:
                 self.counts["completed"] += 1
                 listed = _run_sst_ids(latest) if latest is not None else set()

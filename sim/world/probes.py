@@ -78,6 +78,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.COMPACTOR_RESUMED: ("compactor", (0,)),
     P.COMPACTOR_FENCED: ("compactor", (0,)),
     P.COMPACTOR_INVALID: ("compactor", (0,)),
+    P.COMPACTOR_RECOMMIT_COMPLETED: ("compactor", (0,)),
     P.COMPACTOR_EXTERNAL_ADOPTED: ("compactor", (0,)),
     P.COMPACTOR_RECLAIMED: ("compactor", (4,)),
     P.COMPACTOR_RESULT_DROPPED: ("compactor", (34,)),

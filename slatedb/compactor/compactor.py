@@ -336,7 +336,9 @@ class Compactor:
     # -- 3b ---------------------------------------------------------------------------------------
 
     async def _commit(self, c: Compaction) -> None:
-        """Manifest first, ``.compactions`` second (COMPACT-2)."""
+        """Manifest first, ``.compactions`` second (COMPACT-2). A job whose outputs the manifest
+        already holds (its commit landed, then its coordinator stopped before ``.compactions``
+        said so) is recorded Completed without a manifest write (COMPACT-10)."""
         spec = CompactionSpec.from_format(c.spec)  # type: ignore[arg-type]
         outputs = c.output_ssts
         stale = [o for o in outputs if o.id.milliseconds < c.id.milliseconds]
@@ -348,12 +350,13 @@ class Compactor:
                 None if switches.COMPACTOR_NO_COMMIT_FENCE in self.runtime.bugs else CompactorFence(self.epoch),  # catalogued bug
                 spec, outputs, pin_id=self.runtime.new_uuid(), pin_lifetime_s=self.options.checkpoint_lifetime,
                 revalidate=switches.COMPACTION_NO_REVALIDATE not in self.runtime.bugs,  # catalogued bug (sim/scenarios/catalogue.py)
+                committed_first=switches.COMPACTION_RECOMMIT_FAILS not in self.runtime.bugs,  # catalogued bug
             )
             try:
                 committed = await self.manifests.commit(edit, current=self._manifest)
             except FencedError as e:
                 raise self._fence(str(e)) from None
-            invalid = committed.result  # COMPACT-3: inputs changed (e.g. committed before a crash)
+            invalid = committed.result.invalid  # COMPACT-3: inputs changed
         if invalid:
             await self._record_reason(c.id, f"at commit: {invalid}")
             await self._update(lambda v: lc.set_status(v, c.id, S.FAILED))
@@ -362,6 +365,12 @@ class Compactor:
             return
         stored = committed.stored
         self._manifest = stored
+        if committed.result.already:  # COMPACT-10: committed before a restart; its run is the database's
+            self.runtime.probe(probes.COMPACTOR_RECOMMIT_COMPLETED)
+            await self._update(lambda v: lc.set_status(v, c.id, S.COMPLETED))
+            self._stats["completed"] += 1
+            self.runtime.event("compaction_state", id=str(c.id), status="Completed", already=True)
+            return
         self.runtime.event("compaction_commit", id=str(c.id), manifest=stored.id, outputs=[str(o.id) for o in outputs])
         if self.runtime.metrics is not None:
             self.runtime.metrics.inc("compactions")

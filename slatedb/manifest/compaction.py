@@ -183,6 +183,21 @@ def validate_spec(spec: CompactionSpec, manifest: ManifestV2, busy: Iterable[Com
     return None
 
 
+@attrs.frozen
+class CompactionCommit:
+    """The result of :class:`slatedb.manifest.edits.ApplyCompaction`. ``already``: the manifest
+    held the job's outputs when the edit was applied: its commit landed before a restart or a
+    takeover (nothing is written; the job is Completed, COMPACT-10; its sources are gone, so
+    validating them first would fail a job whose run is the database's). ``invalid``: why it no
+    longer applies (its sources changed; the job fails, COMPACT-3). Neither: this edit committed it."""
+
+    already: bool = False
+    invalid: str | None = None
+
+
+COMMITTED = CompactionCommit()
+
+
 def committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> str | None:
     """A compaction whose output SSTs the manifest already holds was committed (before a crash
     or a takeover): running it again would commit it twice (COMPACT-3). Its sources need not be

@@ -71,7 +71,7 @@ from .checkpoints import (
     writer_checkpoint,
     writer_checkpoint_id,
 )
-from .compaction import CompactionSpec, apply_compaction, committed_already, validate_spec
+from .compaction import COMMITTED, CompactionCommit, CompactionSpec, apply_compaction, committed_already, validate_spec
 from .edit import Attempt, Change, CompactorFence, Edit, WriterFence
 
 NOT_LANDED: tuple[bool, None] = (False, None)
@@ -456,13 +456,13 @@ class ClaimCompactorEpoch(Edit[None]):
 
 
 @attrs.frozen
-class ApplyCompaction(Edit["str | None"]):
-    """A finished compaction (compaction.md, COMPACT-2/3): ``spec``'s sources replaced by the run
-    ``spec.destination`` of ``outputs``, with a fresh pin ``pin_id`` on the replaced manifest.
-    Result: None when committed, else why it no longer applies (its sources changed, or its
-    outputs are already in the manifest: committed before a restart), which fails it.
-    ``revalidate=False`` is the catalogued bug ``compaction-no-revalidate``. Already applied when
-    a retried attempt finds its outputs in the manifest (RFC 004's false negative)."""
+class ApplyCompaction(Edit[CompactionCommit]):
+    """A finished compaction (compaction.md step 8, COMPACT-2/3/10): ``spec``'s sources replaced
+    by the run ``spec.destination`` of ``outputs``, with a fresh pin ``pin_id`` on the replaced
+    manifest. Outputs already there are looked for first (:class:`CompactionCommit`). Catalogued
+    bugs: ``revalidate=False`` (``compaction-no-revalidate``), ``committed_first=False``
+    (``compaction-recommit-fails``: validate first, the order before COMPACT-10). Already
+    applied when a retried attempt finds its outputs (RFC 004's false negative): ours."""
 
     kind: ClassVar[str] = "apply_compaction"
     fence: CompactorFence | None
@@ -471,16 +471,21 @@ class ApplyCompaction(Edit["str | None"]):
     pin_id: uuid.UUID
     pin_lifetime_s: float
     revalidate: bool = True
+    committed_first: bool = True
 
-    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
-        return (attempt.maybe_landed and committed_already(m, self.outputs) is not None), None
+    def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, CompactionCommit | None]:
+        found = attempt.maybe_landed and committed_already(m, self.outputs) is not None
+        return found, (COMMITTED if found else None)
 
-    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[str | None]:
-        reason = (validate_spec(self.spec, m) or committed_already(m, self.outputs)) if self.revalidate else None
-        if reason is not None:
-            return Change(None, reason)
+    def apply(self, m: ManifestV2, attempt: Attempt) -> Change[CompactionCommit]:
+        if self.revalidate:
+            if self.committed_first and committed_already(m, self.outputs) is not None:
+                return Change(None, CompactionCommit(already=True))  # COMPACT-10
+            reason = validate_spec(self.spec, m) or committed_already(m, self.outputs)
+            if reason is not None:
+                return Change(None, CompactionCommit(invalid=reason))
         pins = pinned_for_commit(m, attempt.base_id, attempt.now_ms, self.pin_id, self.pin_lifetime_s)
-        return Change(apply_compaction(m, self.spec, self.outputs, checkpoints=pins), None)
+        return Change(apply_compaction(m, self.spec, self.outputs, checkpoints=pins), COMMITTED)
 
 
 # -- destroy ---------------------------------------------------------------------------------

@@ -158,6 +158,11 @@ COMPACTOR_INVALID = _probe(
     "compactor.invalid",
     "a compaction was found invalid against the current manifest (its inputs changed) and failed",
     "compaction.md validation, COMPACT-3")
+COMPACTOR_RECOMMIT_COMPLETED = _probe(
+    "compactor.recommit-completed",
+    "a Compacted job's commit found its outputs already in the manifest (its commit landed before a "
+    "restart or takeover, .compactions not yet updated): recorded Completed, nothing written",
+    "compaction.md step 8, COMPACT-10")
 COMPACTOR_EXTERNAL_ADOPTED = _probe(
     "compactor.external-adopted",
     "a compactor adopted a compaction submitted by another process (admin submission)",

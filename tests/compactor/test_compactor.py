@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from slatedb.compactor import Compactor, CompactorEpochError, full_spec, submit_compaction
-from slatedb.compactor.compactor import failed_reason_key
+from slatedb.compactor.compactor import FAILED_REASONS_DIR, failed_reason_key
 from slatedb.compactor.scheduler import sst_size_bytes
 from slatedb.compactor.spec import CompactionSpec, RunSource
 from slatedb.compactor.store import CompactionsStore, compactions_key
@@ -292,6 +292,65 @@ def test_a_crash_between_the_manifest_and_compactions_writes_ends_failed_not_twi
     assert [c.status for c in cs2.recent_compactions if c.id == done.id] in ([S.FAILED], [])
     assert [f for _, kind, f in rt.events if kind == "compaction_state" and f["status"] == "Failed"]
     assert latest_manifest(store)[1].compacted == m.compacted
+    assert read_all(store) == expected
+
+
+def test_a_compacted_job_whose_commit_landed_before_a_stop_ends_completed(caplog) -> None:
+    """COMPACT-10: the coordinator's manifest commit lands, then it stops before ``.compactions``
+    says Completed (a writer's close stopping its compactor, a crash, a takeover). The next
+    coordinator finds the job Compacted with its outputs already the database's sorted run: it
+    records it Completed, writes no manifest and no failure reason, and logs no WARNING. (Before,
+    the commit validated the sources first; they are gone, replaced by the job's own run, so the
+    job ended Failed with ``compaction_invalid ... source L0:x is not in the database`` on every
+    such restart: 8 in 150 open/close cycles of a writer with a 10 ms poll interval.)"""
+    from slatedb.manifest.edits import ApplyCompaction
+    from slatedb.runtime.production import ProductionRuntime
+
+    class Logged(RecordingRuntime):  # the events, and the production log lines they make
+        def event(self, kind, **fields):
+            super().event(kind, **fields)
+            ProductionRuntime.event(self, kind, **fields)
+
+    store, expected = filled_store(n_keys=200, rounds=2)
+    l0_before = {v.id for v in latest_manifest(store)[1].l0}
+
+    async def stops_after_the_manifest_commit() -> bool:
+        c = Compactor(store, RecordingRuntime("first"), compactor_settings())
+        inner = c.manifests.commit
+        with trio.CancelScope() as scope:
+            async def commit(edit, **kw):
+                got = await inner(edit, **kw)
+                if isinstance(edit, ApplyCompaction):
+                    scope.cancel()  # the stop: nothing after the manifest write runs
+                    await trio.sleep(0)
+                return got
+            c.manifests.commit = commit  # type: ignore[method-assign]
+            await c.run_until_idle()
+        return scope.cancelled_caught
+
+    assert trio.run(stops_after_the_manifest_commit)
+    mid, m = latest_manifest(store)
+    _, cs = latest_compactions(store)
+    (job,) = [j for j in cs.recent_compactions if j.status is S.COMPACTED]
+    outputs = [o.id for o in job.output_ssts]
+    sources = set(CompactionSpec.from_format(job.spec).l0_view_ids)
+    assert outputs and sources <= l0_before and not sources & {v.id for v in m.l0}
+    assert [[v.sst_id for v in r.ssts] for r in m.compacted] == [outputs]  # the commit landed
+
+    rt = Logged("restarted")
+    caplog.set_level("INFO", logger="slatedb")
+    second = compact(store, compactor_settings(min_sources=100), rt)  # it proposes nothing new
+    assert second.stats["completed"] == 1 and second.stats["failed"] == 0, second.stats
+    states = [f for _, kind, f in rt.events if kind == "compaction_state" and f["id"] == str(job.id)]
+    assert states == [{"id": str(job.id), "status": "Completed", "already": True}]
+    assert not [f for _, kind, f in rt.events if kind in ("compaction_invalid", "compaction_commit")]
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    assert not store.list_now(FAILED_REASONS_DIR)  # no failure reason recorded
+    _, cs2 = latest_compactions(store)
+    assert [(j.id, j.status) for j in cs2.recent_compactions] == [(job.id, S.COMPLETED)]
+    mid2, m2 = latest_manifest(store)
+    assert mid2 == mid + 1  # its startup manifest only: the commit is not written again
+    assert m2.l0 == m.l0 and m2.compacted == m.compacted and m2.ssts == m.ssts
     assert read_all(store) == expected
 
 

@@ -39,6 +39,7 @@ from slatedb.manifest.edits import (
     BumpWriterEpoch,
     ClaimCompactorEpoch,
     CommitBulkLoad,
+    CompactionCommit,
     DeleteCheckpoint,
     DetachExternalDb,
     ExpireCheckpoints,
@@ -203,15 +204,21 @@ def test_a_compaction_whose_inputs_changed_is_not_applied() -> None:
     edit = ApplyCompaction(CompactorFence(2), COMPACTION, (OUTPUT,), _uuid(28), 900)
     gone = attrs.evolve(BASE, l0=BASE.l0[:1])
     change = apply_edit(gone, edit, Attempt(1, NOW_MS))
-    assert change.manifest is None and change.result is not None
-    # On a first attempt, outputs already there mean "committed before a restart": failed.
-    done = apply_edit(BASE, edit, Attempt(1, NOW_MS)).manifest
+    assert change.manifest is None and change.result.invalid and not change.result.already
+    first = apply_edit(BASE, edit, Attempt(1, NOW_MS))
+    assert first.result == CompactionCommit() and not first.result.invalid
+    done = first.manifest
+    # On a first attempt, outputs already there mean "committed before a restart": nothing to
+    # write, and a distinct result (Completed, COMPACT-10), although the sources are gone.
     again = apply_edit(done, edit, Attempt(2, NOW_MS))
-    assert again.manifest is None and again.result is not None and not again.landed
+    assert again.manifest is None and again.result == CompactionCommit(already=True) and not again.landed
     assert "already in the manifest" in committed_already(done, (OUTPUT,))
+    # The order before COMPACT-10 (the catalogued compaction-recommit-fails): validated first, failed.
+    old_order = apply_edit(done, attrs.evolve(edit, committed_first=False), Attempt(2, NOW_MS))
+    assert old_order.manifest is None and "not in the database" in old_order.result.invalid
     # After a false negative they are our own commit.
     landed = apply_edit(done, edit, Attempt(2, NOW_MS, retried=True, maybe_landed=True))
-    assert landed.landed and landed.result is None
+    assert landed.landed and landed.result == CompactionCommit()
 
 
 def test_preconditions_raise_typed_errors() -> None:
