@@ -147,8 +147,8 @@ CATALOGUE: tuple[Bug, ...] = (
         _TWO_COMPACTORS_CLASS, "RFC 003 Compaction Executor epoch checks; compaction.md step 8",
         "slatedb/compactor/compactor.py Compactor._commit", "compactor", ("CFENCE-1",), 100),
     # (a rare window: the zombie must be frozen inside its commit while its replacement starts;
-    # 10 of 400 seeds, 12 of 400 before COMPACT-10 reshuffled the compactor traces, first seed
-    # then 37, now 92: the budget covers the first detecting seed, not the 1/1000 rule)
+    # 7 of 200 seeds, first seed 51 -- 12 of 400, first seed 37, before COMPACT-10/11 reshuffled
+    # the compactor traces: the budget covers the first detecting seed, not the 1/1000 rule)
     Bug(switches.COMPACTION_NO_REVALIDATE, "a resumed compaction is not validated against the current manifest "
         "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "

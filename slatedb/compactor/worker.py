@@ -178,10 +178,16 @@ class Worker:
             free = [cid for cid in free if cid not in self.failing or self.failing[cid].retry_at_s <= now_s]
         claimed = []
         for cid in free[:max(0, self.options.max_concurrent_compactions - len(self.owned))]:
+            await trio.lowlevel.checkpoint_if_cancelled()  # no new claim once shutting down
             try:
-                async with self._lock:
-                    claim = _bug_claim_unchecked if switches.CLAIM_UNCHECKED in self.runtime.bugs else lc.claim  # catalogued bug
-                    await self.cstore.update(lambda v, cid=cid: claim(v, cid, self.worker_id, self.runtime.now_ms()))
+                # Shielded: a shutdown waits for the claim's CAS (one metadata write), so that it
+                # knows whether the claim landed and release_all releases it. Cancelled in flight,
+                # a claim that landed stayed Running under a worker that is gone until
+                # worker_heartbeat_timeout, blocking its sources (every later L0 compaction).
+                with trio.CancelScope(shield=True):
+                    async with self._lock:
+                        claim = _bug_claim_unchecked if switches.CLAIM_UNCHECKED in self.runtime.bugs else lc.claim  # catalogued bug
+                        await self.cstore.update(lambda v, cid=cid: claim(v, cid, self.worker_id, self.runtime.now_ms()))
             except lc.NotOwnerError:
                 self.runtime.probe(probes.COMPACTOR_CLAIM_LOST)
                 continue
@@ -258,7 +264,10 @@ class Worker:
             self.runtime.event("compaction_result_dropped", id=str(cid), worker=self.worker_id, why="heartbeat")
             return False
         finally:
-            self.owned.pop(cid, None)
+            # Cancelled from outside (a shutdown): still ours, so that release_all releases it,
+            # whether it runs before this task ends or after (COMPACT-11).
+            if trio.current_effective_deadline() != float("-inf"):
+                self.owned.pop(cid, None)
 
     async def _run(self, cid: ULID) -> bool:
         """The heartbeat runs from the claim on (planning reads every input's index, which may

@@ -437,6 +437,66 @@ def test_a_worker_claims_a_scheduled_job_only_when_no_worker_id_holds_it_and_cou
     trio.run(main)
 
 
+@pytest.mark.parametrize("when", ["claim-in-flight", "job-cancelled-first"])
+def test_a_shutdown_releases_the_job_whatever_it_interrupts(when) -> None:
+    """W6 (shutdown releases owned jobs), COMPACT-11: a worker stopped (its writer closed) while
+    (a) its claim's CAS is in flight -- the claim lands, the shutdown's cancellation arrives
+    before the worker recorded the job as its own -- or (b) while running a job whose task
+    finishes cancelling before the worker's ``release_all`` runs, still releases the job:
+    Scheduled with no worker. Before, the job stayed Running under a worker that no longer
+    existed until ``worker_heartbeat_timeout`` (30 s) passed with a coordinator running; an
+    L0-only job then blocks every later L0 compaction (they must include the oldest L0): a
+    database opened and closed 80 times in 12 s (a put, a reader, a WAL reader each) ended with
+    80 L0 SSTs and no sorted run."""
+    store, _expected = filled_store(n_keys=50, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100)
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await coord.tick()
+        cs = CompactionsStore(store, rt)
+        (job,) = [c for c in (await cs.read_latest()).compactions.recent_compactions if c.status is S.SCHEDULED]
+        w = Worker(store, rt, settings)
+        with trio.CancelScope() as shutdown:
+            if when == "claim-in-flight":
+                update = w.cstore.update
+
+                async def claim_then_stop(fn):
+                    got = await update(fn)  # the claim lands ...
+                    shutdown.cancel()  # ... and the shutdown arrives before its reply is used
+                    await trio.sleep(0)
+                    return got
+                w.cstore.update = claim_then_stop  # type: ignore[method-assign]
+                await w.step()
+            else:
+                assert await w.step() == [job.id]
+                started = trio.Event()
+                merge = w.runner.run_ranges
+
+                async def blocks(*args, **kw):
+                    started.set()
+                    await trio.sleep_forever()
+                    return await merge(*args, **kw)
+                w.runner.run_ranges = blocks  # type: ignore[method-assign]
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(w.run_job, job.id)
+                    await started.wait()
+                    shutdown.cancel()  # the job's task ends first; release_all runs after it
+        assert shutdown.cancel_called
+        running = lc.find((await cs.read_latest()).compactions, job.id)
+        assert running.status is S.RUNNING and running.worker.worker_id == w.worker_id
+        w.cstore.update = CompactionsStore.update.__get__(w.cstore)  # type: ignore[method-assign]
+        await w.release_all()  # the worker loop's shielded finally
+        again = lc.find((await cs.read_latest()).compactions, job.id)
+        assert (again.status, again.worker) == (S.SCHEDULED, None)
+        assert w.stats["released"] == 1 and not w.owned
+
+    trio.run(main)
+
+
 @pytest.mark.parametrize("kind", ["segment-drain", "sources-gone"])
 def test_a_worker_releases_a_job_it_cannot_run_and_says_it_did_not_run_it(kind) -> None:
     """W2: a job of a kind this worker does not run (a segment drain, another engine's), or whose
