@@ -56,10 +56,18 @@ def _parse_seeds(text: str) -> range:
 
 
 def _invariant_id(text: str) -> str:
-    """argparse type of ``--skip-check``: an invariant id (READ-1, CKPT-4, LIN)."""
-    from sim.world.invariants import is_id
+    """argparse type of ``--skip-check``: an invariant id (READ-1, CKPT-4, LIN); a protocol id must
+    be one of spec/protocols/README.md (a typo such as CKPT-44 was left out 'silent')."""
+    from sim.campaign import timeline
+    from sim.world.invariants import SPEC_ID, is_id
     if not is_id(text):
         raise argparse.ArgumentTypeError(f"not an invariant id: {text!r} (ids look like READ-1, CKPT-4, LIN)")
+    known = timeline.invariant_texts()
+    if SPEC_ID.fullmatch(text) and known and text not in known:
+        prefix = text.rsplit("-", 1)[0] + "-"
+        same = sorted((k for k in known if k.startswith(prefix)), key=lambda k: int(k.rsplit("-", 1)[1]))
+        raise argparse.ArgumentTypeError(f"no invariant {text} in spec/protocols/README.md "
+                                         f"({', '.join(same) or 'none of that prefix'})")
     return text
 
 

@@ -395,3 +395,13 @@ def test_run_trace_prints_the_whole_trace_with_or_without_keep(capsys) -> None:
     out = capsys.readouterr().out.splitlines()
     events = int(out[0].split("events ")[1].split()[0])
     assert out[1] == "trace:" and len(out) == 2 + events
+
+
+@pytest.mark.parametrize("argv", [["run", "--seed", "1", "--workload", "db"],
+                                  ["hunt", "--bug", "writer-checkpoint-released-at-flush", "--seeds", "2"]])
+def test_skip_check_of_an_id_no_spec_page_defines_is_refused(capsys, argv) -> None:
+    """`--skip-check CKPT-44` (for CKPT-4) ran and reported 'left out: CKPT-44 (silent)'."""
+    line = _refused(capsys, [*argv, "--skip-check", "CKPT-44"])
+    assert "argument --skip-check: no invariant CKPT-44 in spec/protocols/README.md (CKPT-1, CKPT-2" in line
+    assert cli._invariant_id("CKPT-4") == "CKPT-4" and cli._invariant_id("LIN") == "LIN"
+    assert cli._invariant_id("FLIP-1") == "FLIP-1"  # the simulator's own ids are not on that page
