@@ -34,15 +34,16 @@ def test_a_wal_tail_one_object_short_is_caught_by_load_7() -> None:
 
 
 def test_a_wal_tail_one_object_short_is_caught_in_a_mixed_world() -> None:
-    """Seed 42 (a plain and a sharded load race the writer): the row the short tail loses is of a
-    key the plain load also writes, so the load's newer version shadowed it and LOAD-7 ("or a
-    newer version of its key") passed; the row is still missing from L0 below ``last_l0_seq``,
-    and LOAD-7 now counts only newer versions below the load's seq."""
-    result = load_scenario.run_load_workload(42)
+    """Seed 817 (a plain and a sharded load race the writer; seed 42 was this world until its
+    plain driver drew the bounded retry policy and gave up at its begin): the row the short tail
+    loses is of a key the plain load also writes, so the load's newer version shadowed it and
+    LOAD-7 ("or a newer version of its key") passed; the row is still missing from L0 below
+    ``last_l0_seq``, and LOAD-7 now counts only newer versions below the load's seq."""
+    result = load_scenario.run_load_workload(817)
     assert result.ok and result.figures["outcomes"] == "l1=committed s1=committed", result.violations
-    bad = load_scenario.run_load_workload(42, bugs=frozenset({"load-wal-tail-short"}))
+    bad = load_scenario.run_load_workload(817, bugs=frozenset({"load-wal-tail-short"}))
     assert not bad.ok and catalogue.fired(bad) == "LOAD-7", bad.violations
-    assert "leaves 1 WAL rows out of its SSTs, first (wal id, key, seq) [(33, b'k02', 36)]" in bad.violations[0]
+    assert "leaves 1 WAL rows out of its SSTs, first (wal id, key, seq) [(81, b'k02', 83)]" in bad.violations[0]
 
 
 def _mutant(monkeypatch, change) -> None:
@@ -248,3 +249,17 @@ def test_a_clean_up_that_ignores_the_pins_is_caught_by_load_9() -> None:
     result = load_scenario.run_load_workload(1, bugs=frozenset({"ended-shards-ignore-pins"}))
     assert not result.ok and catalogue.fired(result) == "LOAD-9", result.violations
     assert "cannot be read" in result.violations[0]
+
+
+def test_a_commit_that_deletes_what_it_wrote_after_an_unsure_update_is_caught_by_load_6() -> None:
+    """Seed 141: the plain driver runs with no retry (the bounded seeds); its commit's manifest
+    update lands, the reply is lost, the commit raises: the SSTs it wrote stay (probe
+    load.commit-unsure-kept). Catalogued ``load-deletes-after-ambiguous-commit`` deletes them as
+    the commit did before: the cleanup checker sees an SST the latest manifest names deleted."""
+    from sim.world import probes as sim_probes
+
+    with sim_probes.counting() as hits:
+        good = load_scenario.run_load_workload(141)
+    assert good.ok and hits.get("load.commit-unsure-kept"), (good.violations, dict(hits))
+    bad = load_scenario.run_load_workload(141, bugs=frozenset({"load-deletes-after-ambiguous-commit"}))
+    assert not bad.ok and catalogue.fired(bad) == "LOAD-6", bad.violations

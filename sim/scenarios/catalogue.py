@@ -311,6 +311,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "object's rows are in no L0 SST and below the new replay point", _LOAD_CLASS,
         "bulk-load.md step 5 (WAL rows below the fence to L0 in the one update)",
         "slatedb/spark/load.py commit_load", "load", ("LOAD-7",), 16),
+    Bug(switches.LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT, "a load's commit deletes the SSTs it wrote (the WAL-tail "
+        "SST with the fenced writer's acknowledged rows, re-minted copies) on any error, also one raised after its "
+        "manifest update was sent and landed (a reply lost, no retry left): the landed manifest names deleted SSTs",
+        _LOAD_CLASS, "bulk-load.md step 6 (a refused commit deletes what it wrote; an unsure one keeps it), DUR-1",
+        "slatedb/spark/load.py commit_load", "load", ("LOAD-6",), 150),
     Bug(switches.ENDED_SHARDS_IGNORE_PINS, "the clean-up of ended sharded loads (collect_loads, a sharded load's "
         "begin) deletes every ended load's shard databases, as before: the shards a destroy of the union kept "
         "for a clone go, and the clone's rows with them", _LOAD_CLASS,
@@ -353,10 +358,6 @@ UNIT_CAUGHT: dict[str, str] = {
     # its driver died before its clean-up (the load scenario runs no compactor).
     switches.CLEANUP_LATEST_ONLY:
         "tests/spark/test_load_cleanup.py::test_a_clean_up_after_a_compaction_keeps_the_committed_ssts_an_older_manifest_names",
-    # The simulator retries without bound (a commit's update never fails after landing there) and
-    # its bounded-retry world (store-bounded) runs no load.
-    switches.LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT:
-        "tests/spark/test_load_cleanup.py::test_a_commit_whose_update_landed_but_reported_failure_keeps_its_ssts",
 }
 assert not set(UNIT_CAUGHT) & set(BY_NAME)
 assert set(BY_NAME) | set(UNIT_CAUGHT) == switches.ALL, \

@@ -15,6 +15,9 @@ its faults:
 * the driver may crash at a random moment (before its commit, or during it: its outcome is then
   judged from the manifests); an operator then aborts the load (``cleanup_load``) in some seeds.
 * one load in five is an overwrite: its commit drops every older row and the WAL below its fence.
+* in three seeds in ten a plain load's driver runs the production retry policy with no retry:
+  a store error ends its call and it gives up as a dying driver (an operator may abort it); a
+  reply lost on its commit's update leaves the commit unsure (it may have landed).
 * in 30% of the seeds a **sharded load** ``s1`` (the union route) races the writer for the URL
   instead (``sim/scenarios/load_sharded.py``), and LOAD-10 is checked at the end for every load
   whose end ran (``sim/checks/load_leftovers.py``); in 40% of those a plain load ``l1`` races
@@ -43,9 +46,10 @@ import attrs
 import trio
 
 import slatedb.aio as aio
-from slatedb.errors import ClosedError, FencedError, InvalidDbStateError
+from slatedb.errors import ClosedError, FencedError, InvalidDbStateError, ObjectStoreRetriesExhaustedError
 from slatedb.format.sst import SstOptions
 from slatedb.objstore.memory import MemoryRegistry, MemoryStore
+from slatedb.runtime import with_max_retries
 from slatedb.spark.load import LoadRefusedError, begin_load, cleanup_load, commit_load, stage_sorted
 
 from sim.checks.load import CleanupChecks, Load, Write, check, collect
@@ -242,10 +246,23 @@ async def _driver(world: World, load: Load, index: int) -> None:
     crash = Crash(rng.uniform(0.05, 1.5)) if boolean(rng, 0.25) else None
     abort = boolean(rng, 0.6)
     load.overwrite = boolean(rng, 0.2)
+    # In some seeds the driver runs the production retry policy with no retry at all: a store
+    # error ends its call (ObjectStoreRetriesExhaustedError), the commit's among them -- an update
+    # sent whose reply was lost may have landed (catalogued load-deletes-after-ambiguous-commit).
+    bounded = boolean(setup.choices.stream("bounded", load.name), 0.3)
     await trio.sleep(start_s)
     rt, store = process_io(world, load.name, _store)
+    if bounded:
+        with_max_retries(rt, 0)
 
     async def body() -> str:
+        try:
+            return await steps()
+        except ObjectStoreRetriesExhaustedError as e:  # it gives up as a dying driver does
+            rt.event("load_gave_up", load=load.name, outcome=load.outcome, error=str(e))
+            return "crashed"
+
+    async def steps() -> str:
         for tries in range(20):
             try:
                 plan = await begin_load(store, rt, overwrite=load.overwrite)

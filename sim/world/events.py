@@ -90,6 +90,7 @@ LOAD_COMMIT = "load_commit"
 LOAD_CLEANUP = "load_cleanup"
 LOAD_STAGE_ENDED = "load_stage_ended"  # an attempt found its load ended and deleted what it staged (LOAD-10)
 LOAD_CLEANUP_KEPT = "load_cleanup_kept"  # a clean-up left committed SSTs an older manifest names to GC (LOAD-6)
+LOAD_GAVE_UP = "load_gave_up"  # a driver under the bounded retry policy gave up on a store error (the load scenario's bounded seeds)
 LOAD_ABANDONED = "load_abandoned"  # collect_loads took a load whose plan is too old for abandoned (LOAD-10)
 # sharded loads, the union route (bulk-load.md S1-S4)
 SHARD_BEGIN = "shard_begin"

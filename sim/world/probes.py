@@ -105,6 +105,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.RETRY_EXHAUSTED_DEADLINE: ("store-bounded", (4,)),
     P.LOAD_STAGE_ENDED: ("load", (1,)),
     P.LOAD_ENDED_SHARD_KEPT: ("load", (1,)),
+    P.LOAD_COMMIT_UNSURE_KEPT: ("load", (141,)),
     P.DESTROY_KEPT_SHARD_REMOVED: ("load", (33,)),
 }
 

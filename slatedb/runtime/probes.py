@@ -294,6 +294,12 @@ LOAD_STAGE_ENDED = _probe(
     "or collected meanwhile) and deleted what it had written",
     "bulk-load.md steps 2 and S2, LOAD-10")
 
+LOAD_COMMIT_UNSURE_KEPT = _probe(
+    "load.commit-unsure-kept",
+    "a load's commit failed after its manifest update was sent (a reply lost, the retries gone, or a "
+    "cancellation): the SSTs it wrote (the WAL-tail SST, re-minted copies) were kept, as the update "
+    "may have landed naming them",
+    "bulk-load.md step 6, DUR-1, LOAD-1")
 LOAD_CLEANUP_KEPT_PINNED = _probe(
     "load.cleanup-kept-pinned",
     "a load's clean-up found staged SSTs its commit made the database's that the latest manifest no "

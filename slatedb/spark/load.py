@@ -503,6 +503,8 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
         # met ObjectNotFoundError, the acknowledged rows were gone.
         if not attempted or switches.LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT in rt.bugs:
             await _delete_unreferenced(store, made)
+        elif made:
+            rt.probe(probes.LOAD_COMMIT_UNSURE_KEPT)
         raise
     rt.event("load_commit", load_id=plan.load_id, manifest_id=stored.id, ssts=len(staged), rows=rows, seq=plan.seq)
     return CommitResult(stored.id, epoch, len(staged), rows, plan.seq)
