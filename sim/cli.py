@@ -299,14 +299,17 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
                 print("  probes:    " + ", ".join(f"{p} {n}" for p, n in sorted(r.probe_seeds.items())))
     if ns.all:
         rate_col = f" {'rate':>9}" if ns.rate else ""
-        print(f"{'bug':<24} {'workload':<9} {'seed':>5} {'seeds':>5} {'fired':<10} {'wall s':>7}{rate_col}  replay")
+        b = max([24, *(len(r.bug) for r in results)])  # the columns fit the longest name
+        w = max([9, *(len(r.workload) for r in results)])
+        print(f"{'bug':<{b}} {'workload':<{w}} {'seed':>5} {'seeds':>5} {'fired':<10} {'wall s':>7}{rate_col}  replay")
         for r in results:
             rate_txt = f" {f'{r.detections}/{r.seeds_run}':>9}" if ns.rate else ""
             if r.detected_seed is None:
-                print(f"{r.bug:<24} {r.workload:<9} {'-':>5} {r.seeds_run:>5} {'NOT FOUND':<10} {r.wall_s:>7.1f}{rate_txt}")
+                print(f"{r.bug:<{b}} {r.workload:<{w}} {'-':>5} {r.seeds_run:>5} {'NOT FOUND':<10} "
+                      f"{r.wall_s:>7.1f}{rate_txt}")
             else:
                 fired = r.invariant + ("" if r.expected else "?")
-                print(f"{r.bug:<24} {r.workload:<9} {r.detected_seed:>5} {r.detected_seed + 1:>5} {fired:<10} "
+                print(f"{r.bug:<{b}} {r.workload:<{w}} {r.detected_seed:>5} {r.detected_seed + 1:>5} {fired:<10} "
                       f"{r.wall_s:>7.1f}{rate_txt}  {r.replay}")
     if interrupted:
         print(f"INTERRUPTED (Ctrl-C) while hunting {interrupted}: "
@@ -590,10 +593,11 @@ def cmd_ledger(ns: argparse.Namespace) -> int:
               f"{', '.join(sorted({r['scenario'] for r in recorded}))})")
         return 0
     if ns.campaigns:
-        print(f"{'recorded (UTC)':<20} {'commit':<18} {'kind':<6} {'engine':<6} {'scenario':<10} {'bugs':<24} "
+        sc = max([10, *(len(r["scenario"]) for r in rows)])  # compactor-workers, store-bounded
+        print(f"{'recorded (UTC)':<20} {'commit':<18} {'kind':<6} {'engine':<6} {'scenario':<{sc}} {'bugs':<24} "
               f"{'seeds':>6} {'failures':>8} {'faults':>7} {'wall s':>8}")
         for r in rows:
-            print(f"{r['recorded_utc']:<20} {r['commit_id']:<18} {r['kind']:<6} {r['engine']:<6} {r['scenario']:<10} "
+            print(f"{r['recorded_utc']:<20} {r['commit_id']:<18} {r['kind']:<6} {r['engine']:<6} {r['scenario']:<{sc}} "
                   f"{(r['bugs'] or '-')[:24]:<24} {r['seeds']:>6} {r['failures']:>8} {r['faults']:>7} {r['wall_s']:>8.1f}")
         print()
     print(ledger_mod.format_cumulative(ledger_mod.cumulative(rows)))

@@ -405,3 +405,27 @@ def test_skip_check_of_an_id_no_spec_page_defines_is_refused(capsys, argv) -> No
     assert "argument --skip-check: no invariant CKPT-44 in spec/protocols/README.md (CKPT-1, CKPT-2" in line
     assert cli._invariant_id("CKPT-4") == "CKPT-4" and cli._invariant_id("LIN") == "LIN"
     assert cli._invariant_id("FLIP-1") == "FLIP-1"  # the simulator's own ids are not on that page
+
+
+def test_ledger_campaigns_and_hunt_all_columns_fit_long_names(tmp_path, monkeypatch, capsys) -> None:
+    """'sim ledger --campaigns' pushed every column after a compactor-workers or store-bounded
+    campaign out of line, as 'sim hunt --all' did after a long entry name or workload."""
+    from sim.campaign import ledger
+    path = str(tmp_path / "ledger.sqlite")
+    for scenario in ("db", "compactor-workers"):
+        ledger.append_sqlite(path, ledger.entry(kind="dst", engine="local", scenario=scenario, faults_mode="swarm",
+                                                bugs=[], seeds=range(3), failing_seeds=[], by_invariant={},
+                                                faults_by_kind={}, virtual_s=1.0, wall_s=1.0))
+    assert cli.main(["ledger", "--sqlite", path, "--campaigns", "--archive-file", str(tmp_path / "a.jsonl")]) == 0
+    head, *rows = capsys.readouterr().out.split("\n\n")[0].splitlines()
+    assert len(rows) == 2 and all(row[head.index("bugs")] == "-" for row in rows), [head, *rows]
+
+    def hunt(name, *args, **kwargs):
+        return cli.hunt_mod.HuntResult(name, cli.bugs_mod.BY_NAME[name].workload, 1, 0, "DUR-1", True, 0.1)
+
+    monkeypatch.setattr(cli.hunt_mod, "hunt", hunt)
+    monkeypatch.setattr(cli, "_record", lambda row: None)
+    assert cli.main(["hunt", "--all", "--jobs", "1"]) == 0
+    head, *rows = [line for line in capsys.readouterr().out.splitlines() if line.endswith("replay") or "./just" in line]
+    assert len(rows) == len(cli.bugs_mod.CATALOGUE)
+    assert {row.index("./just") for row in rows} == {head.index("replay")}, [head, *rows]
