@@ -140,6 +140,19 @@ class ObjectVersionBehindBoundaryError(SlateDBError):
         super().__init__(f"{namespace} id {object_id} is at or behind the GC boundary {boundary}: not committed")
 
 
+class CommitOutcomeUnknownError(SlateDBError):
+    """A manifest commit whose earlier create landed but was reported behind the GC boundary
+    (RFC 004's false negative) was then refused by a guard or precondition (``cause``: a newer
+    writer fenced it, a seq reached): the refusal does not say the first create did not land
+    and become part of the history. Raised instead of the refusal for edits that declare it
+    (:attr:`slatedb.manifest.edit.Edit.unsure_refusals`); nothing the edit names may be deleted."""
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"{what}: an earlier attempt landed but was reported behind the GC boundary, then the "
+                         f"retry was refused ({cause}); it may have committed")
+
+
 class CorruptionError(SlateDBError):
     """Stored bytes failed a check: CRC mismatch, truncation, unknown version, bad flags, ...
 

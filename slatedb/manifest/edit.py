@@ -98,6 +98,10 @@ class Edit(Generic[R]):
     kind: ClassVar[str] = "edit"
     #: The WAL is listed after each manifest read and passed as :attr:`Attempt.wal_ids`.
     lists_wal: ClassVar[bool] = False
+    #: A guard or precondition that refuses a retry after a create that may have landed
+    #: (:attr:`Attempt.maybe_landed`) raises :class:`~slatedb.errors.CommitOutcomeUnknownError`
+    #: instead of the refusal: the caller deletes what the edit names on a refusal (a bulk load).
+    unsure_refusals: ClassVar[bool] = False
     fence: Fence | None = None
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, R | None]:

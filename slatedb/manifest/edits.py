@@ -500,9 +500,14 @@ class CommitBulkLoad(Edit[None]):
     at the fence, and the load's writer checkpoint dropped (it ends as a clean close does).
     ``overwrite`` drops every older L0 view, SST and sorted run. Refused (nothing
     written) when a seq reached ``load_seq`` (LOAD-5: ``wal_seq`` is the highest seq below the
-    fence). Already applied when every load SST is in ``ssts``."""
+    fence). Already applied when the replay point reached the fence and ``last_l0_seq`` the
+    load's seq: under the guard (the epoch is still the load's) only this commit moves them
+    there (a compaction may have rewritten the load's SSTs since, so their ids need not be in
+    ``ssts`` any more; LOAD-12). A refusal after a create that may have landed is not a refusal
+    (``unsure_refusals``: :class:`~slatedb.errors.CommitOutcomeUnknownError`)."""
 
     kind: ClassVar[str] = "commit_bulk_load"
+    unsure_refusals: ClassVar[bool] = True
     fence: WriterFence
     load_seq: int
     fence_id: int
@@ -513,9 +518,6 @@ class CommitBulkLoad(Edit[None]):
     overwrite: bool = False
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
-        have = {s.id for s in m.ssts}
-        if self.ssts:
-            return all(s.id in have for s in self.ssts), None
         return (m.replay_after_wal_id >= self.fence_id and m.last_l0_seq >= self.load_seq), None
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:

@@ -25,6 +25,7 @@ import attrs
 
 from slatedb.errors import (
     BoundaryVanishedError,
+    CommitOutcomeUnknownError,
     CorruptionError,
     FencedError,
     InvalidDbStateError,
@@ -439,8 +440,11 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
                               maybe_landed=maybe_landed, prior=prior, wal_ids=wal_ids)
             try:
                 change = apply_edit(current.manifest, edit, attempt)
-            except FencedError:
-                self.runtime.probe(probes.MANIFEST_EDIT_GUARD_FENCED)
+            except (FencedError, InvalidDbStateError) as e:
+                if isinstance(e, FencedError):
+                    self.runtime.probe(probes.MANIFEST_EDIT_GUARD_FENCED)
+                if maybe_landed and edit.unsure_refusals:  # our first create may be in the history
+                    raise CommitOutcomeUnknownError(f"{edit.kind} on manifest {current.id}", e) from e
                 raise
             if change.manifest is None:
                 if change.landed and maybe_landed:

@@ -485,7 +485,8 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
             views=tuple(CompactedSsTableView(rt.new_ulid(), i, None) for i in ids),
             tail=tail_sst[0] if tail_sst else None, overwrite=plan.overwrite)
         attempted = True
-        try:  # LOAD-1: the one update that makes the rows visible
+        try:  # LOAD-1: the one update that makes the rows visible (LOAD-12: a retry after a create
+            # reported behind GC's boundary recognises the landed load, or raises CommitOutcomeUnknownError)
             stored = (await manifests.commit(edit)).stored
         except FencedError as e:
             raise LoadRefusedError(f"a writer opened after the load's fence (epoch {epoch}; {e}): "

@@ -639,3 +639,93 @@ def test_a_commit_whose_update_landed_but_reported_failure_keeps_its_ssts(tmp_pa
     with slatedb.Db.open(url) as db:
         assert {k: db.get(k) for k in acked} == acked
         assert all(db.get(k) == v for k, v in zip(keys, vals))
+
+
+class OvertakenAfterCommit:
+    """``inner`` where, right after the load's commit creates its manifest (armed by the commit's
+    ``before_commit``), someone overtakes it before its boundary read: a writer opens (``writer``)
+    or a full compaction rewrites the load's L0 (``compaction``), then a GC pass with manifest
+    ``min_age`` 0 moves the boundary past the load's manifest -- RFC 004's stalled committer: its
+    create landed and is reported behind the boundary, so the commit retries on a fresh read."""
+
+    def __init__(self, inner, url: str, who: str) -> None:
+        self.inner, self.url_, self.who, self.armed = inner, url, who, False
+        self.url = inner.url
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def put(self, key, data, mode=None):
+        import trio
+
+        from slatedb import admin
+
+        out = await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+        if self.armed and key.startswith("manifest/") and key.endswith(".manifest"):
+            self.armed = False
+            if self.who == "writer":
+                opened = await trio.to_thread.run_sync(lambda: slatedb.Db.open(self.url_))
+                await trio.to_thread.run_sync(opened.close)
+            else:
+                await admin.submit_compaction(self.inner, "Full")
+                await admin.run_compactor(self.inner, {"compactor_options": {"poll_interval": "50ms"}}, once=True)
+            gc = {"garbage_collector_options": {"manifest_options": {"min_age": "0s"}}}
+            stats = await admin.run_gc(self.inner, gc, once=True, runtime=ProductionRuntime("gc"))
+            assert stats.boundary_advances, stats
+        return out
+
+    def open_url(self, url):
+        return self.inner.open_url(url)
+
+    async def aclose(self):
+        pass
+
+
+@pytest.mark.parametrize("who", ["writer", "compaction"])
+def test_a_commit_overtaken_after_its_update_landed_is_not_reported_refused(tmp_path, who: str) -> None:
+    """LOAD-12, DUR-1: the commit's manifest landed, then (before its RFC 004 boundary read) a
+    writer opened, or a compaction rewrote the load's L0, and GC moved the boundary past it; the
+    commit's retry found a newer epoch (writer) or the load's SSTs no longer in ``ssts`` and the
+    load's seq reached (compaction) and reported the load refused, "nothing committed", and
+    deleted the SSTs it had written: the WAL-tail SST holding the fenced writer's acknowledged
+    rows, which the newer writer's manifests name (every open failed: ObjectNotFoundError, the
+    rows were gone), or which the compactor's pinned manifest names (CKPT-2). Now the landed
+    commit is recognised by its replay point and seq (compaction: the load committed, as it
+    did), and a refusal after a create that may have landed raises CommitOutcomeUnknownError,
+    deleting nothing (writer)."""
+    from slatedb.errors import CommitOutcomeUnknownError
+
+    url = f"file://{tmp_path}/db"
+    writer = slatedb.Db.open(url)
+    writer.put(b"base", b"1")
+    writer.flush_memtable()
+    acked = {b"w%03d" % i: b"acked-%d" % i for i in range(50)}
+    for k, v in acked.items():
+        writer.put(k, v, durable=True)  # in the WAL, not in L0: the commit moves them to its WAL-tail SST
+    keys, vals = rows_of(100)
+
+    async def load(store, rt):
+        s = OvertakenAfterCommit(store, url, who)
+        plan = await begin_load(s, rt, overwrite=False)
+        res = await stage_sorted(s, rt, plan, 0, 0, keys, vals, sst_options=SMALL, sst_size_bytes=1 << 20)
+
+        async def arm() -> None:
+            s.armed = True
+
+        try:
+            if who == "writer":
+                with pytest.raises(CommitOutcomeUnknownError):
+                    await commit_load(s, rt, plan, [res], before_commit=arm)
+            else:
+                await commit_load(s, rt, plan, [res], before_commit=arm)
+        finally:
+            await cleanup_load(store, rt, plan.load_id)
+
+    run_io(url, None, load)
+    try:
+        writer.close()
+    except slatedb.SlateDBError:
+        pass  # fenced by the load
+    with slatedb.Db.open(url) as db:
+        assert {k: db.get(k) for k in acked} == acked
+        assert [db.get(k) for k in keys] == vals
