@@ -44,7 +44,7 @@ from ulid import ULID
 
 from slatedb.clone.ops import CloneMismatchError
 from slatedb.lsm.paths import SstLocator
-from slatedb.errors import InvalidUnionError, SlateDBError
+from slatedb.errors import InvalidUnionError, ObjectNotFoundError, SlateDBError
 from slatedb.format.layout import SHARDS_DIR
 from slatedb.format.sst import SstOptions
 from slatedb.format.types import CompactedSsTableV2, CompactedSsTableView, ManifestV2, SortedRunV2
@@ -67,6 +67,7 @@ from .load import (
     end_load,
     load_is_open,
     claim_for_commit,
+    marker_key,
     open_load,
     stage_sorted,
 )
@@ -121,6 +122,25 @@ def _is_own_shard_path(dest_url: str, path: str) -> bool:
     return path.startswith(own[:-1]) or path.startswith(f"{_norm(dest_url)}/{SHARDS_DIR}")
 
 
+def _shard_load_id(path: str) -> str | None:
+    """The load id of an ``external_dbs`` path ``.../shards/<load id>/<shard>`` (None: another path)."""
+    parts = path.rstrip("/").split("/")
+    for i in range(len(parts) - 2, 0, -1):
+        if f"{parts[i - 1]}/" == SHARDS_DIR:
+            return parts[i]
+    return None
+
+
+async def _marker_fresh(store: ObjectStore, rt: Runtime, load_id: str, abandoned_after_s: float) -> bool:
+    """Is the load's open marker there and younger than ``abandoned_after_s`` (its driver may live)?"""
+    key = marker_key(load_id)
+    try:
+        meta = await retry_transient(rt, lambda: store.head(key), what=f"head {key}")
+    except ObjectNotFoundError:
+        return False
+    return rt.now_ms() - meta.last_modified_ms <= abandoned_after_s * 1000
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. Begin
 # ---------------------------------------------------------------------------------------------
@@ -138,6 +158,13 @@ async def begin_sharded(store: ObjectStore, rt: Runtime, *,
             raise LoadRefusedError(
                 f"a database exists at {store.url}: a sharded load creates a new database (load into an existing"
                 " one with bulk_load / the plain append or overwrite)")
+        # LOAD-13: the union is a leftover only once its load ended or is abandoned_after_s old;
+        # before, its driver may be uniting it right now (destroying it failed that load).
+        for load_id in sorted({_shard_load_id(e.path) for e in m.external_dbs} - {None}):
+            if await _marker_fresh(store, rt, load_id, abandoned_after_s):
+                raise LoadRefusedError(
+                    f"sharded load {load_id} is uniting its shards at {store.url}: nothing begun (if its driver "
+                    "died, slatedb.spark.collect_loads(url, abandoned_after_s=0) ends it, then run again)")
         locator = SstLocator(store, rt)
         try:  # a union that a dead driver left uninitialized: nobody can have opened it
             await destroy_database(store, rt, latest, locator, store.delete)

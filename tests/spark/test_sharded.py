@@ -11,6 +11,7 @@ import pytest
 import trio
 
 import slatedb
+import slatedb.spark
 from slatedb.format.sst import SstOptions
 from slatedb.gc import run_gc
 from slatedb.manifest.store import ManifestStore
@@ -144,8 +145,9 @@ def test_refused_unions_and_failed_attempts_leave_nothing_and_a_rerun_works(tmp_
 
 def test_a_driver_that_died_during_the_union_is_replaced_by_the_rerun(tmp_path, monkeypatch) -> None:
     """The union wrote the destination's first manifest (uninitialized) and the driver died
-    before the final checkpoints: a re-run removes it, loads anew, and collects the dead
-    load's shards."""
+    before the final checkpoints: a re-run is refused while the dead load's marker is younger
+    than abandoned_after_s (its driver may be uniting it, LOAD-13); once collect_loads ended it,
+    a re-run removes it, loads anew, and collects the dead load's shards."""
     from slatedb.projection import create
 
     url = url_of(tmp_path)
@@ -163,6 +165,13 @@ def test_a_driver_that_died_during_the_union_is_replaced_by_the_rerun(tmp_path, 
     assert not dead.initialized and len(dead.external_dbs) == 2
     with pytest.raises(Exception, match="not initialized|uninitialized|initialized"):
         slatedb.Db.open(url).close()
+    with pytest.raises(LoadRefusedError, match="is uniting its shards"):
+        begin(url)
+    assert latest(url).manifest == dead
+    import time
+
+    time.sleep(0.01)  # the marker strictly older than abandoned_after_s=0
+    assert slatedb.spark.collect_loads(url, abandoned_after_s=0) == [plan.load_id]
     plan2 = begin(url)
     assert latest(url) is None
     new = rows_of(b"a", 30, b"new")
@@ -358,3 +367,61 @@ def test_a_kept_shard_goes_once_its_clone_let_go(tmp_path, how: str) -> None:
     left = {str(p.relative_to(tmp_path / "db")) for p in (tmp_path / "db").rglob("*")
             if p.is_file() and ".slatedb-locks" not in p.parts}
     assert left == set(), left
+
+
+def test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover(tmp_path) -> None:
+    """LOAD-13: a sharded load's union had written the destination's first manifest
+    (uninitialized, naming its shards) when a second sharded load began at the same URL. Its
+    begin took the union for a dead driver's leftover and destroyed it with every shard: the
+    first load, whose driver was alive and uniting, failed (InvalidDbStateError: no database at
+    its shard) and its rows were gone. Now the begin is refused while the union's load marker is
+    younger than abandoned_after_s, and the first load commits."""
+    from slatedb.errors import SlateDBError
+
+    url = url_of(tmp_path)
+    data = {**rows_of(b"a", 100), **rows_of(b"b", 100)}
+
+    class PausedAfterFirstManifest:
+        def __init__(self, inner) -> None:
+            self.inner, self.url, self.go, self.paused, self.done = inner, inner.url, trio.Event(), trio.Event(), False
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        async def put(self, key, data, mode=None):
+            out = await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+            if not self.done and key.startswith("manifest/"):
+                self.done = True
+                self.paused.set()
+                await self.go.wait()
+            return out
+
+        def open_url(self, url):
+            return self.inner.open_url(url)
+
+        async def aclose(self):
+            pass
+
+    plan = begin(url)
+    results = [stage(url, plan, 0, rows_of(b"a", 100)), stage(url, plan, 1, rows_of(b"b", 100))]
+    outcome: dict = {}
+
+    async def race(store, rt):
+        paused = PausedAfterFirstManifest(store)
+
+        async def first() -> None:
+            outcome["first"] = await commit_sharded(paused, rt, plan, results)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            await paused.paused.wait()
+            assert not (await ManifestStore(store, rt).read_latest()).manifest.initialized  # the union is half made
+            try:
+                await begin_sharded(store, rt)
+            except SlateDBError as e:
+                outcome["second"] = e
+            paused.go.set()
+
+    run_io(url, None, race)
+    assert isinstance(outcome.get("second"), LoadRefusedError), outcome
+    assert outcome["first"].rows == 200 and scan(url) == data
