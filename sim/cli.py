@@ -57,7 +57,7 @@ def _parse_seeds(text: str) -> range:
 
 def _invariant_id(text: str) -> str:
     """argparse type of ``--skip-check``: an invariant id (READ-1, CKPT-4, LIN); a protocol id must
-    be one of spec/protocols/README.md (a typo such as CKPT-44 was left out 'silent')."""
+    be one of spec/protocols/README.md (a typo of an id was left out 'silent')."""
     from sim.campaign import timeline
     from sim.world.invariants import SPEC_ID, is_id
     if not is_id(text):

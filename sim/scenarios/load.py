@@ -46,7 +46,8 @@ import attrs
 import trio
 
 import slatedb.aio as aio
-from slatedb.errors import ClosedError, FencedError, InvalidDbStateError, ObjectStoreRetriesExhaustedError
+from slatedb.errors import (ClosedError, CommitOutcomeUnknownError, FencedError, InvalidDbStateError,
+                            ObjectStoreRetriesExhaustedError)
 from slatedb.format.sst import SstOptions
 from slatedb.objstore.memory import MemoryRegistry, MemoryStore
 from slatedb.runtime import with_max_retries
@@ -258,7 +259,7 @@ async def _driver(world: World, load: Load, index: int) -> None:
     async def body() -> str:
         try:
             return await steps()
-        except ObjectStoreRetriesExhaustedError as e:  # it gives up as a dying driver does
+        except (ObjectStoreRetriesExhaustedError, CommitOutcomeUnknownError) as e:  # it gives up as a dying driver does
             rt.event("load_gave_up", load=load.name, outcome=load.outcome, error=str(e))
             return "crashed"
 
