@@ -516,8 +516,12 @@ class CommitBulkLoad(Edit[None]):
     views: tuple[CompactedSsTableView, ...]
     tail: CompactedSsTableV2 | None = None
     overwrite: bool = False
+    landed_by_ssts: bool = False  # catalogued bug load-landed-by-ssts: the landed rule before LOAD-12
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
+        if self.landed_by_ssts and self.ssts:
+            have = {s.id for s in m.ssts}
+            return all(s.id in have for s in self.ssts), None
         return (m.replay_after_wal_id >= self.fence_id and m.last_l0_seq >= self.load_seq), None
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[None]:

@@ -65,6 +65,7 @@ LOAD_WAL_TAIL_SHORT = "load-wal-tail-short"
 ENDED_SHARDS_IGNORE_PINS = "ended-shards-ignore-pins"
 CLEANUP_LATEST_ONLY = "cleanup-latest-only"
 LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT = "load-deletes-after-ambiguous-commit"
+LOAD_LANDED_BY_SSTS = "load-landed-by-ssts"
 STAGE_IGNORES_LOAD_END = "stage-ignores-load-end"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)

@@ -483,7 +483,7 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
             fence=WriterFence(epoch), load_seq=plan.seq, fence_id=fence_id, wal_seq=wal_seq,
             ssts=tuple(CompactedSsTableV2(i, s.info, s.format_version) for i, s in zip(ids, staged)),
             views=tuple(CompactedSsTableView(rt.new_ulid(), i, None) for i in ids),
-            tail=tail_sst[0] if tail_sst else None, overwrite=plan.overwrite)
+            tail=tail_sst[0] if tail_sst else None, overwrite=plan.overwrite, landed_by_ssts=switches.LOAD_LANDED_BY_SSTS in rt.bugs)
         attempted = True
         try:  # LOAD-1: the one update that makes the rows visible (LOAD-12: a retry after a create
             # reported behind GC's boundary recognises the landed load, or raises CommitOutcomeUnknownError)

@@ -681,7 +681,7 @@ class OvertakenAfterCommit:
         pass
 
 
-@pytest.mark.parametrize("who", ["writer", "compaction"])
+@pytest.mark.parametrize("who", ["writer", "compaction", "compaction-switch"])
 def test_a_commit_overtaken_after_its_update_landed_is_not_reported_refused(tmp_path, who: str) -> None:
     """LOAD-12, DUR-1: the commit's manifest landed, then (before its RFC 004 boundary read) a
     writer opened, or a compaction rewrote the load's L0, and GC moved the boundary past it; the
@@ -705,7 +705,10 @@ def test_a_commit_overtaken_after_its_update_landed_is_not_reported_refused(tmp_
     keys, vals = rows_of(100)
 
     async def load(store, rt):
-        s = OvertakenAfterCommit(store, url, who)
+        if who == "compaction-switch":  # catalogued load-landed-by-ssts: the landed rule before LOAD-12
+            from slatedb.runtime import switches
+            rt.bugs = frozenset({switches.LOAD_LANDED_BY_SSTS})
+        s = OvertakenAfterCommit(store, url, who.split("-")[0])
         plan = await begin_load(s, rt, overwrite=False)
         res = await stage_sorted(s, rt, plan, 0, 0, keys, vals, sst_options=SMALL, sst_size_bytes=1 << 20)
 
@@ -716,6 +719,11 @@ def test_a_commit_overtaken_after_its_update_landed_is_not_reported_refused(tmp_
             if who == "writer":
                 with pytest.raises(CommitOutcomeUnknownError):
                     await commit_load(s, rt, plan, [res], before_commit=arm)
+            elif who == "compaction-switch":  # the landed commit taken for not landed, LOAD-5 refusing the
+                # retry: a committed load reported failed (unsure_refusals keeps its SSTs at least)
+                with pytest.raises(CommitOutcomeUnknownError):
+                    await commit_load(s, rt, plan, [res], before_commit=arm)
+                return
             else:
                 await commit_load(s, rt, plan, [res], before_commit=arm)
         finally:
