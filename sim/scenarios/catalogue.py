@@ -360,6 +360,9 @@ UNIT_CAUGHT: dict[str, str] = {
     # simulated world compacts a loaded database (the load scenario runs no compactor nor GC).
     switches.LOAD_LANDED_BY_SSTS:
         "tests/spark/test_load_cleanup.py::test_a_commit_overtaken_after_its_update_landed_is_not_reported_refused",
+    # Two sharded loads into one new URL: the simulator's worlds run one sharded load each.
+    switches.SHARDED_BEGIN_TAKES_LIVE_UNION:
+        "tests/spark/test_sharded.py::test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover",
     switches.CLEANUP_LATEST_ONLY:
         "tests/spark/test_load_cleanup.py::test_a_clean_up_after_a_compaction_keeps_the_committed_ssts_an_older_manifest_names",
 }

@@ -66,6 +66,7 @@ ENDED_SHARDS_IGNORE_PINS = "ended-shards-ignore-pins"
 CLEANUP_LATEST_ONLY = "cleanup-latest-only"
 LOAD_DELETES_AFTER_AMBIGUOUS_COMMIT = "load-deletes-after-ambiguous-commit"
 LOAD_LANDED_BY_SSTS = "load-landed-by-ssts"
+SHARDED_BEGIN_TAKES_LIVE_UNION = "sharded-begin-takes-live-union"
 STAGE_IGNORES_LOAD_END = "stage-ignores-load-end"
 
 # distributed compaction: coordinator and workers (official 0.17 protocol)

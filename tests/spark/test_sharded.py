@@ -369,7 +369,8 @@ def test_a_kept_shard_goes_once_its_clone_let_go(tmp_path, how: str) -> None:
     assert left == set(), left
 
 
-def test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover(tmp_path) -> None:
+@pytest.mark.parametrize("switch", [False, True], ids=["fixed", "switch"])
+def test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover(tmp_path, switch: bool) -> None:
     """LOAD-13: a sharded load's union had written the destination's first manifest
     (uninitialized, naming its shards) when a second sharded load began at the same URL. Its
     begin took the union for a dead driver's leftover and destroyed it with every shard: the
@@ -407,6 +408,9 @@ def test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover(tmp_path) -
     outcome: dict = {}
 
     async def race(store, rt):
+        if switch:  # catalogued sharded-begin-takes-live-union: S1 as before LOAD-13
+            from slatedb.runtime import switches
+            rt.bugs = frozenset({switches.SHARDED_BEGIN_TAKES_LIVE_UNION})
         paused = PausedAfterFirstManifest(store)
 
         async def first() -> None:
@@ -422,6 +426,12 @@ def test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover(tmp_path) -
                 outcome["second"] = e
             paused.go.set()
 
+    if switch:  # the second begin destroys the live union with its shards: the first load fails
+        with pytest.raises(BaseException) as failed:
+            run_io(url, None, race)
+        assert "second" not in outcome and "first" not in outcome, (outcome, failed.value)
+        assert "no database" in str(failed.value) or "InvalidDbState" in repr(failed.value), repr(failed.value)
+        return
     run_io(url, None, race)
     assert isinstance(outcome.get("second"), LoadRefusedError), outcome
     assert outcome["first"].rows == 200 and scan(url) == data
