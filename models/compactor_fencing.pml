@@ -9,17 +9,26 @@
  * while C1 keeps running as a possible zombie).  On startup a compactor picks
  * epoch = manifest.compactor_epoch + 1 and writes it to the next .manifest,
  * then to the next .compactions (flipping Running back to Submitted).  One job
- * J (inputs: the L0 SSTs of manifest 1) goes Submitted -> Running -> Completed:
- * completion writes the .manifest (inputs replaced by J's output) and then the
- * .compactions file.  A resumed job whose inputs are gone fails validation.
+ * J (inputs: the L0 SSTs of manifest 1) goes Submitted -> Running -> Compacted
+ * -> Completed: the worker's result is Compacted; the coordinator's finish
+ * writes the .manifest (inputs replaced by J's output) and then the .compactions
+ * file with Completed.  A restart flips Running back to Submitted (the reclaim)
+ * and keeps Compacted; a resumed Submitted job whose inputs are gone fails
+ * validation; a Compacted job is first looked for in the latest manifest (its
+ * output already there: Completed with no manifest write, COMPACT-10), then
+ * validated (inputs gone: Failed), then committed.
  * Every write is create-if-absent at latest+1 and first compares the epoch in
  * the latest file with its own (greater: fenced, die).
  *
  * Bounds: 2 compactors, 1 job, .manifest ids <= MAXM, .compactions ids <= MAXC.
  * Unsafe variants:
  *   UNSAFE_NO_SECOND_BUMP            - startup bumps only the .manifest epoch.
- *   UNSAFE_NO_VALIDATE_ON_RESUME     - a resumed job is not validated.
+ *   UNSAFE_NO_REVALIDATE_AT_COMMIT   - the finish commits without re-reading
+ *                                      the manifest (catalogued compaction-no-revalidate).
  *   UNSAFE_COMPACTIONS_BEFORE_MANIFEST - completion writes .compactions first.
+ *   UNSAFE_RECOMMIT_VALIDATES_FIRST  - the commit validates the inputs before
+ *                                      looking for its output (the order before
+ *                                      COMPACT-10, catalogued compaction-recommit-fails).
  */
 #define MAXM 6
 #define MAXC 9
@@ -29,6 +38,7 @@
 #define RUNNING   2
 #define COMPLETED 3
 #define FAILED    4
+#define COMPACTED 5
 
 bool m_exists[MAXM + 2];
 byte m_cepoch[MAXM + 2];     /* compactor_epoch field of .manifest v        */
@@ -47,7 +57,8 @@ inline latest_c(l) { l = MAXC + 1; do :: l > 0 && !c_exists[l] -> l-- :: else ->
 /* COMPACT-1: legal status transitions (Completed and Failed are terminal) */
 #define LEGAL(a, b) ((a) == (b) || ((a) == NONE && (b) == SUBMITTED) || \
                      ((a) == SUBMITTED && ((b) == RUNNING || (b) == FAILED)) || \
-                     ((a) == RUNNING && ((b) == SUBMITTED || (b) == COMPLETED || (b) == FAILED)))
+                     ((a) == RUNNING && ((b) == SUBMITTED || (b) == COMPACTED)) || \
+                     ((a) == COMPACTED && ((b) == COMPLETED || (b) == FAILED)))
 
 /* write .manifest latest+1 with epoch e; commit = also replace J's inputs by its output */
 inline write_manifest(commit) {
@@ -93,6 +104,7 @@ inline write_compactions(st) {
           assert(LEGAL(c_status[c], st));                         /* COMPACT-1 */
           latest_m(v);
           assert(st != COMPLETED || m_output[v]);                 /* COMPACT-2 */
+          assert(st != FAILED || !m_output[v]);                   /* COMPACT-10 */
           c_exists[c + 1] = true; c_cepoch[c + 1] = e; c_status[c + 1] = st
         }; break
      :: d_step { c_exists[c + 1] -> skip }                        /* lost race: reconcile */
@@ -142,19 +154,35 @@ proctype Compactor() {
   /* ---- work on J ---- */
   d_step { latest_c(c); st = c_status[c] };
   if
+  :: st == COMPACTED -> goto finish      /* a result left by a stopped coordinator */
   :: st == NONE -> write_compactions(SUBMITTED); if :: dead -> goto out :: else fi
   :: st == SUBMITTED
   :: else -> goto out                    /* finished, or someone else's Running */
   fi;
   d_step { latest_m(v) };                /* validate the spec against the manifest */
-#ifndef UNSAFE_NO_VALIDATE_ON_RESUME
+  if
+  :: !m_inputs[v] -> write_compactions(FAILED); goto out
+  :: else
+  fi;
+  write_compactions(RUNNING); if :: dead -> goto out :: else fi;
+  /* ... the executor merges the inputs and writes the output SR ... */
+  write_compactions(COMPACTED); if :: dead -> goto out :: else fi;
+finish:
+  skip;
+  /* the coordinator's finish: look for the output, validate, commit (COMPACT-10) */
+  d_step { latest_m(v) };
+#ifndef UNSAFE_NO_REVALIDATE_AT_COMMIT
+#ifndef UNSAFE_RECOMMIT_VALIDATES_FIRST
+  if
+  :: m_output[v] -> write_compactions(COMPLETED); goto out   /* committed before a restart */
+  :: else
+  fi;
+#endif
   if
   :: !m_inputs[v] -> write_compactions(FAILED); goto out
   :: else
   fi;
 #endif
-  write_compactions(RUNNING); if :: dead -> goto out :: else fi;
-  /* ... the executor merges the inputs and writes the output SR ... */
 #ifndef UNSAFE_COMPACTIONS_BEFORE_MANIFEST
   write_manifest(true); if :: dead -> goto out :: else fi;
   write_compactions(COMPLETED);

@@ -74,8 +74,9 @@ MODELS: dict[str, dict] = {
         "file": "compactor_fencing.pml",
         "bounds": "2 compactors, 1 job, .manifest ids <= 6, .compactions ids <= 9",
         "variants": {"UNSAFE_NO_SECOND_BUMP": "CFENCE-2",
-                     "UNSAFE_NO_VALIDATE_ON_RESUME": "COMPACT-3",
-                     "UNSAFE_COMPACTIONS_BEFORE_MANIFEST": "COMPACT-2"},
+                     "UNSAFE_NO_REVALIDATE_AT_COMMIT": "COMPACT-3",
+                     "UNSAFE_COMPACTIONS_BEFORE_MANIFEST": "COMPACT-2",
+                     "UNSAFE_RECOMMIT_VALIDATES_FIRST": "COMPACT-10"},
     },
     "compaction_resume": {
         "file": "compaction_resume.pml",

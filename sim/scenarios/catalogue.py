@@ -152,7 +152,7 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.COMPACTION_NO_REVALIDATE, "a resumed compaction is not validated against the current manifest "
         "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
-        "(model UNSAFE_NO_VALIDATE_ON_RESUME)", "slatedb/compactor/compactor.py Compactor._decide",
+        "(model UNSAFE_NO_REVALIDATE_AT_COMMIT)", "slatedb/compactor/compactor.py Compactor._decide",
         "compactor", ("COMPACT-3", "ESCAPE-1"), 32),
     Bug(switches.COMPACTION_RECOMMIT_FAILS, "a Compacted job whose commit landed before a restart is validated "
         "before its outputs are looked for in the manifest: its sources are gone (replaced by its own run), so "
