@@ -157,7 +157,7 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.COMPACTION_RECOMMIT_FAILS, "a Compacted job whose commit landed before a restart is validated "
         "before its outputs are looked for in the manifest: its sources are gone (replaced by its own run), so "
         "the next coordinator records it Failed (the order before COMPACT-10)",
-        _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md step 8",
+        _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md step 8 (model UNSAFE_RECOMMIT_VALIDATES_FIRST)",
         "slatedb/compactor/compactor.py Compactor._commit", "compactor", ("COMPACT-10",), 40),
     # -- distributed compaction: coordinator and workers (the official 0.17 protocol) --
     Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
