@@ -253,3 +253,19 @@ def test_a_check_that_outruns_its_own_box_is_a_timeout_not_a_kill() -> None:
     row = mutate.judge(mutate.Job(str(mutate.ROOT), "wal", (check,), m, source, cpu_s=120, wall_s=600))
     assert row["status"] == mutate.TIMEOUT and row["by"] == "gc seed 0", row
     assert "over its time box" in row["violation"]
+
+
+def test_spread_modules_name_their_files_and_their_mutants_map_back() -> None:
+    """The bulk load, merge and transactions are protocols (spec/protocols/bulk-load.md, merge.md,
+    transactions.md) whose code lives inside other packages: each is a module of its own files, its
+    mutants are told apart from their packages' (``slatedb/spark``, ``slatedb/api``), and its tests
+    are its own."""
+    for mod, must in (("load", "slatedb/spark/load.py"), ("merge", "slatedb/merge.py"), ("txn", "slatedb/api/txn.py")):
+        files = mutate.module_files(mod)
+        assert must in files and mod in mutate.present_modules()
+        assert {mutate.module_of(f) for f in files} == {mod}
+        assert mutate.test_paths(mod) and all(p.startswith("tests/") for p in mutate.test_paths(mod))
+        picked, n, sites = mutate.select(mod, 3, seed=1)
+        assert len(picked) == 3 and n > sites >= 3 and {m.module for m in picked} == {mod}
+        assert mutate.parse_id(picked[0].id) == picked[0]
+    assert mutate.module_of("slatedb/spark/compaction.py") == "spark"  # the rest of the package is not the load's

@@ -81,13 +81,28 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The protocol modules: packages (or single modules) under ``slatedb/``. Those not present in the
 #: tree (the projection/union code until it lands) are skipped.
 PROTOCOL_MODULES = ("wal", "manifest", "db", "compactor", "gc", "checkpoint", "reader", "clone", "projection",
-                    "destroy")
+                    "destroy", "load", "merge", "txn")
+
+#: Protocol modules whose code is files inside other packages, not a package (or module) of their
+#: own under ``slatedb/``: name -> files. The bulk load (spec/protocols/bulk-load.md) is Spark's
+#: package's driver-side protocol; merge operands (merge.md) and transactions (transactions.md)
+#: are the front-end's.
+SPREAD_MODULES: dict[str, tuple[str, ...]] = {
+    "load": ("slatedb/spark/load.py", "slatedb/spark/load_pins.py", "slatedb/spark/sharded.py"),
+    "merge": ("slatedb/merge.py", "slatedb/merge_operator.py"),
+    "txn": ("slatedb/api/txn.py",),
+}
 
 #: Tests of a module whose package has no ``tests/<package>`` directory.
 FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
     "wal": ("tests/db/test_db.py", "tests/regressions"),
     "manifest": ("tests/db/test_db.py", "tests/gc/test_boundary.py"),
     "destroy": ("tests/clone/test_destroy.py", "tests/gc/test_destroy_detach.py"),
+    # the bulk load's protocol tests (the plain driver and Spark's), not the interop or docs ones
+    "load": ("tests/spark/test_load_protocol.py", "tests/spark/test_load_cleanup.py", "tests/spark/test_sharded.py"),
+    "merge": ("tests/db/test_merge.py", "tests/db/test_merge_layers.py", "tests/db/test_merge_model.py",
+              "tests/db/test_merge_operator.py", "tests/compactor/test_failing_merge.py"),
+    "txn": ("tests/api/test_transactions.py", "tests/api/test_transactions_model.py", "tests/api/test_txn_context.py"),
 }
 
 #: Tests elsewhere that test a package's code, run with the package's own tests.
@@ -177,6 +192,8 @@ def operators() -> list[tuple[str, Any]]:
 
 def module_files(module: str, root: Path = ROOT) -> list[str]:
     """The ``.py`` files of a protocol module, relative to ``root`` (empty when it does not exist)."""
+    if module in SPREAD_MODULES:
+        return [f for f in SPREAD_MODULES[module] if (root / f).is_file()]
     pkg, single = root / "slatedb" / module, root / "slatedb" / f"{module}.py"
     if pkg.is_dir():
         return sorted(p.relative_to(root).as_posix() for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
@@ -190,6 +207,9 @@ def present_modules(root: Path = ROOT) -> list[str]:
 
 
 def module_of(path: str) -> str:
+    spread = [m for m, files in SPREAD_MODULES.items() if path in files]
+    if spread:
+        return spread[0]
     parts = Path(path).parts
     return parts[1].removesuffix(".py") if len(parts) > 1 and parts[0] == "slatedb" else parts[0]
 
