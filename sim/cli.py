@@ -319,6 +319,17 @@ def cmd_hunt(ns: argparse.Namespace) -> int:
     return 0 if all(r.detected_seed is not None for r in results) else 1
 
 
+def _scenarios_for_all(faults: str) -> list[str]:
+    """``--workload all``: every scenario that runs in faults mode ``faults`` (``--faults none``
+    leaves out the scenarios whose faults are their own, and says so on stderr)."""
+    names = sweep_mod.taking_faults(faults)
+    left = [n for n in scenarios_mod.BY_NAME if n not in names]
+    if left:
+        print(f"sim: --faults {faults} --workload all runs {', '.join(names)}; not {', '.join(left)} "
+              f"(their faults are their own)", file=sys.stderr)
+    return names
+
+
 def cmd_sweep(ns: argparse.Namespace) -> int:
     """``sim dst`` and ``sim sweep``: a campaign over seeds, then the summary table, then one
     replay command per failing seed; non-zero if any seed failed. ``--workload all`` runs one
@@ -328,10 +339,11 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if problem:
             print(f"sim: {problem}", file=sys.stderr)
             return 2
+        names = _scenarios_for_all(ns.faults)
         if getattr(ns, "engine", "local") == "spark" and ns.parquet:
             base = ns.parquet
         rc = 0
-        for i, name in enumerate(scenarios_mod.BY_NAME):
+        for i, name in enumerate(names):
             if i:
                 print()
             print(f"== {name} ==")
@@ -408,7 +420,7 @@ def cmd_dst(ns: argparse.Namespace) -> int:
     from sim.campaign import dst as dst_mod
     if ns.coverage:
         return _dst_coverage(ns)
-    names = list(scenarios_mod.BY_NAME) if ns.workload == "all" else [ns.workload]
+    names = _scenarios_for_all(ns.faults) if ns.workload == "all" else [ns.workload]
     if ns.seeds is not None:  # exactly these seeds: a flag that picks seeds otherwise was silently ignored
         other = [f for f, on in (("--quick", ns.quick), ("--minutes", ns.minutes is not None),
                                  (f"--from {ns.start}", ns.start != 0)) if on]

@@ -263,6 +263,23 @@ def test_a_faults_mode_a_scenario_does_not_take_is_refused(capsys, workload, fau
     assert line.startswith(f"sim: --faults {faults}: the {workload} scenario has no such mode")
 
 
+@pytest.mark.parametrize("command", ["dst", "sweep"])
+def test_faults_none_over_every_scenario_runs_those_that_take_it_and_names_the_others(capsys, tmp_path, command) -> None:
+    """Before: `sim dst --faults none` (every scenario is dst's default) and `sim sweep --workload
+    all --faults none` were refused before any seed, naming takeover, the first scenario of the
+    table without the mode; the fault-free campaign a user asked for could not be run at all."""
+    argv = [command, "--seeds", "0..0", "--workload", "all", "--faults", "none", "--no-progress"]
+    if command == "sweep":
+        argv = [a for a in argv if a != "--no-progress"] + ["--out", str(tmp_path / "rows.jsonl")]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert ("sim: --faults none --workload all runs db, store, store-bounded, compactor, compactor-workers, gc, "
+            "destroy, rescale; not takeover, seqmeta, txn, load (their faults are their own)") in err
+    ran = {ln.split()[0] for ln in out.splitlines() if ln.split() and ln.split()[0] in cli.scenarios_mod.BY_NAME} \
+        if command == "dst" else {ln[3:-3] for ln in out.splitlines() if ln.startswith("== ")}
+    assert ran == {"db", "store", "store-bounded", "compactor", "compactor-workers", "gc", "destroy", "rescale"}
+
+
 def _refused_run(capsys, argv: list[str]) -> str:
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -62,6 +62,15 @@ ROW_FIELDS = ("seed", "workload", "ok", "digest", "events", "virtual_s", "faults
 SEED_WALL_LIMIT_S = 300.0
 
 
+def taking_faults(faults: str) -> list[str]:
+    """The scenarios that run in faults mode ``faults``: every one in the swarm; ``none`` those
+    whose faults can be switched off (``takes_faults``) and the store's; ``all`` the store's alone
+    (the others' faults are their own)."""
+    if faults == "swarm":
+        return list(WORKLOADS)
+    return [w for w, spec in WORKLOADS.items() if spec.takes_size or (faults == "none" and spec.takes_faults)]
+
+
 @attrs.frozen
 class Scenario:
     """What a run depends on besides its seed. ``ops`` and ``clients`` apply to ``store`` only,
@@ -83,8 +92,8 @@ class Scenario:
             raise ValueError(f"unknown faults mode {self.faults!r}")
         # A mode the scenario does not take was silently the swarm (takeover --faults none injected
         # its hundreds of faults, its replay command saying --faults none).
-        takes = [w for w, spec in WORKLOADS.items() if spec.takes_size or (self.faults == "none" and spec.takes_faults)]
-        if self.faults != "swarm" and self.workload not in takes:
+        takes = taking_faults(self.faults)
+        if self.workload not in takes:
             raise ValueError(f"--faults {self.faults}: the {self.workload} scenario has no such mode, its faults are "
                              f"its own (--faults {self.faults} is for {', '.join(takes)})")
 
