@@ -169,6 +169,12 @@ def cmd_run(ns: argparse.Namespace) -> int:
                 result, choices, wall_s = shrink_mod.simulate_choices(scenario, ns.seed, prefix)
             except sweep_mod.SeedOverWallLimit:  # stopped outside the world (its end-of-run checks)
                 result, wall_s = None, limit
+            unread = choices.unread() if choices is not None else []
+            if unread:  # a replay of the saved run draws from every stream it saved
+                print(f"sim: the choice sequence {ns.keep!r} was not saved from this run: {len(unread)} of its "
+                      f"{len(prefix)} streams are none seed {ns.seed} of {scenario.workload} draws from (first: "
+                      f"{unread[0]}); replay it with the command `sim shrink` printed", file=sys.stderr)
+                return 2
         else:
             replay = scenario.replay(ns.seed)
             try:

@@ -449,3 +449,24 @@ def test_ledger_campaigns_and_hunt_all_columns_fit_long_names(tmp_path, monkeypa
     head, *rows = [line for line in capsys.readouterr().out.splitlines() if line.endswith("replay") or "./just" in line]
     assert len(rows) == len(cli.bugs_mod.CATALOGUE)
     assert {row.index("./just") for row in rows} == {head.index("replay")}, [head, *rows]
+
+
+def test_a_choice_sequence_of_another_run_is_refused(tmp_path, capsys) -> None:
+    """Before: `sim run --keep FILE` with a FILE saved from another scenario (or seed) ran that
+    scenario's own choices in silence, printed PASS and a replay command naming FILE: nothing
+    told the user the run was not the one saved. A replay draws from every stream its run saved."""
+    from sim.campaign.shrink import simulate_choices
+    from sim.world.choices import dumps
+
+    _, choices, _ = simulate_choices(cli.Scenario(workload="txn"), 0, None)
+    saved = choices.saved()
+    path = tmp_path / "txn0.json"
+    path.write_text(dumps(saved))
+    assert cli.main(["run", "--seed", "0", "--workload", "txn", "--keep", str(path)]) == 0
+    assert "sim:" not in capsys.readouterr().err  # its own run: nothing to say
+    line = _refused_run(capsys, ["run", "--seed", "0", "--workload", "store-bounded", "--keep", str(path)])
+    assert line.startswith(f"sim: the choice sequence '{path}' was not saved from this run: ")
+    assert f" of its {len(saved)} streams are none seed 0 of store-bounded draws from (first: " in line
+    path.write_text(dumps({**saved, "zz-not-a-stream": [1]}))
+    line = _refused_run(capsys, ["run", "--seed", "0", "--workload", "txn", "--keep", str(path)])
+    assert f": 1 of its {len(saved) + 1} streams are none seed 0 of txn draws from (first: zz-not-a-stream)" in line

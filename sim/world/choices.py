@@ -362,6 +362,11 @@ class Choices:
         """trio's scheduler seed: one choice, the world seed itself unless edited."""
         return self.stream("scheduler")._integer(0, (1 << 63) - 1, lambda: self.seed)
 
+    def unread(self) -> list[str]:
+        """The replayed prefix's streams this run never asked for (a sequence saved from another
+        scenario, seed or code names streams this world does not have)."""
+        return sorted(set(self.prefix or ()) - set(self.streams))
+
     # -- reading a run's choices ------------------------------------------------------------
 
     def shrinkable(self) -> dict[str, ChoiceStream]:
