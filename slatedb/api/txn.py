@@ -229,6 +229,16 @@ def key_value_local(key: bytes, value: bytes | None) -> KeyValue | None:
     return None if value is None else KeyValue(key, value, 0, None, None)
 
 
+def merged_key_value(t: "TxnState", key: bytes, kv: KeyValue | None) -> KeyValue | None:
+    """The transaction's own operands of ``key`` applied to its row at the snapshot ``kv``: not
+    yet written (seq 0), with the snapshot row's timestamps, as the official 0.17 transaction
+    reports them (a pending operand's TTL does not show before the commit)."""
+    out = key_value_local(key, t.apply_merges(key, None if kv is None else kv.value))
+    if out is None or kv is None:
+        return out
+    return KeyValue(key, out.value, 0, kv.create_ts, kv.expire_ts)
+
+
 class Transaction:
     """A transaction of the synchronous API (:meth:`slatedb.Db.begin`)."""
 
@@ -280,9 +290,7 @@ class Transaction:
         if found:
             return key_value_local(key, value)
         kv = t.snapshot.get_key_value(key)
-        if key in t.merges:
-            return key_value_local(key, t.apply_merges(key, None if kv is None else kv.value))
-        return kv
+        return merged_key_value(t, key, kv) if key in t.merges else kv
 
     def scan(self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False) -> list[tuple[bytes, bytes]]:
         """The ``(key, value)`` rows of ``[start, end)`` at the snapshot with this transaction's
@@ -383,9 +391,7 @@ class AsyncTransaction:
         if found:
             return key_value_local(key, value)
         kv = await t.snapshot.get_key_value(key)
-        if key in t.merges:
-            return key_value_local(key, t.apply_merges(key, None if kv is None else kv.value))
-        return kv
+        return merged_key_value(t, key, kv) if key in t.merges else kv
 
     async def scan(self, start: bytes | None = None, end: bytes | None = None, *,
                    reverse: bool = False) -> list[tuple[bytes, bytes]]:

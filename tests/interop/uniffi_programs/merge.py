@@ -46,6 +46,19 @@ async def main(root):
     t = await db.begin(u.IsolationLevel.SNAPSHOT)
     await t.merge(b"k", b"t")
     out["txn_read"] = (await t.get(b"k")).decode()
+    # a transaction's own operand on a snapshot row: not yet written (seq u64::MAX), the row's
+    # timestamps kept (create_ts and the TTL'd expire_ts of "ttl"), a pending TTL not shown
+    await db.put_with_options(b"ttl", b"base", u.PutOptions(ttl=u.Ttl.EXPIRE_AFTER_MILLIS(60000)), u.WriteOptions())
+    t2 = await db.begin(u.IsolationLevel.SNAPSHOT)
+    base = await t2.get_key_value(b"ttl")
+    await t2.merge(b"ttl", b"m")
+    await t2.merge_with_options(b"fresh", b"m", u.MergeOptions(ttl=u.Ttl.EXPIRE_AFTER_MILLIS(30000)))
+    await t2.merge(b"none", b"z")
+    kvs = [await t2.get_key_value(k) for k in (b"ttl", b"fresh", b"none")]
+    out["txn_key_value"] = [[kv.value.decode(), kv.seq == 2**64 - 1, kv.create_ts == (base.create_ts if i == 0 else kv.create_ts),
+                             kv.create_ts > 0, None if kv.expire_ts is None else kv.expire_ts - kv.create_ts]
+                            for i, kv in enumerate(kvs)]
+    await t2.rollback()
     await t.commit()
     await db.delete(b"k")
     await db.merge(b"k", b"after_delete")
