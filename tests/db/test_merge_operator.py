@@ -61,6 +61,25 @@ def test_the_snapshot_bounds_the_fold_and_a_repeated_seq_counts_once_MERGE_1() -
     assert resolve_versions(rows, concat, NOW, snapshot_seq=1) is None
 
 
+def test_a_version_of_seq_0_counts_like_any_other_MERGE_1() -> None:
+    """The row format's seq is any u64: a version of seq 0 (never written by either engine's
+    writer, which starts at 1) is still a version, not taken for a repeat of the one before
+    (`sim mutate` seed 13: ``last_seq = -1`` made ``not 1`` survived)."""
+    assert resolve_versions([r(b"k", 0, b"a", V)], concat, NOW) == Row(b"k", 0, V, b"a", None, None)
+    assert resolve_versions([r(b"k", 1, b"b", M), r(b"k", 0, b"a", V)], concat, NOW).value == b"ab"  # type: ignore[union-attr]
+
+
+def test_the_ready_made_concat_operator() -> None:
+    """``slatedb.merge_operator:concat`` (the official documentation's example, what
+    ``run-compactor --merge-operator`` names): no test called it (`sim mutate` seed 13)."""
+    from slatedb.merge_operator import concat as ready, load_merge_operator
+
+    assert ready(b"k", None, b"a") == b"a" and ready(b"k", b"", b"a") == b"a" and ready(b"k", b"x", b"a") == b"xa"
+    assert load_merge_operator("slatedb.merge_operator:concat") is ready
+    rows = [r(b"k", 3, b"c", M), r(b"k", 2, b"b", M), r(b"k", 1, b"a", V)]
+    assert resolve_versions(rows, ready, NOW).value == b"abc"  # type: ignore[union-attr]
+
+
 def test_a_tombstone_ends_the_fold_MERGE_3() -> None:
     rows = [r(b"k", 4, b"b", M), r(b"k", 3, b"", T), r(b"k", 2, b"a", M), r(b"k", 1, b"x", V)]
     assert resolve_versions(rows, bracket, NOW).value == b"[none]b"  # type: ignore[union-attr]

@@ -435,3 +435,61 @@ def test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover(tmp_path, s
     run_io(url, None, race)
     assert isinstance(outcome.get("second"), LoadRefusedError), outcome
     assert outcome["first"].rows == 200 and scan(url) == data
+
+
+def test_a_failed_attempt_deletes_what_it_can_and_raises_its_own_error(tmp_path, monkeypatch) -> None:
+    """An attempt that fails deletes its shard (step 2); a delete the store refuses meanwhile is
+    left for the clean-up of ended loads (never raised over the attempt's own error, which says
+    why it failed: `sim mutate` seed 13 replaced `_delete_under`'s `except` and nothing noticed)."""
+    from slatedb.errors import PermanentObjectStoreError
+    from slatedb.objstore.local import LocalStore
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    real_delete = LocalStore.delete
+
+    async def delete(self, key: str) -> None:
+        if key.endswith(".sst"):
+            raise PermanentObjectStoreError(key, "delete refused")
+        await real_delete(self, key)
+
+    async def create_initial(self, manifest):
+        raise RuntimeError("the shard's manifest was not written")
+
+    monkeypatch.setattr(LocalStore, "delete", delete)
+    monkeypatch.setattr(ManifestStore, "create_initial", create_initial)
+    with pytest.raises(RuntimeError, match="the shard's manifest was not written"):
+        stage(url, plan, 0, rows_of(b"a", 200))
+    monkeypatch.undo()
+    left = [p for p in (tmp_path / "db" / SHARDS_DIR).rglob("*") if p.is_file() and ".slatedb-locks" not in p.parts]
+    assert left and all(p.suffix == ".sst" for p in left), left  # the SSTs stay, everything else went
+    run_io(url, None, lambda s, rt: abort_sharded(s, rt, plan))  # the load's end takes what the attempt left
+    assert not [p for p in (tmp_path / "db" / SHARDS_DIR).rglob("*") if p.is_file() and ".slatedb-locks" not in p.parts]
+
+
+def test_the_union_closes_the_shard_stores_it_opened(tmp_path, monkeypatch) -> None:
+    """commit_sharded opens one store per shard to unite them and closes every one (an S3 store
+    holds a connection pool; `sim mutate` seed 13's mutant that never closed them survived)."""
+    from slatedb.objstore.local import LocalStore
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    results = [stage(url, plan, p, rows_of(b"%d-" % p, 30)) for p in range(3)]
+    opened, closed = [], []
+    real_open, real_close = LocalStore.open_url, LocalStore.aclose
+
+    def open_url(self, u: str):
+        s = real_open(self, u)
+        opened.append(s)
+        return s
+
+    async def aclose(self) -> None:
+        closed.append(self)
+        await real_close(self)
+
+    monkeypatch.setattr(LocalStore, "open_url", open_url)
+    monkeypatch.setattr(LocalStore, "aclose", aclose)
+    commit(url, plan, results, collect=False)
+    shard_stores = [s for s in opened if f"/{SHARDS_DIR}" in s.url]
+    assert len(shard_stores) >= 3 and all(any(c is s for c in closed) for s in shard_stores)
+    assert len(scan(url)) == 90
