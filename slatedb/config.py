@@ -229,7 +229,7 @@ class Settings(_Validated):
 
     # --- ours (not in the official Settings; see OUR_SETTINGS) ---------------------------------
     #: Target size of an SST data block (the official engine's default ``SstBlockSize``: 4096).
-    block_size_bytes: int = _f(_INT, 4096, min=64, ours=True)
+    block_size_bytes: int = _f(_INT, 4096, min=64, max=65536, ours=True)
     #: Bloom filter bits per key (the official ``BloomFilterOptions`` default: 10).
     filter_bits_per_key: int = _f(_INT, 10, min=1, ours=True)
     #: Capacity of the in-memory block cache (ours; 0 disables it).
