@@ -264,3 +264,27 @@ async def test_get_key_value_in_an_async_transaction(tmp_path) -> None:
         assert await t.get_key_value(b"a") == slatedb.KeyValue(b"a", b"1", 0, None, None)
         assert await t.get_key_value(b"b") == slatedb.KeyValue(b"b", b"basem", 0, base.create_ts, base.expire_ts)
         await t.rollback()
+
+
+def test_a_transaction_scan_keeps_its_own_operands_inside_the_range(tmp_path) -> None:
+    """`Transaction.scan(start, end)` reads `[start, end)`: the transaction's own puts and operands
+    at `end` stay out, at `start` in (`sim mutate` seed 14: the operands' end bound made inclusive
+    survived)."""
+    with slatedb.Db.open(f"file://{tmp_path}", S, merge_operator=_concat) as db:
+        db.put(b"b", b"base")
+        t = db.begin(SI)
+        for k in (b"a", b"b", b"c"):
+            t.merge(k, b"+")
+        t.put(b"d", b"put")
+        assert t.scan(b"a", b"c") == [(b"a", b"+"), (b"b", b"base+")]
+        assert t.scan(b"b", b"d") == [(b"b", b"base+"), (b"c", b"+")]
+        assert t.scan(b"c", None, reverse=True) == [(b"d", b"put"), (b"c", b"+")]
+        t.rollback()
+
+
+@pytest.mark.parametrize("keys", [5, None, 1.5])
+def test_mark_read_of_something_not_a_list_of_keys_is_refused(db, keys) -> None:
+    t = db.begin(SI)
+    with pytest.raises(InvalidArgumentError, match=f"keys must be a list of keys \\(bytes\\), not {type(keys).__name__}"):
+        t.mark_read(keys)
+    t.rollback()

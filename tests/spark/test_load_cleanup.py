@@ -737,3 +737,39 @@ def test_a_commit_overtaken_after_its_update_landed_is_not_reported_refused(tmp_
     with slatedb.Db.open(url) as db:
         assert {k: db.get(k) for k in acked} == acked
         assert [db.get(k) for k in keys] == vals
+
+
+def test_the_clean_up_reads_only_manifests_written_since_the_load_began(tmp_path, monkeypatch) -> None:
+    """LOAD-6's look at older manifests starts a margin before the load's first intent: manifests
+    older than that cannot name its SSTs. An abort of a load whose staged SSTs no manifest names
+    (the case that reads every candidate manifest) reads none of the database's older manifests from
+    two hours before (`sim mutate` seed 14: a margin turned `&` read all of them, unnoticed)."""
+    root = tmp_path / "db"
+    url = make_db(root)
+    for i in range(5):
+        with slatedb.Db.open(url) as db:
+            db.put(b"old%d" % i, b"1")
+    old = [p for p in (root / "manifest").iterdir() if p.suffix == ".manifest"]
+    two_hours_ago = time.time() - 7200
+    for p in old:
+        os.utime(p, (two_hours_ago, two_hours_ago))
+    before = files(root)
+    reads: list[int] = []
+    real_read = ManifestStore.read
+
+    async def read(self, manifest_id):
+        reads.append(manifest_id)
+        return await real_read(self, manifest_id)
+
+    keys, values = rows_of(40)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        await stage_sorted(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=512)
+        monkeypatch.setattr(ManifestStore, "read", read)
+        await cleanup_load(store, rt, plan.load_id)
+
+    run_io(url, None, go)
+    old_ids = {int(p.stem) for p in old} - {max(int(p.stem) for p in old)}  # the latest is read as the latest
+    assert len(old_ids) >= 10 and not old_ids & set(reads), sorted(reads)
+    assert not [f for f in files(root) - before if f.startswith(("compacted/", "bulk-load/"))]  # the SSTs went
