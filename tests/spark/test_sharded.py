@@ -185,6 +185,17 @@ class Later(ProductionRuntime):
         return super().now_ms() + 86_400_000
 
 
+class At(ProductionRuntime):
+    """The clock stopped at ``ms``."""
+
+    def __init__(self, ms: int) -> None:
+        super().__init__("test")
+        self.ms = ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+
 def test_shards_stay_while_referenced_and_are_collected_after_compaction_and_gc_detach(tmp_path) -> None:
     """LOAD-9: referenced shards stay; detached ones go only once min_age_s has passed."""
     from slatedb import admin
@@ -210,7 +221,20 @@ def test_shards_stay_while_referenced_and_are_collected_after_compaction_and_gc_
     m = latest(url).manifest
     assert m.external_dbs == () and scan(url) == data  # detached: the rows live in the union's own SSTs
     assert run_io(url, None, lambda s, rt: collect_shards(s, rt)) == []  # younger than min_age_s
-    got = run_io(url, None, lambda s, rt: collect_shards(s, rt, min_age_s=0))
+
+    async def at_the_boundary(s, rt):
+        """min_age_s is measured in ms from each shard's newest manifest: one ms short keeps them
+        all (`sim mutate` seed 14: a threshold of min_age_s * 1001 ms survived)."""
+        newest: dict[str, int] = {}
+        for m in await s.list(SHARDS_DIR):
+            if "/manifest/" in m.key:
+                root = m.key.split("/manifest/")[0]
+                newest[root] = max(newest.get(root, 0), m.last_modified_ms)
+        assert len(newest) == 2
+        assert await collect_shards(s, At(min(newest.values()) + 59_999), min_age_s=60) == []
+        return await collect_shards(s, At(max(newest.values()) + 60_000), min_age_s=60)
+
+    got = run_io(url, None, at_the_boundary)
     assert sorted(got) == sorted(r.url for r in results)
     assert shard_roots(tmp_path) == set() and scan(url) == data
     assert sorted(p.name for p in (tmp_path / "db").iterdir()
