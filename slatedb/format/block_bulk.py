@@ -175,12 +175,18 @@ def varint_lengths(x: np.ndarray) -> np.ndarray:
     return 1 + (x >= 1 << 7) + (x >= 1 << 14) + (x >= 1 << 21) + (x >= 1 << 28)
 
 
+def _varint_sizes(x: np.ndarray) -> np.ndarray | int:
+    """:func:`varint_lengths`, or 1 when every value of ``x`` takes one byte (the usual case:
+    one pass instead of nine)."""
+    return 1 if not len(x) or int(x.max()) < 1 << 7 else varint_lengths(x)
+
+
 def _varint_matrix(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(``rows x w`` LEB128 bytes of ``x``, each value's length): ``w`` is the longest length."""
+    if not len(x) or int(x.max()) < 1 << 7:  # one byte each: the usual case
+        return x.astype(np.uint8)[:, None], np.ones(len(x), dtype=np.int64)
     lens = varint_lengths(x)
-    w = int(lens.max()) if len(x) else 1
-    if w == 1:
-        return x.astype(np.uint8)[:, None], lens
+    w = int(lens.max())
     cols = np.arange(w)
     out = ((x[:, None] >> (7 * cols)) & 0x7F).astype(np.uint8)
     out |= np.where(cols < (lens - 1)[:, None], 0x80, 0).astype(np.uint8)
@@ -223,11 +229,12 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     has_exp, expires, has_create, creates = cols.has_exp, cols.expires, cols.has_create, cols.creates
     n = len(keys)
     klen = km.lengths
-    tail_len = 9 + 8 * has_exp.astype(np.int64) + 8 * has_create.astype(np.int64)
-    vl_v = varint_lengths(vlen)
+    tail_len = _tail_lengths(has_exp, has_create)
     # Entry sizes as a restart (shared = 0) and prefix-compressed (shared = cpl).
-    e_restart = 1 + varint_lengths(klen) + vl_v + klen + vlen + tail_len
-    e_shared = varint_lengths(cpl) + varint_lengths(klen - cpl) + vl_v + (klen - cpl) + vlen + tail_len
+    fixed = vlen + tail_len + _varint_sizes(vlen)
+    e_restart = fixed + klen + (_varint_sizes(klen) + 1)
+    unshared_all = klen - cpl
+    e_shared = fixed + unshared_all + _varint_sizes(cpl) + _varint_sizes(unshared_all)
 
     block_starts = _block_starts(e_shared, e_restart, block_size, n)
     block_ends = block_starts[1:] + [n]
@@ -252,68 +259,75 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     unshared = klen - shared
     entry = np.where(restart, e_restart[:m], e_shared[:m])
 
-    # Each row's "glue": the previous row's tail (unless the row opens a block), the header and
-    # the key suffix; the value follows it. A block ends with its last row's tail and restarts.
-    # The glue of every row is one row of a matrix of fixed-width fields, each with its used
-    # length; one boolean mask over it extracts every row's glue, concatenated in row order.
+    # Restart offsets, block after block, and each block's trailer after its last row's tail:
+    # the offsets (u16 BE) and their count (u16 BE), as the rows of a (blocks x longest) matrix.
+    entry_pos = _excl_cumsum(entry)
+    restart_rows = np.flatnonzero(restart)
+    restart_block = block_of[restart_rows]
+    offsets = entry_pos[restart_rows] - entry_pos[start_arr[restart_block]]
+    assert not len(offsets) or int(offsets.max()) <= 0xFFFF, "restart offset must fit in u16"
+    restarts_per_block = np.bincount(restart_block, minlength=used_blocks)
+    trailer_len = 2 * restarts_per_block + 2
+    per_block = np.zeros((used_blocks, int(restarts_per_block.max()) + 1), dtype=">u2")
+    per_block[restart_block, np.arange(len(restart_rows)) - _excl_cumsum(restarts_per_block)[restart_block]] = offsets
+    per_block[np.arange(used_blocks), restarts_per_block] = restarts_per_block
+    trailers = per_block.view(np.uint8)
+
+    # Each row's "glue": the previous row's tail, then (when the row opens a block) the previous
+    # block's restart offsets and count, then the header and the key suffix; the value follows
+    # it, and the last block's tail and trailer end the chunk. So one join makes every block,
+    # back to back, and each block is a slice of it. The glue of every row is one row of a
+    # matrix of fixed-width fields, each with its used length; one boolean mask over it
+    # extracts every row's glue, concatenated in row order.
     tails, tail_width = _tails(seqs, kinds, has_exp, has_create, expires, creates, m)
     prev_tail = np.zeros(m, dtype=np.int64)
     prev_tail[1:] = tail_len[:-1]
-    prev_tail[is_start] = 0
-    prev_tails = np.empty_like(tails)
-    prev_tails[1:] = tails[:-1]
-    fields = [prev_tails]
-    # The masks compare in the narrowest integer type that holds the widths (uint8 for every
-    # field but a key of 256 bytes or more): numpy's broadcast compare of int64 costs ~2x.
-    masks = [_U8_RANGE[:tail_width] < prev_tail.astype(np.uint8)[:, None]]
+    opens = start_arr[1:]  # the rows that open a block after the first
+    prev_trailer = np.zeros(m, dtype=np.int64)
+    prev_trailer[opens] = trailer_len[:-1]
+    varints = [_varint_matrix(x) for x in (shared, unshared, vlen)]
+    key_width = km.padded.shape[1]
+    t_width = trailers.shape[1]
+    widths = [tail_width, t_width, *(v[0].shape[1] for v in varints), key_width]
+    at = np.cumsum([0, *widths]).tolist()
+    matrix = np.empty((m, at[-1]), dtype=np.uint8)
+    mask = np.empty((m, at[-1]), dtype=bool)
+    matrix[1:, : at[1]] = tails[:-1]
+    _prefix_mask(mask[:, : at[1]], prev_tail)
+    matrix[opens, at[1] : at[2]] = trailers[:-1]
+    _prefix_mask(mask[:, at[1] : at[2]], prev_trailer)
     hdr_total = np.zeros(m, dtype=np.int64)
-    for x in (shared, unshared, vlen):
-        mat, lens = _varint_matrix(x)
-        fields.append(mat)
-        masks.append(_U8_RANGE[: mat.shape[1]] < lens.astype(np.uint8)[:, None])
-        hdr_total += lens
-    width = km.padded.shape[1]
-    key_dtype = np.uint8 if width < 256 else np.int64
-    cols = np.arange(width, dtype=key_dtype)
-    fields.append(km.padded[:m])
-    masks.append((cols >= shared.astype(key_dtype)[:, None]) & (cols < klen.astype(key_dtype)[:, None]))
-    glue = np.concatenate(fields, axis=1)[np.concatenate(masks, axis=1)]
-    glue_len = prev_tail + hdr_total + unshared
-
-    # Restart offsets, in u16 BE, block after block.
-    entry_pos = _excl_cumsum(entry)
-    restart_rows = np.flatnonzero(restart)
-    offsets = entry_pos[restart_rows] - entry_pos[start_arr[block_of[restart_rows]]]
-    assert not len(offsets) or int(offsets.max()) <= 0xFFFF, "restart offset must fit in u16"
-    offsets = offsets.astype(">u2").tobytes()
-    restarts_per_block = np.bincount(block_of[restart_rows], minlength=used_blocks)
-    restart_first = _excl_cumsum(restarts_per_block).tolist()
-    restarts_per_block = restarts_per_block.tolist()
+    for i, (mat, lens) in enumerate(varints):
+        lo, hi = at[2 + i], at[3 + i]
+        matrix[:, lo:hi] = mat
+        if hi - lo == 1:  # one byte each (every value below 128)
+            mask[:, lo] = True
+            hdr_total += 1
+        else:
+            _prefix_mask(mask[:, lo:hi], lens)
+            hdr_total += lens
+    lo = at[-2]
+    matrix[:, lo:] = km.padded[:m]
+    key_dtype = np.uint8 if key_width < 256 else np.int64
+    cols = np.arange(key_width, dtype=key_dtype)
+    np.greater_equal(cols, shared.astype(key_dtype)[:, None], out=mask[:, lo:])
+    mask[:, lo:] &= cols < klen.astype(key_dtype)[:, None]
+    glue = matrix[mask]
+    glue_len = prev_tail + prev_trailer + hdr_total + unshared
 
     pieces: list = [None] * (2 * m)
     pieces[0::2] = _split(glue, glue_len)
     pieces[1::2] = values[:m]
-    tail_lens = tail_len.tolist()
-    tail_bytes = tails.tobytes()
+    last = m - 1
+    pieces.append(tails[last, : int(tail_len[last])].tobytes() + trailers[-1, : int(trailer_len[-1])].tobytes())
 
     is_put = (kinds == 0).astype(np.int64)
     is_del = (kinds == 1).astype(np.int64)
     puts = np.add.reduceat(is_put, start_arr)
     dels = np.add.reduceat(is_del, start_arr)
     merges = (np.asarray(block_ends, dtype=np.int64) - start_arr - puts - dels).tolist()
-    # Each block's trailer (its last row's tail, the restart offsets, their count) goes in front
-    # of the next block's first glue, the last one at the end: then one join makes every block,
-    # back to back, and each block is a slice of it (no per-block join of its rows' pieces).
-    trailers = []
-    for b, (r0, count, last) in enumerate(zip(restart_first, restarts_per_block, block_ends)):
-        last -= 1
-        trailers.append(tail_bytes[last * tail_width : last * tail_width + tail_lens[last]]
-                        + offsets[2 * r0 : 2 * (r0 + count)] + count.to_bytes(2, "big"))
-    for s, trailer in zip(block_starts[1:], trailers):
-        pieces[2 * s] = trailer + pieces[2 * s]
-    pieces.append(trailers[-1])
     blocks = b"".join(pieces)
-    block_bytes = (np.add.reduceat(entry, start_arr) + 2 * np.asarray(restarts_per_block, dtype=np.int64) + 2)
+    block_bytes = np.add.reduceat(entry, start_arr) + trailer_len
     ends = np.cumsum(block_bytes).tolist()
     assert ends[-1] == len(blocks), "block sizes disagree with the bytes"
     framed, framed_sizes = frame_slices(codec, blocks, ends)
@@ -324,6 +338,16 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
 #: ``b"%ds" % n`` for the usual glue lengths: a row's glue is a struct field of its length.
 _FIELD_FORMATS = [b"%ds" % n for n in range(256)]
 _U8_RANGE = np.arange(256, dtype=np.uint8)
+
+
+def _prefix_mask(out: np.ndarray, lengths: np.ndarray) -> None:
+    """``out[r, c] = c < lengths[r]`` (``out``: rows x width, bool). The compare runs in uint8
+    when the width allows (numpy's broadcast compare of int64 costs ~2x)."""
+    width = out.shape[1]
+    if width < 256:
+        np.less(_U8_RANGE[:width], lengths.astype(np.uint8)[:, None], out=out)
+    else:
+        np.less(np.arange(width), lengths[:, None], out=out)
 
 
 def _split(data: np.ndarray, lengths: np.ndarray) -> tuple[bytes, ...]:
@@ -338,8 +362,43 @@ def _split(data: np.ndarray, lengths: np.ndarray) -> tuple[bytes, ...]:
     return struct.Struct(fmt).unpack(data)  # not struct.unpack: its cache would keep the format
 
 
+def _presence(has: np.ndarray) -> bool | None:
+    """True when every row has the timestamp, False when none has, None when some have."""
+    if not len(has) or not has[0]:
+        return None if has.any() else False
+    return True if has.all() else None
+
+
+def _tail_lengths(has_exp: np.ndarray, has_create: np.ndarray) -> np.ndarray:
+    """Each row's tail size: seq and flags (9 bytes), and 8 a timestamp."""
+    exp, create = _presence(has_exp), _presence(has_create)
+    if exp is not None and create is not None:  # the same for every row
+        return np.full(len(has_exp), 9 + 8 * exp + 8 * create, dtype=np.int64)
+    return 9 + 8 * has_exp.astype(np.int64) + 8 * has_create.astype(np.int64)
+
+
+#: Row tails of rows that all have the same timestamps: (expiry?, create time?) -> record dtype.
+_TAIL_RECORDS = {
+    (e, c): np.dtype([("seq", ">u8"), ("flags", "u1")] + [("exp", ">i8")] * e + [("create", ">i8")] * c)
+    for e in (False, True) for c in (False, True)
+}
+
+
 def _tails(seqs, kinds, has_exp, has_create, expires, creates, m: int) -> tuple[np.ndarray, int]:
     """(``rows x w`` row tails: seq u64 BE, flags, [expire i64 BE], [create i64 BE]; ``w``)."""
+    exp, create = _presence(has_exp[:m]), _presence(has_create[:m])
+    if exp is not None and create is not None:  # every row alike: one record array, no scatter
+        rec = np.empty(m, dtype=_TAIL_RECORDS[exp, create])
+        rec["seq"] = seqs[:m]
+        flags = _KIND_FLAGS[kinds[:m]]
+        if exp:
+            flags |= FLAG_HAS_EXPIRE_TS
+            rec["exp"] = expires[:m]
+        if create:
+            flags |= FLAG_HAS_CREATE_TS
+            rec["create"] = creates[:m]
+        rec["flags"] = flags
+        return rec.view(np.uint8).reshape(m, rec.dtype.itemsize), rec.dtype.itemsize
     any_exp, any_create = bool(has_exp.any()), bool(has_create.any())
     width = 9 + 8 * any_exp + 8 * any_create
     tails = np.zeros((m, width), dtype=np.uint8)
