@@ -60,7 +60,7 @@ class Memtable:
     """A sorted multi-version table of rows, keyed by key bytes (see the module docstring)."""
 
     __slots__ = ("_versions", "_keys", "_pending", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq", "_first_ts_ms",
-                 "_last_seq", "_frozen", "holds")
+                 "_last_seq", "_frozen", "holds", "wal_columns")
 
     def __init__(self) -> None:
         self._versions: dict[bytes, Row | list[Row]] = {}
@@ -78,6 +78,10 @@ class Memtable:
         self._first_ts_ms: int | None = None
         self._last_seq: int | None = None
         self._frozen = False
+        #: The writer's WAL flusher keeps here the columns its encodes extracted from this table's
+        #: rows (:class:`slatedb.format.kept_columns.ColumnsPart`, in seq order), for the L0
+        #: flush to reuse; the table itself never reads them.
+        self.wal_columns: list = []
 
     # -----------------------------------------------------------------------------------------
     # Writes
@@ -312,25 +316,31 @@ class Memtable:
         """Every row, in ``(key asc, seq desc)`` order: ``list(iter_range())`` of a frozen table
         in one pass without an iterator step per row (what its L0 flush encodes), each row as
         held (a :class:`Row` or a plain row: :func:`slatedb.row.as_row` makes the Row)."""
+        return self.sorted_rows_and_order()[0]
+
+    def sorted_rows_and_order(self) -> tuple[list[Row | tuple], bool]:
+        """(:meth:`sorted_rows`, whether that is the order the rows arrived in: every key put
+        once, in ascending order, as a bulk load puts them)."""
         assert self._frozen, "only a frozen memtable is read whole"
         self._sync_keys()
         versions_of = self._versions
         keys = self._keys
         # The dict's own order is the order keys first arrived: when that is key order (keys put
         # ascending, the usual load), its values are the rows in order, without a lookup a key.
-        if versions_of and next(iter(versions_of)) == keys[0] and list(versions_of) == list(keys):
+        arrival = bool(versions_of) and next(iter(versions_of)) == keys[0] and list(versions_of) == list(keys)
+        if arrival:
             in_order = versions_of.values()
         else:
             in_order = map(versions_of.__getitem__, keys)
         if self._num_rows == len(versions_of):  # one version per key (no lists): the usual case
-            return list(in_order)
+            return list(in_order), arrival
         out: list[Row] = []
         for versions in in_order:
             if type(versions) is list:
                 out.extend(reversed(versions))
             else:
                 out.append(versions)
-        return out
+        return out, False
 
     # -----------------------------------------------------------------------------------------
     # Size and bounds

@@ -14,6 +14,7 @@ from __future__ import annotations
 import trio
 
 from slatedb.errors import ClosedError, FencedError
+from slatedb.format.kept_columns import KeptColumns
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import SstWriter
 from slatedb.format.types import CompactedSsTableV2
@@ -109,6 +110,7 @@ class Flushers:
                 if freeze and not w.memtable.is_empty:
                     w.cut()
                 cuts = w.take_wal()
+                live = w.memtable  # the rows taken without a memtable are the live table's
                 self._kicked = False
                 self._recompute_thresholds()
             if any(entry is not None for _, entry in cuts):
@@ -116,18 +118,20 @@ class Flushers:
             assert self._wal is not None
             for rows, entry in cuts:
                 if rows:
-                    await self._write_wal(rows)
+                    await self._write_wal(rows, (live if entry is None else entry.mem).wal_columns)
                 if entry is not None:
                     entry.last_wal_id = self._wal.last_id
                     self._l0_wakeup.set()
 
-    async def _write_wal(self, rows: list[Row]) -> None:
+    async def _write_wal(self, rows: list[Row], keep: list | None = None) -> None:
+        """Write ``rows`` as the next WAL object; ``keep``: where the encode leaves the columns it
+        extracted (the rows' memtable's ``wal_columns``, for its L0 flush)."""
         assert self._wal is not None
         metrics = self.runtime.metrics
         with trio.CancelScope(shield=True):
             started = self.runtime.monotonic_s() if metrics is not None else 0.0
             try:
-                wal_id = await self._wal.write(rows)
+                wal_id = await self._wal.write(rows, keep)
             except FencedError as e:
                 self._fail(e)
                 raise
@@ -245,12 +249,15 @@ class Flushers:
         :data:`L0_ENCODE_CHUNK_ROWS` rows: encoding a full memtable in Python takes seconds, and
         the WAL flusher (durable writes) and the manifest poller must not wait for all of it."""
         writer = SstWriter(self.sst_options)
-        rows = entry.mem.sorted_rows()
+        rows, arrival = entry.mem.sorted_rows_and_order()
+        # Rows that arrived in key order are the WAL's rows in the same order: the columns the
+        # WAL encodes extracted from them serve here too (not extracted twice).
+        kept = KeptColumns(rows, entry.mem.wal_columns) if arrival and entry.mem.wal_columns else None
         chunk = L0_ENCODE_CHUNK_ROWS
         for i in range(0, len(rows), chunk):
             if i:
                 await trio.lowlevel.checkpoint()
-            writer.add_sorted(rows[i : i + chunk])
+            writer.add_sorted(rows[i : i + chunk], kept, i)
         return writer.finish()
 
     async def _flush_l0_unless_blocked(self) -> None:

@@ -16,6 +16,7 @@ import attrs
 from slatedb.errors import InvalidArgumentError
 from slatedb.format.block import BlockBuilderV2
 from slatedb.format.block_bulk import Columns, KeysTooWide, encode_blocks
+from slatedb.format.kept_columns import KeptColumns
 from slatedb.format.bloom import BLOOM_FILTER_NAME, BloomFilter, encode_composite_filter
 from slatedb.format.bloom_bulk import build_bloom_bits, siphash13_many, siphash13_rows
 from slatedb.format.compression import frame_block
@@ -130,6 +131,9 @@ class SstWriter:
         # add_sorted: the rows of the open block, not encoded yet (a later call may extend it).
         self._carry: list[Row] = []
         self._carry_bytes = 0
+        # add_sorted with kept columns: (the KeptColumns, where its next rows start) when the
+        # carried rows are its rows just before that point.
+        self._kept_at: tuple[KeptColumns, int] | None = None
         # Filter hashes of the keys add_sorted took, and where those keys are in _keys.
         self._hashes: list = []
         self._hashed_ranges: list[tuple[int, int]] = []
@@ -169,17 +173,22 @@ class SstWriter:
         for row in rows:
             self.add(row)
 
-    def add_sorted(self, rows: Sequence[Row]) -> None:
+    def add_sorted(self, rows: Sequence[Row], kept: KeptColumns | None = None, at: int = 0) -> None:
         """Add ``rows`` (compacted SSTs: key ascending, then seq descending) many at once.
 
         The SST comes out byte for byte as :meth:`add` of each row would make it, with the same
         errors, about ten times faster (:mod:`slatedb.format.block_bulk`). The rows of the last
         block stay pending until a later call or :meth:`finish` (they may share it with later
         rows); :meth:`estimated_size_bytes` counts them by an estimate.
+
+        ``kept``: columns already extracted from these rows, which are ``kept``'s rows
+        ``at ..`` (a memtable's L0 flush, :class:`~slatedb.format.kept_columns.KeptColumns`); where
+        it has none, the columns are extracted here.
         """
         assert not self._finished, "writer already finished"
         assert self.sst_type == SstType.COMPACTED, "add_sorted builds compacted SSTs"
         rows = rows if isinstance(rows, list) else list(rows)
+        kept_at, self._kept_at = self._kept_at, None
         if not rows:
             return
         if not self._builder.is_empty():  # rows were added one at a time: go on that way
@@ -188,8 +197,12 @@ class SstWriter:
             return
         carried = len(self._carry)
         all_rows = self._carry + rows if carried else rows
+        cols = None
+        if kept is not None and (not carried or kept_at == (kept, at)):
+            cols = kept.columns(at - carried, at + len(rows), all_rows)
         try:
-            cols = Columns.of(all_rows)
+            if cols is None:
+                cols = Columns.of(all_rows)
         except KeysTooWide:  # long keys: fewer rows at a time
             if len(rows) == 1:
                 self._drain_carry()
@@ -221,6 +234,8 @@ class SstWriter:
         self._last = as_row(rows[-1])
         self._carry = all_rows[enc.rows_used :]
         self._carry_bytes = sum(len(r[0]) + len(r[3]) + 20 for r in self._carry)
+        if kept is not None:
+            self._kept_at = (kept, at + len(rows))
 
     def _take_blocks(self, enc, cols: Columns) -> None:
         """Record the framed blocks :func:`encode_blocks` made."""
@@ -246,8 +261,14 @@ class SstWriter:
 
     def _flush_carry(self) -> None:
         """Encode the pending rows of :meth:`add_sorted` as the SST's last blocks."""
+        kept_at, self._kept_at = self._kept_at, None
+        cols = None
+        if kept_at is not None:  # the carried rows end where the kept columns' next rows start
+            kept, at = kept_at
+            cols = kept.columns(at - len(self._carry), at, self._carry)
         try:
-            cols = Columns.of(self._carry)
+            if cols is None:
+                cols = Columns.of(self._carry)
         except KeysTooWide:
             self._drain_carry()  # the row-at-a-time builder takes them (finish closes its block)
             return
@@ -262,6 +283,7 @@ class SstWriter:
         rows = self._carry
         self._carry = []
         self._carry_bytes = 0
+        self._kept_at = None
         builder = self._builder
         assert builder.is_empty()
         for row in map(as_row, rows):

@@ -25,6 +25,7 @@ from slatedb.format import memo
 from slatedb.format.block import RESTART_INTERVAL
 from slatedb.format.compression import frame_block
 from slatedb.format.block_bulk import Columns, KeysTooWide, encode_blocks
+from slatedb.format.kept_columns import ColumnsPart
 from slatedb.format.fbcodec import encode_sst_index
 from slatedb.format.fbwrite import encode_sst_index_columns
 from slatedb.format.row_codec import (
@@ -88,11 +89,14 @@ def encode_wal_sst(rows, options: SstOptions | None = None) -> EncodedSst:
 BULK_MIN_ROWS = 256
 
 
-def encode_wal_sst_fast(rows: Sequence[Row], options: SstOptions | None = None) -> EncodedSst:
+def encode_wal_sst_fast(rows: Sequence[Row], options: SstOptions | None = None,
+                        keep: list[ColumnsPart] | None = None) -> EncodedSst:
     """:func:`encode_wal_sst_rows`' bytes; many rows at once through the bulk block encoder
-    (:func:`_encode_wal_sst_bulk`, same bytes, ``tests/format/test_wal_fast.py``)."""
+    (:func:`_encode_wal_sst_bulk`, same bytes, ``tests/format/test_wal_fast.py``). With
+    ``keep``, the bulk encoder appends the columns it extracted (:class:`ColumnsPart`, in seq
+    order) for the L0 encode of the same rows to reuse."""
     if len(rows) >= BULK_MIN_ROWS:
-        encoded = _encode_wal_sst_bulk(rows, options or SstOptions())
+        encoded = _encode_wal_sst_bulk(rows, options or SstOptions(), keep)
         if encoded is not None:
             return encoded
     return encode_wal_sst_rows(rows, options)
@@ -111,7 +115,8 @@ def _wal_info(first_entry: bytes, index_offset: int, index_len: int, codec) -> S
 WAL_ENCODE_CHUNK_ROWS = 8192
 
 
-def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions) -> EncodedSst | None:
+def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions,
+                         keep: list[ColumnsPart] | None = None) -> EncodedSst | None:
     """The WAL SST of ``rows`` from :func:`~slatedb.format.block_bulk.encode_blocks` with no
     shared key prefix (every entry as a restart's), as :func:`encode_wal_sst_rows` writes them; None
     for rows it leaves to the row loop (one the format refuses, seqs out of order, keys too wide
@@ -129,6 +134,7 @@ def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions) -> EncodedSst
     framed: list[bytes] = []
     framed_sizes: list[int] = []
     first_seqs: list[int] = []
+    parts: list[ColumnsPart] = []
     at = 0  # the first row not yet in a block
     size = WAL_ENCODE_CHUNK_ROWS
     while at < n:
@@ -147,6 +153,8 @@ def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions) -> EncodedSst
         framed.append(enc.framed)
         framed_sizes += enc.framed_sizes
         first_seqs += cols.seqs[enc.starts].tolist()
+        if keep is not None:
+            parts.append(ColumnsPart.of(cols, enc.rows_used))
         at += enc.rows_used
         size = WAL_ENCODE_CHUNK_ROWS
     index_keys = tuple(map(_U64.pack, first_seqs))
@@ -159,6 +167,8 @@ def _encode_wal_sst_bulk(rows: Sequence[Row], options: SstOptions) -> EncodedSst
     offset += len(index)
     framed += (index, encode_info_with_crc(info), encode_trailer(offset, FORMAT_VERSION_LATEST))
     data = b"".join(framed)
+    if keep is not None:
+        keep += parts
     return EncodedSst(data=data, info=info, format_version=FORMAT_VERSION_LATEST, index_keys=index_keys,
                       block_offsets=block_offsets, num_rows=len(rows))
 

@@ -134,16 +134,17 @@ class WalWriter:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def write(self, rows: Sequence[Row]) -> int:
+    async def write(self, rows: Sequence[Row], keep: list | None = None) -> int:
         """Step 7: write ``rows`` (non-empty, in seq order) as the next WAL object; return its id.
 
         When this returns, the rows are durable and below every later writer's fence (DUR-1).
-        Raises :class:`FencedError` (and stays halted) when a newer writer took over.
+        Raises :class:`FencedError` (and stays halted) when a newer writer took over. ``keep``:
+        where the encode appends the columns it extracted (:func:`encode_wal_sst_fast`).
         """
         assert rows, "empty WAL write"
         if self.halted:
             raise FencedError(f"writer epoch {self.epoch} is fenced")
-        data = encode_wal_sst_fast(rows, self.sst_options).data
+        data = encode_wal_sst_fast(rows, self.sst_options, keep).data
         n = self.last_id + 1
         # A taken slot: read the manifest epoch (halt if newer), else skip it; the catalogued
         # bug fence-ignored skips it without reading the epoch.

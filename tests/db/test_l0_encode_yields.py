@@ -33,13 +33,13 @@ def test_wal_flushes_go_on_while_an_l0_sst_is_encoded(monkeypatch) -> None:
         finally:
             events.append("end")
 
-    def add_sorted(self, rows) -> None:  # the L0 flusher's bulk encoder: one event per row
+    def add_sorted(self, rows, *kept) -> None:  # the L0 flusher's bulk encoder: one event per row
         events.extend(["encode"] * len(rows))
-        real_add_sorted(self, rows)
+        real_add_sorted(self, rows, *kept)
 
-    async def write_wal(self, rows) -> None:
+    async def write_wal(self, rows, *keep) -> None:
         events.append("wal")
-        await real_write_wal(self, rows)
+        await real_write_wal(self, rows, *keep)
 
     monkeypatch.setattr(flushers.SstWriter, "add_sorted", add_sorted)
     monkeypatch.setattr(flushers.Flushers, "_write_wal", write_wal)

@@ -84,7 +84,8 @@ def _bulk_is_the_loop(spec, block, codec, repeat) -> None:
 def test_wal_flushes_of_many_rows_take_the_bulk_path(monkeypatch) -> None:
     calls = []
     real = wal_sst._encode_wal_sst_bulk
-    monkeypatch.setattr(wal_sst, "_encode_wal_sst_bulk", lambda rows, options: calls.append(len(rows)) or real(rows, options))
+    monkeypatch.setattr(wal_sst, "_encode_wal_sst_bulk",
+                        lambda rows, options, *keep: calls.append(len(rows)) or real(rows, options, *keep))
     rows = [Row(b"k%05d" % i, i + 1, RowKind.VALUE, b"v") for i in range(wal_sst.BULK_MIN_ROWS)]
     assert encode_wal_sst_fast(rows).data == encode_wal_sst_rows(rows).data
     encode_wal_sst_fast(rows[:10])
