@@ -288,3 +288,47 @@ def test_mark_read_of_something_not_a_list_of_keys_is_refused(db, keys) -> None:
     with pytest.raises(InvalidArgumentError, match=f"keys must be a list of keys \\(bytes\\), not {type(keys).__name__}"):
         t.mark_read(keys)
     t.rollback()
+
+
+def test_a_conflict_written_and_flushed_during_the_commit_is_found_after_the_view_moved(tmp_path) -> None:
+    """transactions.md step C3: the commit's first check read the memtables and the SST view
+    ``v``; a write of a checked key lands and is flushed to L0 before the write lock is taken,
+    so the check under the lock finds the view moved (probe txn.view-moved), checks again from
+    the new view and finds the conflict in the L0 SST (probe txn.conflict-after-view-moved).
+    Before, no test reached these probes (`sim mutate` seeds 13 and 14: both flags' mutants
+    survived; the txn scenario's seeds reach them)."""
+    from slatedb.runtime import probes
+    from slatedb.runtime.production import ProductionRuntime
+
+    class Probed(ProductionRuntime):
+        def __init__(self) -> None:
+            super().__init__("test")
+            self.hits: list[str] = []
+
+        def probe(self, name: str) -> None:
+            self.hits.append(name)
+
+    rt = Probed()
+    with slatedb.Db.open(f"file://{tmp_path}", S, runtime=rt) as db:
+        db.put(b"x", b"0")
+        t = db.begin(SI)
+        t.put(b"x", b"t")
+        core = db._core
+        real, raced = core.get_row_fast, []
+
+        def racing(key, rs, max_seq):
+            row = real(key, rs, max_seq)
+            if key == b"x" and not raced:
+                raced.append(1)
+                core.put(b"x", b"racer")
+                db.flush(wal=False)  # the racer's row leaves the memtables for an L0 SST
+            return row
+
+        core.get_row_fast = racing
+        try:
+            with pytest.raises(TransactionConflictError, match="key b'x'"):
+                t.commit()
+        finally:
+            del core.get_row_fast
+        assert db.get(b"x") == b"racer"
+    assert rt.hits.count(probes.TXN_VIEW_MOVED) == 1 and rt.hits.count(probes.TXN_CONFLICT_AFTER_VIEW_MOVED) == 1, rt.hits

@@ -80,6 +80,16 @@ def test_the_ready_made_concat_operator() -> None:
     assert resolve_versions(rows, ready, NOW).value == b"abc"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("spec", ["concat", ":concat", "slatedb.merge_operator:", ":", ""])
+def test_a_merge_operator_name_without_module_or_name_is_refused_as_such(spec: str) -> None:
+    """`run-compactor --merge-operator` names ``package.module:name``; a name missing either half
+    says so, not "cannot be loaded" (`sim mutate` seed 14: the check's `or` made `and` survived)."""
+    from slatedb.merge_operator import load_merge_operator
+
+    with pytest.raises(InvalidArgumentError, match=r"must be given as package\.module:name"):
+        load_merge_operator(spec)
+
+
 def test_a_tombstone_ends_the_fold_MERGE_3() -> None:
     rows = [r(b"k", 4, b"b", M), r(b"k", 3, b"", T), r(b"k", 2, b"a", M), r(b"k", 1, b"x", V)]
     assert resolve_versions(rows, bracket, NOW).value == b"[none]b"  # type: ignore[union-attr]
