@@ -142,6 +142,27 @@ def test_status_reports_the_close_reason(tmp_path) -> None:
     new.close()
 
 
+def test_an_aborted_database_says_so_and_keeps_an_earlier_reason(tmp_path) -> None:
+    """``Db.abort()`` (a crash, as the store sees it): the status is not a clean close and calls
+    say the database was aborted; aborting a fenced database keeps FENCED (`sim mutate` seed 15:
+    the abort's `is None` made `is not None` reported CLEAN and "closed", unnoticed)."""
+    url = f"file://{tmp_path}"
+    db = slatedb.Db.open(url, S)
+    db.put(b"k", b"v")
+    db.abort()
+    assert db.status().close_reason is CloseReason.UNKNOWN
+    with pytest.raises(slatedb.ClosedError, match="the database was aborted"):
+        db.put(b"k2", b"v")
+    old = slatedb.Db.open(url, S)
+    new = slatedb.Db.open(url, S)
+    old.put(b"k2", b"v")
+    with pytest.raises(slatedb.FencedError):
+        old.flush()
+    old.abort()
+    assert old.status().close_reason is CloseReason.FENCED
+    new.close()
+
+
 @pytest.mark.anyloop
 async def test_the_async_api_has_the_same_calls(tmp_path) -> None:
     async with aio.Db.open(f"file://{tmp_path}", S) as db:
