@@ -511,6 +511,30 @@ def test_writes_wait_while_l0_is_full_and_resume_when_the_compactor_catches_up()
         assert db.get(b"k02999") == b"x" * 50
 
 
+def test_writes_are_held_once_the_unflushed_bytes_pass_max_unflushed_bytes_not_later() -> None:
+    """writer.md back-pressure: the write that takes the unflushed bytes past
+    ``max_unflushed_bytes`` holds the next writes; the write path checks at the byte count where
+    that happens, not one later (`sim mutate` seed 15: a next-check distance of twice the room
+    left survived, and writes ran on to nearly twice the limit)."""
+    store = memory_store()
+    limit = 20_000
+    settings = {**SMALL, "l0_max_ssts": 1, "max_unflushed_bytes": limit, "compactor_options": None}
+    with open_mem(store, settings) as db:
+        core = db._core
+        deadline = time.monotonic() + 10
+        db.put(b"k00000", b"x" * 50)
+        db.flush(wal=False)  # one L0 SST: the L0 flusher stops, the memtables pile up
+        i, first = 1, None
+        while time.monotonic() < deadline and i < 3000:
+            db.put(b"k%05d" % i, b"x" * 50)
+            i += 1
+            if core._blocked:
+                first = core._w.unflushed_bytes
+                break
+        assert first is not None, f"writes never held ({core._w.unflushed_bytes} bytes unflushed)"
+        assert limit < first <= limit + 100, first  # the write that passed the limit, one row's worth
+
+
 def test_stats_count_one_wal_sst_per_flush_that_wrote_one() -> None:
     """``Db.stats["wal_ssts"]`` counts the WAL SSTs this writer wrote, one each (a flush with
     nothing new writes none; sim mutate draw --seed 9 survivor: counted twice)."""
