@@ -212,7 +212,7 @@ class ChoiceStream(random.Random):
         if a is not self._r_a or b is not self._r_b:
             kind = self._r_kind = ("r", float(a), float(b))
             self._r_a, self._r_b = a, b
-        value = self._inner.uniform(a, b)
+        value = a + (b - a) * self._inner.random()  # random.Random.uniform's formula, inline
         self.values.append(value)
         self.kinds.append(kind)
         owner = self._owner

@@ -104,6 +104,10 @@ def _woken(task: Any) -> None:
 #: The runner whose loop is :func:`sim.world.fastloop.run`'s (set while it runs), else None.
 _FAST_RUNNER: Any = None
 
+#: The sped-up clock (:func:`speed_up`) of the run :func:`sim.world.fastloop.run` runs, else None:
+#: its time is its ``_virtual_base``, read without the call.
+_FAST_CLOCK: Any = None
+
 #: What :func:`sim.world.fastloop.run` sends a sleeper woken at its deadline (trio: ``Value(None)``).
 WOKEN = object()
 
@@ -138,7 +142,8 @@ def sleep(seconds: float) -> Generator[Any, Any, None]:
         yield from trio.sleep(seconds).__await__()
         return
     runner = GLOBAL_RUN_CONTEXT.runner
-    now = runner.clock.current_time()
+    clock = runner.clock
+    now = clock._virtual_base if clock is _FAST_CLOCK else clock.current_time()  # speed_up's current_time
     deadline = now + seconds
     if not deadline > now:  # a sleep too short to move the clock
         yield from trio.sleep_until(deadline).__await__()

@@ -70,9 +70,11 @@ def run(async_fn: Callable[..., Awaitable[T]], *args: Any, clock: Any) -> T:
     runner = setup_runner(clock, (), False, True)
     prev_library, _sniffio_library.name = _sniffio_library.name, "trio"
     prev_fast, fastclock._FAST_RUNNER = fastclock._FAST_RUNNER, runner  # its sleepers yield their _Wake
+    prev_clock, fastclock._FAST_CLOCK = fastclock._FAST_CLOCK, (clock if getattr(clock, "_sim_fast", False) else None)
     try:
         _loop(runner, async_fn, args)
     finally:
+        fastclock._FAST_CLOCK = prev_clock
         fastclock._FAST_RUNNER = prev_fast
         _sniffio_library.name = prev_library
     result = runner.main_task_outcome
@@ -163,7 +165,7 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
 
                 # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel and
                 # Runner.reschedule do; a sleeper under this loop is sent WOKEN, not Value(None))
-                now = clock.current_time()
+                now = clock._virtual_base if fast_clock else clock.current_time()
                 heap = deadlines._heap
                 if heap and heap[0][0] <= now:
                     did_something = False

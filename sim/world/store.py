@@ -25,7 +25,7 @@ from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore,
 from slatedb.objstore.memory import MemoryStore
 
 from sim.world import fastclock
-from sim.world.choices import boolean, outcome
+from sim.world.choices import ChoiceStream, boolean, outcome
 from sim.world.trace import Trace, format_of
 
 T = TypeVar("T")
@@ -144,20 +144,23 @@ class SimObjectStore(ObjectStore):
         n = requests[process] = requests.get(process, 0) + 1
         f = self._request_faults = self._faults_for(key) if self.key_faults else self.faults
         rng = self.rng
+        # a ChoiceStream's own draws called directly (what outcome() and boolean() call for one)
+        streamed = isinstance(rng, ChoiceStream)
         # the request's fate, then self._leg_s() twice, inline while _leg_s is this class's
         # (the same draws in the same order: the outcome, then each leg's latency and stall)
         if self.faults_enabled:
-            decision = _DECISIONS[outcome(rng, (f.transient_rate, f.ambiguous_rate))]
+            rates = (f.transient_rate, f.ambiguous_rate)
+            decision = _DECISIONS[rng.outcome(rates) if streamed else outcome(rng, rates)]
         else:
             decision = "ok"
         if type(self)._leg_s is _LEG_S:
             lo, hi = f.latency_min_s, f.latency_max_s
             stall = f.stall_rate if self.faults_enabled else 0.0
             out_s = rng.uniform(lo, hi)
-            if stall and boolean(rng, stall):
+            if stall and (rng.boolean(stall) if streamed else boolean(rng, stall)):
                 out_s += self._stall_s(f)
             back_s = rng.uniform(lo, hi)
-            if stall and boolean(rng, stall):
+            if stall and (rng.boolean(stall) if streamed else boolean(rng, stall)):
                 back_s += self._stall_s(f)
         else:
             out_s, back_s = self._leg_s(), self._leg_s()
