@@ -66,6 +66,7 @@ def no_garbage(bucket: Any, checks: Any, healed_at: float, since: int | None = N
             ranges.append((m.replay_after_wal_id, m.wal_id_last_seen))
     heal_ms = SIM_EPOCH_MS + int(healed_at * 1000) - 2000
     garbage: list[str] = []
+    needed_text = {str(s) for s in needed}
     wal_ids = []
     for key, (_data, meta) in bucket.objects.items():
         if not key.startswith("parent/") or meta.last_modified_ms >= heal_ms:
@@ -73,7 +74,7 @@ def no_garbage(bucket: Any, checks: Any, healed_at: float, since: int | None = N
         rel = key[len("parent/"):]
         if rel.startswith("compacted/"):
             sst = rel[len("compacted/"):-len(".sst")]
-            if not any(str(s) == sst for s in needed):
+            if sst not in needed_text:
                 garbage.append(rel)
         elif rel.startswith("manifest/") and rel.endswith(".manifest"):
             mid = int(rel[len("manifest/"):-len(".manifest")])

@@ -41,14 +41,17 @@ class _Bits:
         self.pos = 0  # bit position
 
     def read(self, n: int) -> int:
-        end = self.pos + n
+        pos = self.pos
+        end = pos + n
         if end > len(self.data) * 8:
-            raise _Malformed(f"unexpected end of the bit stream reading {n} bits at bit {self.pos}")
-        v = 0
-        for i in range(self.pos, end):
-            v = (v << 1) | ((self.data[i >> 3] >> (7 - (i & 7))) & 1)
+            raise _Malformed(f"unexpected end of the bit stream reading {n} bits at bit {pos}")
+        # bits pos..end-1, most significant first: the bytes holding them as one big-endian
+        # integer, shifted and masked (the value a bit-by-bit loop builds)
+        first = pos >> 3
+        last = (end + 7) >> 3
+        v = int.from_bytes(self.data[first:last], "big") >> ((last << 3) - end)
         self.pos = end
-        return v
+        return v & ((1 << n) - 1)
 
 
 def _signed(v: int, bits: int) -> int:
