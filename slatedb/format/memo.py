@@ -19,7 +19,9 @@ The same holds for bytes a decoder already parsed once in the run: an SST's ``Ss
 whole WAL SST are immutable objects, and their decoders remember what they gave (kinds
 ``sst_info`` and ``wal_sst``, the last :data:`MAX_DECODED`): every open of an SST (GC, readers,
 the compactor, the checkers) decodes its metadata, and every reader and replay decodes the same
-WAL objects -- seven in ten of those decodes in a gc world were of bytes decoded before.
+WAL objects -- seven in ten of those decodes in a gc world were of bytes decoded before. The
+same for an SST's data blocks (kind ``block``, :func:`slatedb.format.sst.decode_data_block`):
+the compactor, the readers and the checkers read the same blocks.
 """
 
 from __future__ import annotations

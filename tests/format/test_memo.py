@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import attrs
 import pytest
 from ulid import ULID
 
@@ -93,3 +94,36 @@ def test_sst_infos_and_wal_ssts_decoded_again_in_a_run_are_the_first_decode() ->
             fbcodec.decode_sst_info(info_data[:3], "s")
     assert fbcodec.decode_sst_info(info_data, "s") is not first_info  # the block's end forgets
     assert wal_sst.decode_wal_sst(wal_data, "w") is not first_wal
+
+
+def test_data_blocks_decoded_again_in_a_run_are_the_first_decode() -> None:
+    from slatedb.format import sst as sst_mod
+    from slatedb.format.sst_writer import SstWriter
+    from slatedb.format.types import CompressionFormat
+    from slatedb.row import Row, RowKind
+
+    rows = [Row(b"k%03d" % i, i + 1, RowKind.VALUE, b"v" * 40) for i in range(200)]
+    writer = SstWriter(sst_mod.SstOptions(block_size_bytes=1024))
+    writer.add_all(rows)
+    enc = writer.finish()
+    info, fv = enc.info, enc.format_version
+    start, end = enc.block_offsets[0], enc.block_offsets[1]
+    framed = enc.data[start:end]
+    decode = sst_mod.decode_data_block
+    # outside a run every decode parses
+    assert decode(framed, info, fv, start, "s") is not decode(framed, info, fv, start, "s")
+    with memo.remembering():
+        first = decode(framed, info, fv, start, "s")
+        assert [first.row(i).key for i in range(3)] == [b"k000", b"k001", b"k002"]
+        assert decode(bytes(framed), info, fv, start, "s2") is first
+        # another codec or format version is never the memo's block
+        other = attrs.evolve(info, compression_format=CompressionFormat.ZLIB)
+        with pytest.raises(CorruptionError):
+            decode(framed, other, fv, start, "s")
+        assert decode(framed, info, fv, start, "s") is first
+        # a flipped bit is parsed as stored (the CRC refuses it), never the memo's block
+        flipped = bytearray(framed)
+        flipped[5] ^= 0x01
+        with pytest.raises(CorruptionError):
+            decode(bytes(flipped), info, fv, start, "s")
+    assert decode(framed, info, fv, start, "s") is not first  # the block's end forgets
