@@ -12,7 +12,12 @@ done once:
   would call its ``_cancel``, without building the ``CancelReason`` it would ignore;
 * a task is offered a pending cancellation only when its cancel status is cancelled (what
   ``Task._attempt_delivery_of_any_pending_cancel`` checks first);
-* a batch is sorted by the task's creation counter with ``attrgetter`` (trio: a lambda).
+* a batch is sorted by the task's creation counter with ``attrgetter`` (trio: a lambda);
+* the idle step of a simulated run (no task runnable, the sped-up clock autojumping, no
+  instrument, nobody waiting for idle, :mod:`sim.world.fastclock`'s quiet I/O) is taken with
+  what the general step decides there known (a zero timeout; the autojump primed when the next
+  deadline lies ahead): the same polls, expiries, prunes and jump, in the same order, without
+  re-deciding them (most steps of a simulated run are a sleeper woken at its deadline).
 
 Everything that decides the schedule is trio's, in trio's order: which tasks make a batch, the
 batch sorted by creation and shuffled by the run's seeded RNG (:func:`sim.world.runtime.deterministic_scheduling`),
@@ -117,94 +122,59 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
 
         while tasks:
             heap = deadlines._heap
-            if runq:
-                timeout: float = 0
-            elif fast_clock and clock._rate == 0:
-                # Deadlines.next_deadline, then MockClock.deadline_to_sleep_time at rate 0
-                while heap:
+            if (not runq and fast_clock and deterministic and clock._rate == 0 and not runner.instruments
+                    and not runner.waiting_for_idle and runner.clock_autojump_threshold == 0
+                    and type(runner.io_manager) is quiet_type):
+                # The idle step -- no task runnable, the sped-up clock autojumping at threshold 0,
+                # no instrument, no task waiting for idle, the quiet I/O manager: the general
+                # code's step below with what it decides there known (a zero timeout throughout;
+                # the autojump primed when the next deadline lies ahead), in its order: the next
+                # deadline, a poll, the expiry of due deadlines and the heap's pruning, and when
+                # primed and nothing became runnable, the jump, then again a poll and the expiry.
+                while heap:  # Deadlines.next_deadline
                     deadline, _, scope = heap[0]
                     if deadline == scope._registered_deadline:
                         break
                     heappop(heap)
                 else:
                     deadline = inf
-                timeout = 0 if deadline - clock._virtual_base <= 0 else _MAX_TIMEOUT
-            else:
-                timeout = clock.deadline_to_sleep_time(deadlines.next_deadline())
-                timeout = min(max(0, timeout), _MAX_TIMEOUT)
-
-            idle_primed = None
-            if runner.waiting_for_idle:
-                cushion, _ = runner.waiting_for_idle.keys()[0]
-                if cushion < timeout:
-                    timeout = cushion
-                    idle_primed = waiting
-            elif runner.clock_autojump_threshold < timeout:
-                timeout = runner.clock_autojump_threshold
-                idle_primed = autojump
-
-            while True:  # a clock jump to a due deadline goes on to poll and expire at once
-                instruments = runner.instruments
-                if "before_io_wait" in instruments:
-                    instruments.call("before_io_wait", timeout)
+                primed = not deadline - clock._virtual_base <= 0
                 io = runner.io_manager
-                if type(io) is quiet_type:
-                    # _QuietIO.get_events and process_events, inline
-                    if timeout <= 0 and not (entry.queue or entry.idempotent_queue):
+                while True:
+                    if not (entry.queue or entry.idempotent_queue):  # _QuietIO, a zero timeout
                         io._steps += 1
-                        events = () if io._steps % poll_every else io._inner.get_events(timeout)
+                        events = () if io._steps % poll_every else io._inner.get_events(0)
                     else:
-                        events = io._inner.get_events(timeout)
+                        events = io._inner.get_events(0)
                     if events:
                         io._inner.process_events(events)
-                else:
-                    events = io.get_events(timeout)
-                    io.process_events(events)
-                if "after_io_wait" in runner.instruments:
-                    runner.instruments.call("after_io_wait", timeout)
-
-                # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel and
-                # Runner.reschedule do; a sleeper under this loop is sent WOKEN, not Value(None))
-                now = clock._virtual_base if fast_clock else clock.current_time()
-                heap = deadlines._heap
-                if heap and heap[0][0] <= now:
-                    did_something = False
-                    while heap and heap[0][0] <= now:
-                        deadline, _, scope = heappop(heap)
-                        if deadline == scope._registered_deadline:
-                            did_something = True
-                            if type(scope) is wake_type:
-                                deadlines._active -= 1
-                                scope._registered_deadline = inf
-                                task = scope.task
-                                task._next_send_fn = task.coro.send
-                                task._next_send = woken
-                                task._abort_func = None
-                                task.custom_sleep_data = None
-                                runq.append(task)
-                                if "task_scheduled" in runner.instruments:
-                                    runner.instruments.call("task_scheduled", task)
-                            else:
-                                scope._cancel(CancelReason(source="deadline"))
-                        heap = deadlines._heap
-                    if len(deadlines._heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                    now = clock._virtual_base
+                    heap = deadlines._heap
+                    if heap and heap[0][0] <= now:
+                        did_something = False
+                        while heap and heap[0][0] <= now:
+                            deadline, _, scope = heappop(heap)
+                            if deadline == scope._registered_deadline:
+                                did_something = True
+                                if type(scope) is wake_type:
+                                    deadlines._active -= 1
+                                    scope._registered_deadline = inf
+                                    task = scope.task
+                                    task._next_send_fn = task.coro.send
+                                    task._next_send = woken
+                                    task._abort_func = None
+                                    task.custom_sleep_data = None
+                                    runq.append(task)
+                                else:
+                                    scope._cancel(CancelReason(source="deadline"))
+                            heap = deadlines._heap
+                        if len(deadlines._heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                            deadlines._prune()
+                        if did_something:
+                            primed = False
+                    elif len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
                         deadlines._prune()
-                    if did_something:
-                        idle_primed = None
-                elif len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
-                    deadlines._prune()
-
-                if idle_primed is not None and not runq and not events:
-                    if idle_primed is waiting:
-                        while runner.waiting_for_idle:
-                            key, task = runner.waiting_for_idle.peekitem(0)
-                            if key[0] == cushion:
-                                del runner.waiting_for_idle[key]
-                                reschedule(task)
-                            else:
-                                break
-                    elif fast_clock and clock._rate == 0:
-                        # fastclock's autojump: to the next deadline (MockClock.jump's arithmetic)
+                    if primed and not runq and not events:
                         heap = deadlines._heap
                         while heap:
                             deadline, _, scope = heap[0]
@@ -216,16 +186,120 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                         jump = deadline - clock._virtual_base
                         if 0 < jump < inf:
                             clock._virtual_base += jump
-                        if deterministic and deadline - clock._virtual_base <= 0:
-                            # What the next step of the loop would do (the empty batch between
-                            # draws nothing): no task runnable and a deadline due, so a zero
-                            # timeout, nothing primed; poll and expire now.
-                            timeout = 0
-                            idle_primed = None
+                        if deadline - clock._virtual_base <= 0:
+                            primed = False
                             continue
+                    break
+            else:
+                if runq:
+                    timeout: float = 0
+                elif fast_clock and clock._rate == 0:
+                    # Deadlines.next_deadline, then MockClock.deadline_to_sleep_time at rate 0
+                    while heap:
+                        deadline, _, scope = heap[0]
+                        if deadline == scope._registered_deadline:
+                            break
+                        heappop(heap)
                     else:
-                        clock._autojump()
-                break
+                        deadline = inf
+                    timeout = 0 if deadline - clock._virtual_base <= 0 else _MAX_TIMEOUT
+                else:
+                    timeout = clock.deadline_to_sleep_time(deadlines.next_deadline())
+                    timeout = min(max(0, timeout), _MAX_TIMEOUT)
+
+                idle_primed = None
+                if runner.waiting_for_idle:
+                    cushion, _ = runner.waiting_for_idle.keys()[0]
+                    if cushion < timeout:
+                        timeout = cushion
+                        idle_primed = waiting
+                elif runner.clock_autojump_threshold < timeout:
+                    timeout = runner.clock_autojump_threshold
+                    idle_primed = autojump
+
+                while True:  # a clock jump to a due deadline goes on to poll and expire at once
+                    instruments = runner.instruments
+                    if "before_io_wait" in instruments:
+                        instruments.call("before_io_wait", timeout)
+                    io = runner.io_manager
+                    if type(io) is quiet_type:
+                        # _QuietIO.get_events and process_events, inline
+                        if timeout <= 0 and not (entry.queue or entry.idempotent_queue):
+                            io._steps += 1
+                            events = () if io._steps % poll_every else io._inner.get_events(timeout)
+                        else:
+                            events = io._inner.get_events(timeout)
+                        if events:
+                            io._inner.process_events(events)
+                    else:
+                        events = io.get_events(timeout)
+                        io.process_events(events)
+                    if "after_io_wait" in runner.instruments:
+                        runner.instruments.call("after_io_wait", timeout)
+
+                    # Deadlines.expire, a sleeper's wake-up inline (what _Wake._cancel and
+                    # Runner.reschedule do; a sleeper under this loop is sent WOKEN, not Value(None))
+                    now = clock._virtual_base if fast_clock else clock.current_time()
+                    heap = deadlines._heap
+                    if heap and heap[0][0] <= now:
+                        did_something = False
+                        while heap and heap[0][0] <= now:
+                            deadline, _, scope = heappop(heap)
+                            if deadline == scope._registered_deadline:
+                                did_something = True
+                                if type(scope) is wake_type:
+                                    deadlines._active -= 1
+                                    scope._registered_deadline = inf
+                                    task = scope.task
+                                    task._next_send_fn = task.coro.send
+                                    task._next_send = woken
+                                    task._abort_func = None
+                                    task.custom_sleep_data = None
+                                    runq.append(task)
+                                    if "task_scheduled" in runner.instruments:
+                                        runner.instruments.call("task_scheduled", task)
+                                else:
+                                    scope._cancel(CancelReason(source="deadline"))
+                            heap = deadlines._heap
+                        if len(deadlines._heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                            deadlines._prune()
+                        if did_something:
+                            idle_primed = None
+                    elif len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                        deadlines._prune()
+
+                    if idle_primed is not None and not runq and not events:
+                        if idle_primed is waiting:
+                            while runner.waiting_for_idle:
+                                key, task = runner.waiting_for_idle.peekitem(0)
+                                if key[0] == cushion:
+                                    del runner.waiting_for_idle[key]
+                                    reschedule(task)
+                                else:
+                                    break
+                        elif fast_clock and clock._rate == 0:
+                            # fastclock's autojump: to the next deadline (MockClock.jump's arithmetic)
+                            heap = deadlines._heap
+                            while heap:
+                                deadline, _, scope = heap[0]
+                                if deadline == scope._registered_deadline:
+                                    break
+                                heappop(heap)
+                            else:
+                                deadline = inf
+                            jump = deadline - clock._virtual_base
+                            if 0 < jump < inf:
+                                clock._virtual_base += jump
+                            if deterministic and deadline - clock._virtual_base <= 0:
+                                # What the next step of the loop would do (the empty batch between
+                                # draws nothing): no task runnable and a deadline due, so a zero
+                                # timeout, nothing primed; poll and expire now.
+                                timeout = 0
+                                idle_primed = None
+                                continue
+                        else:
+                            clock._autojump()
+                    break
 
             if deterministic:
                 if not runq:
