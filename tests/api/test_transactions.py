@@ -332,3 +332,48 @@ def test_a_conflict_written_and_flushed_during_the_commit_is_found_after_the_vie
             del core.get_row_fast
         assert db.get(b"x") == b"racer"
     assert rt.hits.count(probes.TXN_VIEW_MOVED) == 1 and rt.hits.count(probes.TXN_CONFLICT_AFTER_VIEW_MOVED) == 1, rt.hits
+
+
+@pytest.mark.anyloop
+async def test_an_async_transaction_scans_ascending_by_default_and_reports_its_level(tmp_path) -> None:
+    """`AsyncTransaction.scan` reads ascending unless asked (`sim mutate` seed 15: a default of
+    `reverse=True` survived: the async tests scanned one row), and `isolation` is a property on
+    both APIs (its decorator removed survived too)."""
+    async with aio.Db.open(f"file://{tmp_path}", S) as db:
+        await db.put(b"a", b"1")
+        await db.put(b"c", b"3")
+        t = await db.begin(SSI)
+        await t.put(b"b", b"2")
+        assert await t.scan() == [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]
+        assert await t.scan(reverse=True) == [(b"c", b"3"), (b"b", b"2"), (b"a", b"1")]
+        assert t.isolation is SSI
+        await t.rollback()
+    with slatedb.Db.open(f"file://{tmp_path}", S) as db:
+        t = db.begin(SI)
+        assert t.isolation is SI
+        t.rollback()
+
+
+def test_a_conflict_with_no_view_move_is_not_reported_as_one_after_it(tmp_path) -> None:
+    """The probe txn.conflict-after-view-moved fires only when the commit's re-check after a
+    moved view found the conflict (`sim mutate` seed 15: a transaction born with ``view_moved``
+    set survived)."""
+    from slatedb.runtime import probes
+    from slatedb.runtime.production import ProductionRuntime
+
+    class Probed(ProductionRuntime):
+        def __init__(self) -> None:
+            super().__init__("test")
+            self.hits: list[str] = []
+
+        def probe(self, name: str) -> None:
+            self.hits.append(name)
+
+    rt = Probed()
+    with slatedb.Db.open(f"file://{tmp_path}", S, runtime=rt) as db:
+        t = db.begin(SI)
+        t.put(b"x", b"t")
+        db.put(b"x", b"plain")
+        with pytest.raises(TransactionConflictError):
+            t.commit()
+    assert probes.TXN_CONFLICT_AFTER_VIEW_MOVED not in rt.hits and probes.TXN_VIEW_MOVED not in rt.hits

@@ -273,6 +273,24 @@ def test_wal_rows_below_the_fence_go_to_l0_in_the_same_commit(tmp_path) -> None:
     assert scan(url) == {b"wal-only": b"2", b"loaded": b"3"}
 
 
+def test_the_load_seq_is_above_every_seq_in_the_wal_the_last_object_included(tmp_path) -> None:
+    """Step 1: ``seq = max(last_l0_seq, highest seq in the WAL above the replay point) +
+    SEQ_HEADROOM``, the newest WAL object read too (`sim mutate` seed 15: reading up to the one
+    before it survived: the headroom hid it, and LOAD-5 refuses at the commit what the begin
+    misjudged)."""
+    url = url_of(tmp_path)
+    db = slatedb.Db.open(url, settings={"flush_interval": "1h", "compactor_options": None})
+    db.put(b"a", b"1")
+    db.flush_memtable()
+    for i in range(3):  # three WAL objects above the replay point, the highest seq in the last
+        db.put(b"w%d" % i, b"x")
+        db.flush()
+    last = db.put(b"newest", b"z", durable=True).seq
+    db.abort()  # a crash: the rows stay in the WAL
+    assert latest(url).manifest.last_l0_seq < last
+    assert begin(url).seq == last + SEQ_HEADROOM
+
+
 def test_a_staged_sst_older_than_the_newest_l0_is_re_minted_and_orphans_are_collected_by_gc(tmp_path) -> None:
     """LOAD-3's second half, and LOAD-6's fallback: a writer flushed an L0 after the task
     staged its SST, so GC's ULID cutoff no longer protects it: the commit copies it under an id

@@ -517,3 +517,17 @@ def test_the_union_closes_the_shard_stores_it_opened(tmp_path, monkeypatch) -> N
     shard_stores = [s for s in opened if f"/{SHARDS_DIR}" in s.url]
     assert len(shard_stores) >= 3 and all(any(c is s for c in closed) for s in shard_stores)
     assert len(scan(url)) == 90
+
+
+def test_a_stray_object_beside_the_shards_is_not_taken_for_a_shard(tmp_path) -> None:
+    """A shard is ``shards/<load id>/<shard>/...``: an object lying directly under a load's
+    directory is no shard, and the clean-up neither reports nor touches it (`sim mutate` seed 15:
+    taking keys one level up for shard roots survived)."""
+    url = url_of(tmp_path)
+    plan = begin(url)
+    commit(url, plan, [stage(url, plan, 0, rows_of(b"a", 20))], collect=False)
+    stray = tmp_path / "db" / SHARDS_DIR / plan.load_id / "notes.txt"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"not a database")
+    assert run_io(url, None, lambda s, rt: collect_shards(s, rt, min_age_s=0)) == []
+    assert stray.read_bytes() == b"not a database"
