@@ -110,12 +110,13 @@ class KeyMatrix:
 
 @attrs.frozen
 class Columns:
-    """Rows as columns: what :func:`encode_blocks` reads. ``seqs`` (uint64), ``kinds`` (uint8:
+    """Rows as columns: what :func:`encode_blocks` reads. ``keys`` (None where the caller has the
+    rows: :class:`~slatedb.format.kept_columns.KeptColumns`), ``seqs`` (uint64), ``kinds`` (uint8:
     :class:`~slatedb.row.RowKind` values) and ``vlen`` are arrays; ``cpl[j]`` is the prefix key
     ``j`` shares with key ``j - 1``; ``has_exp``/``expires`` and ``has_create``/``creates``
     (bool, int64; 0 where absent) the timestamps."""
 
-    keys: list[bytes]
+    keys: list[bytes] | None
     km: KeyMatrix
     cpl: np.ndarray
     seqs: np.ndarray
@@ -161,7 +162,7 @@ class Columns:
 
     def in_order(self) -> bool:
         """Key ascending, then seq descending (compacted SSTs)."""
-        if len(self.keys) < 2:
+        if len(self.seqs) < 2:
             return True
         order = self.km.ascending(self.cpl)
         if (order < 0).any():
@@ -224,10 +225,10 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     Without ``final`` the last block, which later rows could still join, is left out
     (``rows_used`` tells where it starts).
     """
-    keys, km, cpl, seqs, kinds = cols.keys, cols.km, cols.cpl, cols.seqs, cols.kinds
+    km, cpl, seqs, kinds = cols.km, cols.cpl, cols.seqs, cols.kinds
     values, vlen = cols.values, cols.vlen
     has_exp, expires, has_create, creates = cols.has_exp, cols.expires, cols.has_create, cols.creates
-    n = len(keys)
+    n = len(seqs)
     klen = km.lengths
     tail_len = _tail_lengths(has_exp, has_create)
     # Entry sizes as a restart (shared = 0) and prefix-compressed (shared = cpl).

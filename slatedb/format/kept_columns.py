@@ -19,7 +19,7 @@ import numpy as np
 from slatedb.format.block_bulk import MAX_KEY_MATRIX_BYTES, Columns, KeyMatrix
 from slatedb.row import Row
 
-_KEY, _VALUE = itemgetter(0), itemgetter(3)  # Row's fields
+_VALUE = itemgetter(3)  # Row's field
 
 
 @attrs.frozen
@@ -122,5 +122,5 @@ class KeptColumns:
         creates = cat(lambda p: p.creates)
         has_create = cat(lambda p: p.has_create, lambda k: np.ones(k, dtype=bool))
         km = KeyMatrix(klen, padded)
-        return Columns(list(map(_KEY, part_rows)), km, km.prefix_with_previous(), seqs, kinds,
+        return Columns(None, km, km.prefix_with_previous(), seqs, kinds,
                        list(map(_VALUE, part_rows)), vlen, has_exp, expires, has_create, creates)

@@ -121,7 +121,11 @@ class SstWriter:
         self._deletes: list[int] = []
         self._merges: list[int] = []
         self._prev_block_last_key: bytes | None = None
-        self._keys: list[bytes] = []  # hashed into the filter at finish, if it is large enough
+        # The keys add() took (add_sorted hashes its own as it goes): hashed into the filter at
+        # finish, if the SST is large enough; the count and the first key of every row added.
+        self._keys: list[bytes] = []
+        self._num_keys = 0
+        self._first_key: bytes | None = None
         self._last: Row | None = None
         self._first_seq: int | None = None
         self._open_block_first_seq = 0
@@ -134,9 +138,8 @@ class SstWriter:
         # add_sorted with kept columns: (the KeptColumns, where its next rows start) when the
         # carried rows are its rows just before that point.
         self._kept_at: tuple[KeptColumns, int] | None = None
-        # Filter hashes of the keys add_sorted took, and where those keys are in _keys.
+        # Filter hashes of the keys add_sorted took.
         self._hashes: list = []
-        self._hashed_ranges: list[tuple[int, int]] = []
 
     # -- adding rows ---------------------------------------------------------------------------
 
@@ -166,6 +169,9 @@ class SstWriter:
             self._open_block_first_seq = row.seq
         self._last = row
         self._keys.append(row.key)
+        if self._first_key is None:
+            self._first_key = row.key
+        self._num_keys += 1
         self._raw_key_size += len(row.key)
         self._raw_val_size += len(row.value)
 
@@ -221,12 +227,11 @@ class SstWriter:
                 self.add(as_row(row))
             return
         enc = encode_blocks(cols, self.options.block_size_bytes, self._codec, final=False)
-        self._take_blocks(enc, cols)
-        keys = cols.keys
-        first = len(self._keys)
-        self._keys.extend(keys[carried:] if carried else keys)
+        self._take_blocks(enc, cols, all_rows)
+        if self._first_key is None:
+            self._first_key = rows[0][0]
+        self._num_keys += len(rows)
         self._hashes.append(siphash13_rows(cols.km, carried))
-        self._hashed_ranges.append((first, len(self._keys)))
         self._raw_key_size += int(cols.km.lengths[carried:].sum())
         self._raw_val_size += int(cols.vlen[carried:].sum())
         if self._first_seq is None:
@@ -237,11 +242,11 @@ class SstWriter:
         if kept is not None:
             self._kept_at = (kept, at + len(rows))
 
-    def _take_blocks(self, enc, cols: Columns) -> None:
-        """Record the framed blocks :func:`encode_blocks` made."""
-        keys, lengths, cpl = cols.keys, cols.km.lengths, cols.cpl
+    def _take_blocks(self, enc, cols: Columns, rows: Sequence[Row]) -> None:
+        """Record the framed blocks :func:`encode_blocks` made of ``rows`` (columns ``cols``)."""
+        lengths, cpl = cols.km.lengths, cols.cpl
         for size, s, e in zip(enc.framed_sizes, enc.starts, enc.ends):
-            first = keys[s]
+            first = rows[s][0]
             if self._prev_block_last_key is None:
                 index_key = b""
             elif s == 0:
@@ -252,7 +257,7 @@ class SstWriter:
             self._block_offsets.append(self._offset)
             self._index_keys.append(index_key)
             self._offset += size
-            self._prev_block_last_key = keys[e - 1]
+            self._prev_block_last_key = rows[e - 1][0]
         if enc.framed:
             self._chunks.append(enc.framed)
         self._puts += enc.puts
@@ -273,9 +278,10 @@ class SstWriter:
             self._drain_carry()  # the row-at-a-time builder takes them (finish closes its block)
             return
         assert cols is not None, "carried rows were checked"
+        rows = self._carry
         self._carry = []
         self._carry_bytes = 0
-        self._take_blocks(encode_blocks(cols, self.options.block_size_bytes, self._codec, final=True), cols)
+        self._take_blocks(encode_blocks(cols, self.options.block_size_bytes, self._codec, final=True), cols, rows)
 
     def _drain_carry(self) -> None:
         """Hand the pending rows of :meth:`add_sorted` to the row-at-a-time builder (they start
@@ -297,7 +303,7 @@ class SstWriter:
                 self._open_block_first_seq = row.seq
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return self._num_keys
 
     def estimated_size_bytes(self) -> int:
         """Bytes written so far plus the open block (for size-based SST rolling)."""
@@ -326,7 +332,7 @@ class SstWriter:
     def finish(self) -> EncodedSst:
         """The finished SST. At least one row is required (an SST has at least one block)."""
         assert not self._finished, "writer already finished"
-        if not self._keys:
+        if not self._num_keys:
             raise InvalidArgumentError("an SST needs at least one row")
         self._finished = True
         if self.sst_type == SstType.WAL:
@@ -345,7 +351,7 @@ class SstWriter:
         filter_offset = offset
         filter_len = 0
         bloom = None
-        if len(self._keys) >= self.options.min_filter_keys:
+        if self._num_keys >= self.options.min_filter_keys:
             bloom = self._filter()
             framed = frame_block(codec, encode_composite_filter([(BLOOM_FILTER_NAME, bloom.encode())]))
             chunks.append(framed)
@@ -368,7 +374,7 @@ class SstWriter:
 
         assert self._last is not None
         info = SsTableInfo(
-            first_entry=self._keys[0],
+            first_entry=self._first_key,
             index_offset=index_offset,
             index_len=index_len,
             filter_offset=filter_offset,
@@ -408,19 +414,13 @@ class SstWriter:
         return self._seal(info, offset, None, compacted=False)
 
     def _filter(self) -> BloomFilter:
-        """The bloom filter of every key: hashed by add_sorted as it went, the rest here (the
-        filter is a set of bits, whatever order the keys were hashed in)."""
+        """The bloom filter of every key: hashed by add_sorted as it went, the keys add() took
+        here (the filter is a set of bits, whatever order the keys were hashed in)."""
         import numpy as np
 
         hashes = self._hashes
-        unhashed: list[bytes] = []  # the keys add() took
-        at = 0
-        for lo, hi in self._hashed_ranges:
-            unhashed += self._keys[at:lo]
-            at = hi
-        unhashed += self._keys[at:]
-        if unhashed:
-            hashes = hashes + [siphash13_many(unhashed)]
+        if self._keys:
+            hashes = hashes + [siphash13_many(self._keys)]
         return build_bloom_bits(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
                                 self.options.filter_bits_per_key)
 
@@ -437,7 +437,7 @@ class SstWriter:
             format_version=FORMAT_VERSION_LATEST,
             index_keys=tuple(self._index_keys),
             block_offsets=tuple(self._block_offsets),
-            num_rows=len(self._keys),
+            num_rows=self._num_keys,
             filter=bloom,
             metadata_offset=metadata_offset,
             block_counts=(tuple(self._puts), tuple(self._deletes), tuple(self._merges)) if compacted else None,
