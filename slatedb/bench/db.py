@@ -55,6 +55,7 @@ PHASES = [
     ("durable_p50_ms", "durable put, p50 latency", "ms", False),
     ("durable_put_16", "durable puts, 16 concurrent writers", "puts/s", True),
     ("close_ms", "close after loading N keys", "ms", False),
+    ("close_cpu_ms", "close after loading N keys, process CPU", "ms", False),
     ("reopen_ms", "reopen", "ms", False),
     ("max_rss_mb", "max RSS of the process", "MB", False),
     ("get_existing_memtable", "extra: get existing, before close", "gets/s", True),
