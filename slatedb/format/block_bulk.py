@@ -294,9 +294,15 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     matrix = np.empty((m, at[-1]), dtype=np.uint8)
     mask = np.empty((m, at[-1]), dtype=bool)
     matrix[1:, : at[1]] = tails[:-1]
-    _prefix_mask(mask[:, : at[1]], prev_tail)
+    if int(tail_len.min()) == tail_width:  # every tail as wide as the field (uniform timestamps)
+        mask[:, : at[1]] = True
+        mask[0, : at[1]] = False
+    else:
+        _prefix_mask(mask[:, : at[1]], prev_tail)
     matrix[opens, at[1] : at[2]] = trailers[:-1]
-    _prefix_mask(mask[:, at[1] : at[2]], prev_trailer)
+    mask[:, at[1] : at[2]] = False  # a trailer only where a block opens
+    if len(opens):
+        mask[opens, at[1] : at[2]] = _prefix_rows(trailer_len[:-1], t_width)
     hdr_total = np.zeros(m, dtype=np.int64)
     for i, (mat, lens) in enumerate(varints):
         lo, hi = at[2 + i], at[3 + i]
@@ -311,8 +317,16 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
     matrix[:, lo:] = km.padded[:m]
     key_dtype = np.uint8 if key_width < 256 else np.int64
     cols = np.arange(key_width, dtype=key_dtype)
-    np.greater_equal(cols, shared.astype(key_dtype)[:, None], out=mask[:, lo:])
-    mask[:, lo:] &= cols < klen.astype(key_dtype)[:, None]
+    full = int(klen.min()) == key_width  # every key as wide as the matrix
+    if not shared.any():  # no shared prefix (WAL SSTs, restarts only)
+        if full:
+            mask[:, lo:] = True
+        else:
+            np.less(cols, klen.astype(key_dtype)[:, None], out=mask[:, lo:])
+    else:
+        np.greater_equal(cols, shared.astype(key_dtype)[:, None], out=mask[:, lo:])
+        if not full:
+            mask[:, lo:] &= cols < klen.astype(key_dtype)[:, None]
     glue = matrix[mask]
     glue_len = prev_tail + prev_trailer + hdr_total + unshared
 
@@ -339,6 +353,13 @@ def encode_blocks(cols: Columns, block_size: int, codec, final: bool) -> Encoded
 #: ``b"%ds" % n`` for the usual glue lengths: a row's glue is a struct field of its length.
 _FIELD_FORMATS = [b"%ds" % n for n in range(256)]
 _U8_RANGE = np.arange(256, dtype=np.uint8)
+
+
+def _prefix_rows(lengths: np.ndarray, width: int) -> np.ndarray:
+    """``rows x width`` bool: ``[r, c] = c < lengths[r]`` (uint8 compares when the width allows)."""
+    if width < 256:
+        return _U8_RANGE[:width] < lengths.astype(np.uint8)[:, None]
+    return np.arange(width) < lengths[:, None]
 
 
 def _prefix_mask(out: np.ndarray, lengths: np.ndarray) -> None:
