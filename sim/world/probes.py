@@ -126,6 +126,10 @@ UNIT_REACHED: dict[str, str] = {
     # clean-up (the load scenario runs no compactor).
     P.LOAD_CLEANUP_KEPT_PINNED:
         "tests/spark/test_load_cleanup.py::test_a_clean_up_after_a_compaction_keeps_the_committed_ssts_an_older_manifest_names",
+    # A union finished between a second sharded begin's read and its marker check: a window of a
+    # few store calls that no seed of load 0..999 hit.
+    P.LOAD_UNION_FINISHED_REFUSED:
+        "tests/spark/test_sharded.py::test_a_union_finished_between_the_begins_read_and_its_marker_check_is_not_destroyed",
 }
 
 

@@ -306,6 +306,12 @@ LOAD_CLEANUP_KEPT_PINNED = _probe(
     "longer names (a compaction rewrote them) but an older manifest still does (a checkpoint may pin "
     "it), and left them to GC",
     "bulk-load.md step 7, LOAD-6")
+LOAD_UNION_FINISHED_REFUSED = _probe(
+    "load.union-finished-refused",
+    "a sharded load's begin judged an uninitialized union a dead driver's leftover (its load's marker gone), "
+    "but a newer manifest was there when it read again: its load finished the union meanwhile; refused, "
+    "nothing destroyed",
+    "bulk-load.md S1, LOAD-13")
 LOAD_ENDED_SHARD_KEPT = _probe(
     "load.ended-shard-kept",
     "the clean-up of ended sharded loads (step 8: collect_loads, every sharded load's begin), on a "

@@ -141,6 +141,12 @@ async def _marker_fresh(store: ObjectStore, rt: Runtime, load_id: str, abandoned
     return rt.now_ms() - meta.last_modified_ms <= abandoned_after_s * 1000
 
 
+async def _still_latest(manifests: ManifestStore, seen: Any) -> bool:
+    """Is ``seen`` still the latest manifest?"""
+    now = await manifests.read_latest()
+    return now is not None and now.id == seen.id
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. Begin
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +173,12 @@ async def begin_sharded(store: ObjectStore, rt: Runtime, *,
                 raise LoadRefusedError(
                     f"sharded load {load_id} is uniting its shards at {store.url}: nothing begun (if its driver "
                     "died, slatedb.spark.collect_loads(url, abandoned_after_s=0) ends it, then run again)")
+        # LOAD-13: its load may have finished the union (and deleted its marker) since our read:
+        # destroy only the union judged above (a load deletes its marker after its last manifest).
+        if not await _still_latest(manifests, latest):
+            rt.probe(probes.LOAD_UNION_FINISHED_REFUSED)
+            raise LoadRefusedError(f"the union at {store.url} changed while this begin judged it (its load finished "
+                                   "it?): nothing begun")
         locator = SstLocator(store, rt)
         try:  # a union that a dead driver left uninitialized: nobody can have opened it
             await destroy_database(store, rt, latest, locator, store.delete)

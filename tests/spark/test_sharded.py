@@ -531,3 +531,91 @@ def test_a_stray_object_beside_the_shards_is_not_taken_for_a_shard(tmp_path) -> 
     stray.write_bytes(b"not a database")
     assert run_io(url, None, lambda s, rt: collect_shards(s, rt, min_age_s=0)) == []
     assert stray.read_bytes() == b"not a database"
+
+
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "unfixed"])
+def test_a_union_finished_between_the_begins_read_and_its_marker_check_is_not_destroyed(tmp_path, fixed: bool,
+                                                                                       monkeypatch) -> None:
+    """LOAD-13: a second sharded load's begin read the union a live driver was making
+    (uninitialized) and, before it checked that load's open marker, the first load finished its
+    union (initialized) and deleted its marker: the begin found the marker gone, took the union,
+    read before it was finished, for a dead driver's leftover, and destroyed the committed
+    database with every shard (found by the load scenario's two sharded loads). Now the begin
+    reads the latest manifest again after the marker checks and destroys only the union it judged;
+    a newer manifest refuses it."""
+    from slatedb.errors import SlateDBError
+    from slatedb.spark import sharded
+
+    if not fixed:  # the begin as before: no second read after the marker checks
+        monkeypatch.setattr(sharded, "_still_latest", lambda manifests, seen: _true())
+    url = url_of(tmp_path)
+    data = {**rows_of(b"a", 100), **rows_of(b"b", 100)}
+    plan = begin(url)
+    results = [stage(url, plan, 0, rows_of(b"a", 100)), stage(url, plan, 1, rows_of(b"b", 100))]
+    outcome: dict = {}
+
+    class Gate:
+        """``inner``; ``put`` of the first manifest / ``head`` of a load marker wait for ``go``."""
+
+        def __init__(self, inner, on: str) -> None:
+            self.inner, self.url, self.on = inner, inner.url, on
+            self.go, self.reached, self.done = trio.Event(), trio.Event(), False
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        async def _gate(self) -> None:
+            self.done = True
+            self.reached.set()
+            await self.go.wait()
+
+        async def put(self, key, data, mode=None):
+            out = await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+            if self.on == "put" and not self.done and key.startswith("manifest/"):
+                await self._gate()
+            return out
+
+        async def head(self, key):
+            if self.on == "head" and not self.done and key.endswith("/open"):
+                await self._gate()
+            return await self.inner.head(key)
+
+        def open_url(self, url):
+            return self.inner.open_url(url)
+
+        async def aclose(self):
+            pass
+
+    async def race(store, rt):
+        first_store, second_store = Gate(store, "put"), Gate(store, "head")
+
+        async def first() -> None:
+            outcome["first"] = await commit_sharded(first_store, rt, plan, results)
+
+        async def second() -> None:
+            try:
+                outcome["second"] = await begin_sharded(second_store, rt)
+            except SlateDBError as e:
+                outcome["second"] = e
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            await first_store.reached.wait()  # the union's first manifest: uninitialized
+            nursery.start_soon(second)
+            await second_store.reached.wait()  # the begin read it, and is about to check the marker
+            first_store.go.set()
+            while "first" not in outcome:
+                await trio.sleep(0.01)
+            second_store.go.set()
+
+    run_io(url, None, race)
+    assert outcome["first"].rows == 200
+    if not fixed:  # the committed union destroyed under its load
+        assert latest(url) is None, outcome
+        return
+    assert isinstance(outcome["second"], LoadRefusedError), outcome
+    assert scan(url) == data
+
+
+async def _true() -> bool:
+    return True
