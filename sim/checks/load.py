@@ -124,6 +124,7 @@ class Load:
     sharded: bool = False  # the union route (sim/scenarios/load_sharded.py): staged_ids are its shards' SSTs
     aborted: bool = False  # its driver crashed and an operator aborted it
     ended: bool = False  # its end ran to completion: the driver's clean-up, or an operator's abort (LOAD-10)
+    done: bool = False  # its driver's process is over, whatever the outcome (a second sharded load waits for it)
 
 
 @attrs.frozen

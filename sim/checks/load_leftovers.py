@@ -1,5 +1,6 @@
 """LOAD-10 in the ``load`` scenario (spec/protocols/bulk-load.md): a load that ended leaves
-nothing but what its commit made visible.
+nothing but what its commit made visible (and LOAD-13, :class:`LiveUnionChecks`: no begin destroys a
+union a live sharded load is making).
 
 Judged at the end of a run, over the fault-free bucket, for every load whose end ran to
 completion -- its driver's commit and clean-up (``cleanup_load``; for a sharded load the abort of
@@ -19,12 +20,14 @@ then: each must have found the open marker gone and deleted what it wrote.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from slatedb.format.types import ManifestV2
 from slatedb.gc.retention import manifest_sst_ids
 
 from sim.checks.load import Load
+from sim.world.invariants import InvariantViolation
+from sim.world.trace import Event, Trace
 
 
 def leftovers(objects: dict, loads: Iterable[Load], latest: ManifestV2 | None,
@@ -53,3 +56,26 @@ def leftovers(objects: dict, loads: Iterable[Load], latest: ManifestV2 | None,
                 out.append(f"LOAD-10: {ld.name} ended ({ld.outcome}) but {len(stray)} SST(s) its attempts staged are "
                            f"left unreferenced, e.g. compacted/{stray[0]}.sst")
     return out
+
+
+class LiveUnionChecks:
+    """LOAD-13 as it happens: a sharded load's begin that removes an uninitialized union as a
+    dead driver's leftover (event ``shard_leftover_removed``) while another sharded load's driver
+    is alive and committing (making that union), or once that load committed, destroyed a live
+    load's union. ``loads``: the world's loads, read at each event."""
+
+    def __init__(self, loads: Callable[[], Iterable[Load]]) -> None:
+        self.loads = loads
+
+    def attach(self, trace: Trace) -> "LiveUnionChecks":
+        trace.listeners.append(self.on_event)
+        return self
+
+    def on_event(self, e: Event) -> None:
+        if e.kind != "shard_leftover_removed":
+            return
+        live = [ld.name for ld in self.loads() if ld.sharded and ld.name != e.process
+                and (ld.outcome == "committing" and not ld.done or ld.outcome == "committed")]
+        if live:
+            raise InvariantViolation("LOAD-13", e, f"{e.process}'s begin removed the uninitialized union (manifest "
+                                                   f"{e.f.get('manifest_id')}) that {live[0]}'s live driver is making")

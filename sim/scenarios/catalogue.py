@@ -321,6 +321,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "for a clone go, and the clone's rows with them", _LOAD_CLASS,
         "bulk-load.md step 8; destroy.md \"Shards another database still reads\", LOAD-9",
         "slatedb/spark/sharded.py collect_ended_shards", "load", ("LOAD-9",), 40),
+    # Two sharded loads in turn (sim/scenarios/load_sharded.py: the second begins while the first
+    # one's union is being made); first detecting seed 1, 8 of seeds 0..199 (`sim hunt --rate`).
+    Bug(switches.SHARDED_BEGIN_TAKES_LIVE_UNION, "a sharded load's begin takes any uninitialized union of "
+        "sharded-load shards for a dead driver's leftover, as before: it destroys the union a live driver is "
+        "making, with its shards", _LOAD_CLASS, "bulk-load.md S1, LOAD-13",
+        "slatedb/spark/sharded.py begin_sharded", "load", ("LOAD-13",), 16),
     # -- transactions (sim/scenarios/txn.py; budgets from `sim hunt --rate --seeds 200`) --
     Bug(switches.TXN_READS_UNCHECKED, "a commit checks only the keys the transaction wrote, not its read set (SSI "
         "reads, mark_read keys): a serializable transaction commits over a write to a key it read (write skew)",
@@ -360,9 +366,6 @@ UNIT_CAUGHT: dict[str, str] = {
     # simulated world compacts a loaded database (the load scenario runs no compactor nor GC).
     switches.LOAD_LANDED_BY_SSTS:
         "tests/spark/test_load_cleanup.py::test_a_commit_overtaken_after_its_update_landed_is_not_reported_refused",
-    # Two sharded loads into one new URL: the simulator's worlds run one sharded load each.
-    switches.SHARDED_BEGIN_TAKES_LIVE_UNION:
-        "tests/spark/test_sharded.py::test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover",
     switches.CLEANUP_LATEST_ONLY:
         "tests/spark/test_load_cleanup.py::test_a_clean_up_after_a_compaction_keeps_the_committed_ssts_an_older_manifest_names",
 }

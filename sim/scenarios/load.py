@@ -54,7 +54,7 @@ from slatedb.runtime import with_max_retries
 from slatedb.spark.load import LoadRefusedError, begin_load, cleanup_load, commit_load, stage_sorted
 
 from sim.checks.load import CleanupChecks, Load, Write, check, collect
-from sim.checks.load_leftovers import leftovers
+from sim.checks.load_leftovers import LiveUnionChecks, leftovers
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.writer import WriterChecks
 from sim.scenarios.load_kept_shards import applies, kept_shards
@@ -137,12 +137,15 @@ def _build(setup: Setup) -> World:
         mixed = setup.choices.stream("sharded-mixed")  # its own stream: the other sharded seeds stay as they were
         if boolean(mixed, 0.4):  # and a plain load races them both, beginning up to 4 s later than usual
             loads, plain_delay_s = [Load("l1"), *loads], mixed.uniform(0.0, 4.0)
+        if boolean(setup.choices.stream("sharded-second"), 0.5):  # a second sharded load in turn (LOAD-13)
+            loads.append(Load("s2", sharded=True))
     world = World(setup, faults, settings, clients=shape.count(1, 3), ops=shape.count(2, 30),
                   after=shape.count(0, 3),
                   think_s=rng.choice([0.01, 0.05, 0.15]), writer_crash=boolean(rng, 0.3),
                   reopen_s=rng.choice([0.1, 1.0, 3.0]), loads=loads, writer_delay_s=writer_delay_s,
                   plain_delay_s=plain_delay_s)
     world.registry.adopt("sim", setup.bucket)
+    LiveUnionChecks(lambda: world.loads).attach(setup.trace)
     setup.trace.record("world", "config", faults=repr(faults), settings=repr(settings), loads=len(loads),
                        clients=world.clients, ops=world.ops)
     return world
@@ -164,7 +167,9 @@ async def _drivers(world: World) -> None:
     async with trio.open_nursery() as nursery:
         for i, load in enumerate(world.loads):
             if load.sharded:
-                nursery.start_soon(sharded_driver, world, load, _store, LOAD_KEYS, SMALL_SST)
+                first = next(ld for ld in world.loads if ld.sharded)
+                nursery.start_soon(sharded_driver, world, load, _store, LOAD_KEYS, SMALL_SST,
+                                   None if load is first else first)
             else:
                 nursery.start_soon(_driver, world, load, i)
     world.loads_done = True
@@ -385,7 +390,7 @@ SCENARIO = Scenario(
               Checker("cleanup", lambda setup: CleanupChecks(setup.bucket.objects, lambda p: p.startswith("l"))),
               Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
     limit_what="the writer or a load still runs",
-    processes_declared=("w", "w.<n>", "l<n>", "l<n>.p<p>.a<a>", "l<n>.abort", "s1", "s1.p<p>.a<a>", "s1.abort",
+    processes_declared=("w", "w.<n>", "l<n>", "l<n>.p<p>.a<a>", "l<n>.abort", "s<n>", "s<n>.p<p>.a<a>", "s<n>.abort",
                         "final", "e"),
     fault_kinds=("fault.transient", "store.reply-lost", "crash"))
 

@@ -23,6 +23,7 @@ them) and LOAD-10 (:func:`sim.checks.load_leftovers.leftovers`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import trio
@@ -38,12 +39,19 @@ from sim.world.engine import Crash, crashable
 
 __all__ = ["WorldStore", "sharded_driver"]
 
+_ROOT_MANIFEST = re.compile(r"^manifest/[0-9]{20}\.manifest$")
 
-async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes, ...], sst_options: Any) -> None:
-    """The driver ``load.name`` of one sharded load and its task attempts (module docstring)."""
+
+async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes, ...], sst_options: Any,
+                         after: Load | None = None) -> None:
+    """The driver ``load.name`` of one sharded load and its task attempts (module docstring);
+    with ``after``, a second sharded load into the same URL, begun once ``after``'s driver called
+    its commit or ended (:func:`_second_start`)."""
     setup = world.setup
     rng = setup.choices.stream("driver", load.name)
     await trio.sleep(rng.uniform(0.0, 0.4))
+    if after is not None:
+        await _second_start(world, rng, after)
     partitions = rng.randint(1, 3)
     wait_s = rng.uniform(0.0, 0.8)
     crash = Crash(rng.uniform(0.05, 1.5)) if boolean(rng, 0.2) else None
@@ -91,9 +99,11 @@ async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes
     if outcome == "crashed":
         if load.outcome == "committing":
             load.outcome = "crashed"  # it may have committed: the manifests say
+        load.done = True
         if plan_box and abort:
             load.aborted = True
             await operator_abort(world, load, rng, store_of, lambda s, r: abort_sharded(s, r, plan_box[0]))
+    load.done = True
 
 
 async def _partition(world: Any, load: Load, plan: Any, p: int, keys: list, results: list, rows: dict,
@@ -134,6 +144,17 @@ async def _partition(world: Any, load: Load, plan: Any, p: int, keys: list, resu
         if picked is None:
             picked = await attempt(1, None)
     take(picked, p, keys, results, rows)
+
+
+async def _second_start(world: Any, rng: Any, first: Load) -> None:
+    """A second sharded load (``s2``, in some sharded seeds) begins in turn, as an operator
+    re-running the job that seems stuck: once the first one's driver called its commit and the URL
+    holds a manifest (the first load's union being made, or the writer's database), or the first
+    driver ended, a drawn moment later. LOAD-13: its begin must not destroy a union being made."""
+    objects = world.setup.bucket.objects
+    while not first.done and (first.commit_called_s is None or not any(_ROOT_MANIFEST.match(k) for k in objects)):
+        await trio.sleep(0.01)
+    await trio.sleep(rng.uniform(0.0, 0.1))
 
 
 def _note_shard(world: Any, load: Load, res: Any) -> None:

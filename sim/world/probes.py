@@ -107,6 +107,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.LOAD_ENDED_SHARD_KEPT: ("load", (1,)),
     P.LOAD_COMMIT_UNSURE_KEPT: ("load", (141,)),
     P.DESTROY_KEPT_SHARD_REMOVED: ("load", (33,)),
+    P.LOAD_UNION_LIVE_REFUSED: ("load", (1,)),
 }
 
 

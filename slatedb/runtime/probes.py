@@ -306,6 +306,11 @@ LOAD_CLEANUP_KEPT_PINNED = _probe(
     "longer names (a compaction rewrote them) but an older manifest still does (a checkpoint may pin "
     "it), and left them to GC",
     "bulk-load.md step 7, LOAD-6")
+LOAD_UNION_LIVE_REFUSED = _probe(
+    "load.union-live-refused",
+    "a sharded load's begin found an uninitialized union at the URL whose load's open marker is fresh (its "
+    "driver may be uniting it right now) and refused, leaving the union alone",
+    "bulk-load.md S1, LOAD-13")
 LOAD_UNION_FINISHED_REFUSED = _probe(
     "load.union-finished-refused",
     "a sharded load's begin judged an uninitialized union a dead driver's leftover (its load's marker gone), "

@@ -170,6 +170,7 @@ async def begin_sharded(store: ObjectStore, rt: Runtime, *,
             if switches.SHARDED_BEGIN_TAKES_LIVE_UNION in rt.bugs:  # catalogued bug (sim/scenarios/catalogue.py)
                 break
             if await _marker_fresh(store, rt, load_id, abandoned_after_s):
+                rt.probe(probes.LOAD_UNION_LIVE_REFUSED)
                 raise LoadRefusedError(
                     f"sharded load {load_id} is uniting its shards at {store.url}: nothing begun (if its driver "
                     "died, slatedb.spark.collect_loads(url, abandoned_after_s=0) ends it, then run again)")
