@@ -267,6 +267,8 @@ def test_a_commit_that_deletes_what_it_wrote_after_an_unsure_update_is_caught_by
 
 
 @pytest.mark.parametrize("seed,switch,invariant,probe", [
+    (21, "cleanup-latest-only", "LOAD-6", "load.cleanup-kept-pinned"),
+    (49, "load-landed-by-ssts", "LOAD-12", "load.commit-landed-found"),
     (1, "sharded-begin-takes-live-union", "LOAD-13", "load.union-live-refused"),
 ])
 def test_the_loaded_database_worlds_catch_their_switches(seed: int, switch: str, invariant: str, probe: str) -> None:

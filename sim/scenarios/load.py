@@ -35,7 +35,9 @@ final writer's read of every key (LOAD-1/4/5/6/7, DUR-1). :class:`sim.checks.wri
 (FENCE-5: the fenced writer flushes no L0 after the load's epoch) watch the trace as it runs.
 In sharded seeds whose union committed, an epilogue (``sim/scenarios/load_kept_shards.py``) then
 pins a shard with a reader's checkpoint, destroys the union and cleans the path up while the
-shard is pinned and after it is released (LOAD-9, DESTROY-4).
+shard is pinned and after it is released (LOAD-9, DESTROY-4). Half of the sharded seeds run a second
+sharded load ``s2`` in turn (LOAD-13); 35% of the plain seeds an epilogue loading under a compactor, GC
+and a checkpoint (``sim/scenarios/load_compacted.py``: LOAD-6, LOAD-12, DUR-1).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from sim.checks.load import CleanupChecks, Load, Write, check, collect
 from sim.checks.load_leftovers import LiveUnionChecks, leftovers
 from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.writer import WriterChecks
+from sim.scenarios.load_compacted import applies as applies_compacted, compacted
 from sim.scenarios.load_kept_shards import applies, kept_shards
 from sim.scenarios.load_sharded import sharded_driver
 from sim.scenarios.load_tasks import WorldStore, operator_abort, partition_draws, process_io, run_attempt, take
@@ -166,10 +169,9 @@ async def _processes(world: World, _nursery: trio.Nursery | None) -> None:
 async def _drivers(world: World) -> None:
     async with trio.open_nursery() as nursery:
         for i, load in enumerate(world.loads):
-            if load.sharded:
-                first = next(ld for ld in world.loads if ld.sharded)
+            if load.sharded:  # s2 (the last load) begins in turn after s1, the one before it
                 nursery.start_soon(sharded_driver, world, load, _store, LOAD_KEYS, SMALL_SST,
-                                   None if load is first else first)
+                                   world.loads[-2] if load.name == "s2" else None)
             else:
                 nursery.start_soon(_driver, world, load, i)
     world.loads_done = True
@@ -366,6 +368,8 @@ async def _final(world: World) -> None:
     world.violations = ended + check(world.writes, world.loads, left, world.final)
     if not world.violations and applies(world, latest):
         world.violations = await kept_shards(world, latest)  # the shards a destroy keeps for their readers
+    if not world.violations and applies_compacted(world):  # a load under a compactor, GC and a checkpoint
+        world.violations = await compacted(world, world.settings, SMALL_SST)
 
 
 def _faults_seen(setup: Setup, _world: World | None) -> dict:
@@ -391,7 +395,7 @@ SCENARIO = Scenario(
               Checker("manifest", lambda setup: ManifestFenceChecks(bucket_reader(setup.bucket)))),
     limit_what="the writer or a load still runs",
     processes_declared=("w", "w.<n>", "l<n>", "l<n>.p<p>.a<a>", "l<n>.abort", "s<n>", "s<n>.p<p>.a<a>", "s<n>.abort",
-                        "final", "e"),
+                        "final", "e", "w9", "w10", "l9", "l9.abort", "r9", "c9", "g9", "f9"),
     fault_kinds=("fault.transient", "store.reply-lost", "crash"))
 
 

@@ -107,6 +107,8 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.LOAD_ENDED_SHARD_KEPT: ("load", (1,)),
     P.LOAD_COMMIT_UNSURE_KEPT: ("load", (141,)),
     P.DESTROY_KEPT_SHARD_REMOVED: ("load", (33,)),
+    P.LOAD_CLEANUP_KEPT_PINNED: ("load", (21,)),
+    P.LOAD_COMMIT_LANDED_FOUND: ("load", (2,)),
     P.LOAD_UNION_LIVE_REFUSED: ("load", (1,)),
 }
 
@@ -123,10 +125,6 @@ UNIT_REACHED: dict[str, str] = {
         "tests/db/test_open_after_destroy.py::test_an_open_whose_bump_landed_after_the_database_was_removed_takes_it_back",
     P.MANIFEST_CREATE_OUTLIVED_DESTROY:
         "tests/gc/test_destroy_race.py::test_a_manifest_committed_after_a_hard_destroy_that_deleted_the_seen_boundary_is_taken_back",
-    # No simulated world compacts a loaded database under a checkpoint before a dead driver's
-    # clean-up (the load scenario runs no compactor).
-    P.LOAD_CLEANUP_KEPT_PINNED:
-        "tests/spark/test_load_cleanup.py::test_a_clean_up_after_a_compaction_keeps_the_committed_ssts_an_older_manifest_names",
     # A union finished between a second sharded begin's read and its marker check: a window of a
     # few store calls that no seed of load 0..999 hit.
     P.LOAD_UNION_FINISHED_REFUSED:

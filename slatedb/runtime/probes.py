@@ -306,6 +306,12 @@ LOAD_CLEANUP_KEPT_PINNED = _probe(
     "longer names (a compaction rewrote them) but an older manifest still does (a checkpoint may pin "
     "it), and left them to GC",
     "bulk-load.md step 7, LOAD-6")
+LOAD_COMMIT_LANDED_FOUND = _probe(
+    "load.commit-landed-found",
+    "a load's commit, its manifest create reported behind GC's boundary (RFC 004: a compaction or a writer "
+    "wrote newer manifests and GC moved the boundary while the commit stalled), retried and found its own "
+    "landed update by its replay point and seq (its SSTs perhaps compacted away since): committed",
+    "bulk-load.md step 6, LOAD-12")
 LOAD_UNION_LIVE_REFUSED = _probe(
     "load.union-live-refused",
     "a sharded load's begin found an uninitialized union at the URL whose load's open marker is fresh (its "

@@ -45,14 +45,8 @@ from ulid import ULID
 
 from slatedb.checkpoint import check_writable_state
 from slatedb.lsm.view import sst_key
-from slatedb.errors import (
-    FencedError,
-    InvalidArgumentError,
-    InvalidDbStateError,
-    ObjectNotFoundError,
-    PreconditionFailedError,
-    SlateDBError,
-)
+from slatedb.errors import (FencedError, InvalidArgumentError, InvalidDbStateError, ObjectNotFoundError,
+                            PreconditionFailedError, SlateDBError)
 from slatedb.format.sst import SstOptions
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import SstWriter, write_sst
@@ -487,7 +481,10 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
         attempted = True
         try:  # LOAD-1: the one update that makes the rows visible (LOAD-12: a retry after a create
             # reported behind GC's boundary recognises the landed load, or raises CommitOutcomeUnknownError)
-            stored = (await manifests.commit(edit)).stored
+            committed = await manifests.commit(edit)
+            stored = committed.stored
+            if not committed.written:  # LOAD-12: a retry found the update it had sent landed
+                rt.probe(probes.LOAD_COMMIT_LANDED_FOUND)
         except FencedError as e:
             raise LoadRefusedError(f"a writer opened after the load's fence (epoch {epoch}; {e}): "
                                    "nothing committed") from None
@@ -553,7 +550,6 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
             pass
     rt.event("load_cleanup", load_id=load_id, deleted=deleted)
     return deleted
-
 
 
 async def _delete_unreferenced(store: ObjectStore, ssts: list[ULID]) -> None:
