@@ -102,6 +102,10 @@ SHARD_COLLECTED = "shard_collected"
 SHARD_LEFTOVER_COLLECTED = "shard_leftover_collected"  # an ended load's shards, no database at the URL (LOAD-10)
 SHARD_LEFTOVER_KEPT = "shard_leftover_kept"  # an ended load's shards a clone pins, kept by its clean-up (LOAD-9)
 KEPT_SHARDS = "kept_shards"  # the load epilogue's steps: a shard pinned, the union destroyed, released (sim/scenarios/load_kept_shards.py)
+# the load epilogue under a compactor, GC and a checkpoint (sim/scenarios/load_compacted.py)
+LOAD_COMPACTED = "load_compacted"  # its draws and outcome: who overtook the commit, the stall, landed, clean-up
+LOAD_DRIVER_DIED = "load_driver_died"  # its driver died after the commit: an operator's collect_loads cleans up
+COMPACTION_SKIPPED = "compaction_skipped"  # its full compaction was refused (nothing to compact, say)
 SPARK_CHECKPOINT = "spark_checkpoint"
 DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"
