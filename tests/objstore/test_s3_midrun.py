@@ -25,6 +25,7 @@ import slatedb
 from slatedb.errors import (
     BucketNotFoundError,
     CredentialsMissingError,
+    InvalidDbStateError,
     ObjectStoreRetriesExhaustedError,
     PermanentObjectStoreError,
     TransientObjectStoreError,
@@ -77,8 +78,14 @@ def test_a_bucket_deleted_under_a_running_writer_raises_bucket_not_found(server)
             db.put(b"b", b"2", durable=True)
 
         err, _ = within(60, put)
-        assert isinstance(err, BucketNotFoundError), repr(err)
-        assert "bucket midrun does not exist" in str(err) and server.endpoint_url in str(err)
+        if isinstance(err, InvalidDbStateError):
+            # A poll listed the bucket empty while SeaweedFS was still deleting it, and the root
+            # check right after still found it (seen on a loaded machine): the objects vanished
+            # first, which is what that error says ("destroyed or deleted while open").
+            assert "no manifest file left under s3://midrun/db/manifest/" in str(err), repr(err)
+        else:
+            assert isinstance(err, BucketNotFoundError), repr(err)
+            assert "bucket midrun does not exist" in str(err) and server.endpoint_url in str(err)
         err, _ = within(30, lambda: db.get(b"zzz-not-cached"))
         assert err is None or isinstance(err, (BucketNotFoundError, slatedb.SlateDBError)), repr(err)
     finally:
