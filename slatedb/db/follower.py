@@ -55,6 +55,10 @@ class ManifestFollower:
         with w.lock:
             if flushed is not None:
                 w.flushed(flushed)
+                # The unflushed bytes fell: the write thresholds follow in this same hold. A write
+                # measured against the old, higher one did not wake an idle WAL flusher, and its
+                # durable wait never returned (tests/db/test_durable_wait_idle_flusher.py).
+                self._recompute_thresholds()
             w.publish(view)
             live = view.sst_ids
         for sst_id in [s for s in self._readers if s not in live]:

@@ -58,7 +58,11 @@ class WritePath:
     """``put`` / ``delete`` / ``write``, thresholds, back-pressure and durability waits."""
 
     def _kick_flush(self) -> None:
-        """Wake the WAL flusher from any thread (called with ``_lock`` held)."""
+        """Wake the WAL flusher from any thread (called with ``_lock`` held), also from its sleep
+        until a row arrives: a kick is for rows already buffered (a durable wait, a threshold)."""
+        if self._flusher_idle and self._w.wal_bytes:
+            self._flusher_idle = False
+            self._set_from_any_thread("_wal_arrival")
         if self._kicked:
             return
         self._kicked = True

@@ -30,6 +30,7 @@ class _Token:
 def _bare(on_trio_thread: bool) -> WritePath:
     w = WritePath.__new__(WritePath)
     w._kicked = False
+    w._flusher_idle = False  # a flusher between flushes (tests/db/test_durable_wait_idle_flusher.py: asleep)
     w._trio_thread = threading.get_ident() if on_trio_thread else -1
     w._flush_wakeup = _Wakeup()
     w._trio_token = _Token()
