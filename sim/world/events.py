@@ -106,6 +106,9 @@ KEPT_SHARDS = "kept_shards"  # the load epilogue's steps: a shard pinned, the un
 LOAD_COMPACTED = "load_compacted"  # its draws and outcome: who overtook the commit, the stall, landed, clean-up
 LOAD_DRIVER_DIED = "load_driver_died"  # its driver died after the commit: an operator's collect_loads cleans up
 COMPACTION_SKIPPED = "compaction_skipped"  # its full compaction was refused (nothing to compact, say)
+# a point read started again on the current state: an SST of its view was collected meanwhile
+# (reader.md READ-7, "a view outlived"; slatedb/lsm/read_path.py)
+READ_VIEW_COLLECTED = "read_view_collected"
 SPARK_CHECKPOINT = "spark_checkpoint"
 DESTROY = "destroy"
 DB_DESTROYED = "db_destroyed"

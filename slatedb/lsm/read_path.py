@@ -17,14 +17,16 @@ import threading
 from typing import Any, Iterator
 
 import attrs
+from ulid import ULID
 
+from slatedb.errors import ObjectNotFoundError
 from slatedb.format.sst_reader import NEED_IO, SstReader
 from slatedb.memtable import Memtable
 from slatedb.merge import resolve_row, resolve_versions, visible
 from slatedb.merge_operator import MergeFn
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row, RowKind
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, probes
 
 from .scan import MemSource, MergeScan, SstSource
 from .view import KeyBounds, LsmView
@@ -39,6 +41,21 @@ class ReadState:
 
     mems: tuple[Memtable, ...]
     view: LsmView
+
+
+#: How many times a point read starts again on a fresher state (:meth:`ReadPath._from_fresh_views`).
+_MAX_FRESH_VIEWS = 8
+
+
+def _sst_id_of(object_key: str) -> ULID | None:
+    """The SST id of an object key ``.../compacted/<ULID>.sst`` (None for any other key)."""
+    name = object_key.rsplit("/", 1)[-1]
+    if not name.endswith(".sst"):
+        return None
+    try:
+        return ULID.from_str(name[:-4])
+    except ValueError:
+        return None
 
 
 class ReadPath:
@@ -115,6 +132,25 @@ class ReadPath:
         """``get`` with block reads (REQUIRES: the engine's loop)."""
         return _value_of(await self.get_resolved_slow(key, rs, max_seq))
 
+    async def _from_fresh_views(self, read: Any, key: bytes, rs: ReadState, max_seq: int | None) -> Any:
+        """``await read(key, rs, max_seq)``, again on the current state when an SST of ``rs`` was
+        deleted before its block was read and has left the current view meanwhile: compacted
+        away, then collected by GC once its pin expired while this read was stalled (db seed
+        11583: one GET stalled 838 s). The current state holds the key's rows in the SSTs that
+        replaced it. An SST still in the current view that is missing is damage: raised."""
+        for _attempt in range(_MAX_FRESH_VIEWS):
+            try:
+                return await read(key, rs, max_seq)
+            except ObjectNotFoundError as e:
+                fresh = self.read_state
+                gone = _sst_id_of(e.key)
+                if fresh is rs or gone is None or gone in fresh.view.sst_ids:
+                    raise
+                self.runtime.probe(probes.READ_VIEW_COLLECTED)
+                self.runtime.event("read_view_collected", sst=str(gone))
+                rs = fresh
+        return await read(key, rs, max_seq)
+
     # -- merge operands: the key's versions down to its base, folded (MERGE-1..4) ------------------
 
     def get_resolved_fast(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None | object:
@@ -134,6 +170,9 @@ class ReadPath:
 
     async def get_resolved_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None:
         """:meth:`get_resolved_fast` with block reads (REQUIRES: the engine's loop)."""
+        return await self._from_fresh_views(self._get_resolved_once, key, rs, max_seq)
+
+    async def _get_resolved_once(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None:
         now = self.runtime.now_ms()
         rows: list[Row] = []
         for mem in rs.mems:
@@ -171,6 +210,9 @@ class ReadPath:
 
     async def get_row_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None:
         """:meth:`get_row_fast` with block reads (REQUIRES: the engine's loop)."""
+        return await self._from_fresh_views(self._get_row_once, key, rs, max_seq)
+
+    async def _get_row_once(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None:
         for mem in rs.mems:
             row = mem.get(key, max_seq)
             if row is not None:

@@ -344,6 +344,13 @@ TXN_CONFLICT_AFTER_VIEW_MOVED = _probe(
     "written during its first check, which the memtables alone no longer showed",
     "transactions.md step C3, TXN-3/TXN-4")
 
+READ_VIEW_COLLECTED = _probe(
+    "read.view-collected",
+    "a point read met an SST of its view deleted before its block was read, and the SST had left "
+    "the current view (compacted away, then collected once its pin expired while the read was "
+    "stalled): the read started again on the current state",
+    "reader.md READ-7 (a view outlived)")
+
 # Rare branches with no probe yet because no scenario reaches them (a probe there would be unhit
 # by every campaign; add it with the scenario that reaches it): GC keeping an SST only for its
 # min_age (the ULID cutoff keeps it first in every measured seed), a clone resumed after a crash

@@ -1,0 +1,17 @@
+"""db seed 11583 (found by `sim dst --workload db --seeds 10000..11999`, fourteenth session; on
+the code of 2333232 too): writer w1's point get of a key stalled 838 virtual seconds on the GET
+of an L0 SST's block; meanwhile the compactor replaced that L0 SST, the compaction's 15-minute
+pin on the replaced manifest expired and GC deleted the SST. The GET came back "not found" and
+the writer's process died with ``ObjectNotFoundError`` (ESCAPE-1). Now a point read whose SST
+left the current view before it was read starts again on the current state (reader.md READ-7,
+"a view outlived"; probe read.view-collected)."""
+
+from __future__ import annotations
+
+from sim.campaign.sweep import Scenario, run_seed
+
+
+def test_seed_11583_passes_and_reads_again_on_the_current_state() -> None:
+    r = run_seed(Scenario(workload="db"), 11583)
+    assert r["ok"], r.get("violations")
+    assert r["probes"]["read.view-collected"] >= 1
