@@ -298,17 +298,9 @@ def test_a_conflict_written_and_flushed_during_the_commit_is_found_after_the_vie
     Before, no test reached these probes (`sim mutate` seeds 13 and 14: both flags' mutants
     survived; the txn scenario's seeds reach them)."""
     from slatedb.runtime import probes
-    from slatedb.runtime.production import ProductionRuntime
+    from tests.probed_runtime import ProbedRuntime
 
-    class Probed(ProductionRuntime):
-        def __init__(self) -> None:
-            super().__init__("test")
-            self.hits: list[str] = []
-
-        def probe(self, name: str) -> None:
-            self.hits.append(name)
-
-    rt = Probed()
+    rt = ProbedRuntime()
     with slatedb.Db.open(f"file://{tmp_path}", S, runtime=rt) as db:
         db.put(b"x", b"0")
         t = db.begin(SI)
@@ -359,17 +351,9 @@ def test_a_conflict_with_no_view_move_is_not_reported_as_one_after_it(tmp_path) 
     moved view found the conflict (`sim mutate` seed 15: a transaction born with ``view_moved``
     set survived)."""
     from slatedb.runtime import probes
-    from slatedb.runtime.production import ProductionRuntime
+    from tests.probed_runtime import ProbedRuntime
 
-    class Probed(ProductionRuntime):
-        def __init__(self) -> None:
-            super().__init__("test")
-            self.hits: list[str] = []
-
-        def probe(self, name: str) -> None:
-            self.hits.append(name)
-
-    rt = Probed()
+    rt = ProbedRuntime()
     with slatedb.Db.open(f"file://{tmp_path}", S, runtime=rt) as db:
         t = db.begin(SI)
         t.put(b"x", b"t")

@@ -12,20 +12,11 @@ import pytest
 import slatedb
 from slatedb.errors import ObjectNotFoundError
 from slatedb.runtime import probes
-from slatedb.runtime.production import ProductionRuntime
+from tests.probed_runtime import ProbedRuntime
 
 from .helpers import compact_all_l0, memory_store
 
 SETTINGS = {"compactor_options": None, "manifest_poll_interval": "10ms", "block_cache_size_bytes": 0}
-
-
-class Probed(ProductionRuntime):
-    def __init__(self) -> None:
-        super().__init__("test")
-        self.hits: list[str] = []
-
-    def probe(self, name: str) -> None:
-        self.hits.append(name)
 
 
 def _loaded(store) -> None:
@@ -37,7 +28,7 @@ def _loaded(store) -> None:
 def test_a_point_read_whose_compacted_sst_was_collected_reads_the_current_state() -> None:
     store = memory_store()
     _loaded(store)
-    rt = Probed()
+    rt = ProbedRuntime()
     with slatedb.Db.open("memory://test", settings=SETTINGS, store=store, runtime=rt) as db:
         core = db._core
         old = core.read_state
