@@ -285,3 +285,28 @@ def test_the_loaded_database_worlds_catch_their_switches(seed: int, switch: str,
     assert good.ok and hits.get(probe), (good.violations, dict(hits))
     bad = load_scenario.run_load_workload(seed, bugs=frozenset({switch}))
     assert not bad.ok and catalogue.fired(bad) == invariant, bad.violations
+
+
+def test_the_epilogue_runs_under_the_runs_store_faults_in_some_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In half of its seeds the epilogue (sim/scenarios/load_compacted.py) injects the run's own
+    store faults into its processes' calls: seed 5's writers, load driver, reader, GC and final
+    read each meet transient errors (and retry through them), and the seed passes."""
+    import collections
+
+    import sim.world.store as sim_store
+
+    seen: collections.Counter = collections.Counter()
+    op = sim_store.SimObjectStore._op
+
+    async def counting_op(self, name, key, apply, **fields):
+        try:
+            return await op(self, name, key, apply, **fields)
+        except sim_store.TransientObjectStoreError:
+            seen[self.process] += 1
+            raise
+
+    monkeypatch.setattr(sim_store.SimObjectStore, "_op", counting_op)
+    result = load_scenario.run_load_workload(5)
+    assert result.ok, result.violations
+    epilogue = {p for p in seen if p in ("w9", "l9", "r9", "c9", "g9", "f9", "w10", "l9.abort")}
+    assert {"l9", "g9", "f9"} <= epilogue, dict(seen)

@@ -4,7 +4,9 @@ LOAD-12, DUR-1): the ``load`` scenario's epilogue in a share of its plain seeds
 (``sim/scenarios/load.py``), run after the run's verdict on the database the run left.
 
 The world's own processes run no compactor and no GC (its oracle reads every manifest and WAL
-object the run wrote); here, on a fault-free store with latency, these processes race:
+object the run wrote); here, on a store with latency and, in half of these seeds, the run's own
+faults (transient errors, lost replies, stalls: a commit's ambiguous create, a GC pass or a
+compaction retried), these processes race:
 
 * ``w9``, a writer, opens the database and writes a few keys (acknowledged, in its WAL: the load's
   commit moves them to its WAL-tail SST) and stays open until the load's commit fences it;
@@ -103,6 +105,14 @@ async def compacted(world: Any, settings: dict, sst_options: Any) -> list[str]:
     # manifests from the store calls they saw, and the final read before this epilogue (its own
     # writer's open and fence) was not traced. The processes' events go to the run's trace.
     calls = Trace(trio.current_time)
+    # In half of these seeds the run's own faults (transient errors, lost replies, stalls) at the
+    # epilogue's short latency; in the others none, so the stalled commit's races stay frequent.
+    faults = StoreFaults(latency_min_s=0.0005, latency_max_s=0.01)
+    if boolean(setup.choices.stream("load-compacted", "faults"), 0.5):
+        faults = StoreFaults(latency_min_s=0.0005, latency_max_s=0.01, transient_rate=world.faults.transient_rate,
+                             ambiguous_rate=world.faults.ambiguous_rate, stall_rate=world.faults.stall_rate,
+                             stall_max_s=world.faults.stall_max_s)
+    rt_faults = "store faults" if faults.transient_rate or faults.ambiguous_rate or faults.stall_rate else "no faults"
 
     def io(name: str) -> tuple[SimRuntime, SimObjectStore]:
         # A process's clock starts at the epoch when it is made: these read the world's time, as
@@ -112,7 +122,7 @@ async def compacted(world: Any, settings: dict, sst_options: Any) -> list[str]:
                         offset_ms=int(trio.current_time() * 1000))
         inner = MemoryStore(setup.bucket, rt.now_ms, url="memory://sim", registry=world.registry)
         return rt, SimObjectStore(inner, setup.choices.stream("store", name), calls, process=name,
-                                  faults=StoreFaults(latency_min_s=0.0005, latency_max_s=0.01))
+                                  faults=faults)
 
     acked: dict[bytes, bytes] = {}
     out: list[str] = []
@@ -195,7 +205,7 @@ async def compacted(world: Any, settings: dict, sst_options: Any) -> list[str]:
         n.start_soon(overtake)
     landed = stalling.hit
     rt_final.event("load_compacted", who=who, stall_s=round(stall_s, 3), outcome=state["outcome"], landed=landed,
-                   pinned=bool(pinned), cleanup=cleanup_by, after_compaction=after_compaction)
+                   pinned=bool(pinned), cleanup=cleanup_by, after_compaction=after_compaction, faults=rt_faults)
     # LOAD-12: the commit's manifest create landed; the only process that may take its epoch is a
     # writer opening (then the commit cannot tell: unsure). A refusal, or an unsure report with no
     # writer in between, says a landed commit did not commit.
