@@ -337,3 +337,34 @@ def test_detach_external_db_removes_only_its_own_entry_and_only_when_it_referenc
     assert change.result == BASE.external_dbs
     busy = attrs.evolve(BASE, external_dbs=(ExternalDb("parent", _uuid(9), _uuid(10), (_ulid(1),)), other))
     assert apply_edit(busy, DetachExternalDb("parent", _uuid(9)), Attempt(1, NOW_MS)).manifest is None
+
+
+def test_expired_checkpoints_removed_by_someone_else_after_a_lost_race_are_not_taken_for_our_landing() -> None:
+    # An attempt lost its race (a definite refusal, not a lost reply: maybe_landed False); meanwhile
+    # another process removed the checkpoints that attempt had computed. That is not our commit
+    # landing: the retry applies again and expires what is expired now, and reports only that.
+    other = Checkpoint(_uuid(4), 1, checkpoint_expire_time_s=NOW_MS // 1000 - 5, checkpoint_create_time_s=1)
+    gone = attrs.evolve(BASE, checkpoints=(WRITER_CP, USER_CP, other))
+    edit = ExpireCheckpoints()
+    lost = Attempt(base_id=2, now_ms=NOW_MS, retried=True, maybe_landed=False, prior=(EXPIRED_CP,))
+    assert edit.landed(gone, lost)[0] is False
+    change = edit.apply(gone, lost)
+    assert change.result == (other,)
+    assert [c.id for c in change.manifest.checkpoints] == [WRITER_CP.id, USER_CP.id]
+    # A create that landed and was reported failed (maybe_landed) is found landed, with its result.
+    maybe = Attempt(base_id=2, now_ms=NOW_MS, retried=True, maybe_landed=True, prior=(EXPIRED_CP,))
+    assert edit.landed(gone, maybe) == (True, (EXPIRED_CP,))
+
+
+def test_a_bulk_load_commit_is_found_landed_by_its_fence_and_seq_after_a_compaction_rewrote_its_ssts() -> None:
+    # LOAD-12: the commit landed, then a compaction replaced the load's SSTs by its output: the
+    # edit as constructed by default judges the landing by the fence and the seq, not the SSTs.
+    edit = CommitBulkLoad(WriterFence(3), load_seq=2**32 + 40, fence_id=8, wal_seq=41, ssts=(_sst(4), _sst(5)),
+                          views=tuple(CompactedSsTableView(_ulid(60 + i), s.id, None)
+                                      for i, s in enumerate((_sst(4), _sst(5)))))
+    compacted = attrs.evolve(BASE, writer_epoch=4, replay_after_wal_id=8, last_l0_seq=2**32 + 40,
+                             ssts=(_sst(8),), l0=(CompactedSsTableView(_sst(8).id, _sst(8).id, None),))
+    retry = Attempt(base_id=9, now_ms=NOW_MS, retried=True, maybe_landed=True)
+    assert edit.landed(compacted, retry)[0] is True
+    # ... and a manifest the commit never reached is not taken for it, SSTs or not.
+    assert edit.landed(attrs.evolve(BASE, ssts=BASE.ssts + (_sst(4), _sst(5))), retry)[0] is False
