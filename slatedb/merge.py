@@ -12,7 +12,6 @@ L0 SSTs newest first, then the sorted runs newest first. A row stream is ordered
   returns expired rows it still holds (in the memtable, and as observed by the interop tests
   also in L0 SSTs: it seems to compare against the newest timestamp it has seen rather than
   the wall clock), we never return an expired row.
-* :func:`point_lookup` is the same rule for one key, consulting sources lazily, newest first.
 
 Merge operands (spec/protocols/merge.md) are resolved by :func:`resolve_versions`: when the
 newest visible version of a key is an operand, the key's versions down to its base are folded
@@ -157,33 +156,3 @@ def resolve_row(row: Row | None, now_ms: int) -> bytes | None:
     if kind == _TOMBSTONE:
         return None
     raise _merge_operand_error(as_row(row))
-
-
-def point_lookup(
-    candidates: Iterable[Row | Sequence[Row] | None],
-    *,
-    snapshot_seq: int | None = None,
-    now_ms: int,
-) -> bytes | None:
-    """The value of one key, consulting sources in read order and stopping at the first that
-    has a version with ``seq <= snapshot_seq``.
-
-    Each candidate is what one source holds for the key: ``None`` (nothing), a :class:`Row`
-    (e.g. ``memtable.get(key, max_seq=snapshot_seq)``), or a sequence of the key's rows newest
-    first (e.g. the versions found in an SST). Pass a generator to consult sources lazily: the
-    sources after the deciding one are never asked. A tombstone or an expired row in the
-    deciding source means "absent" (``None``). A single :class:`Row` above the snapshot is
-    skipped as if the source had nothing, so a source holding several versions must pass
-    either its newest version at or below the snapshot or all its versions.
-    """
-    for cand in candidates:
-        if cand is None:
-            continue
-        if isinstance(cand, Row):
-            if snapshot_seq is None or cand.seq <= snapshot_seq:
-                return resolve_row(cand, now_ms)
-            continue
-        for row in cand:
-            if snapshot_seq is None or row.seq <= snapshot_seq:
-                return resolve_row(row, now_ms)
-    return None

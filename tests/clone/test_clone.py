@@ -19,6 +19,7 @@ from slatedb.objstore.base import OVERWRITE, PutMode
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import wal_key
 
+from ..checkpoint.helpers import ClockRuntime
 from ..db.helpers import compact_all_l0
 from .helpers import (
     NO_COMPACTOR,
@@ -269,6 +270,10 @@ def test_typed_errors(b: str) -> None:
         clone(child, parent, str(uuid.uuid4()))  # a UUID's text is one
     with pytest.raises(CloneMismatchError, match="not a clone"):
         clone(other, parent)  # a database of its own is there
+    lapsed = checkpoint(parent, lifetime_s=60)
+    later = ClockRuntime("clone", start_ms=ProductionRuntime().now_ms() + 120_000)  # its lifetime is over
+    with pytest.raises(InvalidDbStateError, match=f"source checkpoint {lapsed} on .* has expired"):
+        clone(child, parent, lapsed, runtime=later)
     done = clone(child, parent)
     with pytest.raises(CloneMismatchError, match="not a clone of .* at checkpoint <any>"):
         clone(child, other)

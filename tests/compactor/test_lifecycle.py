@@ -547,8 +547,12 @@ def test_a_worker_claims_only_up_to_its_free_concurrency() -> None:
         more = tuple(attrs.evolve(job, id=ULID.from_timestamp(job.id.milliseconds + i)) for i in (1, 2, 3))
         await cs.try_write(cur.id + 1, attrs.evolve(cur.compactions,
                                                      recent_compactions=cur.compactions.recent_compactions + more))
+        full = Worker(store, rt, settings)
+        limit = full.options.max_concurrent_compactions
+        for i in range(limit):  # every slot busy: nothing more is claimed
+            full.owned[ULID.from_timestamp(10 + i)] = trio.CancelScope()
+        assert await full.step() == []
         w = Worker(store, rt, settings)
-        limit = w.options.max_concurrent_compactions
         for i in range(limit - 1):  # all but one slot busy with jobs of its own
             w.owned[ULID.from_timestamp(10 + i)] = trio.CancelScope()
         claimed = await w.step()

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slatedb.memtable import Memtable
-from slatedb.merge import merge_rows, point_lookup, resolve_row, visible
+from slatedb.merge import merge_rows, resolve_row, visible
 from slatedb.row import Row, RowKind
 
 V, T, M = RowKind.VALUE, RowKind.TOMBSTONE, RowKind.MERGE_OPERAND
@@ -60,22 +60,7 @@ def test_visible_merge_operand_without_an_operator_is_a_typed_error_naming_the_k
     assert e.value.key == b"a"
 
 
-def test_point_lookup_stops_at_first_deciding_source():
-    asked = []
-
-    def sources(cands):
-        for i, c in enumerate(cands):
-            asked.append(i)
-            yield c
-
-    assert point_lookup(sources([None, r(b"k", 4, b"x"), r(b"k", 9, b"y")]), now_ms=NOW) == b"x"
-    assert asked == [0, 1]
-    assert point_lookup([None, r(b"k", 4, kind=T), r(b"k", 1, b"old")], now_ms=NOW) is None
-    assert point_lookup([r(b"k", 4, b"x", expire=NOW), r(b"k", 1, b"old")], now_ms=NOW) is None
-    # A sequence of versions, newest first, filtered by the snapshot.
-    assert point_lookup([[r(b"k", 8, b"new"), r(b"k", 3, b"old")]], snapshot_seq=5, now_ms=NOW) == b"old"
-    assert point_lookup([[r(b"k", 8, b"new")], r(b"k", 2, b"two")], snapshot_seq=5, now_ms=NOW) == b"two"
-    assert point_lookup([], now_ms=NOW) is None
+def test_resolve_row_of_nothing_is_nothing():
     assert resolve_row(None, NOW) is None
 
 
@@ -149,8 +134,8 @@ def test_scans_and_lookups_agree_with_model(ops, snap_frac, now, lo, hi, lo_inc,
         ]
         got = list(visible(merge_rows(srcs, reverse=reverse), snapshot_seq=snap, now_ms=now))
         assert got == (expected[::-1] if reverse else expected)
-    for k in KEYS:
-        got = point_lookup((t.get(k, max_seq=snap) for t in tables), snapshot_seq=snap, now_ms=now)
+    for k in KEYS:  # the read path's rule (LsmReadPath.get_fast): the first table with a version decides
+        got = next((resolve_row(row, now) for t in tables if (row := t.get(k, max_seq=snap)) is not None), None)
         assert got == _model_get(model, k, snap, now), k
 
 

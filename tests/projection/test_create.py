@@ -480,4 +480,7 @@ def test_an_initialize_another_run_made_first_is_recognised_and_named():
     assert dest.taken and done.manifest.initialized
     conflicts = [f["manifest"] for f in rt.steps if f["union_step"] == "initialize_conflict"]
     assert conflicts == [int(dest.taken[0].split("/")[1].split(".")[0])] == [done.id]
+    # The run's reads count its attempts from 1: the second found the other run's database done.
+    reads = [f for f in rt.steps if f["union_step"] == "read"]
+    assert [f["attempt"] for f in reads] == [1, 2] and reads[0]["manifest"] is None
     assert contents(f"{b}/d") == {k: v for k, v in data.items() if k < b"m"}

@@ -189,6 +189,9 @@ def test_the_hull_of_adjacent_bounds_is_their_concatenation_in_the_one_form_of_n
     assert hull(a, b) == hull(b, a) == KeyBounds(b"a", True, None, False)
     assert hull(KeyBounds(None, True, b"c", False), b) == KeyBounds()
     assert hull(a, KeyBounds(b"c", True, b"e", True)) == KeyBounds(b"a", True, b"e", True)
+    # ... and an open start is ``lo=None, lo_inclusive=True``, whatever flag the open side carried.
+    open_start = KeyBounds(None, False, b"b", False)
+    assert hull(open_start, a) == hull(a, open_start) == KeyBounds(None, True, b"c", False)
 
 
 @given(st.binary(max_size=6), st.binary(max_size=6))

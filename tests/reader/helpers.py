@@ -32,6 +32,7 @@ class Clock(ProductionRuntime):
         super().__init__(name)
         self.offset_ms = 0
         self.events: list[tuple[str, dict]] = []
+        self.probes: list[str] = []  # the coverage probes the engine reports (production ignores them)
 
     def now_ms(self) -> int:
         return super().now_ms() + self.offset_ms
@@ -41,6 +42,9 @@ class Clock(ProductionRuntime):
 
     def event(self, kind: str, **fields: Any) -> None:
         self.events.append((kind, fields))
+
+    def probe(self, name: str) -> None:
+        self.probes.append(name)
 
     def kinds(self, kind: str) -> list[dict]:
         return [f for k, f in self.events if k == kind]

@@ -28,6 +28,7 @@ from slatedb.format.manifest import encode_manifest
 from slatedb.manifest.store import ManifestStore, manifest_key
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.reader.core import WalObjectMissingError
+from slatedb.runtime import probes
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.wal.writer import wal_key
 
@@ -217,6 +218,7 @@ def test_establishing_writes_a_checkpoint_and_raises_wal_id_last_seen() -> None:
             assert abs(cp.checkpoint_expire_time_s - (clock.now_ms() / 1000 + 9000)) <= 2
             (ev,) = clock.kinds("reader_checkpoint")
             assert ev["manifest_id"] == v + 1 and ev["last_seen"] == highest_wal and ev["reason"] == "open"
+            assert ev["replaced"] is None  # the first checkpoint replaces none (the timeline reads this)
             assert [r.get(b"k%d" % i) for i in range(3)] == [b"v"] * 3
         assert all(c.id != cp.id for c in checkpoints(store)), "close() deletes the reader's checkpoint"
 
@@ -309,6 +311,8 @@ def test_reestablishes_when_its_checkpoint_was_deleted_or_expired() -> None:
         assert third not in (first, second) and third in {c.id for c in checkpoints(store)}
         lost = clock.kinds("reader_checkpoint_lost")
         assert [e["expired"] for e in lost] == [False, True]
+        assert [p for p in clock.probes if p.startswith("reader.checkpoint-")] == [
+            probes.READER_CHECKPOINT_GONE, probes.READER_CHECKPOINT_EXPIRED]
         assert r.get(b"a") == b"1"
         r.refresh()
         assert second not in {c.id for c in checkpoints(store)}  # retired, then deleted
@@ -668,7 +672,8 @@ def test_a_wal_object_missing_under_a_checkpoint_with_more_than_half_its_lifetim
             with pytest.raises(WalObjectMissingError):
                 r.refresh()
             assert stalled and clock.kinds("reader_checkpoint_stale") == []
-            assert len(clock.kinds("reader_checkpoint")) == 2  # the open's, and the one that met the gap
+            first, again = clock.kinds("reader_checkpoint")  # the open's, and the one that met the gap
+            assert first["replaced"] is None and again["replaced"] == first["id"]
 
 
 def test_a_replay_range_past_the_tables_that_fails_midway_is_replayed_whole_next_time() -> None:

@@ -773,3 +773,28 @@ def test_the_clean_up_reads_only_manifests_written_since_the_load_began(tmp_path
     old_ids = {int(p.stem) for p in old} - {max(int(p.stem) for p in old)}  # the latest is read as the latest
     assert len(old_ids) >= 10 and not old_ids & set(reads), sorted(reads)
     assert not [f for f in files(root) - before if f.startswith(("compacted/", "bulk-load/"))]  # the SSTs went
+
+
+def test_a_load_in_progress_does_not_stop_the_collection_of_the_abandoned_ones_after_it(tmp_path) -> None:
+    """``collect_loads`` passes over a load in progress (a young marker) and goes on to the loads
+    after it: an abandoned one begun later (its marker aged by hand here) is cleaned up."""
+    import os
+
+    from slatedb.spark.load import marker_key
+
+    url = make_db(tmp_path / "db")
+    keys, values = rows_of(20)
+
+    async def go(store, rt):
+        live = await begin_load(store, rt, overwrite=False)  # the lower id: listed first
+        dead = await begin_load(store, rt, overwrite=False)
+        await stage_sorted(store, rt, dead, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        day_ago = time.time() - 86_400
+        os.utime(tmp_path / "db" / marker_key(dead.load_id), (day_ago, day_ago))
+        assert sorted([live.load_id, dead.load_id]) == [live.load_id, dead.load_id]
+        return live, dead, await collect_loads(store, rt, abandoned_after_s=3600)
+
+    live, dead, cleaned = run_io(url, None, go)
+    assert cleaned == [dead.load_id]
+    left = {k for k in files(tmp_path / "db") if k.startswith("bulk-load/")}
+    assert left and all(k.startswith(f"bulk-load/{live.load_id}/") for k in left), left

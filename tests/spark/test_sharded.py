@@ -619,3 +619,28 @@ def test_a_union_finished_between_the_begins_read_and_its_marker_check_is_not_de
 
 async def _true() -> bool:
     return True
+
+
+def test_an_attempt_cancelled_while_it_writes_still_deletes_its_shard(tmp_path, monkeypatch) -> None:
+    """Step 2: an attempt cancelled part-way (its task killed, a trio cancel scope) deletes the
+    shard it wrote so far, shielded from the cancellation that ended it."""
+    url = url_of(tmp_path)
+    plan = begin(url)
+    rows = rows_of(b"a", 200)
+    keys = sorted(rows)
+    scope = trio.CancelScope()
+
+    async def create_initial(self, manifest):
+        scope.cancel()  # the attempt is cancelled as its manifest is about to be written
+        await trio.sleep(0)
+
+    async def go(s, rt):
+        with scope:
+            await stage_shard(s, rt, plan, 0, 0, keys, [rows[k] for k in keys], sst_options=SMALL,
+                              sst_size_bytes=2048)
+        return scope.cancelled_caught
+
+    monkeypatch.setattr(ManifestStore, "create_initial", create_initial)
+    assert run_io(url, None, go) is True
+    monkeypatch.undo()
+    assert not [p for p in (tmp_path / "db" / SHARDS_DIR).rglob("*") if p.is_file() and ".slatedb-locks" not in p.parts]
