@@ -57,8 +57,19 @@ class History:
         seqs = {k: [s for s, _ in versions] for k, versions in hist.items()}  # per key, ascending
         problems: list[str] = []
         last_s: dict[str, tuple[int, str]] = {}
+        # The range of a state depends on the state alone (the history is fixed here), and most
+        # observations read a state read just before (readers scanning a database that did not
+        # change): the last few states and their ranges are kept, compared in C (dict ==).
+        recent: list[tuple[dict, tuple[int | None, Any]]] = []
         for who, what, state, (want_lo, want_hi) in self.observations:
-            lo, hi = _prefix_range(hist, by_value, state, seqs)
+            for seen, answer in recent:
+                if seen == state:
+                    lo, hi = answer
+                    break
+            else:
+                lo, hi = answer = _prefix_range(hist, by_value, state, seqs)
+                recent.insert(0, (state, answer))
+                del recent[_RECENT_STATES:]
             if lo is None:
                 problems.append(f"READ-3: {who} ({what}) read a state that is no prefix of the durable history: {hi}")
                 continue
@@ -73,6 +84,10 @@ class History:
             if what.startswith("scan"):
                 last_s[who] = (max(lo, prev[0] if prev else 0), what)
         return problems
+
+
+#: How many distinct states :meth:`History.check` keeps with their ranges.
+_RECENT_STATES = 4
 
 
 def _prefix_range(hist, by_value, state: dict, seqs: dict[bytes, list[int]]) -> tuple[int | None, Any]:
