@@ -86,6 +86,15 @@ def test_the_read_oracle_alone_catches_the_bug(switch: str) -> None:
         result.violations
 
 
+def test_the_latest_manifest_check_alone_catches_a_gc_without_min_age() -> None:
+    """GC-4 at every manifest landing (``GcChecks._manifest_landed``): with GC-3 and GC-1, which
+    fire first, left out, a GC deleting SSTs without min_age is seen when the next manifest lands
+    naming an SST already gone (seed 0)."""
+    result = run_gc_workload(0, bugs=frozenset({"gc-no-min-age"}), skip_checks=frozenset({"GC-3", "GC-1"}))
+    assert not result.ok and bugs.fired(result) == "GC-4", result.violations
+    assert "(the latest) references parent/compacted/" in str(result.violations[0]), result.violations
+
+
 def test_a_refresh_landing_after_its_checkpoint_expired_does_not_revive_it() -> None:
     """gc seed 1246 (checkpoints-gc.md step 3): the admin's refresh, sent 5 s before the
     checkpoint's expiry, stalled and landed 2 s after it, while the writer's GC, having read the

@@ -120,6 +120,9 @@ class GcChecks:
         self.skip = skip  # invariant ids not checked on the trace (to show an oracle catching a bug alone)
         self.dbs = {r: DbState(r) for r in roots}
         self._sst_names: dict[ULID, str] = {}
+        #: Per manifest object (by id, the object kept): its database and the (store key, store
+        #: root, SST) of every SST it references (see :meth:`_sst_keys`).
+        self._sst_keys_of: dict[int, tuple[ManifestV2, DbState, tuple[tuple[str, str, ULID], ...]]] = {}
         self.db_of = db_of  # process name -> root of the database its engine events are about
         self.pending: dict[tuple[str, int], tuple[str, str]] = {}
         self.clone_sources: dict[str, int] = {}  # source checkpoint id -> manifest id
@@ -136,13 +139,22 @@ class GcChecks:
     def _exists(self, key: str) -> bool:
         return key in self.bucket.objects
 
-    def _sst_exists(self, root: str, sst: ULID) -> bool:
-        """``{root}compacted/{sst}.sst`` exists (the names memoised: a ULID's text is costly and
-        every landing checks every SST of every pinned manifest)."""
-        name = self._sst_names.get(sst)
-        if name is None:
-            name = self._sst_names[sst] = f"compacted/{sst}.sst"
-        return root + name in self.bucket.objects
+    def _sst_keys(self, db: DbState, m: ManifestV2) -> tuple[tuple[str, str, ULID], ...]:
+        """(store key, store root, SST) of every SST of ``m`` (:func:`manifest_sst_ids`, in its
+        order), worked out once per manifest object: every landing checks every SST of the
+        latest manifest and of every pinned one again, and a manifest never changes."""
+        got = self._sst_keys_of.get(id(m))
+        if got is not None and got[0] is m and got[1] is db:
+            return got[2]
+        keys = []
+        for sst in manifest_sst_ids(m):
+            root = self._sst_store_root(db, m, sst)
+            name = self._sst_names.get(sst)
+            if name is None:
+                name = self._sst_names[sst] = f"compacted/{sst}.sst"
+            keys.append((root + name, root, sst))
+        self._sst_keys_of[id(m)] = (m, db, tuple(keys))
+        return self._sst_keys_of[id(m)][2]
 
     def _split(self, key: str) -> tuple[DbState | None, str]:
         root, _, rel = key.partition("/")
@@ -245,13 +257,13 @@ class GcChecks:
             self.counts["double_apply"] += 1
             self.double_apply.append(f"{db.root}manifest {mid} at {e.time_s:.3f}s: "
                                      f"{'an SST listed twice' if dup else f'L0 {back[0]} back after it left'}")
-        prev_l0 = set(db.l0_ever)
-        db.l0_ever |= set(views)
-        db.l0_gone |= prev_l0 - set(views)
+        in_l0 = set(views)
+        db.l0_gone |= db.l0_ever - in_l0  # what L0 held before and no longer does
+        db.l0_ever |= in_l0
         # GC-4: the latest manifest's SSTs exist.
-        for sst in manifest_sst_ids(m):
-            root = self._sst_store_root(db, m, sst)
-            if not self._sst_exists(root, sst):
+        objects = self.bucket.objects
+        for key, root, sst in self._sst_keys(db, m):
+            if key not in objects:
                 raise InvariantViolation("GC-4", e, f"{db.root}manifest {mid} (the latest) references {root}"
                                                     f"compacted/{sst}.sst, which does not exist")
         # CKPT-2: every active checkpoint's manifest and its SSTs exist.
@@ -262,9 +274,8 @@ class GcChecks:
                 raise InvariantViolation("CKPT-2", e, f"checkpoint {c.id} of {db.root}manifest {mid} pins "
                                                       f"manifest {pid}, which does not exist")
             pm = db.manifests.get(pid)
-            for sst in manifest_sst_ids(pm) if pm is not None else ():
-                root = self._sst_store_root(db, pm, sst)
-                if not self._sst_exists(root, sst):
+            for key, root, sst in self._sst_keys(db, pm) if pm is not None else ():
+                if key not in objects:
                     raise InvariantViolation("CKPT-2", e, f"checkpoint {c.id} pins {db.root}manifest {pid}, whose "
                                                           f"SST {root}compacted/{sst}.sst does not exist")
 
