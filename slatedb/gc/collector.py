@@ -223,6 +223,9 @@ class GarbageCollector:
             except _DestroyedUnderPass as e:
                 self.runtime.event("gc_skip", directory="*", reason=str(e))
         stats = tally.freeze()
+        if stats is _NO_WORK:  # most passes of a quiet database: nothing to add, the fields known
+            self.runtime.event("gc_pass", **_NO_WORK_FIELDS)
+            return stats
         self.totals = self.totals + stats
         self.runtime.event("gc_pass", **stats.as_dict())
         return stats
@@ -551,7 +554,15 @@ class GcTally:
         self._flags.update(values)
 
     def freeze(self) -> GcStats:
+        if not self._flags and not any(self._counts.values()):
+            return _NO_WORK
         return GcStats(**dict(self._counts), **self._flags)  # type: ignore[arg-type]
+
+
+#: The stats of a pass that did nothing (the one value; a GC polling a quiet database makes
+#: thousands of such passes), and its fields in the ``gc_pass`` event's order.
+_NO_WORK = GcStats()
+_NO_WORK_FIELDS = _NO_WORK.as_dict()
 
 
 async def run_gc(store: ObjectStore, runtime: Runtime, options: GarbageCollectorOptions | None = None,
