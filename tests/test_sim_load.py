@@ -310,3 +310,12 @@ def test_the_epilogue_runs_under_the_runs_store_faults_in_some_seeds(monkeypatch
     assert result.ok, result.violations
     epilogue = {p for p in seen if p in ("w9", "l9", "r9", "c9", "g9", "f9", "w10", "l9.abort")}
     assert {"l9", "g9", "f9"} <= epilogue, dict(seen)
+
+
+def test_a_sharded_job_re_run_after_an_aborted_one_commits() -> None:
+    """The operator's re-run (sim/scenarios/load.py, stream sharded-second-alone): s1's driver
+    crashed and was aborted, s2 ran the job again into the URL s1 left and committed; the
+    oracle holds its rows (seed 3)."""
+    result = load_scenario.run_load_workload(3)
+    assert result.ok, result.violations
+    assert result.outcomes == "s1=crashed s2=committed", result.outcomes

@@ -125,6 +125,7 @@ class Load:
     aborted: bool = False  # its driver crashed and an operator aborted it
     ended: bool = False  # its end ran to completion: the driver's clean-up, or an operator's abort (LOAD-10)
     done: bool = False  # its driver's process is over, whatever the outcome (a second sharded load waits for it)
+    crash_then_abort: bool = False  # its driver crashes and an operator aborts it (then re-runs the job: s2)
 
 
 @attrs.frozen

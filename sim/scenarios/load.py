@@ -36,12 +36,15 @@ final writer's read of every key (LOAD-1/4/5/6/7, DUR-1). :class:`sim.checks.wri
 In sharded seeds whose union committed, an epilogue (``sim/scenarios/load_kept_shards.py``) then
 pins a shard with a reader's checkpoint, destroys the union and cleans the path up while the
 shard is pinned and after it is released (LOAD-9, DESTROY-4). Half of the sharded seeds run a second
-sharded load ``s2`` in turn (LOAD-13); 35% of the plain seeds an epilogue loading under a compactor, GC
+sharded load ``s2`` in turn (LOAD-13); half of the others an operator's re-run: ``s1``'s driver
+crashes and is aborted, ``s2`` runs the job again and the writer opens only once the loads are
+done, so ``s2`` commits whenever ``s1``'s commit did not land first; 35% of the plain seeds an epilogue loading under a compactor, GC
 and a checkpoint (``sim/scenarios/load_compacted.py``: LOAD-6, LOAD-12, DUR-1).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -142,6 +145,13 @@ def _build(setup: Setup) -> World:
             loads, plain_delay_s = [Load("l1"), *loads], mixed.uniform(0.0, 4.0)
         if boolean(setup.choices.stream("sharded-second"), 0.5):  # a second sharded load in turn (LOAD-13)
             loads.append(Load("s2", sharded=True))
+        elif boolean(setup.choices.stream("sharded-second-alone"), 0.5):
+            # The operator's re-run: s1's driver crashes and is aborted, then s2 runs the job again;
+            # the writer opens once the loads are done, so s2 may find the URL free and commit
+            # (unless s1's commit landed first). Its own stream: the seeds above stay as they were.
+            loads.append(Load("s2", sharded=True))
+            writer_delay_s = math.inf
+            loads[-2].crash_then_abort = True
     world = World(setup, faults, settings, clients=shape.count(1, 3), ops=shape.count(2, 30),
                   after=shape.count(0, 3),
                   think_s=rng.choice([0.01, 0.05, 0.15]), writer_crash=boolean(rng, 0.3),
@@ -191,7 +201,11 @@ async def _writer(world: World) -> None:
     after = {c: world.after for c in range(world.clients)}
     crash_left = world.writer_crash
     incarnation = 0
-    await trio.sleep(world.writer_delay_s)
+    if world.writer_delay_s == math.inf:
+        while not world.loads_done:
+            await trio.sleep(0.05)
+    else:
+        await trio.sleep(world.writer_delay_s)
     uninitialized = 0  # opens refused while a sharded load's union is not initialized yet
     refused_s: float | None = None  # the first such refusal
     while any(left[c] and (after[c] or not world.loads_done) for c in left) and incarnation < 8 + uninitialized:

@@ -56,6 +56,9 @@ async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes
     wait_s = rng.uniform(0.0, 0.8)
     crash = Crash(rng.uniform(0.05, 1.5)) if boolean(rng, 0.2) else None
     abort = boolean(rng, 0.6)
+    if load.crash_then_abort:  # the job an operator aborts, then re-runs (the second load)
+        crash = crash or Crash(setup.choices.stream("driver-crash", load.name).uniform(0.05, 1.5))
+        abort = True
     rt, store = process_io(world, load.name, store_of)
     plan_box: list = []
     load.sharded = True
