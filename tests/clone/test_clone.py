@@ -252,6 +252,29 @@ def test_create_clone_is_idempotent_on_a_finished_clone(b: str) -> None:
     assert clone(child, parent, src).id == first.id
 
 
+def test_a_rerun_checks_every_final_checkpoint_past_entries_without_one(b: str) -> None:
+    """A re-run on a finished clone checks the final checkpoint of every external entry; an
+    entry that names none (another engine's, say) is passed over, not the end of the check."""
+    import attrs
+
+    from slatedb.format.manifest import encode_manifest
+    from slatedb.format.types import ExternalDb
+    from slatedb.manifest.store import manifest_key
+
+    parent, child = f"{b}/parent", f"{b}/clone"
+    write(parent, rows(b"x", 5))
+    done = clone(child, parent)
+    entry = done.manifest.external_dbs[-1]
+    bare = ExternalDb("other", uuid.uuid4(), None, ())  # an entry without a final checkpoint, first
+    store(child).put_now(manifest_key(done.id + 1), encode_manifest(
+        attrs.evolve(done.manifest, external_dbs=(bare,) + done.manifest.external_dbs)))
+    assert clone(child, parent).id == done.id + 1  # every final checkpoint still there
+    trio.run(lambda: delete_checkpoint(ManifestStore(store(parent), ProductionRuntime()), ProductionRuntime(),
+                                       entry.final_checkpoint_id))
+    with pytest.raises(CloneMismatchError, match=f"final checkpoint {entry.final_checkpoint_id}"):
+        clone(child, parent)
+
+
 def test_typed_errors(b: str) -> None:
     parent, child, other = f"{b}/parent", f"{b}/clone", f"{b}/other"
     with pytest.raises(InvalidDbStateError, match="no database"):

@@ -192,3 +192,27 @@ def test_a_crash_after_each_output_resumes_to_the_same_outputs() -> None:
         resumed = run(store, attrs.evolve(j, resume_outputs=partial))
         assert len(resumed) == n
         assert trio.run(rows_of, store, resumed) == full
+
+
+def test_consecutive_operands_above_the_bottom_fold_into_one_operand() -> None:
+    """MERGE-5 at a level that is not the bottom: a key's operands below the retention seq with
+    no base under them fold into one operand (a reader below adds the base later), in write
+    order; operands with another expiry stay a group of their own."""
+    from slatedb.compactor.executor import retain
+    from slatedb.merge_operator import concat
+
+    M = RowKind.MERGE_OPERAND
+    ops = [Row(b"k", 7, M, b"c"), Row(b"k", 6, M, b"b"), Row(b"k", 5, M, b"a")]  # newest first
+    (folded,) = retain(ops, 100, False, 0, concat)
+    assert (folded.kind, folded.seq, folded.value) == (M, 7, b"abc")
+    two = retain([Row(b"k", 6, M, b"b"), Row(b"k", 5, M, b"a")], 100, False, 0, concat)
+    assert [(r.kind, r.seq, r.value) for r in two] == [(M, 6, b"ab")]
+    mixed = [Row(b"k", 8, M, b"d", expire_ts_ms=9_000), Row(b"k", 7, M, b"c"), Row(b"k", 6, M, b"b")]
+    assert [(r.seq, r.value, r.expire_ts_ms) for r in retain(mixed, 100, False, 0, concat)] == [
+        (8, b"d", 9_000), (7, b"bc", None)]
+    # One operand is kept as written, never passed to the operator with no base: a base lies below.
+    def tagged(key, existing, operand):
+        return (existing if existing is not None else b"<none>") + operand
+
+    lone = [Row(b"k", 8, M, b"d", expire_ts_ms=9_000), Row(b"k", 7, M, b"c")]
+    assert [r.value for r in retain(lone, 100, False, 0, tagged)] == [b"d", b"c"]

@@ -829,3 +829,38 @@ def test_an_open_cancelled_after_retiring_a_stale_checkpoint_still_deletes_it(mo
     assert trio.run(main)
     assert clock.kinds("reader_checkpoint_stale")
     assert [c for c in checkpoints(store) if c.metadata is None] == []  # the retired one is gone
+
+
+def test_a_close_that_cannot_delete_its_checkpoint_stops_the_maintenance_and_raises() -> None:
+    """A managed reader's close whose checkpoint delete fails (the store down past the retry
+    bound) returns with the store's error, its maintenance task cancelled (the close cancels it
+    before the delete; ``ReaderCore.abort`` then stops the reader), and the checkpoint is left to
+    lapse after its lifetime."""
+    import threading
+
+    bucket = MemoryBucket()
+    writer_store = MemoryStore(bucket, ProductionRuntime().now_ms, url="memory://test")
+    flaky = OutageStore(bucket, ProductionRuntime().now_ms, url="memory://test")
+    opts = slatedb.DbReaderOptions(manifest_poll_interval_s=0.02, checkpoint_lifetime_s=60)
+    with slatedb.Db.open("memory://test", settings=WRITER, store=writer_store) as db:
+        db.put(b"a", b"1", durable=True)
+    r = open_reader(flaky, options=opts, settings={"object_store_max_retries": 1})
+    cid = r.checkpoint_id
+    raised: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            r.close()
+        except BaseException as e:  # noqa: BLE001 -- the close's error, checked below
+            raised.append(e)
+
+    flaky.down = True
+    try:
+        t = threading.Thread(target=close, daemon=True)
+        t.start()
+        t.join(60)
+        assert not t.is_alive(), "the close waits for a maintenance task nobody cancelled"
+    finally:
+        flaky.down = False
+    assert raised and "connection refused" in str(raised[0]), raised
+    assert cid in {c.id for c in checkpoints(writer_store)}  # left to lapse after its lifetime
