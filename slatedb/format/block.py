@@ -14,7 +14,8 @@ left in the block's bytes until asked for: it is the unit the Db's block cache k
 lookup in it is one ``bisect`` over ``keys``. A lookup in a block read once (a cold get in an
 SST much larger than the cache) searches it without decoding it whole (:func:`seek_key_v2`:
 the restart points' keys, then one restart interval), and the cache keeps it as a
-:class:`RawBlock` until a lookup comes back.
+:class:`RawBlock` (with its last answer, for the same key asked again) until lookups of other
+keys come back.
 """
 
 from __future__ import annotations
@@ -268,25 +269,45 @@ class RawBlock:
     """A V2 block's bytes, its CRC checked, not decoded: what the block cache keeps of a block
     that point lookups have searched (:func:`seek_key_v2`) without decoding it whole. A block
     read once by a random lookup in an SST far larger than the cache is seldom asked again;
-    ``lookups`` counts the lookups it has served, and the one that reaches
+    ``lookups`` counts the searches it has served (of different keys), and the one that reaches
     :data:`WHOLE_DECODE_LOOKUPS` decodes it whole (:meth:`decode`) for the lookups to come.
+
+    It also keeps the last search's answer, ``last``: ``(key, ended, *spans)``, what
+    :func:`seek_key_v2` gave for ``key`` (one flat tuple of bytes, a bool and ints, replaced
+    whole: a lookup on another thread reads a key and its answer together, and the cyclic GC
+    stops tracking the tuple after one pass, however its parts were made). A lookup of that key
+    again (a hot key in a cold block) answers from it at any seq (``spans`` names every row of
+    the key in the block), with no search and no decode.
 
     ``size_bytes`` is the raw size, the cache's weight as for a :class:`Block`.
     """
 
-    __slots__ = ("raw", "size_bytes", "lookups")
+    __slots__ = ("raw", "size_bytes", "lookups", "last")
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, key: bytes, spans: tuple[int, ...], ended: bool) -> None:
         self.raw = raw
         self.size_bytes = len(raw)
         self.lookups = 1
+        self.last = (key, ended) + spans
 
     def decode(self, object_name: str, offset: int) -> Block:
         return decode_block_v2(self.raw, object_name, offset)
 
+    def search(self, key: bytes, object_name: str, offset: int) -> tuple[bytes, tuple[int, ...], bool]:
+        """:func:`seek_key_v2` of ``key`` in the block, kept as its last answer; ``(raw, spans,
+        ended)``, what :func:`answer_of` takes after the key."""
+        raw = self.raw
+        spans, ended = seek_key_v2(raw, key, object_name, offset)
+        self.last = (key, ended) + spans
+        return raw, spans, ended
 
-#: The lookup of a :class:`RawBlock` that decodes it whole (the first is the lookup that read it).
-WHOLE_DECODE_LOOKUPS = 2
+
+#: The search of a :class:`RawBlock` for a new key that decodes it whole instead (the first is
+#: the lookup that read it). The third, not the second: at 1M random keys a quarter of the gets
+#: land in a block a get searched before, and a second search (about 5 us) costs less than a
+#: whole decode (about 14 us) that later gets seldom use; a key asked again is answered by the
+#: block's last answer (:class:`RawBlock`), so hot keys do not need the decode.
+WHOLE_DECODE_LOOKUPS = 3
 
 
 def parse_block_v2_trailer(raw: bytes, object_name: str, offset: int) -> tuple[int, list[int]]:
@@ -358,14 +379,28 @@ def decode_block(raw: bytes, format_version: int, object_name: str, offset: int)
 # ---------------------------------------------------------------------------------------------
 
 
-def seek_key_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> tuple[list[tuple[int, int]], bool]:
+#: ``unpack_from`` of ``n`` restart offsets (u16 BE), by ``n`` (:func:`seek_key_v2`).
+_RESTART_UNPACKS: dict[int, object] = {}
+#: The bytes of an entry from its seq on (seq, flags, timestamps), by flags byte; None for flags
+#: no writer sets.
+_TAIL_BYTES = tuple(None if t is None else 9 + t for t in FLAG_TS_BYTES)
+
+
+def _restart_unpack(n: int):  # type: ignore[no-untyped-def]
+    unpack = _RESTART_UNPACKS[n] = struct.Struct(f">{n}H").unpack_from
+    return unpack
+
+
+def seek_key_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> tuple[tuple[int, ...], bool]:
     """Where the rows of ``key`` lie in the V2 block ``raw``, decoding only the entries the
     answer depends on (a point lookup in a block read once: a cold get).
 
-    Returns ``(spans, ended)``: ``spans`` lists ``(value_start, meta)`` of each row of ``key``,
-    newest first (``raw[value_start:meta]`` is the stored value, ``meta`` the position of its
-    seq, as in :func:`~slatedb.format.row_codec.decode_columns_v2`); ``ended`` is True when the
-    block ended before a key past ``key`` (its versions may continue in the next block).
+    Returns ``(spans, ended)``: ``spans`` is the flat tuple ``(value_start, meta, value_start,
+    meta, ...)``, a pair for each row of ``key``, newest first (``raw[value_start:meta]`` is the
+    stored value, ``meta`` the position of its seq, as in
+    :func:`~slatedb.format.row_codec.decode_columns_v2`; flat, so that a :class:`RawBlock`
+    keeping it holds no object the cyclic GC must track); ``ended`` is True when the block ended
+    before a key past ``key`` (its versions may continue in the next block).
 
     A binary search over the restart points (whose keys are stored whole) picks the last one
     whose key is below ``key``; the entries are decoded from there up to the first key past
@@ -377,7 +412,7 @@ def seek_key_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> tuple[
     entries decoded are not looked at (nothing read depends on them).
     """
     size = len(raw)
-    entry_start = 0
+    pos = 0  # the entry (or restart point) being read: where an error is reported
     try:
         if size < U16_SIZE_BYTES:
             raise ValueError("block shorter than its restart count")
@@ -385,17 +420,16 @@ def seek_key_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> tuple[
         entries_end = size - U16_SIZE_BYTES * (n + 1)
         if n == 0 or entries_end <= 0:
             raise ValueError(f"block cannot hold {n} restart points")
-        restarts = struct.unpack_from(f">{n}H", raw, entries_end)
+        restarts = (_RESTART_UNPACKS.get(n) or _restart_unpack(n))(raw, entries_end)  # type: ignore[operator]
         if restarts[0]:
             raise ValueError("first restart point is not at offset 0")
         # The last restart point whose key is < key (the first one when none is).
         lo, hi = 0, n
         while hi - lo > 1:
             mid = (lo + hi) >> 1
-            r = restarts[mid]
+            pos = r = restarts[mid]
             if r >= entries_end:
                 raise ValueError(f"restart offset {r} out of range")
-            entry_start = r
             u = raw[r + 1]
             if raw[r] == 0 and u < 0x80 and raw[r + 2] < 0x80:
                 restart_key = raw[r + 3 : r + 3 + u]
@@ -406,46 +440,42 @@ def seek_key_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> tuple[
             else:
                 hi = mid
         start = restarts[lo]
+        pos = 0
         if start >= entries_end:
             raise ValueError(f"restart offset {start} out of range")
-        ts_bytes = FLAG_TS_BYTES
+        tail_bytes = _TAIL_BYTES
         # The chain of entries from offset 0 must reach ``start``, meeting every restart offset
-        # before it at the start of an entry.
-        pos = 0
-        ri = 1
-        nxt = restarts[1] if lo else start
-        while pos < start:
-            entry_start = pos
-            if pos >= nxt:
-                if pos > nxt:
-                    raise ValueError(f"restart offset {nxt} is inside an entry")
-                if raw[pos]:
-                    raise ValueError("restart entry shares a key prefix")
-                ri += 1
-                nxt = restarts[ri]
-            u = raw[pos + 1]
-            v = raw[pos + 2]
-            if raw[pos] < 0x80 and u < 0x80 and v < 0x80:
-                p = pos + 3 + u + v
-            else:
-                _, p = read_varint_u32(raw, pos, entries_end)
-                u, p = read_varint_u32(raw, p, entries_end)
-                v, p = read_varint_u32(raw, p, entries_end)
-                p += u + v
-            skip = ts_bytes[raw[p + 8]]
-            if skip is None:
-                raise ValueError(describe_bad_flags(raw[p + 8]))
-            pos = p + 9 + skip
-        if lo and ri != lo:
-            raise ValueError(f"restart offset {restarts[ri]} out of order")
-        # Decode from there (``start`` if the chain met it: the first entry checks that) to the
-        # first key past ``key``.
-        spans: list[tuple[int, int]] = []
+        # before it at the start of an entry (a restart offset at or before the entry reached is
+        # out of order; one the walk steps over is inside an entry).
+        for ri in range(1, lo + 1):
+            nxt = restarts[ri]
+            if nxt <= pos or nxt > start:
+                raise ValueError(f"restart offset {nxt} out of order")
+            while pos < nxt:
+                u = raw[pos + 1]
+                v = raw[pos + 2]
+                if raw[pos] < 0x80 and u < 0x80 and v < 0x80:
+                    p = pos + 3 + u + v
+                else:
+                    _, p = read_varint_u32(raw, pos, entries_end)
+                    u, p = read_varint_u32(raw, p, entries_end)
+                    v, p = read_varint_u32(raw, p, entries_end)
+                    p += u + v
+                tail = tail_bytes[raw[p + 8]]
+                if tail is None:
+                    raise ValueError(describe_bad_flags(raw[p + 8]))
+                pos = p + tail
+            if pos != nxt:
+                raise ValueError(f"restart offset {nxt} is inside an entry")
+            if raw[pos]:
+                raise ValueError("restart entry shares a key prefix")
+        # Decode from ``start`` (its first entry is checked as a restart point) to the first key
+        # past ``key``.
+        spans: tuple[int, ...] = ()
         ri = lo
         nxt = start
         prev = b""
         while pos < entries_end:
-            entry_start = pos
             s = raw[pos]
             u = raw[pos + 1]
             v = raw[pos + 2]
@@ -472,37 +502,38 @@ def seek_key_v2(raw: bytes, key: bytes, object_name: str, offset: int) -> tuple[
                 k = raw[p:key_end]
             else:
                 raise ValueError("empty key")
-            flags = raw[meta + 8]
-            skip = ts_bytes[flags]
-            if skip is None:
-                raise ValueError(describe_bad_flags(flags))
-            pos = meta + 9 + skip
-            if pos > entries_end:
+            tail = tail_bytes[raw[meta + 8]]
+            if tail is None:
+                raise ValueError(describe_bad_flags(raw[meta + 8]))
+            if meta + tail > entries_end:
                 raise ValueError("entry runs past the end of the entries")
             if k >= key:
                 if k != key:
                     return spans, False
-                spans.append((key_end, meta))
+                spans += (key_end, meta)
             prev = k
+            pos = meta + tail
         if nxt != entries_end:  # a restart offset the entries passed, or past them
             raise ValueError(f"restart offset {nxt} is inside an entry or out of range")
         return spans, True
     except (ValueError, IndexError) as exc:
-        raise CorruptionError(object_name, offset + entry_start, f"bad V2 block: {exc}") from None
+        raise CorruptionError(object_name, offset + pos, f"bad V2 block: {exc}") from None
 
 
 #: :func:`answer_of`: the block ended on or before the key; its versions may go on in the next.
 NEXT_BLOCK = object()
 
 
-def answer_of(key: bytes, max_seq: int | None, value_ok: bool, raw: bytes, spans: list[tuple[int, int]],
+def answer_of(key: bytes, max_seq: int | None, value_ok: bool, raw: bytes, spans: tuple[int, ...],
               ended: bool) -> bytes | Row | None | object:
     """What a point lookup answers from a block :func:`seek_key_v2` searched (``spans`` and
     ``ended`` of ``key`` in ``raw``): the newest row of ``key`` with ``seq <= max_seq`` (with
     ``value_ok``, a value without expiry as the value itself), None when the block proves there
     is none, or :data:`NEXT_BLOCK`."""
-    for value_start, meta in spans:
+    for j in range(1, len(spans), 2):
+        meta = spans[j]
         if max_seq is None or seq_at_v2(raw, meta) <= max_seq:
+            value_start = spans[j - 1]
             flags = raw[meta + 8]
             if value_ok and not flags & ~FLAG_HAS_CREATE_TS:
                 return raw[value_start:meta]

@@ -214,7 +214,7 @@ class SstReader:
             return None  # a short object: the loop's path names the truncation
         return data
 
-    def _read_for_lookup(self, key: bytes, i: int) -> Block | tuple[bytes, list[tuple[int, int]], bool] | None:
+    def _read_for_lookup(self, key: bytes, i: int) -> Block | tuple[bytes, tuple[int, ...], bool] | None:
         """Block ``i`` (not cached) read on the calling thread for a lookup of ``key``; None when
         the read must go through the event loop. With read-ahead (the SST's blocks fit the
         cache: lookups come back to them) it is decoded whole, and read alone (a memory map's
@@ -234,7 +234,7 @@ class SstReader:
             return self._decode(framed, i)
         raw = unframe_block(self.info.compression_format, framed, self.object_name, start)
         spans, ended = seek_key_v2(raw, key, self.object_name, start)
-        self.block_cache[(self.cache_id, i)] = RawBlock(raw)  # type: ignore[index]
+        self.block_cache[(self.cache_id, i)] = RawBlock(raw, key, spans, ended)  # type: ignore[index]
         return raw, spans, ended
 
     def read_blocks_now(self, first: int, last_exclusive: int) -> list[Block] | None:
@@ -361,24 +361,24 @@ class SstReader:
                     if found is None:
                         return NEED_IO
                 elif type(block) is RawBlock:
-                    # Searched before, not decoded: search it again, or decode it whole now
-                    # that lookups come back to it; a key the filter rules out does neither
-                    # (random misses would otherwise decode the blocks random hits left).
-                    if not probed:
-                        if not self.might_contain(key):
-                            return None
-                        probed = True
+                    # Searched before, not decoded: the last search's key has its answer; another
+                    # key searches it again, or decodes it whole once lookups come back (not a key
+                    # the filter rules out: random misses would decode what random hits left).
                     if touch is not None:
                         try:
                             touch(cache_key)
                         except KeyError:
                             pass
-                    block.lookups += 1
-                    if block.lookups >= WHOLE_DECODE_LOOKUPS:
-                        found = self._decode_raw(block, i)
+                    last = block.last
+                    if key == last[0]:
+                        found = (block.raw, last[2:], last[1])
                     else:
-                        raw = block.raw
-                        found = (raw, *seek_key_v2(raw, key, self.object_name, self.index.offsets[i]))
+                        if not probed and not self.might_contain(key):
+                            return None
+                        probed = True
+                        block.lookups += 1
+                        found = (self._decode_raw(block, i) if block.lookups >= WHOLE_DECODE_LOOKUPS
+                                 else block.search(key, self.object_name, self.index.offsets[i]))
                 else:
                     try:
                         found = self._decode(block, i)  # framed bytes read ahead

@@ -1,7 +1,7 @@
 """A point lookup that searches a V2 block without decoding it whole (``block.seek_key_v2``), and
 the reader's cold lookups built on it (``SstReader.lookup_cached(..., read_now=True)`` in an SST
-too large for read-ahead: the block searched, its checked bytes cached as a ``RawBlock``, decoded
-whole by the lookup that comes back).
+too large for read-ahead: the block searched, its checked bytes cached as a ``RawBlock`` with its
+last answer, searched again for another key, decoded whole by the third key's lookup).
 
 The answers are the whole-block decoder's, key by key; a restart offset that does not start an
 entry of the chain the whole decoder walks is a ``CorruptionError`` naming the object, or (when
@@ -10,6 +10,7 @@ the lookup's answer does not depend on it) the right answer: never a wrong one.
 
 from __future__ import annotations
 
+import gc
 import struct
 
 import pytest
@@ -45,11 +46,11 @@ def _probes(keys: list[bytes]) -> list[bytes]:
 def _seek(raw: bytes, key: bytes) -> tuple[list[int], bool]:
     spans, ended = blk.seek_key_v2(raw, key, "x", 0)
     b = blk.decode_block_v2(raw, "x", 0) if spans else None
-    for value_start, meta in spans:  # the value span is the stored value's
+    for value_start, meta in zip(spans[::2], spans[1::2]):  # the value span is the stored value's
         i = b._metas.index(meta)  # type: ignore[union-attr]
         row = b.row(i)  # type: ignore[union-attr]
         assert row.kind is RowKind.TOMBSTONE or raw[value_start:meta] == row.value
-    return [m for _, m in spans], ended
+    return list(spans[1::2]), ended
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,14 +69,14 @@ def test_keys_at_and_around_restart_points_the_first_and_the_last() -> None:
     at = [0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 95, 96, 97, 98, 99]
     for i in at:
         key = rows[i].key
-        (value_start, meta), = blk.seek_key_v2(raw, key, "x", 0)[0]
+        value_start, meta = blk.seek_key_v2(raw, key, "x", 0)[0]
         assert raw[value_start:meta] == rows[i].value
         assert blk.seek_key_v2(raw, key, "x", 0)[1] is (i == 99)
         for absent in (b"key%05d" % (2 * i + 1), key[:-1], key + b"\x00"):
             spans, ended = blk.seek_key_v2(raw, absent, "x", 0)
-            assert spans == [] and ended is (absent > rows[-1].key), absent
-    assert blk.seek_key_v2(raw, b"a", "x", 0) == ([], False)  # before the first key
-    assert blk.seek_key_v2(raw, b"z", "x", 0) == ([], True)  # after the last
+            assert spans == () and ended is (absent > rows[-1].key), absent
+    assert blk.seek_key_v2(raw, b"a", "x", 0) == ((), False)  # before the first key
+    assert blk.seek_key_v2(raw, b"z", "x", 0) == ((), True)  # after the last
 
 
 def test_versions_of_a_key_across_restart_points_come_newest_first() -> None:
@@ -83,8 +84,8 @@ def test_versions_of_a_key_across_restart_points_come_newest_first() -> None:
     rows.append(Row(b"z", 1, RowKind.TOMBSTONE, b""))
     raw = blk.encode_block_v2(rows)
     spans, ended = blk.seek_key_v2(raw, b"k", "x", 0)
-    assert [raw[a:m] for a, m in spans] == [b"%d" % s for s in range(40)] and not ended
-    assert [struct.unpack_from(">Q", raw, m)[0] for _, m in spans] == list(range(100, 60, -1))
+    assert [raw[a:m] for a, m in zip(spans[::2], spans[1::2])] == [b"%d" % s for s in range(40)] and not ended
+    assert [struct.unpack_from(">Q", raw, m)[0] for m in spans[1::2]] == list(range(100, 60, -1))
 
 
 def test_a_restart_at_an_entry_sharing_a_prefix_is_caught_where_versions_run_over_it() -> None:
@@ -152,7 +153,7 @@ def test_a_restart_offset_inside_an_entry_is_a_typed_error_never_a_wrong_answer(
     assert raised >= len(PREFIXED) - 16 * k
 
 
-def _seek_metas(raw: bytes, key: bytes) -> tuple[list[tuple[int, int]], bool]:
+def _seek_metas(raw: bytes, key: bytes) -> tuple[tuple[int, ...], bool]:
     return blk.seek_key_v2(raw, key, "obj", 100)
 
 
@@ -255,18 +256,49 @@ def test_cold_lookups_answer_the_newest_version_at_or_below_max_seq(rows, block_
     assert store.gets == []  # nothing through the event loop
 
 
-def test_a_cold_block_is_searched_then_decoded_whole_by_the_next_lookup() -> None:
-    rows = [Row(b"key%05d" % i, 1, RowKind.VALUE, b"v%05d" % i * 8, None, 5) for i in range(400)]
+def test_a_cold_block_is_searched_then_decoded_whole_by_the_third_search(monkeypatch) -> None:
+    """The lookup that reads a block searches it (a ``RawBlock`` cached); the same key again is
+    answered by that search's answer at any seq (no search, no filter probe); a second key is
+    searched again; the third decodes the block whole."""
+    import slatedb.format.sst_reader as sst_reader
+
+    searched: list[bytes] = []
+    seek = blk.seek_key_v2
+
+    def counting_seek(raw, key, object_name, offset):
+        searched.append(key)
+        return seek(raw, key, object_name, offset)
+
+    monkeypatch.setattr(sst_reader, "seek_key_v2", counting_seek)
+    monkeypatch.setattr(blk, "seek_key_v2", counting_seek)
+    rows = [Row(b"key%05d" % i, 1 + i % 2, RowKind.VALUE, b"v%05d" % i * 8, None, 5) for i in range(400)]
     reader, cache, store = _cold_reader(rows)
     i = reader.index.find_block(rows[3].key)
     assert reader.lookup_cached(rows[3].key, None, True) is NEED_IO
     assert reader.lookup_cached(rows[3].key, None, True, True) == rows[3].value
     raw_block = cache.get(("s", i))
-    assert type(raw_block) is blk.RawBlock and raw_block.lookups == 1
+    assert type(raw_block) is blk.RawBlock and raw_block.lookups == 1 and searched == [rows[3].key]
     assert cache.size_bytes == raw_block.size_bytes + 128  # weighed as the decoded block would be
-    assert reader.lookup_cached(rows[4].key, None, False) == rows[4]  # no read: the cached bytes
-    assert type(cache.get(("s", i))) is blk.Block and len(store.now) == 1
+    # The same key again: the last search's answer, at any seq, and no filter probe.
+    monkeypatch.setattr(reader, "might_contain", lambda key: pytest.fail("probed"))
+    assert reader.lookup_cached(rows[3].key, None, False) == rows[3]
+    assert reader.lookup_cached(rows[3].key, 1, True) is None  # rows[3] is seq 2: none at or below 1
+    assert reader.lookup_cached(rows[3].key, 2, True) == rows[3].value
+    assert searched == [rows[3].key] and raw_block.lookups == 1 and len(store.now) == 1
+    monkeypatch.undo()
+    monkeypatch.setattr(sst_reader, "seek_key_v2", counting_seek)
+    monkeypatch.setattr(blk, "seek_key_v2", counting_seek)
+    # A second key: searched (no read: the cached bytes), and the block's answer is now its own.
+    assert reader.lookup_cached(rows[4].key, None, False) == rows[4]
+    assert cache.get(("s", i)) is raw_block and raw_block.lookups == 2 and raw_block.last[0] == rows[4].key
+    gc.collect()  # the kept answer is a flat tuple: the cyclic GC stops tracking it (16,000 of them in a full cache)
+    assert not gc.is_tracked(raw_block.last)
+    assert reader.lookup_cached(rows[4].key, None, True) == rows[4].value and raw_block.lookups == 2
+    assert searched == [rows[3].key, rows[4].key] and len(store.now) == 1
+    # A third: the block decoded whole, for every lookup to come.
     assert reader.lookup_cached(rows[5].key, None, True) == rows[5].value
+    assert type(cache.get(("s", i))) is blk.Block and len(searched) == 2 and len(store.now) == 1
+    assert reader.lookup_cached(rows[6].key, None, True) == rows[6].value
     # A miss the bloom filter rules out leaves a searched block as it is.
     rows = [Row(b"key%05d" % i, 1, RowKind.VALUE, b"v%05d" % i * 8, None, 5) for i in range(1200)]
     reader, cache, store = _cold_reader(rows, data=write_sst(rows, SstOptions(block_size_bytes=512)).data)
