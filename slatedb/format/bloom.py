@@ -92,6 +92,28 @@ class BloomFilter:
 
     def might_contain_hash(self, key_hash: int) -> bool:
         filter_bits = self.filter_bits
+        if filter_bits <= self.num_probes:
+            return self._might_contain_mod(key_hash)
+        bits = self.bits
+        h = (key_hash & 0xFFFFFFFF) % filter_bits
+        delta = (key_hash >> 32) % filter_bits
+        for i in range(self.num_probes):
+            if not bits[h >> 3] >> (h & 7) & 1:
+                return False
+            # (delta + i) % m and (h + delta) % m: each sum is below 2m (i < num_probes < m),
+            # so one subtraction is the modulo.
+            delta += i
+            if delta >= filter_bits:
+                delta -= filter_bits
+            h += delta
+            if h >= filter_bits:
+                h -= filter_bits
+        return True
+
+    def _might_contain_mod(self, key_hash: int) -> bool:
+        """:meth:`might_contain_hash` for a bitset of no more bits than probes (the probe rule
+        as the module docstring states it)."""
+        filter_bits = self.filter_bits
         if filter_bits == 0:
             return True  # an empty bitset proves nothing; never say "absent" wrongly
         bits = self.bits
@@ -105,8 +127,25 @@ class BloomFilter:
         return True
 
     def might_contain(self, key: bytes) -> bool:
-        """False only when ``key`` is certainly absent."""
-        return self.might_contain_hash(filter_hash(key))
+        """False only when ``key`` is certainly absent (:meth:`might_contain_hash` of its
+        :func:`filter_hash`, in one frame: a cold point lookup asks it once per SST)."""
+        filter_bits = self.filter_bits
+        key_hash = _siphash13(key, key=_ZERO_KEY).intdigest() & _MASK64
+        if filter_bits <= self.num_probes:
+            return self._might_contain_mod(key_hash)
+        bits = self.bits
+        h = (key_hash & 0xFFFFFFFF) % filter_bits
+        delta = (key_hash >> 32) % filter_bits
+        for i in range(self.num_probes):
+            if not bits[h >> 3] >> (h & 7) & 1:
+                return False
+            delta += i
+            if delta >= filter_bits:
+                delta -= filter_bits
+            h += delta
+            if h >= filter_bits:
+                h -= filter_bits
+        return True
 
     def encode(self) -> bytes:
         return _U16.pack(self.num_probes) + self.bits

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from slatedb.errors import CorruptionError
 from slatedb.format.block import NEXT_BLOCK, WHOLE_DECODE_LOOKUPS, Block, RawBlock, answer_of, seek_key_v2
-from slatedb.format.bloom import BloomFilter, filter_hash
+from slatedb.format.bloom import BloomFilter
 from slatedb.format.compression import unframe_block
 from slatedb.format.sst import (
     FORMAT_VERSION_V2,
@@ -103,6 +103,8 @@ class SstReader:
         self.block_cache = block_cache
         self.cache_id = object_name_or(cache_id, layout.object_name)
         self._is_compacted = layout.info.sst_type == SstType.COMPACTED
+        first, last = layout.info.first_entry, layout.info.last_entry  # the key range a point lookup tests:
+        self._key_range = (first, last) if self._is_compacted and first is not None and last is not None else None
         capacity = getattr(block_cache, "capacity_bytes", None)  # None: an unbounded mapping
         data_bytes = data_end_offset(layout.info) if layout.index is None else (
             layout.index.offsets[-1] if layout.index.offsets else 0)
@@ -294,12 +296,11 @@ class SstReader:
 
     def might_contain(self, key: bytes) -> bool:
         """False when the key range or the bloom filter proves ``key`` absent."""
-        info = self.info
-        if self._is_compacted and info.first_entry is not None and info.last_entry is not None:
-            if key < info.first_entry or key > info.last_entry:
-                return False
+        key_range = self._key_range
+        if key_range is not None and (key < key_range[0] or key > key_range[1]):
+            return False
         bloom = self.filter
-        return bloom is None or bloom.might_contain_hash(filter_hash(key))
+        return bloom is None or bloom.might_contain(key)
 
     def get_cached(self, key: bytes, max_seq: int | None = None) -> Row | None | object:
         """:meth:`get` answered from the block cache alone, without I/O: the row, None, or

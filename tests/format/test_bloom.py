@@ -6,6 +6,8 @@ import random
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slatedb.errors import CorruptionError
 from slatedb.format import bloom
@@ -85,3 +87,34 @@ def test_truncated_composite_is_corruption(cut):
         bloom.decode_composite_filter(data[:cut], "o", 0)
     with pytest.raises(CorruptionError):
         bloom.decode_composite_filter(data + b"\x00", "o", 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=0, max_size=40), st.integers(0, 2**64 - 1), st.integers(0, 12), st.binary(max_size=3),
+       st.data())
+def test_probe_loops_answer_as_the_probe_rule(bits: bytes, key_hash: int, num_probes: int, key: bytes, data) -> None:
+    """The lookups' probe loops (``might_contain_hash``, and ``might_contain`` with the hash in
+    the same frame; sums reduced by subtraction) say "absent" exactly when a bit ``probes()``
+    names is clear: filters of every size, down to fewer bits than probes, empty and full."""
+    if bits and data.draw(st.booleans()):
+        bits = b"\xff" * len(bits)  # every bit set: only the probe positions' range is tested
+    f = bloom.BloomFilter(num_probes, bits)
+    for h, k in ((key_hash, None), (bloom.filter_hash(key), key)):
+        want = not f.filter_bits or all(bits[p >> 3] & (1 << (p & 7)) for p in bloom.probes(h, num_probes, f.filter_bits))
+        assert f.might_contain_hash(h) is want
+        if k is not None:
+            assert f.might_contain(k) is want
+
+
+def test_probe_loops_on_filters_of_fewer_bits_than_probes():
+    """Bitsets of 8 to 32 bits with up to 20 probes (the reduction by one subtraction does not
+    hold there: the probe rule's modulo does), every bit set or random ones."""
+    rng = random.Random(7)
+    for size in range(1, 5):
+        for num_probes in range(21):
+            for bits in (b"\xff" * size, rng.randbytes(size)):
+                f = bloom.BloomFilter(num_probes, bits)
+                for _ in range(50):
+                    h = rng.getrandbits(64)
+                    want = all(bits[p >> 3] & (1 << (p & 7)) for p in bloom.probes(h, num_probes, size * 8))
+                    assert f.might_contain_hash(h) is want
