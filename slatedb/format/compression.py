@@ -123,6 +123,8 @@ def unframe_block(codec: CompressionCodec | int, framed: bytes, object_name: str
     (stored,) = _CRC.unpack_from(framed, end)
     if _crc32(payload) != stored:
         raise CorruptionError(object_name, offset, "block CRC mismatch")
+    if not codec:  # CompressionCodec.NONE, without decompress's frame
+        return payload
     return decompress(codec, payload, object_name, offset)
 
 

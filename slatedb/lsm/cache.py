@@ -71,19 +71,23 @@ class BlockCache:
             assert self._size_bytes >= 0
 
     def __setitem__(self, key: Any, block: Block | bytes) -> None:
-        weight = _weight(block)
-        if weight > self.capacity_bytes:
+        # _weight inlined: a cold point lookup inserts a block on each get.
+        weight = (len(block) if type(block) is bytes else block.size_bytes) + ENTRY_OVERHEAD_BYTES
+        capacity = self.capacity_bytes
+        if weight > capacity:
             return  # never cache what would evict everything else
+        entries = self._entries
         with self._lock:
-            old = self._entries.pop(key, None)
+            old = entries.pop(key, None)
             if old is not None:
                 self._size_bytes -= _weight(old)
-            self._entries[key] = block
-            self._size_bytes += weight
-            while self._size_bytes > self.capacity_bytes:
-                _, evicted = self._entries.popitem(last=False)
-                self._size_bytes -= _weight(evicted)
-            assert self._size_bytes >= 0
+            entries[key] = block
+            size = self._size_bytes + weight
+            while size > capacity:
+                _, evicted = entries.popitem(last=False)
+                size -= (len(evicted) if type(evicted) is bytes else evicted.size_bytes) + ENTRY_OVERHEAD_BYTES
+            assert size >= 0
+            self._size_bytes = size
 
     def discard_all(self, keys: Any) -> int:
         """Drop the entries of ``keys`` that are cached; how many there were."""

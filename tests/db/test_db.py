@@ -436,6 +436,27 @@ def test_block_cache_is_bounded() -> None:
     assert ("sst", 92) in cache and ("sst", 93) not in cache  # least recently used went first
 
 
+def test_block_cache_weighs_each_kind_of_entry_and_replacements() -> None:
+    """Blocks, searched blocks' bytes (``RawBlock``) and framed bytes read ahead, inserted,
+    replaced and evicted: the cache's size is always the sum of its entries' weights."""
+    import random
+
+    from slatedb.format.block import Block, RawBlock
+    from slatedb.lsm.cache import ENTRY_OVERHEAD_BYTES, BlockCache
+
+    def weight(v) -> int:
+        return (len(v) if type(v) is bytes else v.size_bytes) + ENTRY_OVERHEAD_BYTES
+
+    rng = random.Random(3)
+    cache = BlockCache(20_000)
+    for _ in range(2_000):
+        size = rng.randrange(1, 3_000)
+        value = rng.choice([Block(keys=[], values=[], size_bytes=size), RawBlock(b"r" * size, b"k", (), True),
+                            b"f" * size])
+        cache[("sst", rng.randrange(40))] = value
+        assert cache.size_bytes == sum(weight(v) for v in cache._entries.values()) <= 20_000
+
+
 def test_expired_rows_are_never_returned() -> None:
     store = memory_store()
     with open_mem(store, SMALL) as db:
