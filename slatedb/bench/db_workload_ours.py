@@ -29,7 +29,7 @@ VALUE_LEN = 100
 WRITE_BATCH = 100
 SCAN_BATCH = 1000
 N_DURABLE = 30
-DURABLE_WRITERS, DURABLE_EACH = 16, 32  # 16 concurrent durable writers, 32 puts each (512: 128 swung 7x run to run)
+DURABLE_WRITERS, DURABLE_EACH = 16, 32  # 16 concurrent durable writers, 32 puts each
 
 
 def workload(n: int) -> dict:
