@@ -44,7 +44,6 @@ and a checkpoint (``sim/scenarios/load_compacted.py``: LOAD-6, LOAD-12, DUR-1).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
@@ -64,7 +63,7 @@ from sim.checks.manifest import ManifestFenceChecks, bucket_reader
 from sim.checks.writer import WriterChecks
 from sim.scenarios.load_compacted import applies as applies_compacted, compacted
 from sim.scenarios.load_kept_shards import applies, kept_shards
-from sim.scenarios.load_sharded import sharded_driver
+from sim.scenarios.load_sharded import sharded_driver, sharded_loads
 from sim.scenarios.load_tasks import WorldStore, operator_abort, partition_draws, process_io, run_attempt, take
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, crashable
@@ -136,22 +135,10 @@ def _build(setup: Setup) -> World:
     settings = dict(SETTINGS, l0_sst_size_bytes=rng.choice([128, 256, 1024, 65536]))
     shape = setup.choices.stream("shape")
     loads = [Load("l1")] + ([Load("l2")] if boolean(rng, 0.4) else [])
-    sharded = setup.choices.stream("sharded")  # its own stream: the other draws stay as they were
+    drawn = sharded_loads(setup.choices)  # a sharded load in 30% of the seeds (sim/scenarios/load_sharded.py)
     writer_delay_s = plain_delay_s = 0.0
-    if boolean(sharded, 0.3):  # a sharded load races the writer for the URL (sim/scenarios/load_sharded.py)
-        loads, writer_delay_s = [Load("s1", sharded=True)], sharded.uniform(0.0, 2.0)
-        mixed = setup.choices.stream("sharded-mixed")  # its own stream: the other sharded seeds stay as they were
-        if boolean(mixed, 0.4):  # and a plain load races them both, beginning up to 4 s later than usual
-            loads, plain_delay_s = [Load("l1"), *loads], mixed.uniform(0.0, 4.0)
-        if boolean(setup.choices.stream("sharded-second"), 0.5):  # a second sharded load in turn (LOAD-13)
-            loads.append(Load("s2", sharded=True))
-        elif boolean(setup.choices.stream("sharded-second-alone"), 0.5):
-            # The operator's re-run: s1's driver crashes and is aborted, then s2 runs the job again;
-            # the writer opens once the loads are done, so s2 may find the URL free and commit
-            # (unless s1's commit landed first). Its own stream: the seeds above stay as they were.
-            loads.append(Load("s2", sharded=True))
-            writer_delay_s = math.inf
-            loads[-2].crash_then_abort = True
+    if drawn is not None:
+        loads, writer_delay_s, plain_delay_s = drawn
     world = World(setup, faults, settings, clients=shape.count(1, 3), ops=shape.count(2, 30),
                   after=shape.count(0, 3),
                   think_s=rng.choice([0.01, 0.05, 0.15]), writer_crash=boolean(rng, 0.3),
@@ -201,7 +188,7 @@ async def _writer(world: World) -> None:
     after = {c: world.after for c in range(world.clients)}
     crash_left = world.writer_crash
     incarnation = 0
-    if world.writer_delay_s == math.inf:
+    if world.writer_delay_s == float("inf"):
         while not world.loads_done:
             await trio.sleep(0.05)
     else:

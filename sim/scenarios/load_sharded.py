@@ -23,6 +23,7 @@ them) and LOAD-10 (:func:`sim.checks.load_leftovers.leftovers`).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -37,9 +38,36 @@ from sim.scenarios.load_tasks import WorldStore, operator_abort, partition_draws
 from sim.world.choices import boolean
 from sim.world.engine import Crash, crashable
 
-__all__ = ["WorldStore", "sharded_driver"]
+__all__ = ["WorldStore", "sharded_driver", "sharded_loads"]
 
 _ROOT_MANIFEST = re.compile(r"^manifest/[0-9]{20}\.manifest$")
+
+
+def sharded_loads(choices: Any) -> tuple[list[Load], float, float] | None:
+    """The loads of a sharded seed (30 % of the seeds, stream ``sharded``; each mode from a stream
+    of its own, so the seeds without it keep their draws), with the writer's and the plain load's
+    delays; None for a seed without a sharded load:
+
+    * ``s1`` races the writer for the URL, the writer opening 0-2 s late;
+    * in 40 % of them a plain load ``l1`` races them both, beginning up to 4 s later than usual;
+    * in half a second sharded load ``s2`` begins in turn (LOAD-13); in half of the others the
+      operator's re-run: ``s1``'s driver crashes and is aborted, ``s2`` runs the job again, the
+      writer opens once the loads are done, so ``s2`` may find the URL free and commit (unless
+      ``s1``'s commit landed first)."""
+    sharded = choices.stream("sharded")
+    if not boolean(sharded, 0.3):
+        return None
+    loads, writer_delay_s, plain_delay_s = [Load("s1", sharded=True)], sharded.uniform(0.0, 2.0), 0.0
+    mixed = choices.stream("sharded-mixed")
+    if boolean(mixed, 0.4):
+        loads, plain_delay_s = [Load("l1"), *loads], mixed.uniform(0.0, 4.0)
+    if boolean(choices.stream("sharded-second"), 0.5):
+        loads.append(Load("s2", sharded=True))
+    elif boolean(choices.stream("sharded-second-alone"), 0.5):
+        loads.append(Load("s2", sharded=True))
+        writer_delay_s = math.inf
+        loads[-2].crash_then_abort = True
+    return loads, writer_delay_s, plain_delay_s
 
 
 async def sharded_driver(world: Any, load: Load, store_of, keys_all: tuple[bytes, ...], sst_options: Any,
