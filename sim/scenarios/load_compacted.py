@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import trio
 
 import slatedb.aio as aio
@@ -109,10 +110,8 @@ async def compacted(world: Any, settings: dict, sst_options: Any) -> list[str]:
     # epilogue's short latency; in the others none, so the stalled commit's races stay frequent.
     faults = StoreFaults(latency_min_s=0.0005, latency_max_s=0.01)
     if boolean(setup.choices.stream("load-compacted", "faults"), 0.5):
-        faults = StoreFaults(latency_min_s=0.0005, latency_max_s=0.01, transient_rate=world.faults.transient_rate,
-                             ambiguous_rate=world.faults.ambiguous_rate, stall_rate=world.faults.stall_rate,
-                             stall_max_s=world.faults.stall_max_s)
-    rt_faults = "store faults" if faults.transient_rate or faults.ambiguous_rate or faults.stall_rate else "no faults"
+        faults = attrs.evolve(world.faults, latency_min_s=faults.latency_min_s, latency_max_s=faults.latency_max_s)
+    mode = "store faults" if faults.transient_rate or faults.ambiguous_rate or faults.stall_rate else "no faults"
 
     def io(name: str) -> tuple[SimRuntime, SimObjectStore]:
         # A process's clock starts at the epoch when it is made: these read the world's time, as
@@ -205,7 +204,7 @@ async def compacted(world: Any, settings: dict, sst_options: Any) -> list[str]:
         n.start_soon(overtake)
     landed = stalling.hit
     rt_final.event("load_compacted", who=who, stall_s=round(stall_s, 3), outcome=state["outcome"], landed=landed,
-                   pinned=bool(pinned), cleanup=cleanup_by, after_compaction=after_compaction, faults=rt_faults)
+                   pinned=bool(pinned), cleanup=cleanup_by, after_compaction=after_compaction, faults=mode)
     # LOAD-12: the commit's manifest create landed; the only process that may take its epoch is a
     # writer opening (then the commit cannot tell: unsure). A refusal, or an unsure report with no
     # writer in between, says a landed commit did not commit.
