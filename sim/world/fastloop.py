@@ -146,16 +146,31 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                         events = () if io._steps % poll_every else io._inner.get_events(0)
                     else:
                         events = io._inner.get_events(0)
+                    if primed and not events:
+                        # Primed and the poll brought nothing (the usual step: a sleeper's
+                        # deadline ahead): the heap is as the scan above left it, its top that
+                        # valid deadline, so nothing is due and the next deadline is the one
+                        # found (a prune keeps every valid entry); the prune check, then the jump.
+                        # (No task became runnable: none ran, and no event was processed.)
+                        if len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
+                            deadlines._prune()
+                        jump = deadline - clock._virtual_base
+                        if 0 < jump < inf:
+                            clock._virtual_base += jump
+                        if deadline - clock._virtual_base <= 0:
+                            primed = False
+                            continue
+                        break
+                    # Not primed, or the poll brought events (then no jump): the events
+                    # processed, the due deadlines expired, the heap pruned; the step ends.
                     if events:
                         io._inner.process_events(events)
                     now = clock._virtual_base
                     heap = deadlines._heap
                     if heap and heap[0][0] <= now:
-                        did_something = False
                         while heap and heap[0][0] <= now:
                             deadline, _, scope = heappop(heap)
                             if deadline == scope._registered_deadline:
-                                did_something = True
                                 if type(scope) is wake_type:
                                     deadlines._active -= 1
                                     scope._registered_deadline = inf
@@ -170,25 +185,8 @@ def _loop(runner: Any, async_fn: Any, args: tuple) -> None:
                             heap = deadlines._heap
                         if len(deadlines._heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
                             deadlines._prune()
-                        if did_something:
-                            primed = False
                     elif len(heap) > deadlines._active * 2 + DEADLINE_HEAP_MIN_PRUNE_THRESHOLD:
                         deadlines._prune()
-                    if primed and not runq and not events:
-                        heap = deadlines._heap
-                        while heap:
-                            deadline, _, scope = heap[0]
-                            if deadline == scope._registered_deadline:
-                                break
-                            heappop(heap)
-                        else:
-                            deadline = inf
-                        jump = deadline - clock._virtual_base
-                        if 0 < jump < inf:
-                            clock._virtual_base += jump
-                        if deadline - clock._virtual_base <= 0:
-                            primed = False
-                            continue
                     break
             else:
                 if runq:
