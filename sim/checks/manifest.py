@@ -122,7 +122,26 @@ class ManifestFenceChecks:
     @listens("writer_epoch", "load_fenced", "compactor_started", "closing", "store.put", "store.result", "clock.jump")
     def on_event(self, e: Event) -> None:
         kind = e.kind
-        if kind == "writer_epoch":
+        # The store's events first: nearly every call (a reply to each request, every put).
+        if kind == "store.result":
+            pending, pending_sst = self.pending, self.pending_sst
+            if pending or pending_sst:  # a reply to a manifest or SST put in flight, maybe
+                f = e.f
+                request = (e.process, f["n"])
+                key = pending.pop(request, None)
+                if key is not None and str(f["outcome"]).startswith("ok"):
+                    self._landed(e, key)
+                sst = pending_sst.pop(request, None)
+                if sst is not None and str(f["outcome"]).startswith("ok"):
+                    self.applied[sst] = e.time_s
+        elif kind == "store.put":
+            f = e.f
+            if _KEY.match(f["key"]):
+                self.pending[(e.process, f["n"])] = f["key"]
+            elif _SST.match(f["key"]):
+                self.first_put.setdefault(f["key"], (e.process, e.time_s))
+                self.pending_sst[(e.process, f["n"])] = f["key"]
+        elif kind == "writer_epoch":
             self.writer_epoch[e.process] = e.f["epoch"]
             self.writer_checkpoint.on_event(e, self.manifests)
         elif kind == "load_fenced":
@@ -132,21 +151,6 @@ class ManifestFenceChecks:
             self.writer_checkpoint.on_event(e, self.manifests)
         elif kind == "closing":
             self.writer_checkpoint.on_event(e, self.manifests)
-        elif kind == "store.put":
-            f = e.f
-            if _KEY.match(f["key"]):
-                self.pending[(e.process, f["n"])] = f["key"]
-            elif _SST.match(f["key"]):
-                self.first_put.setdefault(f["key"], (e.process, e.time_s))
-                self.pending_sst[(e.process, f["n"])] = f["key"]
-        elif kind == "store.result":
-            f = e.f
-            key = self.pending.pop((e.process, f["n"]), None)
-            if key is not None and str(f["outcome"]).startswith("ok"):
-                self._landed(e, key)
-            sst = self.pending_sst.pop((e.process, f["n"]), None)
-            if sst is not None and str(f["outcome"]).startswith("ok"):
-                self.applied[sst] = e.time_s
         elif kind == "clock.jump":
             self.jumps.append((e.process, e.time_s))
 
