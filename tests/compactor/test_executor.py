@@ -216,3 +216,27 @@ def test_consecutive_operands_above_the_bottom_fold_into_one_operand() -> None:
 
     lone = [Row(b"k", 8, M, b"d", expire_ts_ms=9_000), Row(b"k", 7, M, b"c")]
     assert [r.value for r in retain(lone, 100, False, 0, tagged)] == [b"d", b"c"]
+
+
+def test_a_resume_whose_recorded_output_holds_no_block_is_a_typed_error_naming_it(monkeypatch) -> None:
+    """A compaction resumed from its recorded outputs reads the last one's last row to go on
+    after it; an output whose index lists no block (damage: the writer never makes one, so the
+    reader is stood in for here) is a CorruptionError naming that SST, not a read of block -1."""
+    import pytest
+
+    from slatedb.errors import CorruptionError
+
+    class NoBlocks:
+        num_blocks = 0
+
+    store = memory_store()
+    m = setup(store, [[r("a", 9), r("b", 8)]], {})
+    recorded = run(store, job(m, max_bytes=1), crash_after=1)
+    real_open = Executor._open
+
+    async def open_(self, sst_id, readers=None):
+        return NoBlocks() if sst_id == recorded[-1].id else await real_open(self, sst_id, readers)
+
+    monkeypatch.setattr(Executor, "_open", open_)
+    with pytest.raises(CorruptionError, match=f"{recorded[-1].id}.*output SST of a compaction has no rows"):
+        run(store, job(m, max_bytes=1, resume=recorded))

@@ -131,6 +131,18 @@ def test_subcompaction_ranges_that_do_not_tile_or_hold_their_outputs_are_refused
         lc.check_compactions(_file(job), "the.compactions")
 
 
+def test_a_subcompaction_range_whose_end_is_included_is_refused() -> None:
+    """Each range ends at an excluded bound (the next one starts there, included): a range
+    ``(-inf, m]`` followed by ``[m, +inf)`` would give key ``m`` to both."""
+    from slatedb.format.types import BoundType, BytesBound, BytesRange
+
+    first = BytesRange(BytesBound(None, BoundType.UNBOUNDED), BytesBound(b"m", BoundType.INCLUDED))
+    subs = (Subcompaction(first, ()), Subcompaction(lc.make_range(b"m", None), ()))
+    job = _job(S.RUNNING, WorkerSpec(W1, 0), TieredCompactionContext(subs, 0))
+    with pytest.raises(CorruptionError, match=f"compaction {job.id} subcompaction 0: range end b'm' is not an excluded"):
+        lc.check_compactions(_file(job), "the.compactions")
+
+
 def test_a_compactions_file_with_an_unknown_state_or_bad_worker_is_a_typed_error_and_nothing_is_committed() -> None:
     store, expected = filled_store(n_keys=100, rounds=1, deletes=0)
     before = latest_manifest(store)
