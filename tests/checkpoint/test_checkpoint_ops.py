@@ -94,6 +94,11 @@ def test_lifetime_and_expiry_semantics():
     for bad in ("", "7 parsecs", "-10", "abc"):
         with pytest.raises(InvalidArgumentError):
             parse_duration(bad)
+    # The error names where the text stops making sense: all of it when nothing at its start does.
+    with pytest.raises(InvalidArgumentError, match=r"malformed duration 'x 5s' at 'x 5s'"):
+        parse_duration("x 5s")
+    with pytest.raises(InvalidArgumentError, match=r"malformed duration '5s x' at 'x'"):
+        parse_duration("5s x")
 
 
 def test_create_from_a_source_checkpoint_copies_its_manifest_id():

@@ -184,11 +184,13 @@ def test_hard_destroy_of_a_non_database_path_refuses() -> None:
     u = f"{bucket()}/junk"
     store(u).put_now("some/file", b"x")
     store(u).put_now("compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", b"x")
-    with pytest.raises(NotFoundError):
+    store(u).put_now("wal/00000000000000000007.sst", b"")
+    # The error counts them and names the first in key order (the same message every time).
+    with pytest.raises(NotFoundError, match=r"holds 2 objects \(e.g. compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst\) but no"):
         hard(u)
     with pytest.raises(NotFoundError):
         soft(u)
-    assert keys_under(u) == ["compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", "some/file"]
+    assert keys_under(u) == ["compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", "some/file", "wal/00000000000000000007.sst"]
     assert issubclass(InvalidDeletionError, SlateDBError)
 
 

@@ -295,3 +295,25 @@ def test_a_manifest_create_outlived_the_database_only_when_its_base_went_below_t
         return await manifest_create_outlived(ms, 7)
 
     assert run_virtual(main) is outlived
+
+
+def test_settling_the_boundary_says_create_only_when_it_made_the_file() -> None:
+    """``settle_boundary``'s third answer (DESTROY-7: the caller checks a create against a
+    destroy and takes the file back) is True only for the move that made the boundary file;
+    moving an existing one is not a create."""
+    from slatedb.gc.sequenced import list_namespace, settle_boundary
+
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        ms = ManifestStore(db.store, rt)
+        opts = gc_options(MIN_AGE_S).manifest_options
+        await db.commits(5)
+        rt.advance(MIN_AGE_S + 1)
+        assert await settle_boundary(ms, await list_namespace(ms), rt.now_ms(), opts, enabled=True) == (4, True, True)
+        await db.commits(3)
+        rt.advance(MIN_AGE_S + 1)
+        assert await settle_boundary(ms, await list_namespace(ms), rt.now_ms(), opts, enabled=True) == (7, True, False)
+        assert await settle_boundary(ms, await list_namespace(ms), rt.now_ms(), opts, enabled=True) == (7, False, False)
+
+    run_virtual(main)
