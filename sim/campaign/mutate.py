@@ -119,6 +119,8 @@ EXTRA_TESTS: dict[str, tuple[str, ...]] = {
             "tests/db/test_open_after_destroy.py"),  # WalWriter.outlived_destroy (DESTROY-7, open and load)
     # clones of unions (one database named by several entries: final checkpoints, CLONE-1)
     "clone": ("tests/projection/test_create.py",),
+    # slatedb/gc/destroyed.py's delete_shard: the shards a destroy kept go once released
+    "gc": ("tests/spark/test_sharded.py",),
     # slatedb.uniffi's DbReader reads the aio DbReader's core (status, close reason)
     "reader": ("tests/uniffi/test_refusals.py",),
     # SequencedStore's boundary rules; a create behind the boundary (create_initial)

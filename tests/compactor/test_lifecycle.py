@@ -131,6 +131,16 @@ def test_subcompaction_ranges_that_do_not_tile_or_hold_their_outputs_are_refused
         lc.check_compactions(_file(job), "the.compactions")
 
 
+@pytest.mark.parametrize("status", [S.SUBMITTED, S.SCHEDULED, S.COMPACTED, S.COMPLETED, S.FAILED])
+def test_a_job_not_running_is_owned_by_no_worker_even_the_one_it_names(status) -> None:
+    """W2/W3: a heartbeat, finish or release is the owner's only while the job is Running: a
+    job reclaimed, finished or failed that still names our worker is not ours any more."""
+    job = _job(status, WorkerSpec(W1, 0))
+    for step in (lambda v: lc.heartbeat(v, job.id, W1, 5_000), lambda v: lc.release(v, job.id, W1)):
+        with pytest.raises(lc.NotOwnerError, match=f"is {status.name} owned by {W1}"):
+            step(_file(job))
+
+
 def test_a_subcompaction_range_whose_end_is_included_is_refused() -> None:
     """Each range ends at an excluded bound (the next one starts there, included): a range
     ``(-inf, m]`` followed by ``[m, +inf)`` would give key ``m`` to both."""
@@ -537,6 +547,31 @@ def test_a_worker_releases_a_job_it_cannot_run_and_says_it_did_not_run_it(kind) 
         assert w.stats["released"] == 1 and w.stats["compacted"] == 0
         again = lc.find((await cs.read_latest()).compactions, job.id)
         assert again.status is S.SCHEDULED and again.worker is None
+
+    trio.run(main)
+
+
+def test_a_result_whose_finish_finds_the_job_taken_over_is_dropped_and_counted_once(monkeypatch) -> None:
+    """W3: the finish's CAS finds the job no longer ours (reclaimed between the last heartbeat
+    and the finish): the result is dropped -- ``run_job`` answers False, counted once as dropped,
+    never as compacted."""
+    store, _expected = filled_store(n_keys=50, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100)
+
+    def taken_over(value, cid, worker_id, now_ms, final):
+        raise lc.NotOwnerError(f"compaction {cid} is Running owned by another worker")
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await coord.tick()
+        w = Worker(store, rt, settings)
+        (cid,) = await w.step()
+        monkeypatch.setattr(lc, "finish", taken_over)
+        assert await w.run_job(cid) is False
+        assert (w.stats["dropped"], w.stats["compacted"]) == (1, 0), w.stats
 
     trio.run(main)
 

@@ -315,5 +315,11 @@ def test_settling_the_boundary_says_create_only_when_it_made_the_file() -> None:
         rt.advance(MIN_AGE_S + 1)
         assert await settle_boundary(ms, await list_namespace(ms), rt.now_ms(), opts, enabled=True) == (7, True, False)
         assert await settle_boundary(ms, await list_namespace(ms), rt.now_ms(), opts, enabled=True) == (7, False, False)
+        # A dry run reports how far a real run would move the boundary, and neither moves nor creates it.
+        await db.commits(2)
+        rt.advance(MIN_AGE_S + 1)
+        dry = attrs.evolve(opts, dry_run=True)
+        assert await settle_boundary(ms, await list_namespace(ms), rt.now_ms(), dry, enabled=True) == (9, False, False)
+        assert db.boundary() == 7
 
     run_virtual(main)

@@ -127,6 +127,10 @@ def test_wal_fences_have_their_own_options_and_the_newest_wal_object_stays() -> 
         assert db.wal_ids() == [1, 3, 5]
         stats = await collector(db).run_once()
         assert stats.wal_fences_deleted == 2 and db.wal_ids() == [5]  # 5: the newest, never deleted
+        # Each delete's event says what it deletes: the data objects first, then the fences.
+        deleted = {e["path"]: e["what"] for e in rt.kinds("gc_delete") if e["path"].startswith("wal/")}
+        assert deleted == {"wal/00000000000000000002.sst": "wal", "wal/00000000000000000004.sst": "wal",
+                           "wal/00000000000000000001.sst": "wal_fence", "wal/00000000000000000003.sst": "wal_fence"}
 
     run_virtual(main)
 
