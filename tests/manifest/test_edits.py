@@ -368,3 +368,17 @@ def test_a_bulk_load_commit_is_found_landed_by_its_fence_and_seq_after_a_compact
     assert edit.landed(compacted, retry)[0] is True
     # ... and a manifest the commit never reached is not taken for it, SSTs or not.
     assert edit.landed(attrs.evolve(BASE, ssts=BASE.ssts + (_sst(4), _sst(5))), retry)[0] is False
+
+
+def test_a_detach_is_found_landed_only_when_its_attempt_may_have_landed_and_its_entries_are_gone() -> None:
+    """``DetachExternalDb.landed``: a reply lost after the create (maybe_landed) and every entry
+    that attempt removed now absent: landed, with that result. An entry still there says the
+    attempt did not land; a definite refusal (a lost race) never counts, entries gone or not."""
+    entry = BASE.external_dbs[0]
+    edit = DetachExternalDb("parent", _uuid(9))
+    gone = attrs.evolve(BASE, external_dbs=())
+    maybe = Attempt(base_id=2, now_ms=NOW_MS, retried=True, maybe_landed=True, prior=(entry,))
+    lost = Attempt(base_id=2, now_ms=NOW_MS, retried=True, maybe_landed=False, prior=(entry,))
+    assert edit.landed(gone, maybe) == (True, (entry,))
+    assert edit.landed(BASE, maybe)[0] is False  # the entry is still there: not landed
+    assert edit.landed(gone, lost)[0] is False

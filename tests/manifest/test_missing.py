@@ -51,6 +51,33 @@ def test_staged_load_ssts_named_by_intents_are_not_leftovers() -> None:
         trio.run(latest_or_refuse, ms)
 
 
+def test_an_sst_its_load_deleted_after_the_first_listing_is_not_a_leftover() -> None:
+    """A load deletes a staged SST first, then its intent (its clean-up): an SST listed before,
+    whose intent is gone by the time the intents are listed, is listed again -- gone now, it is
+    nobody's leftover, and the path is still a new database."""
+    from slatedb.manifest.missing import latest_or_refuse
+    from slatedb.objstore.memory import MemoryStore
+
+    sst = "compacted/01JABCDEFGHJKMNPQRSTVWXYZ2.sst"
+
+    class CleanUpBetweenListings(MemoryStore):
+        lists = 0
+
+        async def list(self, prefix=""):
+            got = await super().list(prefix)
+            if prefix == "compacted/":
+                self.lists += 1
+                if self.lists == 1:
+                    self.delete_now(sst)  # the load's clean-up, between the SST and intent listings
+            return got
+
+    base = memory_store()
+    store = CleanUpBetweenListings(base._bucket, base._clock_ms, url=base.url)
+    store.put_now(sst, b"staged, intent already gone")
+    assert trio.run(latest_or_refuse, ManifestStore(store, ProductionRuntime())) is None
+    assert store.lists == 2
+
+
 @pytest.mark.parametrize("wal_ids, replay_after", [((), 0), ((3, 9), 9)])
 def test_a_forced_create_over_leftovers_starts_above_the_boundary_and_the_stray_wal(wal_ids, replay_after) -> None:
     """``create="force"`` (``initial_over_leftovers``): the first manifest id is the boundary + 1;

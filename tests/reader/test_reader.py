@@ -864,3 +864,22 @@ def test_a_close_that_cannot_delete_its_checkpoint_stops_the_maintenance_and_rai
         flaky.down = False
     assert raised and "connection refused" in str(raised[0]), raised
     assert cid in {c.id for c in checkpoints(writer_store)}  # left to lapse after its lifetime
+
+
+def test_replayed_tables_lose_exactly_their_rows_already_in_l0() -> None:
+    """DUR-4 over a reader's view: of a replayed WAL table, the rows at or below the view's
+    ``last_l0_seq`` go (they are in its L0, maybe folded by a compaction: an operand left above
+    would be applied twice); a table wholly above stays as it is, one wholly below goes."""
+    from slatedb.reader.core import WalTable, _without_l0_rows
+    from slatedb.row import Row, RowKind
+
+    def table(first_wal: int, seqs) -> WalTable:
+        t = WalTable(first_wal)
+        for s in seqs:
+            t.mem.put(Row(b"k%d" % s, s, RowKind.MERGE_OPERAND, b"+1", None, 1))
+        return t
+
+    below, straddling, above = table(1, range(1, 4)), table(2, range(4, 8)), table(3, range(8, 10))
+    out = _without_l0_rows([below, straddling, above], 5)
+    assert [[r.seq for r in t.mem.iter_range()] for t in out] == [[6, 7], [8, 9]]
+    assert out[-1] is above and out[0].first_wal == 2
