@@ -61,14 +61,19 @@ def latest_compactions(store: MemoryStore):
 
 
 class RecordingRuntime(ProductionRuntime):
-    """The production runtime, keeping the protocol events (the simulator's trace vocabulary)."""
+    """The production runtime, keeping the protocol events (the simulator's trace vocabulary)
+    and the coverage probes hit (production ignores both)."""
 
     def __init__(self, name: str = "compactor", events: list | None = None) -> None:
         super().__init__(name)
         self.events: list[tuple[str, str, dict]] = [] if events is None else events
+        self.probes: list[str] = []
 
     def event(self, kind: str, **fields: Any) -> None:
         self.events.append((self.name, kind, fields))
+
+    def probe(self, name: str) -> None:
+        self.probes.append(name)
 
 
 __all__ = ["latest_manifest", "memory_store"]

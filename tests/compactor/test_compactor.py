@@ -19,6 +19,7 @@ from slatedb.format.compactions import encode_compactions
 from slatedb.format.manifest import encode_manifest
 from slatedb.format.types import CompactionsV1, CompactionStatus
 from slatedb.manifest.store import ManifestStore, manifest_key
+from slatedb.runtime import probes
 
 from .helpers import (
     RecordingRuntime,
@@ -59,6 +60,8 @@ def test_compaction_drains_l0_into_sorted_runs_and_keeps_every_row() -> None:
     # Every compaction ended Completed; only the most recent finished one is kept (RFC 002).
     _, cs = latest_compactions(store)
     assert [c.status for c in cs.recent_compactions] == [S.COMPLETED]
+    # Every job was the compactor's own scheduler's: none is reported adopted from another process.
+    assert probes.COMPACTOR_EXTERNAL_ADOPTED not in c.runtime.probes
 
 
 def test_the_commit_pins_the_previous_manifest_with_an_expiring_checkpoint() -> None:
@@ -203,6 +206,34 @@ def test_compactions_file_outcomes_at_startup() -> None:
     store2.put_now(compactions_key(1), encode_compactions(CompactionsV1(epoch2, ())))
     with pytest.raises(CompactorEpochError):
         trio.run(Compactor(store2, RecordingRuntime(), compactor_settings()).start)
+
+
+
+def test_a_write_racing_the_startup_compactions_bump_is_retried_at_the_next_id() -> None:
+    """CFENCE-3 step 2: the startup's ``.compactions`` write (our epoch) loses its create to
+    another process's write of the same id (here an admin submission, which writes an older
+    epoch): the compactor reads the new latest file and writes our epoch after it, keeping the
+    submission. Giving up on the conflict would leave ``.compactions`` at the older epoch."""
+    store, _ = filled_store(n_keys=100, rounds=1, deletes=0)
+    admin = RecordingRuntime("admin")
+
+    class SubmitDuringStart(CompactionsStore):
+        raced = False
+
+        async def try_write(self, compactions_id, compactions):
+            if not self.raced:
+                self.raced = True
+                await submit_compaction(store, admin, full_spec(latest_manifest(store)[1]))
+            return await super().try_write(compactions_id, compactions)
+
+    rt = RecordingRuntime("c")
+    c = Compactor(store, rt, compactor_settings(min_sources=100))
+    c.cstore = SubmitDuringStart(store, rt)
+    epoch = trio.run(c.start)
+    assert c.cstore.raced
+    file_id, cs = latest_compactions(store)
+    assert (file_id, cs.compactor_epoch) == (2, epoch)
+    assert [j.status for j in cs.recent_compactions] == [S.SUBMITTED]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,6 +406,8 @@ def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reas
     c = compact(store, compactor_settings(min_sources=100))  # the scheduler proposes nothing
     _, m = latest_manifest(store)
     assert not m.l0 and [r.id for r in m.compacted] == [0]
+    # Both submissions were another process's: each adopted once (scheduled or failed).
+    assert c.runtime.probes.count(probes.COMPACTOR_EXTERNAL_ADOPTED) == 2
     assert read_all(store) == expected
     reason = json.loads(store.get_now(failed_reason_key(bad.id)).data)
     assert "SR:77" in reason["reason"] and "not in the database" in reason["reason"]

@@ -287,3 +287,28 @@ def test_a_range_closes_its_sources_when_it_ends_before_they_do(monkeypatch) -> 
 
     outputs, at_return = trio.run(main)
     assert outputs and at_return == [True, True], at_return
+
+
+def test_the_planner_anchors_of_a_view_are_its_block_first_keys_inside_its_visible_range() -> None:
+    """``plan_inputs``: an input view's anchors (where subcompaction ranges may be cut) are the
+    SST's block first keys strictly inside the view's visible range; a view of the whole SST
+    anchors at every block's first key (block 0's is the SST's first entry: its index key is
+    empty)."""
+    from slatedb.compactor.lifecycle import make_range
+    from slatedb.compactor.subcompactions import MAX_ANCHORS_PER_SST
+
+    store = memory_store()
+    m = setup(store, [], {0: [r(f"k{i:04d}", 2, value="y" * 30) for i in range(300)]})
+    whole = m.compacted[0].ssts[0]
+    lo, hi = b"k0100x", b"k0200"  # between keys: no block starts at either bound
+    narrow = attrs.evolve(whole, visible_range=make_range(lo, hi))
+    narrowed = attrs.evolve(m, compacted=(SortedRunV2(0, (narrow,)),))
+
+    async def anchors(manifest):
+        [sst] = await Executor(store, ProductionRuntime()).plan_inputs(everything(manifest), manifest)
+        return sst.anchors
+
+    all_anchors = trio.run(anchors, m)
+    assert 10 < len(all_anchors) < MAX_ANCHORS_PER_SST and all_anchors[0] == b"k0000"  # none sampled away
+    inside = trio.run(anchors, narrowed)
+    assert inside == tuple(k for k in all_anchors if lo < k < hi) and len(inside) > 5

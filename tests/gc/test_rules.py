@@ -8,7 +8,7 @@ import attrs
 from slatedb.compactor import lifecycle as lc
 from slatedb.format.types import CompactedSsTable, CompactionStatus, SsTableInfo, Subcompaction, TieredCompactionContext
 from slatedb.gc import GarbageCollector, GcStats
-from slatedb.runtime import ulid_from_parts
+from slatedb.runtime import probes, ulid_from_parts
 
 from .helpers import DbBuilder, VirtualRuntime, gc_options, memory_store, run_virtual
 
@@ -197,6 +197,29 @@ def test_an_sst_minted_in_the_millisecond_of_the_ulid_cutoff_is_kept() -> None:
         await db.add_l0(db.put_sst())
         rt.advance(MIN_AGE_S * 10)
         assert (await collector(db).run_once()).ssts_deleted == 0 and output in db.sst_ids()
+
+    run_virtual(main)
+
+
+def test_the_ulid_cutoff_probe_names_only_ssts_the_cutoff_keeps() -> None:
+    """``gc.sst-kept-ulid-cutoff`` reports an SST kept because its ULID is at or after the cutoff
+    (an upload perhaps not committed yet), not one kept because it is younger than min_age."""
+    async def main() -> None:
+        rt, db = setup()
+        hits: list[str] = []
+        rt.probe = hits.append  # type: ignore[method-assign]
+        orphan = db.put_sst()  # below the cutoff: only its age keeps it
+        rt.advance(1)
+        await db.write_compactions(db.compaction(CompactionStatus.COMPLETED))
+        await db.add_l0(db.put_sst())
+        assert (await collector(db).run_once()).ssts_deleted == 0 and orphan in db.sst_ids()
+        assert probes.GC_SST_KEPT_ULID_CUTOFF not in hits
+        rt.advance(1)
+        pending = db.put_sst()  # above the cutoff: kept however old
+        rt.advance(MIN_AGE_S * 10)
+        assert (await collector(db).run_once()).ssts_deleted == 1
+        assert orphan not in db.sst_ids() and pending in db.sst_ids()
+        assert hits.count(probes.GC_SST_KEPT_ULID_CUTOFF) == 1
 
     run_virtual(main)
 

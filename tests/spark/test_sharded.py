@@ -376,16 +376,29 @@ def test_a_kept_shard_goes_once_its_clone_let_go(tmp_path, how: str) -> None:
 
     url, clone, _ = _destroyed_union_with_a_cloned_shard(tmp_path)
 
-    async def destroy(u: str) -> None:
+    class Recorded(Later):
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps: list[dict] = []
+
+        def event(self, kind, **fields):
+            if kind == "destroy":
+                self.steps.append(fields)
+
+    async def destroy(u: str, rt: ProductionRuntime) -> None:
         store = resolve_store(u)
         try:
-            await admin.destroy(store, False, Later())
+            await admin.destroy(store, False, rt)
         finally:
             await store.aclose()
 
-    trio.run(destroy, clone)
+    trio.run(destroy, clone, Later())
     if how == "destroy_again":
-        trio.run(destroy, url)
+        rt = Recorded()
+        trio.run(destroy, url, rt)
+        # the re-run is a hard destroy throughout: each shard removed, then the path done
+        assert [(s["destroy_step"], s["soft"]) for s in rt.steps] == [("shard_removed", False)] * 2 + [("already", False)]
+        assert all(s["objects"] > 0 for s in rt.steps[:2]) and len({s["root"] for s in rt.steps[:2]}) == 2
     else:
         collect_loads(url)
     left = {str(p.relative_to(tmp_path / "db")) for p in (tmp_path / "db").rglob("*")
