@@ -121,3 +121,65 @@ def test_point_reads_that_consult_sorted_runs_oldest_first_are_reported_as_read_
     monkeypatch.setattr(view.LsmView, "point_candidates", oldest_runs_first)
     result = run_compactor_workload(0)
     assert not result.ok and fired(result) == "READ-7", result.violations
+
+
+@pytest.mark.parametrize("ends", ["Failed", "Completed"])
+def test_the_recommit_oracle_refuses_an_empty_job_failed_after_its_commit_landed(ends: str) -> None:
+    """COMPACT-10's trace check for a job with no output: the landing that removes exactly its
+    sources identifies its commit (there is no output to find in the runs); a later
+    ``.compactions`` recording it Failed is refused, Completed is fine. The files are real
+    encodings, landed through the checker's store events as the simulator reports them."""
+    import attrs
+    from ulid import ULID
+
+    from slatedb.compactor.spec import CompactionSpec, L0Source
+    from slatedb.format.compactions import encode_compactions
+    from slatedb.format.manifest import encode_manifest
+    from slatedb.format.types import (
+        Compaction,
+        CompactedSsTableV2,
+        CompactedSsTableView,
+        CompactionsV1,
+        ManifestV2,
+        SsTableInfo,
+    )
+    from slatedb.format.types import CompactionStatus as S
+    from slatedb.manifest.compaction import apply_compaction
+    from slatedb.objstore.memory import MemoryBucket, MemoryStore
+    from sim.checks.compactor import CompactorChecks
+    from sim.world.invariants import InvariantViolation
+    from sim.world.trace import Event
+
+    def ulid(ms: int) -> ULID:
+        return ULID.from_int(ms << 80)
+
+    ssts = tuple(CompactedSsTableV2(ulid(1_000 + n), SsTableInfo(first_entry=b"k%d" % n)) for n in (3, 2, 1))
+    base = ManifestV2(initialized=True, writer_epoch=1, compactor_epoch=1, ssts=ssts,
+                      l0=tuple(CompactedSsTableView(s.id, s.id, None) for s in ssts), last_l0_seq=30)
+    spec = CompactionSpec(tuple(L0Source(s.id) for s in ssts[1:]), 0)  # the two oldest: no output
+    committed = apply_compaction(base, spec, ())
+    job = Compaction(ulid(2_000), spec.to_format(), S.COMPACTED)
+    store = MemoryStore(MemoryBucket(), lambda: 0, url="memory://t")
+    checks = CompactorChecks(store)
+    n = 0
+
+    def lands(process: str, key: str, data: bytes) -> None:
+        nonlocal n
+        n += 1
+        store.put_now(key, data)
+        checks.on_event(Event(n, process, "store.put", (("key", key), ("n", n))))
+        checks.on_event(Event(n, process, "store.result", (("n", n), ("outcome", "ok"))))
+
+    checks.on_event(Event(0, "c1", "compactor_started", (("epoch", 1),)))
+    lands("w", "manifest/00000000000000000001.manifest", encode_manifest(base))
+    lands("c1", "compactions/00000000000000000001.compactions", encode_compactions(CompactionsV1(1, (job,))))
+    lands("c1", "manifest/00000000000000000002.manifest", encode_manifest(committed))
+    assert checks.committed == {job.id: 2}  # the empty commit, identified by the sources it removed
+    checks.on_event(Event(n, "c2", "compactor_started", (("epoch", 2),)))
+    lands("c2", "manifest/00000000000000000003.manifest", encode_manifest(attrs.evolve(committed, compactor_epoch=2)))
+    after = CompactionsV1(2, (attrs.evolve(job, status=S.FAILED if ends == "Failed" else S.COMPLETED),))
+    if ends == "Completed":
+        lands("c2", "compactions/00000000000000000002.compactions", encode_compactions(after))
+        return
+    with pytest.raises(InvariantViolation, match="COMPACT-10.*no output.*recorded Failed"):
+        lands("c2", "compactions/00000000000000000002.compactions", encode_compactions(after))

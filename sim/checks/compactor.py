@@ -36,7 +36,9 @@ Checked as each file lands:
   latest manifest holds all its inputs (a resumed compaction whose inputs are gone must fail).
 
 * **COMPACT-10** no job is recorded ``Failed`` while the latest manifest holds all its (one or
-  more) outputs in its sorted runs: a job whose commit landed before a restart is ``Completed``;
+  more) outputs in its sorted runs, nor a job with no output after a manifest that committed it
+  landed (the landing that removed exactly its sources, identified as for COMPACT-3): a job
+  whose commit landed before a restart is ``Completed``;
 
 * **COMPACT-5** a Running job changes worker id only through Scheduled (release, reclaim),
   and the run a manifest commits for a job is its owner's Compacted result;
@@ -308,6 +310,11 @@ class CompactorChecks:
                                                              f"{cid} although manifest {self.latest_manifest} holds its "
                                                              f"outputs as a sorted run (committed before a restart: "
                                                              f"Completed)")
+                if not outs and comp.id in self.committed:  # an empty job: its commit removed its sources
+                    raise InvariantViolation("COMPACT-10", e, f"compaction {comp.id} (no output) recorded Failed in "
+                                                             f".compactions {cid} although manifest "
+                                                             f"{self.committed[comp.id]} committed it (before a "
+                                                             f"restart: Completed)")
             if new is S.COMPLETED and prev is not S.COMPLETED:
                 self.counts["completed"] += 1
                 listed = _run_sst_ids(latest) if latest is not None else set()

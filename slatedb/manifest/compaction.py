@@ -186,7 +186,8 @@ def validate_spec(spec: CompactionSpec, manifest: ManifestV2, busy: Iterable[Com
 @attrs.frozen
 class CompactionCommit:
     """The result of :class:`slatedb.manifest.edits.ApplyCompaction`. ``already``: the manifest
-    held the job's outputs when the edit was applied: its commit landed before a restart or a
+    held the job's commit when the edit was applied (its outputs, or for a job with no output its
+    sources gone, :func:`commit_landed`): its commit landed before a restart or a
     takeover (nothing is written; the job is Completed, COMPACT-10; its sources are gone, so
     validating them first would fail a job whose run is the database's). ``invalid``: why it no
     longer applies (its sources changed; the job fails, COMPACT-3). Neither: this edit committed it."""
@@ -206,6 +207,33 @@ def committed_already(m: ManifestV2, outputs: tuple[CompactedSsTable, ...]) -> s
     if any(o.id in referenced for o in outputs):
         return "its output SSTs are already in the manifest (committed before a restart)"
     return None
+
+
+def empty_commit_landed(m: ManifestV2, spec: CompactionSpec) -> str | None:
+    """A job with no output SST (every row it read dropped: tombstones and expired rows at the
+    bottom) commits by removing its sources only, so there is no output to look for
+    (:func:`committed_already`). Its commit is recognised by what it leaves instead: none of its
+    sources is in ``m``, its destination is not a sorted run (the commit adds none, and removes
+    it when it is a source), and with L0 sources ``last_compacted_l0_sst_view_id`` is its newest
+    L0 view (only this commit sets it there: no other job may take the job's sources while it is
+    active, COMPACT-10). Not conclusive for a job of sorted runs only when something else
+    dropped them all (a bulk load's ``overwrite``): nothing is written either way."""
+    l0 = {v.id for v in m.l0}
+    runs = {r.id for r in m.compacted}
+    if not spec.sources or any(v in l0 for v in spec.l0_view_ids) or any(r in runs for r in spec.run_ids):
+        return None
+    if spec.destination in runs:
+        return None
+    if spec.l0_view_ids and m.last_compacted_l0_sst_view_id != spec.l0_view_ids[0]:
+        return None
+    return "its sources are gone and no output was written (an empty job committed before a restart)"
+
+
+def commit_landed(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...]) -> str | None:
+    """Whether the commit of ``spec`` with ``outputs`` is already in ``m`` (COMPACT-10): its
+    outputs are there (:func:`committed_already`), or, with no output, its sources are gone as
+    only its commit removes them (:func:`empty_commit_landed`)."""
+    return committed_already(m, outputs) if outputs else empty_commit_landed(m, spec)
 
 
 def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...], *,

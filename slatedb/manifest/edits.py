@@ -71,7 +71,8 @@ from .checkpoints import (
     writer_checkpoint,
     writer_checkpoint_id,
 )
-from .compaction import COMMITTED, CompactionCommit, CompactionSpec, apply_compaction, committed_already, validate_spec
+from .compaction import (COMMITTED, CompactionCommit, CompactionSpec, apply_compaction, commit_landed,
+                          committed_already, validate_spec)
 from .edit import Attempt, Change, CompactorFence, Edit, WriterFence
 
 NOT_LANDED: tuple[bool, None] = (False, None)
@@ -459,10 +460,10 @@ class ClaimCompactorEpoch(Edit[None]):
 class ApplyCompaction(Edit[CompactionCommit]):
     """A finished compaction (compaction.md step 8, COMPACT-2/3/10): ``spec``'s sources replaced
     by the run ``spec.destination`` of ``outputs``, with a fresh pin ``pin_id`` on the replaced
-    manifest. Outputs already there are looked for first (:class:`CompactionCommit`). Catalogued
+    manifest. Its commit is looked for first (:func:`commit_landed`, :class:`CompactionCommit`). Catalogued
     bugs: ``revalidate=False`` (``compaction-no-revalidate``), ``committed_first=False``
     (``compaction-recommit-fails``: validate first, the order before COMPACT-10). Already
-    applied when a retried attempt finds its outputs (RFC 004's false negative): ours."""
+    applied when a retried attempt finds its commit so (RFC 004's false negative): ours."""
 
     kind: ClassVar[str] = "apply_compaction"
     fence: CompactorFence | None
@@ -474,12 +475,12 @@ class ApplyCompaction(Edit[CompactionCommit]):
     committed_first: bool = True
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, CompactionCommit | None]:
-        found = attempt.maybe_landed and committed_already(m, self.outputs) is not None
+        found = attempt.maybe_landed and commit_landed(m, self.spec, self.outputs) is not None
         return found, (COMMITTED if found else None)
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[CompactionCommit]:
         if self.revalidate:
-            if self.committed_first and committed_already(m, self.outputs) is not None:
+            if self.committed_first and commit_landed(m, self.spec, self.outputs) is not None:
                 return Change(None, CompactionCommit(already=True))  # COMPACT-10
             reason = validate_spec(self.spec, m) or committed_already(m, self.outputs)
             if reason is not None:

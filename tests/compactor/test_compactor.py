@@ -12,7 +12,7 @@ import trio
 from slatedb.compactor import Compactor, CompactorEpochError, full_spec, submit_compaction
 from slatedb.compactor.compactor import FAILED_REASONS_DIR, failed_reason_key
 from slatedb.compactor.scheduler import sst_size_bytes
-from slatedb.compactor.spec import CompactionSpec, RunSource
+from slatedb.compactor.spec import CompactionSpec, L0Source, RunSource
 from slatedb.compactor.store import CompactionsStore, compactions_key
 from slatedb.errors import FencedError
 from slatedb.format.compactions import encode_compactions
@@ -381,6 +381,97 @@ def test_a_compacted_job_whose_commit_landed_before_a_stop_ends_completed(caplog
     assert [(j.id, j.status) for j in cs2.recent_compactions] == [(job.id, S.COMPLETED)]
     mid2, m2 = latest_manifest(store)
     assert mid2 == mid + 1  # its startup manifest only: the commit is not written again
+    assert m2.l0 == m.l0 and m2.compacted == m.compacted and m2.ssts == m.ssts
+    assert read_all(store) == expected
+
+
+def _tombstones_only(store, keys: range, flushes: int) -> None:
+    """``keys`` deleted in ``flushes`` L0 SSTs (a writer that never compacts)."""
+    import slatedb
+
+    from .helpers import WRITER
+
+    with slatedb.Db.open("memory://test", settings=WRITER, store=store) as db:
+        for f in range(flushes):
+            for i in keys[f::flushes]:
+                db.delete(b"k%05d" % i)
+            db.flush()
+
+
+def _empty_job_store(kind: str):
+    """A database whose next compaction drops every row it reads (a job with no output SST):
+    ``l0``: tombstones only, in L0 SSTs and no sorted run below (the L0-only job is the bottom);
+    ``runs``: puts compacted into run 0, all deleted and compacted into run 1 (tombstones kept:
+    not the bottom), then an external ``[SR:1, SR:0] -> 0`` submitted (it is)."""
+    from .helpers import memory_store
+
+    if kind == "l0":
+        store = memory_store()
+        _tombstones_only(store, range(900), 3)
+        return store, {}, compactor_settings()
+    store, _ = filled_store(n_keys=200, rounds=1, deletes=0)
+    compact(store, compactor_settings())
+    _tombstones_only(store, range(200), 3)
+    m = latest_manifest(store)[1]
+    assert m.l0 and [r.id for r in m.compacted] == [0], m
+    only = compactor_settings(min_sources=100)  # the scheduler proposes nothing: only what is submitted
+    trio.run(submit_compaction, store, RecordingRuntime("admin"), CompactionSpec(tuple(L0Source(v.id) for v in m.l0), 1))
+    compact(store, only)
+    m = latest_manifest(store)[1]
+    assert not m.l0 and [r.id for r in m.compacted] == [1, 0], m
+    trio.run(submit_compaction, store, RecordingRuntime("admin"), CompactionSpec((RunSource(1), RunSource(0)), 0))
+    return store, {}, only
+
+
+@pytest.mark.parametrize("kind", ["l0", "runs"])
+def test_an_empty_job_whose_commit_landed_before_a_stop_ends_completed(kind) -> None:
+    """COMPACT-10 for a job with no output (every row it read dropped: tombstones and expired
+    rows at the bottom). Its commit only removes its sources; it lands, then the coordinator
+    stops before ``.compactions`` says Completed. The next coordinator must recognise the commit
+    without outputs to look for: every source gone, its destination not a run, and (with L0
+    sources) ``last_compacted_l0_sst_view_id`` at its newest L0 view. It is recorded Completed,
+    no manifest written, no failure reason. (Before, it ended Failed: ``source ... is not in the
+    database``.)"""
+    from slatedb.manifest.edits import ApplyCompaction
+
+    store, expected, settings = _empty_job_store(kind)
+
+    async def stops_after_the_manifest_commit() -> bool:
+        c = Compactor(store, RecordingRuntime("first"), settings)
+        inner = c.manifests.commit
+        with trio.CancelScope() as scope:
+            async def commit(edit, **kw):
+                got = await inner(edit, **kw)
+                if isinstance(edit, ApplyCompaction):
+                    scope.cancel()  # the stop: nothing after the manifest write runs
+                    await trio.sleep(0)
+                return got
+            c.manifests.commit = commit  # type: ignore[method-assign]
+            await c.run_until_idle()
+        return scope.cancelled_caught
+
+    before = latest_manifest(store)[1]
+    assert trio.run(stops_after_the_manifest_commit)
+    mid, m = latest_manifest(store)
+    _, cs = latest_compactions(store)
+    (job,) = [j for j in cs.recent_compactions if j.status is S.COMPACTED]
+    spec = CompactionSpec.from_format(job.spec)
+    assert not job.output_ssts  # the empty job
+    assert bool(spec.l0_view_ids) == (kind == "l0") and bool(spec.run_ids) == (kind == "runs")
+    assert not m.compacted and not {v.id for v in m.l0} & set(spec.l0_view_ids)  # the commit landed
+    assert m.compacted != before.compacted or m.l0 != before.l0
+
+    rt = RecordingRuntime("restarted")
+    second = compact(store, compactor_settings(min_sources=100), rt)
+    assert second.stats["completed"] == 1 and second.stats["failed"] == 0, second.stats
+    states = [f for _, kind_, f in rt.events if kind_ == "compaction_state" and f["id"] == str(job.id)]
+    assert states == [{"id": str(job.id), "status": "Completed", "already": True}]
+    assert not [f for _, kind_, f in rt.events if kind_ in ("compaction_invalid", "compaction_commit")]
+    assert not store.list_now(FAILED_REASONS_DIR)
+    _, cs2 = latest_compactions(store)
+    assert [(j.id, j.status) for j in cs2.recent_compactions] == [(job.id, S.COMPLETED)]
+    mid2, m2 = latest_manifest(store)
+    assert mid2 == mid + 1  # its startup manifest only
     assert m2.l0 == m.l0 and m2.compacted == m.compacted and m2.ssts == m.ssts
     assert read_all(store) == expected
 

@@ -481,3 +481,104 @@ def test_ours_coordinates_a_live_official_worker(official, tmp_path: Path) -> No
     with slatedb.Db.open(url_of(tmp_path), settings=NO_COMPACTOR) as db:
         assert dict(db.scan()) == expected
     assert_official_sees(official, tmp_path, set(expected), expected, "both")
+
+
+# ---------------------------------------------------------------------------------------------
+# An empty job (no output SST) whose commit landed before its coordinator stopped (COMPACT-10)
+# ---------------------------------------------------------------------------------------------
+
+
+def _fill_tombstones_under_puts(root: Path) -> tuple[dict[bytes, bytes], tuple[str, ...]]:
+    """L0 SSTs of tombstones only (no sorted run below: an L0-only job over them drops every row)
+    under L0 SSTs of puts; returns the expected contents (the puts) and the tombstone L0 views
+    (newest first)."""
+    with slatedb.Db.open(url_of(root), settings=NO_COMPACTOR) as db:
+        for f in range(3):
+            for i in range(f, 300, 3):
+                db.delete(b"gone%04d" % i)
+            db.flush(wal=False)
+    tombstones = tuple(str(v.id) for v in latest_manifest(root).l0)
+    with slatedb.Db.open(url_of(root), settings=NO_COMPACTOR) as db:
+        for i in range(100):
+            db.put(b"kept%04d" % i, b"v%d" % i)
+        db.flush(wal=False)
+    assert len(tombstones) >= 2 and len(latest_manifest(root).l0) > len(tombstones)
+    return {b"kept%04d" % i: b"v%d" % i for i in range(100)}, tombstones
+
+
+async def _empty_job_committed_then_stopped(url: str, views: tuple[str, ...]) -> str:
+    """Our coordinator and worker run ``[the tombstone L0 views] -> 0`` (no output) and stop right
+    after its manifest commit lands, before ``.compactions`` says Completed; returns the job id."""
+    from slatedb.compactor.spec import CompactionSpec, L0Source
+    from slatedb.manifest.edits import ApplyCompaction
+    from ulid import ULID
+
+    store = resolve_store(url)
+    rt = ProductionRuntime("ours")
+    try:
+        c = Compactor(store, rt, OURS)
+        job = await submit_compaction(store, rt, CompactionSpec(tuple(L0Source(ULID.from_str(v)) for v in views), 0))
+        inner = c.manifests.commit
+        with trio.CancelScope() as scope:
+            async def commit(edit, **kw):
+                got = await inner(edit, **kw)
+                if isinstance(edit, ApplyCompaction):
+                    scope.cancel()  # the stop: nothing after the manifest write runs
+                    await trio.sleep(0)
+                return got
+            c.manifests.commit = commit  # type: ignore[method-assign]
+            await c.run_until_idle()
+        assert scope.cancelled_caught
+        return str(job.id)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
+def test_an_empty_job_committed_before_a_stop_reads_fine_in_both_engines(official, tmp_path: Path) -> None:
+    """COMPACT-10 for a job with no output: its commit (sources removed, nothing added) landed,
+    then our coordinator stopped with the job Compacted. The official 0.17 reader and writer read
+    the database as it is; the official compactor taking over records the job Failed (its
+    validation finds the sources gone: the "harmless" failure of its protocol), ours records it
+    Completed (its commit recognised by the sources gone and ``last_compacted_l0_sst_view_id``),
+    and the official admin decodes the history either way."""
+    expected, tombstones = _fill_tombstones_under_puts(tmp_path)
+    keys = set(expected) | {b"gone%04d" % i for i in range(300)}
+    n_l0 = len(latest_manifest(tmp_path).l0)
+    jid = trio.run(_empty_job_committed_then_stopped, url_of(tmp_path), tombstones)
+    m = latest_manifest(tmp_path)
+    assert len(m.l0) == n_l0 - len(tombstones) and not m.compacted  # the commit landed: the tombstones are gone
+    assert not {str(v.id) for v in m.l0} & set(tombstones)
+    cs = trio.run(_read_ours, url_of(tmp_path))[1]
+    assert [(str(c.id), c.status, c.output_ssts) for c in cs.compactions.recent_compactions] == [(jid, S.COMPACTED, ())]
+    assert_official_sees(official, tmp_path, keys, expected, "reader")
+    shutil.copytree(tmp_path / "db", tmp_path / "copy" / "db")
+
+    # The official compactor takes over: Failed, nothing else changes.
+    got = official.run_json(OFFICIAL_TAKES_OVER, str(tmp_path), "10", json.dumps(OFFICIAL_SETTINGS), timeout_s=240)
+    assert {j["id"]: j["status"] for j in got["jobs"]}.get(jid, "").endswith("FAILED"), got
+    assert_official_sees(official, tmp_path, keys, expected, "both")
+
+    # Ours takes over (the copy): Completed, no manifest commit, no failure reason.
+    copy = tmp_path / "copy"
+
+    async def ours():
+        store = resolve_store(url_of(copy))
+        try:
+            c = Compactor(store, ProductionRuntime("ours"), OURS)
+            await c.run_until_idle()
+            return c.stats
+        finally:
+            await store.aclose()
+
+    before = latest_manifest(copy)
+    stats = trio.run(ours)
+    assert stats["completed"] == 1 and stats["failed"] == 0, stats
+    after = latest_manifest(copy)
+    assert after.l0 == before.l0 and after.compacted == before.compacted
+    assert not (copy / "db" / "compactions" / "failed").exists() or not list((copy / "db" / "compactions" / "failed").iterdir())
+    listed = official.run_json(OFFICIAL_LIST, str(copy))
+    assert "COMPLETED" in listed[-1]["statuses"][-1], listed
+    assert_official_sees(official, copy, keys, expected, "both")
+    with slatedb.Db.open(url_of(copy), settings=NO_COMPACTOR) as db:
+        assert dict(db.scan()) == expected

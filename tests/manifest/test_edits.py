@@ -25,11 +25,12 @@ from slatedb.format.types import (
     CompactedSsTableView,
     ExternalDb,
     ManifestV2,
+    SortedRunV2,
     SsTableInfo,
     WriterCheckpoint,
 )
 from slatedb.manifest import Attempt, CompactorFence, ManifestStore, WriterFence, apply_edit, manifest_key
-from slatedb.manifest.compaction import CompactionSpec, L0Source
+from slatedb.manifest.compaction import CompactionSpec, L0Source, RunSource
 from slatedb.manifest.edits import (
     AddCheckpoint,
     AddL0,
@@ -219,6 +220,33 @@ def test_a_compaction_whose_inputs_changed_is_not_applied() -> None:
     # After a false negative they are our own commit.
     landed = apply_edit(done, edit, Attempt(2, NOW_MS, retried=True, maybe_landed=True))
     assert landed.landed and landed.result == CompactionCommit()
+
+
+def test_an_empty_compaction_is_recognised_committed_by_its_sources_gone() -> None:
+    """COMPACT-10 with no output (every row dropped): the commit only removes the sources and
+    sets ``last_compacted_l0_sst_view_id`` to the newest of them; that is what is looked for."""
+    edit = ApplyCompaction(CompactorFence(2), COMPACTION, (), _uuid(28), 900)
+    first = apply_edit(BASE, edit, Attempt(1, NOW_MS))
+    done = first.manifest
+    assert first.result == CompactionCommit() and not done.l0 and not done.compacted
+    assert done.last_compacted_l0_sst_view_id == COMPACTION.l0_view_ids[0]
+    again = apply_edit(done, edit, Attempt(2, NOW_MS))
+    assert again.manifest is None and again.result == CompactionCommit(already=True)
+    landed = apply_edit(done, edit, Attempt(2, NOW_MS, retried=True, maybe_landed=True))
+    assert landed.landed and landed.result == CompactionCommit()
+    # Sources gone some other way (a bulk load's overwrite leaves last_compacted as it was), or
+    # only some of them gone, or the destination a run: not this commit, the job fails.
+    for other in (attrs.evolve(BASE, l0=()), attrs.evolve(BASE, l0=BASE.l0[:1]),
+                  attrs.evolve(done, compacted=(SortedRunV2(0, ()),))):
+        change = apply_edit(other, edit, Attempt(2, NOW_MS))
+        assert change.manifest is None and change.result.invalid and not change.result.already, other
+    # A job of sorted runs only: its runs and destination gone.
+    runs = attrs.evolve(BASE, compacted=(SortedRunV2(3, ()), SortedRunV2(1, ())))
+    merge = ApplyCompaction(CompactorFence(2), CompactionSpec((RunSource(3), RunSource(1)), 1), (), _uuid(28), 900)
+    merged = apply_edit(runs, merge, Attempt(1, NOW_MS)).manifest
+    assert not merged.compacted
+    assert apply_edit(merged, merge, Attempt(2, NOW_MS)).result == CompactionCommit(already=True)
+    assert apply_edit(attrs.evolve(merged, compacted=(SortedRunV2(1, ()),)), merge, Attempt(2, NOW_MS)).result.invalid
 
 
 def test_preconditions_raise_typed_errors() -> None:
