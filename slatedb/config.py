@@ -34,6 +34,7 @@ import attrs
 
 from slatedb.errors import InvalidArgumentError
 from slatedb.settings_duration import format_duration, parse_duration  # noqa: F401  (re-exported)
+from slatedb.settings_scheduler import SizeTieredOptions
 
 KiB: Final = 1024
 MiB: Final = 1024 * KiB
@@ -442,6 +443,7 @@ def _convert(field: attrs.Attribute, value: Any, name: str) -> Any:
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
         ):
             raise InvalidArgumentError(f"setting {name} must be a table of strings to strings")
+        SizeTieredOptions.from_map(value)  # the only string map; refused here, not in the compactor's task
         return dict(value)
     raise AssertionError(f"unknown setting kind {kind!r}")  # pragma: no cover
 

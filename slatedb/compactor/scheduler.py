@@ -21,14 +21,14 @@ a string map): ``min_compaction_sources`` (4), ``max_compaction_sources`` (8) an
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import attrs
 
-from slatedb.errors import InvalidArgumentError
 from slatedb.format.types import ManifestV2, SsTableInfo
 
 from slatedb.manifest.compaction import CompactionSpec, L0Source, RunSource, Source, validate_spec
+from slatedb.settings_scheduler import SizeTieredOptions  # noqa: F401  (re-exported)
 
 
 class CompactionScheduler(Protocol):
@@ -37,38 +37,6 @@ class CompactionScheduler(Protocol):
 
     def validate(self, manifest: ManifestV2, spec: CompactionSpec) -> str | None:
         """Why the scheduler refuses ``spec`` (None: accepted)."""
-
-
-@attrs.frozen
-class SizeTieredOptions:
-    min_compaction_sources: int = 4
-    max_compaction_sources: int = 8
-    include_size_threshold: float = 4.0
-
-    def __attrs_post_init__(self) -> None:
-        if self.min_compaction_sources < 1:
-            raise InvalidArgumentError(f"min_compaction_sources must be >= 1, got {self.min_compaction_sources}")
-        if self.max_compaction_sources < self.min_compaction_sources:
-            raise InvalidArgumentError(
-                f"max_compaction_sources ({self.max_compaction_sources}) must be >= min_compaction_sources "
-                f"({self.min_compaction_sources})")
-        if not self.include_size_threshold >= 1.0:
-            raise InvalidArgumentError(f"include_size_threshold must be >= 1.0, got {self.include_size_threshold}")
-
-    @classmethod
-    def from_map(cls, options: Mapping[str, str]) -> "SizeTieredOptions":
-        """From ``compactor_options.scheduler_options`` (values are strings, as in the official engine)."""
-        known = {"min_compaction_sources": int, "max_compaction_sources": int, "include_size_threshold": float}
-        kwargs = {}
-        for name, text in options.items():
-            if name not in known:
-                raise InvalidArgumentError(f"unknown scheduler option compactor_options.scheduler_options.{name}")
-            try:
-                kwargs[name] = known[name](str(text))
-            except ValueError as e:
-                raise InvalidArgumentError(
-                    f"compactor_options.scheduler_options.{name}: {text!r} is not a {known[name].__name__}") from e
-        return cls(**kwargs)
 
 
 def sst_size_bytes(info: SsTableInfo) -> int:

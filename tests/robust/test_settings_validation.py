@@ -6,6 +6,7 @@ their official default (so the official engine's own dump still loads)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import attrs
@@ -53,6 +54,37 @@ def test_nested_classes_validate_too() -> None:
         CompactorOptions(poll_interval=-1.0)
     assert Settings(compactor_options={"poll_interval": "2s"}).compactor_options.poll_interval == 2.0
     assert Settings(garbage_collector_options=GarbageCollectorOptions()).garbage_collector_options is not None
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"min_compaction_sources": "0"}, r"scheduler_options: min_compaction_sources must be >= 1, got 0"),
+    ({"max_compaction_sources": "2"}, r"max_compaction_sources \(2\) must be >= min_compaction_sources"),
+    ({"include_size_threshold": "0.5"}, r"include_size_threshold must be >= 1.0"),
+    ({"max_compaction_sources": "x"}, r"scheduler_options.max_compaction_sources: 'x' is not a int"),
+    ({"bogus": "1"}, r"unknown scheduler option compactor_options.scheduler_options.bogus"),
+])
+def test_scheduler_options_are_checked_at_the_call(options, match, tmp_path, monkeypatch) -> None:
+    """Found by opening a Db with ``scheduler_options={"min_compaction_sources": "0"}``: before,
+    ``Settings``, ``CompactorOptions`` and ``Db.open`` accepted any string map; the in-process
+    compactor's task then raised while building its scheduler, the runtime thread died with a
+    traceback on stderr, ``Db.open`` had returned and the first write raised ``ClosedError: the
+    database was aborted``, naming nothing. Now the map is checked with the other settings."""
+    with pytest.raises(InvalidArgumentError, match=match):
+        Settings(compactor_options={"scheduler_options": options})
+    with pytest.raises(InvalidArgumentError, match=match):
+        Settings.from_dict({"compactor_options": {"scheduler_options": options}})
+    with pytest.raises(InvalidArgumentError, match=match):
+        CompactorOptions(scheduler_options=options)
+    with pytest.raises(InvalidArgumentError, match=match):
+        attrs.evolve(CompactorOptions(), scheduler_options=options)
+    ((name, text),) = options.items()
+    monkeypatch.setenv(f"SLATEDB_COMPACTOR_OPTIONS__SCHEDULER_OPTIONS__{name.upper()}", text)
+    with pytest.raises(InvalidArgumentError, match=match):
+        Settings.load(None, dict(os.environ))
+    with pytest.raises(InvalidArgumentError, match=match):
+        slatedb.Db.open(f"file://{tmp_path}", settings={"compactor_options": {"scheduler_options": options}})
+    good = {"min_compaction_sources": "2", "max_compaction_sources": "3", "include_size_threshold": "1.5"}
+    assert Settings(compactor_options={"scheduler_options": good}).compactor_options.scheduler_options == good
 
 
 def test_a_string_duration_no_longer_crashes_the_flusher(tmp_path) -> None:
