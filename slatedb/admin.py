@@ -258,7 +258,7 @@ async def read_manifest(store: ObjectStore, manifest_id: int | None = None, runt
     manifests = ManifestStore(store, _admin_runtime(runtime))
     if manifest_id is None:
         return await _latest(manifests)
-    if not isinstance(manifest_id, int) or not 0 <= manifest_id < 2**64:
+    if isinstance(manifest_id, bool) or not isinstance(manifest_id, int) or not 0 <= manifest_id < 2**64:
         raise InvalidArgumentError(f"manifest id must be an integer in [0, 2^64), got {manifest_id!r}")
     try:
         return await manifests.read(manifest_id)

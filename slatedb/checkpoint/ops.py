@@ -50,7 +50,8 @@ class CheckpointOptions:
 
     def __attrs_post_init__(self) -> None:
         if self.lifetime_s is not None:
-            if not isinstance(self.lifetime_s, (int, float)) or not math.isfinite(self.lifetime_s) or self.lifetime_s <= 0:
+            if (isinstance(self.lifetime_s, bool) or not isinstance(self.lifetime_s, (int, float))
+                    or not math.isfinite(self.lifetime_s) or self.lifetime_s <= 0):
                 raise InvalidArgumentError(f"checkpoint lifetime_s must be a positive number of seconds, got {self.lifetime_s!r}")
             if self.lifetime_s >= MAX_U32:
                 raise InvalidArgumentError(absurd_lifetime(self.lifetime_s))

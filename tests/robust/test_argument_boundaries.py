@@ -15,12 +15,15 @@ from __future__ import annotations
 import math
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import slatedb
+from slatedb import admin
 from slatedb.batch import MAX_EXPIRE_TS_MS, MAX_TTL_S
 from slatedb.errors import InvalidArgumentError, SlateDBError
+from slatedb.objstore import resolve_store
 
 NUMBERS = st.sampled_from([
     0, -1, -0.0, 1e-9, 1e-3, 0.5, 1, 2**31, 2**32, 2**53, MAX_TTL_S, MAX_TTL_S + 1, 2**62, 2**63 // 1000,
@@ -122,3 +125,23 @@ def test_a_background_task_that_fails_anyway_closes_the_database_naming_the_erro
     monkeypatch.undo()
     with slatedb.Db.open(url, settings={"compactor_options": None}) as again:
         assert again.get(b"before") == b"1"
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_bool_is_not_a_checkpoint_lifetime_or_a_manifest_id(tmp_path, flag) -> None:
+    """Found trying boundary values: ``CheckpointOptions(lifetime_s=True)`` made a checkpoint
+    that expired after 1 s (``False``: refused as "not positive", by accident), where every other
+    number argument (a put's ``ttl``, a setting, ``DbReaderOptions``) refuses a bool; the admin
+    API's ``refresh_checkpoint(store, id, True)`` alike, and ``read_manifest(store, True)``
+    returned manifest 1 as a ``StoredManifest`` whose id was ``True``."""
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        with pytest.raises(InvalidArgumentError, match="lifetime_s must be a positive number of seconds, got"):
+            db.create_checkpoint(options=slatedb.CheckpointOptions(lifetime_s=flag))
+        cp = db.create_checkpoint()
+    store = resolve_store(url)
+    with pytest.raises(InvalidArgumentError, match="lifetime_s"):
+        trio.run(admin.refresh_checkpoint, store, cp.id, flag)
+    with pytest.raises(InvalidArgumentError, match="manifest id must be an integer"):
+        trio.run(admin.read_manifest, store, flag)
+    assert trio.run(admin.read_manifest, store, 1).id == 1
