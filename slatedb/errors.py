@@ -33,6 +33,19 @@ class ClosedError(SlateDBError):
     """The database (or iterator, or snapshot) was used after ``close()``."""
 
 
+class ReentrantCallError(SlateDBError):
+    """A synchronous call on a database from that database's own runtime thread: a merge
+    operator (run there by a read that fetches blocks, by a flush or by a compaction) calling the
+    database it merges for. The call would wait for the thread that is making it; it is refused
+    instead (a read then raises :class:`MergeOperatorError` naming the key). An operator must
+    compute its result from its arguments."""
+
+    def __init__(self, what: str = "database") -> None:
+        super().__init__(
+            f"a call on this {what} from its own runtime thread (a merge operator calling the database it merges "
+            "for) would wait for itself: a merge operator must compute its result from its arguments")
+
+
 class ReadOnlyError(InvalidArgumentError):
     """A write was attempted through a read-only view (a snapshot or a reader)."""
 

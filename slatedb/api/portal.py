@@ -34,7 +34,7 @@ import trio
 
 from slatedb.api.args import check_open_args, check_runtime_arg
 from slatedb.api.dropped import DROPPED, spawn_or_refuse as _spawn_or_refuse, wait_for_dropped, watch_drop
-from slatedb.errors import ClosedError, InvalidArgumentError, sole_exception
+from slatedb.errors import ClosedError, InvalidArgumentError, ReentrantCallError, sole_exception
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
 from slatedb.runtime import Runtime
@@ -269,12 +269,17 @@ class RuntimeThread:
         """``await fn(*args)`` on the runtime loop, from the caller's thread."""
         if self._forked:
             raise ClosedError(self._closed_message)
+        self._refuse_own_thread()
         if trio.lowlevel.in_trio_run():
             return self._call_from_a_trio_thread(fn, *args)
         try:
             return trio.from_thread.run(fn, *args, trio_token=self.token)
         except (trio.RunFinishedError, trio.Cancelled):  # the loop ended, or is closing, under the call
             raise ClosedError(self._closed_message) from None
+
+    def _refuse_own_thread(self) -> None:  # a call from the runtime thread would block its own loop for good
+        if threading.get_ident() == self._thread.ident:
+            raise ReentrantCallError(self._closed_message.removeprefix("the ").removesuffix(" is closed"))
 
     def _call_from_a_trio_thread(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """:meth:`__call__` from a thread that runs a trio loop of its own (the synchronous
@@ -381,6 +386,7 @@ class RuntimeThread:
 
     def close(self) -> None:
         """Close the engine (``aclose`` on the loop: it flushes), stop the thread. Idempotent."""
+        self._refuse_own_thread()
         self._dropped.detach()
         if self._forked or not self._thread.is_alive():
             return
@@ -395,6 +401,7 @@ class RuntimeThread:
 
     def abort(self) -> None:
         """Stop at once without flushing (a crash, as the store sees it)."""
+        self._refuse_own_thread()
         self._dropped.detach()
         if self._forked or not self._thread.is_alive():
             return
