@@ -46,7 +46,7 @@ from slatedb.format.layout import (  # noqa: F401 (re-exported: the manifest nam
 from slatedb.format.manifest import decode_manifest_v2, encode_manifest
 from slatedb.format.types import ManifestV2
 from slatedb.objstore.base import CREATE_IF_ABSENT, ObjectStore, PutMode
-from slatedb.objstore.retry import create_if_absent, retry_transient
+from slatedb.objstore.retry import create_if_absent_tagged, retry_transient
 from slatedb.runtime import Runtime, probes, switches
 
 from .edit import Attempt, Edit, apply_edit
@@ -175,6 +175,14 @@ def _listed_ids(metas: list, directory: str, suffix: str) -> list[int]:
 
 
 
+def _etag_listed(metas: list, key: str) -> str | None:
+    """The ETag of ``key`` among listed objects (None: not listed, or listed without one)."""
+    for meta in reversed(metas):  # names of ids sort as the ids: the latest is listed last
+        if meta.key == key:
+            return meta.etag or None
+    return None
+
+
 class SequencedStore(Generic[V, S]):
     """One namespace of ``<dir><id:020><suffix>`` files written by the protocol of the module
     docstring (steps 1, 3 and 4; ``.manifest`` and ``.compactions`` share it). Subclasses bind
@@ -191,6 +199,11 @@ class SequencedStore(Generic[V, S]):
         self.runtime = runtime
         #: This process has seen the boundary file exist (then its absence is fatal, RFC 004).
         self.boundary_seen = False
+        #: The latest file :meth:`read_latest_listed` last read: (id, the ETag its GET returned,
+        #: the value). A later listing naming the same id with the same ETag names the same
+        #: object, unchanged (a file is created once and never overwritten; a store's ETag
+        #: changes on every put of new content): the value is returned without a GET.
+        self._latest_read: tuple[int, str, S] | None = None
 
     async def read_boundary(self) -> tuple[int, str | None]:
         """This namespace's boundary and ETag. A boundary file seen earlier by this process and
@@ -250,13 +263,19 @@ class SequencedStore(Generic[V, S]):
         return sequenced_key(self.directory, file_id, self.suffix)
 
     async def list_ids(self) -> list[int]:
-        metas = await retry_transient(self.runtime, lambda: self.store.list(self.directory), what=f"list {self.directory}")
-        return listed_ids(metas, self.directory, self.suffix)
+        return listed_ids(await self._list(), self.directory, self.suffix)
+
+    def _list(self) -> Awaitable[list]:
+        return retry_transient(self.runtime, lambda: self.store.list(self.directory), what=f"list {self.directory}")
 
     async def read(self, file_id: int) -> S:
+        return (await self._read_tagged(file_id))[0]
+
+    async def _read_tagged(self, file_id: int) -> tuple[S, str]:
+        """:meth:`read` and the ETag the GET returned with the bytes."""
         key = self.key(file_id)
         got = await retry_transient(self.runtime, lambda: self.store.get(key), what=f"get {key}")
-        return self.stored(file_id, self.decode(bytes(got.data), key))
+        return self.stored(file_id, self.decode(bytes(got.data), key)), got.meta.etag
 
     async def read_latest(self) -> S | None:
         """The file with the highest id, or None when there is none yet.
@@ -266,15 +285,30 @@ class SequencedStore(Generic[V, S]):
         return (await self.read_latest_listed())[0]
 
     async def read_latest_listed(self) -> tuple[S | None, list[int]]:
-        """:meth:`read_latest` and the ids of the listing it read the latest from (ascending)."""
+        """:meth:`read_latest` and the ids of the listing it read the latest from (ascending).
+
+        The latest file is read with a GET unless this store read it before and the listing
+        shows it unchanged (the same id and ETag, :attr:`_latest_read`): a poll of an idle
+        database is then one LIST, not a LIST and a GET of the same bytes (sequenced-metadata.md
+        "Reading the latest file"). The value returned is the one stored when the listing was
+        taken, as a GET right after it would have read."""
         while True:
-            ids = await self.list_ids()
+            metas = await self._list()
+            metas = metas if type(metas) is list else list(metas)
+            ids = listed_ids(metas, self.directory, self.suffix)
             if not ids:
                 return None, ids
+            latest = ids[-1]
+            known = self._latest_read
+            if known is not None and known[0] == latest and _etag_listed(metas, self.key(latest)) == known[1]:
+                return known[2], ids
             try:
-                return await self.read(ids[-1]), ids
+                stored, etag = await self._read_tagged(latest)
             except ObjectNotFoundError:
                 continue
+            if etag:
+                self._latest_read = (latest, etag, stored)
+            return stored, ids
 
     async def read_latest_required(self) -> S:
         """:meth:`read_latest` of a namespace that must exist (a database is open on it). None
@@ -299,14 +333,18 @@ class SequencedStore(Generic[V, S]):
         extra = self.event_fields(value)
         if edit is not None:
             extra["edit"] = edit
-        if not await create_if_absent(self.store, self.runtime, key, self.encode(value)):
+        created, etag = await create_if_absent_tagged(self.store, self.runtime, key, self.encode(value))
+        if not created:
             self.runtime.event("create", path=key, outcome="exists", **extra)
             raise self.conflict(key)
         self.runtime.event("create", path=key, outcome="ok", **extra)
         check = _bug_no_boundary_check if switches.NO_BOUNDARY_CHECK in self.runtime.bugs else self._check_boundary
         await check(file_id)
         self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
-        return self.stored(file_id, value)
+        stored = self.stored(file_id, value)
+        if etag:  # our own file, as a later poll listing it unchanged finds it (no GET of what we wrote)
+            self._latest_read = (file_id, etag, stored)
+        return stored
 
     async def _check_boundary(self, file_id: int) -> None:
         """RFC 004 "Checking Boundaries After Writes": a create that succeeded counts only if GC's

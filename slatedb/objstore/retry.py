@@ -202,6 +202,20 @@ async def create_if_absent(
     asked before every retry; an exception it returns is raised instead of retrying (a writer
     that learned it was fenced sends no further create).
     """
+    return (await create_if_absent_tagged(store, runtime, key, data, max_attempts=max_attempts, stop=stop))[0]
+
+
+async def create_if_absent_tagged(
+    store: ObjectStore,
+    runtime: Runtime,
+    key: str,
+    data: bytes,
+    *,
+    max_attempts: int | None = None,
+    stop: Callable[[], BaseException | None] | None = None,
+) -> tuple[bool, str | None]:
+    """:func:`create_if_absent` and the ETag of the object created, when the put that created
+    it replied (None: it existed, or an ambiguous attempt was found applied by reading back)."""
     ambiguous = False
     attempt = 0
     backoff = _Backoff(runtime, max_attempts)
@@ -213,15 +227,15 @@ async def create_if_absent(
             if reason is not None:
                 raise reason
         try:
-            await backoff.attempt(f"create {key}", attempt, lambda: store.put(key, data, CREATE_IF_ABSENT))
-            return True
+            meta = await backoff.attempt(f"create {key}", attempt, lambda: store.put(key, data, CREATE_IF_ABSENT))
+            return True, getattr(meta, "etag", None) or None
         except ObjectAlreadyExistsError:
             if not ambiguous:
-                return False
+                return False, None
             mine = await resolve(store, runtime, key, data)
             if mine is None:
                 continue  # deleted meanwhile (GC): try again
-            return mine
+            return mine, None
         except TransientObjectStoreError as e:
             ambiguous = True
             await backoff.wait(f"create {key}", attempt, e)
