@@ -41,6 +41,7 @@ uninterrupted run writes after it: none repeated (RESUME-2), none missing (RESUM
 from __future__ import annotations
 
 import heapq
+from contextlib import aclosing
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import attrs
@@ -126,10 +127,11 @@ async def _view_blocks(reader: SstReader, view: CompactedSsTableView, start: byt
     """Blocks of one SST view, restricted to its visible range and to keys >= ``start``."""
     b = bounds_of(view.visible_range)
     lo = b.lo if start is None or (b.lo is not None and b.lo > start) else start
-    async for rows in reader.scan_blocks(lo, b.hi, end_inclusive=b.hi_inclusive):
-        if b.lo is not None and not b.lo_inclusive:
-            rows = [r for r in rows if r.key != b.lo]
-        yield rows
+    async with aclosing(reader.scan_blocks(lo, b.hi, end_inclusive=b.hi_inclusive)) as blocks:
+        async for rows in blocks:
+            if b.lo is not None and not b.lo_inclusive:
+                rows = [r for r in rows if r.key != b.lo]
+            yield rows
 
 
 async def _run_blocks(readers: Sequence[tuple[SstReader, CompactedSsTableView]], start: bytes | None) -> AsyncIterator[list[Row]]:
@@ -137,8 +139,9 @@ async def _run_blocks(readers: Sequence[tuple[SstReader, CompactedSsTableView]],
         last = reader.info.last_entry
         if start is not None and last is not None and last < start:
             continue
-        async for rows in _view_blocks(reader, view, start):
-            yield rows
+        async with aclosing(_view_blocks(reader, view, start)) as blocks:  # closed with the run's stream
+            async for rows in blocks:
+                yield rows
 
 
 def _written(key: bytes, seq: int, cursor: tuple[bytes, int]) -> bool:

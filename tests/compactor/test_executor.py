@@ -245,9 +245,8 @@ def test_a_resume_whose_recorded_output_holds_no_block_is_a_typed_error_naming_i
 def test_a_range_closes_its_sources_when_it_ends_before_they_do(monkeypatch) -> None:
     """A subcompaction range ``[lo, hi)`` stops reading its sources at ``hi``; the executor closes
     their block streams when the range is done (``Executor.run``), not leaving them to the
-    garbage collector's finalizer. (A run's stream still leaves the generator of the SST it was
-    reading to that finalizer: closing it too changes every compaction trace; docs/simulation.md,
-    sim mutate seed 18.)"""
+    garbage collector's finalizer (a run's stream closes the SST it was reading with it: the
+    next test)."""
     import contextlib
 
     from slatedb.compactor.executor import Executor as Ex
@@ -312,3 +311,42 @@ def test_the_planner_anchors_of_a_view_are_its_block_first_keys_inside_its_visib
     assert 10 < len(all_anchors) < MAX_ANCHORS_PER_SST and all_anchors[0] == b"k0000"  # none sampled away
     inside = trio.run(anchors, narrowed)
     assert inside == tuple(k for k in all_anchors if lo < k < hi) and len(inside) > 5
+
+
+def test_a_closed_run_stream_closes_the_sst_it_was_reading() -> None:
+    """A sorted run's block stream (``_run_blocks``) reads its SSTs one after another; closed in
+    the middle of one, it closes that SST's block generator (``_view_blocks`` and the reader's
+    ``scan_blocks``) at once, not leaving them to trio's finalizer (sim mutate seed 18 found it
+    left; closing them moved every compaction trace, re-pinned with this change)."""
+    from types import SimpleNamespace
+
+    from slatedb.compactor.executor import _run_blocks
+    from slatedb.format.types import CompactedSsTableView
+
+    events: list[str] = []
+
+    class Reader:
+        def __init__(self, name: str) -> None:
+            self.name = name
+            self.info = SimpleNamespace(last_entry=None)
+
+        async def scan_blocks(self, lo, hi, *, end_inclusive=False):
+            events.append(f"open {self.name}")
+            try:
+                for i in range(3):
+                    yield [r(f"{self.name}{i}", 1)]
+            finally:
+                events.append(f"close {self.name}")
+
+    view = CompactedSsTableView(ULID.from_int(7), ULID.from_int(8), None)
+    readers = [(Reader("a"), view), (Reader("b"), view)]
+
+    async def main():
+        stream = _run_blocks(readers, None)
+        seen = [await stream.__anext__() for _ in range(4)]  # a's three blocks, then b's first
+        await stream.aclose()
+        return seen, list(events)
+
+    seen, at_close = trio.run(main)
+    assert [rows[0].key for rows in seen] == [b"a0", b"a1", b"a2", b"b0"]
+    assert at_close == ["open a", "close a", "open b", "close b"], at_close
