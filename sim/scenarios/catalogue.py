@@ -164,12 +164,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (heartbeat re-checks the worker id); compaction.md W5",
         "slatedb/compactor/worker.py Worker._heartbeat", "compactor-workers", ("COMPACT-5", "RESUME-1"), 60),
-    # (compactor-workers: 3 of 30 seeds, first seed 1; the one-worker compactor scenario stopped
-    # catching it within 40 seeds once its idle writer's flusher stopped waking every interval)
+    # (compactor-workers: 3 of 100 seeds, first seed 11 since the traces moved on 2026-11-27;
+    # compactor: 3 of 400, first seed 354, since its idle writer's flusher stopped waking)
     Bug(switches.WORKER_FINISH_UNCHECKED, "a worker finishes its job (Compacted) without checking it still owns "
         "it: a reclaimed worker's late output replaces the new owner's and is committed",
         _ZOMBIE_WORKER_CLASS, "official worker protocol (finish re-checks the worker id); compaction.md W6",
-        "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-5", "COMPACT-1"), 40, also=("compactor-workers",)),
+        "slatedb/compactor/worker.py Worker._run", "compactor-workers", ("COMPACT-5", "COMPACT-1"), 40, also=("compactor",)),
     Bug(switches.SUBRANGES_OVERLAP, "each subcompaction runs to the end of the next range: ranges overlap and "
         "rows are written twice", _ZOMBIE_WORKER_CLASS, "official subcompactions; compaction.md W3/W4",
         "slatedb/compactor/worker.py Worker._run", "compactor", ("COMPACT-6", "RESUME-2", "RESUME-1"), 24, also=("compactor-workers",)),
@@ -300,7 +300,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "before a hard destroy that finished before the create landed: an object (or a manifest pointing at deleted "
         "SSTs) outlives the destroyed database", _GC_CLASS,
         "RFC 000 Deleting a Database (hard) against a running GC; destroy.md DESTROY-7",
-        "slatedb/gc/collector.py GarbageCollector._take_back", "destroy", ("DESTROY-7",), 100),
+        "slatedb/gc/collector.py GarbageCollector._take_back", "destroy", ("DESTROY-7", "DESTROY-4"), 100),
+    Bug(switches.GC_TAKE_BACK_UNSHIELDED, "a GC stopped between its create landing on a removed database and "
+        "the take-back's end leaves the create there (create, look and take-back not shielded)", _GC_CLASS,
+        "RFC 000 Deleting a Database (hard) against a running GC; destroy.md DESTROY-7 (before its pass ends)",
+        "slatedb/gc/collector.py GarbageCollector._commit / _collect_sequenced", "destroy",
+        ("DESTROY-7", "DESTROY-4"), 200),
     Bug(switches.DESTROY_DELETES_FOREIGN, "a destroy deletes every object its listing holds, as before DESTROY-8: a "
         "hard destroy (which lists the whole root) deletes a database nested below the root and a user's file there, "
         "GC's removal (which lists SlateDB's directories) a database nested inside one of them", _GC_CLASS,

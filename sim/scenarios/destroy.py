@@ -49,6 +49,7 @@ from slatedb.destroy import destroy
 from slatedb.errors import ClosedError, FencedError, InvalidDbStateError, InvalidDeletionError, NotFoundError
 from slatedb.gc import GarbageCollector
 from slatedb.manifest.store import ManifestStore
+from slatedb.objstore.base import CREATE_IF_ABSENT, OVERWRITE, PutMode
 from slatedb.reader import DbReaderOptions
 from slatedb.reader.aio import DbReader
 
@@ -59,6 +60,7 @@ from sim.scenarios.gc_world import CLONE, PARENT, STALL_MAX_S, World, fault_coun
 from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
+from sim.world.rooted import RootedStore
 from sim.world.runtime import SIM_EPOCH_MS
 
 N_KEYS = 32
@@ -104,6 +106,39 @@ FOREIGN: dict[str, bytes] = {
 FOREIGN_KEYS = frozenset(FOREIGN)
 
 
+#: The "create held" mode (stream ``destroy:create-held``, half the seeds with a clone): the
+#: clone's hard destroy ``hdc`` waits (up to this many virtual s) for the clone's GC ``g2`` to
+#: send its next create (a boundary file or a manifest), holds that request on the wire (a
+#: stalled leg) while the destroy runs, and lets it land after: GC's create on an emptied root,
+#: which it must take back (DESTROY-7). Without the mode the race needs a stall drawn at that
+#: moment (destroy seeds 77, 129, 256 of the old world); a GC poll that reads an unchanged latest
+#: manifest by its listing alone (sequenced-metadata.md) left the window to 1 seed in 600.
+CREATE_HELD_WAIT_S = 60.0
+
+
+class HeldCreates(RootedStore):
+    """``g2``'s store: once :attr:`armed`, its next create-if-absent under ``gc/`` or ``manifest/``
+    is held (:attr:`held` set, a ``world hold`` event) until :attr:`release` is set, then sent on."""
+
+    def __init__(self, world: World, process: str, url: str) -> None:
+        super().__init__(world, process, url)
+        self.armed = False
+        self.held = trio.Event()
+        self.release = trio.Event()
+
+    def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE):
+        if self.armed and mode == CREATE_IF_ABSENT and key.startswith(("gc/", "manifest/")):
+            self.armed = False
+            return self._held_put(key, data, mode)
+        return super().put(key, data, mode)
+
+    async def _held_put(self, key: str, data: bytes, mode: PutMode):
+        self.trace.record("world", "hold", of=self.process, key=self.root + key)
+        self.held.set()
+        await self.release.wait()
+        return await super().put(key, data, mode)
+
+
 def _exists(world: World, root: str) -> bool:
     return bool(world.bucket.objects.keys_under(f"{root}/manifest/"))  # the bucket's sorted keys
 
@@ -132,6 +167,7 @@ def _build(setup: Setup) -> World:
     world.writer_gone = trio.Event()
     world.destroyed = trio.Event()
     world.db_settings = dict(world.settings_map, compactor_options=None, garbage_collector_options=None)
+    world.g2_store = None  # made by _processes: HeldCreates
     setup.trace.record("world", "settings", grace_s=world.grace_s, crash_rate=world.crash_rate,
                        pause_rate=world.pause_rate)
     store = world_store(world.bucket, "", lambda: SIM_EPOCH_MS)
@@ -238,8 +274,22 @@ async def _clone(world: World) -> None:
         for i in range(rng.randint(5, 30)):
             await db.put(b"c%03d" % rng.randrange(8), b"cw:%d" % i)
         await db.flush()
-    await fastclock.sleep(rng.uniform(0.5, 20.0))
-    await destroy(world.store("hdc", CLONE), world.runtime("hdc"), soft=False)
+    delay_s = rng.uniform(0.5, 20.0)
+    held = world.g2_store if boolean(world.choices.stream("destroy", "create-held"), 0.5) else None
+    if held is None:
+        await fastclock.sleep(delay_s)
+    else:  # the "create held" mode (CREATE_HELD_WAIT_S)
+        held.armed = True
+        waited = 0.0
+        while not held.held.is_set() and waited < CREATE_HELD_WAIT_S:
+            await fastclock.sleep(0.5)
+            waited += 0.5
+        held.armed = False
+    try:
+        await destroy(world.store("hdc", CLONE), world.runtime("hdc"), soft=False)
+    finally:
+        if held is not None:
+            held.release.set()
     world.outcomes["clone"] = "hard-destroyed"
 
 
@@ -288,7 +338,7 @@ async def _gc(world: World, name: str, url: str, root: str, grace_s: float) -> N
     """A standalone GC of one database until the heal; then restarted (the same process) at
     :data:`HEALED_GC_INTERVAL` until the end, unless it finished (the database removed)."""
     await _wait_for(world, root)
-    store, rt = world.store(name, url), world.runtime(name)
+    store, rt = (world.g2_store if name == "g2" else world.store(name, url)), world.runtime(name)
     healed = {d: dict(o, interval=HEALED_GC_INTERVAL) for d, o in world.settings_map["garbage_collector_options"].items()}
     drawn, slow = (world.settings.garbage_collector_options,
                    coerce_settings({"garbage_collector_options": healed}).garbage_collector_options)
@@ -310,6 +360,7 @@ async def _gc(world: World, name: str, url: str, root: str, grace_s: float) -> N
 async def _processes(world: World, background: trio.Nursery | None) -> None:
     assert background is not None
     rng = world.rng
+    world.g2_store = HeldCreates(world, "g2", CLONE)
     background.start_soon(_gc, world, "g1", PARENT, "parent", world.grace_s)
     background.start_soon(_gc, world, "g2", CLONE, "clone", world.grace_s)
     async with trio.open_nursery() as n:

@@ -128,6 +128,7 @@ FAULT_BITFLIP = "fault.bitflip"
 CRASH = "crash"
 PAUSE = "pause"  # a process froze
 HEAL = "heal"  # faults stop: the liveness phase
+HOLD = "hold"  # the world holds a process's request on the wire (destroy's "create held" mode)
 CLOCK_SKEW = "clock.skew"
 CLOCK_JUMP = "clock.jump"
 CORRUPTION = "corruption"  # a process met a CorruptionError and stopped

@@ -249,6 +249,11 @@ class GarbageCollector:
                 self.runtime.event("gc_skip", directory=name, reason="boundary deleted by a destroy")
                 break
 
+    def _shield_creates(self) -> bool:
+        """Whether a create and its DESTROY-7 look run shielded from a stop (catalogued bug
+        ``gc-take-back-unshielded``, sim/scenarios/catalogue.py: not)."""
+        return switches.GC_TAKE_BACK_UNSHIELDED not in self.runtime.bugs
+
     async def _take_back(self, key: str, what: str) -> None:
         """DESTROY-7: delete what this pass just created on a database destroyed under it, and end
         the pass (a removed database ends GC for good; a marked one is left to step 5)."""
@@ -263,17 +268,21 @@ class GarbageCollector:
         """GC's manifest edits (expired checkpoints, detach): :meth:`ManifestStore.commit`, then,
         for a write, DESTROY-7's look at the manifest below it (skipped without boundary files,
         which the look's proof needs: :func:`manifest_create_outlived`)."""
-        try:
-            committed = await self.manifests.commit(edit, current=current)
-        except InvalidDbStateError as e:
-            # Removed (or marked) under the commit; a lone create of ours on the emptied root was
-            # taken back by the manifest store (destroy seed 1880, DESTROY-7): end the pass, and
-            # GC for good when no manifest is left.
-            self.finished = await self.manifests.read_latest() is None
-            raise _DestroyedUnderPass(str(e)) from None
-        if (committed.written and self.options.boundary_files_enabled
-                and await manifest_create_outlived(self.manifests, committed.stored.id)):
-            await self._take_back(self.manifests.key(committed.stored.id), f"manifest {committed.stored.id}")
+        # The create, its look and a take-back go together (DESTROY-7): a stop of GC between the
+        # landing and the look left a lone manifest on a removed database (destroy seed 177).
+        # Shielded: a stop waits for the commit to end.
+        with trio.CancelScope(shield=self._shield_creates()):
+            try:
+                committed = await self.manifests.commit(edit, current=current)
+            except InvalidDbStateError as e:
+                # Removed (or marked) under the commit; a lone create of ours on the emptied root was
+                # taken back by the manifest store (destroy seed 1880, DESTROY-7): end the pass, and
+                # GC for good when no manifest is left.
+                self.finished = await self.manifests.read_latest() is None
+                raise _DestroyedUnderPass(str(e)) from None
+            if (committed.written and self.options.boundary_files_enabled
+                    and await manifest_create_outlived(self.manifests, committed.stored.id)):
+                await self._take_back(self.manifests.key(committed.stored.id), f"manifest {committed.stored.id}")
         return committed
 
     # ------------------------------------------------------------------------------------------
@@ -399,12 +408,16 @@ class GarbageCollector:
             return
         now_ms = self.runtime.now_ms()
         newest = listing[-1][0]
-        boundary, moved, created = await settle_boundary(ns, listing, now_ms, opts,
-                                                         enabled=self.options.boundary_files_enabled)
-        if moved:
-            tally.add("boundary_advances")
-        if created and await boundary_create_outlived(self.manifests):
-            await self._take_back(ns.boundary_key, ns.boundary_key)
+        # DESTROY-7: a boundary create and its look (and take-back) go together; a stop of GC in
+        # between would leave the file on a database removed meanwhile (destroy seed 192: the
+        # take-back's delete cancelled on the wire). Shielded: a stop waits for them.
+        with trio.CancelScope(shield=self._shield_creates()):
+            boundary, moved, created = await settle_boundary(ns, listing, now_ms, opts,
+                                                             enabled=self.options.boundary_files_enabled)
+            if moved:
+                tally.add("boundary_advances")
+            if created and await boundary_create_outlived(self.manifests):
+                await self._take_back(ns.boundary_key, ns.boundary_key)
         for file_id, meta in listing:
             if file_id >= newest or file_id >= below or file_id > boundary:
                 continue

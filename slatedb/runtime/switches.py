@@ -53,6 +53,7 @@ UNION_RELEASES_SOURCE_CHECKPOINT_EARLY = "union-releases-source-checkpoint-early
 # destroy (RFC 000 "Deleting a Database")
 SOFT_DESTROY_NO_FENCE = "soft-destroy-no-fence"
 GC_KEEPS_CREATE_AFTER_DESTROY = "gc-keeps-create-after-destroy"
+GC_TAKE_BACK_UNSHIELDED = "gc-take-back-unshielded"
 WRITER_KEEPS_OPEN_AFTER_DESTROY = "writer-keeps-open-after-destroy"
 MANIFEST_KEPT_AFTER_DESTROY = "manifest-kept-after-destroy"
 DESTROY_DELETES_FOREIGN = "destroy-deletes-foreign"
