@@ -84,7 +84,7 @@ def test_the_seed_is_its_choices(workload: str, seed: int) -> None:
 
 
 #: A takeover seed the no-epoch-recheck switch fails (seed 2 before group commit changed the traces).
-TAKEOVER_SEED = 0
+TAKEOVER_SEED = 2
 
 
 def test_shrinking_takeover_no_epoch_recheck(tmp_path) -> None:
@@ -123,7 +123,7 @@ EVERY_SCENARIO = [
     ("gc", 0, "gc-ignores-checkpoints", 4),
     ("rescale", 0, "union-seq-not-max", 6),
     ("destroy", 1, "soft-destroy-no-fence", 6),
-    ("txn", 1, "txn-reads-unchecked", 8),
+    ("txn", 0, "txn-reads-unchecked", 8),
     ("load", 2, "load-wal-tail-short", 8),
     ("compactor-workers", 0, "outputs-in-id-order", 8),
 ]

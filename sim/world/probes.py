@@ -56,7 +56,7 @@ DEFAULT_SEEDS_FLOOR: dict[str, int] = {name: 500 for name in (
 
 #: probe -> (scenario, seeds of it that hit the probe), each seed below its scenario's floor.
 REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
-    P.WAL_FENCE_SLOT_TAKEN: ("db", (2,)),
+    P.WAL_FENCE_SLOT_TAKEN: ("db", (5,)),
     P.WAL_WRITE_SLOT_OLDER_FENCE: ("takeover", (1,)),
     P.WAL_WRITE_FENCED: ("db", (0,)),
     P.WAL_REPLAY_FENCE: ("db", (0,)),
@@ -64,16 +64,16 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.CREATE_AMBIGUOUS_LANDED_MANIFEST: ("seqmeta", (2,)),
     P.CREATE_AMBIGUOUS_LOST_MANIFEST: ("seqmeta", (0,)),
     P.CREATE_AMBIGUOUS_LANDED_COMPACTIONS: ("takeover", (0,)),
-    P.CREATE_AMBIGUOUS_LOST_COMPACTIONS: ("compactor", (19,)),
+    P.CREATE_AMBIGUOUS_LOST_COMPACTIONS: ("compactor", (3,)),
     P.CREATE_AMBIGUOUS_LANDED_WAL: ("db", (1,)),
     P.CREATE_AMBIGUOUS_LOST_WAL: ("takeover", (2,)),
     P.BOUNDARY_PUT_AMBIGUOUS: ("seqmeta", (0,)),
     P.BOUNDARY_PUT_RACED: ("rescale", (2,)),
     P.SEQMETA_BEHIND_BOUNDARY: ("seqmeta", (1,)),
-    P.MANIFEST_LANDED_REPORTED_FAILED: ("gc", (1,)),
+    P.MANIFEST_LANDED_REPORTED_FAILED: ("gc", (19,)),
     P.MANIFEST_CONFLICT: ("db", (0,)),
-    P.MANIFEST_EDIT_GUARD_FENCED: ("db", (1,)),
-    P.WRITER_FENCED_AT_L0_COMMIT: ("db", (1,)),
+    P.MANIFEST_EDIT_GUARD_FENCED: ("db", (2,)),
+    P.WRITER_FENCED_AT_L0_COMMIT: ("db", (2,)),
     P.WRITER_HALTED_BY_POLL: ("db", (1,)),
     P.COMPACTOR_RESUMED: ("compactor", (0,)),
     P.COMPACTOR_FENCED: ("compactor", (0,)),
@@ -81,9 +81,9 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.COMPACTOR_RECOMMIT_COMPLETED: ("compactor", (0,)),
     P.COMPACTOR_EXTERNAL_ADOPTED: ("compactor", (0,)),
     P.COMPACTOR_RECLAIMED: ("compactor", (4,)),
-    P.COMPACTOR_RESULT_DROPPED: ("compactor", (34,)),
+    P.COMPACTOR_RESULT_DROPPED: ("compactor", (51,)),
     P.COMPACTOR_RESUMED_RANGES: ("compactor", (0,)),
-    P.COMPACTOR_CLAIM_LOST: ("compactor-workers", (1,)),
+    P.COMPACTOR_CLAIM_LOST: ("compactor-workers", (2,)),
     P.COMPACTOR_JOB_LOST: ("compactor-workers", (1,)),
     P.GC_SST_KEPT_IN_FLIGHT: ("gc", (2,)),
     P.GC_SST_KEPT_ULID_CUTOFF: ("gc", (1,)),
@@ -96,7 +96,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.DESTROY_FOREIGN_KEPT: ("destroy", (0,)),
     P.CHECKPOINT_REFRESH_EXPIRED: ("gc", (44, 61)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
-    P.READER_CHECKPOINT_GONE: ("gc", (1,)),
+    P.READER_CHECKPOINT_GONE: ("gc", (19,)),
     P.UNION_RESUMED: ("rescale", (2,)),
     P.CLONE_REPEATED_DATABASE: ("rescale", (3,)),
     P.TXN_VIEW_MOVED: ("txn", (0,)),
@@ -105,7 +105,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.RETRY_EXHAUSTED_DEADLINE: ("store-bounded", (4,)),
     P.LOAD_STAGE_ENDED: ("load", (1,)),
     P.LOAD_ENDED_SHARD_KEPT: ("load", (1,)),
-    P.LOAD_COMMIT_UNSURE_KEPT: ("load", (141,)),
+    P.LOAD_COMMIT_UNSURE_KEPT: ("load", (37,)),
     P.DESTROY_KEPT_SHARD_REMOVED: ("load", (33,)),
     P.LOAD_CLEANUP_KEPT_PINNED: ("load", (21,)),
     P.LOAD_COMMIT_LANDED_FOUND: ("load", (2,)),
@@ -118,7 +118,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
 #: worlds keep (spec/protocols/destroy.md, DESTROY-A1/A2: no process stalls past a soft destroy's
 #: grace, nothing but GC runs during a hard destroy). The destroy world broke both promises before
 #: 2026-11-27 and reached these branches then; ``run_destroy_workload(seed, contract=False)``
-#: replays that world (seeds 44, 409 and 1880 in tests/test_sim_destroy.py).
+#: replays that world (seeds 62 and 580 in tests/test_sim_destroy.py).
 UNIT_REACHED: dict[str, str] = {
     P.DESTROY_LATE_OBJECTS: "tests/clone/test_destroy.py::test_hard_destroy_deletes_objects_that_land_after_its_listing",
     P.WRITER_OPEN_OUTLIVED_DESTROY:

@@ -1,8 +1,8 @@
 """Regression test written by `sim shrink` (name db_zombie_ack).
 
 Shrunk from `./just sim run --seed 1 --workload db --bug zombie-ack`:
-2718 choices (1153 not simplest), 230 ops, 818 trace events, 38 faults, down to
-499 choices (45 not simplest), 8 ops, 223 trace events, 7 faults. Fires FENCE-3.
+4366 choices (1884 not simplest), 241 ops, 1503 trace events, 77 faults, down to
+516 choices (77 not simplest), 37 ops, 174 trace events, 5 faults. Fires FENCE-3.
 """
 
 from sim.scenarios import catalogue as bugs
@@ -16,31 +16,36 @@ BUGS = ('zombie-ack',)
 INVARIANT = 'FENCE-3'
 #: The shrunk choice sequence (sim.world.choices.dumps): per stream, its values.
 CHOICES = (
-    '{"shape":[3,8],"store:w1":[0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,fals'
-    'e,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,fal'
-    'se,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,'
-    'false,0.0005,false,0,0.0014946838133631107,false,0.0008176317785980023,false,2,0.001325017067331'
-    '179,false,0.0016468076456895313,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,'
-    '0.0005,false,0.0016084140801670764,false,2,0.0011413323535218226,false,0.001275409938715956,fals'
-    'e,0,0.0005037107642328462,false,0.0015972432528604161,false,0,0.0005,false,0.0005,false,0,0.0005'
-    ',false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.001'
-    '3895894030875556,false,0,0.001166745384039053,false,0.0007039498340723681,false,2,0.001402590540'
-    '225347,false,0.0007810066289781453,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false'
-    ',0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,fa'
-    'lse,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,f'
-    'alse,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.000'
-    '5,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.001016149738914654,false,0,0.0'
-    '018774816210980168,false,0.0006633386885317785,true,12.542935765518223],"store:w2":[0,0.0005,fal'
+    '{"settings":[0,0,1],"shape":[2,37],"store:w1":[2,0.0007309633504138901,false,0.00102202429227463'
+    '62,false,0,0.0010436967417851363,false,0.0010071772756196612,false,0,0.0016647122424713666,false'
+    ',0.0016005486752502212,false,0,0.0010129747606633303,false,0.0005874850043937824,false,0,0.00198'
+    '26736304685466,false,0.001377194338423998,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.000'
+    '5,false,0,0.0016421821106964898,false,0.0010387412297754926,false,0,0.0019955914353527327,false,'
+    '0.0009442180861447492,false,0,0.001468732593690887,false,0.0018725963317127066,false,0,0.0014946'
+    '838133631107,false,0.0008176317785980023,false,2,0.001325017067331179,false,0.001646807645689531'
+    '3,false,0,0.001660499664364975,false,0.0005258871590062173,false,0,0.0013211198655532393,false,0'
+    '.0017030129639820858,false,0,0.0008251860753463443,false,0.0016084140801670764,false,2,0.0011413'
+    '323535218226,false,0.001275409938715956,false,0,0.0005037107642328462,false,0.001597243252860416'
+    '1,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.'
+    '0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0'
+    '.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,'
+    '0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,fal'
     'se,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,fa'
-    'lse,0,0.0005,false,0.0005,true,14.649411082696062],"store:w3":[0,0.0005,false,0.0005,false,0,0.0'
-    '005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.'
-    '0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0'
-    ',0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,fals'
-    'e,0.0014786938914434363,false,0,0.0011372604202373041,false,0.0009214400943138191,false,0,0.0007'
-    '774636188852193,false,0.0017520910997332825,false,2,0.0019764615053609173,false,0.00176659976827'
-    '31072,false,0,0.0014945732374289698,true,22.618586253899572],"workload:w1":[false,0,false,true,f'
-    'alse,false,0,true,false,false,false,0,true,false,true,0.033418584797163996,false,0,false,false,f'
-    'alse,false,0,false,false,false,false,0,true],"world":[0,false,false,true,0.001,1]}'
+    'lse,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005'
+    ',false,0.0005,false,0,0.0005,false,0.001016149738914654,false,0,0.0018774816210980168,false,0.00'
+    '06633386885317785,true,12.542935765518223],"store:w2":[0,0.0005,false,0.0005,false,0,0.0005,fals'
+    'e,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,false,0,0.0005,false,0.0005,tru'
+    'e,14.649411082696062],"workload:w1":[false,89,false,false,false,true,true,0,131,true,false,false'
+    ',false,179,true,false,true,0.033418584797163996,false,132,false,false,false,true,false,189,121,f'
+    'alse,false,false,false,133,false,false,false,false,12,true,false,false,false,0,false,false,false'
+    ',false,0,false,false,false,false,0,false,false,false,false,0,false,false,false,false,0,false,fal'
+    'se,false,false,0,false,false,false,false,0,false,false,false,false,0,false,false,false,false,0,t'
+    'rue,false,true,0.0,false,0,false,false,false,false,0,false,false,false,false,0,false,false,false'
+    ',false,0,false,false,false,false,0,false,false,false,false,0,false,false,false,false,174,true,fa'
+    'lse,false,false,112,false,false,false,false,191,true,true,false,false,34,true,false,true,0.02909'
+    '7827307986615,false,0,false,false,false,false,0,false,false,false,false,0,false,false,false,fals'
+    'e,0,false,false,false,false,0,false,false,false,false,0,false,false,false,false,0,false,false,fa'
+    'lse,false,140,true,false,false,false,173,true],"world":[0,false,false,true,0.001,1]}'
 )
 
 
