@@ -93,6 +93,9 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.GC_CLONE_DETACHED: ("gc", (10,)),
     P.GC_DETACH_KEPT_CHECKPOINT: ("gc", (0,)),
     P.GC_CREATE_OUTLIVED_DESTROY: ("destroy", (77,)),
+    # The destroy world's "create held" mode: GC's manifest commit held past the clone's hard
+    # destroy, its boundary file deleted by it (tests/gc/test_destroy_race.py plays it too).
+    P.MANIFEST_CREATE_OUTLIVED_DESTROY: ("destroy", (62,)),
     P.DESTROY_FOREIGN_KEPT: ("destroy", (0,)),
     P.CHECKPOINT_REFRESH_EXPIRED: ("gc", (44, 61)),
     P.READER_CHECKPOINT_EXPIRED: ("gc", (5,)),
@@ -123,8 +126,6 @@ UNIT_REACHED: dict[str, str] = {
     P.DESTROY_LATE_OBJECTS: "tests/clone/test_destroy.py::test_hard_destroy_deletes_objects_that_land_after_its_listing",
     P.WRITER_OPEN_OUTLIVED_DESTROY:
         "tests/db/test_open_after_destroy.py::test_an_open_whose_bump_landed_after_the_database_was_removed_takes_it_back",
-    P.MANIFEST_CREATE_OUTLIVED_DESTROY:
-        "tests/gc/test_destroy_race.py::test_a_manifest_committed_after_a_hard_destroy_that_deleted_the_seen_boundary_is_taken_back",
     # A union finished between a second sharded begin's read and its marker check: a window of a
     # few store calls that no seed of load 0..999 hit.
     P.LOAD_UNION_FINISHED_REFUSED:
