@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import slatedb
 from slatedb.db import write_path
+from slatedb.memtable import ROW_OVERHEAD_BYTES
 
 from .helpers import memory_store
 
@@ -33,3 +34,26 @@ def test_small_writes_below_the_next_check_do_not_run_the_threshold_step(monkeyp
         batch.put(b"big", b"x" * (1 << 20))  # past l0_sst_size_bytes
         db.write(batch)
         assert len(calls) == 1
+
+
+def test_writes_wait_only_above_max_unflushed_bytes_not_at_it(monkeypatch) -> None:
+    """writer.md step 10: writes wait while the unflushed bytes *exceed* ``max_unflushed_bytes``.
+    A write that brings them to exactly the limit leaves writes open; one byte more blocks them.
+    Each threshold step is recorded under the write path's lock, so a flusher that drains the
+    memtables right after cannot hide what the step decided."""
+    seen: list[tuple[int, bool]] = []
+    original = write_path.WritePath._on_threshold
+
+    def recorded(self) -> None:
+        original(self)
+        seen.append((self._w.unflushed_bytes, self._blocked))
+
+    monkeypatch.setattr(write_path.WritePath, "_on_threshold", recorded)
+    settings = {**S, "l0_sst_size_bytes": 4096, "max_unflushed_bytes": 8192}
+    for extra, blocked in ((0, False), (1, True)):
+        seen.clear()
+        with slatedb.Db.open("memory://test", settings=settings, store=memory_store()) as db:
+            key = b"k"
+            value = b"x" * (8192 + extra - len(key) - ROW_OVERHEAD_BYTES)
+            db.put(key, value)
+            assert seen[0] == (8192 + extra, blocked)

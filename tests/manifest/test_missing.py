@@ -29,6 +29,31 @@ def test_require_latest() -> None:
     assert got.id == 2 and got.manifest.writer_epoch == 4
 
 
+def test_latest_or_refuse_by_create_mode() -> None:
+    """What ``Db.open``'s ``create`` means at the manifest: on an empty path ``"if_missing"``
+    (the default) and ``"force"`` may create (None), ``"never"`` is "no database"; over
+    leftovers only ``"force"`` may; a database is its latest manifest in every mode."""
+    from slatedb.manifest.missing import CREATE_MODES, latest_or_refuse
+
+    store = memory_store()
+    ms = ManifestStore(store, ProductionRuntime())
+
+    def call(create: str):
+        return trio.run(lambda: latest_or_refuse(ms, create=create))
+
+    assert trio.run(latest_or_refuse, ms) is None
+    assert call("if_missing") is None and call("force") is None
+    with pytest.raises(NotFoundError, match='no database at .* create="never"'):
+        call("never")
+    store.put_now("wal/00000000000000000001.sst", b"")
+    assert call("force") is None
+    for create in ("if_missing", "never"):
+        with pytest.raises(ManifestsMissingError):
+            call(create)
+    trio.run(ms.try_write, 1, ManifestV2(initialized=True))
+    assert {call(create).id for create in CREATE_MODES} == {1}
+
+
 def test_staged_load_ssts_named_by_intents_are_not_leftovers() -> None:
     """A first bulk load into a new URL stages SSTs and their intents before any manifest
     (LOAD-11): the path is still a new database. An SST that no intent names is a leftover."""

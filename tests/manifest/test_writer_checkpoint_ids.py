@@ -106,12 +106,13 @@ def test_a_close_s_last_l0_flush_drops_every_writer_checkpoint_in_its_own_commit
 
     cp_id = uuid.uuid4()
 
-    def add(release: bool) -> ManifestV2:
-        edit = AddL0(WriterFence(2), sst, replay_after=4, wal_last=4, last_seq=9, checkpoint_id=cp_id,
-                     release_writer_checkpoint=release)
+    def add(release: bool | None) -> ManifestV2:
+        flag = {} if release is None else {"release_writer_checkpoint": release}
+        edit = AddL0(WriterFence(2), sst, replay_after=4, wal_last=4, last_seq=9, checkpoint_id=cp_id, **flag)
         return apply_edit(m, edit, Attempt(5, NOW_MS)).manifest
 
     closing, running = add(True), add(False)
+    assert add(None) == running  # an AddL0 is a running flush unless it says it is a close's last
     assert closing.checkpoints == (user,) == without_writer_checkpoints(m)
     assert [c.id for c in closing.l0] == [sst.id] and closing.replay_after_wal_id == 4 and closing.last_l0_seq == 9
     assert [c for c in running.checkpoints if not is_writer_checkpoint(c)] == [user]

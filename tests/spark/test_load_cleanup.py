@@ -40,6 +40,8 @@ from slatedb.spark.load import (
     cleanup_load,
     collect_loads,
     commit_load,
+    end_load,
+    marker_key,
     stage_sorted,
 )
 from slatedb.spark.sharded import abort_sharded, begin_sharded, stage_shard
@@ -365,6 +367,47 @@ def test_the_commit_and_a_collector_of_abandoned_loads_never_both_win(tmp_path) 
         assert dict(r.scan()) == {b"base": b"1", **dict(zip(keys, values))}
     assert {k for k in files(tmp_path / "db") if k.startswith("compacted/")} == {
         f"compacted/{s.id}.sst" for s in latest.manifest.ssts}
+    assert not any(k.startswith("bulk-load/") for k in files(tmp_path / "db"))
+
+
+class EndAtClaim(AbortMidStage):
+    """A store that ends the load (``end_load``: the first step of a driver's clean-up, which
+    deletes the open marker) just before the commit's claim of the marker: the marker is gone
+    between the commit's HEAD of it and its conditional PUT, the staged files still there."""
+
+    def __init__(self, inner, rt, load_id: str) -> None:
+        super().__init__(inner, -1, False, None)
+        self.rt, self.load_id = rt, load_id
+
+    async def put(self, key, data, mode=None):
+        if key == marker_key(self.load_id) and mode is not None:
+            await end_load(self.inner, self.rt, self.load_id)
+        return await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+
+
+def test_a_commit_whose_marker_is_gone_at_its_claim_is_refused(tmp_path) -> None:
+    """LOAD-10: a clean-up that ends the load between the commit's HEAD of the open marker and
+    its claim makes the claim fail and its re-read find no marker: the commit is refused and
+    commits nothing. (Taking the missing marker for a won claim would commit SSTs that the
+    clean-up, which read the manifest before the commit, goes on to delete.) The clean-up's
+    rest then leaves nothing."""
+    url = make_db(tmp_path / "db")
+    keys, values = rows_of(50)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        res = await stage_sorted(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        before = (await ManifestStore(store, rt).read_latest()).id
+        with pytest.raises(LoadRefusedError, match="ended before its commit"):
+            await commit_load(EndAtClaim(store, rt, plan.load_id), rt, plan, [res])
+        after = (await ManifestStore(store, rt).read_latest()).id
+        await cleanup_load(store, rt, plan.load_id)
+        return before, after
+
+    before, after = run_io(url, None, go)
+    assert after == before
+    with slatedb.DbReader.open(url) as r:
+        assert dict(r.scan()) == {b"base": b"1"}
     assert not any(k.startswith("bulk-load/") for k in files(tmp_path / "db"))
 
 

@@ -657,3 +657,27 @@ def test_an_attempt_cancelled_while_it_writes_still_deletes_its_shard(tmp_path, 
     assert run_io(url, None, go) is True
     monkeypatch.undo()
     assert not [p for p in (tmp_path / "db" / SHARDS_DIR).rglob("*") if p.is_file() and ".slatedb-locks" not in p.parts]
+
+
+def test_the_clean_up_of_an_ended_load_deletes_its_unpinned_shards_and_keeps_the_pinned_one(tmp_path) -> None:
+    """LOAD-10 with LOAD-9: a sharded load that ended before its union (no open marker: its
+    driver's clean-up ran no further) left two shard databases, one of them holding another
+    database's checkpoint. The clean-up of ended loads keeps the pinned shard and deletes the
+    other; it does not keep the whole load because one shard of it is pinned."""
+    from slatedb.checkpoint import CheckpointOptions, create_checkpoint
+    from slatedb.spark import collect_loads
+    from slatedb.spark.load import end_load
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    stage(url, plan, 0, rows_of(b"a", 50))
+    stage(url, plan, 1, rows_of(b"b", 50))
+    run_io(url, None, lambda s, rt: end_load(s, rt, plan.load_id))
+    roots = sorted(shard_roots(tmp_path))
+    assert len(roots) == 2
+    pinned = f"{url}/{SHARDS_DIR}{roots[0]}"
+    run_io(pinned, None, lambda s, rt: create_checkpoint(ManifestStore(s, rt), rt, CheckpointOptions(lifetime_s=3600)))
+    collect_loads(url)
+    assert shard_roots(tmp_path) == {roots[0]}
+    with slatedb.DbReader.open(pinned) as r:
+        assert dict(r.scan()) == rows_of(b"a", 50)
