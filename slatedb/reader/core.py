@@ -44,14 +44,8 @@ from slatedb.lsm.read_path import ReadPath, ReadState
 from slatedb.lsm.paths import SstLocator
 from slatedb.lsm.view import EMPTY_VIEW, LsmView, build_view
 from slatedb.errors import (
-    CheckpointNotFoundError,
-    ClosedError,
-    InvalidArgumentError,
-    InvalidDbStateError,
-    ObjectNotFoundError,
-    ObjectStoreRetriesExhaustedError,
-    SlateDBError,
-    TransientObjectStoreError,
+    CheckpointNotFoundError, ClosedError, CommitOutcomeUnknownError, InvalidArgumentError, InvalidDbStateError,
+    ObjectNotFoundError, ObjectStoreError, ObjectStoreRetriesExhaustedError, SlateDBError, TransientObjectStoreError,
 )
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
@@ -229,7 +223,14 @@ class ReaderCore(ReadPath):
             edit = AddReaderCheckpoint(rt.new_uuid(), lifetime_s=self.options.checkpoint_lifetime_s,
                                        refuse="open a reader")
             current = await self._latest("open a reader")
-            added = await self.manifests.commit(edit, current=current, list_wal=lambda: list_wal_ids(self.store, rt))
+            try:
+                added = await self.manifests.commit(edit, current=current, list_wal=lambda: list_wal_ids(self.store, rt))
+            except BaseException as e:
+                # Cancelled (or left unknown by the store) after the manifest was written, it may have
+                # landed: ours to delete (missing_ok), or it outlives a cancelled open by its lifetime.
+                if not isinstance(e, Exception) or isinstance(e, (ObjectStoreError, CommitOutcomeUnknownError)):
+                    self._retired.append(edit.checkpoint_id)
+                raise
             stored, cp = added.stored, added.result.checkpoint
             # READ-1: a checkpoint whose commit took so long (a stalled reply, a frozen process)
             # that less than half its lifetime is left -- or none -- may already be expired in
