@@ -72,8 +72,8 @@ class _Reads:
         self._live()
         r = self._r
         it = r._scan(bounds, False, options)
-        rs, _, _, max_seq = it._scan
-        return DbIterator(it, _resolved_meta(r, rs, max_seq))
+        rs, _, reverse, max_seq = it._scan
+        return DbIterator(it, _resolved_meta(r, rs, max_seq), reverse=reverse)
 
     async def scan(self, range: Any) -> DbIterator:
         with translated(self._reason):

@@ -67,6 +67,7 @@ class DbIterator:
         self._pos = 0
         self._bounds = bounds  # of a list: the scan's bounds and direction, for seek
         self._reverse = reverse
+        self._last: bytes | None = None  # the last key returned (the official seeks only past it)
 
     async def next(self) -> KeyValue | None:
         got = await self.next_batch(1)
@@ -81,13 +82,23 @@ class DbIterator:
                 self._pos += len(pairs)
             else:
                 pairs = await self._it.next_batch(max) if max else []
+            if pairs:
+                self._last = pairs[-1][0]
             return [await self._meta(k, v) for k, v in pairs]
 
     async def seek(self, key: bytes) -> None:
+        """As the official iterator: refused in a descending scan, outside the range, and at or
+        before the last key returned (our own iterators seek anywhere in the range, either way)."""
         key = _key(key)
+        if self._reverse:
+            raise Error.Invalid("seek is not supported for descending scans")
         with translated():
-            if isinstance(self._it, list):
-                rest = seek_bounds(self._bounds, key, self._reverse)  # outside the range: refused
+            listed = isinstance(self._it, list)
+            rest = seek_bounds(self._bounds if listed else self._it._scan[1], key, False)  # outside: refused
+        if self._last is not None and key <= self._last:
+            raise Error.Invalid("cannot seek to a key less than the last returned key")
+        with translated():
+            if listed:
                 self._pos = next((i for i, (k, _v) in enumerate(self._it) if rest.contains(k)), len(self._it))
                 return
             await self._it.seek(key)
