@@ -113,3 +113,14 @@ def test_a_pass_judges_expiry_when_its_manifest_was_read() -> None:
     tests/gc/test_stale_snapshot.py), run by tests/test_sim_bugs.py."""
     r = run_gc_workload(3741)
     assert r.ok, r.violations
+
+
+def test_a_writer_checkpoint_is_judged_unexpired_from_the_call_that_made_it() -> None:
+    """gc seed 679 (campaign gc 500..899 on 6c3e50d): the writer's ``create_checkpoint`` committed
+    its checkpoint at 66.6 virtual s, then the commit's boundary read stalled 17 s and more: the
+    call returned at 102.7 s, after the checkpoint had expired (its lifetime runs from the commit).
+    The scenario took ``return + lifetime`` for its expiry, had the admin read through it and
+    reported CKPT-1; it now counts from the call's start (the checkpoint's lifetime starts later),
+    as the admin's own checkpoints always did."""
+    r = run_gc_workload(679)
+    assert r.ok, r.violations

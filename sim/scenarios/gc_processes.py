@@ -92,8 +92,12 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                         scope = rng.choice([CheckpointScope.ALL, CheckpointScope.DURABLE])
                         lifetime = rng.uniform(20, 90)
                         lo = h.acked_max if scope is CheckpointScope.DURABLE else last.seq
+                        # Its lifetime runs from its commit, inside the call: from the call's start at the
+                        # latest (gc seed 679: the commit's boundary read stalled 17 s, the call returned
+                        # after the checkpoint expired).
+                        started = trio.current_time()
                         res = await db.create_checkpoint(scope, CheckpointOptions(lifetime_s=lifetime, name="w"))
-                        world.writer_checkpoints.append((res.id, trio.current_time() + lifetime, (lo, last.seq)))
+                        world.writer_checkpoints.append((res.id, started + lifetime, (lo, last.seq)))
                 await rt.sleep(rng.uniform(0, 0.6))  # paced: readers, GC and the admin interleave
         return "closed"
 
