@@ -9,7 +9,8 @@ and commits them as one batch. Conflict rules (probed on the official 0.17 wheel
   returned) was written after its snapshot (read-write).
 * ``mark_read(keys)`` adds keys to the checked set under both levels; ``unmark_write(keys)``
   takes written keys out of it (they are still written).
-* A transaction that wrote nothing commits without a check and returns ``None``.
+* A transaction that wrote nothing writes nothing and returns ``None``, once its checked
+  keys (SSI reads, ``mark_read``) pass the same check: a conflict raises as for any commit.
 * After ``commit`` (whatever its outcome) or ``rollback``, every call raises
   :class:`~slatedb.errors.TransactionClosedError`.
 
@@ -308,11 +309,8 @@ class Transaction:
         t.check_open()
         validate_flag("durable", durable)  # before the try: a bad argument leaves the transaction open
         try:
-            if not t.writes and not t.merges:
-                return None
             core, portal = self._db._core, self._db._portal
             keys = t.checked_keys()
-            batch = t.batch()
             while True:
                 rs = core.read_state
                 for key in keys:
@@ -320,6 +318,9 @@ class Transaction:
                     if row is NEED_IO:
                         row = portal(core.get_row_slow, key, rs, None)
                     t.conflict(key, row)  # type: ignore[arg-type]
+                if not t.writes and not t.merges:
+                    return None  # nothing to write: the read set held at this read state (C1)
+                batch = t.batch()
                 try:
                     return self._db._write(lambda: core.write(batch, t.under_lock(rs.view, keys)), (), durable)
                 except _ViewMoved:
@@ -406,11 +407,8 @@ class AsyncTransaction:
         t.check_open()
         validate_flag("durable", durable)  # before the try: a bad argument leaves the transaction open
         try:
-            if not t.writes and not t.merges:
-                return None
             core, host = self._db._core, self._db._host
             keys = t.checked_keys()
-            batch = t.batch()
             while True:
                 rs = core.read_state
                 for key in keys:
@@ -418,6 +416,9 @@ class AsyncTransaction:
                     if row is NEED_IO:
                         row = await host.acall(core.get_row_slow, key, rs, None)
                     t.conflict(key, row)  # type: ignore[arg-type]
+                if not t.writes and not t.merges:
+                    return None  # nothing to write: the read set held at this read state (C1)
+                batch = t.batch()
                 try:
                     return await self._db._write(lambda: core.write(batch, t.under_lock(rs.view, keys)), (), durable)
                 except _ViewMoved:

@@ -95,7 +95,8 @@ class TxnModel(RuleBasedStateMachine):
     def txn_commit(self, i) -> None:
         m = self.txns.pop(i % len(self.txns))
         checked = (set(m["writes"]) - m["unmarked"]) | m["reads"]
-        conflict = bool(m["writes"]) and any(self.written_at.get(k, -1) > m["start"] for k in checked)
+        # a transaction that wrote nothing is checked too, as the official one is (it writes nothing either way)
+        conflict = any(self.written_at.get(k, -1) > m["start"] for k in checked)
         try:
             handle = m["t"].commit()
         except TransactionConflictError:

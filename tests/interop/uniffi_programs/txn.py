@@ -1,4 +1,4 @@
-"""Transactions: the four probed conflict rules, reads of own writes, scans, rollback, use after commit."""
+"""Transactions: the probed conflict rules (also for a transaction that wrote nothing), reads of own writes, scans, rollback, use after commit."""
 import asyncio, json, sys
 
 import slatedb.uniffi as u
@@ -46,6 +46,16 @@ async def main(root):
         t5 = await db.begin(level)
         await t5.get(b"x")
         out[f"{level.name}_read_only"] = await outcome(t5)
+
+        # wrote nothing, but what it read (SSI) or marked was written after its snapshot
+        t6 = await db.begin(level)
+        await t6.get(b"~r")
+        await db.put(b"~r", level.name.encode())
+        out[f"{level.name}_read_only_overwritten"] = await outcome(t6)
+        t7 = await db.begin(level)
+        await t7.mark_read([b"~m"])
+        await db.put(b"~m", level.name.encode())
+        out[f"{level.name}_mark_read_only"] = await outcome(t7)
 
     t = await db.begin(u.IsolationLevel.SNAPSHOT)
     await t.put(b"a1", b"1")
