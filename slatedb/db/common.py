@@ -3,6 +3,7 @@ lifecycle (argument handling shared by every front-end is :mod:`slatedb.api.args
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from slatedb.errors import ClosedError
@@ -31,6 +32,10 @@ class SnapshotLifecycle:
         self.seq = seq
         self._rs = rs
         self._released = False
+        # Dropped without release (no ``with``; a transaction neither committed nor rolled back):
+        # its seq stops holding back the compactor's retention floor once it is garbage.
+        self._dropped = weakref.finalize(self, core.forget_snapshot, token)
+        self._dropped.atexit = False
 
     def _state(self) -> tuple[Any, int | None]:
         if self._released:
@@ -42,6 +47,7 @@ class SnapshotLifecycle:
     def release(self) -> None:
         if not self._released:
             self._released = True
+            self._dropped.detach()
             self._core.release_snapshot(self._token)
 
     close = release

@@ -301,6 +301,11 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         with self._lock:
             self._snapshot_seqs.pop(token, None)
 
+    def forget_snapshot(self, token: int) -> None:
+        """A snapshot dropped without release (its finalizer, run by whichever thread let go
+        of it, maybe inside a hold of ``_lock``): one atomic dict pop, without the lock."""
+        self._snapshot_seqs.pop(token, None)
+
     # ------------------------------------------------------------------------------------------
     # Closing
     # ------------------------------------------------------------------------------------------
