@@ -18,8 +18,12 @@ from __future__ import annotations
 
 from slatedb.api.cache_control import AsyncCacheControl
 
+import asyncio
+import threading
 from pathlib import Path
 from typing import Any, Mapping
+
+import trio
 
 from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # noqa: F401 (DbIterator: public)
 from slatedb.api.options import DbStatus
@@ -28,6 +32,7 @@ from slatedb.api.txn import AsyncTransaction, IsolationLevel, isolation_of
 from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
+from slatedb.checkpoint.ops import delete_checkpoint
 from slatedb.config import Settings, check_writer_settings
 from slatedb.api.metrics_export import collector_of_core
 from slatedb.api.args import check_create_mode, coerce_settings
@@ -165,9 +170,31 @@ class Db(AsyncReads, AsyncCacheControl, AsyncClosing):
 
     async def create_checkpoint(self, scope: CheckpointScope = CheckpointScope.ALL,
                                 options: CheckpointOptions = CheckpointOptions()) -> CheckpointCreateResult:
-        """See :meth:`slatedb.Db.create_checkpoint`."""
-        self._core.check_open()
-        return await self._host.acall(self._core.create_checkpoint, scope, options)
+        """See :meth:`slatedb.Db.create_checkpoint`. A call the caller gives up on (a timeout, a
+        cancelled task) that added its checkpoint anyway deletes it: nobody learns its id, and
+        without a lifetime it would pin its manifest and SSTs for good."""
+        core = self._core
+        core.check_open()
+        lock, state = threading.Lock(), {"gave_up": False, "made": None}
+
+        async def create() -> CheckpointCreateResult:  # on the engine's loop
+            made = await core.create_checkpoint(scope, options)
+            with lock:
+                state["made"] = None if state["gave_up"] else made
+            if state["made"] is None:  # the caller stopped waiting while it ran
+                with trio.CancelScope(shield=True):
+                    await _forget_checkpoint(core, made.id)
+            return made
+
+        try:
+            return await self._host.acall(create)
+        except BaseException:
+            with lock:  # under asyncio the call may have ended on the engine's thread, unseen
+                state["gave_up"], made = True, state["made"]
+            if made is not None:
+                _FORGETTING.add(task := asyncio.ensure_future(self._host.acall(_forget_checkpoint, core, made.id)))
+                task.add_done_callback(_FORGETTING.discard)
+            raise
 
     async def begin(self, isolation: IsolationLevel | str = IsolationLevel.SNAPSHOT) -> AsyncTransaction:
         """A transaction at a snapshot of now (see :mod:`slatedb.api.txn`): SNAPSHOT or
@@ -220,3 +247,13 @@ class Db(AsyncReads, AsyncCacheControl, AsyncClosing):
     @property
     def stats(self) -> dict[str, int]:
         return dict(self._core.stats)
+
+
+#: Deletions of checkpoints whose caller gave up (asyncio tasks, held until done).
+_FORGETTING: set = set()
+
+
+async def _forget_checkpoint(core: DbCore, checkpoint_id: Any) -> None:
+    """Delete a checkpoint nobody will learn of (its ``create_checkpoint`` was given up on)."""
+    if core.error is None and not core.closed:
+        await delete_checkpoint(core.manifests, core.runtime, checkpoint_id, missing_ok=True)
