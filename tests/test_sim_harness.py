@@ -141,3 +141,43 @@ def test_a_verdict_the_code_under_test_swallows_or_wraps_is_still_a_violation() 
 
     r = run_world(_tiny(wrapped, checkers=(Checker("watch", lambda s: _Watch()),)), 1)
     assert [v.invariant for v in r.violations] == ["FENCE-1"] and r.violations[0].startswith("InvariantViolation")
+
+
+class _Later:
+    """A checker after :class:`_Watch` that fails at the second ``tick`` it sees: the third, since
+    ``_Watch``'s verdict stopped the second one's delivery before it."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def attach(self, trace):
+        trace.listeners.append(self.on_event)
+        return self
+
+    def on_event(self, e) -> None:
+        if e.kind == "tick":
+            self.ticks += 1
+            if self.ticks == 2:
+                raise InvariantViolation("SEQMETA-2", e, "a tick after one never seen")
+
+
+def test_the_first_verdict_raised_is_reported_first_even_when_a_later_one_was_swallowed() -> None:
+    """A verdict the code wrapped and let escape (raised first), and a later one it swallowed:
+    the first raised is the run's first violation (compactor seed 81 with
+    compactor-no-commit-fence: the CFENCE-1 of a landing stopped its delivery to the compactor
+    checker, which then reported the next landing "before" it, SEQMETA-2, and was listed first)."""
+    async def first_wrapped_then_swallowed(w: _Tiny, nursery) -> None:
+        error = None
+        for _ in range(3):
+            try:
+                w.setup.trace.record("p", "tick")
+            except Exception as e:
+                if error is None:
+                    error = RuntimeError(f"task failed: {e}")
+                    error.__cause__ = e
+        assert error is not None
+        raise error
+
+    r = run_world(_tiny(first_wrapped_then_swallowed, checkers=(Checker("watch", lambda s: _Watch()),
+                                                                 Checker("later", lambda s: _Later()))), 1)
+    assert [v.invariant for v in r.violations] == ["FENCE-1", "SEQMETA-2"], r.violations

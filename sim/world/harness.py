@@ -253,8 +253,12 @@ def with_verdicts(errors: list[BaseException], verdicts: Iterable[BaseException]
     test (:attr:`sim.world.trace.Trace.verdicts`) that did not escape as itself: one the engine
     wrapped (raised from it, or naming it in its message: ``raise error from None`` drops the
     cause) replaces its wrapper; one it swallowed -- a background task's error
-    handling, or a writer already halted that keeps its first error -- comes first, in order.
-    Unchanged when every verdict escaped."""
+    handling, or a writer already halted that keeps its first error -- is reported too. Then the
+    verdicts come first, in the order they were raised, and the other errors after them: the
+    first verdict raised is the run's first violation (a later one may merely follow from it: a
+    verdict stops the event's delivery to the checkers after its own, so one of those may report
+    a landing "before" the one it never saw). Unchanged when every verdict escaped."""
+    verdicts = list(verdicts)
     out = list(errors)
     swallowed: list[BaseException] = []
     for v in verdicts:
@@ -266,7 +270,11 @@ def with_verdicts(errors: list[BaseException], verdicts: Iterable[BaseException]
                 break
         else:
             swallowed.append(v)
-    return swallowed + out
+    if not swallowed:
+        return out
+    raised = {id(v): i for i, v in enumerate(verdicts)}
+    first = sorted(swallowed + [e for e in out if id(e) in raised], key=lambda v: raised[id(v)])
+    return first + [e for e in out if id(e) not in raised]
 
 
 def _last_events(trace: Trace, errors: list[BaseException]) -> str:
