@@ -233,6 +233,8 @@ class CompactorChecks:
         if cid is None:
             self.counts["commits_unidentified"] += 1
         else:
+            if not outputs:
+                self.counts["commits_empty"] += 1  # a job with no output SST (every row dropped)
             self._committed(e, cid, mid)
 
     def check_owners_result(self, e: Event, mid: int, cid: ULID | None, outputs: tuple[ULID, ...]) -> None:

@@ -147,8 +147,8 @@ CATALOGUE: tuple[Bug, ...] = (
         _TWO_COMPACTORS_CLASS, "RFC 003 Compaction Executor epoch checks; compaction.md step 8",
         "slatedb/compactor/compactor.py Compactor._commit", "compactor", ("CFENCE-1",), 100),
     # (a rare window: the zombie must be frozen inside its commit while its replacement starts;
-    # 7 of 200 seeds, first seed 51 -- 12 of 400, first seed 37, before COMPACT-10/11 reshuffled
-    # the compactor traces: the budget covers the first detecting seed, not the 1/1000 rule)
+    # 5 of 200 seeds, first seed 81 since the purge mode took seed 26 (7 of 200, first 51, before
+    # COMPACT-10/11): the budget covers the first detecting seed, not the 1/1000 rule)
     Bug(switches.COMPACTION_NO_REVALIDATE, "a resumed compaction is not validated against the current manifest "
         "(at restart nor at commit): one committed before a crash runs again over inputs that are gone",
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md steps 5, 8 "
@@ -159,6 +159,9 @@ CATALOGUE: tuple[Bug, ...] = (
         "the next coordinator records it Failed (the order before COMPACT-10)",
         _INPUTS_CHANGED_CLASS, "RFC 002 On compaction job complete; compaction.md step 8 (model UNSAFE_RECOMMIT_VALIDATES_FIRST)",
         "slatedb/compactor/compactor.py Compactor._commit", "compactor", ("COMPACT-10",), 40),
+    Bug(switches.EMPTY_RECOMMIT_FAILS, "a Compacted job with no output SST whose commit landed before a restart is never "
+        "found landed (outputs only): its sources are gone, it is recorded Failed", _INPUTS_CHANGED_CLASS, "compaction.md "
+        "step 8", "slatedb/compactor/compactor.py Compactor._commit", "compactor", ("COMPACT-10",), 40, also=("compactor-workers",)),
     # -- distributed compaction: coordinator and workers (the official 0.17 protocol) --
     Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
         "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",
@@ -364,11 +367,10 @@ CATALOGUE: tuple[Bug, ...] = (
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}
 assert len(BY_NAME) == len(CATALOGUE), "duplicate bug names"
 
-#: Switches of defences beyond the contract the simulator's worlds keep (spec/protocols/destroy.md
-#: DESTROY-A1/A2: no process stalls past a soft destroy's grace; nothing but GC runs during a hard
-#: destroy), so that no seed reaches their branch, or whose first catching seed is beyond any
-#: budget the test suite can hunt: switch -> the unit test (``path::function``)
-#: that turns the switch on and sees the failure the defence prevents. The destroy world broke
+#: Switches of defences beyond the contract the simulator's worlds keep (spec/protocols/destroy.md DESTROY-A1/A2: no
+#: process stalls past a soft destroy's grace; nothing but GC runs during a hard destroy), so that no seed reaches
+#: their branch, or whose first catching seed is beyond any budget the test suite can hunt: switch -> the unit test
+#: (``path::function``) that turns the switch on and sees the failure the defence prevents. The destroy world broke
 #: both promises before 2026-11-27; seeds 409 and 1880 of that world reached these two.
 UNIT_CAUGHT: dict[str, str] = {
     switches.WRITER_KEEPS_OPEN_AFTER_DESTROY:
@@ -383,11 +385,10 @@ assert not set(UNIT_CAUGHT) & set(BY_NAME)
 assert set(BY_NAME) | set(UNIT_CAUGHT) == switches.ALL, \
     "every switch name (slatedb/runtime/switches.py) has one entry (or a unit test in UNIT_CAUGHT)"
 
-#: Known bug classes whose code does not exist yet: each becomes a catalogue entry (and a
-#: workload) in the issue that builds it. Listed so that ``sim bugs`` shows what is missing; a
-#: class that gets an entry leaves the list (GC of SSTs in use, clone/projection leaks and union
-#: seqs, an expired checkpoint breaking a reader did: gc-*, projection-*/union-*/clone-*,
-#: expired-checkpoint-fatal).
+#: Known bug classes whose code does not exist yet: each becomes a catalogue entry (and a workload) in the issue
+#: that builds it. Listed so that ``sim bugs`` shows what is missing; a class that gets an entry leaves the list (GC
+#: of SSTs in use, clone/projection leaks and union seqs, an expired checkpoint breaking a reader did: gc-*,
+#: projection-*/union-*/clone-*, expired-checkpoint-fatal).
 PLANNED: tuple[tuple[str, str], ...] = (
     ("Reader sets wal_id_last_seen to a WAL id GC already deleted", "reader (READ-1/2)"),
     ("Stalled WAL writer re-creates a WAL id GC deleted (RFC 004's shape for WAL ids)", "gc (DUR-1)"),

@@ -7,7 +7,12 @@ stalls of up to a minute) is shared by:
   (``compactor_options`` that compact often: poll 0.1-0.5 s, ``min_compaction_sources`` 2, a
   small ``worker.max_sst_size`` so compactions write several output SSTs; all per-seed). It
   puts, overwrites and deletes 64 keys in paced bursts, waits for durability after most bursts,
-  reads its own writes back and holds snapshots (read at their seq against its own history);
+  reads its own writes back and holds snapshots (read at their seq against its own history).
+  In a quarter of the seeds (the ``purge`` choice stream) it opens with a **purge**: a few L0
+  SSTs of keys it puts and deletes at once, which the first compactions (at the bottom: no run
+  yet) drop whole, writing no SST (empty jobs); in half of those with crashes the first
+  compactor process crashes right after its first commit, so a restarted or taking-over
+  compactor must recognise the empty job's commit by its sources gone (COMPACT-10);
 * standalone **compactors** ``c1``, ``c2``, ... started at random virtual times (sometimes two
   at once) or right after an event of the running ones (an output SST, a ``.compactions``
   write, a commit, a state change, a pause): each fences the ones before; the zombies keep
@@ -64,7 +69,7 @@ from sim.checks.compactor import CompactorChecks
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
-from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, World
+from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, World, purge, purge_crash
 from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
@@ -98,6 +103,9 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
     async def body() -> str:
         nonlocal done
         async with aio.Db.open("memory://sim", world.settings_map, store=store, runtime=rt) as db:
+            if world.purge and not world.purged:  # once, in the first incarnation that opens
+                world.purged = True
+                await purge(world, name, db, rt, own)
             unacked: list[tuple[bytes, int]] = []
             snaps: list[Any] = []
             i = 0
@@ -154,8 +162,10 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
         except* (FencedError, ClosedError) as group:
             raise AssertionError(f"writer {name} stopped: {group.exceptions[0]!r}") from None
 
-    outcome = await crashable(world, name, store, world.crash_plan(compactor=False) if restarts < 2 else None,
-                               guarded)
+    plan = world.crash_plan(compactor=False) if restarts < 2 else None
+    if restarts == 0 and world.settings_map.get("compactor_options") is not None:
+        plan = purge_crash(world, plan)  # its in-process compactor's first commit
+    outcome = await crashable(world, name, store, plan, guarded)
     world.outcomes[name] = outcome
     if outcome == "crashed":
         await _writer(world, f"{name.split('.')[0]}.r{restarts + 1}", max(1, n_ops - done), restarts + 1)
@@ -315,7 +325,8 @@ async def _processes(world: World, everything: trio.Nursery | None) -> None:
         if i == 1 or not boolean(rng, 0.25):
             t += rng.uniform(0.1, 3.0)
         trigger = (*rng.choice(TAKEOVER_POINTS), rng.randint(1, 6)) if boolean(rng, 0.5) else None
-        everything.start_soon(_start_compactor, world, f"c{i}", t, trigger, world.crash_plan(compactor=True))
+        plan = world.crash_plan(compactor=True)
+        everything.start_soon(_start_compactor, world, f"c{i}", t, trigger, purge_crash(world, plan) if i == 1 else plan)
     everything.start_soon(_admin, world, rng.randint(2, 8))
     await _writer(world, "w", rng.randint(250, 450))
 
@@ -372,6 +383,7 @@ def _figures(world: World) -> dict[str, Any]:
     return dict(
         acked=world.model.acked, compactors=checks.counts["compactor_started"], commits=checks.counts["commits"],
         completed=checks.counts["completed"], resumes=checks.counts["resumes"], verified=world.verified,
+        purge=world.purge, empty_commits=checks.counts["commits_empty"],
         external=len(world.invalid_submitted) + world.valid_submitted,
         external_failed=sum(1 for cid, _ in world.invalid_submitted if cid in checks.failed_reasons),
         drain_s=round(world.drain_s, 3))

@@ -54,7 +54,7 @@ from sim.checks.compactor import CompactorChecks
 from sim.checks.manifest import manifest_checks
 from sim.checks.writer import WriterChecks
 from sim.scenarios.compactor import _admin, _drain, _fault_counts, _figures, _final, _start_compactor, _wait_for_db, _writer
-from sim.scenarios.compactor_world import World
+from sim.scenarios.compactor_world import World, purge_crash
 from sim.world import events, fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
@@ -253,7 +253,8 @@ async def _processes(world: WorkersWorld, everything: trio.Nursery | None) -> No
     assert everything is not None
     rng = world.rng
     world.nursery = everything
-    everything.start_soon(_start_compactor, world, "c1", rng.uniform(0.1, 2.0), None, world.crash_plan(compactor=True))
+    everything.start_soon(_start_compactor, world, "c1", rng.uniform(0.1, 2.0), None,
+                          purge_crash(world, world.crash_plan(compactor=True)))
     if boolean(rng, 0.4):
         trigger = (rng.choice(("compaction_state", "compaction_reclaimed", "compaction_commit")), None,
                    rng.randint(1, 6))

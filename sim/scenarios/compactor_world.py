@@ -19,6 +19,10 @@ from sim.world.runtime import SimRuntime
 from sim.world.store import SimObjectStore, StoreFaults
 
 N_KEYS = 64
+#: The share of seeds whose writer opens with a purge (:func:`purge`):
+#: its first L0 SSTs hold only rows it deleted, so the first compactions (bottom: no run yet)
+#: drop every row and write no SST (empty jobs, COMPACT-10's recognition by sources gone).
+PURGE_RATE = 0.25
 STALL_MAX_S = 60.0
 MIN_SOURCES = 2
 
@@ -66,6 +70,15 @@ class World:
         self.replacements = 0
         self.nursery: trio.Nursery | None = None
         self.settings_map = _settings(self.rng)
+        # Its own stream: drawing the mode leaves every other stream's draws as they were.
+        self.purge_rng = choices.stream("purge")
+        self.purge = boolean(self.purge_rng, PURGE_RATE)
+        #: In half the purge seeds with crashes the first compactor process (the writer's
+        #: in-process one, and the first standalone one) crashes right after its first commit to
+        #: the manifest, most often the purge's empty job: RFC 002's crash window for a job with
+        #: no output.
+        self.purge_crash = self.purge and self.crash_rate > 0 and boolean(self.purge_rng, 0.5)
+        self.purged = False  # the purge began (a writer crashed in it is not redone)
         self.settings = coerce_settings(self.settings_map)
         self.bucket = bucket
         self.stores: list[SimObjectStore] = []
@@ -119,6 +132,12 @@ class World:
         return Crash(self.rng.uniform(0.05, 4.0))
 
 
+def purge_crash(world: "World", plan: "Crash | None") -> "Crash | None":
+    """``plan``, or in seeds with ``world.purge_crash`` a crash right after the process's first
+    commit to the manifest (the purge's empty job, when it commits first)."""
+    return Crash(None, "compaction_commit", None, 1) if world.purge_crash else plan
+
+
 #: Events of a compactor process right after which it may crash (kind, ``ns`` field), besides
 #: the first ``compaction_commit`` (chosen half of the time).
 CRASH_POINTS = (("compaction_output", None), ("commit", "compactions"), ("compaction_commit", None),
@@ -126,3 +145,44 @@ CRASH_POINTS = (("compaction_output", None), ("commit", "compactions"), ("compac
 #: Events of running compactors right after which a new compactor may start (a takeover).
 TAKEOVER_POINTS = (("compaction_output", None), ("commit", "compactions"), ("compaction_commit", None),
                    ("compaction_state", None), ("pause", None), ("pause", None))
+
+
+async def purge(world: "World", name: str, db: Any, rt: SimRuntime,
+                own: dict[bytes, list[tuple[int, bytes | None]]]) -> None:
+    """The writer's opening purge (seeds with ``world.purge``, drawn from the ``purge`` stream):
+    2 to 4 parts, each putting a few keys of its own ``p...`` range and deleting every one of
+    them right after, durable, then flushed to an L0 SST of its own. Every row of these SSTs is
+    a deleted key's, and no sorted run exists yet, so a compaction of them alone is at the bottom
+    and drops every row: a job with no output SST, whose commit only removes its sources
+    (COMPACT-10's recognition by its sources gone when a crash or a takeover comes between its
+    commit and Completed). The writer then waits (at most a drawn 2 to 15 virtual s) until
+    fewer than ``min_compaction_sources`` L0 SSTs are left, so that the compactors take the purge
+    SSTs alone. The deleted keys are in the model (acknowledged deletes): every later read of
+    them, the writer's own, its snapshots' and the final contents check, must find them absent."""
+    rng, model = world.purge_rng, world.model
+    n = 0
+    for _ in range(rng.randint(2, 4)):
+        batch: list[tuple[bytes, int]] = []
+        last = None
+        for _ in range(rng.randint(2, 6)):
+            key = b"p%03d" % n
+            n += 1
+            value = b"%s:purge:%d" % (name.encode(), n)
+            for v in (value, None):
+                h = await (db.put(key, v) if v is not None else db.delete(key))
+                model.write(key, h.seq, v)
+                own.setdefault(key, []).append((h.seq, v))
+                batch.append((key, h.seq))
+                last = h
+        assert last is not None
+        await last.wait_durable()
+        for key, seq in batch:
+            model.ack(key, seq)
+        await db.flush(wal=False)  # this part's rows as one L0 SST
+    checks = world.setup.checkers["compactor"]
+    deadline = trio.current_time() + rng.uniform(2.0, 15.0)
+    while trio.current_time() < deadline:
+        latest = checks.manifests.get(checks.latest_manifest)
+        if latest is not None and len(latest.l0) < MIN_SOURCES:
+            break
+        await rt.sleep(0.1)

@@ -79,6 +79,7 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.COMPACTOR_FENCED: ("compactor", (0,)),
     P.COMPACTOR_INVALID: ("compactor", (0,)),
     P.COMPACTOR_RECOMMIT_COMPLETED: ("compactor", (0,)),
+    P.COMPACTOR_RECOMMIT_EMPTY: ("compactor", (13,)),
     P.COMPACTOR_EXTERNAL_ADOPTED: ("compactor", (0,)),
     P.COMPACTOR_RECLAIMED: ("compactor", (4,)),
     P.COMPACTOR_RESULT_DROPPED: ("compactor", (51,)),

@@ -351,6 +351,7 @@ class Compactor:
                 spec, outputs, pin_id=self.runtime.new_uuid(), pin_lifetime_s=self.options.checkpoint_lifetime,
                 revalidate=switches.COMPACTION_NO_REVALIDATE not in self.runtime.bugs,  # catalogued bug (sim/scenarios/catalogue.py)
                 committed_first=switches.COMPACTION_RECOMMIT_FAILS not in self.runtime.bugs,  # catalogued bug
+                empty_recognised=switches.EMPTY_RECOMMIT_FAILS not in self.runtime.bugs,  # catalogued bug
             )
             try:
                 committed = await self.manifests.commit(edit, current=self._manifest)
@@ -367,6 +368,8 @@ class Compactor:
         self._manifest = stored
         if committed.result.already:  # COMPACT-10: committed before a restart; its run is the database's
             self.runtime.probe(probes.COMPACTOR_RECOMMIT_COMPLETED)
+            if not outputs:  # an empty job: recognised by its sources gone (empty_commit_landed)
+                self.runtime.probe(probes.COMPACTOR_RECOMMIT_EMPTY)
             await self._update(lambda v: lc.set_status(v, c.id, S.COMPLETED))
             self._stats["completed"] += 1
             self.runtime.event("compaction_state", id=str(c.id), status="Completed", already=True)

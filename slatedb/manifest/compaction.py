@@ -229,11 +229,15 @@ def empty_commit_landed(m: ManifestV2, spec: CompactionSpec) -> str | None:
     return "its sources are gone and no output was written (an empty job committed before a restart)"
 
 
-def commit_landed(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...]) -> str | None:
+def commit_landed(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...], *,
+                  empty: bool = True) -> str | None:
     """Whether the commit of ``spec`` with ``outputs`` is already in ``m`` (COMPACT-10): its
     outputs are there (:func:`committed_already`), or, with no output, its sources are gone as
-    only its commit removes them (:func:`empty_commit_landed`)."""
-    return committed_already(m, outputs) if outputs else empty_commit_landed(m, spec)
+    only its commit removes them (:func:`empty_commit_landed`). ``empty=False`` is the catalogued
+    bug ``empty-recommit-fails`` (the rule before COMPACT-10 covered empty jobs: outputs only)."""
+    if outputs or not empty:
+        return committed_already(m, outputs)
+    return empty_commit_landed(m, spec)
 
 
 def apply_compaction(m: ManifestV2, spec: CompactionSpec, outputs: tuple[CompactedSsTable, ...], *,

@@ -458,12 +458,11 @@ class ClaimCompactorEpoch(Edit[None]):
 
 @attrs.frozen
 class ApplyCompaction(Edit[CompactionCommit]):
-    """A finished compaction (compaction.md step 8, COMPACT-2/3/10): ``spec``'s sources replaced
-    by the run ``spec.destination`` of ``outputs``, with a fresh pin ``pin_id`` on the replaced
-    manifest. Its commit is looked for first (:func:`commit_landed`, :class:`CompactionCommit`). Catalogued
-    bugs: ``revalidate=False`` (``compaction-no-revalidate``), ``committed_first=False``
-    (``compaction-recommit-fails``: validate first, the order before COMPACT-10). Already
-    applied when a retried attempt finds its commit so (RFC 004's false negative): ours."""
+    """A finished compaction (compaction.md step 8, COMPACT-2/3/10): ``spec``'s sources replaced by the run
+    ``spec.destination`` of ``outputs``, a fresh pin ``pin_id`` on the replaced manifest. Its commit is looked for
+    first (:func:`commit_landed`); a retried attempt finding it so (RFC 004's false negative): ours. Catalogued bugs:
+    ``revalidate=False`` (``compaction-no-revalidate``), ``committed_first=False`` (``compaction-recommit-fails``),
+    ``empty_recognised=False`` (``empty-recommit-fails``)."""
 
     kind: ClassVar[str] = "apply_compaction"
     fence: CompactorFence | None
@@ -473,14 +472,15 @@ class ApplyCompaction(Edit[CompactionCommit]):
     pin_lifetime_s: float
     revalidate: bool = True
     committed_first: bool = True
+    empty_recognised: bool = True
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, CompactionCommit | None]:
-        found = attempt.maybe_landed and commit_landed(m, self.spec, self.outputs) is not None
+        found = attempt.maybe_landed and commit_landed(m, self.spec, self.outputs, empty=self.empty_recognised) is not None
         return found, (COMMITTED if found else None)
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[CompactionCommit]:
         if self.revalidate:
-            if self.committed_first and commit_landed(m, self.spec, self.outputs) is not None:
+            if self.committed_first and commit_landed(m, self.spec, self.outputs, empty=self.empty_recognised):
                 return Change(None, CompactionCommit(already=True))  # COMPACT-10
             reason = validate_spec(self.spec, m) or committed_already(m, self.outputs)
             if reason is not None:

@@ -163,6 +163,12 @@ COMPACTOR_RECOMMIT_COMPLETED = _probe(
     "a Compacted job's commit found its outputs already in the manifest (its commit landed before a "
     "restart or takeover, .compactions not yet updated): recorded Completed, nothing written",
     "compaction.md step 8, COMPACT-10")
+COMPACTOR_RECOMMIT_EMPTY = _probe(
+    "compactor.recommit-empty",
+    "a Compacted job with no output SST (every row it read dropped) found its commit already in the "
+    "manifest (its sources gone, its destination no run, the L0 high-water mark at its newest L0 "
+    "view): recorded Completed, nothing written",
+    "compaction.md step 8, COMPACT-10")
 COMPACTOR_EXTERNAL_ADOPTED = _probe(
     "compactor.external-adopted",
     "a compactor adopted a compaction submitted by another process (admin submission)",

@@ -247,6 +247,13 @@ def test_an_empty_compaction_is_recognised_committed_by_its_sources_gone() -> No
     assert not merged.compacted
     assert apply_edit(merged, merge, Attempt(2, NOW_MS)).result == CompactionCommit(already=True)
     assert apply_edit(attrs.evolve(merged, compacted=(SortedRunV2(1, ()),)), merge, Attempt(2, NOW_MS)).result.invalid
+    # The catalogued empty-recommit-fails (empty_recognised=False): the rule before it covered
+    # empty jobs (outputs only): never found landed, validated, failed; a job with outputs is
+    # still found by them.
+    old_rule = attrs.evolve(edit, empty_recognised=False)
+    assert "is not in the database" in apply_edit(done, old_rule, Attempt(2, NOW_MS)).result.invalid
+    assert not apply_edit(done, old_rule, Attempt(2, NOW_MS, retried=True, maybe_landed=True)).landed
+    assert apply_edit(merged, attrs.evolve(merge, empty_recognised=False), Attempt(2, NOW_MS)).result.invalid
 
 
 def test_preconditions_raise_typed_errors() -> None:
