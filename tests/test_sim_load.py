@@ -244,6 +244,22 @@ def test_the_epilogue_keeps_a_pinned_shard_through_a_destroy_and_its_clean_ups(s
     assert hits.get(want), dict(hits)
 
 
+def test_the_epilogue_waits_out_a_creation_checkpoint_past_its_last_second() -> None:
+    """Load seed 1771: the union's ephemeral source checkpoint on the shard (clone.md step 3, 300 s)
+    ends at second E; the epilogue slept to E + 1.0, which read back as E + 0.999 (float time
+    truncated to ms), the checkpoint still active at its last second (``is_expired``: older than
+    now), the shard kept and DESTROY-4 reported 7 objects left. A scenario error: the wait now ends
+    half a second past the boundary, and the shard is removed."""
+    from sim.world import trace as trace_mod
+
+    with trace_mod.capture() as traces:
+        result = load_scenario.run_load_workload(1771)
+    assert result.ok, result.violations
+    events = traces[-1].events
+    released = next(i for i, e in enumerate(events) if e.kind == "kept_shards" and e.f["step"] == "released")
+    assert not [e for e in events[released:] if e.kind == "destroy_shard_kept"]
+
+
 def test_a_clean_up_that_ignores_the_pins_is_caught_by_load_9() -> None:
     """Catalogued ``ended-shards-ignore-pins`` (the clean-up of ended loads as it was: every ended
     load's shards deleted): the pinned shard is gone under its reader at seed 1."""

@@ -114,8 +114,11 @@ async def kept_shards(world: Any, latest: Any) -> list[str]:
     # checkpoint, five minutes, when deleting it failed) pins it until then: wait that out.
     ends = [c.checkpoint_expire_time_s for c in (await ManifestStore(shard, rt).read_latest()).manifest.checkpoints
             if c.checkpoint_expire_time_s]
+    # Expired once its end is older than now in whole seconds (``is_expired``): sleep half a second
+    # past the next second, since a sleep to the boundary itself may read back a millisecond short
+    # (float time truncated to ms; load seed 1771 judged the checkpoint active at its last second).
     if ends and max(ends) >= rt.now_ms() // 1000:
-        await trio.sleep(max(ends) - rt.now_ms() / 1000 + 1.0)
+        await trio.sleep(max(ends) + 1.5 - rt.now_ms() / 1000)
     rt.event("kept_shards", step="released", how=let_go, then=second)
     try:
         await clean_up(second)
