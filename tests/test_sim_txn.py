@@ -1,5 +1,5 @@
 """The transaction scenario (sim/scenarios/txn.py) and its history oracle (sim/checks/txn.py):
-TXN-1..4 of spec/protocols/transactions.md. The oracle is fed bad histories; the scenario passes
+TXN-1..5 of spec/protocols/transactions.md. The oracle is fed bad histories; the scenario passes
 clean, catches each transaction switch, and is registered once (so in ``sim dst`` and
 ``sim hunt --all``)."""
 
@@ -133,8 +133,9 @@ def test_a_seed_replays_bit_for_bit_and_seeds_differ() -> None:
 
 
 @pytest.mark.parametrize("bug,seed,fired", [("txn-reads-unchecked", 0, "TXN-4"),
-                                            ("txn-snapshot-writes-unchecked", 2, "TXN-3"),
-                                            ("txn-window-ignores-flush", 8, "TXN-3")])
+                                            ("txn-snapshot-writes-unchecked", 0, "TXN-3"),
+                                            ("txn-window-ignores-flush", 21, "TXN-4"),
+                                            ("txn-ranges-unchecked", 0, "TXN-5")])
 def test_each_switch_is_caught_by_the_history(bug: str, seed: int, fired: str) -> None:
     """The first detecting seed (``sim hunt --bug``); the same world passes with the switch off
     (test_worlds_pass_and_run_what_they_claim)."""
@@ -165,3 +166,31 @@ def test_tombstones_are_told_apart_by_key_and_seq() -> None:
     zombie = Attempt("z", "delete", "blind", writes={b"k": None}, outcome="written", seq=3)
     assert _violations([d, zombie], [(3, b"k", None)]) == []
     assert any("acknowledged durable" in v for v in _violations([d], [(3, b"j", None)]))
+
+
+def _slot(tag: str, snap: int, key: bytes, seq: int, *, kind: str = SSI) -> Attempt:
+    return Attempt(tag, kind, "slot", snap=snap, ranges=[(b"r/", b"r0")], writes={key: value_of(b"s", tag)},
+                   outcome="acked", seq=seq)
+
+
+def test_a_phantom_is_txn_5_under_ssi_only() -> None:
+    """Both scanned the slots' range at snapshot 0, found it empty and inserted a key of their
+    own: under SSI the later commit saw a key inserted into its range meanwhile (a phantom);
+    with a limit of one the range ends holding two (phantom write skew). SNAPSHOT: allowed."""
+    a, b = _slot("a", 0, b"r/a", 1), _slot("b", 0, b"r/b", 2)
+    rows = [(1, b"r/a", a.writes[b"r/a"]), (2, b"r/b", b.writes[b"r/b"])]
+    got = _violations([a, b], rows, slots=((b"r/", b"r0"), 1))
+    assert len(got) == 2 and all(v.startswith("TXN-5") for v in got), got
+    assert "phantom: SSI b (snapshot seq 0, commit seq 2)" in got[0] and "(1, b'r/a')" in got[0]
+    assert "holds 2 keys at seq 2" in got[1]
+    assert _violations([a, b], rows, slots=((b"r/", b"r0"), 2)) == got[:1]
+    si = [_slot("a", 0, b"r/a", 1, kind=SI), _slot("b", 0, b"r/b", 2, kind=SI)]
+    assert _violations(si, rows, slots=((b"r/", b"r0"), 2)) == []
+    # a delete in the range counts; a write just outside it does not; nor do its own rows
+    c = _slot("c", 2, b"r/c", 4)
+    d = Attempt("d", "delete", "blind", writes={b"r/a": None}, outcome="acked", seq=3)
+    e = Attempt("e", "put", "blind", writes={b"r0": value_of(b"p", "e")}, outcome="acked", seq=3)
+    assert any("(3, b'r/a')" in v for v in _violations([a, b, c, d], rows + [(3, b"r/a", None),
+                                                                             (4, b"r/c", c.writes[b"r/c"])]))
+    clean = _violations([a, e, c], [rows[0], (3, b"r0", e.writes[b"r0"]), (4, b"r/c", c.writes[b"r/c"])])
+    assert not [v for v in clean if "SSI c" in v], clean

@@ -23,6 +23,10 @@ database. A transaction committed iff its values are among those rows. The check
   order, every such transaction reads what it read (it is serializable at its commit); end to
   end, no guarded pair (read by SSI transactions or marked) is ever both off, while write skew
   on the SNAPSHOT-only pairs is allowed (counted).
+* **TXN-5** no phantom: no key in a range a committed SERIALIZABLE_SNAPSHOT transaction scanned
+  (the whole range) was written -- inserted, overwritten or deleted -- by another between its
+  snapshot and its commit; end to end, the slots' range, where SSI transactions insert only
+  while it holds fewer than its limit of keys, never holds more.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class Attempt:
     marked: set = attrs.Factory(set)
     writes: dict = attrs.Factory(dict)  # key -> value (None: a tombstone)
     unmarked: set = attrs.Factory(set)
+    ranges: list = attrs.Factory(list)  # [(lo, hi)] the transaction scanned (SSI: checked)
     outcome: str = "pending"  # acked (durable) | written (returned, not durable) | conflict | failed | pending
     seq: int | None = None  # the seq the commit or write returned
 
@@ -96,6 +101,11 @@ class Versions:
         i = bisect.bisect_right(seqs, seq)
         return values[i - 1] if i else None
 
+    def in_range(self, lo: bytes, hi: bytes, after: int, before: int) -> list[tuple[int, bytes]]:
+        """``(seq, key)`` of the rows of keys in ``[lo, hi)`` with seqs in ``(after, before)``."""
+        return sorted((seq, key) for key in self.by_key if lo <= key < hi
+                      for seq in self.between(key, after, before))
+
     def between(self, key: bytes, lo: int, hi: int) -> list[int]:
         """Seqs of ``key``'s rows in ``(lo, hi)``."""
         seqs, _ = self.by_key.get(key, ([], []))
@@ -105,6 +115,7 @@ class Versions:
 def check_history(attempts: Iterable[Attempt], rows: Iterable[tuple[int, bytes, bytes | None]], *,
                   counters: Iterable[bytes] = (), guarded: Iterable[tuple[bytes, bytes]] = (),
                   skew_pairs: Iterable[tuple[bytes, bytes]] = (),
+                  slots: tuple[tuple[bytes, bytes], int] | None = None,
                   final: dict[bytes, bytes | None] | None = None) -> Verdict:
     """Judge the attempts against the committed rows ``(seq, key, value)`` (module docstring)."""
     attempts = list(attempts)
@@ -175,6 +186,12 @@ def check_history(attempts: Iterable[Attempt], rows: Iterable[tuple[int, bytes, 
                 what = "read" if key in a.reads and a.kind == SSI else "marked"
                 verdict.add(f"TXN-4: {a.kind} {a.tag} (snapshot seq {a.snap}, commit seq {first}) {what} {key!r}, "
                             f"written meanwhile at seqs {others}: not serializable at its commit")
+        for lo, hi in (a.ranges if a.kind == SSI else ()):
+            others = versions.in_range(lo, hi, a.snap, first)
+            if others:
+                verdict.add(f"TXN-5: phantom: {a.kind} {a.tag} (snapshot seq {a.snap}, commit seq {first}) scanned "
+                            f"[{lo!r}, {hi!r}), written meanwhile at (seq, key) {others[:3]}: not serializable at "
+                            f"its commit")
 
     incs: dict[bytes, int] = {}
     for a in attempts:
@@ -200,6 +217,16 @@ def check_history(attempts: Iterable[Attempt], rows: Iterable[tuple[int, bytes, 
 
     for seq, x in skews(guarded):
         verdict.add(f"TXN-4: write skew: guarded pair {x!r} both off at seq {seq}")
+    if slots is not None:
+        (lo, hi), limit = slots
+        live: set[bytes] = set()
+        for seq, key, value in rows:
+            if lo <= key < hi:
+                (live.add if value is not None else live.discard)(key)
+                if len(live) > limit:
+                    verdict.add(f"TXN-5: phantom write skew: [{lo!r}, {hi!r}) holds {len(live)} keys at seq {seq}, "
+                                f"more than the {limit} its SSI inserters allow")
+                    break
     verdict.figures["si_skews"] = len(skews(skew_pairs))
     verdict.figures["committed"] = sum(1 for a in attempts if a.kind in (SI, SSI) and a.tag in committed)
     verdict.figures["conflicts"] = sum(1 for a in attempts if a.outcome == "conflict")

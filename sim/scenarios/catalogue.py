@@ -5,14 +5,9 @@ where the bug lives (``Runtime.bugs`` is an empty frozenset in production, so a 
 bug costs one lookup) and, when the switch is on, does the wrong thing the entry describes.
 The simulator switches bugs on per run (``sim run --seed S --bug NAME``) and must catch each
 one: ``sim hunt --bug NAME`` (:mod:`sim.campaign.hunt`) runs seeds until a run fails and reports
-which invariant fired.
-``tests/test_sim_bugs.py`` holds every entry to its seed budget.
-
-Adding an entry (compaction resume, two compactors, GC, readers, clones, ... as they are
-built) is one line in :data:`CATALOGUE` plus its switch at the site; a new scenario is one
-line in :data:`sim.scenarios.registry.SCENARIOS` (a ``run(seed, bugs=..., choices=...)`` function
-returning a result with ``ok``, ``violations``, ``digest``, ``events``, ``virtual_s``,
-``faults``).
+which invariant fired; ``tests/test_sim_bugs.py`` holds every entry to its seed budget. Adding
+an entry is one :class:`Bug` in :data:`CATALOGUE` plus its switch at the site (a new scenario:
+one line in :data:`sim.scenarios.registry.SCENARIOS`).
 """
 
 from __future__ import annotations
@@ -362,6 +357,10 @@ CATALOGUE: tuple[Bug, ...] = (
         "does not win, two read-modify-writes of one counter both commit (lost update)",
         _TXN_CLASS, "official SNAPSHOT (write-write conflict refused, a plain put counts); transactions.md step C1",
         "slatedb/api/txn.py TxnState.checked_keys", "txn", ("TXN-3",), 8),
+    Bug(switches.TXN_RANGES_UNCHECKED, "an SSI commit checks the rows its scans returned, not the ranges they covered: "
+        "a key inserted there meanwhile (a phantom) goes unseen, two slot takers both insert (phantom write skew)",
+        _TXN_CLASS, "official SSI (a phantom refused at commit); transactions.md steps T1, C2, C3",
+        "slatedb/api/txn.py TxnState.checked_ranges", "txn", ("TXN-5",), 8),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}

@@ -95,7 +95,7 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
                  "rescaler; PROJ-*, READ-3, CLONE-1/2)", takes_faults=True, cost_s=0.292),
     ScenarioSpec("txn", "sim.scenarios.txn:run_txn_workload",
                  "txn (concurrent SNAPSHOT / SERIALIZABLE_SNAPSHOT transactions and plain writes, flushes, "
-                 "crashes, writer takeovers; history checked: TXN-1..4, FENCE-*, DUR-1)", cost_s=0.038),
+                 "crashes, writer takeovers; history checked: TXN-1..5, FENCE-*, DUR-1)", cost_s=0.038),
     ScenarioSpec("load", "sim.scenarios.load:run_load_workload",
                  "load (bulk loads staged by task attempts, killed, retried or speculative, committed into a live "
                  "writer's database, or a sharded load racing the writer for the URL, drivers crashing; "

@@ -1,5 +1,5 @@
 """Concurrent transactions under store faults, flushes, crashes and writer takeovers, their history
-checked (spec/protocols/transactions.md, TXN-1..4).
+checked (spec/protocols/transactions.md, TXN-1..5).
 
 Writers ``w1``, ``w2`` (and in some seeds ``w3``) open one database one after the other, each
 fencing its predecessor while the predecessor's clients are still running transactions; a writer
@@ -13,6 +13,9 @@ operations on a small key space, so that transactions overlap and conflict:
   both keys of a pair (``get``, or a ``scan`` then a ``get`` of what it did not return) and turn
   one off if both are on, else turn the off one on: the pair is never both off (write skew);
 * **skew pairs** (SNAPSHOT, nothing marked): the same program, where write skew is allowed;
+* **slots** (SERIALIZABLE_SNAPSHOT): scan a key range, insert a key of one's own there while it
+  holds fewer than :data:`SLOT_LIMIT` keys, else delete one of them: the range never holds more
+  (a phantom insert, the write skew a key-level check misses: TXN-5);
 * **blind transactions**: read one key, write another, sometimes ``unmark_write`` or
   ``mark_read``; **plain puts and deletes** of the same keys (a plain put conflicts too);
 * ``flush_memtable`` now and then; memtables are small (L0 flushes every few writes) and block
@@ -22,7 +25,7 @@ Commits wait for durability (mostly) or not. Every attempt is recorded (snapshot
 with the values returned, writes with unique values, outcome, returned seq); at the end the
 rows of every WAL object are the committed history (no GC runs), and
 :func:`sim.checks.txn.check_history` judges the attempts against it, with a final writer's
-read of every key (TXN-1..4). The trace invariants of :class:`sim.checks.writer.WriterChecks`
+read of every key (TXN-1..5). The trace invariants of :class:`sim.checks.writer.WriterChecks`
 (FENCE-1/3/4, DUR-1) and ``slatedb check`` at the end run too.
 """
 
@@ -53,8 +56,11 @@ GUARDED = ((b"g0x", b"g0y"), (b"g1x", b"g1y"))
 SKEW = ((b"s0x", b"s0y"),)
 BLIND = (b"b0", b"b1", b"b2")
 KEYS = (*COUNTERS, *(k for p in GUARDED + SKEW for k in p), *BLIND)
+#: The slots' range ``[lo, hi)`` (keys ``r/<tag>``) and how many keys it may hold (TXN-5).
+SLOTS, SLOT_LIMIT = (b"r/", b"r0"), 2
 #: A client's operations, weighted by repetition.
-OPS = ("inc", "inc", "inc", "guard", "guard", "guard", "skew", "blind", "blind", "put", "delete", "flush")
+OPS = ("inc", "inc", "inc", "guard", "guard", "guard", "skew", "slot", "slot", "blind", "blind", "put", "delete",
+       "flush")
 CLIENTS = 4
 OPS_PER_CLIENT = 8
 SETTINGS = {
@@ -192,6 +198,8 @@ async def _txn(world: World, db: Any, rt: SimRuntime, tag: str, role: str, level
                which: int, flags: int) -> None:
     if role == "skew":
         level = SI
+    elif role == "slot":
+        level = SSI
     a = Attempt(tag, level, role)
     world.attempts.append(a)
     txn = await db.begin(IsolationLevel.SERIALIZABLE_SNAPSHOT if level == SSI else IsolationLevel.SNAPSHOT)
@@ -206,6 +214,7 @@ async def _txn(world: World, db: Any, rt: SimRuntime, tag: str, role: str, level
             x, y = (GUARDED if role == "guard" else SKEW)[which % (len(GUARDED) if role == "guard" else len(SKEW))]
             if flags & 1:  # a scan of the pair, then a get of what it did not return
                 a.reads.update(await txn.scan(x[:-1], x[:-1] + b"\xff"))
+                a.ranges.append((x[:-1], x[:-1] + b"\xff"))
             for k in (x, y):
                 if k not in a.reads:
                     a.reads[k] = await txn.get(k)
@@ -219,6 +228,15 @@ async def _txn(world: World, db: Any, rt: SimRuntime, tag: str, role: str, level
             else:
                 k, payload = (x if off_x else y), b"on"
             a.writes[k] = value_of(payload, tag)
+        elif role == "slot":  # the range's keys; one more while it has room, else one fewer
+            held = dict(await txn.scan(*SLOTS))
+            a.reads.update(held)
+            a.ranges.append(SLOTS)
+            await rt.sleep(think)
+            if len(held) < SLOT_LIMIT:
+                a.writes[SLOTS[0] + tag.encode()] = value_of(b"s", tag)
+            else:
+                a.writes[sorted(held)[flags % len(held)]] = None
         else:  # blind: read one key, write another
             src, dst = BLIND[which % len(BLIND)], BLIND[(which >> 4) % len(BLIND)]
             a.reads[src] = await txn.get(src)
@@ -232,7 +250,7 @@ async def _txn(world: World, db: Any, rt: SimRuntime, tag: str, role: str, level
                 await txn.mark_read([mark])
                 a.marked.add(mark)
         for k, v in a.writes.items():
-            await txn.put(k, v)
+            await (txn.put(k, v) if v is not None else txn.delete(k))
     except BaseException:
         await txn.rollback()
         a.outcome = "failed"
@@ -262,8 +280,9 @@ async def _final(world: World) -> None:
     async with aio.Db.open("memory://sim", world.settings, store=store, runtime=rt) as db:
         for key in KEYS:
             final[key] = await db.get(key)
+        final.update([kv async for kv in db.scan(*SLOTS)])
     world.verdict = check_history(world.attempts, rows, counters=COUNTERS, guarded=GUARDED, skew_pairs=SKEW,
-                                  final=final)
+                                  slots=(SLOTS, SLOT_LIMIT), final=final)
     if not world.verdict.violations:
         await check_world(setup.bucket, [""], SIM_EPOCH_MS + int(trio.current_time() * 1000))
 

@@ -14,7 +14,7 @@ iterator orders its new keys, a mutation), plus ``read_state``, ``last_seq`` and
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import attrs
 from ulid import ULID
@@ -29,7 +29,7 @@ from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime, probes
 
 from .scan import MemSource, MergeScan, SstSource
-from .view import KeyBounds, LsmView
+from .view import UNBOUNDED, KeyBounds, LsmView, SstHandle
 
 _MERGE = RowKind.MERGE_OPERAND
 
@@ -150,6 +150,63 @@ class ReadPath:
                 self.runtime.event("read_view_collected", sst=str(gone))
                 rs = fresh
         return await read(key, rs, max_seq)
+
+    # -- a scanned range's rows written after a seq (a transaction's commit check, TXN-5) --------
+
+    def newer_in_mems(self, mems: Sequence[Memtable], bounds: KeyBounds, after_seq: int) -> Any:
+        """A row of ``mems`` within ``bounds`` with a seq above ``after_seq`` (as held: ``row[0]``
+        its key, ``row[1]`` its seq; a tombstone counts), or None. REQUIRES: ``_lock`` held
+        (creating a memtable iterator orders its new keys)."""
+        for mem in mems:
+            if mem.is_empty:
+                continue
+            for row in mem.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive,
+                                      end_inclusive=bounds.hi_inclusive, held=True):
+                if row[1] > after_seq:
+                    return row
+        return None
+
+    @staticmethod
+    def ssts_not_in(rs: ReadState, known: set[ULID]) -> list[SstHandle]:
+        """The SST views of ``rs`` whose SST is not in ``known`` (L0 newest first, then runs)."""
+        out = [h for h in rs.view.l0 if h.sst_id not in known]
+        out.extend(h for run in rs.view.runs for h in run.ssts if h.sst_id not in known)
+        return out
+
+    async def newer_in_ssts(self, rs: ReadState, ranges: Sequence[KeyBounds], after_seq: int,
+                            known: set[ULID]) -> tuple[KeyBounds, Row] | None:
+        """A row within one of ``ranges`` with a seq above ``after_seq`` in the SSTs of ``rs``
+        that ``known`` leaves out, and its range; or None (REQUIRES: the engine's loop).
+
+        ``known`` is the SSTs of the view a transaction's snapshot pinned: every row of those is
+        at or below its seq (an SST enters a view with rows already written), so only the SSTs
+        made since -- L0 flushes, compaction outputs -- can hold a newer row. An SST collected
+        while this read was stalled: read again on the current state (:meth:`_from_fresh_views`;
+        the commit then finds the view moved and checks everything again)."""
+        async def once(_key: bytes, state: ReadState, _max_seq: int | None) -> tuple[KeyBounds, Row] | None:
+            for h in self.ssts_not_in(state, known):
+                for bounds in ranges:
+                    found = await self._newer_in_sst(h, bounds, after_seq)
+                    if found is not None:
+                        return bounds, found
+            return None
+        return await self._from_fresh_views(once, b"", rs, None)
+
+    async def _newer_in_sst(self, h: SstHandle, bounds: KeyBounds, after_seq: int) -> Row | None:
+        b = bounds if h.bounds is UNBOUNDED else bounds.intersect(h.bounds)
+        reader = h.reader
+        info = reader.info
+        first, last = info.first_entry, info.last_entry
+        if b.is_empty() or (first is not None and b.hi is not None and b.hi < first) or \
+                (last is not None and b.lo is not None and b.lo > last):
+            return None
+
+        async def scan() -> Row | None:
+            async for row in reader.scan(b.lo, b.hi, end_inclusive=b.hi_inclusive):
+                if row.seq > after_seq and (b.lo_inclusive or row.key != b.lo):
+                    return row
+            return None
+        return await retry_transient(self.runtime, scan, what=f"scan {reader.object_name}")
 
     # -- merge operands: the key's versions down to its base, folded (MERGE-1..4) ------------------
 

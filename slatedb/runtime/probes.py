@@ -349,6 +349,11 @@ TXN_CONFLICT_AFTER_VIEW_MOVED = _probe(
     "a commit that checked again because a flush moved the SST view found a conflict then: a row "
     "written during its first check, which the memtables alone no longer showed",
     "transactions.md step C3, TXN-3/TXN-4")
+TXN_PHANTOM_IN_SST = _probe(
+    "txn.phantom-in-sst",
+    "an SSI commit found a row inserted, overwritten or deleted in a range it scanned in an SST made "
+    "since its snapshot (an L0 flush or a compaction output), not in the memtables",
+    "transactions.md step C2, TXN-5")
 
 READ_VIEW_COLLECTED = _probe(
     "read.view-collected",

@@ -398,3 +398,144 @@ def test_a_conflict_with_no_view_move_is_not_reported_as_one_after_it(tmp_path) 
         with pytest.raises(TransactionConflictError):
             t.commit()
     assert probes.TXN_CONFLICT_AFTER_VIEW_MOVED not in rt.hits and probes.TXN_VIEW_MOVED not in rt.hits
+
+
+# -- phantoms (transactions.md T1/C2/C3 for scanned ranges, TXN-5) ------------------------------
+
+
+@pytest.mark.parametrize("where", ["memtable", "l0", "sorted run"])
+def test_ssi_refuses_a_phantom_in_a_range_it_scanned(tmp_path, where) -> None:
+    """The official 0.17 wheel refuses an SSI commit when a key was inserted into a range the
+    transaction scanned (probed: tests/interop/uniffi_programs/txn.py); found in the memtables,
+    in an L0 SST flushed since the snapshot, and in a sorted run compacted since."""
+    settings = S if where != "sorted run" else dict(S, manifest_poll_interval="20ms", compactor_options={
+        "poll_interval": "20ms", "scheduler_options": {"min_compaction_sources": "2"},
+        "worker": {"compactions_poll_interval": "20ms"}})
+    with slatedb.Db.open(f"file://{tmp_path}", settings) as db:
+        db.put(b"a", b"0")
+        db.put(b"c", b"0")
+        if where == "sorted run":
+            db.flush(wal=False)  # the snapshot's view holds this L0; the run made later replaces it
+        t = db.begin(SSI)
+        assert t.scan(b"a", b"d") == [(b"a", b"0"), (b"c", b"0")]
+        db.put(b"b", b"plain")
+        if where != "memtable":
+            db.flush(wal=False)
+        if where == "sorted run":
+            _wait_for_a_run(db)
+            assert db._core.read_state.view.runs and not db._core.read_state.view.l0
+        t.put(b"z", b"t")
+        with pytest.raises(TransactionConflictError, match=r"key b'b', in the range \[b'a', b'd'\)"):
+            t.commit()
+        assert db.get(b"z") is None
+
+
+def _wait_for_a_run(db) -> None:
+    import time
+
+    for _ in range(1000):
+        view = db._core.read_state.view
+        if view.runs and not view.l0:
+            return
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("change", ["delete", "overwrite"])
+def test_ssi_refuses_a_delete_or_overwrite_in_a_scanned_range_even_of_a_row_not_consumed(db, change) -> None:
+    """The whole range asked for is checked, not only the rows a caller consumed (the official
+    wheel refuses a key written after the first row of a scan it read one row of)."""
+    db.put(b"k1", b"0")
+    db.put(b"k2", b"0")
+    t = db.begin(SSI)
+    t.scan(b"k", b"l")
+    t._t.reads.clear()  # as if only the range had been asked for, no row consumed
+    db.delete(b"k2") if change == "delete" else db.put(b"k2", b"new")
+    t.put(b"z", b"t")
+    with pytest.raises(TransactionConflictError, match="k2"):
+        t.commit()
+
+
+def test_ssi_commits_with_writes_outside_its_ranges_and_si_ignores_phantoms(db) -> None:
+    t = db.begin(SSI)
+    t.scan(b"m", b"p")
+    db.put(b"p", b"at the exclusive end")
+    db.put(b"l", b"before the start")
+    t.put(b"z", b"t")
+    assert t.commit() is not None
+    t = db.begin(SI)
+    t.scan(b"m", b"p")
+    db.put(b"n", b"phantom")
+    t.put(b"z2", b"t")
+    assert t.commit() is not None  # SNAPSHOT: write skew through phantoms is allowed
+
+
+def test_a_read_only_ssi_transaction_with_a_phantom_raises(db) -> None:
+    t = db.begin(SSI)
+    t.scan(None, None)
+    db.put(b"new", b"1")
+    with pytest.raises(TransactionConflictError, match="b'new'"):
+        t.commit()
+
+
+def test_the_transactions_own_writes_in_its_range_are_no_phantom(db) -> None:
+    t = db.begin(SSI)
+    t.scan(b"m", b"p")
+    t.put(b"n", b"mine")
+    assert t.commit() is not None and db.get(b"n") == b"mine"
+
+
+def test_a_phantom_written_between_the_check_and_the_write_lock_is_caught(db) -> None:
+    """C3 for ranges: a key inserted into the scanned range right after the first check (made
+    without the write lock) is found by the check under the lock."""
+    t = db.begin(SSI)
+    t.scan(b"m", b"p")
+    t.put(b"z", b"t")
+    core = db._core
+    real = core.ssts_not_in
+
+    def racing(rs, known):
+        out = real(rs, known)
+        core.put(b"n", b"racer")
+        return out
+
+    core.ssts_not_in = racing
+    try:
+        with pytest.raises(TransactionConflictError, match="b'n'"):
+            t.commit()
+    finally:
+        del core.ssts_not_in
+    assert db.get(b"z") is None
+
+
+def test_the_catalogued_switch_commits_the_phantom(tmp_path) -> None:
+    """``txn-ranges-unchecked`` (sim/scenarios/catalogue.py): no range checked, the phantom commits."""
+    from slatedb.runtime import switches
+    from tests.probed_runtime import ProbedRuntime
+
+    rt = ProbedRuntime()
+    rt.bugs = frozenset({switches.TXN_RANGES_UNCHECKED})
+    with slatedb.Db.open(f"file://{tmp_path}", S, runtime=rt) as db:
+        t = db.begin(SSI)
+        t.scan(b"m", b"p")
+        db.put(b"n", b"phantom")
+        t.put(b"z", b"t")
+        assert t.commit() is not None
+
+
+@pytest.mark.anyloop
+async def test_an_async_ssi_transaction_refuses_a_phantom_from_an_sst(tmp_path) -> None:
+    async with aio.Db.open(f"file://{tmp_path}", S) as db:
+        await db.put(b"a", b"0")
+        t = await db.begin(SSI)
+        assert await t.scan(b"a", b"d") == [(b"a", b"0")]
+        await db.put(b"b", b"plain")
+        await db.flush(wal=False)
+        await t.put(b"z", b"t")
+        with pytest.raises(TransactionConflictError, match="b'b'"):
+            await t.commit()
+        t = await db.begin(SSI)
+        await t.scan(b"a", b"d")
+        await db.put(b"e", b"outside")
+        await db.flush(wal=False)
+        await t.put(b"z", b"t")
+        assert await t.commit() is not None

@@ -1,8 +1,9 @@
 """Issue 22 item 3: a hypothesis stateful test of transactions against a model of SI and SSI.
 
 The model keeps, per key, its committed value and the logical time of its last write. A
-transaction remembers its start time, its reads (SSI, plus ``mark_read``) and its writes; its
-commit must conflict exactly when a checked key was written after it began, and the database
+transaction remembers its start time, its reads (SSI, plus ``mark_read``), the ranges it scanned
+(SSI) and its writes; its commit must conflict exactly when a checked key, or any key in a
+scanned range (a phantom), was written after it began, and the database
 must then hold exactly the model's values (a conflict writes nothing)."""
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class TxnModel(RuleBasedStateMachine):
     def begin(self, ssi) -> None:
         level = IsolationLevel.SERIALIZABLE_SNAPSHOT if ssi else IsolationLevel.SNAPSHOT
         self.txns.append({"t": self.db.begin(level), "ssi": ssi, "start": self.clock, "reads": set(),
-                          "writes": {}, "unmarked": set(), "view": dict(self.values)})
+                          "writes": {}, "unmarked": set(), "view": dict(self.values), "ranges": []})
 
     @precondition(lambda self: self.txns)
     @rule(i=st.integers(0, 2), key=KEYS)
@@ -68,6 +69,21 @@ class TxnModel(RuleBasedStateMachine):
         assert m["t"].get(key) == want
         if m["ssi"]:
             m["reads"].add(key)
+
+    @precondition(lambda self: self.txns)
+    @rule(i=st.integers(0, 2), lo=st.sampled_from([None, b"a", b"b", b"c"]), hi=st.sampled_from([None, b"b", b"c", b"d"]))
+    def txn_scan(self, i, lo, hi) -> None:
+        if lo is not None and hi is not None and lo >= hi:
+            return  # refused at the call (tests/api/test_transactions.py)
+        m = self.txns[i % len(self.txns)]
+        seen = dict(m["view"])
+        for k, v in m["writes"].items():
+            seen.pop(k, None) if v is None else seen.__setitem__(k, v)
+        want = sorted((k, v) for k, v in seen.items() if (lo is None or k >= lo) and (hi is None or k < hi))
+        assert m["t"].scan(lo, hi) == want
+        if m["ssi"]:
+            m["reads"].update(k for k, _ in want)
+            m["ranges"].append((lo, hi))
 
     @precondition(lambda self: self.txns)
     @rule(i=st.integers(0, 2), key=KEYS)
@@ -96,7 +112,9 @@ class TxnModel(RuleBasedStateMachine):
         m = self.txns.pop(i % len(self.txns))
         checked = (set(m["writes"]) - m["unmarked"]) | m["reads"]
         # a transaction that wrote nothing is checked too, as the official one is (it writes nothing either way)
-        conflict = any(self.written_at.get(k, -1) > m["start"] for k in checked)
+        conflict = any(self.written_at.get(k, -1) > m["start"] for k in checked) or any(
+            at > m["start"] and (lo is None or k >= lo) and (hi is None or k < hi)
+            for k, at in self.written_at.items() for lo, hi in m["ranges"])
         try:
             handle = m["t"].commit()
         except TransactionConflictError:

@@ -57,6 +57,28 @@ async def main(root):
         await db.put(b"~m", level.name.encode())
         out[f"{level.name}_mark_read_only"] = await outcome(t7)
 
+        # phantoms: a key inserted into a range the transaction scanned (the whole range asked
+        # for, though one row was consumed), a key just past it, and one that reached an L0 SST
+        # (a memtable flush) before the commit of a read-only transaction
+        p = level.name[:3].encode()
+        await db.put(b"~p" + p + b"a", b"0")
+        t8 = await db.begin(level)
+        it = await t8.scan(kr(b"~p" + p, b"~p" + p + b"~"))
+        await it.next()
+        await db.put(b"~p" + p + b"k", b"plain")
+        await t8.put(b"~w" + p, b"t8")
+        out[f"{level.name}_phantom"] = await outcome(t8)
+        t9 = await db.begin(level)
+        await t9.scan(kr(b"~q" + p, b"~q" + p + b"~"))
+        await db.put(b"~q" + p + b"~", b"just past the range")
+        await t9.put(b"~w" + p, b"t9")
+        out[f"{level.name}_past_the_range"] = await outcome(t9)
+        t10 = await db.begin(level)
+        await t10.scan(kr(b"~s" + p, b"~s" + p + b"~"))
+        await db.put(b"~s" + p + b"k", b"plain")
+        await db.flush_with_options(u.FlushOptions(flush_type=u.FlushType.MEM_TABLE))
+        out[f"{level.name}_phantom_flushed_read_only"] = await outcome(t10)
+
     t = await db.begin(u.IsolationLevel.SNAPSHOT)
     await t.put(b"a1", b"1")
     await t.put(b"a2", b"2")
