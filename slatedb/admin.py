@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 import attrs
+import trio
 from ulid import ULID
 
 from slatedb import checkpoint as _ckpt
@@ -207,18 +208,39 @@ def as_checkpoint_id(value: Any) -> uuid.UUID:
         raise InvalidArgumentError(f"checkpoint id {value!r} is not a UUID (e.g. 01740ee5-6459-44af-9a45-85deb6e468e3)") from None
 
 
-@on_any_loop
+async def _forget_created(store: ObjectStore, options: CheckpointOptions = CheckpointOptions(),
+                          runtime: Runtime | None = None, *, made: CheckpointCreateResult) -> None:
+    """Delete the checkpoint a :func:`create_checkpoint` made for an asyncio caller that was
+    cancelled before it received the result."""
+    rt = _admin_runtime(runtime)
+    await _ckpt.delete_checkpoint(ManifestStore(store, rt), rt, made.id, missing_ok=True)
+
+
+@on_any_loop(undo=_forget_created)
 async def create_checkpoint(store: ObjectStore, options: CheckpointOptions = CheckpointOptions(),
                             runtime: Runtime | None = None) -> CheckpointCreateResult:
     """RFC 000 ``admin::create_checkpoint``: a checkpoint of the latest manifest (pinning the
     manifest that adds it), or of ``options.source``'s manifest. There is no scope: nothing is
     flushed (a writer's unflushed writes are not in it; use ``Db.create_checkpoint`` for that).
     Errors: :class:`NotFoundError` (no database), :class:`CheckpointNotFoundError` (unknown
-    source), :class:`InvalidDbStateError` (not initialized, destroyed, expired source)."""
+    source), :class:`InvalidDbStateError` (not initialized, destroyed, expired source).
+
+    A call cancelled (a timeout, a cancelled task or cancel scope) once its manifest commit has
+    begun lets the commit end, then deletes the checkpoint it added and raises the cancellation:
+    nobody learns its id, and without a lifetime it would pin its manifest and SSTs for good
+    (a cancelled put may already have landed)."""
     rt = _admin_runtime(runtime)
     manifests = ManifestStore(store, rt)
     await _latest(manifests)
-    return await _ckpt.create_checkpoint(manifests, rt, options)
+    with trio.CancelScope(shield=True):
+        made = await _ckpt.create_checkpoint(manifests, rt, options)
+    try:
+        await trio.lowlevel.checkpoint()  # a cancellation that arrived during the commit, delivered here
+    except trio.Cancelled:
+        with trio.CancelScope(shield=True):
+            await _ckpt.delete_checkpoint(manifests, rt, made.id, missing_ok=True)
+        raise
+    return made
 
 
 @on_any_loop

@@ -10,7 +10,9 @@ directly: no thread, no extra checkpoint, the same schedule.
 Cancelling the awaiting asyncio task cancels the trio call (``trio.Cancelled`` inside, at its
 next checkpoint) and waits for it to end before the ``CancelledError`` reaches the caller, so
 that nothing it started outlives the cancellation (a ``run_gc`` or ``run_compactor`` without
-``once`` runs until then).
+``once`` runs until then). A call that ended with a result the cancelled caller never receives
+runs its ``undo`` (given to :func:`on_any_loop`), if any, before the ``CancelledError`` is raised:
+``admin.create_checkpoint`` deletes the checkpoint nobody learned the id of.
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ import trio
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
-def on_any_loop(fn: F) -> F:
-    """Wrap a trio coroutine function so that an asyncio task may await it too."""
+def on_any_loop(fn: F | None = None, *, undo: Callable[..., Awaitable[Any]] | None = None) -> Any:
+    """Wrap a trio coroutine function so that an asyncio task may await it too. ``undo`` (a trio
+    coroutine function called with the call's arguments and ``made=`` its result) undoes a
+    result the cancelled asyncio caller will never receive."""
+    if fn is None:
+        return functools.partial(on_any_loop, undo=undo)
 
     @functools.wraps(fn)
     async def call(*args: Any, **kwargs: Any) -> Any:
@@ -37,12 +43,13 @@ def on_any_loop(fn: F) -> F:
             library = None
         if library != "asyncio":
             return await fn(*args, **kwargs)
-        return await _on_a_trio_thread(functools.partial(fn, *args, **kwargs))
+        return await _on_a_trio_thread(functools.partial(fn, *args, **kwargs),
+                                       None if undo is None else functools.partial(undo, *args, **kwargs))
 
-    return call  # type: ignore[return-value]
+    return call
 
 
-async def _on_a_trio_thread(job: Callable[[], Awaitable[Any]]) -> Any:
+async def _on_a_trio_thread(job: Callable[[], Awaitable[Any]], undo: Callable[..., Awaitable[Any]] | None = None) -> Any:
     lock = threading.Lock()
     box: dict[str, Any] = {}
 
@@ -68,7 +75,10 @@ async def _on_a_trio_thread(job: Callable[[], Awaitable[Any]]) -> Any:
             except trio.RunFinishedError:
                 pass
         try:
-            await running  # the call ends (cancelled, or finished meanwhile) before we report
+            made = await running  # the call ends (cancelled, or finished meanwhile) before we report
         except BaseException:
             pass
+        else:
+            if undo is not None:  # finished, its result unseen: undone before we report
+                await asyncio.to_thread(trio.run, functools.partial(undo, made=made))
         raise

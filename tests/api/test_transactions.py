@@ -433,7 +433,7 @@ def test_ssi_refuses_a_phantom_in_a_range_it_scanned(tmp_path, where) -> None:
 def _wait_for_a_run(db) -> None:
     import time
 
-    for _ in range(1000):
+    for _ in range(6000):  # up to a minute on a busy machine; a few hundred ms alone
         view = db._core.read_state.view
         if view.runs and not view.l0:
             return

@@ -77,3 +77,44 @@ def test_a_create_checkpoint_given_up_during_its_commit_deletes_what_it_added(tm
     assert wrapped.fired
     with slatedb.DbReader.open(url) as reader:
         assert reader.get(b"k") == b"v"
+
+
+def test_an_admin_create_checkpoint_cancelled_during_its_commit_leaves_no_checkpoint(tmp_path) -> None:
+    """``admin.create_checkpoint`` (no lifetime by default) cancelled right after its manifest
+    put landed: before, the checkpoint stayed, never expiring, its id unknown to anyone; now the
+    call lets the commit end, deletes the checkpoint and raises the cancellation."""
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+
+    async def main() -> None:
+        with trio.CancelScope() as scope:
+            await admin.create_checkpoint(CancelAfterManifestPut(resolve_store(url), scope))
+            raise AssertionError("the call should have been cancelled")
+        assert scope.cancelled_caught
+
+    trio.run(main)
+    assert _user_checkpoints(url) == []
+    made = trio.run(admin.create_checkpoint, resolve_store(url))  # and the database goes on
+    assert [c.id for c in _user_checkpoints(url)] == [made.id]
+
+
+def test_an_admin_create_checkpoint_given_up_under_asyncio_leaves_no_checkpoint(tmp_path) -> None:
+    """The same under asyncio (``asyncio.wait_for`` at a few ms, the call on its own trio
+    thread): no cancelled call leaves a checkpoint behind; the ones that finished are kept."""
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+    store = resolve_store(url)
+
+    async def main() -> list:
+        kept = []
+        for i in range(24):
+            try:
+                kept.append((await asyncio.wait_for(admin.create_checkpoint(store), 0.001 * (1 + i % 8))).id)
+            except asyncio.TimeoutError:
+                pass
+        return kept
+
+    kept = asyncio.run(main())
+    assert sorted(c.id for c in _user_checkpoints(url)) == sorted(kept)
