@@ -156,6 +156,12 @@ _MERGE = OpKind.MERGE
 _new = tuple.__new__
 
 
+def _one_ttl(ttl: Any, ttl_s: Any) -> Any:
+    if ttl is not None and ttl_s is not None:
+        raise InvalidArgumentError("give the TTL once: ttl (seconds) or ttl_s, its older name, not both")
+    return ttl if ttl is not None else ttl_s
+
+
 class WriteBatch:
     """An ordered list of puts, deletes and merge operands, validated as they are added.
 
@@ -170,14 +176,15 @@ class WriteBatch:
         self._ops: list[BatchOp] = []
         self._plain = True
 
-    def put(self, key: bytes, value: bytes, ttl_s: float | None = None) -> None:
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, *, ttl_s: float | None = None) -> None:
+        """Add a put; ``ttl`` in seconds (as ``Db.put``'s; ``ttl_s`` is the same, its older name)."""
         # validate_key / validate_value inlined for the common case (one call per batched put).
         if type(key) is not bytes or not key or len(key) > MAX_KEY_SIZE_BYTES:
             key = validate_key(key)
         if type(value) is not bytes or len(value) > MAX_VALUE_SIZE_BYTES:
             value = validate_value(value)
-        if ttl_s is not None:
-            ttl_s = validate_ttl_s(ttl_s)
+        if ttl is not None or ttl_s is not None:
+            ttl_s = validate_ttl_s(_one_ttl(ttl, ttl_s))
             self._plain = False
         self._ops.append(_new(BatchOp, (_PUT, key, value, ttl_s)))
 
@@ -186,14 +193,15 @@ class WriteBatch:
         self._ops.append(_new(BatchOp, (_DELETE, key, b"", None)))
         self._plain = False
 
-    def merge(self, key: bytes, operand: bytes, ttl_s: float | None = None) -> None:
+    def merge(self, key: bytes, operand: bytes, ttl: float | None = None, *, ttl_s: float | None = None) -> None:
         """Add a merge operand for ``key`` (folded by the database's merge operator on reads,
-        spec/protocols/merge.md). Writing the batch to a database opened without a merge
-        operator raises :class:`~slatedb.errors.MergeOperatorMissingError` and writes nothing."""
+        spec/protocols/merge.md); ``ttl`` as :meth:`put`'s. Writing the batch to a database
+        opened without a merge operator raises
+        :class:`~slatedb.errors.MergeOperatorMissingError` and writes nothing."""
         key = validate_key(key)
         operand = validate_value(operand)
-        if ttl_s is not None:
-            ttl_s = validate_ttl_s(ttl_s)
+        if ttl is not None or ttl_s is not None:
+            ttl_s = validate_ttl_s(_one_ttl(ttl, ttl_s))
         self._ops.append(_new(BatchOp, (_MERGE, key, operand, ttl_s)))
         self._plain = False
 

@@ -112,3 +112,27 @@ def test_expire_ts_ms():
     b = WriteBatch()
     b.put(b"k", b"v", ttl_s=NO_EXPIRY)
     assert b.ops[0].ttl_s == math.inf
+
+
+def test_a_batch_takes_the_ttl_by_the_name_db_put_uses(tmp_path) -> None:
+    """``Db.put(k, v, ttl=...)`` and ``WriteBatch.put(k, v, ttl=...)`` agree (``ttl_s`` was the
+    batch's only name: ``ttl=`` raised TypeError); ``ttl_s`` still works; both at once is refused."""
+    import slatedb
+    from slatedb import InvalidArgumentError, WriteBatch
+
+    b = WriteBatch()
+    b.put(b"a", b"1", ttl=60)
+    b.put(b"b", b"2", 60)
+    b.put(b"c", b"3", ttl_s=60)
+    b.merge(b"d", b"4", ttl=60)
+    assert [op[3] for op in b._ops] == [60, 60, 60, 60]
+    with pytest.raises(InvalidArgumentError, match="give the TTL once"):
+        b.put(b"e", b"5", ttl=1, ttl_s=1)
+    with pytest.raises(InvalidArgumentError, match="give the TTL once"):
+        b.merge(b"e", b"5", ttl=1, ttl_s=1)
+    assert len(b._ops) == 4
+    with slatedb.Db.open(f"file://{tmp_path}", {"compactor_options": None}) as db:
+        w = WriteBatch()
+        w.put(b"k", b"v", ttl=3600)
+        db.write(w)
+        assert db.get_key_value(b"k").expire_ts is not None
