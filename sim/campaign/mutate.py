@@ -127,6 +127,8 @@ EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     # ... and CompactionSpec (slatedb/manifest/compaction.py): its JSON and stored forms
     "manifest": ("tests/gc/test_boundary.py", "tests/regressions/test_db_seed_2077.py",
                  "tests/compactor/test_spec.py"),
+    # the compactor's per-key retention with merge operands (executor.retain: MERGE-5, MERGE-6)
+    "compactor": ("tests/db/test_merge_operator.py",),
 }
 
 #: CPU seconds one seed of each scenario costs: the scenario table's (:data:`sim.scenarios.registry.SCENARIOS`).

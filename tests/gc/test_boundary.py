@@ -213,6 +213,32 @@ def test_a_commit_meeting_a_boundary_a_destroy_deleted_reports_the_database_dest
     run_virtual(main)
 
 
+def test_a_commit_meeting_a_deleted_boundary_on_a_live_database_keeps_its_manifest_and_stops() -> None:
+    """The other side of the test above, through ``ManifestStore.commit`` (the path a writer's,
+    a reader's or a compactor's update takes): the boundary file gone while the database is live
+    and not marked (a tampered store) is ``BoundaryVanishedError``, and the manifest the commit
+    created stays, although it is the latest: only a lone create on an emptied root (DESTROY-7)
+    is deleted again (`sim mutate` seed 20: the test of that case made an ``or`` that also took
+    every live database for a removed one, deleting the commit's manifest, survived)."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(4)
+        rt.advance(MIN_AGE_S + 1)
+        await GarbageCollector(db.store, rt, gc_options(MIN_AGE_S)).run_once()
+        reader_rt = VirtualRuntime("reader")
+        reader = ManifestStore(db.store, reader_rt)
+        await reader.commit(AddToCounter(1))  # it has seen the boundary
+        db.store.delete_now("gc/manifest.boundary")
+        before = db.manifest_ids()
+        with pytest.raises(BoundaryVanishedError):
+            await reader.commit(AddToCounter(1))
+        assert db.manifest_ids() == before + [before[-1] + 1]  # its create landed and stays
+        assert not reader_rt.kinds("manifest_create_outlived_destroy")
+
+    run_virtual(main)
+
+
 def test_scheduled_gc_stops_with_the_bare_typed_error_not_a_group() -> None:
     """``run()`` (every directory on its own schedule, one task each): a pass that finds its
     boundary gone stops the collector with that ``BoundaryVanishedError`` itself, as

@@ -246,13 +246,85 @@ def test_a_staged_sst_gone_before_commit_refuses_the_load(tmp_path) -> None:
 
 
 def test_an_empty_append_writes_nothing(tmp_path) -> None:
+    """... and its ``load_commit`` event says so: no manifest, 0 SSTs, 0 rows (`sim mutate` seed
+    20: the event made to report one SST survived)."""
     url = url_of(tmp_path)
     with slatedb.Db.open(url) as db:
         db.put(b"k", b"v")
     before = latest(url)
     plan = begin(url)
-    out = commit(url, plan, [stage(url, plan, 0, {})])
+    res = stage(url, plan, 0, {})
+    events: list = []
+
+    async def go(s, rt):
+        rt.event = lambda kind, **fields: events.append((kind, fields))
+        try:
+            return await commit_load(s, rt, plan, [res])
+        finally:
+            await cleanup_load(s, rt, plan.load_id)
+
+    out = run_io(url, None, go)
     assert out.manifest_id is None and latest(url) == before
+    assert [f for k, f in events if k == "load_commit"] == [
+        {"load_id": plan.load_id, "manifest_id": None, "ssts": 0, "rows": 0}], events
+
+
+def test_a_commit_failing_before_its_update_is_sent_deletes_the_ssts_it_wrote(tmp_path) -> None:
+    """DUR-1's other side: an error before the commit sent its manifest update (here the
+    driver's ``before_commit`` raising) means the update did not land, so the SSTs the commit
+    wrote itself (the WAL-tail SST) are deleted at once; only once it was sent are they left to
+    GC (test_load_cleanup.py, ``test_a_commit_whose_update_landed_but_reported_failure_keeps_its_ssts``).
+    `sim mutate` seed 20: the commit made to count as sent from its start, which left the tail
+    SST behind, survived."""
+    import trio
+
+    url = url_of(tmp_path)
+    writer = slatedb.Db.open(url, settings={"flush_interval": "1h", "compactor_options": None})
+    try:
+        writer.put(b"l0", b"1")
+        writer.flush_memtable()
+        writer.put(b"wal-only", b"2")
+        writer.flush()  # durable in the WAL, not in L0: the commit writes it to its WAL-tail SST
+        before = objects(url, "compacted/")
+        plan = begin(url)
+        res = [stage(url, plan, 0, {b"loaded": b"3"})]
+        staged = {sst_key(ULID.from_str(s.sst_id)) for r in res for s in r.ssts}
+        seen: list[str] = []
+
+        async def driver_fails():
+            seen.extend(await trio.to_thread.run_sync(lambda: objects(url, "compacted/")))
+            raise RuntimeError("the driver failed")
+
+        with pytest.raises(RuntimeError, match="the driver failed"):
+            commit(url, plan, res, before_commit=driver_fails)
+        after = objects(url, "compacted/")  # (before the fenced writer's close adds its own)
+    finally:
+        try:
+            writer.close()
+        except slatedb.SlateDBError:
+            pass  # fenced by the load's epoch bump
+    assert len(set(seen) - set(before) - staged) == 1  # the WAL-tail SST, written before the failure
+    assert after == before  # ... and deleted again (the staged ones by the clean-up)
+    assert scan(url) == {b"l0": b"1", b"wal-only": b"2"}
+
+
+@pytest.mark.parametrize("last_seq, refused", [(2**63 - SEQ_HEADROOM - 1, False), (2**63 - SEQ_HEADROOM, True)])
+def test_a_load_whose_seq_would_reach_2_63_is_refused_at_its_begin(tmp_path, last_seq: int, refused: bool) -> None:
+    """Step 1: the load's seq (``last_seq + SEQ_HEADROOM``) must stay below 2**63: at 2**63 the
+    begin is refused (``InvalidDbStateError``) and no load is open; just below, it begins
+    (`sim mutate` seed 20: the bound made 3**63 survived)."""
+    from slatedb.errors import InvalidDbStateError
+    from slatedb.format.types import ManifestV2
+
+    url = url_of(tmp_path)
+    run_io(url, None, lambda s, rt: ManifestStore(s, rt).create_initial(
+        ManifestV2(initialized=True, last_l0_seq=last_seq)))
+    if not refused:
+        assert begin(url).seq == 2**63 - 1
+        return
+    with pytest.raises(InvalidDbStateError, match="sequence numbers are exhausted"):
+        begin(url)
+    assert objects(url, "") == objects(url, "manifest/")  # no load marker
 
 
 def test_wal_rows_below_the_fence_go_to_l0_in_the_same_commit(tmp_path) -> None:

@@ -5,6 +5,7 @@ the union is safe; the shards are collected once the result no longer uses them.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -404,6 +405,45 @@ def test_a_kept_shard_goes_once_its_clone_let_go(tmp_path, how: str) -> None:
     left = {str(p.relative_to(tmp_path / "db")) for p in (tmp_path / "db").rglob("*")
             if p.is_file() and ".slatedb-locks" not in p.parts}
     assert left == set(), left
+
+
+def test_a_re_run_destroy_removes_every_released_shard_past_one_still_pinned(tmp_path) -> None:
+    """destroy.md "Shards another database still reads": a re-run of the hard destroy goes
+    through every kept shard: one still pinned stays, each released one goes, whatever their
+    order (`sim mutate` seed 20: a ``break`` for the pinned shard's ``continue``, which left every
+    shard after it in place, survived: the tests released all pins or none)."""
+    from slatedb import admin
+    from slatedb.manifest.edits import DeleteCheckpoint
+    from slatedb.objstore import resolve_store
+
+    url, _clone, _ = _destroyed_union_with_a_cloned_shard(tmp_path)
+    first, second = sorted(shard_roots(tmp_path))
+    # The clone lets go of the second shard only (its final checkpoint there deleted by hand).
+    second_url = f"{url}/{SHARDS_DIR}{second}"
+    (pin,) = latest(second_url).manifest.checkpoints
+    run_io(second_url, None, lambda s, rt: ManifestStore(s, rt).commit(DeleteCheckpoint(pin.id)))
+    assert latest(second_url).manifest.checkpoints == ()
+    steps: list[dict] = []
+
+    class Recorded(Later):
+        def event(self, kind, **fields):
+            if kind == "destroy":
+                steps.append(fields)
+
+    async def destroy() -> None:
+        store = resolve_store(url)
+        try:
+            await admin.destroy(store, False, Recorded("destroy"))
+        finally:
+            await store.aclose()
+
+    trio.run(destroy)
+    assert [(s["destroy_step"], s["soft"]) for s in steps] == [("shard_removed", False), ("already", False)], steps
+    assert steps[0]["root"] == f"{SHARDS_DIR}{second}" and steps[0]["objects"] > 0
+    assert shard_roots(tmp_path) == {first}
+    # The clone named the removed shard (its pin there was dropped by hand, not by letting go):
+    # it is only the prop that pinned the first one, so it goes too.
+    shutil.rmtree(tmp_path / "clone")
 
 
 @pytest.mark.parametrize("switch", [False, True], ids=["fixed", "switch"])
