@@ -270,7 +270,12 @@ class GarbageCollector:
         which the look's proof needs: :func:`manifest_create_outlived`)."""
         # The create, its look and a take-back go together (DESTROY-7): a stop of GC between the
         # landing and the look left a lone manifest on a removed database (destroy seed 177).
-        # Shielded: a stop waits for the commit to end.
+        # Shielded: a stop waits for the commit to end. A first attempt on ``current`` that
+        # writes nothing (most checkpoint expiries) awaits nothing: done without the scope.
+        if current is not None:
+            unchanged = self.manifests.commit_unchanged(edit, current=current)
+            if unchanged is not None:
+                return unchanged
         with trio.CancelScope(shield=self._shield_creates()):
             try:
                 committed = await self.manifests.commit(edit, current=current)

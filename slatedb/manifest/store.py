@@ -33,6 +33,7 @@ from slatedb.errors import (
     ObjectNotFoundError,
     ObjectVersionBehindBoundaryError,
     PreconditionFailedError,
+    SlateDBError,
     TransientObjectStoreError,
 )
 from slatedb.format.layout import (  # noqa: F401 (re-exported: the manifest names)
@@ -439,6 +440,25 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
             return await self.try_write(first_id, manifest)
         except (ManifestConflict, ObjectVersionBehindBoundaryError):
             return None
+
+    def commit_unchanged(self, edit: Edit[R], current: StoredManifest) -> Committed[R] | None:
+        """What :meth:`commit` of ``edit`` on ``current`` returns when its first attempt writes
+        nothing (``Committed(current, result, written=False)``), found without awaiting: the same
+        check of ``current``, clock reading and :func:`apply_edit` (nothing runs in between).
+        None when that attempt would write, list the WAL or refuse: then :meth:`commit` does it
+        (GC's checkpoint expiry, whose commit runs shielded, writes nothing in most passes)."""
+        if edit.lists_wal:
+            return None
+        try:
+            if current.id != self._checked_id:
+                check_manifest(current.manifest, current.id)
+                self._checked_id = current.id
+            change = apply_edit(current.manifest, edit, Attempt(base_id=current.id, now_ms=self.runtime.now_ms()))
+        except SlateDBError:  # refused (malformed, fenced, destroyed): commit() meets it again
+            return None
+        if change.manifest is not None:
+            return None
+        return Committed(current, change.result, written=False)
 
     async def commit(
         self,
