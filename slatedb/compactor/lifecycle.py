@@ -211,14 +211,22 @@ def coordinator_start(value: CompactionsV1, epoch: int) -> CompactionsV1:
     return trim(CompactionsV1(epoch, tuple(out)))
 
 
+def _stale(c: Compaction, now_ms: int, timeout_ms: int) -> bool:
+    return c.status is S.RUNNING and (c.worker is None or c.worker.worker_id is None
+                                      or now_ms - c.worker.last_heartbeat_ms > timeout_ms)
+
+
 def reclaim(value: CompactionsV1, now_ms: int, timeout_ms: int) -> tuple[CompactionsV1, list[ULID]]:
     """Running jobs whose heartbeat is older than ``timeout_ms`` (or with no worker) back to
-    Scheduled with no worker, keeping ``ctx`` and outputs (the next worker resumes them)."""
+    Scheduled with no worker, keeping ``ctx`` and outputs (the next worker resumes them).
+    Nothing stale (nearly every tick of the coordinator): ``value`` itself, no copy made."""
+    jobs = value.recent_compactions
+    if not any(_stale(c, now_ms, timeout_ms) for c in jobs):
+        return value, []
     reclaimed = []
     out = []
-    for c in value.recent_compactions:
-        if c.status is S.RUNNING and (c.worker is None or c.worker.worker_id is None
-                                      or now_ms - c.worker.last_heartbeat_ms > timeout_ms):
+    for c in jobs:
+        if _stale(c, now_ms, timeout_ms):
             c = _transition(c, S.SCHEDULED, worker=None)
             reclaimed.append(c.id)
         out.append(c)

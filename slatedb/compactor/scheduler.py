@@ -54,11 +54,27 @@ class _Sized:
 class SizeTieredScheduler:
     def __init__(self, options: SizeTieredOptions | None = None) -> None:
         self.options = options or SizeTieredOptions()
+        #: The last proposal: (manifest, active specs, capacity, options, specs proposed). A
+        #: coordinator ticks on the same manifest object (its read of an unchanged latest file
+        #: returns the value it held) with the same active jobs most of the time.
+        self._last: tuple | None = None
 
     def validate(self, manifest: ManifestV2, spec: CompactionSpec) -> str | None:
         return None  # the generic rules of validate_spec are all size-tiered needs
 
     def propose(self, manifest: ManifestV2, active: Sequence[CompactionSpec], capacity: int) -> list[CompactionSpec]:
+        """Up to ``capacity`` new specs that do not conflict with ``active`` (a pure function of
+        the frozen values and the options: the last answer is given again for the same ones)."""
+        active = tuple(active)
+        last = self._last
+        if (last is not None and last[0] is manifest and last[2] == capacity and last[3] is self.options
+                and last[1] == active):
+            return list(last[4])
+        out = self._propose(manifest, active, capacity)
+        self._last = (manifest, active, capacity, self.options, tuple(out))
+        return out
+
+    def _propose(self, manifest: ManifestV2, active: Sequence[CompactionSpec], capacity: int) -> list[CompactionSpec]:
         sizes = {s.id: sst_size_bytes(s.info) for s in manifest.ssts}
         l0 = [_Sized(L0Source(v.id), sizes.get(v.sst_id, 0)) for v in manifest.l0]
         runs = [_Sized(RunSource(r.id), sum(sizes.get(v.sst_id, 0) for v in r.ssts)) for r in manifest.compacted]

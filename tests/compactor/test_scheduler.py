@@ -122,3 +122,24 @@ def test_options_come_from_the_official_string_map() -> None:
 def test_bad_options_raise_a_typed_error_naming_them(bad, words) -> None:
     with pytest.raises(InvalidArgumentError, match=words):
         SizeTieredOptions.from_map(bad)
+
+
+def test_a_proposal_is_given_again_for_the_same_manifest_active_jobs_and_capacity() -> None:
+    sched = SizeTieredScheduler()
+    m = manifest([10] * 11, {0: 1000})
+    first = sched.propose(m, [], 1)
+    assert len(first) == 1
+    again = sched.propose(m, [], 1)
+    assert again == first and again is not first  # a fresh list of the same specs
+    again.clear()  # the caller's list: the remembered proposal is not changed
+    assert sched.propose(m, [], 1) == first
+    # Each of another manifest, other active jobs, another capacity, other options (right after
+    # the same question was answered): worked out anew.
+    assert sched.propose(manifest([10] * 3, {0: 1000}), [], 1) == []
+    assert sched.propose(m, [], 1) == first
+    assert sched.propose(m, first, 1) != first
+    assert sched.propose(m, [], 1) == first
+    assert sched.propose(m, [], 0) == []
+    assert sched.propose(m, [], 1) == first
+    sched.options = attrs.evolve(sched.options, min_compaction_sources=12, max_compaction_sources=12)
+    assert sched.propose(m, [], 1) == []
