@@ -120,9 +120,10 @@ class GcChecks:
         self.skip = skip  # invariant ids not checked on the trace (to show an oracle catching a bug alone)
         self.dbs = {r: DbState(r) for r in roots}
         self._sst_names: dict[ULID, str] = {}
-        #: Per manifest object (by id, the object kept): its database and the (store key, store
-        #: root, SST) of every SST it references (see :meth:`_sst_keys`).
-        self._sst_keys_of: dict[int, tuple[ManifestV2, DbState, tuple[tuple[str, str, ULID], ...]]] = {}
+        #: Per manifest object (by id, the object kept): its database, the (store key, store
+        #: root, SST) of every SST it references (see :meth:`_sst_keys`) and those store keys alone.
+        self._sst_keys_of: dict[int, tuple[ManifestV2, DbState, tuple[tuple[str, str, ULID], ...],
+                                           tuple[str, ...]]] = {}
         self.db_of = db_of  # process name -> root of the database its engine events are about
         self.pending: dict[tuple[str, int], tuple[str, str]] = {}
         self.clone_sources: dict[str, int] = {}  # source checkpoint id -> manifest id
@@ -143,9 +144,16 @@ class GcChecks:
         """(store key, store root, SST) of every SST of ``m`` (:func:`manifest_sst_ids`, in its
         order), worked out once per manifest object: every landing checks every SST of the
         latest manifest and of every pinned one again, and a manifest never changes."""
+        return self._sst_keys_entry(db, m)[2]
+
+    def _all_ssts_exist(self, db: DbState, m: ManifestV2) -> bool:
+        """Every SST of ``m`` exists (the store keys of :meth:`_sst_keys` looked up in C)."""
+        return all(map(self.bucket.objects.__contains__, self._sst_keys_entry(db, m)[3]))
+
+    def _sst_keys_entry(self, db: DbState, m: ManifestV2) -> tuple:
         got = self._sst_keys_of.get(id(m))
         if got is not None and got[0] is m and got[1] is db:
-            return got[2]
+            return got
         keys = []
         for sst in manifest_sst_ids(m):
             root = self._sst_store_root(db, m, sst)
@@ -153,8 +161,8 @@ class GcChecks:
             if name is None:
                 name = self._sst_names[sst] = f"compacted/{sst}.sst"
             keys.append((root + name, root, sst))
-        self._sst_keys_of[id(m)] = (m, db, tuple(keys))
-        return self._sst_keys_of[id(m)][2]
+        got = self._sst_keys_of[id(m)] = (m, db, tuple(keys), tuple(k for k, _, _ in keys))
+        return got
 
     def _split(self, key: str) -> tuple[DbState | None, str]:
         root, _, rel = key.partition("/")
@@ -262,7 +270,7 @@ class GcChecks:
         db.l0_ever |= in_l0
         # GC-4: the latest manifest's SSTs exist.
         objects = self.bucket.objects
-        for key, root, sst in self._sst_keys(db, m):
+        for key, root, sst in self._sst_keys(db, m) if not self._all_ssts_exist(db, m) else ():
             if key not in objects:
                 raise InvariantViolation("GC-4", e, f"{db.root}manifest {mid} (the latest) references {root}"
                                                     f"compacted/{sst}.sst, which does not exist")
@@ -274,7 +282,7 @@ class GcChecks:
                 raise InvariantViolation("CKPT-2", e, f"checkpoint {c.id} of {db.root}manifest {mid} pins "
                                                       f"manifest {pid}, which does not exist")
             pm = db.manifests.get(pid)
-            for key, root, sst in self._sst_keys(db, pm) if pm is not None else ():
+            for key, root, sst in self._sst_keys(db, pm) if pm is not None and not self._all_ssts_exist(db, pm) else ():
                 if key not in objects:
                     raise InvariantViolation("CKPT-2", e, f"checkpoint {c.id} pins {db.root}manifest {pid}, whose "
                                                           f"SST {root}compacted/{sst}.sst does not exist")

@@ -12,6 +12,7 @@ import trio
 from slatedb.gc.retention import manifest_sst_ids
 from slatedb.reader import DbReaderOptions
 
+from sim.world import fastclock
 from sim.world.runtime import SIM_EPOCH_MS
 
 
@@ -34,7 +35,7 @@ async def reader_catches_up(reader: Any, opts: DbReaderOptions, durable: dict,
                                  f"{READER_CATCH_UP_POLLS} polls ({opts.manifest_poll_interval_s} s each) after the "
                                  f"heal: {len(missing)} keys differ, e.g. {missing[:3]} (manifest "
                                  f"{getattr(reader, 'manifest_id', '?')}, stats {reader.stats})")
-        await trio.sleep(opts.manifest_poll_interval_s / 4)
+        await fastclock.sleep(opts.manifest_poll_interval_s / 4)
 
 
 def reader_holds_only_what_it_needs(parent: Any, reader: Any, made: set[str]) -> None:

@@ -80,6 +80,7 @@ from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.scenarios.gc_processes import _admin, _clone, _compactor_process, _gc_process, _managed_reader, _writer
 from sim.scenarios.gc_world import N_KEYS, PARENT, World, _scan, fault_counts, gc_slack_s, healed_gc_options
+from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
 from sim.world.runtime import SIM_EPOCH_MS
@@ -178,16 +179,16 @@ async def _final_phase(world: World, checks: GcChecks, healed_at: float) -> None
             if trio.current_time() > deadline:
                 raise AssertionError(f"liveness: L0 still holds {len(parent.manifests[parent.latest].l0)} SSTs 300 "
                                      "virtual s after faults stopped")
-            await trio.sleep(0.5)
+            await fastclock.sleep(0.5)
         await reader_catches_up(reader, r_opts, await _scan(db), _scan)
         # GC goes on for a few rounds (what checkpoints still pin is not garbage).
-        await trio.sleep(slack)
+        await fastclock.sleep(slack)
         await db.flush(wal=False)  # a fresh L0 moves GC's ULID cutoff past the heal
         # What is garbage now must be gone one slack later; what a checkpoint pins until it
         # expires in that window is excused (gc seeds 102, 160: a checkpoint expired a moment
         # before the check, the objects it pinned were still there).
         since = parent.latest
-        await trio.sleep(slack)
+        await fastclock.sleep(slack)
         no_garbage(world.bucket, checks, healed_at, since)  # with the reader still open
         reader_holds_only_what_it_needs(parent, reader, made)
         # Contents: the final state is the whole durable history.

@@ -42,6 +42,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.reader.aio import DbReader
 
 from sim.scenarios.gc_world import CLONE, PARENT, World, _scan
+from sim.world import fastclock
 from sim.world.choices import boolean
 
 #: Virtual seconds the compaction may take before the history gives up on it (faults, stalls).
@@ -79,7 +80,7 @@ async def _parent_moves_on(world: World, ms: ManifestStore, cid, read_again, exp
     if not reads:
         return  # the parent held no SST when cloned (its WAL was copied): nothing read there
     while not world.writer_done.is_set():  # the parent's writer (and its compactor) close first
-        await trio.sleep(rng.uniform(1.0, 4.0))
+        await fastclock.sleep(rng.uniform(1.0, 4.0))
         await read_again("while the parent's writer finishes")
     lifetime = rng.uniform(200.0, 300.0)
     expiry[0] = trio.current_time() + lifetime - 1.0
@@ -118,7 +119,7 @@ async def _parent_moves_on(world: World, ms: ManifestStore, cid, read_again, exp
     gc = GarbageCollector(world.store("pgc", PARENT), gc_rt, world.settings.garbage_collector_options)
     try:
         while trio.current_time() < until:
-            await trio.sleep(rng.uniform(1.0, 4.0))
+            await fastclock.sleep(rng.uniform(1.0, 4.0))
             try:
                 await gc.run_once()
             except SlateDBError:
@@ -174,19 +175,19 @@ async def checkpoint_reader_through_detach(world: World, held: tuple[object, flo
                 if spec is not None:
                     await submit_compaction(store, rt, spec)
                     submitted_at = trio.current_time()
-            await trio.sleep(rng.uniform(0.5, 2.0))
+            await fastclock.sleep(rng.uniform(0.5, 2.0))
             await read_again("while the clone compacts")
         # The clone's GC passes (detach every second) while the checkpoint still pins the old
         # manifest: the reads must go on as before.
         for _ in range(rng.randint(3, 6)):
-            await trio.sleep(rng.uniform(1.0, 4.0))
+            await fastclock.sleep(rng.uniform(1.0, 4.0))
             await read_again("after the clone's full compaction")
         if world.clone_detach == "compacted" and world.compactor_pins_s < 900 and not world.healed:
             await _parent_moves_on(world, ms, cid, read_again, expiry)
     await delete_checkpoint(ms, rt, cid, missing_ok=True)
     # Now nothing of ours reads the parent's SSTs: GC may detach (the clone writer stays open).
     for _ in range(20):
-        await trio.sleep(1.0)
+        await fastclock.sleep(1.0)
         latest = await ms.read_latest_required()
         if not latest.manifest.external_dbs:
             world.clone_detach = "detached"

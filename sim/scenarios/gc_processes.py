@@ -30,6 +30,7 @@ from slatedb.reader.aio import DbReader
 from sim.checks.gc import snapshot_isolation
 from sim.scenarios.gc_clone import checkpoint_reader_through_detach, hold_clone_checkpoint
 from sim.scenarios.gc_world import CLONE, N_KEYS, PARENT, RECOVER_S, STALL_MAX_S, World, _crash_after, _scan, run_gc
+from sim.world import fastclock
 from sim.world.choices import boolean
 from sim.world.engine import PausableStore, crashable
 from sim.world.runtime import SimRuntime
@@ -171,9 +172,9 @@ async def _managed_reader(world: World, name: str) -> None:
     opts = DbReaderOptions(manifest_poll_interval_s=poll, checkpoint_lifetime_s=rng.choice([6.0, 15.0, 60.0]),
                            follow_latest=boolean(rng, 0.5))
     h = world.history
-    await trio.sleep(rng.uniform(0.5, 5.0))
+    await fastclock.sleep(rng.uniform(0.5, 5.0))
     while await ManifestStore(sim, rt).read_latest() is None:
-        await trio.sleep(0.5)
+        await fastclock.sleep(0.5)
     lo = h.acked_max
     paused_until = [0.0]
     orig_pause = store.pause
@@ -205,7 +206,7 @@ async def _reading(world: World, name: str, rng, store, rt, opts, lo: int, pause
             h.observations.append((name, "open", await _scan(r), (lo, 2**62)))
             n_scan = 0
             while not world.writer_done.is_set():
-                await trio.sleep(rng.uniform(0.1, 1.5))
+                await fastclock.sleep(rng.uniform(0.1, 1.5))
                 called = trio.current_time()
                 try:
                     state = await _scan(r)
@@ -241,7 +242,7 @@ async def _read_fixed(world: World, who: str, rt: SimRuntime, store, cid: uuid.U
                     first = state
                 elif state != first:
                     raise AssertionError(f"READ-3: two scans through fixed checkpoint {cid} differ")
-                await trio.sleep(rng.uniform(0.5, 10.0))
+                await fastclock.sleep(rng.uniform(0.5, 10.0))
     except (CheckpointNotFoundError, InvalidDbStateError) as e:
         if trio.current_time() > expires_at - margin:
             return
@@ -257,7 +258,7 @@ async def _admin(world: World) -> None:
     held: list[tuple[uuid.UUID, float]] = []
     seen_writer = 0
     while not world.writer_done.is_set():
-        await trio.sleep(rng.uniform(1.0, 8.0))
+        await fastclock.sleep(rng.uniform(1.0, 8.0))
         if world.writer_done.is_set() or await ms.read_latest() is None:
             continue
         try:
@@ -314,13 +315,13 @@ async def _admin(world: World) -> None:
 
 async def _clone(world: World) -> None:
     rng = world.choices.stream("workload", "clone")
-    await trio.sleep(rng.uniform(3.0, 25.0))
+    await fastclock.sleep(rng.uniform(3.0, 25.0))
     # A clone needs its parent: when the parent's writer has not created the database yet (its
     # first requests stalled), wait for it (gc seeds 541, 620: the clone met no database there
     # and the scenario called that CLONE-2). Read from the bucket, not through a store: seeds
     # whose parent exists by now run exactly as before.
     while not any(k.startswith("parent/manifest/") for k in world.bucket.objects) and not world.healed:
-        await trio.sleep(1.0)
+        await fastclock.sleep(1.0)
     if world.healed:
         return
     rt = world.runtime("clone")

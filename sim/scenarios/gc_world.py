@@ -16,6 +16,7 @@ from slatedb.gc import GarbageCollector
 from slatedb.objstore.memory import MemoryBucket
 
 from sim.checks.prefix import History
+from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore
 from sim.world.rooted import RootedStore
@@ -189,12 +190,12 @@ class World:
 
         async def pauser() -> None:
             for _ in range(rng.randint(1, 3)):
-                await trio.sleep(rng.uniform(1.0, 20.0))
+                await fastclock.sleep(rng.uniform(1.0, 20.0))
                 seconds = 10 ** rng.uniform(0, math.log10(max_s))
                 if self.healed:
                     return
                 store.pause(seconds)
-                await trio.sleep(seconds)
+                await fastclock.sleep(seconds)
 
         nursery.start_soon(pauser)
 

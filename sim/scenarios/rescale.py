@@ -59,6 +59,7 @@ from sim.checks.manifest import manifest_checks
 from sim.checks.projection import Violation, check_proj2, detached_by_gc, manifest_in
 from sim.checks.structure import check_world, final_checkpoints_pin, references_resolve
 from sim.scenarios.gc_world import World, fault_counts, gc_slack_s, gc_through_heal, healed_gc_options
+from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
 from sim.world.harness import Checker, Scenario, Setup, WorldResult, run_world
@@ -196,7 +197,7 @@ async def _resumable(world: World, rs: Rescale, who: str, dest: str, sources: li
 async def _rescaler(world: World, rs: Rescale, shards_done: trio.Event) -> None:
     rng = world.choices.stream("workload", "rs")
     await rs.checkpoint_ready.wait()
-    await trio.sleep(rng.uniform(0, 5))
+    await fastclock.sleep(rng.uniform(0, 5))
     n = rng.randint(2, 4)
     cuts = sorted(rng.sample(KEYS[1:], n - 1))
     edges = [None, *cuts, None]
@@ -265,7 +266,7 @@ async def _check_refs(world: World, root: str) -> None:
 def _exists(world: World, root: str):
     async def wait() -> None:
         while _manifest(world, root) is None or not _manifest(world, root).initialized:
-            await trio.sleep(1.0)
+            await fastclock.sleep(1.0)
     return wait
 
 
@@ -300,7 +301,7 @@ async def _processes(world: World, background: trio.Nursery | None) -> None:
         async with trio.open_nursery() as writers:
             for i in range(len(rs.ranges)):
                 writers.start_soon(_shard_writer, world, rs, i)
-        await trio.sleep(rng.uniform(0, 10))
+        await fastclock.sleep(rng.uniform(0, 10))
         await _union(world, rs)
 
 
@@ -335,7 +336,7 @@ async def _union(world: World, rs: Rescale) -> None:
     # GC rounds everywhere (every collector restarted at the healed interval), faults healed,
     # then every reference still resolves.
     world.heal()
-    await trio.sleep(gc_slack_s(healed_gc_options(world.settings_map)))
+    await fastclock.sleep(gc_slack_s(healed_gc_options(world.settings_map)))
     for root in ["merged"] + [f"shard{i}" for i in range(len(rs.ranges))] + (["cloned"] if cloned else []):
         await _check_refs(world, root)
     got = await _read_all(world, "ur2", MERGED)

@@ -120,30 +120,31 @@ class PausableStore(ObjectStore):
 
     # Each call returns the simulated store's coroutine for the caller to await, behind a wait
     # while the process is paused (``_after_pause``). Unpaused, the wait would return at once:
-    # no frame of its own (see fastclock on frames per wake-up).
+    # no frame of its own (see fastclock on frames per wake-up). A store never paused (0.0: the
+    # virtual clock starts at 0) is not asked the time.
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Awaitable[GetResult]:
-        if self.paused_until > fastclock.current_time():
+        if self.paused_until and self.paused_until > fastclock.current_time():
             return self._after_pause(lambda: self.sim.get(key, byte_range))
         return self.sim.get(key, byte_range)
 
     def head(self, key: str) -> Awaitable[ObjectMeta]:
-        if self.paused_until > fastclock.current_time():
+        if self.paused_until and self.paused_until > fastclock.current_time():
             return self._after_pause(lambda: self.sim.head(key))
         return self.sim.head(key)
 
     def put(self, key: str, data: bytes, mode: PutMode = OVERWRITE) -> Awaitable[ObjectMeta]:
-        if self.paused_until > fastclock.current_time():
+        if self.paused_until and self.paused_until > fastclock.current_time():
             return self._after_pause(lambda: self.sim.put(key, data, mode))
         return self.sim.put(key, data, mode)
 
     def list(self, prefix: str = "") -> Awaitable[list[ObjectMeta]]:
-        if self.paused_until > fastclock.current_time():
+        if self.paused_until and self.paused_until > fastclock.current_time():
             return self._after_pause(lambda: self.sim.list(prefix))
         return self.sim.list(prefix)
 
     def delete(self, key: str) -> Awaitable[None]:
-        if self.paused_until > fastclock.current_time():
+        if self.paused_until and self.paused_until > fastclock.current_time():
             return self._after_pause(lambda: self.sim.delete(key))
         return self.sim.delete(key)
 

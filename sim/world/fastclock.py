@@ -167,9 +167,12 @@ def current_time() -> float:
     """``trio.current_time()``: the run's clock, asked directly (trio's goes through the runner,
     a call more; the trace asks at every event)."""
     try:
-        return GLOBAL_RUN_CONTEXT.runner.clock.current_time()  # type: ignore[no-any-return]
+        clock = GLOBAL_RUN_CONTEXT.runner.clock
     except AttributeError:
         raise RuntimeError("must be called from async context") from None
+    if clock is _FAST_CLOCK:  # the sped-up clock of sim.world.fastloop's run: its current_time, read
+        return clock._virtual_base  # type: ignore[no-any-return]
+    return clock.current_time()  # type: ignore[no-any-return]
 
 
 def speed_up(clock: trio.testing.MockClock) -> None:
@@ -188,6 +191,7 @@ def speed_up(clock: trio.testing.MockClock) -> None:
         if 0 < jump < _inf:
             clock.jump(jump)
 
+    current_time._sim_clock = clock  # type: ignore[attr-defined]  # sim.world.trace reads its _virtual_base itself
     clock.current_time = current_time  # type: ignore[method-assign]
     clock._autojump = autojump  # type: ignore[method-assign]
     clock._sim_fast = True  # sim.world.fastloop answers both inline while the rate is 0
@@ -310,6 +314,13 @@ def wait_event(event: trio.Event, seconds: float) -> Generator[Any, Any, bool]:
     runner = GLOBAL_RUN_CONTEXT.runner
     task = GLOBAL_RUN_CONTEXT.task
     deadline = runner.clock.current_time() + seconds
+    if AVAILABLE and event._flag and deadline > runner.clock.current_time() \
+            and not task._cancel_status.effectively_cancelled:
+        # Set already: Event.wait is a checkpoint, during which the scope's deadline (ahead: the
+        # checkpoint's step moves no clock) cannot fire; its own Cancelled is never raised, an
+        # enclosing scope's passes through it. The checkpoint alone, without the scope.
+        yield from trio.lowlevel.checkpoint().__await__()
+        return event._flag  # type: ignore[no-any-return]
     if not AVAILABLE or event._flag or not deadline > runner.clock.current_time() \
             or task._cancel_status.effectively_cancelled:
         # Set already (Event.wait checkpoints), a deadline due at entry (the scope is cancelled

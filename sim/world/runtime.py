@@ -84,11 +84,14 @@ class SimRuntime(Runtime):
     def _world_s(self) -> float:
         return fastclock.current_time() - self._origin_s
 
+    # monotonic_s and now_ms are _world_s() * rate (and that in ms on the wall clock) with the
+    # calls inline: the same arithmetic, asked some 2,500 times a gc seed (GC, the compactor's ticks).
+
     def monotonic_s(self) -> float:
-        return self._world_s() * self.rate
+        return (fastclock.current_time() - self._origin_s) * self.rate
 
     def now_ms(self) -> int:
-        return SIM_EPOCH_MS + int(self.monotonic_s() * 1000.0) + self.offset_ms
+        return SIM_EPOCH_MS + int((fastclock.current_time() - self._origin_s) * self.rate * 1000.0) + self.offset_ms
 
     def jump_wall_clock(self, delta_ms: int) -> None:
         """Move this process's wall clock (not its monotonic clock) by ``delta_ms``."""

@@ -170,6 +170,9 @@ class Trace:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
+        #: The sped-up clock whose time ``clock`` returns (:func:`sim.world.fastclock.speed_up`:
+        #: its ``_virtual_base``, read here without the call), else None.
+        self._fast_clock: Any = getattr(clock, "_sim_clock", None)
         self.events: list[Event] = []
         sink = _CAPTURE.get()
         if sink is not None:
@@ -207,6 +210,7 @@ class Trace:
         """Read the time of later events from ``clock`` (the same time as the one given at
         construction, asked more directly: :func:`sim.world.harness.run_world` gives the run's clock)."""
         self._clock = clock
+        self._fast_clock = getattr(clock, "_sim_clock", None)
 
     def next_request(self, process: str) -> int:
         """The next store request number of ``process``. One sequence per process, shared by
@@ -220,7 +224,8 @@ class Trace:
         return n
 
     def record(self, process: str, kind: str, **fields: Any) -> Event:
-        time_s = self._clock()
+        fast = self._fast_clock
+        time_s = fast._virtual_base if fast is not None else self._clock()
         event = _new_event(Event)  # Event(time_s, process, kind, (), fields), without the call
         event.time_s = time_s
         event.process = process
@@ -253,7 +258,8 @@ class Trace:
         """:meth:`record` of ``fields`` (a dict the caller gives away) whose rendering format,
         :func:`format_of` its names, the caller knows (the simulated store's events: the same
         field names at every request); the same event, text and listeners."""
-        time_s = self._clock()
+        fast = self._fast_clock
+        time_s = fast._virtual_base if fast is not None else self._clock()
         event = _new_event(Event)  # Event(time_s, process, kind, (), fields), without the call
         event.time_s = time_s
         event.process = process
