@@ -231,9 +231,8 @@ class TxnState:
         """C2 for the scanned ranges in the memtables of ``rs`` (a conflict raises); True when
         SSTs made since the snapshot must be read too (:meth:`ReadPath.newer_in_ssts`)."""
         core = self.core
-        with core._lock:
-            for bounds in ranges:
-                self.range_conflict(bounds, core.newer_in_mems(rs.mems, bounds, self.seq))
+        for bounds in ranges:
+            self.range_conflict(bounds, core.newer_in_mems(rs.mems, bounds, self.seq, locked=False))
         return bool(core.ssts_not_in(rs, self.pinned_ssts()))
 
     def conflict(self, key: bytes, row: Row | None) -> None:
@@ -264,7 +263,7 @@ class TxnState:
                         self.conflict(key, row)
                         break
             for bounds in ranges:  # the write lock is held: memtable iterators may be made
-                self.range_conflict(bounds, core.newer_in_mems(rs.mems, bounds, self.seq))
+                self.range_conflict(bounds, core.newer_in_mems(rs.mems, bounds, self.seq, locked=True))
         return check
 
 

@@ -153,15 +153,26 @@ class ReadPath:
 
     # -- a scanned range's rows written after a seq (a transaction's commit check, TXN-5) --------
 
-    def newer_in_mems(self, mems: Sequence[Memtable], bounds: KeyBounds, after_seq: int) -> Any:
+    def newer_in_mems(self, mems: Sequence[Memtable], bounds: KeyBounds, after_seq: int, *, locked: bool) -> Any:
         """A row of ``mems`` within ``bounds`` with a seq above ``after_seq`` (as held: ``row[0]``
-        its key, ``row[1]`` its seq; a tombstone counts), or None. REQUIRES: ``_lock`` held
-        (creating a memtable iterator orders its new keys)."""
-        for mem in mems:
-            if mem.is_empty:
-                continue
-            for row in mem.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive,
-                                      end_inclusive=bounds.hi_inclusive, held=True):
+        its key, ``row[1]`` its seq; a tombstone counts), or None. Only memtables holding a row
+        above ``after_seq`` are read. ``locked``: the caller holds ``_lock`` (else it is taken to
+        make the iterators, which orders a live memtable's new keys, and let go to read them:
+        writers are not held up by a long range)."""
+        newer = [m for m in mems if m.last_seq is not None and m.last_seq > after_seq]
+        if not newer:
+            return None
+
+        def rows_of(mem: Memtable) -> Iterator[Any]:
+            return mem.iter_range(bounds.lo, bounds.hi, start_inclusive=bounds.lo_inclusive,
+                                  end_inclusive=bounds.hi_inclusive, held=True)
+        if locked:
+            iters = [rows_of(m) for m in newer]
+        else:
+            with self._lock:
+                iters = [rows_of(m) for m in newer]
+        for rows in iters:
+            for row in rows:
                 if row[1] > after_seq:
                     return row
         return None
