@@ -156,6 +156,17 @@ class _Collector:
         self._sources = sources
         self._names = list(sources[0][0]) if sources else []
 
+    def describe(self) -> Iterator[Any]:
+        """The families without samples: what any registry (not only one made with
+        ``auto_describe=True``, as ``prometheus_client.REGISTRY`` is) reads at ``register`` to
+        refuse a second collector of the same metric names, whose families would otherwise be
+        exported twice (two ``# HELP`` lines per name, a scrape Prometheus rejects)."""
+        names = self._names
+        for name, desc in COUNTERS.items():
+            yield CounterMetricFamily(f"slatedb_{name}", desc, labels=names)
+        for name, (desc, _bounds) in HISTOGRAMS.items():
+            yield HistogramMetricFamily(f"slatedb_{name}_seconds", desc, labels=names)
+
     def collect(self) -> Iterator[Any]:
         names = self._names
         snaps = [(list(labels.values()), m.as_dict()) for labels, m in self._sources]

@@ -149,3 +149,26 @@ def test_several_databases_export_through_one_registry_with_labels() -> None:
         asyncio.run(b.close())
     finally:
         a.close()
+
+
+def test_a_plain_registry_refuses_a_second_collector_of_the_same_names() -> None:
+    """A service registered ``db.metrics_collector(db="one")`` and ``db2.metrics_collector(db="two")``
+    in its own ``prometheus_client.CollectorRegistry()`` (no ``auto_describe``, the constructor's
+    default): found that both were accepted and every family was exported twice (two ``# HELP``
+    and ``# TYPE`` lines per metric name, an exposition Prometheus rejects), since the collector
+    had no ``describe()``. Now it describes its families, so every registry refuses the second
+    collector at ``register``, as ``prometheus_client.REGISTRY`` did; the docs' way to export
+    several databases is one ``slatedb.metrics_collector({name: db})``."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    with slatedb.Db.open("memory://metrics-plain-a") as a, slatedb.Db.open("memory://metrics-plain-b") as b:
+        registry = CollectorRegistry()
+        registry.register(a.metrics_collector(db="one"))
+        with pytest.raises(ValueError, match="Duplicated timeseries"):
+            registry.register(b.metrics_collector(db="two"))
+        text = generate_latest(registry).decode()
+        assert text.count("# HELP slatedb_puts_total ") == 1 and 'slatedb_puts_total{db="one"} 0.0' in text
+        both = CollectorRegistry()
+        both.register(slatedb.metrics_collector({"one": a, "two": b}))
+        with pytest.raises(ValueError, match="Duplicated timeseries"):
+            both.register(a.metrics_collector())
