@@ -75,13 +75,14 @@ def parse_request(request: Any) -> CompactionSpec | str:
 
 @on_any_loop
 async def submit_compaction(store: ObjectStore, request: Any, runtime: Runtime | None = None) -> Compaction:
-    """Record a compaction as ``Submitted``; the running compactor validates and runs it."""
+    """Record a compaction as ``Submitted``; the running compactor validates and runs it.
+    :class:`NotFoundError` when the path holds no database (nothing is written there: a
+    ``.compactions`` file alone would make ``Db.open`` refuse the path as a database whose
+    manifests were lost), :class:`ManifestsMissingError` when it holds data but no manifest."""
     rt = runtime or ProductionRuntime("admin")
     spec = parse_request(request)
+    latest = await require_latest(ManifestStore(store, rt))
     if spec == "Full":
-        latest = await ManifestStore(store, rt).read_latest()
-        if latest is None:
-            raise InvalidArgumentError("no database at this path (no manifest)")
         spec = full_spec(latest.manifest)
         if spec is None:
             raise InvalidArgumentError("nothing to compact: the database has no L0 SST and no sorted run")

@@ -5,7 +5,8 @@ JSON object per line). The compaction commands print JSON either way (their outp
 
 Errors print one line, ``slatedb: error: ...``, never a traceback (unless ``SLATEDB_DEBUG=1``),
 and exit with status 2 (bad usage or input: a malformed URL, UUID, duration or number, an id
-outside ``[0, 2^64)``, an inverted range) or 1 (the operation failed: no database, no such
+outside ``[0, 2^64)``, an inverted range) or 1 (the operation failed: no database (every command but
+``list-objects`` and ``check``), no such
 checkpoint or manifest, a refused state, a store error). Output cut short by its reader (``| head``)
 ends quietly with status 141 (128 + SIGPIPE, like other Unix tools).
 
@@ -29,7 +30,7 @@ import trio
 
 from slatedb.cli_progress import ProgressRuntime, wanted as progress_wanted
 from slatedb.config import Settings
-from slatedb.errors import InvalidArgumentError, SlateDBError, sole_exception
+from slatedb.errors import InvalidArgumentError, ManifestsMissingError, NotFoundError, SlateDBError, sole_exception
 from slatedb.merge_operator import load_merge_operator
 from slatedb.objstore import resolve_store
 
@@ -113,10 +114,19 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
             c = await admin.submit_compaction(store, ns.request)
             _emit(admin.compaction_json(c))
         elif ns.command == "read-compaction":
-            c = await admin.read_compaction(store, ns.id, ns.compactions_id)
+            try:
+                c = await admin.read_compaction(store, ns.id, ns.compactions_id)
+            except NotFoundError:
+                await _require_db(store)  # no database here, rather than "no .compactions file yet"
+                raise
             _emit(admin.compaction_json(c, await admin.failure_reason(store, c.id)))
         elif ns.command == "read-compactions":
-            _emit(admin.compactions_json(await admin.read_compactions(store, ns.id)))
+            try:
+                stored = await admin.read_compactions(store, ns.id)
+            except NotFoundError:
+                await _require_db(store)
+                raise
+            _emit(admin.compactions_json(stored))
         elif ns.command == "list-compactions":
             await _require_db(store)
             for stored in await admin.list_compactions(store, ns.start, ns.end):
@@ -124,6 +134,7 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
         elif ns.command == "run-compactor":
             settings = _settings(ns.settings)
             op = None if ns.merge_operator is None else load_merge_operator(ns.merge_operator)
+            await _require_db(store)
             rt = ProgressRuntime("compactor", enabled=progress_wanted(ns.as_json))
             try:
                 if ns.engine == "spark":
@@ -244,6 +255,7 @@ async def _gc_command(ns: argparse.Namespace) -> int:
     grace = _lifetime(ns.db_delete_grace)
 
     async def body(store) -> int:
+        await _require_db(store)
         rt = ProgressRuntime("gc", enabled=progress_wanted(ns.as_json))
         try:
             stats = await admin.run_gc(store, settings, once=ns.once, db_delete_grace_s=grace, runtime=rt)
@@ -299,6 +311,10 @@ async def _destroy_command(ns: argparse.Namespace) -> int:
     from slatedb import admin
 
     async def body(store) -> int:
+        try:
+            await _require_db(store)  # the API's hard destroy of an empty path does nothing, quietly
+        except ManifestsMissingError:
+            pass  # data but no manifest: the destroy refuses it, saying why
         await admin.destroy(store, ns.soft)
         if ns.as_json:
             _emit({"destroyed": ns.path, "soft": ns.soft})

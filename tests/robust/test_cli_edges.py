@@ -72,11 +72,44 @@ def test_bad_input_is_exit_2(capsys, db_url, argv, fragment) -> None:
     assert out == ""
 
 
-@pytest.mark.parametrize("argv", [["list-manifests"], ["list-compactions"], ["read-manifest"], ["list-checkpoints"]])
+_SPEC = '{"Spec": {"sources": [{"SortedRun": 3}], "destination": 3}}'
+
+
+@pytest.mark.parametrize("argv", [
+    ["list-manifests"], ["list-compactions"], ["read-manifest"], ["list-checkpoints"],
+    # Found answering otherwise: submit-compaction wrote a .compactions file at the empty path
+    # (exit 0; Db.open then refused the path as a database whose manifests were lost), "Full"
+    # and run-compactor exited 2, run-gc exited 0 ("nothing to do"), a hard destroy 0
+    # ("destroyed URL"), read-compaction(s) said "no .compactions file yet".
+    ["submit-compaction", "--request", _SPEC], ["submit-compaction", "--request", "Full"],
+    ["read-compactions"], ["read-compaction", "--id", "01K000000000000000000000AA"],
+    ["run-compactor", "--once"], ["run-gc", "--once"], ["destroy"], ["destroy", "--soft"],
+    ["create-checkpoint"], ["delete-checkpoint", "-i", "01740ee5-6459-44af-9a45-85deb6e468e3"],
+])
 def test_no_database_is_exit_1_for_every_command(capsys, tmp_path, argv) -> None:
     code, out, err = run(capsys, "--path", f"file://{tmp_path}/nothing", *argv)
     assert code == 1, (code, out, err)
     one_line(err, "no database at")
+    assert out == "" and not (tmp_path / "nothing").exists()  # nothing written there
+
+
+async def test_submit_compaction_writes_nothing_where_there_is_no_database() -> None:
+    """``admin.submit_compaction`` of a spec on a path with no database raised nothing and wrote
+    a ``.compactions`` file there. Now it raises ``NotFoundError``; with data but no manifest,
+    ``ManifestsMissingError``; in both cases it writes nothing."""
+    from slatedb import admin
+    from slatedb.errors import ManifestsMissingError, NotFoundError
+    from slatedb.objstore import resolve_store
+
+    store = resolve_store("memory://submit-nothing")
+    with pytest.raises(NotFoundError, match="no database"):
+        await admin.submit_compaction(store, _SPEC)
+    assert await store.list("") == []
+    await store.put("wal/00000000000000000001.sst", b"")
+    with pytest.raises(ManifestsMissingError):
+        await admin.submit_compaction(store, _SPEC)
+    assert [m.key for m in await store.list("")] == ["wal/00000000000000000001.sst"]
+    await store.aclose()
 
 
 def test_ranges_that_are_fine(capsys, db_url) -> None:
