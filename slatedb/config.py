@@ -473,9 +473,25 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     for key, value in data.items():
         field = fields.get(key)
         if field is None:
-            raise InvalidArgumentError(f"unknown setting {prefix}{key}")
+            raise InvalidArgumentError(f"unknown setting {prefix}{key}{_unknown_hint(fields, key, prefix)}")
         kwargs[key] = _convert(field, value, prefix + key)
     return cls(**kwargs)
+
+
+def _unknown_hint(fields: Mapping[str, Any], key: Any, prefix: str) -> str:
+    """What to write instead of an unknown key: a dotted name of a nested setting (the name the
+    docs' table gives) goes in a nested table; a near miss is named."""
+    import difflib
+
+    if not isinstance(key, str):
+        return ""
+    head, dot, rest = key.partition(".")
+    if dot and head in fields and fields[head].metadata.get("kind") == _NESTED:
+        inner = "".join("{" + repr(part) + ": " for part in rest.split("."))
+        return (f" (a nested setting goes in a nested table: {{{head!r}: {inner}...{'}' * (rest.count('.') + 2)}, "
+                f"or [{prefix}{'.'.join([head] + rest.split('.')[:-1])}] in TOML)")
+    close = difflib.get_close_matches(key, list(fields), 1, 0.8)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
 def _dump(obj: Any, include_ours: bool) -> dict[str, Any]:
@@ -523,6 +539,8 @@ def _env_dict(cls: type, environ: Mapping[str, str], prefix: str,
             if field is None:
                 close = difflib.get_close_matches(part, list(attrs.fields_dict(target_cls)), 1, 0.8)
                 hint = f" (did you mean {prefix}{'__'.join(path[:i] + close).upper()}?)" if close else ""
+                if "." in part and not close:  # SLATEDB_COMPACTOR_OPTIONS.POLL_INTERVAL
+                    hint = f" (levels are separated by __: {prefix}{'__'.join(path[:i] + part.split('.')).upper()})"
                 raise InvalidArgumentError(f"unknown setting {'.'.join(path[: i + 1])} (environment variable {var}){hint}")
             kind = field.metadata["kind"]
             last = i == len(path) - 1

@@ -259,3 +259,23 @@ def test_an_unknown_keyword_of_settings_is_refused_like_an_unknown_key():
         attrs.evolve(Settings(), flush_intervl=0.5)
     assert Settings(flush_interval="10ms").flush_interval == 0.01  # known names as before
     assert attrs.evolve(Settings(), flush_interval=0.5).flush_interval == 0.5
+
+
+def test_a_dotted_name_from_the_docs_table_says_how_to_nest_it():
+    """A user copied ``compactor_options.poll_interval`` from docs/db.md's settings table into
+    ``settings={...}`` (or ``SLATEDB_COMPACTOR_OPTIONS.POLL_INTERVAL`` into the environment) and
+    got "unknown setting compactor_options.poll_interval", a name the table lists. The refusal
+    stands (one spelling per setting, as the official loader's) and now says what to write; a
+    near miss of a name is named, as for environment variables."""
+    msg = r"unknown setting compactor_options\.poll_interval \(a nested setting goes in a nested table: " \
+          r"\{'compactor_options': \{'poll_interval': \.\.\.\}\}, or \[compactor_options\] in TOML\)"
+    with pytest.raises(InvalidArgumentError, match=msg):
+        Settings.from_dict({"compactor_options.poll_interval": "1s"})
+    with pytest.raises(InvalidArgumentError, match=r"\{'worker': \{'max_sst_size': \.\.\.\}\}\}, or \[compactor_options\.worker\]"):
+        Settings.from_dict({"compactor_options.worker.max_sst_size": 1})
+    with pytest.raises(InvalidArgumentError, match=r"unknown setting flush_intervall \(did you mean flush_interval\?\)"):
+        Settings.from_dict({"flush_intervall": "1s"})
+    with pytest.raises(InvalidArgumentError, match=r"did you mean compactor_options\.poll_interval\?"):
+        Settings.from_dict({"compactor_options": {"poll_intervl": "1s"}})
+    with pytest.raises(InvalidArgumentError, match=r"levels are separated by __: SLATEDB_COMPACTOR_OPTIONS__POLL_INTERVAL"):
+        Settings.load(None, {"SLATEDB_COMPACTOR_OPTIONS.POLL_INTERVAL": "3s"})
