@@ -211,11 +211,16 @@ async def _scan(r) -> dict:
     return {k: v async for k, v in r.scan()}
 
 
+_FAULT_KINDS = frozenset(("store.reply-lost", "fault.stall", "crash", "pause"))
+
+
 def fault_counts(trace: Trace) -> dict:
     counts: dict[str, int] = defaultdict(int)
-    for e in trace.events:
-        if e.kind == "store.result" and e.f.get("outcome") == "transient-error":
-            counts["fault.transient"] += 1
-        elif e.kind in ("store.reply-lost", "fault.stall", "crash", "pause"):
-            counts[e.kind] += 1
+    for e in trace.events:  # a pass over every event of the run: each kind read once
+        kind = e.kind
+        if kind == "store.result":
+            if e.f.get("outcome") == "transient-error":
+                counts["fault.transient"] += 1
+        elif kind in _FAULT_KINDS:
+            counts[kind] += 1
     return dict(counts)

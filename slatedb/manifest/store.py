@@ -201,10 +201,10 @@ class SequencedStore(Generic[V, S]):
         #: This process has seen the boundary file exist (then its absence is fatal, RFC 004).
         self.boundary_seen = False
         #: The latest file :meth:`read_latest_listed` last read: (id, the ETag its GET returned,
-        #: the value). A later listing naming the same id with the same ETag names the same
-        #: object, unchanged (a file is created once and never overwritten; a store's ETag
+        #: the value, its key). A later listing naming the same id with the same ETag names the
+        #: same object, unchanged (a file is created once and never overwritten; a store's ETag
         #: changes on every put of new content): the value is returned without a GET.
-        self._latest_read: tuple[int, str, S] | None = None
+        self._latest_read: tuple[int, str, S, str] | None = None
 
     async def read_boundary(self) -> tuple[int, str | None]:
         """This namespace's boundary and ETag. A boundary file seen earlier by this process and
@@ -301,14 +301,14 @@ class SequencedStore(Generic[V, S]):
                 return None, ids
             latest = ids[-1]
             known = self._latest_read
-            if known is not None and known[0] == latest and _etag_listed(metas, self.key(latest)) == known[1]:
+            if known is not None and known[0] == latest and _etag_listed(metas, known[3]) == known[1]:
                 return known[2], ids
             try:
                 stored, etag = await self._read_tagged(latest)
             except ObjectNotFoundError:
                 continue
             if etag:
-                self._latest_read = (latest, etag, stored)
+                self._latest_read = (latest, etag, stored, self.key(latest))
             return stored, ids
 
     async def read_latest_required(self) -> S:
@@ -344,7 +344,7 @@ class SequencedStore(Generic[V, S]):
         self.runtime.event("commit", ns=self.namespace, id=file_id, **self._edit_field(edit))
         stored = self.stored(file_id, value)
         if etag:  # our own file, as a later poll listing it unchanged finds it (no GET of what we wrote)
-            self._latest_read = (file_id, etag, stored)
+            self._latest_read = (file_id, etag, stored, key)
         return stored
 
     async def _check_boundary(self, file_id: int) -> None:
