@@ -30,7 +30,7 @@ from slatedb.runtime import Runtime, ulid_from_parts, uuid4_from_int
 from sim.world.choices import Choices
 from sim.world import fastclock, fastloop
 from sim.world import probes as probes_mod
-from sim.world.trace import Trace
+from sim.world.trace import _FORMATS, Trace, _format_of
 
 T = TypeVar("T")
 
@@ -124,7 +124,9 @@ class SimRuntime(Runtime):
         self.trace.record(self.name, "spawn", task=task_name)
 
     def event(self, kind: str, **fields: Any) -> None:
-        self.trace.record(self.name, kind, **fields)
+        # trace.record(self.name, kind, **fields), the fields (a dict of this call's) given away
+        names = tuple(fields)
+        self.trace.emit(self.name, kind, fields, _FORMATS.get(names) or _format_of(names))
 
     def probe(self, name: str) -> None:
         probes_mod.hit(name)

@@ -179,18 +179,27 @@ async def build_view(
     """The view of ``manifest``, reusing ``readers`` and opening (and adding) missing ones."""
     known = {s.id for s in manifest.ssts}
 
-    async def handle(view) -> SstHandle:
+    def opened(view) -> SstHandle | None:
+        """The handle of ``view`` when its SST's reader is open already (no coroutine made: most
+        views of a new manifest are the last one's), else None."""
         if view.sst_id not in known:
             raise CorruptionError(manifest_key(manifest_id), None, f"view {view.id} names unknown SST {view.sst_id}")
         reader = readers.get(view.sst_id)
         if reader is None:
-            reader = await open_reader(view.sst_id)
-            readers[view.sst_id] = reader
+            return None
         return SstHandle(view.id, view.sst_id, reader, bounds_of(view.visible_range))
 
-    l0 = tuple([await handle(v) for v in manifest.l0])
+    async def handle(view) -> SstHandle:
+        got = opened(view)
+        if got is not None:
+            return got
+        reader = await open_reader(view.sst_id)
+        readers[view.sst_id] = reader
+        return SstHandle(view.id, view.sst_id, reader, bounds_of(view.visible_range))
+
+    l0 = tuple([h if (h := opened(v)) is not None else await handle(v) for v in manifest.l0])
     runs = []
     for sr in manifest.compacted:
-        handles = tuple([await handle(v) for v in sr.ssts])
+        handles = tuple([h if (h := opened(v)) is not None else await handle(v) for v in sr.ssts])
         runs.append(SortedRunView(sr.id, handles, tuple(h.first_key for h in handles)))
     return LsmView(manifest_id, l0, tuple(runs))
