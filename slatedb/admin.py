@@ -152,14 +152,16 @@ async def failure_reason(store: ObjectStore, compaction_id: ULID) -> str | None:
     return json.loads(bytes(got.data))["reason"]
 
 
-async def _release_startup_pin(c: Compactor) -> None:
+async def _release_startup_pin(c: Compactor, *, stopped: bool = False) -> None:
     """A clean stop drops the compactor's startup pin (compaction.md step 1, writer.md CKPT-5):
     it only made the claim's bytes unique, and would keep a hard destroy refused for
-    ``checkpoint_lifetime``. Nothing is written when it is already gone."""
-    if c.startup_pin_id is None:
+    ``checkpoint_lifetime``. Nothing is written when it is already gone. ``stopped``: the stop
+    may have cut the claim's commit short, after it landed: the claim's pin is dropped then."""
+    pin = c.startup_pin_id if c.startup_pin_id is not None or not stopped else c.claim_pin_id
+    if pin is None:
         return
-    await c.manifests.commit(DeleteCheckpoint(c.startup_pin_id, missing_ok=True))
-    c.runtime.event("compactor_pin_released", epoch=c.epoch, pin=str(c.startup_pin_id))
+    await c.manifests.commit(DeleteCheckpoint(pin, missing_ok=True))
+    c.runtime.event("compactor_pin_released", epoch=c.epoch, pin=str(pin))
     c.startup_pin_id = None
 
 
@@ -179,9 +181,30 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
     if once:
         await c.run_until_idle()
         await _release_startup_pin(c)
-    else:
+        return c
+    try:
         await c.run()
+    except BaseException as e:
+        # Stopped by its caller (a cancelled task, Ctrl-C on ``slatedb run-compactor``): the only
+        # way a compactor without ``once`` ends but fenced, so it is the clean stop that drops
+        # the startup pin, as ``once`` and a writer's close do; else a hard destroy right after
+        # was refused for ``checkpoint_lifetime``. Best effort: a failing store keeps the pin
+        # (it expires) and the stop goes on as it came.
+        if _is_stop(e):
+            with trio.CancelScope(shield=True):
+                try:
+                    await _release_startup_pin(c, stopped=True)
+                except SlateDBError as failed:
+                    rt.event("compactor_error", error=f"startup pin not released at the stop: {failed}")
+        raise
     return c
+
+
+def _is_stop(e: BaseException) -> bool:
+    """A cancellation or an interrupt (possibly in a group from the compactor's nursery)."""
+    if isinstance(e, BaseExceptionGroup):
+        return all(_is_stop(x) for x in e.exceptions)
+    return isinstance(e, (trio.Cancelled, KeyboardInterrupt))
 
 
 # ---------------------------------------------------------------------------------------------

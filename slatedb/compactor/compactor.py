@@ -125,6 +125,9 @@ class Compactor:
         #: Whoever stops this compactor cleanly drops it (the in-process writer's close,
         #: writer.md step 12, CKPT-5; ``run-compactor --once``, :func:`slatedb.admin.run_compactor`).
         self.startup_pin_id: uuid.UUID | None = None
+        #: The checkpoint the claim carries, from before its commit: a stop that interrupts the
+        #: commit may find it landed, ``startup_pin_id`` not yet set (:func:`slatedb.admin.run_compactor`).
+        self.claim_pin_id: uuid.UUID | None = None
 
     @property
     def stats(self) -> dict:
@@ -149,6 +152,7 @@ class Compactor:
         # The startup manifest carries a fresh checkpoint (pinning the manifest it replaces, like
         # a commit's pin) so that its bytes are ours alone (ClaimCompactorEpoch, CFENCE-3).
         claim = ClaimCompactorEpoch(epoch, self.runtime.new_uuid(), self.options.checkpoint_lifetime)
+        self.claim_pin_id = claim.pin_id
         try:
             self._manifest = (await self.manifests.commit(claim, current=latest)).stored
         except FencedError as e:

@@ -1,0 +1,90 @@
+"""A standalone compactor without ``once`` (``admin.run_compactor``, ``slatedb run-compactor``)
+stopped by its caller drops its startup pin, as ``once`` and a writer's close do (CKPT-5).
+
+Found: a user ran ``slatedb run-compactor``, stopped it with Ctrl-C (exit 130), then
+``slatedb destroy``: refused, "1 active checkpoint(s)", the compactor's startup pin, for
+``checkpoint_lifetime`` (15 min). A cancelled ``admin.run_compactor`` task (trio or asyncio) left
+it alike."""
+
+from __future__ import annotations
+
+import asyncio
+
+import trio
+
+import slatedb
+from slatedb import admin
+from slatedb.objstore import resolve_store
+
+
+async def _started(store) -> None:
+    """Until the compactor's claim (and its startup pin) landed."""
+    while (await admin.read_manifest(store)).manifest.compactor_epoch == 0:
+        await trio.sleep(0.01)
+
+
+def _db(url: str) -> None:
+    with slatedb.Db.open(url, settings={"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+
+
+async def test_a_cancelled_run_compactor_drops_its_startup_pin_and_a_hard_destroy_goes_through() -> None:
+    url = "memory://standalone-stop-trio"
+    _db(url)
+    store = resolve_store(url)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(admin.run_compactor, store)
+        await _started(store)
+        assert len(await admin.list_checkpoints(store)) == 1  # the startup pin
+        nursery.cancel_scope.cancel()
+    assert await admin.list_checkpoints(store) == []
+    await admin.destroy(store, False)  # refused while the pin lived
+    assert await store.list("") == []
+    await store.aclose()
+
+
+def test_run_compactor_cancelled_under_asyncio_drops_its_startup_pin() -> None:
+    url = "memory://standalone-stop-asyncio"
+    _db(url)
+    store = resolve_store(url)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(admin.run_compactor(store))
+        while (await admin.read_manifest(store)).manifest.compactor_epoch == 0:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        assert await admin.list_checkpoints(store) == []
+
+    asyncio.run(main())
+    trio.run(store.aclose)
+
+
+def test_ctrl_c_on_slatedb_run_compactor_drops_its_startup_pin(tmp_path) -> None:
+    """The command line: SIGINT (Ctrl-C) ends ``run-compactor`` with status 130, its pin gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    url = f"file://{tmp_path}/db"
+    _db(url)
+    proc = subprocess.Popen([sys.executable, "-m", "slatedb", "--path", url, "run-compactor"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        store = resolve_store(url)
+        while trio.run(admin.read_manifest, store).manifest.compactor_epoch == 0:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert trio.run(admin.list_checkpoints, store) == []
+    trio.run(store.aclose)
