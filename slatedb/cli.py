@@ -22,6 +22,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn
@@ -511,6 +512,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Commands that run until stopped: SIGTERM (a service manager's stop) stops them as Ctrl-C does.
+SERVICE_COMMANDS = ("run-compactor", "run-gc")
+
+
+async def _until_terminated(ns: argparse.Namespace) -> int:
+    """Run a service command; SIGTERM cancels it (a compactor then drops its startup pin, as at
+    Ctrl-C) and the exit status is 143 (128 + SIGTERM), instead of a kill that skips the stop."""
+    terminated = False
+    result = 0
+    async with trio.open_nursery() as nursery:
+        async def watch() -> None:
+            nonlocal terminated
+            with trio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    terminated = True
+                    nursery.cancel_scope.cancel()
+                    return
+
+        nursery.start_soon(watch)
+        result = await COMMANDS[ns.command](ns)
+        nursery.cancel_scope.cancel()
+    return 143 if terminated else result
+
+
 def _fail(message: str, code: int) -> int:
     print(f"slatedb: error: {' '.join(str(message).split())}", file=sys.stderr)
     return code
@@ -526,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         try:
-            return trio.run(COMMANDS[ns.command], ns)
+            return trio.run(_until_terminated if ns.command in SERVICE_COMMANDS else COMMANDS[ns.command], ns)
         except BaseExceptionGroup as group:  # a nursery's single error: report the error itself
             error = sole_exception(group)
             if error is group:

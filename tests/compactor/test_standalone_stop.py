@@ -88,3 +88,33 @@ def test_ctrl_c_on_slatedb_run_compactor_drops_its_startup_pin(tmp_path) -> None
     assert proc.returncode == 130, (out, err)
     assert trio.run(admin.list_checkpoints, store) == []
     trio.run(store.aclose)
+
+
+def test_sigterm_stops_slatedb_run_compactor_as_ctrl_c_does(tmp_path) -> None:
+    """A service manager stops ``slatedb run-compactor`` with SIGTERM: found killed outright
+    (status -15), its startup pin left for ``checkpoint_lifetime``. Now the same stop as Ctrl-C,
+    exit status 143 (128 + SIGTERM); ``run-gc`` goes through the same wrapper
+    (``slatedb.cli.SERVICE_COMMANDS``)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    url = f"file://{tmp_path}/db"
+    _db(url)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    store = resolve_store(url)
+    proc = subprocess.Popen([sys.executable, "-m", "slatedb", "--path", url, "run-compactor"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        while trio.run(admin.read_manifest, store).manifest.compactor_epoch == 0:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and err == "", (proc.returncode, out, err)
+    assert trio.run(admin.list_checkpoints, store) == []
+    trio.run(store.aclose)
