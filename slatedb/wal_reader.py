@@ -22,7 +22,7 @@ from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg, RuntimeThread
 from slatedb.errors import ClosedError, InvalidArgumentError
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
-from slatedb.wal.reader import ChangeRow, WalGapError, WalReaderCore, iterate
+from slatedb.wal.reader import ChangeRow, WalGapError, WalReaderCore, iterate, whole_from
 
 __all__ = ["AsyncWalReader", "ChangeRow", "WalGapError", "WalReader"]
 
@@ -82,7 +82,7 @@ class AsyncChanges:
                 if not ids and not self._follow:
                     self._done = True
                     raise StopAsyncIteration
-                self._next_id = ids[0] if ids else 1
+                self._next_id = whole_from(ids) if ids else 1
             rows = await reader._call(reader._core.next_rows, self._next_id, self._follow, self._poll_interval_s)
             if rows is None:
                 self._done = True
@@ -124,7 +124,8 @@ class WalReader:
 
     def changes(self, start_id: int | None = None, *, follow: bool = False,
                 poll_interval_s: float = 1.0) -> Iterator[ChangeRow]:
-        """The rows of every WAL object from ``start_id`` (default: the oldest left) in order;
+        """The rows of every WAL object from ``start_id`` (default: the oldest from which the
+        WAL is whole up to the newest, past a gap GC left below a kept fence) in order;
         at the end, stop (``follow=False``) or wait for the next object, polling every
         ``poll_interval_s``. Arguments are checked here, not at the first row
         (:class:`~slatedb.InvalidArgumentError`)."""

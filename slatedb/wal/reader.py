@@ -36,6 +36,20 @@ class WalGapError(SlateDBError):
     """A WAL object expected next is gone (GC removed it before it was read)."""
 
 
+def whole_from(ids: list[int]) -> int:
+    """The first id of the run of consecutive ids that ends at the newest (``ids`` ascending,
+    not empty): where a reader that did not pick a start begins. GC removes WAL objects from the
+    oldest on but keeps the 0-byte fences writers' opens leave (``wal_fence_options`` is a dry
+    run by default), so the oldest id left, ``wal/1`` say, may be followed by a gap; reading
+    from it would meet :class:`WalGapError` at once."""
+    start = ids[-1]
+    for i in reversed(ids[:-1]):
+        if i != start - 1:
+            break
+        start = i
+    return start
+
+
 @attrs.frozen
 class ChangeRow:
     kind: str  # "VALUE", "TOMBSTONE" or "MERGE" (the official RowEntryKind names)
@@ -95,7 +109,7 @@ class WalReaderCore:
             ids = await self.wal_ids()
             if any(i > wal_id for i in ids):
                 raise WalGapError(f"WAL object {wal_key(wal_id)} is gone (GC removed it before it was read); "
-                                  f"the oldest left is {wal_key(min(ids))}")
+                                  f"the WAL is whole from {wal_key(whole_from(ids))} on")
             if not follow:
                 return None
             await self.runtime.sleep(poll_interval_s)
@@ -111,7 +125,7 @@ def iterate(call: Any, core: WalReaderCore, start_id: int | None, follow: bool, 
                 return
             start_id = 1
         else:
-            start_id = ids[0]
+            start_id = whole_from(ids)
     wal_id = start_id
     while True:
         rows = call(core.next_rows, wal_id, follow, poll_interval_s)

@@ -200,3 +200,42 @@ def test_closing_the_reader_ends_a_following_iterator_with_closed_error(tmp_path
     reader.close()
     t.join(30)
     assert not t.is_alive() and seen == [b"a", "ClosedError"], seen
+
+
+def test_changes_without_a_start_begin_past_the_gap_gc_leaves_below_a_kept_fence(tmp_path) -> None:
+    """A CDC consumer ran ``WalReader.changes()`` (the docs' call, no start id) on a database GC
+    had collected: found WalGapError at once, every time ("wal/2 is gone; the oldest left is
+    wal/1"): GC keeps the 0-byte fence ``wal/1`` a writer's open leaves (``wal_fence_options`` is a
+    dry run by default) and removes the WAL objects after it, so "the oldest left" was never
+    readable. Now the default start is the oldest id from which the WAL is whole up to the
+    newest; an explicit start inside the gap still raises, naming where the WAL is whole from."""
+    import asyncio
+
+    import trio
+
+    from slatedb import admin, aio
+    from slatedb.objstore import resolve_store
+
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, S) as db:
+        for i in range(4):
+            db.put(b"k%d" % i, b"v", durable=True)
+        db.flush(wal=False)  # the rows are in L0: GC may take their WAL objects
+        db.put(b"late", b"v", durable=True)
+    quick = {"garbage_collector_options": {"wal_options": {"min_age": "1ms", "interval": "1s"}}}
+    store = resolve_store(url)
+    trio.run(lambda: admin.run_gc(store, quick, once=True))
+    trio.run(store.aclose)
+    with WalReader.open(url) as w:
+        ids = w.wal_ids()
+        assert ids[0] == 1 and ids[1] > 2, ids  # the fence kept, a gap after it
+        assert w.read(1) == []
+        assert [r.key for r in w.changes()] == [b"late"]
+        with pytest.raises(WalGapError, match=f"the WAL is whole from wal/{ids[1]:020d}.sst on"):
+            next(w.changes(start_id=2))
+
+    async def from_aio() -> list[bytes]:
+        async with aio.WalReader.open(url) as w:
+            return [r.key async for r in w.changes()]
+
+    assert asyncio.run(from_aio()) == [b"late"]
