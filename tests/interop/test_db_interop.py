@@ -612,3 +612,17 @@ def test_writes_do_not_stall_on_a_full_l0(tmp_path: Path) -> None:
         assert done.wait(5.0), "put() still blocked after 5 s, with nothing unflushed"
     finally:
         db.close()  # wakes a blocked put (it raises ClosedError)
+
+
+def test_the_official_engine_splits_a_non_ascii_path_in_two(official) -> None:
+    """docs/objstore.md "Paths the two engines share": the official ``DbBuilder("café")`` keeps
+    manifests under ``caf%C3%A9/`` and WAL objects and SSTs under ``caf%25C3%25A9/`` (the
+    standalone reproduction under docs/official-defects/, run against the wheel alone)."""
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "docs" / "official-defects" / "non_ascii_path_split.py"
+    proc = subprocess.run([str(official.python), "-I", str(script)], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "caf%25C3%25A9/: compacted, wal" in proc.stdout and "caf%C3%A9/: compactions, manifest" in proc.stdout
+    assert "reads its row back: b'v'" in proc.stdout
