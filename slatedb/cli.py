@@ -393,6 +393,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _add(sub, name: str, description: str, json_help: str = "print JSON (lists: one object per line)"):
     p = sub.add_parser(name, help=description.split(". ")[0], description=description)
+    p.add_argument("--path", dest="path_here", default=None, help="database URL (as the global --path)")
     p.add_argument("--json", action="store_true", dest="json_here", help=json_help)
     return p
 
@@ -503,7 +504,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(sub, "check", "Check the database's structure against the invariants of spec/protocols (read-only; any "
              "engine's database). One line per finding (invariant id, object, what is wrong), then the garbage "
              "report. Exit 0 healthy, 1 findings, 2 no database or an access error", "print one JSON object")
-    p.add_argument("--path", dest="path_here", default=None, help="database URL (as the global --path)")
     p.add_argument("--deep", action="store_true", help="also read every block of every referenced SST and WAL "
                    "object: checksums, rows in key and seq order")
     p.add_argument("--no-garbage", action="store_true", help="leave out the garbage report (findings only)")
@@ -544,7 +544,9 @@ def _fail(message: str, code: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
-    ns.path = ns.path or getattr(ns, "path_here", None)
+    if ns.path is not None and ns.path_here is not None and ns.path != ns.path_here:
+        parser.error(f"--path given twice, {ns.path!r} and {ns.path_here!r}")
+    ns.path = ns.path or ns.path_here
     if ns.path is None:
         parser.error("the following arguments are required: --path")
     ns.as_json = ns.json or ns.json_here
