@@ -4,9 +4,11 @@ rescale world's base."""
 
 from __future__ import annotations
 
+import collections
+import itertools
 import math
+import operator
 import uuid
-from collections import defaultdict
 
 import attrs
 import trio
@@ -211,16 +213,26 @@ async def _scan(r) -> dict:
     return {k: v async for k, v in r.scan()}
 
 
-_FAULT_KINDS = frozenset(("store.reply-lost", "fault.stall", "crash", "pause"))
+_FAULT_KINDS = ("store.reply-lost", "fault.stall", "crash", "pause")
+_KIND = operator.attrgetter("kind")
 
 
 def fault_counts(trace: Trace) -> dict:
-    counts: dict[str, int] = defaultdict(int)
-    for e in trace.events:  # a pass over every event of the run: each kind read once
-        kind = e.kind
-        if kind == "store.result":
-            if e.f.get("outcome") == "transient-error":
-                counts["fault.transient"] += 1
-        elif kind in _FAULT_KINDS:
-            counts[kind] += 1
-    return dict(counts)
+    """Injected faults by kind, in the order each kind first occurs in the trace: transient
+    errors (``fault.transient``: a ``store.result`` whose outcome is ``transient-error``), lost
+    replies, stalls, crashes and pauses. The kinds are read and counted in C; only the store
+    results are looked at one by one."""
+    events = trace.events
+    kinds = list(map(_KIND, events))
+    first: dict[str, int] = {}
+    transient = 0
+    for i in itertools.compress(range(len(kinds)), map("store.result".__eq__, kinds)):
+        if events[i].f.get("outcome") == "transient-error":
+            if not transient:
+                first["fault.transient"] = i
+            transient += 1
+    counted = collections.Counter(kinds)
+    for kind in _FAULT_KINDS:
+        if counted[kind]:
+            first[kind] = kinds.index(kind)
+    return {kind: transient if kind == "fault.transient" else counted[kind] for kind in sorted(first, key=first.__getitem__)}

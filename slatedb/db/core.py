@@ -41,6 +41,7 @@ from ulid import ULID
 
 from slatedb.config import Settings, check_writer_settings
 from slatedb.errors import ClosedError, FencedError, InvalidArgumentError, InvalidDbStateError, SlateDBError
+from slatedb.format.layout import ulid_text
 from slatedb.format.sst import sst_options_of
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
@@ -234,7 +235,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         store, key = self.locator.locate(sst_id)
         return await retry_transient(
             self.runtime,
-            lambda: SstReader.open(store, key, block_cache=self.cache, cache_id=str(sst_id)),
+            lambda: SstReader.open(store, key, block_cache=self.cache, cache_id=ulid_text(sst_id)),
             what=f"open {key}",
         )
 

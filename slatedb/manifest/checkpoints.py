@@ -8,6 +8,7 @@ import math
 import uuid
 
 from slatedb.errors import InvalidArgumentError, InvalidDbStateError
+from slatedb.format import memo
 from slatedb.format.types import Checkpoint, ManifestV2, WriterCheckpoint
 
 #: ``checkpoint_expire_time_s`` is a u32 in the format.
@@ -22,7 +23,39 @@ def is_expired(cp: Checkpoint, now_s: int) -> bool:
 def active_checkpoints(m: ManifestV2, now_s: int) -> tuple[Checkpoint, ...]:
     """``m``'s checkpoints that still pin: neither expired nor a stale writer checkpoint
     (:func:`is_stale_writer_checkpoint`)."""
-    return tuple(c for c in m.checkpoints if not is_expired(c, now_s) and not is_stale_writer_checkpoint(c, m))
+    return split_checkpoints(m, now_s)[0]
+
+
+def split_checkpoints(m: ManifestV2, now_s: int) -> tuple[tuple[Checkpoint, ...], tuple[Checkpoint, ...]]:
+    """``m``'s checkpoints at ``now_s``: (those that still pin, as :func:`active_checkpoints`;
+    the others, expired or a stale writer checkpoint), each in ``m``'s order.
+
+    A pure function of the frozen manifest and the second: within a simulated run
+    (:func:`slatedb.format.memo.active`) the answer for the same manifest object and second is
+    remembered (every GC pass asks it of the manifest it read, in its checkpoint expiry and again
+    in each directory's snapshot, and a manifest is read unchanged for many passes)."""
+    remembering = memo.active()
+    if remembering:
+        got = _SPLIT.get((id(m), now_s))
+        if got is not None and got[0] is m:
+            return got[1]
+    active: list[Checkpoint] = []
+    gone: list[Checkpoint] = []
+    for c in m.checkpoints:
+        (gone if is_expired(c, now_s) or is_stale_writer_checkpoint(c, m) else active).append(c)
+    split = (tuple(active), tuple(gone))
+    if remembering:
+        if len(_SPLIT) >= _MAX_SPLIT:
+            _SPLIT.clear()
+        _SPLIT[(id(m), now_s)] = (m, split)
+    return split
+
+
+#: :func:`split_checkpoints`' answers by (manifest object, second) within a simulated run (the
+#: manifest kept in the entry, so its id stays its own).
+_SPLIT: dict[tuple[int, int], tuple[ManifestV2, tuple[tuple[Checkpoint, ...], tuple[Checkpoint, ...]]]] = {}
+_MAX_SPLIT = 1024
+memo._AT_END.append(_SPLIT.clear)  # dropped when the simulated run ends
 
 
 def absurd_lifetime(lifetime_s: float) -> str:

@@ -61,11 +61,11 @@ from .checkpoints import (
     expire_time_s,
     find_checkpoint,
     is_expired,
-    is_stale_writer_checkpoint,
     is_writer_checkpoint,
     make_checkpoint,
     pinned_for_commit,
     replace_writer_checkpoint,
+    split_checkpoints,
     without_checkpoints,
     without_writer_checkpoints,
     writer_checkpoint,
@@ -382,10 +382,10 @@ class ExpireCheckpoints(Edit[tuple[Checkpoint, ...]]):
 
     def apply(self, m: ManifestV2, attempt: Attempt) -> Change[tuple[Checkpoint, ...]]:
         now_s = attempt.now_ms // 1000
-        expired = tuple(c for c in m.checkpoints if is_expired(c, now_s) or is_stale_writer_checkpoint(c, m))
+        active, expired = split_checkpoints(m, now_s)
         if not expired or m.destroyed_at_s:  # nothing is written to a destroyed database (destroy.md S5)
             return Change(None, ())
-        return Change(attrs.evolve(m, checkpoints=active_checkpoints(m, now_s)), expired)
+        return Change(attrs.evolve(m, checkpoints=active), expired)
 
 
 # -- clones ----------------------------------------------------------------------------------
