@@ -519,6 +519,48 @@ def test_a_shutdown_releases_the_job_whatever_it_interrupts(when) -> None:
     trio.run(main)
 
 
+def test_a_job_recorded_with_one_output_list_resumes_as_one_range_from_those_outputs() -> None:
+    """A Running job recorded before subcompactions -- its outputs in the job's own
+    ``output_ssts``, no ranges in its context (an older engine's, or the official one's) -- is
+    resumed as one range over the whole key space that continues after those outputs, not
+    planned afresh into ranges that would drop them (`sim mutate` seed 21: the test of that
+    case inverted, so such a job was re-planned from scratch, survived)."""
+    store, _expected = filled_store(n_keys=200, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100, compactor_options={
+        "poll_interval": "50ms", "worker_heartbeat_timeout": "3s",
+        "worker": {"max_subcompactions": 4, "heartbeat_interval": "200ms", "compactions_poll_interval": "50ms"}})
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        manifest = latest_manifest(store)[1]
+        await submit_compaction(store, rt, full_spec(manifest))
+        await coord.tick()
+        w = Worker(store, rt, settings)
+        (cid,) = await w.step()
+        cs = CompactionsStore(store, rt)
+        cur = await cs.read_latest()
+        job = lc.find(cur.compactions, cid)
+        assert job.ctx is None or not job.ctx.subcompactions
+        # One output written before the job was interrupted (an L0 SST's table under a new id).
+        table = next(t for t in manifest.ssts if t.id == manifest.l0[0].sst_id)
+        legacy = (CompactedSsTable(ULID.from_timestamp(job.id.milliseconds + 1), table.info,
+                                   format_version=table.format_version),)
+        await cs.try_write(cur.id + 1, lc.replace(cur.compactions, attrs.evolve(job, output_ssts=legacy)))
+        planned = []
+
+        async def stop_at_the_plan(tasks, on_output):
+            planned.extend(tasks)
+            raise NotImplementedError("stopped once planned")
+        w.runner.run_ranges = stop_at_the_plan  # type: ignore[method-assign]
+        assert await w.run_job(cid) is False  # (released: the fake runner raised)
+        assert [(t.index, t.job.key_lo, t.job.key_hi, t.job.resume_outputs) for t in planned] == [
+            (0, None, None, legacy)]
+
+    trio.run(main)
+
+
 @pytest.mark.parametrize("kind", ["segment-drain", "sources-gone"])
 def test_a_worker_releases_a_job_it_cannot_run_and_says_it_did_not_run_it(kind) -> None:
     """W2: a job of a kind this worker does not run (a segment drain, another engine's), or whose

@@ -69,6 +69,22 @@ def test_a_version_of_seq_0_counts_like_any_other_MERGE_1() -> None:
     assert resolve_versions([r(b"k", 1, b"b", M), r(b"k", 0, b"a", V)], concat, NOW).value == b"ab"  # type: ignore[union-attr]
 
 
+def test_operands_without_an_operator_are_refused_naming_the_newest_MERGE_8() -> None:
+    """MERGE-8 at the fold: a key whose visible versions hold operands and no operator is
+    configured raises ``MergeOperatorMissingError`` naming the key and its newest operand's seq
+    (the version a read meets first, as ``resolve_row`` names its row), whatever lies below
+    (`sim mutate` seed 21: the oldest operand named instead survived: every check had one)."""
+    rows = [r(b"k", 4, b"c", M), r(b"k", 3, b"b", M), r(b"k", 2, b"a", V)]
+    with pytest.raises(MergeOperatorMissingError, match=r"key b'k' seq 4 is a merge operand") as err:
+        resolve_versions(rows, None, NOW)
+    assert err.value.key == b"k"
+    # a newer expired operand is not a version a read meets: the next one is named
+    rows = [r(b"k", 5, b"d", M, expire=NOW), *rows]
+    with pytest.raises(MergeOperatorMissingError, match=r"key b'k' seq 4 is a merge operand"):
+        resolve_versions(rows, None, NOW)
+    assert resolve_versions([r(b"k", 2, b"a", V)], None, NOW).value == b"a"  # type: ignore[union-attr]
+
+
 def test_the_ready_made_concat_operator() -> None:
     """``slatedb.merge_operator:concat`` (the official documentation's example, what
     ``run-compactor --merge-operator`` names): no test called it (`sim mutate` seed 13)."""

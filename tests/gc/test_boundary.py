@@ -53,14 +53,20 @@ class BoundaryCheckingStore(MemoryStore):
 def test_with_boundary_files_off_gc_collects_by_the_old_rules_and_writes_no_boundary() -> None:
     """``boundary_files_enabled=False`` (the pre-RFC 004 rules, the official option): no boundary
     file is read or written, and nothing limits the ids GC may delete but its own rules (keep
-    the latest and what checkpoints pin, min_age)."""
+    the latest and what checkpoints pin, min_age). The latest ``.compactions`` file too is kept
+    by the "not the latest" rule alone (no boundary, and no manifest read bounds its ids: `sim
+    mutate` seed 21, the rule made ``file_id > newest``, survived while this test had no
+    ``.compactions`` files)."""
     async def main() -> None:
         rt = VirtualRuntime()
         db = DbBuilder(memory_store(rt), rt)
         await db.commits(5)
+        for _ in range(3):
+            await db.write_compactions()
         rt.advance(MIN_AGE_S + 1)
         stats = await GarbageCollector(db.store, rt, attrs.evolve(gc_options(MIN_AGE_S), boundary_files_enabled=False)).run_once()
         assert db.manifest_ids() == [5] and stats.boundary_advances == 0
+        assert db.compactions_ids() == [3] and stats.compactions_deleted == 2
         assert db.keys("gc/") == [] and not rt.kinds("boundary_advance")
 
     run_virtual(main)
@@ -282,6 +288,51 @@ def test_run_waits_one_interval_then_collects_each_directory_on_its_own_schedule
             assert db.manifest_ids() == [5]  # manifests at 100 s
             nursery.cancel_scope.cancel()
         assert gc.totals.wal_deleted == 2 and gc.totals.manifests_deleted == 4
+
+    run_virtual(main)
+
+
+def test_a_scheduled_pass_that_fails_is_counted_reported_and_retried_at_the_next_interval() -> None:
+    """``run()``: a pass that fails with a ``SlateDBError`` other than the two that stop the
+    collector (here the store refusing the WAL listing once) does not stop it: ``errors``
+    counts it, a ``gc_error`` event names its directory and the error, and the next interval's
+    pass collects what the failed one did not (`sim mutate` seed 21: ``errors`` left unchanged
+    survived, no check failed a scheduled pass)."""
+    from slatedb.errors import AccessDeniedError
+
+    class RefusesOneWalListing(MemoryStore):
+        refused = 0
+
+        async def list(self, prefix: str = ""):
+            if prefix == "wal/" and not self.refused:
+                self.refused += 1
+                raise AccessDeniedError(prefix, "refused once")
+            return await super().list(prefix)
+
+    async def main() -> None:
+        rt = VirtualRuntime()
+        base = memory_store(rt)
+        store = RefusesOneWalListing(base._bucket, base._clock_ms, url=base.url)
+        db = DbBuilder(store, rt)
+        await db.commits(2)
+        for i in range(1, 4):
+            db.put_wal(i)
+        await db.commit(lambda m: attrs.evolve(m, replay_after_wal_id=3))
+        rt.advance(MIN_AGE_S + 1)
+        opts = gc_options(MIN_AGE_S, interval_s=None)
+        opts = attrs.evolve(opts, wal_options=attrs.evolve(opts.wal_options, interval=30.0))
+        gc = GarbageCollector(store, rt, opts)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            await trio.sleep(31)
+            assert store.refused == 1 and db.wal_ids() == [1, 2, 3]  # the first pass failed
+            assert gc.errors == 1
+            assert [(e["directory"], e["error"]) for e in rt.kinds("gc_error")] == [
+                ("wal", "AccessDeniedError: wal/: refused once")]
+            await trio.sleep(30)
+            assert db.wal_ids() == [3] and gc.errors == 1  # the next one collected
+            nursery.cancel_scope.cancel()
+        assert gc.totals.wal_deleted == 2
 
     run_virtual(main)
 

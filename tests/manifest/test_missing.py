@@ -117,3 +117,25 @@ def test_a_forced_create_over_leftovers_starts_above_the_boundary_and_the_stray_
     for i in wal_ids:
         store.put_now(wal_key(i), b"stray")
     assert trio.run(initial_over_leftovers, ms) == (5, replay_after)
+
+
+def test_lost_manifests_are_reported_by_directory_with_the_first_key_of_at_most_three() -> None:
+    """``ManifestsMissingError`` counts the objects of every data directory that holds some and
+    names the first key of each, three at most (the first three directories, in
+    ``DATA_DIRECTORIES`` order): the message stays short however much is left (`sim mutate` seed
+    21: the examples cut to two survived, no check had left more than two directories)."""
+    store = memory_store()
+    ms = ManifestStore(store, ProductionRuntime())
+    keys = {"wal/": ["wal/00000000000000000002.sst", "wal/00000000000000000001.sst"],
+            "compacted/": ["compacted/01JABCDEFGHJKMNPQRSTVWXYZ1.sst"],
+            "compactions/": ["compactions/00000000000000000003.compactions"],
+            "gc/": ["gc/manifest.boundary", "gc/compactions.boundary"]}
+    for ks in keys.values():
+        for k in ks:
+            store.put_now(k, b"left")
+    with pytest.raises(ManifestsMissingError) as err:
+        trio.run(require_latest, ms)
+    assert err.value.found == {"wal/": 2, "compacted/": 1, "compactions/": 1, "gc/": 2}
+    assert err.value.examples == ["wal/00000000000000000001.sst", "compacted/01JABCDEFGHJKMNPQRSTVWXYZ1.sst",
+                                  "compactions/00000000000000000003.compactions"]
+    assert "e.g. wal/00000000000000000001.sst, compacted/01JABCDEFGHJKMNPQRSTVWXYZ1.sst, compactions/" in str(err.value)

@@ -195,6 +195,34 @@ def test_unknown_expired_and_malformed_checkpoint_ids() -> None:
         open_reader(store, cp.id, clock=clock)
 
 
+@pytest.mark.parametrize("pins", ["deleted", "above-the-latest"])
+def test_a_given_checkpoint_whose_manifest_does_not_exist_is_refused(pins: str) -> None:
+    """A checkpoint names the manifest it pins; a reader at it reads that manifest (the latest it
+    read only when the ids are equal). One that does not exist -- deleted behind the checkpoint's
+    back, or above the latest one, which only a malformed manifest names -- refuses the open with
+    ``InvalidDbStateError`` naming it, never reads another manifest in its place (`sim mutate`
+    seed 21: the latest taken for every pinned id at or above it survived)."""
+    store = memory_store()
+    with slatedb.Db.open("memory://test", settings=WRITER, store=store) as db:
+        db.put(b"a", b"1")
+        db.flush(wal=False)
+        cp = make_checkpoint(store)
+        db.put(b"b", b"2")
+        db.flush(wal=False)
+    if pins == "deleted":
+        store.delete_now(manifest_key(cp.manifest_id))
+        gone = cp.manifest_id
+    else:
+        gone = latest_manifest(store)[0] + 2  # the manifest written next is mid + 1
+
+        def pin_above(m):
+            return attrs.evolve(m, checkpoints=tuple(attrs.evolve(c, manifest_id=gone) if c.id == cp.id else c
+                                                     for c in m.checkpoints))
+        write_next_manifest(store, pin_above)
+    with pytest.raises(InvalidDbStateError, match=f"checkpoint {cp.id} pins manifest {gone}, which is gone"):
+        open_reader(store, cp.id)
+
+
 # ---------------------------------------------------------------------------------------------
 # Managed mode: establish, refresh, re-establish, close
 # ---------------------------------------------------------------------------------------------

@@ -225,13 +225,15 @@ def test_shards_stay_while_referenced_and_are_collected_after_compaction_and_gc_
 
     async def at_the_boundary(s, rt):
         """min_age_s is measured in ms from each shard's newest manifest: one ms short keeps them
-        all (`sim mutate` seed 14: a threshold of min_age_s * 1001 ms survived)."""
+        all (`sim mutate` seed 14: a threshold of min_age_s * 1001 ms survived). Left out, it is
+        300 s (docs/spark.md; `sim mutate` seed 21: a default of 299 s survived)."""
         newest: dict[str, int] = {}
         for m in await s.list(SHARDS_DIR):
             if "/manifest/" in m.key:
                 root = m.key.split("/manifest/")[0]
                 newest[root] = max(newest.get(root, 0), m.last_modified_ms)
         assert len(newest) == 2
+        assert await collect_shards(s, At(min(newest.values()) + 299_999)) == []  # the default, 300 s
         assert await collect_shards(s, At(min(newest.values()) + 59_999), min_age_s=60) == []
         return await collect_shards(s, At(max(newest.values()) + 60_000), min_age_s=60)
 
@@ -721,3 +723,49 @@ def test_the_clean_up_of_an_ended_load_deletes_its_unpinned_shards_and_keeps_the
     assert shard_roots(tmp_path) == {roots[0]}
     with slatedb.DbReader.open(pinned) as r:
         assert dict(r.scan()) == rows_of(b"a", 50)
+
+
+def test_the_clean_up_of_ended_shards_reports_a_kept_shard_and_only_then(tmp_path) -> None:
+    """``collect_ended_shards`` says what it did with an ended load's shards: one still pinned
+    is kept (``shard_leftover_kept`` and the ``load.ended-shard-kept`` probe, which tells the
+    simulator the LOAD-9 case was reached); once released, the load's shards are collected
+    (``shard_leftover_collected``, the load id returned) and the probe stays silent (`sim
+    mutate` seed 21: the probe reported when nothing was kept, and not when a shard was, survived)."""
+    from slatedb.checkpoint import CheckpointOptions, create_checkpoint, delete_checkpoint
+    from slatedb.runtime import probes
+    from slatedb.spark.load import end_load
+    from slatedb.spark.sharded import collect_ended_shards
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    stage(url, plan, 0, rows_of(b"a", 20))
+    stage(url, plan, 1, rows_of(b"b", 20))
+    run_io(url, None, lambda s, rt: end_load(s, rt, plan.load_id))
+    first = f"{url}/{SHARDS_DIR}{sorted(shard_roots(tmp_path))[0]}"
+    cp = run_io(first, None, lambda s, rt: create_checkpoint(ManifestStore(s, rt), rt, CheckpointOptions(lifetime_s=3600)))
+
+    class Recorded(ProductionRuntime):
+        def __init__(self) -> None:
+            super().__init__("test")
+            self.probes: list[str] = []
+            self.events: list[tuple[str, dict]] = []
+
+        def probe(self, name: str) -> None:
+            self.probes.append(name)
+
+        def event(self, kind: str, **fields) -> None:
+            if kind.startswith("shard_leftover"):
+                self.events.append((kind, fields))
+
+    def clean_up(rt: Recorded) -> list[str]:
+        return run_io(url, None, lambda s, _rt: collect_ended_shards(s, rt))
+
+    kept = Recorded()
+    assert clean_up(kept) == [] and len(shard_roots(tmp_path)) == 1
+    assert kept.probes == [probes.LOAD_ENDED_SHARD_KEPT]
+    assert kept.events == [("shard_leftover_kept", {"load_id": plan.load_id, "kept": 1})]
+    run_io(first, None, lambda s, rt: delete_checkpoint(ManifestStore(s, rt), rt, cp.id))
+    collected = Recorded()
+    assert clean_up(collected) == [plan.load_id] and shard_roots(tmp_path) == set()
+    assert collected.probes == []
+    assert collected.events == [("shard_leftover_collected", {"load_id": plan.load_id})]
