@@ -379,15 +379,16 @@ UNIT_CAUGHT: dict[str, str] = {
     # Not beyond the contract, but too rare for a budget: gc 3741 is the first seed that needs it.
     switches.GC_JUDGES_EXPIRY_NOW:
         "tests/gc/test_stale_snapshot.py::test_judging_expiry_by_the_clock_after_the_read_deletes_a_pinned_manifest",
+    # A thread race (writer.md step 7's kick): no simulated writer, one thread, can enter its window.
+    switches.KICK_SKIPS_IDLE_FLUSHER:
+        "tests/db/test_durable_wait_idle_flusher.py::test_without_the_idle_wake_the_durable_wait_never_returns",
 }
 assert not set(UNIT_CAUGHT) & set(BY_NAME)
 assert set(BY_NAME) | set(UNIT_CAUGHT) == switches.ALL, \
     "every switch name (slatedb/runtime/switches.py) has one entry (or a unit test in UNIT_CAUGHT)"
 
-#: Known bug classes whose code does not exist yet: each becomes a catalogue entry (and a workload) in the issue
-#: that builds it. Listed so that ``sim bugs`` shows what is missing; a class that gets an entry leaves the list (GC
-#: of SSTs in use, clone/projection leaks and union seqs, an expired checkpoint breaking a reader did: gc-*,
-#: projection-*/union-*/clone-*, expired-checkpoint-fatal).
+#: Known bug classes whose code does not exist yet (``sim bugs`` shows them); each leaves the list when the issue
+#: that builds it gives it an entry (as gc-*, projection-*/union-*/clone-*, expired-checkpoint-fatal did).
 PLANNED: tuple[tuple[str, str], ...] = (
     ("Reader sets wal_id_last_seen to a WAL id GC already deleted", "reader (READ-1/2)"),
     ("Stalled WAL writer re-creates a WAL id GC deleted (RFC 004's shape for WAL ids)", "gc (DUR-1)"),

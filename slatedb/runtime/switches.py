@@ -62,6 +62,7 @@ DESTROY_DELETES_FOREIGN = "destroy-deletes-foreign"
 TXN_READS_UNCHECKED = "txn-reads-unchecked"
 TXN_WINDOW_IGNORES_FLUSH = "txn-window-ignores-flush"
 TXN_RANGES_UNCHECKED = "txn-ranges-unchecked"
+KICK_SKIPS_IDLE_FLUSHER = "kick-skips-idle-flusher"
 TXN_SNAPSHOT_WRITES_UNCHECKED = "txn-snapshot-writes-unchecked"
 # bulk load (spec/protocols/bulk-load.md)
 LOAD_WAL_TAIL_SHORT = "load-wal-tail-short"

@@ -65,3 +65,29 @@ def test_a_durable_wait_wakes_a_flusher_asleep_with_rows_buffered() -> None:
             assert core._flusher_idle and w.wal_rows  # buffered, the flusher asleep
         h.wait_durable(timeout_s=10)  # before the fix: TimeoutError
         assert db.get(b"b") == b"2"
+
+
+def test_without_the_idle_wake_the_durable_wait_never_returns() -> None:
+    """The catalogued switch ``kick-skips-idle-flusher`` (UNIT_CAUGHT: a thread race no simulated
+    writer can enter): the kick as it was before the fix, waking only the flusher's interval wait.
+    The state of the test above: the durable wait times out, the row still buffered."""
+    import pytest
+
+    from slatedb.runtime import switches
+    from slatedb.runtime.production import ProductionRuntime
+
+    rt = ProductionRuntime("kick")
+    rt.bugs = frozenset({switches.KICK_SKIPS_IDLE_FLUSHER})
+    with slatedb.Db.open("memory://durable-wait-idle-3/db", settings={**SETTINGS, "flush_interval": "1h"},
+                         runtime=rt) as db:
+        core = db._core
+        db.put(b"a", b"1", durable=True)
+        w = core._w
+        with w.lock:
+            assert core._flusher_idle
+            core._next_check_bytes = w.unflushed_bytes + 10**9
+        h = db.put(b"b", b"2")
+        with pytest.raises(TimeoutError):
+            h.wait_durable(timeout_s=1)
+        with w.lock:
+            assert w.wal_rows  # still buffered
