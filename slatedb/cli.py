@@ -393,7 +393,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _add(sub, name: str, description: str, json_help: str = "print JSON (lists: one object per line)"):
     p = sub.add_parser(name, help=description.split(". ")[0], description=description)
-    p.add_argument("--path", dest="path_here", default=None, help="database URL (as the global --path)")
+    p.add_argument("--path", dest="path_here", default=None, metavar="URL", help="database URL (as the global --path)")
     p.add_argument("--json", action="store_true", dest="json_here", help=json_help)
     return p
 
