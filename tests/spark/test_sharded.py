@@ -769,3 +769,80 @@ def test_the_clean_up_of_ended_shards_reports_a_kept_shard_and_only_then(tmp_pat
     assert clean_up(collected) == [plan.load_id] and shard_roots(tmp_path) == set()
     assert collected.probes == []
     assert collected.events == [("shard_leftover_collected", {"load_id": plan.load_id})]
+
+
+def test_an_unreferenced_shard_holding_an_active_checkpoint_stays_until_it_expires(tmp_path) -> None:
+    """LOAD-9 in ``collect_shards``: a shard the destination does not reference (a retried
+    attempt's) but that holds a checkpoint of another reader is kept while that checkpoint is
+    active, whatever ``min_age_s`` says, and collected once it has expired (the clock in seconds
+    against the checkpoint's expiry: `sim mutate` seed 22, ``now_ms ^ 1000`` for ``now_ms //
+    1000``, which took every checkpoint with an expiry for expired, survived)."""
+    from slatedb.checkpoint import CheckpointOptions, create_checkpoint
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    lost = stage(url, plan, 0, rows_of(b"a", 20), attempt=0)  # finished, but its task was retried
+    commit(url, plan, [stage(url, plan, 0, rows_of(b"a", 20), attempt=1)], collect=False)
+    cp = run_io(lost.url, None,
+                lambda s, rt: create_checkpoint(ManifestStore(s, rt), rt, CheckpointOptions(lifetime_s=3600)))
+    (held,) = [c for c in latest(lost.url).manifest.checkpoints if c.id == cp.id]
+    expires_ms = held.checkpoint_expire_time_s * 1000
+    assert run_io(url, None, lambda s, rt: collect_shards(s, rt, min_age_s=0)) == []
+    assert run_io(url, None, lambda s, _rt: collect_shards(s, At(expires_ms - 1000), min_age_s=0)) == []
+    assert lost.url.split("/shards/")[1] in shard_roots(tmp_path)
+    assert run_io(url, None, lambda s, _rt: collect_shards(s, At(expires_ms + 1000), min_age_s=0)) == [lost.url]
+    assert lost.url.split("/shards/")[1] not in shard_roots(tmp_path)
+
+
+def test_a_shard_whose_manifests_vanish_under_collect_shards_is_aged_from_the_epoch(tmp_path) -> None:
+    """LOAD-10 in ``collect_shards``: a shard's latest manifest was read, then its manifest
+    listing came back empty (its attempt is deleting it right now). It has no newest manifest
+    to age from: its age counts from Unix time 0, so it goes at once at any real clock, and a
+    clock one ms short of ``min_age_s`` after the epoch keeps it (`sim mutate` seed 22: the age
+    counted from -1 ms survived)."""
+    from slatedb.manifest.store import MANIFEST_DIR
+
+    url = url_of(tmp_path)
+    plan = begin(url)
+    lost = stage(url, plan, 0, rows_of(b"a", 20), attempt=0)
+    commit(url, plan, [stage(url, plan, 0, rows_of(b"a", 20), attempt=1)], collect=False)
+
+    class VanishingManifests:
+        """The shard's store: its second listing of ``manifest/`` (collect_shards' own, after
+        read_latest's) finds none."""
+
+        def __init__(self, inner) -> None:
+            self.inner, self.url, self.listings = inner, inner.url, 0
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        async def list(self, prefix, *args, **kwargs):
+            out = await self.inner.list(prefix, *args, **kwargs)
+            if prefix == MANIFEST_DIR:
+                self.listings += 1
+                if self.listings > 1:
+                    return []
+            return out
+
+        async def aclose(self):
+            await self.inner.aclose()
+
+    class Destination:
+        def __init__(self, inner) -> None:
+            self.inner, self.url = inner, inner.url
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def open_url(self, shard_url):
+            opened = self.inner.open_url(shard_url)
+            return VanishingManifests(opened) if shard_url == lost.url else opened
+
+    def collect(ms: int) -> list[str]:
+        return run_io(url, None, lambda s, _rt: collect_shards(Destination(s), At(ms), min_age_s=60))
+
+    assert collect(59_999) == []
+    assert lost.url.split("/shards/")[1] in shard_roots(tmp_path)
+    assert collect(60_000) == [lost.url]
+    assert lost.url.split("/shards/")[1] not in shard_roots(tmp_path)
