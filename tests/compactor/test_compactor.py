@@ -494,7 +494,8 @@ def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reas
     good, bad = trio.run(submit)
     _, cs = latest_compactions(store)
     assert [c.status for c in cs.recent_compactions] == [S.SUBMITTED, S.SUBMITTED]
-    c = compact(store, compactor_settings(min_sources=100))  # the scheduler proposes nothing
+    c = Compactor(store, RecordingRuntime(), compactor_settings(min_sources=100))  # the scheduler proposes nothing
+    assert trio.run(c.run_until_idle) == 2  # the compactions that finished in this run: one each way
     _, m = latest_manifest(store)
     assert not m.l0 and [r.id for r in m.compacted] == [0]
     # Both submissions were another process's: each adopted once (scheduled or failed).
@@ -506,6 +507,11 @@ def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reas
     assert c.stats["output_ssts"] == len(m.compacted[0].ssts)
     outputs = {v.sst_id for v in m.compacted[0].ssts}
     assert c.stats["bytes_written"] == sum(sst_size_bytes(s.info) for s in m.ssts if s.id in outputs) > 0
+    # A later run counts only its own: one more invalid submission, with one of each finished
+    # before (`sim mutate` seed 22: the count before taken as completed | failed survived).
+    trio.run(submit_compaction, store, rt, CompactionSpec((RunSource(78),), 78))
+    assert trio.run(c.run_until_idle) == 1
+    assert c.stats["completed"] == 1 and c.stats["failed"] == 2
 
 
 def test_a_coordinator_without_a_local_worker_reports_no_output() -> None:
