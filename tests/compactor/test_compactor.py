@@ -16,6 +16,7 @@ from slatedb.compactor.spec import CompactionSpec, L0Source, RunSource
 from slatedb.compactor.store import CompactionsStore, compactions_key
 from slatedb.errors import FencedError
 from slatedb.format.compactions import encode_compactions
+from slatedb.format.layout import sst_key
 from slatedb.format.manifest import encode_manifest
 from slatedb.format.types import CompactionsV1, CompactionStatus
 from slatedb.manifest.store import ManifestStore, manifest_key
@@ -507,6 +508,15 @@ def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reas
     assert c.stats["output_ssts"] == len(m.compacted[0].ssts)
     outputs = {v.sst_id for v in m.compacted[0].ssts}
     assert c.stats["bytes_written"] == sum(sst_size_bytes(s.info) for s in m.ssts if s.id in outputs) > 0
+    # The engine's metrics count the committed compaction and its outputs' data, filters and
+    # indexes: each object up to its index's end, short of the stats and the info block that
+    # follow (`sim mutate` seed 22: the sum made index_offset >> index_len survived, no check
+    # read the metric).
+    infos = [s.info for s in m.ssts if s.id in outputs]
+    assert all(i.filter_offset + i.filter_len <= i.index_offset < i.stats_offset for i in infos)
+    assert c.runtime.metrics.counters["compactions"] == 1
+    assert 0 < c.runtime.metrics.counters["compaction_bytes"] == sum(i.index_offset + i.index_len for i in infos) < sum(
+        len(store.get_now(sst_key(i)).data) for i in outputs)
     # A later run counts only its own: one more invalid submission, with one of each finished
     # before (`sim mutate` seed 22: the count before taken as completed | failed survived).
     trio.run(submit_compaction, store, rt, CompactionSpec((RunSource(78),), 78))
