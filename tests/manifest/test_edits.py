@@ -9,6 +9,7 @@ must be the state one clean commit gives, with the same result: nothing applied 
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import attrs
@@ -29,6 +30,7 @@ from slatedb.format.types import (
     SsTableInfo,
     WriterCheckpoint,
 )
+from slatedb.manifest.edit import Edit
 from slatedb.manifest import Attempt, CompactorFence, ManifestStore, WriterFence, apply_edit, manifest_key
 from slatedb.manifest.compaction import CompactionSpec, L0Source, RunSource
 from slatedb.manifest.edits import (
@@ -417,3 +419,26 @@ def test_a_detach_is_found_landed_only_when_its_attempt_may_have_landed_and_its_
     assert edit.landed(gone, maybe) == (True, (entry,))
     assert edit.landed(BASE, maybe)[0] is False  # the entry is still there: not landed
     assert edit.landed(gone, lost)[0] is False
+
+
+def test_every_edit_kind_is_a_frozen_slotted_attrs_class_of_its_own() -> None:
+    """Edits are frozen attrs values, each class decorated itself, subclasses too: one left
+    undecorated still inherits its parent's fields and frozen ``__setattr__``, but a field it
+    declared would be a plain class attribute, not an argument of the edit (`sim mutate` seed
+    22: AddReaderCheckpoint without its @attrs.frozen survived). Every kind is among CASES above."""
+
+    def kinds(cls: type) -> list[type]:
+        out = []
+        for sub in cls.__subclasses__():
+            if getattr(sys.modules[sub.__module__], sub.__name__, None) is sub:  # not attrs' replaced originals
+                out.append(sub)
+            out += kinds(sub)
+        return out
+
+    found = kinds(Edit)
+    assert AddReaderCheckpoint in found and {c.kind for c in found} == {edit.kind for _, _, edit in CASES}
+    for cls in found:
+        assert "__attrs_attrs__" in vars(cls) and "__slots__" in vars(cls), cls.__name__
+    for _, _, edit in CASES:
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            edit.fence = None  # type: ignore[misc]
