@@ -200,6 +200,9 @@ def test_l0_flush_updates_the_manifest() -> None:
         assert [v.id for v in m.l0] == [v.sst_id for v in m.l0]
         assert m.last_l0_seq == 300
         assert m.replay_after_wal_id == db._core._wal.last_id
+        # ... and wal_id_last_seen raised to the WAL id written last (AddL0's wal_last; `sim
+        # mutate` seed 22: the flush passing 0 survived)
+        assert m.wal_id_last_seen == db._core._wal.last_id > 2
         assert m.l0[0].sst_id > m.l0[-1].sst_id  # newest first
         assert all(store.head_now(f"compacted/{v.sst_id}.sst").size_bytes > 0 for v in m.l0)
         assert db._core.read_state.mems[0].is_empty
