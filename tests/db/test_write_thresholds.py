@@ -57,3 +57,35 @@ def test_writes_wait_only_above_max_unflushed_bytes_not_at_it(monkeypatch) -> No
             value = b"x" * (8192 + extra - len(key) - ROW_OVERHEAD_BYTES)
             db.put(key, value)
             assert seen[0] == (8192 + extra, blocked)
+
+
+def test_a_write_that_fills_the_memtable_cuts_it_and_wakes_the_wal_flusher(monkeypatch) -> None:
+    """A write past ``l0_sst_size_bytes`` cuts the memtable and kicks the WAL flusher in the same
+    threshold step (under the write path's lock): with ``flush_interval`` 1 h nothing else would
+    write the cut's rows to the WAL and hand its memtable to the L0 flush (`sim mutate` seed 22:
+    the step marking the flusher kicked before kicking it, so that the kick did nothing, survived)."""
+    steps: list[list[str]] = []
+    original_step = write_path.WritePath._on_threshold
+    original_set = write_path.WritePath._set_from_any_thread
+
+    def recorded_step(self) -> None:
+        steps.append([])
+        imms = len(self._w.imms)
+        original_step(self)
+        steps[-1].append(f"cut {len(self._w.imms) - imms}")
+
+    def recorded_set(self, name: str) -> None:
+        if steps:
+            steps[-1].append(name)
+        original_set(self, name)
+
+    monkeypatch.setattr(write_path.WritePath, "_on_threshold", recorded_step)
+    monkeypatch.setattr(write_path.WritePath, "_set_from_any_thread", recorded_set)
+    with slatedb.Db.open("memory://test", settings=S, store=memory_store()) as db:
+        db.put(b"small", b"v")
+        batch = slatedb.WriteBatch()
+        batch.put(b"big", b"x" * (1 << 20))  # past l0_sst_size_bytes
+        db.write(batch)
+        # (an idle flusher is also woken for the WAL rows, "_wal_arrival": that depends on timing)
+        cuts = [step for step in steps if "cut 0" not in step]
+        assert len(cuts) == 1 and cuts[0][-2:] == ["_flush_wakeup", "cut 1"], steps
