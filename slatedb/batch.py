@@ -90,11 +90,11 @@ def validate_ttl_s(ttl_s: object) -> float | None:
     if ttl_s is None:
         return None
     if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):
-        raise InvalidArgumentError(f"ttl_s must be a number of seconds or None, not {_describe(ttl_s)}")
+        raise InvalidArgumentError(f"ttl must be a number of seconds or None, not {_describe(ttl_s)}")
     if math.isnan(ttl_s) or ttl_s <= 0:
-        raise InvalidArgumentError(f"ttl_s must be positive, got {ttl_s!r}")
+        raise InvalidArgumentError(f"ttl must be positive (seconds), got {ttl_s!r}")
     if ttl_s != NO_EXPIRY and ttl_s > MAX_TTL_S:
-        raise InvalidArgumentError(f"ttl_s {ttl_s!r} ends past the row format's expiry range (i64 Unix ms): at most "
+        raise InvalidArgumentError(f"ttl {ttl_s!r} s ends past the row format's expiry range (i64 Unix ms): at most "
                                    f"{MAX_TTL_S:g} s; use NO_EXPIRY for a row that never expires")
     return float(ttl_s)
 

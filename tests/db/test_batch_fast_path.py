@@ -124,7 +124,7 @@ def test_a_batch_writes_what_its_operations_one_call_each_write(default_ttl, bat
     (lambda b: b.put("k", b"v"), "key must be bytes"),
     (lambda b: b.put(b"", b"v"), "key cannot be empty"),
     (lambda b: b.put(b"k", 3), "value must be bytes"),
-    (lambda b: b.put(b"k", b"v", ttl_s=-1), "ttl_s must be positive"),
+    (lambda b: b.put(b"k", b"v", ttl_s=-1), "ttl must be positive"),
     (lambda b: b.delete(None), "key must be bytes"),
     (lambda b: b.merge(b"k", "v"), "value must be bytes"),
 ])

@@ -122,7 +122,7 @@ def test_settings_from_a_file_and_official_names(tmp_path) -> None:
         (lambda db: db.put(b"", b"v"), "key cannot be empty"),
         (lambda db: db.put("str", b"v"), "key must be bytes"),
         (lambda db: db.put(b"k", "str"), "value must be bytes"),
-        (lambda db: db.put(b"k", b"v", ttl=-1), "ttl_s must be positive"),
+        (lambda db: db.put(b"k", b"v", ttl=-1), "ttl must be positive"),
         (lambda db: db.get(b""), "key cannot be empty"),
         (lambda db: db.get(5), "key must be bytes"),
         (lambda db: db.delete(None), "key must be bytes"),
