@@ -80,6 +80,7 @@ class TxnState:
         self.reads: set[bytes] = set()
         #: The ranges an SSI transaction scanned (``[lo, hi)``, None unbounded), each once.
         self.ranges: list[KeyBounds] = []
+        self._pinned: set[Any] | None = None  # pinned_ssts(), made once
         self.unmarked: set[bytes] = set()
         self.done = False
         self.view_moved = False  # a commit check found the SST view moved and checked again
@@ -207,8 +208,11 @@ class TxnState:
         return list(self.ranges)
 
     def pinned_ssts(self) -> set[Any]:
-        """The SSTs of the view the snapshot pinned: none holds a row newer than its seq."""
-        return self.snapshot._rs.view.sst_ids
+        """The SSTs of the view the snapshot pinned: none holds a row newer than its seq (the
+        set is built once; a commit's checks and retries read it again)."""
+        if self._pinned is None:
+            self._pinned = self.snapshot._rs.view.sst_ids
+        return self._pinned
 
     def range_conflict(self, bounds: KeyBounds, row: Any) -> None:
         """``row`` (as held: key, seq first; None: none) was found in the scanned ``bounds``
