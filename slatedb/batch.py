@@ -126,7 +126,9 @@ def expire_ts_ms(now_ms: int, ttl_s: float | None, default_ttl_ms: int | None) -
         return None if default_ttl_ms is None else now_ms + default_ttl_ms
     if ttl_s == NO_EXPIRY:
         return None
-    return now_ms + round(ttl_s * 1000)
+    # Rows expire in whole milliseconds: a positive TTL lives at least one, never "already
+    # expired" when written (a ttl below half a millisecond rounded to 0 did).
+    return now_ms + max(1, round(ttl_s * 1000))
 
 
 class OpKind(enum.IntEnum):

@@ -114,6 +114,21 @@ def test_expire_ts_ms():
     assert b.ops[0].ttl_s == math.inf
 
 
+def test_a_ttl_below_a_millisecond_lives_one_millisecond(tmp_path) -> None:
+    """Rows expire in whole milliseconds: a positive ``ttl`` under half a millisecond rounded
+    to 0 and wrote a row already expired (``expire_ts <= now``: never readable); it now lives
+    one millisecond."""
+    import slatedb
+
+    assert expire_ts_ms(1000, 0.0004, None) == 1001
+    assert expire_ts_ms(1000, 1e-9, None) == 1001
+    assert expire_ts_ms(1000, 0.0006, None) == 1001
+    with slatedb.Db.open(f"file://{tmp_path}", {"compactor_options": None}) as db:
+        db.put(b"k", b"v", ttl=0.0001)
+        kv = db.get_key_value(b"k")
+        assert kv is None or kv.expire_ts > kv.create_ts
+
+
 def test_a_batch_takes_the_ttl_by_the_name_db_put_uses(tmp_path) -> None:
     """``Db.put(k, v, ttl=...)`` and ``WriteBatch.put(k, v, ttl=...)`` agree (``ttl_s`` was the
     batch's only name: ``ttl=`` raised TypeError); ``ttl_s`` still works; both at once is refused."""
