@@ -89,6 +89,7 @@ def test_shards_unite_into_one_sorted_run_and_a_retried_attempts_shard_is_collec
     results = [stage(url, plan, 0, a), stage(url, plan, 1, b, attempt=1), stage(url, plan, 2, c),
                stage(url, plan, 3, {})]  # an empty partition makes no shard
     assert results[3].url is None and lost.url != results[1].url  # attempt-unique shards
+    assert (results[3].rows, results[0].rows) == (0, 200)  # the empty partition's result says so
     assert latest(url) is None  # nothing at the destination until the commit
     out = commit(url, plan, results)
     assert (out.shards, out.rows) == (3, 600)
@@ -514,6 +515,19 @@ def test_a_union_being_made_is_not_taken_for_a_dead_drivers_leftover(tmp_path, s
     run_io(url, None, race)
     assert isinstance(outcome.get("second"), LoadRefusedError), outcome
     assert outcome["first"].rows == 200 and scan(url) == data
+
+
+def test_the_load_id_of_a_shard_path_is_the_component_after_shards_and_no_other_path_has_one() -> None:
+    """LOAD-13's begin checks the marker of every load whose shards an uninitialized union names:
+    ``.../shards/<load id>/<shard>``, relative or a URL; any other path names no load (`sim mutate`
+    seed 23: the scan reaching index 0 took ``x/shards``'s ``x`` for a load id, unnoticed)."""
+    from slatedb.spark.sharded import _shard_load_id
+
+    assert _shard_load_id("db/shards/L1/000000-0-U") == "L1"
+    assert _shard_load_id("file:///t/db/shards/L1/000003-1-U/") == "L1"
+    assert _shard_load_id("../other/shards/L2/s") == "L2"
+    for path in ["db/shards", "x/shards/", "db/shards/L1", "shards/L1", "shards", "db/s/L1/x"]:
+        assert _shard_load_id(path) is None, path
 
 
 def test_a_failed_attempt_deletes_what_it_can_and_raises_its_own_error(tmp_path, monkeypatch) -> None:
