@@ -255,6 +255,28 @@ def test_a_check_that_outruns_its_own_box_is_a_timeout_not_a_kill() -> None:
     assert "over its time box" in row["violation"]
 
 
+def test_a_hung_mutant_is_stopped_as_a_timeout_long_before_its_wall_guard(monkeypatch) -> None:
+    """A mutant that waits for ever without using CPU (an event nobody sets; here a real-clock
+    sleep in WAL replay) is stopped once its judge has used no CPU for ``STALL_WALL_S``, not at
+    its wall guard (``--timeout-s``: an hour on a loaded machine held the seed-23 draw's hung
+    db mutant that long)."""
+    import time
+
+    m = planted()
+    source = (mutate.ROOT / m.path).read_text()
+    marker = "async def replay_wal("
+    body = source.index(":\n", source.index(")", source.index(marker))) + 2
+    # The first statement of replay_wal's body (after its docstring, if any): sleep for ever.
+    hung = source[:body] + "    __import__('time').sleep(10 ** 6)\n" + source[body:]
+    monkeypatch.setattr(mutate, "STALL_WALL_S", 3.0)
+    check = {"kind": "seed", "scenario": "db", "seed": 0, "box_s": 600}
+    started = time.monotonic()
+    row = mutate.judge(mutate.Job(str(mutate.ROOT), "wal", (check,), m, hung, cpu_s=600, wall_s=900))
+    assert row["status"] == mutate.TIMEOUT and row["by"] == "db seed 0", row
+    assert row["violation"].startswith("hung: no CPU used for 3 s"), row
+    assert time.monotonic() - started < 300  # the wall guard (900 s) did not stop it
+
+
 def test_spread_modules_name_their_files_and_their_mutants_map_back() -> None:
     """The bulk load, merge and transactions are protocols (spec/protocols/bulk-load.md, merge.md,
     transactions.md) whose code lives inside other packages: each is a module of its own files, its

@@ -475,6 +475,71 @@ def copy_tree(root: Path, dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
+#: A judge (with its children) that uses under :data:`STALL_CPU_S` of CPU in
+#: :data:`STALL_WALL_S` wall seconds is hung -- a mutant waiting on an event nobody sets, or on
+#: the real clock -- and is stopped as a timeout, however long its wall guard (``--timeout-s``,
+#: which a loaded machine needs long: a judge at nice 12 may get a twentieth of a core, but never
+#: none). Without it a hung mutant held its slot for the whole guard (an hour in the seed-23 draw).
+STALL_WALL_S = 300.0
+STALL_CPU_S = 0.5
+
+
+def _group_cpu_s(pgid: int) -> float | None:
+    """CPU seconds of every process in process group ``pgid`` (Linux ``/proc``; their reaped
+    children included); None where ``/proc`` does not tell."""
+    total, found = 0, False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            found = True
+            total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK") if found else None
+
+
+def _wait_judge(proc: subprocess.Popen, wall_s: float) -> bool | None:
+    """Wait for a judge, stopping its process group (the judge and its children) when its wall
+    guard ``wall_s`` runs out or it is hung (:data:`STALL_WALL_S`). Returns False when it ended
+    by itself, True when it was stopped as hung, None when its wall guard ran out."""
+    start = last_t = _WALL.monotonic_s()
+    last_cpu = 0.0
+    poll_s = max(0.05, min(30.0, STALL_WALL_S / 4))
+    while True:
+        now = _WALL.monotonic_s()
+        try:
+            proc.wait(timeout=max(0.01, min(poll_s, start + wall_s - now)))
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        now = _WALL.monotonic_s()
+        outcome: bool | None
+        if now - start >= wall_s:
+            outcome = None
+        else:
+            cpu = _group_cpu_s(proc.pid)
+            if cpu is None or cpu - last_cpu >= STALL_CPU_S:
+                last_cpu, last_t = (cpu or last_cpu), now
+                continue
+            if now - last_t < STALL_WALL_S:
+                continue
+            outcome = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own process group (start_new_session)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return outcome
+
+
 @attrs.frozen
 class Job:
     """Everything a worker (a thread here, or a Spark task) needs to judge one mutant; ``mutant``
@@ -520,13 +585,9 @@ def judge(job: Job) -> dict:
             proc = subprocess.Popen([sys.executable, "-m", "sim.campaign.mutate_judge", str(spec), str(out)], cwd=tmp,
                                     env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limits,
                                     start_new_session=True)
-            timed_out = False
-            try:
-                proc.wait(timeout=job.wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)  # its own process group: the judge and its children
-                proc.wait()
+            timed_out = hung = _wait_judge(proc, job.wall_s)
+            if hung is None:
+                timed_out, hung = True, False
         rc = proc.returncode
         results = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
         cov_path = Path(str(out) + ".cov.json")
@@ -551,7 +612,9 @@ def judge(job: Job) -> dict:
     elif timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL):
         running = len([r for r in results if r.get("check")])
         label = check_label(job.checks[running]) if running < len(job.checks) else "the end"
-        row.update(status=TIMEOUT, by=label, violation=f"time box ({'wall' if timed_out else 'CPU'}) ran out during {label}")
+        box = "hung: no CPU used for {:.0f} s".format(STALL_WALL_S) if hung else (
+            "time box ({}) ran out".format("wall" if timed_out else "CPU"))
+        row.update(status=TIMEOUT, by=label, violation=f"{box} during {label}")
     elif not done:
         row.update(status=KILLED, by="judge", violation=f"the campaign crashed (rc {rc}): {log_tail[-600:]}")
     else:
