@@ -8,6 +8,7 @@ thread from asyncio).
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Mapping
 
 from slatedb.batch import validate_key
@@ -58,12 +59,7 @@ class DbIterator:
         """Up to ``n`` pairs; an empty list at the end of the scan."""
         check_batch_size(n)
         if self._gen is not None:
-            out = []
-            for item in self._gen:
-                out.append(item)
-                if len(out) >= n:
-                    break
-            return out
+            return list(islice(self._gen, n))  # n == 0 takes nothing
         out = self._buf[self._pos : self._pos + n]
         self._pos += len(out)
         if len(out) < n:

@@ -85,13 +85,7 @@ class DbIterator:
         """Up to ``n`` pairs; an empty list at the end of the scan."""
         check_batch_size(n)
         if self._gen is not None:
-            out = []
-            append = out.append
-            for item in self._gen:
-                append(item)
-                if len(out) >= n:
-                    break
-            return out
+            return list(islice(self._gen, n))  # n == 0 takes nothing
         out = list(islice(self._it, n))
         if len(out) < n:
             out.extend(self._pull(n - len(out)))

@@ -47,3 +47,25 @@ def test_async_next_batch_refuses_a_bad_size_and_loses_no_row(tmp_path, bad) -> 
             assert [k for k, _ in await it.next_batch(100)] == [b"k%d" % i for i in range(1, 10)]
 
     trio.run(main)
+
+
+def test_next_batch_zero_takes_no_row_from_a_memtable_scan() -> None:
+    """``next_batch(0)`` is an empty list and the iterator loses nothing, also on a scan
+    answered from the memtable alone (its own generator). Before: that path appended a row
+    before comparing the count, so ``next_batch(0)`` returned -- and consumed -- one row."""
+    with slatedb.Db.open("memory://next-batch-zero-sync") as db:
+        for i in range(3):
+            db.put(b"k%d" % i, b"v")
+        for it in (db.scan(), db.scan(reverse=True), db.scan_prefix(b"k")):
+            assert it.next_batch(0) == []
+            assert len(it.next_batch(10)) == 3
+
+    async def main() -> None:
+        async with slatedb.aio.Db.open("memory://next-batch-zero-async") as db:
+            for i in range(3):
+                await db.put(b"k%d" % i, b"v")
+            for it in (db.scan(), db.scan(reverse=True), db.scan_prefix(b"k")):
+                assert await it.next_batch(0) == []
+                assert len(await it.next_batch(10)) == 3
+
+    trio.run(main)
