@@ -252,7 +252,9 @@ async def create_checkpoint(store: ObjectStore, options: CheckpointOptions = Che
     A call cancelled (a timeout, a cancelled task or cancel scope) once its manifest commit has
     begun lets the commit end, then deletes the checkpoint it added and raises the cancellation:
     nobody learns its id, and without a lifetime it would pin its manifest and SSTs for good
-    (a cancelled put may already have landed)."""
+    (a cancelled put may already have landed). ``options``: a CheckpointOptions, a dict of its
+    fields or None."""
+    options = CheckpointOptions.of(options)
     rt = _admin_runtime(runtime)
     manifests = ManifestStore(store, rt)
     await _latest(manifests)

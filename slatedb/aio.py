@@ -173,6 +173,7 @@ class Db(AsyncReads, AsyncCacheControl, AsyncClosing):
         """See :meth:`slatedb.Db.create_checkpoint`. A call the caller gives up on (a timeout, a
         cancelled task) that added its checkpoint anyway deletes it: nobody learns its id, and
         without a lifetime it would pin its manifest and SSTs for good."""
+        options = CheckpointOptions.of(options)  # a bad one refused here, before any flush
         core = self._core
         core.check_open()
         lock, state = threading.Lock(), {"gave_up": False, "made": None}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import uuid
+from typing import Any, Mapping
 
 import attrs
 
@@ -48,6 +49,29 @@ class CheckpointOptions:
     source: uuid.UUID | None = None
     name: str | None = None
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "CheckpointOptions":
+        # A misspelt field (``lifetime=``) is a typed error naming it, not attrs' bare TypeError.
+        unknown = sorted(k for k in kwargs if k not in _OPTION_NAMES)
+        if unknown:
+            raise InvalidArgumentError(f"unknown CheckpointOptions field: {', '.join(unknown)} "
+                                       f"(known: {', '.join(_OPTION_NAMES)})")
+        return object.__new__(cls)
+
+    @classmethod
+    def of(cls, value: Any) -> "CheckpointOptions":
+        """``value`` as options: None (the defaults), a CheckpointOptions, or a dict of its
+        fields (as the read, scan and reader options take one); anything else is refused here,
+        at the call, before a writer flushes anything for the checkpoint."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            if not all(isinstance(k, str) for k in value):
+                raise InvalidArgumentError(f"CheckpointOptions keys must be field names (str), got {sorted(map(repr, value))}")
+            return cls(**value)
+        raise InvalidArgumentError(f"options must be a CheckpointOptions or a dict, not {type(value).__name__}")
+
     def __attrs_post_init__(self) -> None:
         if self.lifetime_s is not None:
             if (isinstance(self.lifetime_s, bool) or not isinstance(self.lifetime_s, (int, float))
@@ -61,6 +85,9 @@ class CheckpointOptions:
             raise InvalidArgumentError(f"checkpoint name must be a string, got {self.name!r}")
         if self.name is not None and not self.name.strip():
             raise InvalidArgumentError("checkpoint name must not be empty (leave it out for an unnamed checkpoint)")
+
+
+_OPTION_NAMES = ("lifetime_s", "source", "name")
 
 
 @attrs.frozen

@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from slatedb.checkpoint import CheckpointCreateResult, CheckpointScope
+from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.errors import (
     FencedError,
     InvalidArgumentError,
@@ -117,6 +117,7 @@ class ManifestFollower:
         issued before the call (``ALL``) or every write durable at the call (``DURABLE``)."""
         if not isinstance(scope, CheckpointScope):
             raise InvalidArgumentError(f"scope must be a CheckpointScope, got {scope!r}")
+        options = CheckpointOptions.of(options)  # before the flush below: a bad one changes nothing
         if self._error is not None:
             raise self._error
         if scope is CheckpointScope.ALL:

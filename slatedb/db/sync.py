@@ -214,6 +214,7 @@ class Db(SyncReads, SyncCacheControl):
         issued so far (the WAL is written and memtables flushed to L0 unless L0 is full);
         ``DURABLE``: the writes already durable. ``options``: lifetime, source checkpoint, name.
         Returns the checkpoint's id and the manifest id it pins."""
+        options = CheckpointOptions.of(options)  # a bad one refused here, before any flush
         self._core.check_open()
         return self._portal(self._core.create_checkpoint, scope, options)
 

@@ -161,3 +161,41 @@ def test_aio_create_checkpoint():
 
     got = trio.run(main)
     assert [c.name for c in latest_manifest(store)[1].checkpoints if c.id == got.id] == ["aio"]
+
+
+def test_options_none_or_a_dict_are_taken_and_anything_else_is_refused_at_the_call():
+    """``options=None`` means the defaults and a dict of CheckpointOptions' fields is taken, as
+    ``ReadOptions``, ``ScanOptions`` and ``DbReaderOptions`` are; anything else, or an unknown
+    field, is an ``InvalidArgumentError`` naming it before anything is flushed. Before: an
+    ``AttributeError`` ('NoneType' object has no attribute 'lifetime_s') from the runtime
+    thread, after scope ALL had already flushed the memtable to L0."""
+    store = memory_store()
+    with open_mem(store) as db:
+        db.put(b"a", b"1")
+        for bad in ("x", 5, ["name"]):
+            with pytest.raises(InvalidArgumentError, match="CheckpointOptions"):
+                db.create_checkpoint(CheckpointScope.ALL, bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="lifetime"):
+            db.create_checkpoint(options={"lifetime": 5})
+        with pytest.raises(InvalidArgumentError, match="lifetime"):
+            CheckpointOptions(lifetime=5)  # type: ignore[call-arg]
+        assert db.stats["l0_ssts"] == 0  # nothing flushed by a refused call
+        plain = db.create_checkpoint(CheckpointScope.DURABLE, None)  # type: ignore[arg-type]
+        named = db.create_checkpoint(options={"name": "from-dict", "lifetime_s": 60})
+        cps = {c.id: c for c in latest_manifest(store)[1].checkpoints}
+        assert cps[plain.id].checkpoint_expire_time_s == 0 and cps[plain.id].name is None
+        assert cps[named.id].name == "from-dict" and cps[named.id].checkpoint_expire_time_s > 0
+
+    async def main():
+        async with slatedb.aio.Db.open("memory://test", settings=QUIET, store=store) as db:
+            with pytest.raises(InvalidArgumentError, match="CheckpointOptions"):
+                await db.create_checkpoint(CheckpointScope.ALL, "x")  # type: ignore[arg-type]
+            got = await db.create_checkpoint(options={"name": "aio-dict"})
+            made = await slatedb.admin.create_checkpoint(store, {"name": "admin-dict"})
+            with pytest.raises(InvalidArgumentError, match="CheckpointOptions"):
+                await slatedb.admin.create_checkpoint(store, "x")
+            return got, made
+
+    got, made = trio.run(main)
+    names = {c.id: c.name for c in latest_manifest(store)[1].checkpoints}
+    assert names[got.id] == "aio-dict" and names[made.id] == "admin-dict"
