@@ -13,6 +13,7 @@ from slatedb.errors import InvalidArgumentError
 from slatedb.lsm.view import KeyBounds
 from slatedb.manifest.missing import CREATE_MODES
 from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.url import check_url_type
 from slatedb.runtime import Runtime
 
 
@@ -35,8 +36,11 @@ def coerce_settings(settings: Settings | Mapping[str, Any] | str | Path | None) 
 _STORE_METHODS = ("get", "put", "list", "delete", "head")
 
 
-def check_open_args(store: Any, runtime: Any) -> None:
-    """``store=`` and ``runtime=`` of an ``open``, checked at the call (InvalidArgumentError)."""
+def check_open_args(store: Any, runtime: Any, url: Any) -> None:
+    """``store=`` and ``runtime=`` of an ``open``, checked at the call (InvalidArgumentError), and
+    its ``url`` a string (InvalidUrlError: before the url keys anything, ``Db.open({...})`` with
+    the URL forgotten names it)."""
+    check_url_type(url)
     if store is not None and not isinstance(store, ObjectStore):
         missing = [m for m in _STORE_METHODS if not callable(getattr(store, m, None))]
         if missing:

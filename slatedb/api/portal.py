@@ -129,7 +129,7 @@ class StartingThread:
     def __init__(self, name: str, open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]], url: str, *,
                  store: ObjectStore | None, store_options: Mapping[str, str] | None, runtime: RuntimeArg,
                  closed_message: str) -> None:
-        check_open_args(store, runtime)
+        check_open_args(store, runtime, url)
         self._closed_message = closed_message
         self._url = url
         self._started = threading.Event()
@@ -547,7 +547,7 @@ class Opening:
     def __init__(self, front: Callable[[Any, Any], Any], open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]],
                  url: str, *, store: ObjectStore | None, store_options: Mapping[str, str] | None,
                  runtime: RuntimeArg, thread_name: str, closed_message: str) -> None:
-        check_open_args(store, runtime)
+        check_open_args(store, runtime, url)
         self._front = front
         self._open_core = open_core
         self._url = url

@@ -76,6 +76,12 @@ def _file_fsync(url: str, query: str, options: Mapping[str, object]) -> bool:
     return True
 
 
+def check_url_type(url: object) -> None:
+    """``url`` is a non-empty string, else :class:`InvalidUrlError` (an open checks it first)."""
+    if not isinstance(url, str) or not url:
+        raise InvalidUrlError(f"store URL must be a non-empty string, got {url!r}")
+
+
 def resolve_store(
     url: str,
     *,
@@ -85,8 +91,7 @@ def resolve_store(
     env: Mapping[str, str] | None = None,
 ) -> ObjectStore:
     """Open the object store that ``url`` names. Raises ``InvalidUrlError`` naming what is wrong."""
-    if not isinstance(url, str) or not url:
-        raise InvalidUrlError(f"store URL must be a non-empty string, got {url!r}")
+    check_url_type(url)
     parsed = urllib.parse.urlsplit(url)
     if "#" in url:  # a fragment names no part of a store: dropped, it would open another path
         raise InvalidUrlError(f"store URL has a fragment '#{parsed.fragment}' in {url!r}: a '#' in a path or "

@@ -38,3 +38,27 @@ def test_bad_open_arguments_are_refused_at_the_call(kwargs, error, words) -> Non
 def test_a_memory_url_with_a_query_is_refused() -> None:
     with pytest.raises(InvalidUrlError, match="a memory:// store takes none"):
         slatedb.Db.open("memory://open-args-q?fsync=false")
+
+
+@pytest.mark.parametrize("url", [{"flush_interval": "50ms"}, [], None, b"memory://x"])
+def test_a_url_that_is_not_a_string_is_refused_at_the_call(url) -> None:
+    """``Db.open(settings_dict)`` (the URL forgotten) names the URL. Before: a dict or a list
+    raised ``TypeError: unhashable type`` from the bookkeeping of dropped databases."""
+    import trio
+
+    for open_it in (lambda: slatedb.Db.open(url), lambda: slatedb.DbReader.open(url),
+                    lambda: slatedb.WalReader.open(url)):
+        with pytest.raises(InvalidUrlError, match="store URL must be a non-empty string"):
+            open_it()
+
+    async def main() -> None:
+        async with aio.Db.open(url):
+            pass
+
+    async def awaited() -> None:
+        await aio.DbReader.open(url)
+
+    for run in (lambda fn: asyncio.run(fn()), trio.run):
+        for fn in (main, awaited):
+            with pytest.raises(InvalidUrlError, match="store URL must be a non-empty string"):
+                run(fn)
