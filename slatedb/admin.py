@@ -449,7 +449,7 @@ async def destroy(store: ObjectStore, soft: bool, runtime: Runtime | None = None
     grace period once no checkpoint is active); otherwise delete the database's objects now (not
     another database nested under its path, nor a user's file there), refused with
     :class:`~slatedb.errors.InvalidDeletionError` while an unexpired checkpoint exists."""
-    await _destroy(store, _admin_runtime(runtime), soft=bool(soft))
+    await _destroy(store, _admin_runtime(runtime), soft=soft)  # a bool only (checked there)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ caller's guarantee (the soft path deletes the writer checkpoint explicitly for t
 from __future__ import annotations
 
 from slatedb.checkpoint import delete_checkpoint
+from slatedb.batch import validate_flag
 from slatedb.lsm.paths import SstLocator
 from slatedb.errors import BoundaryVanishedError, CorruptionError, FencedError, InvalidDbStateError, NotFoundError
 from slatedb.format.layout import DB_OBJECT_DIRECTORIES, is_db_key
@@ -49,7 +50,9 @@ from slatedb.wal.writer import WalWriter
 async def destroy(store: ObjectStore, runtime: Runtime, *, soft: bool) -> None:
     """Destroy the database at ``store`` (see the module docstring). A soft destroy of a
     database already destroyed does nothing; a hard destroy of an empty path does nothing.
-    :class:`NotFoundError` when there is no database (objects but no manifest)."""
+    :class:`NotFoundError` when there is no database (objects but no manifest). ``soft`` must be
+    a bool: a hard destroy deletes everything, so ``None`` or ``0`` must not ask for one."""
+    validate_flag("soft", soft)
     if soft:
         await _soft(store, runtime)
     else:
@@ -59,6 +62,7 @@ async def destroy(store: ObjectStore, runtime: Runtime, *, soft: bool) -> None:
 @on_any_loop
 async def destroy_url(url: str, *, soft: bool, runtime: Runtime | None = None) -> None:
     """:func:`destroy` of the database at ``url``; the store is opened and closed here."""
+    validate_flag("soft", soft)
     if runtime is None:
         runtime = default_runtime()
     store = resolve_store(url, clock_ms=runtime.now_ms)

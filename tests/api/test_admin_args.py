@@ -47,3 +47,24 @@ def test_bad_settings_or_flags_are_refused_at_the_call(tmp_path, call, settings,
     run = admin.run_gc if call == "gc" else admin.run_compactor
     with pytest.raises(InvalidArgumentError, match=words):
         trio.run(lambda: run(store, settings, once=once))
+
+
+@pytest.mark.parametrize("flag", [None, 0, "", "false", "yes", 1])
+def test_destroy_takes_soft_as_a_bool_only_and_a_refused_call_destroys_nothing(tmp_path, flag) -> None:
+    """``soft`` decides between marking the database destroyed and deleting every object now:
+    anything but True or False is refused at the call. Before: ``bool(soft)``, so
+    ``admin.destroy(store, None)`` (say ``soft=os.environ.get("SOFT")``) or ``soft=0`` was a
+    hard destroy, deleting the database, and ``soft="false"`` a soft one."""
+    from slatedb.destroy import destroy_url
+
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+    store = resolve_store(url)
+    for call in (lambda: admin.destroy(store, flag), lambda: destroy_url(url, soft=flag)):
+        with pytest.raises(InvalidArgumentError, match="soft must be True or False"):
+            trio.run(call)
+    latest = trio.run(admin.read_manifest, store)
+    assert latest.manifest.destroyed_at_s == 0
+    with slatedb.Db.open(url) as db:
+        assert db.get(b"k") == b"v"
