@@ -26,7 +26,7 @@ import trio
 from ulid import ULID
 
 from slatedb import checkpoint as _ckpt
-from slatedb.api.args import coerce_settings
+from slatedb.api.args import STORE_METHODS, coerce_settings
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions
 from slatedb.compactor import CompactionSpec, Compactor, full_spec
 from slatedb.compactor import submit_compaction as _submit
@@ -79,7 +79,8 @@ async def submit_compaction(store: ObjectStore, request: Any, runtime: Runtime |
     :class:`NotFoundError` when the path holds no database (nothing is written there: a
     ``.compactions`` file alone would make ``Db.open`` refuse the path as a database whose
     manifests were lost), :class:`ManifestsMissingError` when it holds data but no manifest."""
-    rt = runtime or ProductionRuntime("admin")
+    _check_store(store)
+    rt = _admin_runtime(runtime)
     spec = parse_request(request)
     latest = await require_latest(ManifestStore(store, rt))
     if spec == "Full":
@@ -92,7 +93,7 @@ async def submit_compaction(store: ObjectStore, request: Any, runtime: Runtime |
 
 @on_any_loop
 async def read_compactions(store: ObjectStore, compactions_id: int | None = None, runtime: Runtime | None = None) -> StoredCompactions:
-    cs = CompactionsStore(store, runtime or ProductionRuntime("admin"))
+    cs = CompactionsStore(_check_store(store), _admin_runtime(runtime))
     if compactions_id is None:
         got = await cs.read_latest()
         if got is None:
@@ -109,9 +110,10 @@ async def read_compactions(store: ObjectStore, compactions_id: int | None = None
 @on_any_loop
 async def read_compaction(store: ObjectStore, compaction_id: str | ULID, compactions_id: int | None = None,
                           runtime: Runtime | None = None) -> Compaction:
+    _check_store(store)
     try:
         cid = compaction_id if isinstance(compaction_id, ULID) else ULID.from_str(compaction_id)
-    except ValueError:
+    except (ValueError, TypeError):
         raise InvalidArgumentError(f"compaction id {compaction_id!r} is not a ULID") from None
     stored = await read_compactions(store, compactions_id, runtime)
     found = stored.find(cid)
@@ -132,7 +134,8 @@ async def read_compaction(store: ObjectStore, compaction_id: str | ULID, compact
 async def list_compactions(store: ObjectStore, start: int | None = None, end: int | None = None,
                            runtime: Runtime | None = None) -> list[StoredCompactions]:
     """Every ``.compactions`` file with ``start <= id <= end`` (files GC removed are skipped)."""
-    cs = CompactionsStore(store, runtime or ProductionRuntime("admin"))
+    start, end = _id_bound("start", start), _id_bound("end", end)
+    cs = CompactionsStore(_check_store(store), _admin_runtime(runtime))
     out = []
     for i in await cs.list_ids():
         if (start is None or i >= start) and (end is None or i <= end):
@@ -145,6 +148,7 @@ async def list_compactions(store: ObjectStore, start: int | None = None, end: in
 
 @on_any_loop
 async def failure_reason(store: ObjectStore, compaction_id: ULID) -> str | None:
+    _check_store(store)
     try:
         got = await store.get(failed_reason_key(compaction_id))
     except ObjectNotFoundError:
@@ -174,7 +178,8 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
     ``Settings``, a dict or a JSON/TOML path, as ``Db.open`` takes them."""
     settings = coerce_settings(settings)
     once = _check_flag("once", once)
-    rt = runtime or ProductionRuntime("compactor")
+    _check_store(store)
+    rt = _admin_runtime(runtime, "compactor")
     own = settings.compactor_options.object_store_max_retries if settings.compactor_options else None
     with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
     c = Compactor(store, rt, settings, merge_operator=merge_operator)
@@ -212,8 +217,28 @@ def _is_stop(e: BaseException) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _admin_runtime(runtime: Runtime | None) -> Runtime:
-    return runtime or ProductionRuntime("admin")
+def _admin_runtime(runtime: Runtime | None, name: str = "admin") -> Runtime:
+    """``runtime``, or a production one named ``name`` when None; anything else is refused."""
+    if runtime is None:
+        return ProductionRuntime(name)
+    if not isinstance(runtime, Runtime):
+        raise InvalidArgumentError(f"runtime must be a slatedb Runtime or None, not {type(runtime).__name__}")
+    return runtime
+
+
+def _check_store(store: Any) -> ObjectStore:
+    """The admin functions' ``store``: an ObjectStore (or one of its shape); a URL or anything
+    else is refused at the call, saying how to make one."""
+    how = "slatedb.objstore.resolve_store(url) makes one"
+    if isinstance(store, str):
+        raise InvalidArgumentError(f"store must be an ObjectStore, not the URL {store!r}: {how}")
+    if store is None or not all(callable(getattr(store, m, None)) for m in STORE_METHODS):
+        raise InvalidArgumentError(f"store must be an ObjectStore ({how}), not {type(store).__name__}")
+    return store
+
+
+def _id_bound(name: str, value: Any) -> int | None:
+    return None if value is None else _int_arg(name, value, 0, 2**64)
 
 
 async def _latest(manifests: ManifestStore) -> StoredManifest:
@@ -254,6 +279,7 @@ async def create_checkpoint(store: ObjectStore, options: CheckpointOptions = Che
     nobody learns its id, and without a lifetime it would pin its manifest and SSTs for good
     (a cancelled put may already have landed). ``options``: a CheckpointOptions, a dict of its
     fields or None."""
+    _check_store(store)
     options = CheckpointOptions.of(options)
     rt = _admin_runtime(runtime)
     manifests = ManifestStore(store, rt)
@@ -273,6 +299,7 @@ async def create_checkpoint(store: ObjectStore, options: CheckpointOptions = Che
 async def refresh_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, lifetime_s: float | None = None,
                              runtime: Runtime | None = None) -> Checkpoint:
     """Set the checkpoint's expiry to now + ``lifetime_s`` (None: never expires); returns it."""
+    _check_store(store)
     rt = _admin_runtime(runtime)
     cid = as_checkpoint_id(checkpoint_id)
     manifests = ManifestStore(store, rt)
@@ -283,6 +310,7 @@ async def refresh_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str,
 @on_any_loop
 async def delete_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, runtime: Runtime | None = None) -> None:
     """Remove the checkpoint (:class:`CheckpointNotFoundError` when there is none with that id)."""
+    _check_store(store)
     rt = _admin_runtime(runtime)
     cid = as_checkpoint_id(checkpoint_id)
     manifests = ManifestStore(store, rt)
@@ -294,6 +322,7 @@ async def delete_checkpoint(store: ObjectStore, checkpoint_id: uuid.UUID | str, 
 async def list_checkpoints(store: ObjectStore, name: str | None = None, runtime: Runtime | None = None) -> list[Checkpoint]:
     """The checkpoints of the latest manifest (only those named ``name`` when given), writer
     checkpoints and expired ones (until GC removes them) included."""
+    _check_store(store)
     manifests = ManifestStore(store, _admin_runtime(runtime))
     latest = await _latest(manifests)
     return [c for c in latest.manifest.checkpoints if name is None or c.name == name]
@@ -303,6 +332,7 @@ async def list_checkpoints(store: ObjectStore, name: str | None = None, runtime:
 async def read_manifest(store: ObjectStore, manifest_id: int | None = None, runtime: Runtime | None = None) -> StoredManifest:
     """The manifest ``manifest_id``, or the latest when None. :class:`NotFoundError` when it does
     not exist (never written, or deleted by GC)."""
+    _check_store(store)
     manifests = ManifestStore(store, _admin_runtime(runtime))
     if manifest_id is None:
         return await _latest(manifests)
@@ -330,6 +360,7 @@ def _check_flag(name: str, value: Any) -> bool:
 async def sequence_tracker(store: ObjectStore, runtime: Runtime | None = None) -> _seqtrack.SequenceTracker:
     """The latest manifest's sequence tracker (RFC 0012, :mod:`slatedb.format.seq_tracker`);
     :class:`~slatedb.errors.CorruptionError` naming the manifest when its bytes do not decode."""
+    _check_store(store)
     latest = await _latest(ManifestStore(store, _admin_runtime(runtime)))
     return _seqtrack.decode(latest.manifest.sequence_tracker, manifest_key(latest.id))
 
@@ -370,6 +401,8 @@ class ManifestInfo:
 async def list_manifests(store: ObjectStore, start: int | None = None, end: int | None = None,
                          runtime: Runtime | None = None) -> list[ManifestInfo]:
     """The manifest files with ``start <= id <= end`` (both inclusive, None: open), by id."""
+    _check_store(store)
+    start, end = _id_bound("start", start), _id_bound("end", end)
     rt = _admin_runtime(runtime)
     metas = await retry_transient(rt, lambda: store.list(MANIFEST_DIR), what=f"list {MANIFEST_DIR}")
     out = []
@@ -396,9 +429,10 @@ async def run_gc(store: ObjectStore, settings: Settings | None = None, once: boo
     once = _check_flag("once", once)
     options = settings.garbage_collector_options or GarbageCollectorOptions()
     grace = DEFAULT_DB_DELETE_GRACE_S if db_delete_grace_s is None else db_delete_grace_s
-    if grace < 0:
-        raise InvalidArgumentError(f"db_delete_grace_s must be >= 0, got {grace!r}")
-    rt = runtime or ProductionRuntime("gc")
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0 or grace == float("inf"):
+        raise InvalidArgumentError(f"db_delete_grace_s must be a finite number of seconds >= 0, got {grace!r}")
+    _check_store(store)
+    rt = _admin_runtime(runtime, "gc")
     own = options.object_store_max_retries
     with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
     return await _run_gc(store, rt, options, once, db_delete_grace_s=grace)
@@ -422,9 +456,14 @@ async def create_clone_from_sources(dest_url: str, sources: Any, runtime: Runtim
     ``URL[@CHECKPOINT][:RANGE]`` (``a..m``, either side open, ``\\xNN`` escapes). One source
     with a range is a projection, several a union. Safe to re-run after a crash. Returns the
     new database's manifest. See docs/rescaling.md."""
-    if isinstance(sources, (str, bytes)):
+    if isinstance(sources, (str, bytes, CloneSource)):
         sources = [sources]
-    return await create_database_url(dest_url, list(sources), _admin_runtime(runtime))
+    try:
+        sources = list(sources)
+    except TypeError:
+        raise InvalidArgumentError(f"sources must be a list of sources (CloneSource or 'URL[@CHECKPOINT][:RANGE]'), "
+                                   f"not {type(sources).__name__}") from None
+    return await create_database_url(dest_url, sources, _admin_runtime(runtime))
 
 
 @on_any_loop
@@ -449,6 +488,7 @@ async def destroy(store: ObjectStore, soft: bool, runtime: Runtime | None = None
     grace period once no checkpoint is active); otherwise delete the database's objects now (not
     another database nested under its path, nor a user's file there), refused with
     :class:`~slatedb.errors.InvalidDeletionError` while an unexpired checkpoint exists."""
+    _check_store(store)
     await _destroy(store, _admin_runtime(runtime), soft=soft)  # a bool only (checked there)
 
 

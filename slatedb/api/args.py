@@ -33,7 +33,7 @@ def coerce_settings(settings: Settings | Mapping[str, Any] | str | Path | None) 
 
 
 #: What an object given as ``store=`` must offer (an ObjectStore, or an object of its shape).
-_STORE_METHODS = ("get", "put", "list", "delete", "head")
+STORE_METHODS = ("get", "put", "list", "delete", "head")
 
 
 def check_open_args(store: Any, runtime: Any, url: Any) -> None:
@@ -42,7 +42,7 @@ def check_open_args(store: Any, runtime: Any, url: Any) -> None:
     the URL forgotten names it)."""
     check_url_type(url)
     if store is not None and not isinstance(store, ObjectStore):
-        missing = [m for m in _STORE_METHODS if not callable(getattr(store, m, None))]
+        missing = [m for m in STORE_METHODS if not callable(getattr(store, m, None))]
         if missing:
             raise InvalidArgumentError(f"store must be an ObjectStore (slatedb.objstore), not {type(store).__name__} "
                                        f"(no {', '.join(missing)})")

@@ -68,3 +68,70 @@ def test_destroy_takes_soft_as_a_bool_only_and_a_refused_call_destroys_nothing(t
     assert latest.manifest.destroyed_at_s == 0
     with slatedb.Db.open(url) as db:
         assert db.get(b"k") == b"v"
+
+
+def _admin_calls(store):
+    return {
+        "list_checkpoints": lambda s: admin.list_checkpoints(s),
+        "create_checkpoint": lambda s: admin.create_checkpoint(s),
+        "delete_checkpoint": lambda s: admin.delete_checkpoint(s, "01740ee5-6459-44af-9a45-85deb6e468e3"),
+        "refresh_checkpoint": lambda s: admin.refresh_checkpoint(s, "01740ee5-6459-44af-9a45-85deb6e468e3"),
+        "read_manifest": lambda s: admin.read_manifest(s),
+        "list_manifests": lambda s: admin.list_manifests(s),
+        "read_compactions": lambda s: admin.read_compactions(s),
+        "list_compactions": lambda s: admin.list_compactions(s),
+        "read_compaction": lambda s: admin.read_compaction(s, "01HZZZZZZZZZZZZZZZZZZZZZZZ"),
+        "submit_compaction": lambda s: admin.submit_compaction(s, "Full"),
+        "sequence_tracker": lambda s: admin.sequence_tracker(s),
+        "get_sequence_for_timestamp": lambda s: admin.get_sequence_for_timestamp(s, 0),
+        "get_timestamp_for_sequence": lambda s: admin.get_timestamp_for_sequence(s, 0),
+        "run_gc": lambda s: admin.run_gc(s, once=True),
+        "run_compactor": lambda s: admin.run_compactor(s, once=True),
+        "destroy": lambda s: admin.destroy(s, True),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_admin_calls(None)))
+def test_an_admin_call_given_a_url_or_anything_but_a_store_says_so(tmp_path, name) -> None:
+    """Every ``slatedb.admin`` function taking a store refuses anything else with an
+    ``InvalidArgumentError`` naming ``store`` (a URL string: pointing to ``resolve_store``), and
+    a ``runtime=`` that is not one alike. Before: ``admin.list_checkpoints("file:///d")`` raised
+    ``AttributeError: 'str' object has no attribute 'list'``."""
+    call = _admin_calls(None)[name]
+    with pytest.raises(InvalidArgumentError, match="resolve_store"):
+        trio.run(call, f"file://{tmp_path}/db")
+    for bad in (None, 5, {}):
+        with pytest.raises(InvalidArgumentError, match="store must be an ObjectStore"):
+            trio.run(call, bad)
+
+
+@pytest.mark.parametrize("kwargs", [{"start": "1"}, {"end": 2.5}, {"start": -1}, {"end": True}])
+def test_list_bounds_must_be_ids(tmp_path, kwargs) -> None:
+    """``list_manifests`` / ``list_compactions`` bounds are ids (ints in [0, 2^64)) or None.
+    Before: ``start="1"`` raised ``TypeError: '>=' not supported between 'int' and 'str'``."""
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+    store = resolve_store(url)
+    for fn in (admin.list_manifests, admin.list_compactions):
+        with pytest.raises(InvalidArgumentError, match=next(iter(kwargs))):
+            trio.run(lambda: fn(store, **kwargs))
+
+
+def test_admin_runtime_and_sources_and_compaction_id_are_checked(tmp_path) -> None:
+    """``runtime=`` that is not a Runtime, clone ``sources`` that are not a list, and a
+    compaction id that is not a string or ULID are ``InvalidArgumentError`` (were
+    ``AttributeError`` / ``TypeError`` from inside the call)."""
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+    store = resolve_store(url)
+    with pytest.raises(InvalidArgumentError, match="runtime"):
+        trio.run(lambda: admin.list_checkpoints(store, runtime="admin"))
+    with pytest.raises(InvalidArgumentError, match="runtime"):
+        trio.run(lambda: admin.create_clone(f"file://{tmp_path}/c", url, runtime=5))
+    for fn in (admin.create_clone_from_sources, admin.union):
+        with pytest.raises(InvalidArgumentError, match="sources"):
+            trio.run(lambda: fn(f"file://{tmp_path}/c", None))
+    with pytest.raises(InvalidArgumentError, match="compaction id"):
+        trio.run(lambda: admin.read_compaction(store, None))
