@@ -147,7 +147,9 @@ class CompactorOptions(_Validated):
     worker: CompactorWorkerOptions = _nested(CompactorWorkerOptions)
     metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
     commit_compacted_interval: float = _f(_DURATION, 1.0, min=MIN_INTERVAL_S)
-    checkpoint_lifetime: float = _f(_DURATION, 900.0, min=0)
+    #: At most the u32 seconds a manifest holds an expiry in (the pin's expiry is capped at
+    #: 2106, the last it can hold); a longer one was refused by the encoder in the background.
+    checkpoint_lifetime: float = _f(_DURATION, 900.0, min=0, max=2**32 - 1)
     worker_heartbeat_timeout: float = _f(_DURATION, 30.0, min=0)
     object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
 

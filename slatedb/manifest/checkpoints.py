@@ -194,6 +194,7 @@ def pinned_for_commit(m: ManifestV2, manifest_id: int, now_ms: int, pin_id: uuid
     the compactor writes unique bytes."""
     now_s = max(0, now_ms // 1000)
     live = tuple(c for c in m.checkpoints if c.checkpoint_expire_time_s == 0 or c.checkpoint_expire_time_s > now_s)
-    pin = Checkpoint(id=pin_id, manifest_id=manifest_id, checkpoint_expire_time_s=now_s + int(lifetime_s),
+    # The lifetime is a setting (at most 2^32 - 1 s): an expiry past the u32 range is held at its top.
+    pin = Checkpoint(id=pin_id, manifest_id=manifest_id, checkpoint_expire_time_s=min(now_s + int(lifetime_s), MAX_U32),
                      checkpoint_create_time_s=now_s)
     return live + (pin,)

@@ -145,3 +145,33 @@ def test_a_bool_is_not_a_checkpoint_lifetime_or_a_manifest_id(tmp_path, flag) ->
     with pytest.raises(InvalidArgumentError, match="manifest id must be an integer"):
         trio.run(admin.read_manifest, store, flag)
     assert trio.run(admin.read_manifest, store, 1).id == 1
+
+
+@pytest.mark.parametrize("lifetime", [2**32, 2**40, "99999999999999999999d"])
+def test_a_compactor_checkpoint_lifetime_past_the_manifest_range_is_refused_at_the_call(lifetime) -> None:
+    """``compactor_options.checkpoint_lifetime`` is the lifetime of the checkpoint the compactor
+    writes with its epoch claim and each commit, whose expiry the manifest holds as u32 seconds.
+    Found trying boundary values: ``2**40`` was accepted, and the compactor's first manifest
+    write failed in the flatbuffer encoder ("bad number ... for type uint32"), aborting the
+    database ("the database was aborted") a moment after the open."""
+    with pytest.raises(InvalidArgumentError, match="checkpoint_lifetime"):
+        slatedb.Settings.from_dict({"compactor_options": {"checkpoint_lifetime": lifetime}})
+
+
+def test_a_compactor_checkpoint_lifetime_near_the_top_of_the_range_runs_and_pins_until_2106() -> None:
+    """The longest lifetime accepted (below 2^32 s) is an internal pin's: its expiry is held at
+    the top of the manifest's range (2106) rather than past it, and the database lives."""
+    from slatedb.manifest.checkpoints import MAX_U32
+
+    url = "memory://argument-boundaries/long-pin"
+    settings = {"flush_interval": "5ms", "l0_sst_size_bytes": 4096,
+                "compactor_options": {"poll_interval": "10ms", "checkpoint_lifetime": MAX_U32 - 1}}
+    with slatedb.Db.open(url, settings=settings) as db:
+        for i in range(2000):
+            db.put(b"k%05d" % i, b"v" * 30)
+        db.flush(wal=False)
+        db.put(b"after", b"1", durable=True)
+        assert db.get(b"k00007") == b"v" * 30
+    store = resolve_store(url)
+    pins = [c for c in trio.run(admin.list_checkpoints, store) if c.checkpoint_expire_time_s]
+    assert pins and all(c.checkpoint_expire_time_s == MAX_U32 for c in pins)
