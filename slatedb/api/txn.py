@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable, Iterable
 
+from slatedb.api.args import prefix_bounds
 from slatedb.api.options import KeyValue
 from slatedb.batch import WriteBatch, validate_flag, validate_key, validate_ttl_s, validate_value
 from slatedb.errors import (
@@ -355,6 +356,12 @@ class Transaction:
         reverse = validate_flag("reverse", reverse)
         return t.overlay(list(t.snapshot.scan(start, end)), start, end, reverse)
 
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> list[tuple[bytes, bytes]]:
+        """The rows whose key starts with ``prefix`` (``b""``: every key), as :meth:`scan` of
+        that range (under SERIALIZABLE_SNAPSHOT the range is checked for phantoms at commit)."""
+        bounds = prefix_bounds(prefix)
+        return self.scan(bounds.lo, bounds.hi, reverse=reverse)
+
     def commit(self, *, durable: bool = False) -> Any:
         """Check for conflicts and write everything as one batch: a ``WriteHandle``, or ``None``
         if the transaction wrote nothing. :class:`TransactionConflictError` on a conflict
@@ -457,6 +464,11 @@ class AsyncTransaction:
         reverse = validate_flag("reverse", reverse)
         rows = [kv async for kv in t.snapshot.scan(start, end)]
         return t.overlay(rows, start, end, reverse)
+
+    async def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> list[tuple[bytes, bytes]]:
+        """See :meth:`Transaction.scan_prefix`."""
+        bounds = prefix_bounds(prefix)
+        return await self.scan(bounds.lo, bounds.hi, reverse=reverse)
 
     async def commit(self, *, durable: bool = False) -> Any:
         t = self._t
