@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from slatedb.api.cache_control import SyncCacheControl
 
+import math
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -34,7 +35,7 @@ from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.config import Settings, check_writer_settings
 from slatedb.api.metrics_export import collector_of_core
-from slatedb.errors import ClosedError, ReadOnlyError
+from slatedb.errors import ClosedError, InvalidArgumentError, ReadOnlyError
 from slatedb.lsm.read_path import ReadState
 from slatedb.objstore.base import ObjectStore
 from slatedb.merge_operator import merge_operator_of
@@ -42,6 +43,15 @@ from slatedb.runtime import Runtime
 
 from .common import SnapshotLifecycle
 from .core import DbCore, MustWait
+
+
+def _timeout_arg(timeout_s: object) -> float | None:
+    """``wait_durable``'s ``timeout_s``: None or a number of seconds >= 0 (inf: no limit)."""
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s >= 0:
+        raise InvalidArgumentError(f"timeout_s must be None or a number of seconds >= 0, not {timeout_s!r}")
+    return None if math.isinf(timeout_s) else float(timeout_s)
 
 
 class WriteHandle:
@@ -59,7 +69,9 @@ class WriteHandle:
 
     def wait_durable(self, timeout_s: float | None = None) -> None:
         """Block until the write is in a WAL object (raises ``FencedError`` if the writer was
-        fenced first, ``ClosedError`` if the database closed, ``TimeoutError`` on timeout)."""
+        fenced first, ``ClosedError`` if the database closed, ``TimeoutError`` on timeout).
+        ``timeout_s``: None (no limit) or seconds >= 0; anything else is refused at the call."""
+        timeout_s = _timeout_arg(timeout_s)
         if self._core.durable_seq < self.seq:
             self._core.wait_durable_sync(self.seq, timeout_s)
 
