@@ -28,7 +28,7 @@ KIN = re.compile(r"`([A-Z]\w*Error)`\s*\((?:an?|also an?)\s+`([A-Z]\w*Error)`")
 CLASS_DEF = re.compile(r"^class ([A-Z]\w*Error)\(", re.M)
 #: Names the pages quote that are not ours (the Python, boto and official engines' own).
 FOREIGN = {"NoCredentialsError", "EndpointConnectionError", "AssertionError", "TypeError", "ValueError",
-           "RuntimeError", "KeyError", "OSError", "MergeOperatorCallbackError"}
+           "RuntimeError", "KeyError", "OSError", "MergeOperatorCallbackError", "CancelledError", "InternalError"}
 
 
 def _classes() -> dict[str, type]:

@@ -626,3 +626,22 @@ def test_the_official_engine_splits_a_non_ascii_path_in_two(official) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "caf%25C3%25A9/: compacted, wal" in proc.stdout and "caf%C3%A9/: compactions, manifest" in proc.stdout
     assert "reads its row back: b'v'" in proc.stdout
+
+
+def test_a_prefix_scan_with_an_empty_subrange_panics_in_the_official_binding_and_is_empty_here(official) -> None:
+    """docs/api.md "Differences a program can see": ``scan_prefix(b"b", KeyRange(end=b"",
+    end_inclusive=False))`` panics in the official binding (uniffi's ``InternalError``, "Range
+    must be non-empty") where the same empty range as a plain scan has no rows; ours returns no
+    rows for both. The standalone reproduction under docs/official-defects/ runs on each."""
+    import os
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    script = repo / "docs" / "official-defects" / "prefix_scan_empty_subrange.py"
+    theirs = subprocess.run([str(official.python), "-I", str(script)], capture_output=True, text=True, timeout=240)
+    assert theirs.returncode == 1, theirs.stdout + theirs.stderr
+    assert "InternalError: Range must be non-empty" in theirs.stdout
+    ours = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    assert ours.returncode == 0, ours.stdout + ours.stderr
+    assert "scan_prefix(b'b', ..b''): 0 rows" in ours.stdout
