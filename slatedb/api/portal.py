@@ -278,7 +278,7 @@ class RuntimeThread:
             raise ClosedError(self._closed_message) from None
 
     def _refuse_own_thread(self) -> None:  # a call from the runtime thread would block its own loop for good
-        if threading.get_ident() == self._thread.ident:
+        if threading.current_thread() is self._thread:  # not its ident: an ended thread's is reused
             raise ReentrantCallError(self._closed_message.removeprefix("the ").removesuffix(" is closed"))
 
     def _call_from_a_trio_thread(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
