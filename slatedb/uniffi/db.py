@@ -276,7 +276,14 @@ class Db(_Reads):
         reason = None if st.close_reason is None else _REASONS[st.close_reason]
         return DbStatus(durable_seq=st.durable_seq, close_reason=reason, segments=[])
 
+    def _refuse_shut_again(self) -> None:
+        """As the official: once shut down cleanly, another shutdown is ``Error.Closed(CLEAN)``
+        (a fenced or failed database's shutdowns stay quiet there, and here)."""
+        if self._reason() is CloseReason.CLEAN:
+            raise Error.Closed(CloseReason.CLEAN, "Closed error: db is closed")
+
     async def shutdown(self) -> None:
+        self._refuse_shut_again()
         with translated(self._reason):
             await self._r.close()
 
@@ -284,6 +291,7 @@ class Db(_Reads):
         ft = getattr(options, "flush_type", None)
         if ft is not None and not isinstance(ft, FlushType):
             raise Error.Invalid(f"CloseOptions.flush_type must be a FlushType or None, not {ft!r}")
+        self._refuse_shut_again()
         with translated(self._reason):
             if ft is FlushType.MEM_TABLE:
                 await self._r.flush(wal=False)

@@ -91,6 +91,12 @@ async def main(root):
         await db.get(b"k1")
     except u.Error as e:
         out["after_shutdown"] = [err(e), str(e.reason)]
+    for again in (db.shutdown, lambda: db.shutdown_with_options(u.CloseOptions(flush_type=None))):
+        try:  # a clean shutdown done: another one is Error.Closed(CLEAN)
+            await again()
+            out.setdefault("shutdown_again", []).append("ok")
+        except u.Error as e:
+            out.setdefault("shutdown_again", []).append([err(e), str(e.reason)])
     db = await u.DbBuilder("db", store).build()
     out["reopened"] = await rows(await db.scan(kr(b"b", True, b"k3", False)))
     await db.shutdown()
