@@ -68,6 +68,10 @@ class DbReaderOptions:
     def __attrs_post_init__(self) -> None:
         _positive_seconds("manifest_poll_interval_s", self.manifest_poll_interval_s)
         _positive_seconds("checkpoint_lifetime_s", self.checkpoint_lifetime_s)
+        if self.checkpoint_lifetime_s >= 2**32:  # the manifest holds an expiry as u32 seconds
+            raise InvalidArgumentError(
+                f"DbReaderOptions.checkpoint_lifetime_s must be below 2^32 s (a checkpoint's expiry is u32 "
+                f"seconds in the manifest), got {self.checkpoint_lifetime_s!r}")
         if not self.checkpoint_lifetime_s > 2 * self.manifest_poll_interval_s:
             raise InvalidArgumentError(
                 f"DbReaderOptions.checkpoint_lifetime_s ({self.checkpoint_lifetime_s}) must be greater than twice "

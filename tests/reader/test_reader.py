@@ -463,6 +463,16 @@ def test_bad_options(kw) -> None:
         slatedb.DbReaderOptions(**kw)
 
 
+@pytest.mark.parametrize("lifetime", [2**32, 2**40, 1e30])
+def test_a_checkpoint_lifetime_past_the_manifest_range_is_refused_by_the_options(lifetime) -> None:
+    """A reader checkpoint's expiry is u32 seconds in the manifest: a longer lifetime is refused
+    when the options are built, naming the option. Before: accepted, then the open failed
+    with a message for ``CheckpointOptions`` ("leave the lifetime out for a checkpoint that
+    never expires"), which a reader's options cannot do."""
+    with pytest.raises(InvalidArgumentError, match="DbReaderOptions.checkpoint_lifetime_s"):
+        slatedb.DbReaderOptions(checkpoint_lifetime_s=lifetime)
+
+
 def test_defaults_are_the_official_ones() -> None:
     o = slatedb.DbReaderOptions()
     assert (o.manifest_poll_interval_s, o.checkpoint_lifetime_s, o.max_memtable_bytes) == (10, 600, 64 << 20)
