@@ -148,6 +148,18 @@ def test_sim_ledger_names_a_missing_ledger_and_what_a_filter_left_out(tmp_path, 
     assert "none of the 1 campaign(s) in " in out and "is of scenario gcc (scenarios recorded: seqmeta)" in out
 
 
+@pytest.fixture
+def default_sigint():
+    """SIGINT raises KeyboardInterrupt in this process during the test, whatever it inherited: a
+    shell starts background jobs with SIGINT ignored (``./just test &``), and a real Ctrl-C then
+    did nothing."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _ctrl_c_at_event(monkeypatch, n: int) -> None:
     """A real SIGINT to this process (what Ctrl-C sends) when a world records its ``n``-th trace event."""
     import os
@@ -165,7 +177,7 @@ def _ctrl_c_at_event(monkeypatch, n: int) -> None:
     monkeypatch.setattr(trace_mod.Trace, "emit", emit)
 
 
-def test_ctrl_c_inside_a_world_stops_it_and_is_no_failing_seed(monkeypatch) -> None:
+def test_ctrl_c_inside_a_world_stops_it_and_is_no_failing_seed(monkeypatch, default_sigint) -> None:
     """Before: the KeyboardInterrupt a simulated process met was the seed's verdict (ESCAPE-1, a
     failing seed whose replay passes, recorded in the ledger) and the campaign ran on."""
     _ctrl_c_at_event(monkeypatch, 300)
@@ -179,7 +191,8 @@ def _ledger_rows(path) -> list[dict]:
 
 
 @pytest.mark.parametrize("command", ["dst", "sweep"])
-def test_ctrl_c_in_a_campaign_reports_and_records_the_seeds_that_ran(tmp_path, monkeypatch, capsys, command) -> None:
+def test_ctrl_c_in_a_campaign_reports_and_records_the_seeds_that_ran(tmp_path, monkeypatch, capsys, command,
+                                                                   default_sigint) -> None:
     """Ctrl-C in the third seed (one process): exit 130, the table of the two seeds that ran, the
     running one named and neither passed nor failed, the ledger holding the two. Before: a
     KeyboardInterrupt traceback with --jobs 2; with --jobs 1 the running seed FAILED as ESCAPE-1
@@ -352,7 +365,8 @@ def test_the_replay_of_a_seed_stopped_at_its_wall_limit_stops_too_and_shows_its_
     assert "replay: " + replay in out
 
 
-def test_ctrl_c_in_a_shrink_keeps_the_smallest_failing_sequence_found(tmp_path, monkeypatch, capsys) -> None:
+def test_ctrl_c_in_a_shrink_keeps_the_smallest_failing_sequence_found(tmp_path, monkeypatch, capsys,
+                                                                      default_sigint) -> None:
     """Ctrl-C in a shrink's candidate runs: before, a traceback (or 'sim: interrupted') and
     nothing saved after minutes of shrinking; now the best sequence so far is reported and saved,
     its replay fails as the original did, exit 130."""

@@ -73,9 +73,12 @@ def test_ctrl_c_on_slatedb_run_compactor_drops_its_startup_pin(tmp_path) -> None
 
     url = f"file://{tmp_path}/db"
     _db(url)
+    # As a terminal's foreground process: SIGINT at its default (a shell starts background jobs,
+    # and what they start, with SIGINT ignored: run from ``./just test &`` the child ignored it).
     proc = subprocess.Popen([sys.executable, "-m", "slatedb", "--path", url, "run-compactor"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         store = resolve_store(url)
         while trio.run(admin.read_manifest, store).manifest.compactor_epoch == 0:
