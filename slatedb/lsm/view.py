@@ -87,9 +87,25 @@ class SortedRunView:
     first_keys: tuple[bytes, ...]
 
     def find(self, key: bytes) -> SstHandle | None:
-        """The one SST of the run whose key range may hold ``key``."""
+        """The last SST of the run whose key range may hold ``key`` (see :meth:`holding`)."""
         i = bisect_right(self.first_keys, key) - 1
         return self.ssts[i] if i >= 0 else None
+
+    def holding(self, key: bytes) -> tuple[SstHandle, ...]:
+        """The SSTs of the run whose key range may hold ``key``, in read order (an earlier SST
+        holds the newer versions): one, unless ``key`` starts an SST, whose predecessors may then
+        end with it. The official compactor cuts an output SST after any row, so a key's versions
+        may span adjacent SSTs of a run (READ-7); ours cuts only between keys."""
+        first_keys = self.first_keys
+        i = bisect_right(first_keys, key) - 1
+        if i < 0:
+            return ()
+        if i == 0 or first_keys[i] != key:
+            return (self.ssts[i],)
+        j = i
+        while j > 0 and first_keys[j] == key:
+            j -= 1
+        return self.ssts[j:i + 1]
 
 
 @attrs.frozen(eq=False)
@@ -144,9 +160,7 @@ class LsmView:
                 return l0  # the common shape of a point get: no generator to build
             out = list(l0)
             for run in self.runs:
-                h = run.find(key)
-                if h is not None:
-                    out.append(h)
+                out.extend(run.holding(key))
             return out
         return self._bounded_candidates(key)
 
@@ -156,9 +170,9 @@ class LsmView:
             if b is UNBOUNDED or b.contains(key):
                 yield h
         for run in self.runs:
-            h = run.find(key)
-            if h is not None and (h.bounds is UNBOUNDED or h.bounds.contains(key)):
-                yield h
+            for h in run.holding(key):
+                if h.bounds is UNBOUNDED or h.bounds.contains(key):
+                    yield h
 
     @property
     def sst_ids(self) -> set[ULID]:

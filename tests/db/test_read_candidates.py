@@ -27,10 +27,12 @@ def _handle(name: str, bounds: KeyBounds) -> SstHandle:
 
 def _model(view: LsmView, key: bytes) -> list[SstHandle]:
     out = [h for h in view.l0 if h.bounds.contains(key)]
-    for run in view.runs:
-        h = run.find(key)
-        if h is not None and h.bounds.contains(key):
-            out.append(h)
+    for run in view.runs:  # an SST may end with the key its successor starts with (READ-7)
+        firsts = run.first_keys
+        for i, h in enumerate(run.ssts):
+            may_hold = firsts[i] <= key and (i + 1 == len(firsts) or key <= firsts[i + 1])
+            if may_hold and h.bounds.contains(key):
+                out.append(h)
     return out
 
 
