@@ -11,7 +11,10 @@ oldest sequence an active snapshot may read at):
 * the newest version with ``seq <= M`` is kept (it is what a reader at ``M`` or later sees),
   older ones are dropped;
 * an expired value (``expire_ts <= now``) is kept as a tombstone, so that it still hides older
-  versions in runs below;
+  versions in runs below. ``now`` is the database's clock, not the compactor's: the manifest's
+  ``last_l0_clock_tick``, the writer's clock at its last L0 flush (:func:`expiry_clock_ms`, as
+  upstream's ``compaction_clock_tick``), so a compactor whose clock runs ahead never drops a row
+  the writer still reads (COMPACT-12);
 * only when writing the bottom run (no run older than the destination) is that newest
   ``seq <= M`` version dropped if it is a tombstone: nothing below can resurface.
 
@@ -97,6 +100,15 @@ class Job:
     #: The subcompaction range ``[key_lo, key_hi)`` this execution merges (None: unbounded).
     key_lo: bytes | None = None
     key_hi: bytes | None = None
+
+
+def expiry_clock_ms(manifest: ManifestV2) -> int:
+    """The time a compaction of ``manifest`` judges TTL expiry by (COMPACT-12): its
+    ``last_l0_clock_tick``, the writer's clock when it last flushed an L0 SST (upstream's
+    ``compaction_clock_tick``). Never the compactor's own clock: a standalone compactor on a host
+    whose clock runs ahead would turn into tombstones rows that the writer, judging by its own
+    clock, still returns (and with the bottom run drop them)."""
+    return manifest.last_l0_clock_tick
 
 
 def is_bottom(manifest: ManifestV2, spec: CompactionSpec) -> bool:

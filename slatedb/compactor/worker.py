@@ -58,7 +58,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime, probes, switches
 
 import slatedb.compactor.lifecycle as lc
-from .executor import CompactionFailed, Executor, InputReaders, Job, is_bottom
+from .executor import CompactionFailed, Executor, InputReaders, Job, expiry_clock_ms, is_bottom
 from .scheduler import sst_size_bytes
 from .store import CompactionsStore
 from .subcompactions import plan_ranges
@@ -315,7 +315,7 @@ class Worker:
                                      self.options.max_subcompactions)
                 ctx = _bug_replanned(ctx, ranges)
         progress = [list(sub.output_ssts) for sub in ctx.subcompactions]
-        now_ms = self.runtime.now_ms()
+        now_ms = expiry_clock_ms(manifest)  # the database's clock, not ours (COMPACT-12)
         tasks = []
         for i, sub in enumerate(ctx.subcompactions):
             lo, hi = lc.range_lo_hi(sub.range)
