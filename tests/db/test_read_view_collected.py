@@ -53,3 +53,29 @@ def test_a_missing_sst_the_current_view_still_names_is_raised() -> None:
         store.delete_now(f"compacted/{l0.sst_id}.sst")  # damage: nothing replaced it
         with pytest.raises(ObjectNotFoundError, match=str(l0.sst_id)):
             db.get(b"k007")
+
+
+def test_a_snapshot_whose_ssts_were_compacted_and_collected_still_reads_its_versions_READ_6() -> None:
+    """The fresh state a collected view falls back on was compacted at the retention floor the
+    snapshot held (``recent_snapshot_min_seq``): its overwritten and deleted versions are kept,
+    so the snapshot still reads what it read before (not the newer value, not a deleted key's
+    absence)."""
+    store = memory_store()
+    _loaded(store)
+    with slatedb.Db.open("memory://test", settings=SETTINGS, store=store) as db:
+        core = db._core
+        with db.snapshot() as snap:
+            pinned = {h.sst_id for h in core.read_state.view.l0}
+            assert snap.get(b"k007") == b"v7"
+            db.put(b"k007", b"newer")
+            db.delete(b"k008")
+            db.flush(wal=False)  # the flush records the snapshot's seq as the floor
+            compact_all_l0(store)
+            deadline = time.monotonic() + 10
+            while pinned & core.read_state.view.sst_ids and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert not pinned & core.read_state.view.sst_ids
+            for sst_id in pinned:
+                store.delete_now(f"compacted/{sst_id}.sst")  # GC, once the pin expired
+            assert snap.get(b"k007") == b"v7" and snap.get(b"k008") == b"v8"
+        assert db.get(b"k007") == b"newer" and db.get(b"k008") is None
