@@ -159,8 +159,15 @@ class LsmView:
             if not self.runs:
                 return l0  # the common shape of a point get: no generator to build
             out = list(l0)
-            for run in self.runs:
-                out.extend(run.holding(key))
+            for run in self.runs:  # run.holding(key), its usual one-SST answer inlined
+                first_keys = run.first_keys
+                i = bisect_right(first_keys, key) - 1
+                if i < 0:
+                    continue
+                if i == 0 or first_keys[i] != key:
+                    out.append(run.ssts[i])
+                else:
+                    out.extend(run.holding(key))
             return out
         return self._bounded_candidates(key)
 
