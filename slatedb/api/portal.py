@@ -34,6 +34,7 @@ import trio
 
 from slatedb.api.args import check_open_args, check_runtime_arg
 from slatedb.api.dropped import DROPPED, spawn_or_refuse as _spawn_or_refuse, wait_for_dropped, watch_drop
+from slatedb.api.local_host import LocalHost
 from slatedb.errors import ClosedError, InvalidArgumentError, ReentrantCallError, sole_exception
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
@@ -438,25 +439,6 @@ def async_library() -> str:
     return lib
 
 
-class LocalHost:
-    """The engine runs on the caller's own trio loop (the nursery of an ``async with`` block):
-    a call is a plain ``await``."""
-
-    __slots__ = ("core",)
-
-    def __init__(self, core: Any) -> None:
-        self.core = core
-
-    async def acall(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        return await fn(*args)
-
-    async def aclose(self) -> None:
-        await self.core.aclose()
-
-    async def aabort(self) -> None:
-        self.core.abort()
-
-
 class SpawnedHost(LocalHost):
     """The engine runs on the caller's trio loop in a system task (an awaited ``open``, with no
     block to own a nursery): :meth:`aclose` closes the engine and ends the task. Dropped
@@ -507,7 +489,7 @@ class SpawnedHost(LocalHost):
             raise box.get("error") or ClosedError("the open was cancelled")
         return cls(box["core"], stop, done, url)
 
-    async def aclose(self) -> None:
+    async def _aclose_here(self) -> None:
         self._dropped.detach()
         try:
             await self.core.aclose()
@@ -515,7 +497,7 @@ class SpawnedHost(LocalHost):
             self._stop.set()
             await self._done.wait()
 
-    async def aabort(self) -> None:
+    async def _aabort_here(self) -> None:
         self._dropped.detach()
         self.core.abort()
         self._stop.set()
