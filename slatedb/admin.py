@@ -429,8 +429,8 @@ async def run_gc(store: ObjectStore, settings: Settings | None = None, once: boo
     once = _check_flag("once", once)
     options = settings.garbage_collector_options or GarbageCollectorOptions()
     grace = DEFAULT_DB_DELETE_GRACE_S if db_delete_grace_s is None else db_delete_grace_s
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0 or grace == float("inf"):
-        raise InvalidArgumentError(f"db_delete_grace_s must be a finite number of seconds >= 0, got {grace!r}")
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace >= 0:  # inf: never deleted
+        raise InvalidArgumentError(f"db_delete_grace_s must be a number of seconds >= 0, got {grace!r}")
     _check_store(store)
     rt = _admin_runtime(runtime, "gc")
     own = options.object_store_max_retries

@@ -135,3 +135,18 @@ def test_admin_runtime_and_sources_and_compaction_id_are_checked(tmp_path) -> No
             trio.run(lambda: fn(f"file://{tmp_path}/c", None))
     with pytest.raises(InvalidArgumentError, match="compaction id"):
         trio.run(lambda: admin.read_compaction(store, None))
+
+
+def test_run_gc_grace_may_be_infinite_but_not_nan_or_a_string(tmp_path) -> None:
+    """``db_delete_grace_s=math.inf`` (a destroyed database is never deleted) is taken; NaN, a
+    negative number or a string is refused at the call."""
+    import math
+
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+    store = resolve_store(url)
+    assert trio.run(lambda: admin.run_gc(store, once=True, db_delete_grace_s=math.inf)) is not None
+    for bad in (math.nan, -1, "1h"):
+        with pytest.raises(InvalidArgumentError, match="db_delete_grace_s"):
+            trio.run(lambda: admin.run_gc(store, once=True, db_delete_grace_s=bad))
