@@ -97,6 +97,8 @@ def resolve_store(
         raise InvalidUrlError(f"store URL has a fragment '#{parsed.fragment}' in {url!r}: a '#' in a path or "
                               "prefix must be percent-encoded as %23")
     scheme = parsed.scheme.lower()
+    if options is not None and not isinstance(options, Mapping):
+        raise InvalidUrlError(f"store_options must be a dict of option names to values, not {type(options).__name__}")
     options = dict(options or {})
 
     if scheme == "memory":

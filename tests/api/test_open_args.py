@@ -62,3 +62,14 @@ def test_a_url_that_is_not_a_string_is_refused_at_the_call(url) -> None:
         for fn in (main, awaited):
             with pytest.raises(InvalidUrlError, match="store URL must be a non-empty string"):
                 run(fn)
+
+
+@pytest.mark.parametrize("options", [["fsync"], "fsync=false", 5])
+def test_store_options_that_are_not_a_dict_are_refused_at_the_call(tmp_path, options) -> None:
+    """``store_options`` is a dict of option names to values. Before: a list or a string raised
+    a raw ``ValueError`` ("dictionary update sequence element #0 ...") from inside the open."""
+    url = f"file://{tmp_path}"
+    for open_it in (lambda: slatedb.Db.open(url, store_options=options),
+                    lambda: slatedb.DbReader.open(url, store_options=options)):
+        with pytest.raises(InvalidUrlError, match="store_options must be a dict"):
+            open_it()
