@@ -260,7 +260,7 @@ class Settings(_Validated):
     @classmethod
     def from_file(cls, path: str | Path) -> Settings:
         """Settings from a ``.json`` or ``.toml`` file (partial files take defaults)."""
-        return cls.from_dict(_read_file(Path(path)))
+        return cls.from_dict(_read_file(path))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], prefix: str = "SLATEDB_") -> Settings:
@@ -283,7 +283,7 @@ class Settings(_Validated):
         misspelling) is passed to it (to warn) and skipped."""
         merged: dict[str, Any] = {}
         if path is not None:
-            merged = _read_file(Path(path))
+            merged = _read_file(path)
         if environ is not None:
             merged = _deep_merge(merged, _env_dict(cls, environ, prefix, on_unrelated))
         return cls.from_dict(merged)
@@ -369,7 +369,10 @@ OUR_SETTINGS: Final = tuple(a.name for a in attrs.fields(Settings) if a.metadata
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def _read_file(path: str | Path) -> dict[str, Any]:
+    if not isinstance(path, (str, Path)) and not hasattr(path, "__fspath__"):
+        raise InvalidArgumentError(f"settings file path must be a str or a path, not {type(path).__name__}")
+    path = Path(path)
     suffix = path.suffix.lower()
     try:
         raw = path.read_bytes()
@@ -524,6 +527,8 @@ def _env_dict(cls: type, environ: Mapping[str, str], prefix: str,
               on_unrelated: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The typed partial dict that the variables of ``environ`` under ``prefix`` describe."""
     import difflib
+    if not isinstance(environ, Mapping):
+        raise InvalidArgumentError(f"environ must be a mapping such as os.environ, not {type(environ).__name__}")
 
     out: dict[str, Any] = {}
     for var, text in sorted(environ.items()):

@@ -279,3 +279,15 @@ def test_a_dotted_name_from_the_docs_table_says_how_to_nest_it():
         Settings.from_dict({"compactor_options": {"poll_intervl": "1s"}})
     with pytest.raises(InvalidArgumentError, match=r"levels are separated by __: SLATEDB_COMPACTOR_OPTIONS__POLL_INTERVAL"):
         Settings.load(None, {"SLATEDB_COMPACTOR_OPTIONS.POLL_INTERVAL": "3s"})
+
+
+@pytest.mark.parametrize("call", [
+    lambda: Settings.from_file(5), lambda: Settings.from_file(None), lambda: Settings.load(5, {}),
+    lambda: Settings.load(None, ["SLATEDB_FLUSH_INTERVAL=1s"]), lambda: Settings.from_env("SLATEDB_X=1"),
+])
+def test_a_path_or_environment_of_the_wrong_type_is_refused_naming_it(call):
+    """Found trying wrong types: ``Settings.from_file(5)`` raised a bare ``TypeError`` from
+    ``pathlib`` and ``Settings.load(None, ["..."])`` an ``AttributeError`` ('list' object has no
+    attribute 'items'); both are ``InvalidArgumentError`` naming the argument now."""
+    with pytest.raises(InvalidArgumentError, match="path|environ"):
+        call()
