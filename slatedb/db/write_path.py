@@ -275,7 +275,11 @@ class WritePath:
         return target(seq, w.taken_seq, w.durable_seq)
 
     def wait_durable_sync(self, seq: int, timeout_s: float | None = None) -> None:
+        """Block this thread until ``seq`` is durable; ``timeout_s`` bounds the whole wait (each
+        WAL write that lands wakes every waiter, and a wait that restarted its timeout at each
+        wake-up overshot it by a flush, or without end while other writes kept landing)."""
         w = self._w
+        deadline = None if timeout_s is None else self.runtime.monotonic_s() + timeout_s
         with w.lock:
             if w.durable_seq < seq:
                 seq = self._want_durable(seq)
@@ -284,7 +288,8 @@ class WritePath:
                     raise self._error
                 if self._closed:
                     raise ClosedError(f"the database closed before seq {seq} was durable")
-                if not self._durable_cv.wait(timeout=timeout_s):
+                left = None if deadline is None else deadline - self.runtime.monotonic_s()
+                if (left is not None and left <= 0) or not self._durable_cv.wait(timeout=left):
                     raise TimeoutError(f"seq {seq} not durable after {timeout_s} s")
 
     async def wait_durable(self, seq: int) -> None:

@@ -28,3 +28,37 @@ def test_a_bad_timeout_is_refused_at_the_call(bad) -> None:
             h.wait_durable(timeout_s=bad)  # refused even when there is nothing left to wait for
         h.wait_durable(timeout_s=0)
         h.wait_durable(timeout_s=math.inf)
+
+
+def test_the_timeout_bounds_the_whole_wait_not_each_wake_up() -> None:
+    """Every WAL write that lands wakes every durable waiter; the wait restarted its timeout at
+    each wake-up, so a waiter whose own row kept not landing while others' did waited on past
+    its timeout (for ever, with writes landing more often than the timeout). Here each wake-up
+    of the condition is one that did not make the row durable and takes 1 s of the runtime's
+    clock: the wait must give up after ``timeout_s`` of it, not wait on."""
+    with slatedb.Db.open("memory://wait-durable-whole", {"flush_interval": "1h"}) as db:
+        core = db._core
+        h = db.put(b"k", b"v")
+        clock = [0.0]
+        wakeups = []
+        runtime = core.runtime
+
+        class Cv:  # the durable condition: woken (True) by someone else's write, 1 s later
+            def wait(self, timeout=None):
+                wakeups.append(timeout)
+                clock[0] += 1.0
+                assert len(wakeups) < 50, f"still waiting after {len(wakeups)} wake-ups of 1 s, timeout 3 s"
+                return True
+
+        real_cv, real_clock = core._durable_cv, runtime.monotonic_s
+        core._durable_cv = Cv()
+        core._kick_flush = lambda: None  # no WAL write: the row stays in memory
+        runtime.monotonic_s = lambda: clock[0]
+        try:
+            with pytest.raises(TimeoutError):
+                h.wait_durable(timeout_s=3)
+        finally:
+            core._durable_cv, runtime.monotonic_s = real_cv, real_clock
+            del core._kick_flush
+        assert len(wakeups) == 3 and wakeups[0] == 3, wakeups
+        h.wait_durable(timeout_s=10)
