@@ -48,6 +48,8 @@ _LAZY_SUBMODULES = frozenset({"aio", "admin", "destroy", "uniffi"})
 
 
 def __getattr__(name: str):
+    if name == "__version__":
+        return _version()
     if name in _LAZY_SUBMODULES:
         import importlib
 
@@ -56,7 +58,18 @@ def __getattr__(name: str):
 
 
 
+def _version() -> str:
+    """``slatedb.__version__``: this package's version (``slatedb-py``; it reads and writes
+    SlateDB 0.17's formats), read from its installed metadata on first use."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("slatedb-py")
+    except PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
+        return "0+unknown"
+
 __all__ = [
+    "__version__",
     "metrics_collector",
     "ChangeRow",
     "WalGapError",

@@ -30,6 +30,7 @@ from typing import Any, Callable, NoReturn
 import trio
 
 from slatedb.cli_progress import ProgressRuntime, wanted as progress_wanted
+from slatedb import __version__ as slatedb_version
 from slatedb.config import Settings
 from slatedb.errors import InvalidArgumentError, ManifestsMissingError, NotFoundError, SlateDBError, sole_exception
 from slatedb.merge_operator import load_merge_operator
@@ -496,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--path", default=None, help="database URL: memory://name, file:///abs/dir, s3://bucket/prefix "
                         "(required; also accepted after the command)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text (also accepted after the command)")
+    parser.add_argument("--version", action="version", version=f"slatedb-py {slatedb_version} (SlateDB 0.17 formats)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>", parser_class=_Parser)
     p = _add(sub, "list-objects", "List the objects under the database root")
     p.add_argument("--prefix", default="", help="only keys starting with this (e.g. manifest/)")

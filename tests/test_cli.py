@@ -100,3 +100,19 @@ def test_both_tools_run_as_python_modules(tmp_path):
     b = run("sim", "run", "--seed", "9", "--ops", "300")
     assert a.returncode == 0 and "PASS" in a.stdout, a.stdout + a.stderr
     assert a.stdout.split("trace ")[1][:16] == b.stdout.split("trace ")[1][:16]
+
+
+def test_slatedb_version_names_the_package_and_the_formats(capsys):
+    """``slatedb --version`` (there was none: argparse said the arguments --path and a command
+    are required) and ``slatedb.__version__`` (there was none either)."""
+    import pytest
+
+    import slatedb
+    from slatedb import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.strip() == f"slatedb-py {slatedb.__version__} (SlateDB 0.17 formats)"
+    assert slatedb.__version__ and slatedb.__version__[0].isdigit()
