@@ -117,9 +117,9 @@ def test_point_reads_that_consult_sorted_runs_oldest_first_are_reported_as_read_
             if h.bounds.contains(key):
                 yield h
         for run in reversed(self.runs):
-            h = run.find(key)
-            if h is not None and h.bounds.contains(key):
-                yield h
+            for h in run.holding(key):
+                if h.bounds.contains(key):
+                    yield h
 
     monkeypatch.setattr(view.LsmView, "point_candidates", oldest_runs_first)
     result = run_compactor_workload(0)

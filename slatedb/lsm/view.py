@@ -86,11 +86,6 @@ class SortedRunView:
     ssts: tuple[SstHandle, ...]
     first_keys: tuple[bytes, ...]
 
-    def find(self, key: bytes) -> SstHandle | None:
-        """The last SST of the run whose key range may hold ``key`` (see :meth:`holding`)."""
-        i = bisect_right(self.first_keys, key) - 1
-        return self.ssts[i] if i >= 0 else None
-
     def holding(self, key: bytes) -> tuple[SstHandle, ...]:
         """The SSTs of the run whose key range may hold ``key``, in read order (an earlier SST
         holds the newer versions): one, unless ``key`` starts an SST, whose predecessors may then
