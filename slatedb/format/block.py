@@ -179,7 +179,7 @@ class Block:
     ``keys[i]`` and ``values[i]`` (``b""`` for a tombstone) of row ``i``, the rest of the row
     (seq, kind, timestamps) left in the block's bytes until a reader asks for it
     (:meth:`row`, :meth:`seq`, :attr:`rows`). A point lookup is one ``bisect`` over ``keys``
-    and builds one :class:`Row`; a scan of a *plain* block (:attr:`plain_max_seq`) pairs
+    and builds one :class:`Row`; a scan of a *plain* block (:attr:`plain`) pairs
     ``keys`` with ``values`` without building any.
 
     Immutable by convention once built (it is shared through the block cache). A V2 block's
@@ -189,7 +189,7 @@ class Block:
     ``size_bytes`` is the decoded block's raw size, a weight for the cache.
     """
 
-    __slots__ = ("keys", "values", "size_bytes", "values_final", "_raw", "_metas", "_flags_or", "_rows", "_plain")
+    __slots__ = ("keys", "values", "size_bytes", "values_final", "_raw", "_metas", "_flags_or", "_rows", "_plain", "_unique")
 
     def __init__(self, keys: list[bytes], values: list[bytes], size_bytes: int, raw: bytes | None = None,
                  metas: list[int] | None = None, flags_or: int = -1, rows: list[Row] | None = None) -> None:
@@ -201,6 +201,7 @@ class Block:
         self._flags_or = flags_or
         self._rows = rows
         self._plain: int | None | bool = False  # False: not computed yet
+        self._unique: bool | None = None  # :attr:`plain`, None: not computed yet
         #: Every row is a value without expiry: ``values[i]`` is what a reader of row ``i`` sees.
         self.values_final = (not flags_or & ~FLAG_HAS_CREATE_TS) if rows is None else all(
             r.kind is RowKind.VALUE and r.expire_ts_ms is None for r in rows)
@@ -235,18 +236,27 @@ class Block:
         return seq_at_v2(self._raw, self._metas[i])  # type: ignore[arg-type,index]
 
     @property
+    def plain(self) -> bool:
+        """Every row is a value without expiry and every key appears once: a reader at any seq
+        at or above the block's highest sees exactly ``zip(keys, values)``."""
+        unique = self._unique
+        if unique is None:
+            keys = self.keys
+            unique = self._unique = self.values_final and len(set(keys)) == len(keys)
+        return unique
+
+    @property
     def plain_max_seq(self) -> int | None:
-        """The block's highest seq when every row is a value without expiry and every key
-        appears once (then a reader at any seq at or above it sees exactly ``zip(keys,
-        values)``); None otherwise."""
+        """The block's highest seq when it is :attr:`plain`; None otherwise."""
         plain = self._plain
         if plain is False:
             plain = None
-            if self.values_final and len(set(self.keys)) == len(self.keys):
+            if self.plain:
                 if self._rows is None:
+                    # Each row's seq is a big-endian u64 at its meta offset: the greatest of
+                    # the 8-byte strings is the greatest seq (one unpack, not one a row).
                     raw = self._raw
-                    seq_at = _U64.unpack_from
-                    plain = max([seq_at(raw, m)[0] for m in self._metas])  # type: ignore[union-attr]
+                    plain = _U64.unpack(max([raw[m:m + 8] for m in self._metas]))[0]  # type: ignore[index,union-attr]
                 else:
                     plain = max(r.seq for r in self._rows)
             self._plain = plain

@@ -313,8 +313,9 @@ class ReadPath:
             it = mem_iters[0] if mem_iters else iter(())
             return None, visible(it, snapshot_seq=max_seq, now_ms=now, op=self.merge_operator)
         sources: list[Any] = [MemSource(it) for it in mem_iters]
-        sources.extend(SstSource([h], bounds, reverse) for h in view.l0)
-        sources.extend(SstSource(run.ssts, bounds, reverse) for run in view.runs)
+        ceiling = view.seq_ceiling
+        sources.extend(SstSource([h], bounds, reverse, ceiling) for h in view.l0)
+        sources.extend(SstSource(run.ssts, bounds, reverse, ceiling) for run in view.runs)
         return MergeScan(sources, reverse=reverse, max_seq=max_seq, now_ms=now, op=self.merge_operator), None
 
     async def load_blocks(self, reader: SstReader, first: int, last_exclusive: int):

@@ -65,7 +65,10 @@ class SstSource:
     """Rows of one or more SSTs visited in key order (an L0 SST, or a sorted run's SSTs),
     clipped to the scan bounds and each view's visible range."""
 
-    def __init__(self, handles: Sequence[SstHandle], bounds: KeyBounds, reverse: bool) -> None:
+    def __init__(self, handles: Sequence[SstHandle], bounds: KeyBounds, reverse: bool,
+                 seq_ceiling: int | None = None) -> None:
+        #: No row of these SSTs is above it (their view's ``LsmView.seq_ceiling``; None: unknown).
+        self._seq_ceiling = seq_ceiling
         self._plan: list[tuple[SstReader, KeyBounds, int, int]] = []
         for h in reversed(handles) if reverse else handles:
             b = bounds.intersect(h.bounds)
@@ -128,9 +131,14 @@ class SstSource:
         block = self._block
         if block is None or self._reverse:
             return None
-        plain = block.plain_max_seq
-        if plain is None or plain > max_seq:
-            return None
+        ceiling = self._seq_ceiling
+        if ceiling is not None and max_seq >= ceiling:  # no row is above max_seq (DUR-2)
+            if not block.plain:
+                return None
+        else:
+            plain = block.plain_max_seq
+            if plain is None or plain > max_seq:
+                return None
         pos = self._pos
         keys = block.keys
         if keys[pos] == after:

@@ -108,6 +108,10 @@ class LsmView:
     manifest_id: int
     l0: tuple[SstHandle, ...] = ()
     runs: tuple[SortedRunView, ...] = ()
+    #: No SST of the view holds a row above this seq: the manifest's ``last_l0_seq`` (DUR-2;
+    #: ``slatedb check`` holds every manifest to it). A scan at or above it needs no block's
+    #: highest seq to take the block's rows as columns. None: not known.
+    seq_ceiling: int | None = None
 
     #: Every view covers its whole SST (no clone or projection narrows one): candidates need
     #: no bounds check.
@@ -218,4 +222,4 @@ async def build_view(
     for sr in manifest.compacted:
         handles = tuple([h if (h := opened(v)) is not None else await handle(v) for v in sr.ssts])
         runs.append(SortedRunView(sr.id, handles, tuple(h.first_key for h in handles)))
-    return LsmView(manifest_id, l0, tuple(runs))
+    return LsmView(manifest_id, l0, tuple(runs), manifest.last_l0_seq)

@@ -53,8 +53,9 @@ def scan_rows(reader: DbReader, bounds: KeyBounds, batch_rows: int) -> Iterator[
                                end_inclusive=bounds.hi_inclusive, reverse=False, max_seq=max_seq))
         for m in rs.mems if not m.is_empty
     ]
-    sources.extend(SstSource([h], bounds, False) for h in rs.view.l0)
-    sources.extend(SstSource(run.ssts, bounds, False) for run in rs.view.runs)
+    ceiling = rs.view.seq_ceiling
+    sources.extend(SstSource([h], bounds, False, ceiling) for h in rs.view.l0)
+    sources.extend(SstSource(run.ssts, bounds, False, ceiling) for run in rs.view.runs)
     merge = RowMergeScan(sources, reverse=False, max_seq=max_seq, now_ms=now, op=core.merge_operator)
     portal = reader._portal
     while True:

@@ -311,9 +311,10 @@ def _concat(key: bytes, existing: bytes | None, operand: bytes) -> bytes:
     return (existing or b"") + b"+" + operand
 
 
-def _scan(reader: SstReader, bounds: KeyBounds, max_seq: int, n: int, reverse: bool = False) -> list:
+def _scan(reader: SstReader, bounds: KeyBounds, max_seq: int, n: int, reverse: bool = False,
+          ceiling: int | None = None) -> list:
     h = SstHandle(None, None, reader, KeyBounds())  # type: ignore[arg-type]
-    merge = MergeScan([SstSource([h], bounds, reverse)], reverse=reverse, max_seq=max_seq, now_ms=0, op=_concat)
+    merge = MergeScan([SstSource([h], bounds, reverse, ceiling)], reverse=reverse, max_seq=max_seq, now_ms=0, op=_concat)
     out = []
     while True:
         try:
@@ -346,6 +347,34 @@ def test_one_source_scans_yield_what_the_merge_model_yields(rows, block_size, n,
     want = [(k, v) for k, v in visible(iter(rows), snapshot_seq=max_seq, now_ms=0, op=_concat) if bounds.contains(k)]
     assert _scan(reader, bounds, max_seq, n) == want
     assert _scan(reader, bounds, max_seq, n, reverse=True) == want[::-1]
+    # With the SST's true ceiling (its highest seq, as DUR-2 bounds a view's SSTs by the
+    # manifest's last_l0_seq) a scan at or above it skips the blocks' highest seqs: same rows.
+    ceiling = max(r.seq for r in rows)
+    assert _scan(reader, bounds, max_seq, n, ceiling=ceiling) == want
+    assert _scan(reader, bounds, max_seq, n, reverse=True, ceiling=ceiling) == want[::-1]
+
+
+def test_a_scan_at_or_above_the_seq_ceiling_reads_no_row_seq_and_below_it_does() -> None:
+    """A forward scan at or above its SSTs' seq ceiling takes plain blocks as columns without
+    computing any block's highest seq (no row's seq read); below the ceiling, or with none
+    known, every plain block's highest seq decides, so a newer version stays hidden. The
+    ceiling is only as good as DUR-2: one that understates the rows lets a row above the scan's
+    seq through (which is why it is the manifest's ``last_l0_seq`` and nothing less)."""
+    rows = [Row(b"k%04d" % i, 100 + i, RowKind.VALUE, b"v%04d" % i) for i in range(200)]
+    top = rows[-1].seq
+    want = [(r.key, r.value) for r in rows]
+    for ceiling, max_seq, hidden in ((top, top, False), (top, 2**64 - 1, False), (None, top, True), (top + 1, top, True)):
+        reader, cache = _reader(rows, 256, 1 << 30)
+        assert _scan(reader, KeyBounds(), max_seq, 1000, ceiling=ceiling) == want
+        blocks = [cache.get(("s", i)) for i in range(len(reader.index))]
+        assert len(blocks) > 5 and all(b is not None and b.plain for b in blocks)
+        computed = [b._plain is not False for b in blocks]
+        assert all(computed) if hidden else not any(computed), (ceiling, max_seq)
+    reader, _ = _reader(rows, 256, 1 << 30)
+    below = [(r.key, r.value) for r in rows if r.seq <= 150]
+    assert _scan(reader, KeyBounds(), 150, 1000, ceiling=top) == below  # below the ceiling
+    reader, _ = _reader(rows, 256, 1 << 30)
+    assert _scan(reader, KeyBounds(), 150, 1000, ceiling=150) != below  # an understated ceiling
 
 
 def test_a_plain_block_ending_on_a_key_whose_versions_go_on_emits_it_once() -> None:
