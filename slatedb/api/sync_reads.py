@@ -7,7 +7,7 @@ runtime thread through the front-end's :class:`~slatedb.api.portal.RuntimeThread
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, Iterator, Mapping
 
 from slatedb.batch import validate_key
@@ -48,20 +48,21 @@ class DbIterator:
     def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
         if self._gen is not None:
             return self._gen  # fast path: the memtable's own generator, no wrapper per step
-        return self._steps()
+        return chain.from_iterable(self._walks())
 
-    def _steps(self) -> Iterator[tuple[bytes, bytes]]:
-        """What ``for kv in it`` iterates: the pulled rows' iterator delegated to (each step a
-        C call, no bytecode of this generator), then the next pull. It keeps no state of its
-        own: ``next()`` and :meth:`next_batch` between its steps advance the same iterator, and
-        :meth:`seek` empties the list it walks (so the delegation ends) before the next pull."""
+    def _walks(self) -> Iterator[Iterator[tuple[bytes, bytes]]]:
+        """What ``for kv in it`` walks, one iterator after another (``chain.from_iterable``:
+        each row step is a C call, no bytecode of this generator): the pulled rows' iterator,
+        then, once it is done, the next pull's. It keeps no state of its own: ``next()`` and
+        :meth:`next_batch` between steps advance the same iterator, and :meth:`seek` empties
+        the list it walks (so that walk ends) before the next pull."""
         while True:
             it = self._it
-            yield from it
+            yield it
             if self._it is not it:  # next() refilled or seek() restarted meanwhile: walk that
                 continue
             if self._gen is not None:  # a seek moved the scan to the memtable's generator
-                yield from self._gen
+                yield self._gen
                 return
             buf = self._pull(ITER_BATCH_ROWS)
             if not buf:
