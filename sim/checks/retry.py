@@ -17,14 +17,15 @@ from typing import Any
 
 import attrs
 
-from slatedb.objstore.retry import BACKOFF_MAX_S
+from slatedb.runtime import BACKOFF_MAX_S
 
 from sim.world.invariants import InvariantViolation
 from sim.world.trace import Event, Trace
 
 RETRY_1 = "RETRY-1"
 #: How far past its deadline a retried request may end: the deadline is checked before each pause
-#: (at most ``BACKOFF_MAX_S`` times 1.5 with jitter) and cuts the next attempt at once.
+#: (at most ``BACKOFF_MAX_S`` times 1.5 with jitter: the simulated clients' calls are not those of
+#: an opened database, whose pauses reach 15 s) and cuts the next attempt at once.
 DEADLINE_SLACK_S = 1.5 * BACKOFF_MAX_S + 0.5
 
 

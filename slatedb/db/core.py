@@ -56,7 +56,7 @@ from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.merge_operator import MergeFn
-from slatedb.runtime import Runtime, switches, with_max_retries
+from slatedb.runtime import Runtime, opened, switches, with_max_retries
 from slatedb.wal.writer import WalWriter, replay_wal
 
 from .flushers import Flushers
@@ -154,6 +154,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         with_max_retries(runtime, settings.object_store_max_retries)
         core = cls(store, settings, runtime, merge_operator)
         await core._open(create)
+        opened(runtime)  # from now on, the pauses of an open database (PRODUCTION_RETRIES)
         return core
 
     async def _open(self, create: str = "if_missing") -> None:

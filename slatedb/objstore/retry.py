@@ -42,19 +42,14 @@ LOG = logging.getLogger("slatedb.objstore")
 
 T = TypeVar("T")
 
-#: First and largest pause between retries (seconds); the pause doubles in between.
-BACKOFF_MIN_S = 0.01
-BACKOFF_MAX_S = 2.0
-
-
 class _Backoff:
     """Capped exponential backoff with jitter, drawn from the runtime's random stream, within
     the runtime's retry policy."""
 
     def __init__(self, runtime: Runtime, max_attempts: int | None = None, policy: RetryPolicy | None = None) -> None:
         self.runtime = runtime
-        self.pause_s = BACKOFF_MIN_S
         self.policy = runtime.retry_policy if policy is None else policy
+        self.pause_s = self.policy.backoff_min_s
         self.max_attempts = max_attempts
         # With a deadline the clock starts at the first attempt: an attempt that hangs (a frozen
         # endpoint: connect and read timeouts) counts against it (:meth:`attempt`).
@@ -112,7 +107,7 @@ class _Backoff:
             limit = f"/{policy.max_retries}" if policy.max_retries is not None else ""
             LOG.warning("%s failed (%s); retry %d%s in %.2f s", what, error, attempt, limit, pause)
         await self.runtime.sleep(pause)
-        self.pause_s = min(BACKOFF_MAX_S, self.pause_s * 2)
+        self.pause_s = min(policy.backoff_max_s, self.pause_s * 2)
 
 
 async def retry_transient(

@@ -56,7 +56,7 @@ from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.row import Row
-from slatedb.runtime import Runtime, TaskScopes, probes, switches, with_max_retries
+from slatedb.runtime import Runtime, TaskScopes, opened, probes, switches, with_max_retries
 from slatedb.wal.writer import in_l0, list_wal_ids, wal_key
 
 from .options import DbReaderOptions
@@ -174,10 +174,7 @@ class ReaderCore(ReadPath):
         core = cls(store, runtime, options, settings, cid)
         core.merge_operator = merge_operator  # folds merge operands on reads (spec/protocols/merge.md)
         try:
-            if cid is None:
-                await core._establish("open")
-            else:
-                await core._open_checkpoint(cid)
+            await (core._establish("open") if cid is None else core._open_checkpoint(cid))
         except BaseException:
             with trio.CancelScope(shield=True):
                 try:
@@ -186,6 +183,7 @@ class ReaderCore(ReadPath):
                     pass  # it lapses after its lifetime
                 await core.locator.aclose()
             raise
+        opened(runtime)  # from now on, the pauses of an open database (PRODUCTION_RETRIES)
         return core
 
     async def _latest(self, what: str) -> StoredManifest:

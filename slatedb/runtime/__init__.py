@@ -71,6 +71,12 @@ class TaskScopes:
             scope.cancel()
 
 
+#: The first and the largest pause between retries of a transient error (seconds), unless a
+#: policy says otherwise: the pause doubles in between.
+BACKOFF_MIN_S = 0.01
+BACKOFF_MAX_S = 2.0
+
+
 @attrs.frozen
 class RetryPolicy:
     """How long object-store calls keep retrying transient errors (slatedb/objstore/retry.py).
@@ -78,11 +84,18 @@ class RetryPolicy:
     ``max_retries``: retries after the first attempt (None: no bound); ``deadline_s``: stop
     retrying once this much of the process's monotonic time has passed since the first attempt
     (None: no bound); ``log``: log each wait (logger ``slatedb.objstore``, WARNING).
+
+    ``backoff_min_s`` / ``backoff_max_s``: the first and the largest pause between retries (the
+    pause doubles in between, each drawn with jitter). ``open_backoff_s``: the ``(first,
+    largest)`` pauses once a database has opened (:func:`opened`; None: the same as before).
     """
 
     max_retries: int | None = None
     deadline_s: float | None = None
     log: bool = False
+    backoff_min_s: float = BACKOFF_MIN_S
+    backoff_max_s: float = BACKOFF_MAX_S
+    open_backoff_s: tuple[float, float] | None = None
 
 
 def with_max_retries(runtime: "Runtime", max_retries: int | None) -> "Runtime":
@@ -90,6 +103,17 @@ def with_max_retries(runtime: "Runtime", max_retries: int | None) -> "Runtime":
     if max_retries is not None:
         runtime.retry_policy = attrs.evolve(runtime.retry_policy, max_retries=max_retries)
     return runtime
+
+
+def opened(runtime: "Runtime") -> None:
+    """A database (writer or reader) has opened on ``runtime``: its calls pause from now on as
+    its policy's ``open_backoff_s`` says (production: as long as the official engine's
+    ``object_store`` client; the open itself, and tools that only look, keep the short pauses:
+    a wrong endpoint fails within seconds)."""
+    policy = runtime.retry_policy
+    if policy.open_backoff_s is not None:
+        lo, hi = policy.open_backoff_s
+        runtime.retry_policy = attrs.evolve(policy, backoff_min_s=lo, backoff_max_s=hi)
 
 
 #: The simulator's (and the base class's) policy: retry until success; faults end when it says.
@@ -191,4 +215,4 @@ def uuid4_from_int(bits128: int) -> uuid.UUID:
     return uuid.UUID(int=bits128 & ((1 << 128) - 1), version=4)
 
 
-__all__ = ["with_max_retries", "UNBOUNDED_RETRIES", "RetryPolicy", "Runtime", "TaskGroup", "ulid_from_parts", "uuid4_from_int"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "opened", "with_max_retries", "UNBOUNDED_RETRIES", "RetryPolicy", "Runtime", "TaskGroup", "ulid_from_parts", "uuid4_from_int"]

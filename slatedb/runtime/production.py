@@ -18,8 +18,12 @@ from . import RetryPolicy, Runtime
 from .metrics import Metrics, log_event
 
 #: The default in production: 10 retries (the official engine's object_store default; the
-#: ``object_store_max_retries`` setting overrides it) within 180 s, each wait logged.
-PRODUCTION_RETRIES = RetryPolicy(max_retries=10, deadline_s=180.0, log=True)
+#: ``object_store_max_retries`` setting overrides it) within 180 s, each wait logged. Pauses of
+#: 10 ms doubling to 2 s while a database opens and in tools that only look (a wrong endpoint
+#: fails within seconds); an open database pauses as the official engine's ``object_store``
+#: client does (``BackoffConfig``: 100 ms doubling to 15 s), so its 10 retries ride out about a
+#: minute of outage (:func:`slatedb.runtime.opened`).
+PRODUCTION_RETRIES = RetryPolicy(max_retries=10, deadline_s=180.0, log=True, open_backoff_s=(0.1, 15.0))
 
 
 class ProductionRuntime(Runtime):
