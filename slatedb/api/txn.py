@@ -365,12 +365,15 @@ class Transaction:
     def commit(self, *, durable: bool = False) -> Any:
         """Check for conflicts and write everything as one batch: a ``WriteHandle``, or ``None``
         if the transaction wrote nothing. :class:`TransactionConflictError` on a conflict
-        (nothing written). The transaction is finished either way."""
+        (nothing written); :class:`ClosedError` once the database is closed, even for a
+        transaction that wrote nothing (as any call after ``close()``; ``slatedb.uniffi``
+        returns None there, as the official binding does). The transaction is finished either way."""
         t = self._t
         t.check_open()
         validate_flag("durable", durable)  # before the try: a bad argument leaves the transaction open
         try:
             core, portal = self._db._core, self._db._portal
+            core.check_open()  # ClosedError whether or not it wrote anything (a read-only one too)
             keys, ranges = t.checked_keys(), t.checked_ranges()
             while True:
                 rs = core.read_state
@@ -476,6 +479,7 @@ class AsyncTransaction:
         validate_flag("durable", durable)  # before the try: a bad argument leaves the transaction open
         try:
             core, host = self._db._core, self._db._host
+            core.check_open()  # ClosedError whether or not it wrote anything (a read-only one too)
             keys, ranges = t.checked_keys(), t.checked_ranges()
             while True:
                 rs = core.read_state

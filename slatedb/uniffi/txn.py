@@ -117,6 +117,12 @@ class DbTransaction:
             return await self._scan(convert.bounds_of(subrange, _key(prefix, "prefix")), options)
 
     async def commit(self) -> WriteHandle | None:
+        t = self._t._t
+        if not t.done and not t.writes and not t.merges and self._t._db._core.closed:
+            # The official binding returns None for a transaction that wrote nothing, closed
+            # database or not (ours raises ClosedError there, as any call after close()).
+            await self._t.rollback()
+            return None
         with translated(self._db._reason):
             h = await self._t.commit()
             return None if h is None else self._db._handle(h, None)
