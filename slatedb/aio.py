@@ -29,7 +29,8 @@ from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # n
 from slatedb.api.options import DbStatus
 from slatedb.api.read_kit import db_status
 from slatedb.api.txn import AsyncTransaction, IsolationLevel, isolation_of
-from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg
+from slatedb.api.opening import Opening
+from slatedb.api.portal import AsyncClosing, RuntimeArg
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.checkpoint.ops import delete_checkpoint

@@ -18,7 +18,8 @@ import math
 from collections import deque
 from typing import Any, AsyncIterator, Iterator, Mapping
 
-from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg, RuntimeThread
+from slatedb.api.opening import Opening
+from slatedb.api.portal import AsyncClosing, RuntimeArg, RuntimeThread
 from slatedb.errors import ClosedError, InvalidArgumentError
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime

@@ -12,7 +12,7 @@ runtime, the one service runner, and the one runtime thread of the synchronous A
   coroutine function on the runtime loop (``RunFinishedError`` becomes :class:`ClosedError`),
   stop, abort. Each sync front-end holds one; under asyncio, so does each async front-end
   (:meth:`RuntimeThread.acall` awaits the call from the asyncio loop without blocking it).
-* :class:`Opening`: what an async ``open`` returns, to ``await`` or to use as ``async with``,
+* :class:`~slatedb.api.opening.Opening` (its own module): what an async ``open`` returns, to ``await`` or to use as ``async with``,
   under trio or asyncio (:func:`async_library`). Under trio the engine runs on the caller's own
   loop (in the block's nursery, or a system task when awaited); under asyncio on a runtime
   thread. Either way the front-end reaches it through a *host* with ``acall`` / ``aclose`` /
@@ -519,64 +519,3 @@ class AsyncClosing:
             await self._host.aclose()
         else:
             await self._host.aabort()
-
-
-class Opening:
-    """What ``slatedb.aio.Db.open`` (and ``aio.DbReader.open``) return: ``await`` it for an open
-    front-end (close it with ``await x.close()``), or ``async with`` it (leaving the block closes
-    it; on an exception it stops without flushing). Works under trio and under asyncio."""
-
-    def __init__(self, front: Callable[[Any, Any], Any], open_core: Callable[[ObjectStore, Runtime], Awaitable[Any]],
-                 url: str, *, store: ObjectStore | None, store_options: Mapping[str, str] | None,
-                 runtime: RuntimeArg, thread_name: str, closed_message: str) -> None:
-        check_open_args(store, runtime, url)
-        self._front = front
-        self._open_core = open_core
-        self._url = url
-        self._kw = {"store": store, "store_options": store_options, "runtime": runtime}
-        self._thread_name = thread_name
-        self._closed_message = closed_message
-        self._cm: Any = None
-        self._opened: Any = None
-
-    def __await__(self) -> Any:
-        return self._open().__await__()
-
-    async def _open(self) -> Any:
-        if async_library() == "trio":
-            host: Any = await SpawnedHost.start(self._open_core, self._url, **self._kw)
-        else:
-            starting = StartingThread(self._thread_name, self._open_core, self._url,
-                                      closed_message=self._closed_message, **self._kw)
-            try:
-                # Wait on a worker thread for the open to end, taking nothing back: the future that
-                # wakes this task lives as long as the task's step, and a host it held would outlive
-                # a front-end dropped in that step (its close then racing the next open).
-                await asyncio.to_thread(starting.opened)
-            except asyncio.CancelledError:  # the caller gave up: no writer may outlive its open
-                await asyncio.shield(asyncio.to_thread(starting.stop))
-                raise
-            host = starting.wait()
-        return self._front(host.core, host)
-
-    async def __aenter__(self) -> Any:
-        if self._opened is not None:
-            raise InvalidArgumentError("this open() was already entered: call open() again")
-        if async_library() == "trio":
-            await wait_for_dropped(self._url)
-            self._cm = serve(self._open_core, self._url, **self._kw)
-            core = await self._cm.__aenter__()
-            self._opened = self._front(core, LocalHost(core))
-        else:
-            self._opened = await self._open()
-        return self._opened
-
-    async def __aexit__(self, et: Any, e: Any, tb: Any) -> Any:
-        if self._cm is not None:
-            return await self._cm.__aexit__(et, e, tb)
-        host = self._opened._host
-        if et is None:
-            await host.aclose()
-        else:
-            await host.aabort()
-        return None

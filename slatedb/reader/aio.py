@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from slatedb.api.async_reads import AsyncReads
-from slatedb.api.portal import AsyncClosing, Opening, RuntimeArg
+from slatedb.api.opening import Opening
+from slatedb.api.portal import AsyncClosing, RuntimeArg
 from slatedb.config import Settings
 from slatedb.api.args import coerce_settings
 from slatedb.lsm.read_path import ReadState
