@@ -9,9 +9,10 @@ thread from asyncio).
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from slatedb.batch import validate_key
+from slatedb.errors import ClosedError
 from slatedb.api.args import check_batch_size, prefix_bounds, scan_bounds
 from slatedb.api.options import KeyValue, ReadOptions, ScanOptions
 from slatedb.api.read_kit import bound_for, key_value, scan_options, seek_bounds
@@ -25,8 +26,27 @@ from slatedb.api.unpicklable import Unpicklable
 ITER_BATCH_ROWS = 256
 
 
+class Released:
+    """What a release with no I/O of the async API returns (an iterator's or a snapshot's
+    ``close()``): the release is done when the call returns, and ``await x.close()`` (as for
+    ``await db.close()``) works too, under asyncio or trio."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Iterator[None]:
+        return iter(())
+
+    def __repr__(self) -> str:
+        return "<released>"
+
+
+RELEASED = Released()
+
+
 class DbIterator:
-    """Async iterator of ``(key, value)`` pairs; also :meth:`next_batch`."""
+    """Async iterator of ``(key, value)`` pairs; also :meth:`next_batch`. :meth:`close` (or
+    leaving ``async with db.scan() as it:``, or ``with``) stops it early and lets go of what it
+    holds."""
 
     def __init__(self, host: Any, core: Any, merge: MergeScan | None, gen: Any, scan: tuple | None = None) -> None:
         self._host = host
@@ -70,15 +90,50 @@ class DbIterator:
         """Continue the scan from ``key``: the next row is the first at or after ``key`` in the
         scan's direction (ascending: ``>= key``; descending: ``<= key``). A key outside the scan
         range raises :class:`~slatedb.errors.SeekKeyOutOfRangeError` and leaves the iterator as
-        it was. Rows are still those of the scan's own snapshot."""
+        it was. Rows are still those of the scan's own snapshot. A closed iterator:
+        :class:`~slatedb.errors.ClosedError`."""
+        if self._scan is None:
+            raise ClosedError("the scan iterator was closed")
         rs, bounds, reverse, max_seq = self._scan
         rest = seek_bounds(bounds, key, reverse)
         self._merge, self._gen = self._core.scan_merge(rs, rest, reverse, max_seq)
         self._buf, self._pos = [], 0
 
+    def close(self) -> Released:
+        """Stop the scan early: it yields no more rows (``async for`` ends, ``__anext__`` raises
+        ``StopAsyncIteration``, :meth:`next_batch` returns ``[]``; :meth:`seek` raises
+        ``ClosedError``) and lets go of what it held (its read state's memtables and SST readers,
+        the rows pulled ahead, its hold on the database). No I/O: done when the call returns;
+        ``await it.close()`` works too. Idempotent."""
+        gen = self._gen
+        self._merge = self._gen = self._scan = None
+        self._core = self._host = None
+        self._buf, self._pos = [], 0
+        close = getattr(gen, "close", None)
+        if close is not None:
+            close()
+        return RELEASED
+
+    async def aclose(self) -> None:
+        """:meth:`close`, as an async generator's (``contextlib.aclosing``)."""
+        self.close()
+
+    async def __aenter__(self) -> "DbIterator":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __enter__(self) -> "DbIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     async def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
         merge = self._merge
-        assert merge is not None
+        if merge is None:  # closed
+            return []
         while True:
             try:
                 return merge.next_batch(n)

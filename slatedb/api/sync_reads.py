@@ -11,6 +11,7 @@ from itertools import chain, islice
 from typing import Any, Iterator, Mapping
 
 from slatedb.batch import validate_key
+from slatedb.errors import ClosedError
 from slatedb.api.args import check_batch_size, prefix_bounds, scan_bounds
 from slatedb.api.options import KeyValue, ReadOptions, ScanOptions
 from slatedb.api.read_kit import bound_for, key_value, scan_options, seek_bounds
@@ -30,7 +31,8 @@ class DbIterator:
     """Iterator of ``(key, value)`` pairs of a scan, in key order (or reverse order).
 
     Also offers :meth:`next_batch`. Rows are produced lazily; the scan sees the database as of
-    the moment it was created (a snapshot bound by sequence number).
+    the moment it was created (a snapshot bound by sequence number). :meth:`close` (or leaving
+    ``with db.scan() as it:``) stops it early and lets go of what it holds.
     """
 
     def __init__(self, portal: RuntimeThread, core: Any, merge: MergeScan | None, gen: Iterator[tuple[bytes, bytes]] | None,
@@ -96,7 +98,10 @@ class DbIterator:
         """Continue the scan from ``key``: the next row is the first at or after ``key`` in the
         scan's direction (ascending: ``>= key``; descending: ``<= key``). A key outside the scan
         range raises :class:`~slatedb.errors.SeekKeyOutOfRangeError` and leaves the iterator as
-        it was. Rows are still those of the scan's own snapshot."""
+        it was. Rows are still those of the scan's own snapshot. A closed iterator:
+        :class:`~slatedb.errors.ClosedError`."""
+        if self._scan is None:
+            raise ClosedError("the scan iterator was closed")
         rs, bounds, reverse, max_seq = self._scan
         rest = seek_bounds(bounds, key, reverse)
         self._merge, self._gen = self._core.scan_merge(rs, rest, reverse, max_seq)
@@ -104,9 +109,32 @@ class DbIterator:
         self._buf = []
         self._it = iter(self._buf)
 
+    def close(self) -> None:
+        """Stop the scan early: it yields no more rows (``next`` raises ``StopIteration``,
+        :meth:`next_batch` returns ``[]``, a ``for`` loop over it ends; :meth:`seek` raises
+        ``ClosedError``) and lets go of what it held: the memtables and SST readers of its read
+        state, the rows pulled ahead, and its hold on the database (a ``Db`` dropped without
+        ``close()`` is closed once nothing holds it, an open iterator included). Idempotent."""
+        gen = self._gen
+        self._merge = self._gen = self._scan = None
+        self._core = self._portal = None  # type: ignore[assignment]
+        self._buf.clear()  # ends a running ``for`` step's walk of the rows pulled before
+        self._buf = []
+        self._it = iter(self._buf)
+        close = getattr(gen, "close", None)  # the memtable's generator: a running ``for`` ends
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "DbIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def _pull(self, n: int) -> list[tuple[bytes, bytes]]:
         merge = self._merge
-        assert merge is not None
+        if merge is None:  # closed
+            return []
         while True:
             try:
                 return merge.next_batch(n)
