@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import trio
 
-from slatedb.api.async_reads import ITER_BATCH_ROWS, AsyncReads, DbIterator  # noqa: F401 (DbIterator: public)
+from slatedb.api.async_reads import ITER_BATCH_ROWS, RELEASED, AsyncReads, DbIterator, Released  # noqa: F401 (DbIterator: public)
 from slatedb.api.options import DbStatus
 from slatedb.api.read_kit import db_status
 from slatedb.api.txn import AsyncTransaction, IsolationLevel, isolation_of
@@ -81,6 +81,12 @@ class Snapshot(SnapshotLifecycle, AsyncReads):
 
     async def put(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError("a snapshot is read-only: write through the Db")
+
+    def close(self) -> Released:
+        """Release the snapshot (no I/O: done when the call returns); ``await snap.close()``,
+        as ``await db.close()``, works too. Idempotent."""
+        self.release()
+        return RELEASED
 
     async def __aenter__(self) -> "Snapshot":
         return self
