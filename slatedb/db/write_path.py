@@ -282,12 +282,10 @@ class WritePath:
         deadline = None if timeout_s is None else self.runtime.monotonic_s() + timeout_s
         with w.lock:
             if w.durable_seq < seq:
+                self._check_waitable(seq)  # a stopped database: raised before any flush is kicked
                 seq = self._want_durable(seq)
             while w.durable_seq < seq:
-                if self._error is not None:
-                    raise self._error
-                if self._closed:
-                    raise ClosedError(f"the database closed before seq {seq} was durable")
+                self._check_waitable(seq)
                 left = None if deadline is None else deadline - self.runtime.monotonic_s()
                 if (left is not None and left <= 0) or not self._durable_cv.wait(timeout=left):
                     raise TimeoutError(f"seq {seq} not durable after {timeout_s} s")
@@ -296,11 +294,17 @@ class WritePath:
         w = self._w
         if w.durable_seq < seq:
             with w.lock:
+                self._check_waitable(seq)  # a stopped database: raised before any flush is kicked
                 seq = self._want_durable(seq)
         while w.durable_seq < seq:
-            if self._error is not None:
-                raise self._error
-            if self._closed:
-                raise ClosedError(f"the database closed before seq {seq} was durable")
+            self._check_waitable(seq)
             await self._durable_event.wait()
+
+    def _check_waitable(self, seq: int) -> None:
+        """A durability wait for ``seq`` (not yet durable) on a stopped database raises: its
+        error (fenced, failed), or ``ClosedError``."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise ClosedError(f"the database closed before seq {seq} was durable")
 
