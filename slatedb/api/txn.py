@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable, Iterable
 
-from slatedb.api.args import prefix_bounds
+from slatedb.api.args import prefix_bounds, scan_bounds
 from slatedb.api.options import KeyValue
 from slatedb.batch import WriteBatch, validate_flag, validate_key, validate_ttl_s, validate_value
 from slatedb.errors import (
@@ -354,7 +354,8 @@ class Transaction:
         t = self._t
         t.check_open()
         reverse = validate_flag("reverse", reverse)
-        return t.overlay(list(t.snapshot.scan(start, end)), start, end, reverse)
+        b = scan_bounds(start, end)  # bytes from here on (a bytearray or memoryview copied)
+        return t.overlay(list(t.snapshot.scan(b.lo, b.hi)), b.lo, b.hi, reverse)
 
     def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> list[tuple[bytes, bytes]]:
         """The rows whose key starts with ``prefix`` (``b""``: every key), as :meth:`scan` of
@@ -465,8 +466,9 @@ class AsyncTransaction:
         t = self._t
         t.check_open()
         reverse = validate_flag("reverse", reverse)
-        rows = [kv async for kv in t.snapshot.scan(start, end)]
-        return t.overlay(rows, start, end, reverse)
+        b = scan_bounds(start, end)  # bytes from here on (a bytearray or memoryview copied)
+        rows = [kv async for kv in t.snapshot.scan(b.lo, b.hi)]
+        return t.overlay(rows, b.lo, b.hi, reverse)
 
     async def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> list[tuple[bytes, bytes]]:
         """See :meth:`Transaction.scan_prefix`."""
