@@ -4,6 +4,7 @@ accepted form, ``store=`` and ``runtime=`` of an open, the ``create`` mode, scan
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -112,4 +113,4 @@ def check_batch_size(n: object) -> int:
     end and returned some of them; a string failed deep inside with a TypeError)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise InvalidArgumentError(f"next_batch needs a non-negative int, not {n!r}")
-    return n
+    return min(n, sys.maxsize)  # "up to n rows": a larger n is every row left (islice refuses it)

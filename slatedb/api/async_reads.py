@@ -77,7 +77,7 @@ class DbIterator:
 
     async def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
         """Up to ``n`` pairs; an empty list at the end of the scan."""
-        check_batch_size(n)
+        n = check_batch_size(n)
         if self._gen is not None:
             return list(islice(self._gen, n))  # n == 0 takes nothing
         out = self._buf[self._pos : self._pos + n]

@@ -69,3 +69,25 @@ def test_next_batch_zero_takes_no_row_from_a_memtable_scan() -> None:
                 assert len(await it.next_batch(10)) == 3
 
     trio.run(main)
+
+
+def test_a_size_above_sys_maxsize_takes_every_row_left(tmp_path) -> None:
+    """``next_batch(2**64)`` ("up to n rows") returns every row left, on the memtable generator
+    and on the merge path, sync and async. Before: "ValueError: Stop argument for islice() must
+    be None or an integer: 0 <= x <= sys.maxsize", untyped, from inside the iterator."""
+    url = f"file://{tmp_path}"
+    with slatedb.Db.open(url, settings={"l0_sst_size_bytes": 1024}) as db:
+        for i in range(10):
+            db.put(b"k%d" % i, b"v" * 100)
+        assert len(db.scan().next_batch(2**64)) == 10
+        db.flush(wal=False)
+        db.put(b"k0", b"w")  # a memtable and L0 SSTs: the merge path
+        it = db.scan()
+        assert next(it) == (b"k0", b"w")
+        assert len(it.next_batch(2**64)) == 9
+
+    async def main() -> int:
+        async with slatedb.aio.Db.open(url) as db:
+            return len(await db.scan().next_batch(2**64))
+
+    assert trio.run(main) == 10
