@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from slatedb.api.cache_control import SyncCacheControl
 
-import math
+import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -51,7 +51,9 @@ def _timeout_arg(timeout_s: object) -> float | None:
         return None
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s >= 0:
         raise InvalidArgumentError(f"timeout_s must be None or a number of seconds >= 0, not {timeout_s!r}")
-    return None if math.isinf(timeout_s) else float(timeout_s)
+    # Beyond what a thread can wait for (threading.TIMEOUT_MAX, some 292 years; a wait of
+    # 2**64 s raised OverflowError from the condition variable): no limit, as inf.
+    return None if timeout_s > threading.TIMEOUT_MAX else float(timeout_s)
 
 
 class WriteHandle:

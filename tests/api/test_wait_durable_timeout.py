@@ -62,3 +62,14 @@ def test_the_timeout_bounds_the_whole_wait_not_each_wake_up() -> None:
             del core._kick_flush
         assert len(wakeups) == 3 and wakeups[0] == 3, wakeups
         h.wait_durable(timeout_s=10)
+
+
+def test_a_timeout_beyond_what_a_thread_can_wait_is_no_limit() -> None:
+    """``timeout_s=2**64`` (or anything above ``threading.TIMEOUT_MAX``) waits as ``inf`` does.
+    Before: "OverflowError: timestamp out of range for platform time_t" from the condition
+    variable, untyped, after the wait had kicked a flush."""
+    with slatedb.Db.open("memory://wait-durable-huge", {"flush_interval": "50ms"}) as db:
+        h = db.put(b"k", b"v")
+        h.wait_durable(timeout_s=2**64)
+        assert h.durable
+        db.put(b"k2", b"v").wait_durable(timeout_s=1e300)
