@@ -15,6 +15,7 @@ result that is not bytes, becomes :class:`~slatedb.errors.MergeOperatorError` na
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import Any, Callable, Protocol, Sequence
 
 from slatedb.errors import InvalidArgumentError, MergeOperatorError, MergeOperatorMissingError
@@ -83,6 +84,14 @@ def fold(op: MergeFn | None, key: bytes, base: bytes | None, operands: Sequence[
         except MergeOperatorError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's code: any failure becomes typed
+            raise MergeOperatorError(key, f"{type(e).__name__}: {e}") from e
+        except BaseException as e:
+            # SystemExit, GeneratorExit, or a KeyboardInterrupt the operator raised itself (off the
+            # main thread no Ctrl-C arrives): on the runtime thread (a compaction, a flush, a
+            # block read) it ended the engine's whole trio run, and the database stopped with
+            # a bare "the database was aborted". A Ctrl-C on the main thread still interrupts.
+            if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                raise
             raise MergeOperatorError(key, f"{type(e).__name__}: {e}") from e
         if type(out) is not bytes:
             if isinstance(out, (bytearray, memoryview)):
