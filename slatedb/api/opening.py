@@ -36,6 +36,7 @@ class Opening(collections.abc.Coroutine):
         self._cm: Any = None
         self._opened: Any = None
         self._running: Any = None  # the coroutine of the open once awaited (or driven by send)
+        self._what = f"slatedb.aio.{getattr(front, '__name__', 'Db').removeprefix('Async')}"
 
     def _started(self) -> Any:
         if self._running is None:
@@ -98,3 +99,11 @@ class Opening(collections.abc.Coroutine):
         else:
             await host.aabort()
         return None
+
+    def __getattr__(self, name: str) -> Any:
+        """A public name looked up on the open itself (``db = aio.Db.open(url)`` then
+        ``await db.put(...)``): the ``await`` was forgotten; say so."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"{name!r}: this is the pending open, not the database: write "
+                             f"'db = await {self._what}.open(...)' or 'async with {self._what}.open(...) as db:'")

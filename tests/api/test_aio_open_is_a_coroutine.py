@@ -83,3 +83,14 @@ def test_one_open_opens_once(tmp_path, loop: str) -> None:
     asyncio.run(main()) if loop == "asyncio" else trio.run(main)
     with slatedb.Db.open(url) as db:
         assert db.get(b"k") == b"v"
+
+
+def test_a_forgotten_await_is_named(tmp_path) -> None:
+    """``db = aio.Db.open(url)`` then ``db.put(...)``: the AttributeError says the open was not
+    awaited (before: "'Opening' object has no attribute 'put'", naming an internal class)."""
+    url = f"file://{tmp_path}"
+    for opening, what in ((aio.Db.open(url), "slatedb.aio.Db"), (aio.WalReader.open(url), "slatedb.aio.WalReader")):
+        with pytest.raises(AttributeError, match=rf"'put'.*pending open.*await {what}\.open"):
+            opening.put(b"k", b"v")
+        assert getattr(opening, "_asyncio_future_blocking", None) is None  # what asyncio and trio probe
+        assert not hasattr(opening, "_no_such_private_name")
