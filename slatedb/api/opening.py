@@ -100,6 +100,14 @@ class Opening(collections.abc.Coroutine):
             await host.aabort()
         return None
 
+    def __enter__(self) -> Any:
+        """A plain ``with`` on the async open: say what to write instead."""
+        raise TypeError(f"use 'async with {self._what}.open(...) as db:' (a plain 'with' is the "
+                        f"synchronous API's: slatedb.{self._what.rsplit('.', 1)[1]}.open)")
+
+    def __exit__(self, *exc: Any) -> None:  # never reached: __enter__ refuses
+        return None
+
     def __getattr__(self, name: str) -> Any:
         """A public name looked up on the open itself (``db = aio.Db.open(url)`` then
         ``await db.put(...)``): the ``await`` was forgotten; say so."""

@@ -94,3 +94,12 @@ def test_a_forgotten_await_is_named(tmp_path) -> None:
             opening.put(b"k", b"v")
         assert getattr(opening, "_asyncio_future_blocking", None) is None  # what asyncio and trio probe
         assert not hasattr(opening, "_no_such_private_name")
+
+
+def test_a_plain_with_says_async_with(tmp_path) -> None:
+    """``with aio.Db.open(url) as db:`` in async code: the TypeError says to write ``async with``
+    (before: "'Opening' object does not support the context manager protocol"). Nothing opens."""
+    with pytest.raises(TypeError, match=r"async with slatedb\.aio\.Db\.open.*slatedb\.Db\.open"):
+        with aio.Db.open(f"file://{tmp_path}"):
+            pass
+    assert not any(tmp_path.iterdir())
