@@ -14,7 +14,7 @@ long forms) or as a number of seconds. :meth:`Settings.to_dict` writes the offic
 Our additions -- settings the official ``Settings`` does not have (it takes them through its
 builder instead) -- are listed in :data:`OUR_SETTINGS` and left out of
 :meth:`Settings.to_official_dict`: ``block_size_bytes``, ``filter_bits_per_key``,
-``block_cache_size_bytes``.
+``block_cache_size_bytes``, and nested, ``compactor_options.worker.cut_after_any_row``.
 
 Loading is stricter than the official engine (which silently ignores unknown keys and accepts
 e.g. ``l0_max_ssts = 0``): unknown keys, wrong types and out-of-range values raise
@@ -131,6 +131,8 @@ class CompactorWorkerOptions(_Validated):
     min_filter_keys: int = _f(_INT, 1000, min=0)
     compression_codec: str | None = _f(_CODEC, None, optional=True)
     metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
+    #: Ours: cut outputs after any row, as the official compactor does (else only between keys).
+    cut_after_any_row: bool = _f(_BOOL, False, ours=True)
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ from slatedb.runtime import switches
 from sim.world import invariants
 
 from sim.scenarios import registry as scenarios
+from sim.scenarios.catalogue_unit import PLANNED, UNIT_CAUGHT  # noqa: F401 (re-exported)
 @attrs.frozen
 class Bug:
     """One catalogued bug.
@@ -157,6 +158,11 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug(switches.EMPTY_RECOMMIT_FAILS, "a Compacted job with no output SST whose commit landed before a restart is never "
         "found landed (outputs only): its sources are gone, it is recorded Failed", _INPUTS_CHANGED_CLASS, "compaction.md "
         "step 8", "slatedb/compactor/compactor.py Compactor._commit", "compactor", ("COMPACT-10",), 40, also=("compactor-workers",)),
+    Bug(switches.STRADDLE_LATER_SST_ONLY, "a point read of a key that starts an SST of a sorted run consults only that "
+        "SST, not the one before it: the key's newer versions, which an output cut after any row left at that SST's "
+        "end, are missed and an older version is read", "Reads miss the newest version of a key (RFC 000 Reads)",
+        "reader.md READ-7 (a key spanning SSTs of a run; upstream #1490)", "slatedb/lsm/view.py SortedRunView.holding",
+        "compactor", ("READ-7",), 16),
     # -- distributed compaction: coordinator and workers (the official 0.17 protocol) --
     Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
         "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",
@@ -366,33 +372,10 @@ CATALOGUE: tuple[Bug, ...] = (
 BY_NAME: dict[str, Bug] = {b.name: b for b in CATALOGUE}
 assert len(BY_NAME) == len(CATALOGUE), "duplicate bug names"
 
-#: Switches of defences beyond the contract the simulator's worlds keep (spec/protocols/destroy.md DESTROY-A1/A2: no
-#: process stalls past a soft destroy's grace; nothing but GC runs during a hard destroy), so that no seed reaches
-#: their branch, or whose first catching seed is beyond any budget the test suite can hunt: switch -> the unit test
-#: (``path::function``) that turns the switch on and sees the failure the defence prevents. The destroy world broke
-#: both promises before 2026-11-27; seeds 409 and 1880 of that world reached these two.
-UNIT_CAUGHT: dict[str, str] = {
-    switches.WRITER_KEEPS_OPEN_AFTER_DESTROY:
-        "tests/db/test_open_after_destroy.py::test_without_the_take_back_the_open_resurrects_the_database",
-    switches.MANIFEST_KEPT_AFTER_DESTROY:
-        "tests/gc/test_destroy_race.py::test_without_the_commit_take_back_the_lone_manifest_outlives_the_database",
-    # Not beyond the contract, but too rare for a budget: gc 3741 is the first seed that needs it.
-    switches.GC_JUDGES_EXPIRY_NOW:
-        "tests/gc/test_stale_snapshot.py::test_judging_expiry_by_the_clock_after_the_read_deletes_a_pinned_manifest",
-    # A thread race (writer.md step 7's kick): no simulated writer, one thread, can enter its window.
-    switches.KICK_SKIPS_IDLE_FLUSHER:
-        "tests/db/test_durable_wait_idle_flusher.py::test_without_the_idle_wake_the_durable_wait_never_returns",
-}
 assert not set(UNIT_CAUGHT) & set(BY_NAME)
 assert set(BY_NAME) | set(UNIT_CAUGHT) == switches.ALL, \
     "every switch name (slatedb/runtime/switches.py) has one entry (or a unit test in UNIT_CAUGHT)"
 
-#: Known bug classes whose code does not exist yet (``sim bugs`` shows them); each leaves the list when the issue
-#: that builds it gives it an entry (as gc-*, projection-*/union-*/clone-*, expired-checkpoint-fatal did).
-PLANNED: tuple[tuple[str, str], ...] = (
-    ("Reader sets wal_id_last_seen to a WAL id GC already deleted", "reader (READ-1/2)"),
-    ("Stalled WAL writer re-creates a WAL id GC deleted (RFC 004's shape for WAL ids)", "gc (DUR-1)"),
-)
 
 
 def runner(workload: str) -> Callable[..., Any]:

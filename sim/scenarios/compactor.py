@@ -12,7 +12,9 @@ stalls of up to a minute) is shared by:
   SSTs of keys it puts and deletes at once, which the first compactions (at the bottom: no run
   yet) drop whole, writing no SST (empty jobs); in half of those with crashes the first
   compactor process crashes right after its first commit, so a restarted or taking-over
-  compactor must recognise the empty job's commit by its sources gone (COMPACT-10);
+  compactor must recognise the empty job's commit by its sources gone (COMPACT-10). Per seed (the
+  ``cuts`` stream) compactions cut outputs after any row (``cut_after_any_row``, the official
+  rule) and each writer holds a snapshot to its close (runs keep many versions of a key: READ-7);
 * standalone **compactors** ``c1``, ``c2``, ... started at random virtual times (sometimes two
   at once) or right after an event of the running ones (an output SST, a ``.compactions``
   write, a commit, a state change, a pause): each fences the ones before; the zombies keep
@@ -64,6 +66,7 @@ from slatedb.compactor.spec import CompactionSpec, L0Source, RunSource
 from slatedb.errors import ClosedError, FencedError
 from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.memory import MemoryStore
+from slatedb.runtime import switches
 
 from sim.checks.compactor import CompactorChecks
 from sim.checks.manifest import manifest_checks
@@ -86,6 +89,8 @@ from sim.world.store import SimObjectStore
 #: not reported as stuck.
 DRAIN_LIMIT_S = 600.0
 DRAIN_PER_L0_S = 20.0
+#: Catalogued switches of the read path, also on in the final reader of the contents check.
+READ_PATH_BUGS = frozenset({switches.STRADDLE_LATER_SST_ONLY})
 
 
 # -----------------------------------------------------------------------------------------------
@@ -108,6 +113,9 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                 await purge(world, name, db, rt, own)
             unacked: list[tuple[bytes, int]] = []
             snaps: list[Any] = []
+            # Open at the close (never released): the last flush records its floor, so the
+            # compactions keep every version written since, up to the drain's.
+            held = db.snapshot() if world.hold_snapshot else None  # noqa: F841
             i = 0
             while i < n_ops:
                 last = None
@@ -357,7 +365,8 @@ async def _final(world: World) -> None:
     invalid submissions."""
     choices, trace, bucket = world.choices, world.trace, world.bucket
     checks = world.setup.checkers["compactor"]
-    final_rt = SimRuntime("final", choices, trace, offset_ms=int(trio.current_time() * 1000))
+    final_rt = SimRuntime("final", choices, trace, offset_ms=int(trio.current_time() * 1000),
+                          bugs=world.bugs & READ_PATH_BUGS)  # the read path's switches only: it reads
     inner = MemoryStore(bucket, final_rt.now_ms, url="memory://sim")
     world.verified = await checks.verify_outputs(inner)  # RESUME-1/2
     # Contents: a fresh Db reads what the model allows.

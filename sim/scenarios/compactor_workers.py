@@ -150,6 +150,9 @@ class WorkersWorld(World):
         m["compactor_options"]["worker"].update(
             max_subcompactions=rng.choice([1, 2, 4]), max_concurrent_compactions=rng.choice([1, 2]),
             heartbeat_interval=rng.choice(["1s", "2s"]), compactions_poll_interval=rng.choice(["200ms", "500ms", "1s"]))
+        # A mixed fleet: each worker cuts outputs after any row or between keys only, so a job
+        # cut inside a key by one resumes on another (compaction.md step 7).
+        m["compactor_options"]["worker"]["cut_after_any_row"] = boolean(rng, 0.5)
         return coerce_settings(m)
 
     def worker_crash_plan(self) -> Crash | None:

@@ -70,6 +70,16 @@ class World:
         self.replacements = 0
         self.nursery: trio.Nursery | None = None
         self.settings_map = _settings(self.rng)
+        # Its own stream (the other draws stay as they were): in half the seeds compactions cut an
+        # output after any row, as the official compactor does, so a key's versions may span two
+        # SSTs of a run (reader.md READ-7, probe read.run-straddle).
+        cuts = choices.stream("cuts")
+        self.cut_after_any_row = boolean(cuts, 0.5)
+        self.settings_map["compactor_options"]["worker"]["cut_after_any_row"] = self.cut_after_any_row
+        #: In half the seeds each writer holds a snapshot from its open to its close: compactions
+        #: keep every version written since, so sorted runs hold keys with many versions (which
+        #: an output cut after any row splits) and reads through the current state meet them.
+        self.hold_snapshot = boolean(cuts, 0.5)
         # Its own stream: drawing the mode leaves every other stream's draws as they were.
         self.purge_rng = choices.stream("purge")
         self.purge = boolean(self.purge_rng, PURGE_RATE)

@@ -29,15 +29,18 @@ a base. Versions above ``M`` are never folded (a snapshot may read between them)
 operator the operands and their base are kept as they are. A failing operator fails the job
 (:class:`CompactionFailed`), writing nothing more.
 
-**Outputs** are cut at ``max_sst_size`` but only between two keys: all versions of a key stay
-in one SST, so a point lookup in a sorted run (which picks the one SST whose key range may hold
-the key) finds every version.
+**Outputs** are cut at ``max_sst_size``, by default only between two keys: all versions of a key
+stay in one SST. With ``Job.cut_after_any_row`` (``compactor_options.worker.cut_after_any_row``)
+an output is cut after whichever row takes it to the size, as the official compactor does
+(upstream #1490): a key's versions may then end one output and start the next, newer versions
+first, which point reads take into account (``SortedRunView.holding``, reader.md READ-7).
 
 **Resume** (RFC 002 "Resuming Partial Compactions"). Given the output SSTs of an interrupted
 attempt, the last row of the last one is the cursor ``(K, S)``. Every source is read again from
 key ``K``; retention restarts at ``K`` (its decisions depend only on the versions of one key,
 ``M``, the bottom flag and the clock), and rows at or before the cursor — ``key < K``, or
-``key == K`` and ``seq >= S`` — are skipped. So the rows after the cursor are exactly those an
+``key == K`` and ``seq >= S`` — are skipped (a cursor in the middle of a key's versions, an output
+cut after any row, resumes with the key's next older version). So the rows after the cursor are exactly those an
 uninterrupted run writes after it: none repeated (RESUME-2), none missing (RESUME-1).
 """
 
@@ -100,6 +103,8 @@ class Job:
     #: The subcompaction range ``[key_lo, key_hi)`` this execution merges (None: unbounded).
     key_lo: bytes | None = None
     key_hi: bytes | None = None
+    #: Cut an output after any row (the official rule), not only between two keys.
+    cut_after_any_row: bool = False
 
 
 def expiry_clock_ms(manifest: ManifestV2) -> int:
@@ -255,6 +260,7 @@ class Executor:
         writer = SstWriter(job.sst_options)
         writer_last_key: bytes | None = None
         max_bytes = job.max_sst_size_bytes
+        any_row = job.cut_after_any_row
         M, bottom, now = job.retention_min_seq, job.bottom, job.now_ms
         op = self.merge_operator
         cur_key: bytes | None = None
@@ -293,7 +299,8 @@ class Executor:
                     if not first_after_cursor_kept():
                         continue
                 # -- output ------------------------------------------------------------------------
-                if writer_last_key is not None and key != writer_last_key and writer.estimated_size_bytes() >= max_bytes:
+                if writer_last_key is not None and (key != writer_last_key or any_row) \
+                        and writer.estimated_size_bytes() >= max_bytes:
                     await cut()
                 writer.add(row)
                 writer_last_key = key

@@ -324,7 +324,8 @@ class Worker:
             tasks.append(RangeTask(i, Job(
                 compaction_id=cid, spec=spec, manifest=manifest, retention_min_seq=ctx.retention_min_seq,
                 bottom=is_bottom(manifest, spec), now_ms=now_ms, max_sst_size_bytes=self.max_sst_size_bytes,
-                sst_options=self.sst_options, resume_outputs=sub.output_ssts, key_lo=lo, key_hi=hi), readers))
+                sst_options=self.sst_options, resume_outputs=sub.output_ssts, key_lo=lo, key_hi=hi,
+                cut_after_any_row=self.options.cut_after_any_row), readers))
 
         def current_ctx() -> TieredCompactionContext:
             return attrs.evolve(ctx, subcompactions=tuple(

@@ -213,7 +213,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         progress = self._bug_record_replay_early if switches.REPLAY_PROGRESS_EARLY in rt.bugs else _replay_point_kept
         stored = self._stored = await progress(stored)
         await self.locator.update(stored.manifest)
-        view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
+        view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader, self.runtime)
         self._w.publish(view)
         self._recompute_thresholds()
         opened_seq = self._w.last_seq

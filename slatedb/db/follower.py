@@ -49,7 +49,7 @@ class ManifestFollower:
 
     async def _adopt(self, stored: StoredManifest, *, flushed: ImmEntry | None = None) -> None:
         await self.locator.update(stored.manifest)
-        view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader)
+        view = await build_view(stored.id, stored.manifest, self._readers, self._open_reader, self.runtime)
         self._stored = stored
         w = self._w
         with w.lock:

@@ -18,6 +18,7 @@ from slatedb.errors import CorruptionError
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.layout import COMPACTED_DIR, manifest_key, sst_key  # noqa: F401 (re-exported)
 from slatedb.format.types import BoundType, BytesRange, ManifestV2, SstType
+from slatedb.runtime import Runtime, probes, switches
 
 
 @attrs.frozen
@@ -85,12 +86,15 @@ class SortedRunView:
     id: int
     ssts: tuple[SstHandle, ...]
     first_keys: tuple[bytes, ...]
+    #: The reading process's runtime (None: a view built without one): counts the straddle probe
+    #: and selects the catalogued bug of :meth:`holding`.
+    runtime: Runtime | None = None
 
     def holding(self, key: bytes) -> tuple[SstHandle, ...]:
         """The SSTs of the run whose key range may hold ``key``, in read order (an earlier SST
         holds the newer versions): one, unless ``key`` starts an SST, whose predecessors may then
         end with it. The official compactor cuts an output SST after any row, so a key's versions
-        may span adjacent SSTs of a run (READ-7); ours cuts only between keys."""
+        may span adjacent SSTs of a run (READ-7); ours does with ``cut_after_any_row``."""
         first_keys = self.first_keys
         i = bisect_right(first_keys, key) - 1
         if i < 0:
@@ -100,7 +104,25 @@ class SortedRunView:
         j = i
         while j > 0 and first_keys[j] == key:
             j -= 1
-        return self.ssts[j:i + 1]
+        rt = self.runtime
+        if rt is None:
+            return self.ssts[j:i + 1]
+        if self.ssts[j].reader.info.last_entry == key:
+            rt.probe(probes.READ_RUN_STRADDLE)
+        spanning = _bug_later_sst_only if switches.STRADDLE_LATER_SST_ONLY in rt.bugs else _spanning
+        return spanning(self.ssts, j, i)
+
+
+def _spanning(ssts: tuple[SstHandle, ...], j: int, i: int) -> tuple[SstHandle, ...]:
+    """SSTs ``j`` (the last starting before the key, which may end with it) to ``i``."""
+    return ssts[j:i + 1]
+
+
+def _bug_later_sst_only(ssts: tuple[SstHandle, ...], j: int, i: int) -> tuple[SstHandle, ...]:
+    """Catalogued bug ``straddle-later-sst-only`` (sim/scenarios/catalogue.py): only the SST the key
+    starts, as if a key's versions never spanned two SSTs: the newer versions at the end of the
+    SST before it are not read."""
+    return ssts[i:i + 1]
 
 
 @attrs.frozen(eq=False)
@@ -194,9 +216,11 @@ OpenReader = Callable[[ULID], Awaitable[SstReader]]
 
 
 async def build_view(
-    manifest_id: int, manifest: ManifestV2, readers: dict[ULID, SstReader], open_reader: OpenReader
+    manifest_id: int, manifest: ManifestV2, readers: dict[ULID, SstReader], open_reader: OpenReader,
+    runtime: Runtime | None = None,
 ) -> LsmView:
-    """The view of ``manifest``, reusing ``readers`` and opening (and adding) missing ones."""
+    """The view of ``manifest``, reusing ``readers`` and opening (and adding) missing ones
+    (``runtime``: the reading process's, given to each sorted run's view)."""
     known = {s.id for s in manifest.ssts}
 
     def opened(view) -> SstHandle | None:
@@ -221,5 +245,5 @@ async def build_view(
     runs = []
     for sr in manifest.compacted:
         handles = tuple([h if (h := opened(v)) is not None else await handle(v) for v in sr.ssts])
-        runs.append(SortedRunView(sr.id, handles, tuple(h.first_key for h in handles)))
+        runs.append(SortedRunView(sr.id, handles, tuple(h.first_key for h in handles), runtime))
     return LsmView(manifest_id, l0, tuple(runs), manifest.last_l0_seq)

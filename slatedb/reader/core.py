@@ -349,7 +349,7 @@ class ReaderCore(ReadPath):
                         self._publish(self._read_state.view)
                 self.stats["wal_replayed"] += 1
             await self.locator.update(m)
-            view = await build_view(stored.id, m, self._readers, self._open_reader)
+            view = await build_view(stored.id, m, self._readers, self._open_reader, self.runtime)
         except BaseException:
             if gap:  # nothing of this range was published
                 self._applied_wal, self._last_seq = applied, last_seq

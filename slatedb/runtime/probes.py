@@ -361,6 +361,11 @@ READ_VIEW_COLLECTED = _probe(
     "the current view (compacted away, then collected once its pin expired while the read was "
     "stalled): the read started again on the current state",
     "reader.md READ-7 (a view outlived)")
+READ_RUN_STRADDLE = _probe(
+    "read.run-straddle",
+    "a point read of a key that starts an SST of a sorted run also consulted the SST before it, which "
+    "ends with that key (an output cut after any row, inside the key's versions)",
+    "reader.md READ-7 (a key spanning SSTs of a run)")
 
 # Rare branches with no probe yet because no scenario reaches them (a probe there would be unhit
 # by every campaign; add it with the scenario that reaches it): GC keeping an SST only for its

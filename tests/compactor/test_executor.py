@@ -137,6 +137,29 @@ def test_outputs_are_cut_by_size_but_never_inside_a_key() -> None:
     assert len(trio.run(rows_of, store, outputs)) == 900
 
 
+def test_cut_after_any_row_splits_a_keys_versions_and_resumes_from_inside_a_key() -> None:
+    """``cut_after_any_row`` (the official compactor's rule): outputs are cut inside keys, the
+    newer versions ending one output and the older ones starting the next; an attempt stopped
+    after any output (its cursor inside a key) resumes to exactly the uninterrupted rows."""
+    store = memory_store()
+    rows = [r(f"k{i:04d}", s, value="x" * 40) for i in range(120) for s in (5, 4, 3, 2, 1)]
+    m = setup(store, [], {0: rows})
+    j = attrs.evolve(job(m, M=0, max_bytes=1500), cut_after_any_row=True)
+    outputs = run(store, j)
+    per_sst = [trio.run(rows_of, store, (o,)) for o in outputs]
+    split = [(a[-1].key, a[-1].seq, b[0].seq) for a, b in zip(per_sst, per_sst[1:]) if a[-1].key == b[0].key]
+    assert split and all(newer > older for _k, newer, older in split), "no output cut inside a key"
+    full = trio.run(rows_of, store, outputs)
+    assert [(x.key, x.seq) for x in full] == [(x.key, x.seq) for x in rows]
+    for k in range(1, len(outputs)):
+        partial = run(store, j, crash_after=k)
+        resumed = run(store, attrs.evolve(j, resume_outputs=partial))
+        assert trio.run(rows_of, store, resumed) == full
+        # ... and resumed by a compactor that cuts only between keys (another worker's rule)
+        between = run(store, attrs.evolve(j, resume_outputs=partial, cut_after_any_row=False))
+        assert trio.run(rows_of, store, between) == full
+
+
 @st.composite
 def sources(draw):
     keys = [f"k{i}" for i in range(draw(st.integers(1, 12)))]

@@ -291,3 +291,16 @@ def test_a_path_or_environment_of_the_wrong_type_is_refused_naming_it(call):
     attribute 'items'); both are ``InvalidArgumentError`` naming the argument now."""
     with pytest.raises(InvalidArgumentError, match="path|environ"):
         call()
+
+
+def test_cut_after_any_row_is_ours_a_bool_left_out_of_the_official_settings():
+    """``compactor_options.worker.cut_after_any_row`` (ours; compaction.md step 6): loaded and
+    dumped like any setting, never written into the official shape, refused when not a bool."""
+    s = Settings.from_dict({"compactor_options": {"worker": {"cut_after_any_row": True}}})
+    assert s.compactor_options.worker.cut_after_any_row is True
+    assert Settings().compactor_options.worker.cut_after_any_row is False
+    assert Settings.from_dict(s.to_dict()) == s
+    assert "cut_after_any_row" not in s.to_official_dict()["compactor_options"]["worker"]
+    for bad in ("yes", 1, None):
+        with pytest.raises(InvalidArgumentError, match="cut_after_any_row"):
+            Settings.from_dict({"compactor_options": {"worker": {"cut_after_any_row": bad}}})
