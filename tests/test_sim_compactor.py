@@ -27,6 +27,10 @@ SWITCHES = {
     "compaction-recommit-fails": ("COMPACT-10", 40),
     # The same for a job with no output: reached by the purge seeds (a quarter) only.
     "empty-recommit-fails": ("COMPACT-10", 40),
+    # Reached by the seeds that cut outputs after any row and hold a snapshot (READ-7's straddle).
+    "straddle-later-sst-only": ("READ-7", 16),
+    # Reached by the TTL seeds, whose compactors' clocks run hours ahead.
+    "expiry-own-clock": ("COMPACT-12", 16),
 }
 
 
@@ -186,3 +190,21 @@ def test_the_recommit_oracle_refuses_an_empty_job_failed_after_its_commit_landed
         return
     with pytest.raises(InvariantViolation, match="COMPACT-10.*no output.*recorded Failed"):
         lands("c2", "compactions/00000000000000000002.compactions", encode_compactions(after))
+
+
+
+def test_the_expiry_oracle_names_values_purged_before_the_databases_clock_reached_them() -> None:
+    """COMPACT-12's oracle (``compaction_oracle.purged_early``) fed a bad history: a row the
+    single-process compaction keeps as a value, expiring after the database's clock, committed as
+    a tombstone or left out; an expired one (or one without expiry) may go. The check then names
+    it when the whole committed run is what a compaction judging at a later clock writes
+    (``sim/checks/compactor.py``), not a row lost by a resume (RESUME-1's)."""
+    from sim.checks.compaction_oracle import expiry_message, purged_early
+
+    V, T = 0, 1  # RowKind.VALUE, RowKind.TOMBSTONE
+    kept = [(b"a", 5, V, b"x", 2_000), (b"b", 4, V, b"y", None), (b"c", 3, V, b"z", 900)]
+    assert purged_early(kept, kept, clock_ms=1_000) == []
+    assert purged_early([kept[0], kept[1], (b"c", 3, T, b"", None)], kept, clock_ms=1_000) == []  # c expired
+    for got in ([(b"a", 5, T, b"", None)] + kept[1:], kept[1:]):
+        assert purged_early(got, kept, clock_ms=1_000) == [kept[0]]
+    assert expiry_message("c1", 7, kept[0], 1_000).startswith("COMPACT-12: compaction c1 (manifest 7) purged b'a'@5")

@@ -29,7 +29,7 @@ from slatedb.objstore.base import OVERWRITE, GetResult, ObjectMeta, ObjectStore,
 from slatedb.objstore.memory import MemoryBucket, MemoryStore
 from slatedb.errors import ObjectNotFoundError
 from slatedb.merge_operator import MergeFn
-from slatedb.row import Row
+from slatedb.row import Row, RowKind
 from slatedb.runtime.production import ProductionRuntime
 
 #: (key, seq, kind, value, expire_ts_ms) of one row.
@@ -112,3 +112,21 @@ def compare(cid: object, mid: int, got: Sequence[RowTuple], expected: Sequence[R
     raise AssertionError(f"COMPACT-9: compaction {cid} (manifest {mid}) committed {len(got)} rows, a single-process "
                          f"compaction of its spec {len(expected)}; first difference at row {at}: committed "
                          f"{seen_got}, single-process {seen_exp}")
+
+
+
+def purged_early(got: Sequence[RowTuple], expected: Sequence[RowTuple], clock_ms: int) -> list[RowTuple]:
+    """The values a single-process compaction keeps (``expected``) whose expiry the database's
+    clock ``clock_ms`` (the latest ``last_l0_clock_tick``: the writer's time) has not reached and
+    which ``got`` does not hold as values: turned into tombstones or dropped (COMPACT-12's
+    suspects; :func:`expiry_message` once the whole run is what a later clock gives)."""
+    values = {(k, s) for k, s, kind, _v, _e in got if kind == int(RowKind.VALUE)}
+    return [row for row in expected if row[2] == int(RowKind.VALUE) and row[4] is not None and row[4] > clock_ms
+            and (row[0], row[1]) not in values]
+
+
+def expiry_message(cid: object, mid: int, row: RowTuple, clock_ms: int) -> str:
+    key, seq, _kind, _value, expire = row
+    return (f"COMPACT-12: compaction {cid} (manifest {mid}) purged {key!r}@{seq}, which expires at {expire} ms; the "
+            f"database's clock (its writer's last L0 flush) was at most {clock_ms} ms, {(expire - clock_ms) / 1000:.0f} "
+            "s before")

@@ -64,6 +64,7 @@ from collections import defaultdict
 from ulid import ULID
 
 from slatedb.compactor.compactor import FAILED_REASONS_DIR
+from slatedb.compactor.executor import expiry_clock_ms
 from slatedb.compactor.lifecycle import ACTIVE, LEGAL, check_subcompactions, outputs_in_order
 from slatedb.errors import CorruptionError
 from slatedb.lsm.view import sst_key
@@ -369,6 +370,8 @@ class CompactorChecks:
         Raises :class:`AssertionError` naming the invariant."""
         checked = 0
         read: dict[ULID, list[Row]] = {}  # SSTs are never rewritten: each read once (an output is a later input)
+        # The database's clock: the latest writer time any manifest recorded (COMPACT-12).
+        clock_ms = max((m.last_l0_clock_tick for m in self.manifests.values()), default=0)
         for mid, cid in sorted(self.commit_manifests.items()):
             if cid is None:
                 continue
@@ -385,15 +388,21 @@ class CompactorChecks:
                 if (a.key, -a.seq) >= (b.key, -b.seq):
                     raise AssertionError(f"RESUME-2: compaction {cid} (manifest {mid}) outputs {a.key!r}@{a.seq} "
                                          f"then {b.key!r}@{b.seq}")
-            expected = await _expected_rows(store, spec, base, self.retention[cid], read)
+            single = await oracle.single_process_rows(store, spec, base, self.retention[cid],
+                                                      now_ms=expiry_clock_ms(base))
+            got_rows = [oracle.as_tuple(r) for r in got]
+            early = oracle.purged_early(got_rows, single, clock_ms)  # COMPACT-12: exactly a later clock's run
+            if early and got_rows == await oracle.single_process_rows(store, spec, base, self.retention[cid],
+                                                                      now_ms=max(r[4] for r in early)):
+                raise AssertionError(oracle.expiry_message(cid, mid, early[0], clock_ms))
+            expected = await _expected_rows(store, spec, base, self.retention[cid], read, clock_ms)
             got_t = [(r.key, r.seq, int(r.kind), r.value) for r in got]
             if expected is not None and got_t != expected:
                 missing = sorted(set(expected) - set(got_t))[:3]
                 extra = sorted(set(got_t) - set(expected))[:3]
                 raise AssertionError(f"RESUME-1: compaction {cid} (manifest {mid}) outputs {len(got_t)} rows, an "
                                      f"uninterrupted run {len(expected)}; missing {missing}, extra {extra}")
-            oracle.compare(cid, mid, [oracle.as_tuple(r) for r in got],
-                           await oracle.single_process_rows(store, spec, base, self.retention[cid]))  # COMPACT-9
+            oracle.compare(cid, mid, got_rows, single)  # COMPACT-9
             checked += 1
         return checked
 
@@ -411,9 +420,10 @@ async def _rows(store, sst_id: ULID, read: dict[ULID, list[Row]]) -> list[Row]:
     return out
 
 
-async def _expected_rows(store, spec: TieredCompactionSpec, base: ManifestV2,
-                         retention_min_seq: int, read: dict[ULID, list[Row]]) -> list[tuple] | None:
-    """What an uninterrupted compaction of ``spec`` over ``base`` writes (None: not checkable)."""
+async def _expected_rows(store, spec: TieredCompactionSpec, base: ManifestV2, retention_min_seq: int,
+                         read: dict[ULID, list[Row]], clock_ms: int) -> list[tuple] | None:
+    """What an uninterrupted compaction of ``spec`` over ``base`` writes (None: not checkable: a
+    merge operand, or a row with an expiry the database's clock ``clock_ms`` reached)."""
     l0 = {v.id: v for v in base.l0}
     runs = {r.id: r for r in base.compacted}
     views = [[l0[v]] for v in spec.l0_view_ids] + [list(runs[r].ssts) for r in spec.sorted_runs]
@@ -423,7 +433,7 @@ async def _expected_rows(store, spec: TieredCompactionSpec, base: ManifestV2,
             if view.visible_range is not None:
                 return None
             for row in await _rows(store, view.sst_id, read):
-                if row.expire_ts_ms is not None or row.kind is RowKind.MERGE_OPERAND:
+                if (row.expire_ts_ms is not None and row.expire_ts_ms <= clock_ms) or row.kind is RowKind.MERGE_OPERAND:
                     return None
                 tagged.append((row.key, -row.seq, order, row))
     tagged.sort(key=lambda t: t[:3])

@@ -163,6 +163,11 @@ CATALOGUE: tuple[Bug, ...] = (
         "end, are missed and an older version is read", "Reads miss the newest version of a key (RFC 000 Reads)",
         "reader.md READ-7 (a key spanning SSTs of a run; upstream #1490)", "slatedb/lsm/view.py SortedRunView.holding",
         "compactor", ("READ-7",), 16),
+    Bug(switches.EXPIRY_OWN_CLOCK, "a compaction judges TTL expiry by its worker's own clock, not the manifest's "
+        "last_l0_clock_tick: a compactor whose clock runs ahead of the writer's turns into tombstones (and at the bottom "
+        "drops) rows the writer still reads", "Expiry judged by the wrong clock: data purged before its time "
+        "(upstream compaction_clock_tick)", "compaction.md step 6, COMPACT-12", "slatedb/compactor/worker.py Worker._run",
+        "compactor", ("COMPACT-12",), 16, also=("compactor-workers",)),
     # -- distributed compaction: coordinator and workers (the official 0.17 protocol) --
     Bug(switches.HEARTBEAT_NO_OWNER_CHECK, "a worker's heartbeat writes its progress into its job without checking "
         "it still owns it: a reclaimed (stalled) worker takes the job back from its new owner",

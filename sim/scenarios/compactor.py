@@ -12,9 +12,9 @@ stalls of up to a minute) is shared by:
   SSTs of keys it puts and deletes at once, which the first compactions (at the bottom: no run
   yet) drop whole, writing no SST (empty jobs); in half of those with crashes the first
   compactor process crashes right after its first commit, so a restarted or taking-over
-  compactor must recognise the empty job's commit by its sources gone (COMPACT-10). Per seed (the
-  ``cuts`` stream) compactions cut outputs after any row (``cut_after_any_row``, the official
-  rule) and each writer holds a snapshot to its close (runs keep many versions of a key: READ-7);
+  compactor must recognise the empty job's commit by its sources gone (COMPACT-10). Per seed
+  compactions cut outputs after any row and writers hold a snapshot to the close (READ-7); TTL
+  seeds add rows with a TTL and run the compactors' clocks hours ahead (COMPACT-12);
 * standalone **compactors** ``c1``, ``c2``, ... started at random virtual times (sometimes two
   at once) or right after an event of the running ones (an output SST, a ``.compactions``
   write, a commit, a state change, a pause): each fences the ones before; the zombies keep
@@ -72,7 +72,7 @@ from sim.checks.compactor import CompactorChecks
 from sim.checks.manifest import manifest_checks
 from sim.checks.structure import check_world
 from sim.checks.writer import WriterChecks
-from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, World, purge, purge_crash
+from sim.scenarios.compactor_world import MIN_SOURCES, N_KEYS, TAKEOVER_POINTS, World, purge, purge_crash, ttl_put
 from sim.world import fastclock
 from sim.world.choices import Choices, boolean
 from sim.world.engine import Crash, PausableStore, crashable
@@ -101,6 +101,7 @@ READ_PATH_BUGS = frozenset({switches.STRADDLE_LATER_SST_ONLY})
 async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> None:
     rt, store = world.process(name)
     rng = world.choices.stream("workload", name)
+    ttl_rng = world.choices.stream("ttl", name) if world.ttl else None
     model = world.model
     own: dict[bytes, list[tuple[int, bytes | None]]] = {}  # this incarnation's writes
     done = 0
@@ -134,6 +135,7 @@ async def _writer(world: World, name: str, n_ops: int, restarts: int = 0) -> Non
                     last = h
                     i += 1
                     done = i
+                    last = await ttl_put(world, name, db, ttl_rng, unacked) or last
                 assert last is not None
                 if boolean(rng, 0.8):
                     await last.wait_durable()

@@ -25,6 +25,13 @@ N_KEYS = 64
 PURGE_RATE = 0.25
 STALL_MAX_S = 60.0
 MIN_SOURCES = 2
+#: The share of seeds with TTL rows (:func:`ttl_put`), drawn from the ``ttl`` stream.
+TTL_RATE = 0.5
+#: Their TTL: longer than any run (the harness's 6 virtual hours), so none ever expires by the
+#: writer's clock, yet shorter than the compactors' clock skew in those seeds (:data:`AHEAD_S`).
+TTL_S = 7 * 3600.0
+AHEAD_S = (8 * 3600, 10 * 3600)
+N_TTL_KEYS = 16
 
 
 def _settings(rng) -> dict:
@@ -80,6 +87,11 @@ class World:
         #: keep every version written since, so sorted runs hold keys with many versions (which
         #: an output cut after any row splits) and reads through the current state meet them.
         self.hold_snapshot = boolean(cuts, 0.5)
+        #: TTL seeds (COMPACT-12): the writer also puts rows with a TTL, and every compactor and
+        #: worker process runs a clock hours ahead of the writer's (below).
+        ttl = choices.stream("ttl")
+        self.ttl = boolean(ttl, TTL_RATE)
+        self.ahead_ms = ttl.randint(*AHEAD_S) * 1000 if self.ttl else 0
         # Its own stream: drawing the mode leaves every other stream's draws as they were.
         self.purge_rng = choices.stream("purge")
         self.purge = boolean(self.purge_rng, PURGE_RATE)
@@ -111,6 +123,8 @@ class World:
         # Wall clocks agree with the world's virtual time (a restarted process does not start
         # at the epoch again), up to a skew of a second either way.
         skew_ms = self.choices.stream("skew", name).randint(-1000, 1000)
+        if name[0] in "ck":  # compactors, coordinators, workers: hours ahead in TTL seeds
+            skew_ms += self.ahead_ms
         rt = SimRuntime(name, self.choices, self.trace, bugs=self.bugs,
                         offset_ms=int(trio.current_time() * 1000) + skew_ms)
         inner = MemoryStore(self.bucket, rt.now_ms, url="memory://sim")
@@ -196,3 +210,16 @@ async def purge(world: "World", name: str, db: Any, rt: SimRuntime,
         if latest is not None and len(latest.l0) < MIN_SOURCES:
             break
         await rt.sleep(0.1)
+
+
+async def ttl_put(world: "World", name: str, db: Any, rng, unacked: list[tuple[bytes, int]]) -> Any:
+    """In TTL seeds, now and then a put with a TTL (:data:`TTL_S`) to a ``t...`` key; the handle,
+    or None. The keys are in the model (the final contents and COMPACT-12's oracle read them),
+    not among the writer's own (its reads check its other writes as they go)."""
+    if rng is None or not boolean(rng, 0.3):
+        return None
+    key, value = b"t%02d" % rng.randrange(N_TTL_KEYS), b"%s:ttl:%d" % (name.encode(), rng.randrange(10**6))
+    h = await db.put(key, value, ttl=TTL_S)
+    world.model.write(key, h.seq, value)
+    unacked.append((key, h.seq))
+    return h

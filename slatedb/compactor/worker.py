@@ -315,7 +315,8 @@ class Worker:
                                      self.options.max_subcompactions)
                 ctx = _bug_replanned(ctx, ranges)
         progress = [list(sub.output_ssts) for sub in ctx.subcompactions]
-        now_ms = expiry_clock_ms(manifest)  # the database's clock, not ours (COMPACT-12)
+        clock = _bug_own_clock if switches.EXPIRY_OWN_CLOCK in self.runtime.bugs else _db_clock
+        now_ms = clock(self.runtime, manifest)  # the database's clock, not ours (COMPACT-12)
         tasks = []
         for i, sub in enumerate(ctx.subcompactions):
             lo, hi = lc.range_lo_hi(sub.range)
@@ -402,6 +403,17 @@ class Worker:
             self.runtime.probe(probes.COMPACTOR_JOB_LOST)
             scope.cancel()
             await trio.lowlevel.checkpoint()  # raises Cancelled: the job's scope ends it
+
+
+def _db_clock(_runtime: Runtime, manifest) -> int:
+    """The time a job judges TTL expiry by: the database's (COMPACT-12, :func:`expiry_clock_ms`)."""
+    return expiry_clock_ms(manifest)
+
+
+def _bug_own_clock(runtime: Runtime, _manifest) -> int:
+    """Catalogued bug ``expiry-own-clock`` (sim/scenarios/catalogue.py): expiry judged by the
+    worker's own clock; one running ahead of the writer's purges rows the writer still reads."""
+    return runtime.now_ms()
 
 
 def _bug_heartbeat_any(v, cid, worker_id, now_ms, ctx):

@@ -31,6 +31,7 @@ COMPACTION_NO_REVALIDATE = "compaction-no-revalidate"
 COMPACTION_RECOMMIT_FAILS = "compaction-recommit-fails"
 EMPTY_RECOMMIT_FAILS = "empty-recommit-fails"
 STRADDLE_LATER_SST_ONLY = "straddle-later-sst-only"
+EXPIRY_OWN_CLOCK = "expiry-own-clock"
 # GC, checkpoints, readers, clones (RFC 000 / RFC 004)
 GC_IGNORES_CHECKPOINTS = "gc-ignores-checkpoints"
 GC_NO_MIN_AGE = "gc-no-min-age"
