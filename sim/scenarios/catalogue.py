@@ -162,7 +162,7 @@ CATALOGUE: tuple[Bug, ...] = (
         "SST, not the one before it: the key's newer versions, which an output cut after any row left at that SST's "
         "end, are missed and an older version is read", "Reads miss the newest version of a key (RFC 000 Reads)",
         "reader.md READ-7 (a key spanning SSTs of a run; upstream #1490)", "slatedb/lsm/view.py SortedRunView.holding",
-        "compactor", ("READ-7",), 16),
+        "compactor", ("READ-7",), 16, also=("compactor-workers",)),
     Bug(switches.EXPIRY_OWN_CLOCK, "a compaction judges TTL expiry by its worker's own clock, not the manifest's "
         "last_l0_clock_tick: a compactor whose clock runs ahead of the writer's turns into tombstones (and at the bottom "
         "drops) rows the writer still reads", "Expiry judged by the wrong clock: data purged before its time "

@@ -82,13 +82,14 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.COMPACTOR_RECOMMIT_EMPTY: ("compactor", (13,)),
     P.COMPACTOR_EXTERNAL_ADOPTED: ("compactor", (0,)),
     P.COMPACTOR_RECLAIMED: ("compactor", (4,)),
-    P.COMPACTOR_RESULT_DROPPED: ("compactor", (51,)),
+    P.COMPACTOR_RESULT_DROPPED: ("compactor", (78,)),
     P.COMPACTOR_RESUMED_RANGES: ("compactor", (0,)),
     P.COMPACTOR_CLAIM_LOST: ("compactor-workers", (2,)),
     P.COMPACTOR_JOB_LOST: ("compactor-workers", (1,)),
     # Seeds that cut outputs after any row and hold a snapshot to the writer's close (their own
     # ``cuts`` stream): the final contents check reads every key, some starting an SST.
-    P.READ_RUN_STRADDLE: ("compactor", (3,)),
+    P.READ_RUN_STRADDLE: ("compactor", (0, 3)),
+    P.COMPACTOR_RESUMED_MID_KEY: ("compactor", (21,)),
     P.GC_SST_KEPT_IN_FLIGHT: ("gc", (2,)),
     P.GC_SST_KEPT_ULID_CUTOFF: ("gc", (1,)),
     P.GC_MANIFEST_KEPT_CHECKPOINT: ("gc", (1,)),

@@ -295,6 +295,8 @@ class Executor:
                 if cursor is not None:
                     if written(key, row.seq, cursor):
                         continue
+                    if key == cursor[0]:
+                        self.runtime.probe(probes.COMPACTOR_RESUMED_MID_KEY)
                     cursor = None
                     if not first_after_cursor_kept():
                         continue

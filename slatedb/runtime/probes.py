@@ -150,6 +150,11 @@ COMPACTOR_RESUMED = _probe(
     "compactor.resumed",
     "a compaction interrupted with outputs written was resumed after its last output's last key",
     "compaction.md resume, RESUME-1/2")
+COMPACTOR_RESUMED_MID_KEY = _probe(
+    "compactor.resumed-mid-key",
+    "a resumed compaction's first row is an older version of its cursor's key: the last output was "
+    "cut inside the key's versions (an output cut after any row)",
+    "compaction.md step 7, RESUME-1/2")
 COMPACTOR_FENCED = _probe(
     "compactor.fenced",
     "a compactor learned that a newer compactor took over (.manifest or .compactions), and stopped",
