@@ -40,8 +40,9 @@ attempt, the last row of the last one is the cursor ``(K, S)``. Every source is 
 key ``K``; retention restarts at ``K`` (its decisions depend only on the versions of one key,
 ``M``, the bottom flag and the clock), and rows at or before the cursor — ``key < K``, or
 ``key == K`` and ``seq >= S`` — are skipped (a cursor in the middle of a key's versions, an output
-cut after any row, resumes with the key's next older version). So the rows after the cursor are exactly those an
-uninterrupted run writes after it: none repeated (RESUME-2), none missing (RESUME-1).
+cut after any row, resumes with the key's next older version). So the rows after the cursor are
+exactly those an uninterrupted run writes after it: none repeated (RESUME-2), none missing
+(RESUME-1).
 """
 
 from __future__ import annotations
