@@ -70,6 +70,19 @@ def test_annotations_and_catalogue_switches_are_not_sites() -> None:
     assert any(collector[ln - 1].startswith("    return sst_id.milliseconds") for ln in gc_lines)  # _too_young is a site
 
 
+def test_a_parameter_lists_bare_star_and_slash_are_not_sites(tmp_path) -> None:
+    # cosmic-ray takes `def f(a, *, b)`'s `*` for a multiplication: each of its 11 "mutants" was a
+    # syntax error (on a continuation line no baseline check executes, reported survived unrun)
+    (tmp_path / "slatedb").mkdir()
+    (tmp_path / "slatedb" / "m.py").write_text("def f(a, *, b, **kw):\n    return a * b\n"
+                                              "g = lambda a, /, b: a / b\n")
+    mutants = mutate.enumerate_mutants("slatedb/m.py", tmp_path)
+    assert {(m.line, m.col) for m in mutants if m.operator.startswith("core/ReplaceBinaryOperator_")} \
+        == {(2, 13), (3, 22)}  # the body's `*` and the lambda's `/`, not the markers
+    for m in mutants:
+        compile(mutate.apply(m, tmp_path)[1], "m.py", "exec")
+
+
 def test_selection_is_deterministic_and_spreads_over_sites() -> None:
     a, n, sites = mutate.select("wal", 5, seed=3)
     b, _, _ = mutate.select("wal", 5, seed=3)

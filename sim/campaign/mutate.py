@@ -221,9 +221,9 @@ def module_of(path: str) -> str:
 
 
 def _skipped_spans(tree: Any, lines: list[str]) -> tuple[list[tuple[tuple[int, int], tuple[int, int]]], set[int]]:
-    """Source spans and lines that are not mutation sites: annotations; switch lines and the code
-    only a switch reaches (a catalogued bug's own function, named ``_bug_...``, included);
-    ``# pragma: no mutate`` lines."""
+    """Source spans and lines that are not mutation sites: annotations; a parameter list's bare
+    ``*`` and ``/``; switch lines and the code only a switch reaches (a catalogued bug's own
+    function, named ``_bug_...``, included); ``# pragma: no mutate`` lines."""
     from cosmic_ray.ast import ast_nodes
 
     spans: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -239,6 +239,10 @@ def _skipped_spans(tree: Any, lines: list[str]) -> tuple[list[tuple[tuple[int, i
         elif t == "annassign":
             ann = node.children[1]
             spans.append((ann.start_pos, ann.end_pos))
+        elif t == "operator" and node.value in ("*", "/") and node.parent.type in ("parameters", "lambdef"):
+            # the bare `*` (keyword-only) and `/` (positional-only) markers of a parameter list:
+            # cosmic-ray takes them for binary operators, and every "mutant" there is a syntax error
+            spans.append((node.start_pos, node.end_pos))
         elif t == "if_stmt":
             # if <cond mentioning .bugs>: <suite>  -- the condition, and the suite when the switch
             # being on is what enters it ("name" in ...bugs, possibly and-ed with more).
