@@ -179,10 +179,7 @@ async def end_load(store: ObjectStore, rt: Runtime, load_id: str) -> None:
     """Delete the load's open marker: from now on every task attempt that writes deletes what
     it wrote (LOAD-10). The first step of clean-up, abort and collection."""
     key = marker_key(load_id)
-    try:
-        await retry_transient(rt, lambda: store.delete(key), what=f"delete {key}")
-    except ObjectNotFoundError:
-        pass
+    await retry_transient(rt, lambda: store.delete(key), what=f"delete {key}")  # an absent key: a success
 
 
 async def claim_for_commit(store: ObjectStore, rt: Runtime, load_id: str) -> None:
@@ -539,15 +536,9 @@ async def cleanup_load(store: ObjectStore, rt: Runtime, load_id: str) -> int:
         if sst_id is None:
             continue
         if sst_id not in referenced:  # LOAD-6: never delete what the manifest references
-            try:
-                await retry_transient(rt, lambda: store.delete(sst_key(sst_id)), what="delete staged SST")
-                deleted += 1
-            except ObjectNotFoundError:
-                pass
-        try:
-            await retry_transient(rt, lambda: store.delete(meta.key), what="delete intent")
-        except ObjectNotFoundError:
-            pass
+            await retry_transient(rt, lambda: store.delete(sst_key(sst_id)), what="delete staged SST")
+            deleted += 1
+        await retry_transient(rt, lambda: store.delete(meta.key), what="delete intent")
     rt.event("load_cleanup", load_id=load_id, deleted=deleted)
     return deleted
 

@@ -29,14 +29,18 @@ from pathlib import Path
 import pytest
 
 import slatedb
+from slatedb.errors import TransientObjectStoreError
 from slatedb.format.sst import SstOptions
 from slatedb.manifest.store import ManifestStore
 from slatedb.runtime.production import ProductionRuntime
 from slatedb.spark.io import run_io
 from slatedb.spark.load import (
+    MARKER_ABANDONED,
     LoadEndedError,
     LoadRefusedError,
+    _claim,
     begin_load,
+    claim_for_commit,
     cleanup_load,
     collect_loads,
     commit_load,
@@ -880,3 +884,255 @@ def test_a_load_in_progress_does_not_stop_the_collection_of_the_abandoned_ones_a
     assert cleaned == [dead.load_id]
     left = {k for k in files(tmp_path / "db") if k.startswith("bulk-load/")}
     assert left and all(k.startswith(f"bulk-load/{live.load_id}/") for k in left), left
+
+
+# ---------------------------------------------------------------------------------------------
+# The rarer outcomes of the races above (each the only check that runs its lines)
+# ---------------------------------------------------------------------------------------------
+
+
+class LostClaimReply(AbortMidStage):
+    """A store whose first conditional PUT of the load's open marker (a claim) lands but whose
+    reply is lost (a transient error): the retry's PUT then finds the ETag changed."""
+
+    def __init__(self, inner, load_id: str) -> None:
+        super().__init__(inner, -1, False, None)
+        self.load_id, self.lost = load_id, False
+
+    async def put(self, key, data, mode=None):
+        if key == marker_key(self.load_id) and mode is not None and not self.lost:
+            self.lost = True
+            await self.inner.put(key, data, mode)
+            raise TransientObjectStoreError(key, "the reply to the claim was lost")
+        return await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+
+
+def test_a_claim_whose_first_put_landed_unseen_is_won(tmp_path) -> None:
+    """LOAD-10, ``_claim``: the retry of a claim whose first PUT landed meets a precondition
+    failure; the marker it reads back says what it claimed (``committing``): the claim is its own
+    and the commit goes on (taking it for lost refused a load nobody else claimed)."""
+    url = make_db(tmp_path / "db")
+    keys, values = rows_of(30)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        res = await stage_sorted(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        lossy = LostClaimReply(store, plan.load_id)
+        out = await commit_load(lossy, rt, plan, [res])
+        await cleanup_load(store, rt, plan.load_id)
+        return lossy.lost, out
+
+    lost, out = run_io(url, None, go)
+    assert lost and out.manifest_id is not None and out.rows == len(keys)
+    with slatedb.DbReader.open(url) as r:
+        assert dict(r.scan()) == {b"base": b"1", **dict(zip(keys, values))}
+
+
+class CommitClaimsFirst(AbortMidStage):
+    """A collector's store on which the commit of ``load_id`` claims the open marker between the
+    collector's GET of it (``open``) and the collector's own conditional PUT (``abandoned``)."""
+
+    def __init__(self, inner, rt, load_id: str) -> None:
+        super().__init__(inner, -1, False, None)
+        self.rt, self.load_id, self.raced = rt, load_id, False
+
+    async def put(self, key, data, mode=None):
+        if key == marker_key(self.load_id) and mode is not None and not self.raced:
+            self.raced = True
+            await claim_for_commit(self.inner, self.rt, self.load_id)
+        return await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+
+
+def test_a_collector_whose_claim_the_commit_won_passes_over_that_load_and_collects_the_next(tmp_path) -> None:
+    """LOAD-10: an abandoned-looking load (its marker a day old) whose commit claims the marker
+    just before the collector does: the collector's claim fails, the marker reads ``committing``
+    (not the collector's ``abandoned``): the collector leaves that load to its commit, which
+    lands, and goes on to collect the next abandoned load."""
+    url = make_db(tmp_path / "db")
+    keys, values = rows_of(30)
+    other = [b"x" + k for k in keys]
+
+    async def go(store, rt):
+        slow = await begin_load(store, rt, overwrite=False)  # the lower id: collected first
+        dead = await begin_load(store, rt, overwrite=False)
+        res = await stage_sorted(store, rt, slow, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        await stage_sorted(store, rt, dead, 0, 0, other, values, sst_options=SMALL, sst_size_bytes=1024)
+        racing = CommitClaimsFirst(store, rt, slow.load_id)
+        cleaned = await collect_loads(racing, DayLater("later"))
+        out = await commit_load(store, rt, slow, [res])
+        await cleanup_load(store, rt, slow.load_id)
+        return racing.raced, cleaned, dead, out
+
+    raced, cleaned, dead, out = run_io(url, None, go)
+    assert raced and cleaned == [dead.load_id] and out.rows == len(keys)
+    with slatedb.DbReader.open(url) as r:
+        assert dict(r.scan()) == {b"base": b"1", **dict(zip(keys, values))}
+    assert not any(k.startswith("bulk-load/") for k in files(tmp_path / "db"))
+
+
+class CollectorClaimsFirst(AbortMidStage):
+    """A committing driver's store on which a collector of abandoned loads claims the open marker
+    (``abandoned``) between the commit's HEAD of it and the commit's own conditional PUT."""
+
+    def __init__(self, inner, rt, load_id: str) -> None:
+        super().__init__(inner, -1, False, None)
+        self.rt, self.load_id, self.raced = rt, load_id, False
+
+    async def put(self, key, data, mode=None):
+        if key == marker_key(self.load_id) and mode is not None and not self.raced:
+            self.raced = True
+            meta = await self.inner.head(key)
+            assert await _claim(self.inner, self.rt, self.load_id, meta, MARKER_ABANDONED)
+        return await (self.inner.put(key, data) if mode is None else self.inner.put(key, data, mode))
+
+
+def test_a_commit_whose_claim_a_collector_won_just_before_is_refused(tmp_path) -> None:
+    """LOAD-10, the other order: the collector's claim lands between the commit's HEAD and PUT;
+    the commit's claim fails and the marker reads ``abandoned``, not its ``committing``: the
+    commit is refused (nothing visible), and the collector's clean-up leaves nothing."""
+    url = make_db(tmp_path / "db")
+    before = files(tmp_path / "db")
+    keys, values = rows_of(30)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        res = await stage_sorted(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        racing = CollectorClaimsFirst(store, rt, plan.load_id)
+        with pytest.raises(LoadRefusedError, match="ended before its commit"):
+            await commit_load(racing, rt, plan, [res])
+        await cleanup_load(store, rt, plan.load_id)  # the collector's next step
+        return racing.raced
+
+    assert run_io(url, None, go)
+    assert files(tmp_path / "db") == before
+    with slatedb.DbReader.open(url) as r:
+        assert dict(r.scan()) == {b"base": b"1"}
+
+
+class MarkerGoneAtGet(AbortMidStage):
+    """A collector's store on which the load's own driver ends it (deletes the open marker)
+    between the collector's LIST and its GET of the marker."""
+
+    def __init__(self, inner, rt, load_id: str) -> None:
+        super().__init__(inner, -1, False, None)
+        self.rt, self.load_id = rt, load_id
+
+    async def get(self, key, *a, **k):
+        if key == marker_key(self.load_id):
+            await end_load(self.inner, self.rt, self.load_id)
+        return await self.inner.get(key, *a, **k)
+
+
+def test_a_marker_gone_between_the_collectors_list_and_get_is_an_ended_load_and_collected(tmp_path) -> None:
+    """``collect_loads``: a marker listed old but gone when read means the load ended meanwhile
+    (its driver's abort): the collector cleans up what is left, nothing to claim."""
+    url = make_db(tmp_path / "db")
+    before = files(tmp_path / "db")
+    keys, values = rows_of(30)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        await stage_sorted(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        return plan, await collect_loads(MarkerGoneAtGet(store, rt, plan.load_id), DayLater("later"))
+
+    plan, cleaned = run_io(url, None, go)
+    assert cleaned == [plan.load_id]
+    assert files(tmp_path / "db") == before
+
+
+def test_a_foreign_object_among_a_loads_intents_is_passed_over_by_its_clean_up(tmp_path) -> None:
+    """``cleanup_load`` deletes the SSTs the load's intents name and the intents; an object in
+    the load's directory that names no SST (an intent-shaped key whose id is no ULID: it sorts
+    before the real intents here) is neither read as one nor stops the clean-up of the rest."""
+    url = make_db(tmp_path / "db")
+    before = files(tmp_path / "db")
+    keys, values = rows_of(30)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        await stage_sorted(store, rt, plan, 1, 0, keys, values, sst_options=SMALL, sst_size_bytes=1024)
+        stray = f"bulk-load/{plan.load_id}/000000-0-{'Z' * 26}"  # 26 characters, but past ULID's range
+        await store.put(stray, b"not an intent")
+        return stray, await cleanup_load(store, rt, plan.load_id)
+
+    stray, deleted = run_io(url, None, go)
+    assert deleted >= 2
+    assert files(tmp_path / "db") == before | {stray}
+
+
+class GoneAfterFirstHead(AbortMidStage):
+    """A store on which the staged SST ``key`` is deleted (by GC, say) right after its first HEAD:
+    the commit's check before fencing (LOAD-3) sees it, its reference after the fence does not."""
+
+    def __init__(self, inner, key: str) -> None:
+        super().__init__(inner, -1, False, None)
+        self.key, self.heads = key, 0
+
+    async def head(self, key):
+        out = await self.inner.head(key)
+        if key == self.key:
+            self.heads += 1
+            await self.inner.delete(key)
+        return out
+
+
+def test_a_staged_sst_gone_after_the_fence_refuses_the_load(tmp_path) -> None:
+    """LOAD-3: a staged SST that disappears between the commit's first check and its reference
+    after the fence refuses the load (LoadRefusedError, not the store's ObjectNotFoundError):
+    nothing committed, the database reads as before."""
+    from ulid import ULID
+
+    from slatedb.lsm.view import sst_key
+
+    url = make_db(tmp_path / "db")
+    keys, values = rows_of(30)
+
+    async def go(store, rt):
+        plan = await begin_load(store, rt, overwrite=False)
+        res = await stage_sorted(store, rt, plan, 0, 0, keys, values, sst_options=SMALL, sst_size_bytes=1 << 20)
+        assert len(res.ssts) == 1
+        gone = GoneAfterFirstHead(store, sst_key(ULID.from_str(res.ssts[0].sst_id)))
+        try:
+            with pytest.raises(LoadRefusedError, match="is gone"):
+                await commit_load(gone, rt, plan, [res])
+        finally:
+            await cleanup_load(store, rt, plan.load_id)
+        return gone.heads
+
+    assert run_io(url, None, go) == 1
+    with slatedb.DbReader.open(url) as r:
+        assert dict(r.scan()) == {b"base": b"1"}
+
+
+async def test_an_older_manifest_gc_deleted_between_the_list_and_its_read_pins_nothing_and_the_look_goes_on() -> None:
+    """``named_by_older_manifests``: a manifest listed but deleted (by GC) before it is read pins
+    nothing; the older ones are still read (manifest 4, naming both candidates, is gone: 3 and 2
+    name them)."""
+    from ulid import ULID
+
+    from slatedb.format.types import CompactedSsTableV2, ManifestV2, SsTableInfo
+    from slatedb.spark.load_pins import named_by_older_manifests
+    from tests.db.helpers import memory_store
+
+    info = SsTableInfo(first_entry=b"a", last_entry=b"z", filter_offset=100, filter_len=20, index_offset=120,
+                       index_len=30)
+
+    def naming(*ids: ULID) -> ManifestV2:
+        return ManifestV2(initialized=True, ssts=tuple(CompactedSsTableV2(i, info, 2) for i in ids))
+
+    a, b, other = ULID.from_int(1), ULID.from_int(2), ULID.from_int(3)
+    ms = ManifestStore(memory_store(), ProductionRuntime())
+    for mid, m in enumerate([naming(), naming(a), naming(other), naming(a, other), naming()], start=1):
+        await ms.try_write(mid, m)
+    reads: list[int] = []
+    real_read = ms.read
+
+    async def read(mid: int):
+        reads.append(mid)
+        if mid == 4:
+            await ms.store.delete(ms.key(4))  # GC, between the list and this read
+        return await real_read(mid)
+
+    ms.read = read  # type: ignore[method-assign]
+    assert await named_by_older_manifests(ms, {a, other, b}, 0, 5) == {a, other}
+    assert reads == [4, 3, 2, 1]

@@ -17,6 +17,7 @@ from slatedb.manifest.store import ManifestStore
 from slatedb.spark.io import run_io
 from slatedb.spark.load import (
     SEQ_HEADROOM,
+    CommitResult,
     DuplicateKeyError,
     LoadRefusedError,
     begin_load,
@@ -265,6 +266,33 @@ def test_an_empty_append_writes_nothing(tmp_path) -> None:
 
     out = run_io(url, None, go)
     assert out.manifest_id is None and latest(url) == before
+    assert [f for k, f in events if k == "load_commit"] == [
+        {"load_id": plan.load_id, "manifest_id": None, "ssts": 0, "rows": 0}], events
+
+
+def test_an_empty_append_into_a_new_url_that_a_writer_created_meanwhile_writes_nothing(tmp_path) -> None:
+    """LOAD-11: an empty load begun where no database was finds one at its commit (a writer
+    opened it meanwhile: its first manifest is not the load's to write): like any empty append
+    into a database it commits nothing, and its result and ``load_commit`` event say 0 SSTs, 0 rows."""
+    url = url_of(tmp_path)
+    plan = begin(url)
+    assert not plan.base_manifest_id
+    res = stage(url, plan, 0, {})
+    with slatedb.Db.open(url) as db:
+        db.put(b"k", b"v")
+    before = latest(url)
+    events: list = []
+
+    async def go(s, rt):
+        rt.event = lambda kind, **fields: events.append((kind, fields))
+        try:
+            return await commit_load(s, rt, plan, [res])
+        finally:
+            await cleanup_load(s, rt, plan.load_id)
+
+    out = run_io(url, None, go)
+    assert out == CommitResult(None, None, 0, 0, plan.seq)
+    assert latest(url) == before
     assert [f for k, f in events if k == "load_commit"] == [
         {"load_id": plan.load_id, "manifest_id": None, "ssts": 0, "rows": 0}], events
 
