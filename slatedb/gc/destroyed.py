@@ -130,11 +130,8 @@ async def delete_shard(store: ObjectStore, runtime: Runtime, root: str) -> int:
     half deleted has no manifest only once nothing else of it is left. Returns the count."""
     metas = await retry_transient(runtime, lambda: store.list(f"{root}/"), what=f"list {root}/")
     keys = sorted((m.key for m in metas), key=lambda k: (k[len(root) + 1:].startswith(MANIFEST_DIR), k))
-    for key in keys:
-        try:
-            await retry_transient(runtime, lambda: store.delete(key), what=f"delete {key}")
-        except ObjectNotFoundError:
-            pass
+    for key in keys:  # an absent key (deleted meanwhile) is a success (ObjectStore.delete)
+        await retry_transient(runtime, lambda: store.delete(key), what=f"delete {key}")
     return len(keys)
 
 

@@ -407,10 +407,7 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
             self.runtime.event("manifest_create_outlived_destroy", manifest=created_id)
             if switches.MANIFEST_KEPT_AFTER_DESTROY not in self.runtime.bugs:  # catalogued bug
                 key = self.key(created_id)
-                try:
-                    await retry_transient(self.runtime, lambda: self.store.delete(key), what=f"delete {key}")
-                except ObjectNotFoundError:
-                    pass
+                await retry_transient(self.runtime, lambda: self.store.delete(key), what=f"delete {key}")
                 self.runtime.event("delete", path=key, why="commit outlived destroy")
                 latest = None
         if latest is None or latest.manifest.destroyed_at_s:

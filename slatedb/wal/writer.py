@@ -125,10 +125,7 @@ class WalWriter:
             return False
         self.halted = True
         for key in (wal_key(self.fence_id), self.manifests.key(bumped_id)):
-            try:
-                await retry_transient(rt, lambda k=key: self.store.delete(k), what=f"delete {key}")
-            except ObjectNotFoundError:
-                pass
+            await retry_transient(rt, lambda k=key: self.store.delete(k), what=f"delete {key}")
             rt.event("delete", path=key, why="open outlived destroy")
         return True
 
