@@ -70,15 +70,18 @@ def test_annotations_and_catalogue_switches_are_not_sites() -> None:
     assert any(collector[ln - 1].startswith("    return sst_id.milliseconds") for ln in gc_lines)  # _too_young is a site
 
 
-def test_a_parameter_lists_bare_star_and_slash_are_not_sites(tmp_path) -> None:
-    # cosmic-ray takes `def f(a, *, b)`'s `*` for a multiplication: each of its 11 "mutants" was a
-    # syntax error (on a continuation line no baseline check executes, reported survived unrun)
+def test_a_parameter_lists_bare_star_and_slash_are_mutated_only_into_each_other(tmp_path) -> None:
+    # cosmic-ray takes `def f(a, *, b)`'s `*` for a multiplication: 10 of its 11 "mutants" were
+    # syntax errors (on a continuation line no baseline check executes, reported survived unrun);
+    # `*` -> `/` (keyword-only -> positional-only) is Python, and so is `/` -> `*`
     (tmp_path / "slatedb").mkdir()
     (tmp_path / "slatedb" / "m.py").write_text("def f(a, *, b, **kw):\n    return a * b\n"
                                               "g = lambda a, /, b: a / b\n")
     mutants = mutate.enumerate_mutants("slatedb/m.py", tmp_path)
-    assert {(m.line, m.col) for m in mutants if m.operator.startswith("core/ReplaceBinaryOperator_")} \
-        == {(2, 13), (3, 22)}  # the body's `*` and the lambda's `/`, not the markers
+    binary = [m for m in mutants if m.operator.startswith("core/ReplaceBinaryOperator_")]
+    assert {(m.line, m.col) for m in binary} == {(1, 9), (2, 13), (3, 14), (3, 22)}
+    assert sorted(m.operator for m in binary if (m.line, m.col) in ((1, 9), (3, 14))) == [
+        "core/ReplaceBinaryOperator_Div_Mul", "core/ReplaceBinaryOperator_Mul_Div"]
     for m in mutants:
         compile(mutate.apply(m, tmp_path)[1], "m.py", "exec")
 

@@ -221,9 +221,9 @@ def module_of(path: str) -> str:
 
 
 def _skipped_spans(tree: Any, lines: list[str]) -> tuple[list[tuple[tuple[int, int], tuple[int, int]]], set[int]]:
-    """Source spans and lines that are not mutation sites: annotations; a parameter list's bare
-    ``*`` and ``/``; switch lines and the code only a switch reaches (a catalogued bug's own
-    function, named ``_bug_...``, included); ``# pragma: no mutate`` lines."""
+    """Source spans and lines that are not mutation sites: annotations; switch lines and the code
+    only a switch reaches (a catalogued bug's own function, named ``_bug_...``, included);
+    ``# pragma: no mutate`` lines."""
     from cosmic_ray.ast import ast_nodes
 
     spans: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -239,10 +239,6 @@ def _skipped_spans(tree: Any, lines: list[str]) -> tuple[list[tuple[tuple[int, i
         elif t == "annassign":
             ann = node.children[1]
             spans.append((ann.start_pos, ann.end_pos))
-        elif t == "operator" and node.value in ("*", "/") and node.parent.type in ("parameters", "lambdef"):
-            # the bare `*` (keyword-only) and `/` (positional-only) markers of a parameter list:
-            # cosmic-ray takes them for binary operators, and every "mutant" there is a syntax error
-            spans.append((node.start_pos, node.end_pos))
         elif t == "if_stmt":
             # if <cond mentioning .bugs>: <suite>  -- the condition, and the suite when the switch
             # being on is what enters it ("name" in ...bugs, possibly and-ed with more).
@@ -298,19 +294,29 @@ def enumerate_mutants(path: str, root: Path = ROOT) -> list[Mutant]:
     return list(_ENUMERATED[key])
 
 
+#: The operators whose mutant of a parameter list's bare ``*`` or ``/`` is Python (the other).
+_MARKER_SWAPS = ("core/ReplaceBinaryOperator_Mul_Div", "core/ReplaceBinaryOperator_Div_Mul")
+
+
 def _enumerate(path: str, source: str) -> list[Mutant]:
     from cosmic_ray.ast import ast_nodes
 
     tree = _tree(source)
     spans, skip_lines = _skipped_spans(tree, source.splitlines())
     nodes = list(ast_nodes(tree))
+    # A parameter list's bare `*` (keyword-only) and `/` (positional-only): cosmic-ray takes them
+    # for binary operators; only their swap for each other is Python, every other "mutant" there
+    # is a syntax error, not a mutant.
+    markers = {n.start_pos for n in nodes if n.type == "operator" and n.value in ("*", "/")
+               and n.parent.type in ("parameters", "lambdef")}
     module = module_of(path)
     out = []
     for name, op in operators():
         occurrence = 0
+        marker_ok = name in _MARKER_SWAPS
         for node in nodes:
             for start, _end in op.mutation_positions(node):
-                if start[0] not in skip_lines and not _inside(start, spans):
+                if start[0] not in skip_lines and not _inside(start, spans) and (marker_ok or start not in markers):
                     out.append(Mutant(module, path, name, occurrence, start[0], start[1], _where(tree, start)))
                 occurrence += 1
     return out
