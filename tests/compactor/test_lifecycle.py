@@ -767,3 +767,58 @@ def test_a_job_is_scheduled_with_the_retention_it_was_validated_at_and_keeps_it_
     assert scheduled(before) == [(S.SCHEDULED, recorded)]
     assert scheduled(restarted) == [(S.SUBMITTED, recorded)]
     assert scheduled(after) == [(S.SCHEDULED, recorded)]
+
+
+def test_an_output_with_no_first_or_last_key_is_passed_over_and_the_outputs_after_it_are_still_checked() -> None:
+    """``check_subcompactions``: an output SST whose info has no first or last entry (nothing to
+    place) is skipped, not the end of the check: an output after it that lies outside its range
+    is still refused."""
+    empty = CompactedSsTable(ULID.from_timestamp(1000), SsTableInfo(first_entry=None, last_entry=None))
+    outside = CompactedSsTable(ULID.from_timestamp(1001), SsTableInfo(first_entry=b"a", last_entry=b"q"))
+    subs = (Subcompaction(lc.make_range(None, b"m"), (empty, outside)), Subcompaction(lc.make_range(b"m", None), ()))
+    job = _job(S.RUNNING, WorkerSpec(W1, 0), TieredCompactionContext(subs, 0))
+    with pytest.raises(CorruptionError, match=f"compaction {job.id} subcompaction 0: output {outside.id}"):
+        lc.check_compactions(_file(job), "the.compactions")
+    ok = (Subcompaction(lc.make_range(None, b"m"), (empty,)), Subcompaction(lc.make_range(b"m", None), ()))
+    lc.check_compactions(_file(_job(S.RUNNING, WorkerSpec(W1, 0), TieredCompactionContext(ok, 0))), "the.compactions")
+
+
+def test_stored_compactions_find_returns_the_job_with_that_id_or_none() -> None:
+    """``StoredCompactions.find`` (admin's compaction lookup): each job by an equal id (a fresh
+    ULID object, not the one stored), in whatever order the file lists them; None for an unknown id."""
+    from slatedb.compactor.store import StoredCompactions
+
+    jobs = [_job(ms=ms) for ms in (2000, 3000, 1000)]
+    stored = StoredCompactions(7, _file(*jobs))
+    for job in jobs:
+        assert stored.find(ULID.from_bytes(job.id.bytes)) is job
+    assert stored.find(ULID.from_timestamp(4000)) is None
+
+
+def test_sample_takes_evenly_spaced_anchors_when_there_are_more_keys_than_the_limit() -> None:
+    """``subcompactions.sample``: up to ``limit`` first keys as they are (empty ones dropped); more
+    than that, ``limit`` keys at evenly spaced (fractional) steps, the first key included."""
+    from slatedb.compactor.subcompactions import sample
+
+    keys = [b"k%02d" % i for i in range(10)]
+    assert sample([b"", *keys[:4]], limit=4) == tuple(keys[:4])
+    assert sample(keys, limit=4) == (b"k00", b"k02", b"k05", b"k07")  # step 2.5
+    assert sample(keys, limit=3) == (b"k00", b"k03", b"k06")
+
+
+def test_a_submitted_segment_drain_is_failed_and_the_jobs_after_it_are_still_decided() -> None:
+    """``Compactor._decide``: a Submitted segment-drain compaction (not supported) fails with its
+    reason, and the Submitted jobs listed after it are still decided (scheduled here)."""
+    from slatedb.compactor.compactor import Compactor
+    from slatedb.format.types import DrainSegmentSpec
+
+    store, _ = filled_store(n_keys=100, rounds=1, deletes=0)
+    c = Compactor(store, RecordingRuntime(), compactor_settings())
+    trio.run(c.start)
+    l0 = latest_manifest(store)[1].l0
+    drain = Compaction(ULID.from_timestamp(1000), DrainSegmentSpec(segment=b"s"), S.SUBMITTED)
+    tiered = Compaction(ULID.from_timestamp(2000), TieredCompactionSpec(l0_view_ids=tuple(v.id for v in l0),
+                                                                        destination=0), S.SUBMITTED)
+    fail, go, unschedule = c._decide((drain, tiered))
+    assert fail == {drain.id: "segment drain compactions are not supported"}
+    assert go == [tiered.id] and unschedule == []
