@@ -289,6 +289,21 @@ def test_get_key_value_in_a_transaction_reports_its_own_writes_and_the_snapshot_
         t.rollback()
 
 
+def test_a_committed_transactions_operands_are_written_in_order(tmp_path) -> None:
+    """``TxnState.batch``: the commit writes each key's merge operands, in the order merged,
+    beside the puts and deletes (no test committed an operand: `sim mutate` reported the loop
+    over them survived unrun)."""
+    with slatedb.Db.open(f"file://{tmp_path}", S, merge_operator=_concat) as db:
+        db.put(b"b", b"base")
+        t = db.begin(SI)
+        t.merge(b"b", b"1")
+        t.merge(b"b", b"2")
+        t.merge(b"n", b"z")
+        t.put(b"p", b"v")
+        t.commit()
+        assert [db.get(k) for k in (b"b", b"n", b"p")] == [b"base12", b"z", b"v"]
+
+
 @pytest.mark.anyloop
 async def test_get_key_value_in_an_async_transaction(tmp_path) -> None:
     async with aio.Db.open(f"file://{tmp_path}", S, merge_operator=_concat) as db:
