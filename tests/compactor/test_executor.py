@@ -373,3 +373,38 @@ def test_a_closed_run_stream_closes_the_sst_it_was_reading() -> None:
     seen, at_close = trio.run(main)
     assert [rows[0].key for rows in seen] == [b"a0", b"a1", b"a2", b"b0"]
     assert at_close == ["open a", "close a", "open b", "close b"], at_close
+
+
+def test_a_view_whose_range_excludes_its_start_key_leaves_that_key_out() -> None:
+    """``_view_blocks``: a view's visible range may start at an excluded bound (another engine's
+    manifest; ours never writes one): the SST's rows at that key are not the view's and do not
+    reach the output, the rows after it do."""
+    from slatedb.format.types import BoundType, BytesBound, BytesRange
+
+    store = memory_store()
+    m = setup(store, [[r("aa", 9), r("bb", 8), r("bb", 7), r("cc", 6)]], {})  # keys of 2 bytes: no cached
+    (view,) = m.l0                                                            # 1-byte objects to share
+    after_b = BytesRange(BytesBound(b"bb", BoundType.EXCLUDED), BytesBound(None, BoundType.UNBOUNDED))
+    m = attrs.evolve(m, l0=(attrs.evolve(view, visible_range=after_b),))
+    outputs = run(store, job(m))
+    assert [(x.key, x.seq) for x in trio.run(rows_of, store, outputs)] == [(b"cc", 6)]
+
+
+def test_a_resume_whose_recorded_output_ends_outside_its_subcompaction_range_is_a_typed_error() -> None:
+    """A subcompaction resumed from its recorded outputs goes on after the last one's last row;
+    a last row outside the range ``[key_lo, key_hi)`` (a record from another range: damage) is
+    a CorruptionError naming that output and the key, not a merge of the wrong range."""
+    import pytest
+
+    from slatedb.errors import CorruptionError
+
+    store = memory_store()
+    m = setup(store, [[r("a", 9), r("b", 8), r("c", 7), r("d", 6)]], {})
+    recorded = run(store, job(m, max_bytes=1), crash_after=3)
+    assert len(recorded) == 3
+    resumed = attrs.evolve(job(m, max_bytes=1, resume=recorded), key_lo=b"m")
+    with pytest.raises(CorruptionError) as info:
+        run(store, resumed)
+    assert info.value.object_name == sst_key(recorded[-1].id)
+    assert info.value.reason == (f"output of compaction {resumed.compaction_id} ends at b'c', outside its "
+                                 "subcompaction range [b'm', None)")
