@@ -6,9 +6,10 @@ spec/protocols/projection-union.md, ids at the lines.
 P1. Copy the manifest.
 P2. Each L0 view on its own: new visible range = its effective range ∩ the projection range.
 P3. Each sorted-run view: its range is ``[its effective start, the next view's effective
-    start)``, the last one its effective range; ∩ the view's own effective range (so that a
-    view never widens past what it showed, PROJ-2, even across a gap left by an earlier union);
-    ∩ the projection range.
+    start]`` (the next start included: a key's versions may span two SSTs of a run, READ-7),
+    the last one its effective range; ∩ the view's own effective range (so that a view never
+    widens past what it showed, PROJ-2, even across a gap left by an earlier union); ∩ the
+    projection range.
 P4. Keep the views whose intersection holds a physical key, with ``visible_range`` = the
     intersection; drop the others; drop runs left empty, keeping the other runs' ids; drop
     SSTs no view references.
@@ -105,7 +106,10 @@ def project(manifest: ManifestV2, key_range: KeyRange | KeyBounds | None,
             if i + 1 < len(run.ssts):
                 nxt = run.ssts[i + 1]
                 nb = effective_bounds(nxt, ssts[nxt.sst_id])
-                span = span.intersect(KeyBounds(None, True, nb.lo, not nb.lo_inclusive))
+                # Up to the next view's start *included*: a key's versions may span adjacent SSTs
+                # of a run, the newer ones ending this one (READ-7), and a read of the key that
+                # starts the next view reads this view first (SortedRunView.holding).
+                span = span.intersect(KeyBounds(None, True, nb.lo, True))
             v2 = _narrow(v, ssts[v.sst_id], span, bugs)
             if v2 is not None:
                 kept.append(v2)
