@@ -593,6 +593,45 @@ def test_a_worker_releases_a_job_it_cannot_run_and_says_it_did_not_run_it(kind) 
     trio.run(main)
 
 
+@pytest.mark.parametrize("then", ["gone", "failed", "taken-over"])
+def test_a_claimed_job_gone_or_no_longer_running_under_this_worker_is_not_run(then) -> None:
+    """W2: between the claim and the run's first read of ``.compactions`` the job left the file,
+    was failed while still naming this worker, or was reclaimed and claimed by another: the
+    worker runs nothing (no output written, nothing dropped or released: it is not its job) and
+    ``run_job`` answers False (`sim mutate` seed 24: the check with ``and`` for its first ``or``
+    survived -- it raised on a job gone and ran a failed one)."""
+    store, _expected = filled_store(n_keys=50, rounds=2)
+    rt = RecordingRuntime()
+    settings = compactor_settings(min_sources=100)
+
+    async def main():
+        coord = Compactor(store, rt, settings, local_worker=False)
+        await coord.start()
+        await submit_compaction(store, rt, full_spec(latest_manifest(store)[1]))
+        await coord.tick()
+        w = Worker(store, rt, settings)
+        (cid,) = await w.step()
+        cs = CompactionsStore(store, rt)
+        cur = await cs.read_latest()
+        job = lc.find(cur.compactions, cid)
+        assert job.status is S.RUNNING and job.worker.worker_id == w.worker_id
+        if then == "gone":
+            after = attrs.evolve(cur.compactions, recent_compactions=tuple(
+                c for c in cur.compactions.recent_compactions if c.id != cid))
+        elif then == "failed":
+            after = lc.replace(cur.compactions, attrs.evolve(job, status=S.FAILED))
+        else:
+            after = lc.replace(cur.compactions, attrs.evolve(job, worker=WorkerSpec(W2, rt.now_ms())))
+        await cs.try_write(cur.id + 1, after)
+        ssts = {m.key for m in store.list_now("compacted/")}
+        assert await w.run_job(cid) is False
+        assert {m.key for m in store.list_now("compacted/")} == ssts  # nothing was run
+        assert (w.stats["compacted"], w.stats["dropped"], w.stats["released"], w.stats["output_ssts"]) == (0, 0, 0, 0)
+        assert (await cs.read_latest()).compactions == after
+
+    trio.run(main)
+
+
 def test_a_result_whose_finish_finds_the_job_taken_over_is_dropped_and_counted_once(monkeypatch) -> None:
     """W3: the finish's CAS finds the job no longer ours (reclaimed between the last heartbeat
     and the finish): the result is dropped -- ``run_job`` answers False, counted once as dropped,

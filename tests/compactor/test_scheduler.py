@@ -80,6 +80,23 @@ def test_back_pressure_holds_an_l0_compaction_in_front_of_a_full_level() -> None
     assert sched.propose(m2, [], 1)[0].l0_view_ids
 
 
+def test_back_pressure_looks_at_the_run_just_older_than_the_chosen_ones() -> None:
+    """``nxt`` is the run after the chosen series' oldest, the one the output would next merge
+    with. Runs 5..2 (1, 2, 2, 2 bytes) form a series (run 1, 3 bytes, is more than 2x the
+    smallest); run 1 heads no full series, so 5..2 go into 2. Judged from run 4 instead (one
+    *inside* the chosen series: `sim mutate` seed 24), 4..1 would look like a full series and
+    hold 5..2 back, proposing 4..1 in their place."""
+    m = manifest([], {5: 1, 4: 2, 3: 2, 2: 2, 1: 3})
+    sched = SizeTieredScheduler(SizeTieredOptions(2, 4, 2.0))
+    assert sched.propose(m, [], 1) == [CompactionSpec(tuple(RunSource(i) for i in (5, 4, 3, 2)), 2)]
+    # ... and a full series just older than the chosen runs holds them back: runs 9..6 (1 byte
+    # each) would merge into a run of 4 bytes in front of 5..2 (4 bytes each, a full series), so
+    # the series shrinks to 9..7, whose next older run, 6, heads no full series.
+    m2 = manifest([], {9: 1, 8: 1, 7: 1, 6: 1, 5: 4, 4: 4, 3: 4, 2: 4})
+    assert SizeTieredScheduler(SizeTieredOptions(2, 4, 2.0)).propose(m2, [], 1) == [
+        CompactionSpec(tuple(RunSource(i) for i in (9, 8, 7)), 7)]
+
+
 @pytest.mark.parametrize("sizes, expected", [
     ({3: None, 2: None, 1: 100_000}, (3, 2)),  # two unknown runs: 0 and 0 bytes, one series
     ({3: None, 2: 3, 1: 3}, (2, 1)),  # 3 bytes is more than 4 x 0: the unknown run stays alone
