@@ -185,6 +185,37 @@ def test_a_key_whose_versions_span_two_ssts_of_a_run_keeps_the_newer_ones(newer,
         assert db.get(b"k") == want.get(b"k")
 
 
+def test_a_split_at_a_key_spanning_two_ssts_of_a_run_and_its_union_read_the_newer_version():  # PROJ-4, READ-7
+    """Projections onto ``..k`` and ``k..`` of that run, and their union: the right one keeps the
+    earlier SST's view of ``k`` alone (``[k, k]``, before it the view was dropped), the union
+    merges the two views of that SST back into one, and ``k`` reads the newer version."""
+    import slatedb
+    from slatedb.format.manifest import encode_manifest
+    from slatedb.manifest.store import manifest_key
+    from slatedb.row import Row, RowKind
+    from tests.compactor.test_executor import put_sst
+    from tests.db.helpers import memory_store
+
+    ids = Ids()
+    store = memory_store()
+    first = put_sst(store, [Row(b"a", 1, RowKind.VALUE, b"A"), Row(b"k", 10, RowKind.VALUE, b"new")])
+    second = put_sst(store, [Row(b"k", 5, RowKind.VALUE, b"old"), Row(b"z", 2, RowKind.VALUE, b"Z")])
+    m = ManifestV2(initialized=True, last_l0_seq=20, ssts=(first, second), compacted=(SortedRunV2(
+        0, (CompactedSsTableView(first.id, first.id), CompactedSsTableView(second.id, second.id))),),
+        external_dbs=(ExternalDb("root", ids.uuid(), ids.uuid(), (first.id, second.id)),))
+    left, right = project(m, KeyRange(None, b"k")), project(m, KeyRange(b"k", None))
+    from slatedb.lsm.view import KeyBounds
+
+    kept = right.compacted[0].ssts[0]
+    assert kept.sst_id == first.id and bounds_of(kept.visible_range) == KeyBounds(b"k", True, b"k", True)
+    u = union([UnionSource(left, "left", ids.uuid()), UnionSource(right, "right", ids.uuid())],
+              new_uuid=ids.uuid, new_ulid=ids.ulid)
+    assert [v.sst_id for v in u.compacted[0].ssts] == [first.id, second.id]
+    store.put_now(manifest_key(1), encode_manifest(attrs.evolve(u, initialized=True, external_dbs=())))
+    with slatedb.Db.open("memory://test", {"compactor_options": None, "min_filter_keys": 1}, store=store) as db:
+        assert dict(db.scan(None, None)) == {b"a": b"A", b"k": b"new", b"z": b"Z"}
+
+
 def test_projection_rejects_bad_ranges():
     m, _, _ = source()
     with pytest.raises(InvalidProjectionError):
