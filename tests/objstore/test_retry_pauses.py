@@ -7,17 +7,18 @@ WAL write gave up and the database stopped; measured by SIGKILLing SeaweedFS und
 from __future__ import annotations
 
 import random
-import time
+import threading
 
 import pytest
 import trio
 
 import slatedb
 from slatedb.errors import TransientObjectStoreError
-from slatedb.objstore.local import LocalStore
+from slatedb.objstore.memory import MemoryBucket
 from slatedb.objstore.retry import retry_transient
 from slatedb.runtime import opened
 from slatedb.runtime.production import PRODUCTION_RETRIES, ProductionRuntime
+from tests.db.helpers import OutageStore
 
 QUIET = {"compactor_options": None, "garbage_collector_options": None, "flush_interval": "1h",
          "manifest_poll_interval": "1h"}
@@ -84,45 +85,18 @@ def test_an_open_writer_and_reader_run_under_the_long_pauses(tmp_path) -> None:
             assert (policy.backoff_min_s, policy.backoff_max_s, policy.max_retries) == (0.1, 15.0, 4)
 
 
-class OutageStore(LocalStore):
-    """A local directory whose every call fails transiently until ``down_until`` (monotonic s)."""
-
-    down_until = 0.0
-
-    def _check(self, key: str) -> None:
-        if time.monotonic() < self.down_until:
-            raise TransientObjectStoreError(key, "connection refused (outage)")
-
-    async def get(self, key, byte_range=None):
-        self._check(key)
-        return await super().get(key, byte_range)
-
-    async def head(self, key):
-        self._check(key)
-        return await super().head(key)
-
-    async def put(self, key, data, mode=None):
-        self._check(key)
-        return await (super().put(key, data) if mode is None else super().put(key, data, mode))
-
-    async def list(self, prefix=""):
-        self._check(prefix)
-        return await super().list(prefix)
-
-    async def delete(self, key):
-        self._check(key)
-        return await super().delete(key)
-
-
 def test_an_open_writer_rides_out_an_outage_its_retries_span(tmp_path) -> None:
     """Three retries: 10-15-30-60 ms pauses would give up within 0.11 s of a 0.3 s outage (the
     WAL write fails and the database stops); pauses of at least 50 + 100 + 200 ms outlast it."""
-    store = OutageStore(str(tmp_path))
+    bucket = MemoryBucket()
+    store = OutageStore(bucket, ProductionRuntime().now_ms, url="memory://outage")
     settings = dict(QUIET, object_store_max_retries=3)
-    with slatedb.Db.open(f"file://{tmp_path}", settings, store=store) as db:
+    with slatedb.Db.open("memory://outage", settings, store=store) as db:
         db.put(b"before", b"1", durable=True)
-        store.down_until = time.monotonic() + 0.3
+        store.down = True
+        threading.Timer(0.3, lambda: setattr(store, "down", False)).start()
         db.put(b"during", b"2", durable=True)  # its WAL object lands once the store is back
         assert db.get(b"during") == b"2"
-    with slatedb.Db.open(f"file://{tmp_path}", QUIET) as db:
+    again = OutageStore(bucket, ProductionRuntime().now_ms, url="memory://outage")
+    with slatedb.Db.open("memory://outage", QUIET, store=again) as db:
         assert db.get(b"before") == b"1" and db.get(b"during") == b"2"
