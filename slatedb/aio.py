@@ -34,7 +34,8 @@ from slatedb.api.portal import AsyncClosing, RuntimeArg
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
 from slatedb.checkpoint.ops import delete_checkpoint
-from slatedb.config import Settings, check_writer_settings
+from slatedb.config import Settings
+from slatedb.settings_writer import check_writer_settings
 from slatedb.api.metrics_export import collector_of_core
 from slatedb.api.args import check_create_mode, coerce_settings
 from slatedb.db.common import SnapshotLifecycle

@@ -322,20 +322,6 @@ NOT_IMPLEMENTED: Final[dict[str, str]] = {
 }
 
 
-def check_writer_settings(settings: Settings) -> Settings:
-    """The checks across settings a writer's open makes (the official builder's, with its words):
-    writes wait while more than ``max_unflushed_bytes`` are unflushed, and a memtable goes to L0
-    only once it holds ``l0_sst_size_bytes``, so with the first not above the second a write
-    could wait for good. Raised at ``Db.open``, before anything is started; a reader, which
-    writes nothing, does not check it."""
-    if settings.max_unflushed_bytes <= settings.l0_sst_size_bytes:
-        raise InvalidArgumentError(
-            f"invalid configuration: max_unflushed_bytes ({settings.max_unflushed_bytes}) must be greater than "
-            f"l0_sst_size_bytes ({settings.l0_sst_size_bytes}): writes wait while more than max_unflushed_bytes "
-            "are unflushed, and a memtable goes to L0 only once it holds l0_sst_size_bytes")
-    return settings
-
-
 def _check_not_implemented(settings: Any) -> None:
     defaults = Settings.__new__(Settings)  # the defaults, without recursing into validation
     for field in attrs.fields(Settings):

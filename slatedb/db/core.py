@@ -39,7 +39,8 @@ from typing import Any
 import trio
 from ulid import ULID
 
-from slatedb.config import Settings, check_writer_settings
+from slatedb.config import Settings
+from slatedb.settings_writer import check_writer_settings
 from slatedb.errors import ClosedError, FencedError, InvalidArgumentError, InvalidDbStateError, SlateDBError
 from slatedb.format.layout import ulid_text
 from slatedb.format.sst import sst_options_of
@@ -127,6 +128,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._room_event = trio.Event()
         self._l0_progress = trio.Event()  # set (and replaced) whenever a manifest is adopted
         self._force_l0 = 0  # > 0 while an explicit flush ignores l0_max_ssts
+        self._l0_full_warned_s: float | None = None  # the last full-L0 warning (Flushers._warn_l0_full)
         self._flush_lock = trio.Lock()
         self._manifest_lock = trio.Lock()
         self._snapshot_seqs: dict[int, int] = {}

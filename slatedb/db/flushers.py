@@ -11,6 +11,8 @@ writer's state's (:class:`~slatedb.db.state.WriterState`): a flush takes its cut
 
 from __future__ import annotations
 
+import logging
+
 import trio
 
 from slatedb.errors import ClosedError, FencedError
@@ -38,6 +40,11 @@ L0_ENCODE_CHUNK_ROWS = 8192
 #: encoder's numpy work costs more than it saves on a small memtable (the crossing lies near 250
 #: rows). Kept low so that the simulator's flushes of 16 rows or more still take the bulk path.
 L0_BULK_MIN_ROWS = 16
+#: The least time between two warnings that a full L0 holds back the L0 flush of a database
+#: that runs no compactor (:meth:`Flushers._warn_l0_full`).
+L0_FULL_WARNING_INTERVAL_S = 60.0
+
+LOG = logging.getLogger("slatedb")
 
 
 def _may_ack(error: BaseException | None) -> bool:
@@ -96,8 +103,29 @@ class Flushers:
         # Its cut may still be on its way to the WAL (``last_wal_id`` None): the flush encodes
         # meanwhile and waits for it before writing anything (_flush_imm).
         if len(self._w.read_state.view.l0) >= self._l0_max_ssts and not (self._closing or self._force_l0):
+            self._warn_l0_full()
             return None  # back-pressure: wait for a compactor to drain L0
         return entry
+
+    def _warn_l0_full(self) -> None:
+        """A database that runs no compactor of its own, whose L0 is full, flushes no memtable
+        until a compactor elsewhere (``slatedb run-compactor``, a worker) drains L0, and its
+        writes then wait for good once ``max_unflushed_bytes`` are buffered: say so (a log
+        warning, at most once a minute), which nothing else would tell its user."""
+        if self.settings.compactor_options is not None or not self.runtime.retry_policy.log:
+            # The in-process compactor drains L0: ordinary back-pressure. A runtime whose waits
+            # are not logged (the simulator's: its traces say what waits) logs none.
+            return
+        now = self.runtime.monotonic_s()
+        last = self._l0_full_warned_s
+        if last is not None and now - last < L0_FULL_WARNING_INTERVAL_S:
+            return
+        self._l0_full_warned_s = now
+        LOG.warning("L0 holds %d SSTs (l0_max_ssts %d) and this database runs no compactor "
+                    "(compactor_options is None): no memtable is flushed to L0 until a compactor runs "
+                    "against it (`slatedb run-compactor`, or open it with compactor_options), and writes "
+                    "wait once max_unflushed_bytes (%d) are buffered",
+                    len(self._w.read_state.view.l0), self._l0_max_ssts, self._max_unflushed)
 
     # ------------------------------------------------------------------------------------------
     # Flushing

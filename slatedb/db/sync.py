@@ -33,7 +33,8 @@ from slatedb.api.sync_reads import ITER_BATCH_ROWS, DbIterator, SyncReads  # noq
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.batch import WriteBatch, validate_flag
 from slatedb.checkpoint import CheckpointCreateResult, CheckpointOptions, CheckpointScope
-from slatedb.config import Settings, check_writer_settings
+from slatedb.config import Settings
+from slatedb.settings_writer import check_writer_settings
 from slatedb.api.metrics_export import collector_of_core
 from slatedb.errors import ClosedError, InvalidArgumentError, ReadOnlyError
 from slatedb.lsm.read_path import ReadState

@@ -591,7 +591,7 @@ def test_official_reads_our_compressed_db(official, tmp_path: Path, codec: str) 
 
 
 def test_writes_do_not_stall_on_a_full_l0(tmp_path: Path) -> None:
-    settings = {"l0_sst_size_bytes": 4096, "l0_max_ssts": 2, "flush_interval": "10ms"}
+    settings = {"l0_sst_size_bytes": 4096, "l0_max_ssts": 2, "flush_interval": "10ms", "compactor_options": None}
     db = slatedb.Db.open(url_of(tmp_path), settings=settings)
     try:
         for i in range(200):
