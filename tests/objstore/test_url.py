@@ -138,3 +138,45 @@ def test_a_path_between_databases_is_the_decoded_object_store_path() -> None:
         url = db_url_candidates("file:///d/c", name)[0]
         assert resolve_store(url).root == f"/d/{name}", (name, url)
         assert relative_db_path("file:///d/c", url) == name
+
+
+@pytest.mark.parametrize(
+    "option, value, words",
+    [
+        # Each was found by opening a database with it against SeaweedFS: a bare ValueError or
+        # TypeError from botocore at the first request ("Invalid endpoint: 127.0.0.1:1"), or a
+        # "transient" error retried object_store_max_retries times before giving up.
+        ("endpoint_url", "127.0.0.1:8333", "scheme"),
+        ("endpoint_url", "localhost", "scheme"),
+        ("endpoint_url", "ftp://127.0.0.1:1", "http:// or https://"),
+        ("endpoint_url", "http://", "host"),
+        ("endpoint_url", "http:///x", "host"),
+        ("endpoint_url", "http://[::1", "not a URL"),
+        ("endpoint_url", "http://127.0.0.1:99999", "port"),
+        ("endpoint_url", "http://127.0.0.1:8333?x=1", "query"),
+        ("endpoint_url", 12345, "a string"),
+        ("region", "us east", "region"),
+        ("region", "a/b", "region"),
+        ("region", 5, "a string"),
+        ("access_key_id", 5, "a string"),
+        ("secret_access_key", b"s", "a string"),
+    ],
+)
+def test_a_malformed_s3_option_is_refused_at_the_open_naming_it(option, value, words):
+    with pytest.raises(InvalidUrlError) as info:
+        resolve_store("s3://bucket/db", options={option: value}, env={})
+    assert option in str(info.value) and words in str(info.value)
+
+
+def test_a_malformed_s3_endpoint_from_the_environment_names_the_variable():
+    with pytest.raises(InvalidUrlError, match="AWS_ENDPOINT_URL.*scheme"):
+        resolve_store("s3://bucket/db", env={"AWS_ENDPOINT_URL": "127.0.0.1:8333"})
+    with pytest.raises(InvalidUrlError, match="query parameter 'endpoint_url'"):
+        resolve_store("s3://bucket/db?endpoint_url=localhost", env={})
+
+
+def test_well_formed_s3_endpoints_and_regions_are_accepted():
+    for endpoint in ("http://127.0.0.1:8333", "https://s3.example.com", "http://[::1]:8333/", "http://host:1"):
+        for region in ("us-east-1", "US-EAST-1", "eu-central-2"):
+            store = resolve_store("s3://bucket/db", options={"endpoint_url": endpoint, "region": region}, env={})
+            assert store._fs.client_kwargs["endpoint_url"] == endpoint
