@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import os
+import re
 import urllib.parse
 from typing import Callable, Mapping
 
@@ -74,6 +75,39 @@ def _file_fsync(url: str, query: str, options: Mapping[str, object]) -> bool:
     if "fsync" in params:
         return _bool_setting(f"file URL parameter 'fsync' in {url!r}", params["fsync"][0])
     return True
+
+
+#: The region names botocore accepts (``botocore.utils.validate_region_name``).
+_REGION = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?$")
+
+
+def _check_s3_option(name: str, value: object, source: str) -> None:
+    """Refuse a malformed S3 option at the open, naming it (``source``): botocore raised a bare
+    ``ValueError`` / ``TypeError`` for these at the first request, or an error this store took
+    for transient and retried ``object_store_max_retries`` times."""
+    if not isinstance(value, str):
+        raise InvalidUrlError(f"{source} must be a string, got {type(value).__name__} {value!r}")
+    if name == "region" and not _REGION.match(value):
+        raise InvalidUrlError(f"{source}: {value!r} is not a region name (letters, digits and '-', "
+                              "such as us-east-1)")
+    if name != "endpoint_url":
+        return
+    try:
+        parsed = urllib.parse.urlsplit(value.strip())
+        port = parsed.port
+    except ValueError as e:  # an unclosed '[', a port that is no number or out of range
+        what = "has a bad port" if "port" in str(e).lower() else "is not a URL"
+        raise InvalidUrlError(f"{source}: {value!r} {what}: {e} (give http://HOST[:PORT] or "
+                              "https://HOST[:PORT])") from None
+    if not parsed.scheme or "://" not in value:
+        raise InvalidUrlError(f"{source}: {value!r} has no scheme: give http://{value} or https://{value}")
+    if parsed.scheme.lower() not in ("http", "https"):
+        raise InvalidUrlError(f"{source}: {value!r} must start with http:// or https://")
+    if not parsed.hostname:
+        raise InvalidUrlError(f"{source}: {value!r} names no host (give http://HOST[:PORT])")
+    if parsed.query or parsed.fragment:
+        raise InvalidUrlError(f"{source}: {value!r} has a query or fragment: an endpoint is http(s)://HOST[:PORT]")
+    del port  # read for its check only
 
 
 def check_url_type(url: object) -> None:
@@ -144,9 +178,15 @@ def resolve_store(
         env = os.environ if env is None else env
         resolved: dict[str, str | None] = {}
         for name in _S3_OPTIONS:
-            value = options.get(name) or query.get(name)
-            if not value:
-                value = next((env[v] for v in _S3_ENV[name] if env.get(v)), None)
+            if options.get(name):
+                value, source = options[name], f"s3 option {name!r}"
+            elif query.get(name):
+                value, source = query[name], f"s3 URL query parameter {name!r} in {url!r}"
+            else:
+                var = next((v for v in _S3_ENV[name] if env.get(v)), None)
+                value, source = (env[var], f"environment variable {var} (s3 option {name!r})") if var else (None, "")
+            if value is not None:
+                _check_s3_option(name, value, source)
             resolved[name] = value
         from .s3 import S3Store
 
