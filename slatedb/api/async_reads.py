@@ -76,14 +76,19 @@ class DbIterator:
         return item
 
     async def next_batch(self, n: int = 1000) -> list[tuple[bytes, bytes]]:
-        """Up to ``n`` pairs; an empty list at the end of the scan."""
+        """Up to ``n`` pairs; an empty list at the end of the scan. A step cancelled while it
+        waits for blocks returns nothing and moves nothing: the next step returns its rows."""
         n = check_batch_size(n)
         if self._gen is not None:
             return list(islice(self._gen, n))  # n == 0 takes nothing
         out = self._buf[self._pos : self._pos + n]
-        self._pos += len(out)
         if len(out) < n:
-            out.extend(await self._pull(n - len(out)))
+            # The buffered rows are consumed only once the pull is back: a step cancelled in its
+            # block read (a timeout, a cancelled task) leaves them for the next step.
+            more = await self._pull(n - len(out))
+            self._buf, self._pos = [], 0
+            return out + more
+        self._pos += len(out)
         return out
 
     async def seek(self, key: bytes) -> None:

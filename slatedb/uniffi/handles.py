@@ -68,6 +68,7 @@ class DbIterator:
         self._bounds = bounds  # of a list: the scan's bounds and direction, for seek
         self._reverse = reverse
         self._last: bytes | None = None  # the last key returned (the official seeks only past it)
+        self._held: list[tuple[bytes, bytes]] = []  # taken from the scan, not yet returned
 
     async def next(self) -> KeyValue | None:
         got = await self.next_batch(1)
@@ -77,14 +78,23 @@ class DbIterator:
         if isinstance(max, bool) or not isinstance(max, int) or max < 0:
             raise Error.Invalid(f"next_batch needs a non-negative int, not {max!r}")
         with translated():
-            if isinstance(self._it, list):
-                pairs = self._it[self._pos:self._pos + max]
-                self._pos += len(pairs)
-            else:
-                pairs = await self._it.next_batch(max) if max else []
+            # Rows taken from the scan wait in ``_held`` until their metadata is read and they
+            # are returned: a step cancelled meanwhile (a timeout, a cancelled task) leaves them
+            # for the next step.
+            held = self._held
+            if len(held) < max:
+                if isinstance(self._it, list):
+                    more = self._it[self._pos:self._pos + max - len(held)]
+                    self._pos += len(more)
+                else:
+                    more = await self._it.next_batch(max - len(held))
+                held.extend(more)
+            pairs = held[:max]
+            out = [await self._meta(k, v) for k, v in pairs]
+            del held[:len(pairs)]
             if pairs:
                 self._last = pairs[-1][0]
-            return [await self._meta(k, v) for k, v in pairs]
+            return out
 
     async def seek(self, key: bytes) -> None:
         """As the official iterator: refused in a descending scan, outside the range, and at or
@@ -97,6 +107,7 @@ class DbIterator:
             rest = seek_bounds(self._bounds if listed else self._it._scan[1], key, False)  # outside: refused
         if self._last is not None and key <= self._last:
             raise Error.Invalid("cannot seek to a key less than the last returned key")
+        self._held.clear()  # rows taken before the seek (by a cancelled step) are not returned
         with translated():
             if listed:
                 self._pos = next((i for i, (k, _v) in enumerate(self._it) if rest.contains(k)), len(self._it))
