@@ -15,6 +15,7 @@ result that is not bytes, becomes :class:`~slatedb.errors.MergeOperatorError` na
 from __future__ import annotations
 
 import importlib
+import inspect
 import threading
 from typing import Any, Callable, Protocol, Sequence
 
@@ -35,14 +36,39 @@ def merge_operator_of(op: Any) -> MergeFn | None:
     callable ``merge`` attribute, else ``op`` itself if callable; anything else is refused."""
     if op is None:
         return None
+    if isinstance(op, type) and callable(getattr(op, "merge", None)):
+        raise InvalidArgumentError(f"merge_operator must be an instance of {op.__name__}, not the class: pass "
+                                   f"{op.__name__}()")
     method = getattr(op, "merge", None)
     if callable(method):
-        return method
+        return _checked_shape(method, f"{type(op).__name__}.merge")
     if callable(op):
-        return op
+        return _checked_shape(op, getattr(op, "__name__", type(op).__name__))
     raise InvalidArgumentError(
         f"merge_operator must be a callable (key, existing_value, operand) -> bytes or an object with such a "
         f"merge method, not {type(op).__name__}")
+
+
+def _checked_shape(fn: Any, name: str) -> MergeFn:
+    """``fn`` if it can be called as ``fn(key, existing_value, operand)`` and returns its result
+    (not a coroutine): the engine calls it inside reads, flushes and compactions, where nothing is
+    awaited. A callable whose signature cannot be read (some builtins) is taken as it is."""
+    call = getattr(fn, "__call__", None)
+    if (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+            or (not inspect.isroutine(fn) and inspect.iscoroutinefunction(call))):
+        raise InvalidArgumentError(
+            f"merge_operator {name} is an async function: the engine calls it inside reads and compactions, "
+            "where it cannot be awaited; give a plain def (key, existing_value, operand) -> bytes")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn
+    try:
+        signature.bind(b"k", None, b"o")
+    except TypeError:
+        raise InvalidArgumentError(
+            f"merge_operator {name}{signature} cannot be called as (key, existing_value, operand)") from None
+    return fn
 
 
 def concat(key: bytes, existing_value: bytes | None, operand: bytes) -> bytes:
