@@ -107,6 +107,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._next_check_bytes = 0
         self._closing = False
         self._closed = False
+        self._close_running: trio.Event | None = None  # set while a close flushes (aclose)
         self._error: SlateDBError | None = None
         # Protocol state (runtime thread only).
         self._stored: StoredManifest | None = None
@@ -324,31 +325,62 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
 
     async def aclose(self) -> None:
         """Flush the WAL and every memtable to L0 (as the official engine does at shutdown),
-        stop the background tasks, release the store. A fenced database just stops."""
+        stop the background tasks, release the store. A fenced database just stops.
+
+        A close cancelled before its flush ended (a caller's timeout under trio) leaves the
+        engine closing -- no more writes -- with what it had not flushed kept: the next close
+        (or the ``async with`` block left normally, or the task of an awaited open) flushes it.
+        Marking it closed there dropped the memtables, and the next close returned quietly as if
+        it had flushed. A close while another runs waits for that one."""
         if self._closed:
             return
-        self.runtime.event("closing", epoch=self.epoch)
+        running = self._close_running
+        if running is not None:
+            await running.wait()
+            if self._closed:
+                return
+        done = self._close_running = trio.Event()
+        try:
+            await self._close_once()
+        finally:
+            self._close_running = None
+            done.set()
+
+    async def _close_once(self) -> None:
+        if not self._closing:  # once: a close after a cancelled one goes on with the same close
+            self.runtime.event("closing", epoch=self.epoch)
         with self._lock:
             self._closing = True
             self._recompute_thresholds()
             self._room_cv.notify_all()
         self._room_event.set()
+        interrupted = False
         try:
             if self._error is None:
                 await self.flush_memtable()
                 await self._release_writer_checkpoint()
         except FencedError:
             pass  # fenced while closing: the newer writer owns the data; nothing more was acked
+        except trio.Cancelled:
+            # Given up on: stay closing, the unflushed rows kept for the next close (an engine
+            # whose own tasks are torn down is aborted by its service runner instead).
+            interrupted = self._error is None
+            raise
         finally:
-            if self._tasks_scope is not None:
-                self._tasks_scope.cancel()
-            with self._lock:
-                self._closed = True
-                self._durable_cv.notify_all()
-                self._room_cv.notify_all()
-                self._release_memory()
-            self._wake_all()
-            self.runtime.event("closed", epoch=self.epoch)
+            if not interrupted:
+                self._mark_closed()
+
+    def _mark_closed(self) -> None:
+        """The end of a close: the background tasks stopped, the memory released."""
+        if self._tasks_scope is not None:
+            self._tasks_scope.cancel()
+        with self._lock:
+            self._closed = True
+            self._durable_cv.notify_all()
+            self._room_cv.notify_all()
+            self._release_memory()
+        self._wake_all()
+        self.runtime.event("closed", epoch=self.epoch)
 
     async def _release_writer_checkpoint(self) -> None:
         """writer.md step 12: a clean close leaves no writer checkpoint behind (an engine that
