@@ -99,6 +99,24 @@ def test_missing_bucket_says_so(seaweedfs_server, how) -> None:
     assert took < 10, took
 
 
+@pytest.mark.parametrize("bucket, words", [
+    ("H5", "uppercase"), ("ab", "3-63 characters"), ("has_underscore", "'_'"), ("-lead", "start and end"),
+    ("192.168.1.1", "IP address"), ("a..b", "'..'"),
+])
+def test_a_missing_bucket_whose_name_s3_refuses_says_so(seaweedfs_server, bucket, words) -> None:
+    """Found by opening ``s3://H5/db`` (and ``ab``, ``has_underscore``): "bucket H5 does not
+    exist ... (create it first)" -- no such bucket can be created. The error says the name is
+    not a valid S3 bucket name, and why (a hint only: servers and old AWS buckets may differ)."""
+    err, _ = within(LIMIT_S, lambda: _open(f"s3://{bucket}/db", seaweedfs_server.options()))
+    assert isinstance(err, BucketNotFoundError), repr(err)
+    msg = str(err)
+    assert f"bucket {bucket} does not exist" in msg and "not a valid S3 bucket name" in msg and words in msg, msg
+
+
+def test_a_missing_bucket_with_a_valid_name_gets_no_such_note() -> None:
+    assert "valid" not in str(BucketNotFoundError("", "no-such-bucket.v2", "http://127.0.0.1:1"))
+
+
 def test_missing_bucket_at_the_root_check_names_no_empty_key(seaweedfs_server, capsys) -> None:
     """``slatedb --path s3://missing/x list-objects`` printed "error: : bucket missing does not
     exist ..." (the root check names no object, and the message led with an empty key)."""
