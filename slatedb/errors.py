@@ -229,13 +229,39 @@ class CredentialsMissingError(AccessDeniedError):
     variables): raised at once, never retried."""
 
 
+def bucket_name_problem(bucket: str) -> str | None:
+    """What makes ``bucket`` an invalid name under S3's current bucket naming rules, or None.
+    Only a hint for :class:`BucketNotFoundError`: some servers, and AWS buckets made before the
+    rules, accept other names, so such a name is not refused."""
+    import re
+
+    problems = []
+    if bucket != bucket.lower():
+        problems.append("uppercase letters")
+    if not 3 <= len(bucket) <= 63:
+        problems.append(f"{len(bucket)} characters")
+    bad = sorted(set(re.sub(r"[a-zA-Z0-9.\-]", "", bucket)))
+    if bad:
+        problems.append(", ".join(repr(c) for c in bad))
+    if bucket and not (bucket[0].isalnum() and bucket[-1].isalnum()):
+        problems.append("does not start and end with a letter or digit")
+    if ".." in bucket:
+        problems.append("'..'")
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", bucket):
+        problems.append("formatted as an IP address")
+    return "; ".join(problems) or None
+
+
 class BucketNotFoundError(PermanentObjectStoreError):
     """The bucket does not exist (it must be created before a database is opened in it)."""
 
     def __init__(self, key: str, bucket: str, endpoint: str) -> None:
         self.bucket = bucket
         self.endpoint = endpoint
-        message = f"bucket {bucket} does not exist at {endpoint} (create it first)"
+        problem = bucket_name_problem(bucket)
+        note = (f"; note that {bucket!r} is not a valid S3 bucket name: {problem} (a name is 3-63 characters "
+                "of a-z, 0-9, '.' and '-', starting and ending with a letter or digit)") if problem else ""
+        message = f"bucket {bucket} does not exist at {endpoint} (create it first{note})"
         super().__init__(key, message)
         if not key:  # the bucket check of an open names no object: no empty "key: " in front
             self.args = (message,)
