@@ -139,6 +139,8 @@ class DbIterator:
             try:
                 return merge.next_batch(n)
             except NeedIO as e:
+                if self._core.closed:  # as every front-end and store: no block read after close
+                    raise ClosedError("the database is closed: its scans read no more blocks") from None
                 source = e.source
                 reader, first, last = source.io_request()
                 blocks = reader.read_blocks_now(first, last)  # a local directory: on this thread
