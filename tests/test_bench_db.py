@@ -37,6 +37,23 @@ def test_driver_runs_the_sqlite_child_end_to_end(tmp_path, capsys):
     assert "| put, one call each" in printed and out.exists()
 
 
+def test_the_disk_floor_times_the_local_stores_create_and_bounds_16_writers(tmp_path):
+    """``slatedb.bench.disk_floor``: the create-if-absent syscalls of a WAL object, timed; the
+    report's line turns the p50 into the durable puts a second that W writers can get at most
+    (each group commit holds one put of each), and that over the official wheel's rate."""
+    from slatedb.bench.disk_floor import durable_create_floor, floor_line
+
+    floor = durable_create_floor(str(tmp_path), samples=5)
+    assert 0 < floor["p10_ms"] <= floor["p50_ms"] <= floor["p90_ms"] and floor["samples"] == 5
+    assert list(tmp_path.iterdir()) == []  # its directory is gone
+    line = floor_line({"p10_ms": 0.5, "p50_ms": 1.0, "p90_ms": 4.0, "samples": 200.0}, 16, 160.0)
+    assert "p50 1.00 ms" in line and "at most 16,000 durable puts/s from 16 writers" in line
+    assert "100.0x the official's 16-writer rate in this run" in line
+    assert "official" not in floor_line({"p10_ms": 1, "p50_ms": 2, "p90_ms": 3, "samples": 1.0}, 16, None)
+    with pytest.raises(ValueError):
+        durable_create_floor(str(tmp_path), samples=0)
+
+
 def test_ratios_mean_ours_is_better_above_one():
     assert bench.ratio(20.0, 10.0, higher=True) == "2.00x"  # rates: ours/other
     assert bench.ratio(5.0, 10.0, higher=False) == "2.00x"  # times and sizes: other/ours
@@ -68,6 +85,7 @@ def test_ours_with_fsync_off_is_an_opt_in_column_beside_ours(tmp_path, capsys):
     assert rc == 0, printed
     assert "data checks: ours OK, ours-nosync OK; all engines scanned identical bytes" in printed
     assert "ours-nosync = slatedb-py" in printed and "(fsync=false)" in printed
+    assert "disk floor: one WAL object's create" in printed and "durable puts/s from 16 writers" in printed
     header = next(line for line in printed.splitlines() if line.startswith("| phase"))
     assert header.index(" ours |") < header.index(" ours-nosync |") and "ours vs ours-nosync" in header
     assert bench.render_table({"ours": {"reopen_ms": 4.0}, "ours-nosync": {"reopen_ms": 2.0}, "official": {"reopen_ms": 3.0}},

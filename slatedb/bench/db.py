@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from slatedb.bench.disk_floor import durable_create_floor, floor_line
 from slatedb.bench.official_venv import REPO_ROOT, OfficialUnavailable, ensure_official_venv
 from slatedb.bench.peers_venv import PEERS, ensure_peers_venv
 
@@ -309,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     print("ratio columns: >1 means ours is better (ours/other for rates; other/ours for ms and MB).")
     print("'extra' row: the same gets on the freshly loaded DB before close (rows in the memtable);")
     print("the main get rows run on the reopened DB. Put-in-batches loads a second, fresh DB.")
+    floor = None
+    if any(e in OURS for e in shown):  # what the durable rows are up against, measured now
+        floor = durable_create_floor(args.tmpdir)
+        print(floor_line(floor, 16, medians.get("official", {}).get("durable_put_16")))
     digests = {rs[0]["checks"]["digest"] for rs in runs.values() if rs}
     ok = [e for e in shown if runs.get(e) and not errors[e]]
     print(f"data checks: {', '.join(f'{e} ' + ('OK' if e in ok else 'FAILED') for e in shown)}"
@@ -322,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({
             "date": stamp, "n": args.n, "runs_per_engine": args.runs, "pinning": pin_note,
             "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()},
-            "median": medians, "runs": runs, "errors": errors,
+            "median": medians, "runs": runs, "errors": errors, "disk_floor": floor,
         }, indent=1))
         print(f"\nwrote {args.json}")
     return 1 if failed else 0
