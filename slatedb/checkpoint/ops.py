@@ -85,6 +85,13 @@ class CheckpointOptions:
             raise InvalidArgumentError(f"checkpoint name must be a string, got {self.name!r}")
         if self.name is not None and not self.name.strip():
             raise InvalidArgumentError("checkpoint name must not be empty (leave it out for an unnamed checkpoint)")
+        if self.name is not None:
+            try:
+                self.name.encode("utf-8")  # the manifest holds it as a UTF-8 string
+            except UnicodeEncodeError as e:
+                raise InvalidArgumentError(
+                    f"checkpoint name must be UTF-8 text: {self.name!r} has {self.name[e.start]!r} at {e.start} (a lone "
+                    "surrogate, as a command-line name that is not UTF-8 becomes)") from None
 
 
 _OPTION_NAMES = ("lifetime_s", "source", "name")
