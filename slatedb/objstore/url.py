@@ -110,6 +110,18 @@ def _check_s3_option(name: str, value: object, source: str) -> None:
     del port  # read for its check only
 
 
+def _check_utf8(what: str, text: str) -> str:
+    """``text`` if it is UTF-8 text, else :class:`InvalidUrlError` naming ``what``: Python holds
+    a non-UTF-8 file name or argument as lone surrogates (``\\udcff``), which S3 keys and the
+    paths a manifest names cannot hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidUrlError(f"{what} {text!r} is not UTF-8 text ({text[e.start]!r} at {e.start}: a name that is "
+                              "not UTF-8, such as a directory named with a byte like \\xff); rename it") from None
+    return text
+
+
 def check_url_type(url: object) -> None:
     """``url`` is a non-empty string, else :class:`InvalidUrlError` (an open checks it first)."""
     if not isinstance(url, str) or not url:
@@ -167,6 +179,7 @@ def resolve_store(
         bucket = parsed.netloc
         if not bucket:
             raise InvalidUrlError(f"s3 URL needs a bucket: s3://BUCKET[/prefix], got {url!r}")
+        _check_utf8("s3 URL", url)  # an S3 key is UTF-8
         prefix = _check_path(url, urllib.parse.unquote(parsed.path))  # as object_store's from_url_path
         query = dict(urllib.parse.parse_qsl(parsed.query))
         unknown = set(query) - set(_S3_OPTIONS)
@@ -238,11 +251,12 @@ def relative_db_path(from_url: str, to_url: str) -> str:
     base_f, seg_f, _ = _split(from_url)
     base_t, seg_t, query_t = _split(to_url)
     if base_f != base_t or not seg_t:
-        return to_url
+        return _check_utf8("the path of the database named in a manifest", to_url)
     common = 0
     while common < min(len(seg_f) - 1, len(seg_t) - 1) and seg_f[common] == seg_t[common]:
         common += 1
-    return "/".join(seg_t[common:])
+    return _check_utf8(f"the path by which the manifest at {from_url!r} would name the database at {to_url!r},",
+                       "/".join(seg_t[common:]))
 
 
 def db_url_candidates(from_url: str, path: str) -> list[str]:
