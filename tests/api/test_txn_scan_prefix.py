@@ -53,3 +53,39 @@ def test_async_scan_prefix(run) -> None:
             await txn.commit()
 
     asyncio.run(main()) if run == "asyncio" else trio.run(main)
+
+
+@pytest.mark.parametrize("run", ["sync", "asyncio", "trio"])
+def test_scan_prefix_takes_its_arguments_as_the_databases_does(run) -> None:
+    """The prefix by position or by name, ``reverse`` by name only, as ``Db.scan_prefix`` takes
+    them (``db.scan_prefix(b"u:", True)`` is a TypeError). `sim mutate` seed 25: the async
+    transaction's ``*`` made ``/`` took the prefix by position only and ``reverse`` by position."""
+    import inspect
+
+    for cls in (slatedb.Db, aio.Db, slatedb.Transaction, aio.AsyncTransaction):
+        params = inspect.signature(cls.scan_prefix).parameters
+        assert params["prefix"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, cls
+        assert params["reverse"].kind is inspect.Parameter.KEYWORD_ONLY, cls
+    if run == "sync":
+        with slatedb.Db.open("memory://txn-scan-prefix-args") as db:
+            _fill(db)
+            with pytest.raises(TypeError):
+                db.scan_prefix(b"u:", True)  # type: ignore[misc]
+            txn = db.begin()
+            assert txn.scan_prefix(prefix=b"u:", reverse=True) == [(b"u:3", b"db"), (b"u:2", b"db"), (b"u:1", b"db")]
+            with pytest.raises(TypeError):
+                txn.scan_prefix(b"u:", True)  # type: ignore[misc]
+            txn.rollback()
+        return
+
+    async def main() -> None:
+        async with aio.Db.open(f"memory://txn-scan-prefix-args-{run}") as db:
+            for k in (b"a", b"u:1", b"u:2"):
+                await db.put(k, b"db")
+            txn = await db.begin()
+            assert await txn.scan_prefix(prefix=b"u:", reverse=True) == [(b"u:2", b"db"), (b"u:1", b"db")]
+            with pytest.raises(TypeError):
+                await txn.scan_prefix(b"u:", True)  # type: ignore[misc]
+            await txn.rollback()
+
+    asyncio.run(main()) if run == "asyncio" else trio.run(main)

@@ -482,6 +482,33 @@ def test_an_empty_job_whose_commit_landed_before_a_stop_ends_completed(kind) -> 
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("db_codec", "worker_codec", "written"), [
+    (None, "Zstd", "ZSTD"),  # the worker's codec where the database has none
+    ("Lz4", None, "LZ4"),  # none of its own: the database's
+    ("Lz4", "Zstd", "ZSTD"),  # both: the worker's
+    (None, None, "NONE"),
+])
+def test_outputs_are_compressed_with_the_workers_codec_else_the_databases(db_codec, worker_codec, written) -> None:
+    """``compactor_options.worker.compression_codec`` sets the codec of compaction outputs; unset,
+    they take the database's ``compression_codec`` (``output_options``). `sim mutate` seed 25:
+    the test inverted (``is None``) wrote the outputs with the database's codec when the worker
+    had one, and uncompressed when it had none; no check read an output's codec."""
+    from slatedb.format.sst import decode_layout
+    from slatedb.format.types import CompressionFormat
+
+    store, expected = filled_store(n_keys=200, rounds=2, deletes=10)
+    base = compactor_settings(max_sst_size=8192, compression_codec=db_codec)
+    settings = attrs.evolve(base, compactor_options=attrs.evolve(
+        base.compactor_options, worker=attrs.evolve(base.compactor_options.worker, compression_codec=worker_codec)))
+    compact(store, settings)
+    _, m = latest_manifest(store)
+    outputs = [v.sst_id for r in m.compacted for v in r.ssts]
+    assert outputs and not m.l0
+    formats = {decode_layout(bytes(store.get_now(sst_key(i)).data), sst_key(i)).info.compression_format for i in outputs}
+    assert formats == {CompressionFormat[written]}
+    assert read_all(store) == expected
+
+
 def test_an_external_full_compaction_runs_and_an_invalid_one_fails_with_its_reason() -> None:
     store, expected = filled_store(n_keys=200, rounds=2)
     rt = RecordingRuntime("admin")

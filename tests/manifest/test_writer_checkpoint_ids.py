@@ -44,6 +44,25 @@ def test_a_writer_id_is_the_documented_layout() -> None:
     assert bytes.fromhex(wid.hex[:8]) == b"SDBW"
 
 
+@given(st.uuids(version=4), u64)
+def test_an_id_is_a_writer_id_only_with_the_magic_the_version_8_and_the_variant(random_id: uuid.UUID,
+                                                                                  epoch: int) -> None:
+    """Each of the three marks alone decides: an id with the magic but version 4 (a random id
+    whose top 32 bits happen to spell "SDBW", 1 in 2**32 of them), or with the magic and version
+    8 but another variant, is no writer checkpoint, whatever the other two hold. `sim mutate`
+    seed 25: ``or`` made ``and`` between the version and variant tests took a version-4 id with
+    the magic for a writer checkpoint; the random ids of the test above never carry the magic."""
+    epoch = min(epoch, 2**62 - 1)
+    wid = writer_checkpoint_id(random_id, epoch).int
+    assert id_epoch(uuid.UUID(int=wid)) == epoch
+    version_4 = uuid.UUID(int=(wid & ~(0xF << 76)) | (0x4 << 76))  # variant still RFC 9562's
+    assert version_4.version == 4 and bytes.fromhex(version_4.hex[:8]) == b"SDBW"
+    assert id_epoch(version_4) is None
+    for variant in (0b00, 0b01, 0b11):  # version 8 kept
+        assert id_epoch(uuid.UUID(int=(wid & ~(0b11 << 62)) | (variant << 62))) is None
+    assert id_epoch(uuid.UUID(int=(wid & ~(0xFFFFFFFF << 96)) | (0x53444258 << 96))) is None  # the magic + 1
+
+
 def _stripped(cp: Checkpoint) -> Checkpoint:
     """What the official 0.17 engine writes back of our writer checkpoint: no metadata."""
     return attrs.evolve(cp, metadata=None)

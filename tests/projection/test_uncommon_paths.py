@@ -125,3 +125,37 @@ def test_a_resumed_run_makes_the_final_checkpoints_past_an_entry_without_one() -
     done = tc.make(f"{b}/part", *sources)
     assert done.initialized
     assert find_checkpoint(latest(src).manifest, entry.final_checkpoint_id) is not None
+
+
+def test_a_resumed_run_whose_entry_has_no_checkpoint_left_to_make_its_final_one_from_stops_typed() -> None:
+    """C6 on a resumed run when the entry's source checkpoint is gone too and no source offers a
+    final checkpoint of that database (the candidates all missing): the run raises
+    :class:`CheckpointNotFoundError` naming the external database and leaves the database not
+    initialized (C7 never runs), rather than initializing it with an entry whose final checkpoint
+    does not exist (CLONE-1). `sim mutate` seed 25: ``k / 1 < len(candidates)`` for ``k + 1``
+    went on past the last candidate and initialized it."""
+    import attrs
+
+    from slatedb.checkpoint import delete_checkpoint
+    from slatedb.checkpoint.ops import find_checkpoint
+    from slatedb.errors import CheckpointNotFoundError
+    from slatedb.manifest.store import ManifestStore
+    from tests.projection import test_create as tc
+
+    b = bucket()
+    src, _data = tc.world(b)
+    cp = tc.given_checkpoint(src)
+    sources = ((src, cp, KeyRange(None, b"m")),)
+    tc.make(f"{b}/part", *sources)
+    cur = latest(f"{b}/part")
+    (entry,) = cur.manifest.external_dbs
+    assert entry.source_checkpoint_id == cp
+    trio.run(ManifestStore(store(f"{b}/part"), ProductionRuntime()).try_write, cur.id + 1,
+             attrs.evolve(cur.manifest, initialized=False))  # as a crash before C6 left it
+    rt = ProductionRuntime()
+    for gone in (entry.final_checkpoint_id, cp):
+        trio.run(delete_checkpoint, ManifestStore(store(src), rt), rt, gone)
+    with pytest.raises(CheckpointNotFoundError, match="the external database"):
+        tc.make(f"{b}/part", *sources)
+    assert not latest(f"{b}/part").manifest.initialized
+    assert find_checkpoint(latest(src).manifest, entry.final_checkpoint_id) is None
