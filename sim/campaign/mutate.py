@@ -104,7 +104,11 @@ FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
     "load": ("tests/spark/test_load_protocol.py", "tests/spark/test_load_cleanup.py", "tests/spark/test_sharded.py"),
     "merge": ("tests/db/test_merge.py", "tests/db/test_merge_layers.py", "tests/db/test_merge_model.py",
               "tests/db/test_merge_operator.py", "tests/compactor/test_failing_merge.py"),
-    "txn": ("tests/api/test_transactions.py", "tests/api/test_transactions_model.py", "tests/api/test_txn_context.py"),
+    # ... and the regressions of slatedb/api/txn.py's fixes (scan_prefix, commit once closed, a
+    # scan's bound types) and its argument checks (commit(durable=), mark_read, reverse=, ranges)
+    "txn": ("tests/api/test_transactions.py", "tests/api/test_transactions_model.py", "tests/api/test_txn_context.py",
+            "tests/api/test_txn_scan_prefix.py", "tests/api/test_txn_commit_closed.py",
+            "tests/api/test_txn_scan_bound_types.py", "tests/api/test_flag_args.py", "tests/api/test_scan_range_args.py"),
 }
 
 #: Tests elsewhere that test a package's code, run with the package's own tests.
