@@ -13,6 +13,7 @@ from slatedb.api.local_host import LocalHost
 from slatedb.api.portal import RuntimeArg, SpawnedHost, StartingThread, async_library, serve
 from slatedb.errors import InvalidArgumentError
 from slatedb.objstore.base import ObjectStore
+from slatedb.objstore.url import check_store_url
 from slatedb.runtime import Runtime
 
 
@@ -27,6 +28,8 @@ class Opening(collections.abc.Coroutine):
                  url: str, *, store: ObjectStore | None, store_options: Mapping[str, str] | None,
                  runtime: RuntimeArg, thread_name: str, closed_message: str) -> None:
         check_open_args(store, runtime, url)
+        if store is None:  # the URL, as the sync API's open refuses it: here, before anything is awaited
+            check_store_url(url, store_options)
         self._front = front
         self._open_core = open_core
         self._url = url

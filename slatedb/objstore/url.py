@@ -128,16 +128,19 @@ def check_url_type(url: object) -> None:
         raise InvalidUrlError(f"store URL must be a non-empty string, got {url!r}")
 
 
-def resolve_store(
-    url: str,
-    *,
-    options: Mapping[str, str] | None = None,
-    clock_ms: Callable[[], int] | None = None,
-    memory_registry: MemoryRegistry | None = None,
-    env: Mapping[str, str] | None = None,
-) -> ObjectStore:
-    """Open the object store that ``url`` names. Raises ``InvalidUrlError`` naming what is wrong."""
+def check_store_url(url: object, options: Mapping[str, str] | None = None, *,
+                    env: Mapping[str, str] | None = None) -> None:
+    """Check ``url`` (and ``options``, and for S3 the ``AWS_*`` variables it would read) as
+    :func:`resolve_store` does, opening nothing: the same :class:`InvalidUrlError` for the same
+    mistake (``slatedb.aio``'s opens call it before anything is awaited)."""
+    _plan(url, options, env)
+
+
+def _plan(url: object, options: Mapping[str, str] | None, env: Mapping[str, str] | None) -> tuple:
+    """The checked parts of a store URL: ``("memory", netloc, root)``, ``("file", path, fsync)`` or
+    ``("s3", bucket, prefix, resolved options)``; raises ``InvalidUrlError`` naming what is wrong."""
     check_url_type(url)
+    assert isinstance(url, str)
     parsed = urllib.parse.urlsplit(url)
     if "#" in url:  # a fragment names no part of a store: dropped, it would open another path
         raise InvalidUrlError(f"store URL has a fragment '#{parsed.fragment}' in {url!r}: a '#' in a path or "
@@ -153,13 +156,7 @@ def resolve_store(
                                   f"{url!r}: a memory:// store takes none")
         if not parsed.netloc:
             raise InvalidUrlError(f"memory URL needs a store name: memory://NAME[/path], got {url!r}")
-        if clock_ms is None:
-            from slatedb.runtime.production import ProductionRuntime
-
-            clock_ms = ProductionRuntime().now_ms
-        registry = memory_registry or DEFAULT_REGISTRY
-        root = _check_path(url, urllib.parse.unquote(parsed.path))
-        return MemoryStore(registry.bucket(parsed.netloc), clock_ms, root=root, url=url, registry=registry)
+        return ("memory", parsed.netloc, _check_path(url, urllib.parse.unquote(parsed.path)))
 
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
@@ -171,9 +168,7 @@ def resolve_store(
             raise InvalidUrlError(f"file URL must hold an absolute path: {url!r}")
         if any(seg in (".", "..") for seg in path.split("/")):
             raise InvalidUrlError(f"file URL must not contain '.' or '..' segments: {url!r}")
-        from .local import LocalStore
-
-        return LocalStore(path, url=url, fsync=_file_fsync(url, parsed.query, options))
+        return ("file", path, _file_fsync(url, parsed.query, options))
 
     if scheme == "s3":
         bucket = parsed.netloc
@@ -201,13 +196,43 @@ def resolve_store(
             if value is not None:
                 _check_s3_option(name, value, source)
             resolved[name] = value
-        from .s3 import S3Store
-
-        return S3Store(bucket, prefix, url=url, **resolved)  # type: ignore[arg-type]
+        return ("s3", bucket, prefix, resolved)
 
     if not scheme:
         raise InvalidUrlError(f"store URL has no scheme (memory://, file:///, s3://): {url!r}")
     raise InvalidUrlError(f"unsupported store URL scheme {scheme!r} in {url!r}; use memory://, file:/// or s3://")
+
+
+def resolve_store(
+    url: str,
+    *,
+    options: Mapping[str, str] | None = None,
+    clock_ms: Callable[[], int] | None = None,
+    memory_registry: MemoryRegistry | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ObjectStore:
+    """Open the object store that ``url`` names. Raises ``InvalidUrlError`` naming what is wrong
+    (:func:`check_store_url` checks the same without opening it)."""
+    plan = _plan(url, options, env)
+    if plan[0] == "memory":
+        _, netloc, root = plan
+        if clock_ms is None:
+            from slatedb.runtime.production import ProductionRuntime
+
+            clock_ms = ProductionRuntime().now_ms
+        registry = memory_registry or DEFAULT_REGISTRY
+        return MemoryStore(registry.bucket(netloc), clock_ms, root=root, url=url, registry=registry)
+
+    if plan[0] == "file":
+        _, path, fsync = plan
+        from .local import LocalStore
+
+        return LocalStore(path, url=url, fsync=fsync)
+
+    _, bucket, prefix, resolved = plan
+    from .s3 import S3Store
+
+    return S3Store(bucket, prefix, url=url, **resolved)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.merge_operator import merge_operator_of
 from slatedb.runtime import Runtime
 
-from .core import ReaderCore
+from .core import ReaderCore, as_checkpoint_id
 from .options import DbReaderOptions
 
 
@@ -58,6 +58,8 @@ class DbReader(AsyncReads, AsyncCacheControl, AsyncClosing):
         ``async with`` (leaving the block deletes the reader's own checkpoint)."""
         settings = coerce_settings(settings)
         op = merge_operator_of(merge_operator)
+        options = DbReaderOptions.of(options)  # bad arguments raise here, at the call
+        checkpoint_id = None if checkpoint_id is None else as_checkpoint_id(checkpoint_id)
 
         async def open_core(st: ObjectStore, rt: Runtime) -> ReaderCore:
             return await ReaderCore.open(st, rt, options, settings, checkpoint_id, op)
