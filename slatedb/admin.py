@@ -36,7 +36,7 @@ from slatedb.compactor.store import CompactionsStore, StoredCompactions
 from slatedb.clone import create_clone_url
 from slatedb.config import GarbageCollectorOptions, Settings
 from slatedb.destroy import destroy as _destroy
-from slatedb.errors import InvalidArgumentError, NotFoundError, ObjectNotFoundError, SlateDBError  # noqa: F401
+from slatedb.errors import FencedError, InvalidArgumentError, NotFoundError, ObjectNotFoundError, SlateDBError  # noqa: F401
 from slatedb.format.types import Checkpoint, Compaction, ManifestV2, TieredCompactionSpec, WriterCheckpoint
 from slatedb.format.layout import MANIFEST_DIR, MANIFEST_SUFFIX, manifest_key, parse_id
 from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
@@ -48,7 +48,7 @@ from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
 from slatedb.projection import parse_range
 from slatedb.projection.create import CloneSource, create_database_url
-from slatedb.runtime import Runtime, with_max_retries
+from slatedb.runtime import Runtime, opened, with_max_retries
 from slatedb.runtime.anyloop import on_any_loop
 from slatedb.runtime.production import ProductionRuntime
 
@@ -184,10 +184,21 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
     with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
     c = Compactor(store, rt, settings, merge_operator=merge_operator)
     if once:
+        await c.start()
+        opened(rt)  # fenced in: from now on, the pauses of an open database (below)
         await c.run_until_idle()
         await _release_startup_pin(c)
         return c
     try:
+        try:
+            await c.start()  # with the open's short pauses: a wrong endpoint fails within seconds
+        except FencedError:
+            return c  # a newer compactor took over before we did (as Compactor.run)
+        # Its epoch committed, the compactor has opened the database as its writer of runs: its
+        # calls pause from now on as an open Db's do (100 ms doubling to 15 s, about a minute of
+        # outage ridden out by the default 10 retries, rather than 7 s, after which a tick's
+        # failing read stopped the service).
+        opened(rt)
         await c.run()
     except BaseException as e:
         # Stopped by its caller (a cancelled task, Ctrl-C on ``slatedb run-compactor``): the only
@@ -435,6 +446,12 @@ async def run_gc(store: ObjectStore, settings: Settings | None = None, once: boo
     rt = _admin_runtime(runtime, "gc")
     own = options.object_store_max_retries
     with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
+    if not once:
+        # A service: its first pass comes an interval after the start, and from then on its calls
+        # pause as an open Db's do (a pass rides out about a minute of outage, not 7 s). One pass
+        # (``once``, a scheduled job) keeps the short pauses: it fails within seconds and the
+        # next run redoes it.
+        opened(rt)
     return await _run_gc(store, rt, options, once, db_delete_grace_s=grace)
 
 

@@ -106,7 +106,8 @@ def with_max_retries(runtime: "Runtime", max_retries: int | None) -> "Runtime":
 
 
 def opened(runtime: "Runtime") -> None:
-    """A database (writer or reader) has opened on ``runtime``: its calls pause from now on as
+    """A database (writer or reader) has opened on ``runtime`` (or a service: a standalone
+    compactor fenced in, GC run until stopped, ``slatedb.admin``): its calls pause from now on as
     its policy's ``open_backoff_s`` says (production: as long as the official engine's
     ``object_store`` client; the open itself, and tools that only look, keep the short pauses:
     a wrong endpoint fails within seconds)."""

@@ -22,7 +22,8 @@ from .metrics import Metrics, log_event
 #: 10 ms doubling to 2 s while a database opens and in tools that only look (a wrong endpoint
 #: fails within seconds); an open database pauses as the official engine's ``object_store``
 #: client does (``BackoffConfig``: 100 ms doubling to 15 s), so its 10 retries ride out about a
-#: minute of outage (:func:`slatedb.runtime.opened`).
+#: minute of outage (:func:`slatedb.runtime.opened`), and so do the services that run for days
+#: (``slatedb.admin.run_compactor`` once fenced in, ``admin.run_gc`` without ``once``).
 PRODUCTION_RETRIES = RetryPolicy(max_retries=10, deadline_s=180.0, log=True, open_backoff_s=(0.1, 15.0))
 
 

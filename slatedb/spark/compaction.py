@@ -35,6 +35,8 @@ from slatedb.format.types import CompactedSsTable
 from slatedb.merge_operator import merge_operator_of
 
 from slatedb.objstore.url import resolve_store
+from slatedb.errors import FencedError
+from slatedb.runtime import opened
 from slatedb.runtime.production import ProductionRuntime
 
 from .io import run_io
@@ -128,6 +130,13 @@ async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = 
         c = Compactor(store, rt, settings, runner=runner or SparkRanges(spark, url, store_options,
                                                                         merge_operator=merge_operator),
                       merge_operator=merge_operator)
+        try:
+            await c.start()  # the open's short pauses (a wrong endpoint fails within seconds)
+        except FencedError:
+            if once:
+                raise
+            return c  # a newer compactor took over first (as Compactor.run)
+        opened(rt)  # fenced in: the pauses of an open database from now on (slatedb.admin.run_compactor)
         if once:
             await c.run_until_idle()
         else:
