@@ -364,21 +364,43 @@ async def _ephemeral_checkpoint(store: ObjectStore, rt: Runtime) -> uuid.UUID:
 @attrs.frozen
 class CloneSource:
     """One source named by URL (the official ``CloneSourceSpec(path, checkpoint,
-    projection_range)``); :func:`parse_clone_source` reads the command line's form."""
+    projection_range)``); :func:`parse_clone_source` reads the command line's form, which
+    ``str()`` writes: ``parse_clone_source(str(s)) == s``. A URL that form would misread (a ``:``
+    in its path followed by text holding ``..``, an ``@`` in its last segment, a range after a URL
+    without ``/``) is refused here (``InvalidArgumentError``): write such a ``:`` or ``@`` as
+    ``%3A`` or ``%40``, the same path to the store (a URL's path is percent-decoded)."""
 
     url: str
     checkpoint: uuid.UUID | None = attrs.field(default=None, converter=_as_uuid)
     key_range: KeyRange | None = None
 
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url:
+            raise InvalidArgumentError(f"a source's url must be a non-empty string, not {self.url!r}")
+        # The text form with a stand-in range: what a parse of str(self) takes for the URL.
+        text = (self.url + (f"@{self.checkpoint}" if self.checkpoint else "")
+                + (":.." if self.key_range is not None else ""))
+        try:
+            url, checkpoint, _ = _split_source(text)
+        except InvalidArgumentError:
+            url, checkpoint = None, None
+        if (url, checkpoint) != (self.url, self.checkpoint):
+            raise InvalidArgumentError(
+                f"source URL {self.url!r} cannot be written as URL[@CHECKPOINT][:RANGE] and read back (the "
+                f"text {str(self)!r} does not read back as this source): write a ':' or '@' in its path as %3A or %40 "
+                "(the same path)" + ("; a URL with a range needs a '/'" if "/" not in self.url else ""))
+
     def __str__(self) -> str:
-        return (self.url + (f"@{self.checkpoint}" if self.checkpoint else "")
-                + (f":{format_range(self.key_range)}" if self.key_range is not None else ""))
+        rng = ""
+        if self.key_range is not None:
+            # A ':' in a key is written \x3a: the range follows the text's last ':'.
+            rng = ":" + (format_range(self.key_range).replace(":", "\\x3a") if isinstance(self.key_range, KeyRange)
+                         else format_range(self.key_range))
+        return self.url + (f"@{self.checkpoint}" if self.checkpoint else "") + rng
 
 
-def parse_clone_source(text: str) -> CloneSource:
-    """``URL[@CHECKPOINT][:RANGE]``: the range follows the last ``:`` when what follows holds
-    ``..`` (write a ``:`` inside a key as ``\\x3a``); the checkpoint (a UUID) follows the last
-    ``@`` before it."""
+def _split_source(text: str) -> tuple[str, uuid.UUID | None, KeyRange | None]:
+    """:func:`parse_clone_source`'s reading of ``text``: (url, checkpoint, key range)."""
     if not isinstance(text, str) or not text:
         raise InvalidArgumentError(f"a source is URL[@CHECKPOINT][:RANGE], not {text!r}")
     rest, key_range = text, None
@@ -394,7 +416,14 @@ def parse_clone_source(text: str) -> CloneSource:
         except ValueError:
             if "/" not in rest[at + 1:]:
                 raise InvalidArgumentError(f"{rest[at + 1:]!r} in source {text!r} is not a checkpoint UUID") from None
-    return CloneSource(rest, checkpoint, key_range)
+    return rest, checkpoint, key_range
+
+
+def parse_clone_source(text: str) -> CloneSource:
+    """``URL[@CHECKPOINT][:RANGE]``: the range follows the last ``:`` when what follows holds
+    ``..`` (write a ``:`` inside a key as ``\\x3a``); the checkpoint (a UUID) follows the last
+    ``@`` before it. The inverse of ``str(CloneSource)``."""
+    return CloneSource(*_split_source(text))
 
 
 async def create_database_url(dest_url: str, sources: Sequence[CloneSource | str], runtime: Runtime | None = None
