@@ -84,6 +84,9 @@ REACHED_BY: dict[str, tuple[str, tuple[int, ...]]] = {
     P.COMPACTOR_RECLAIMED: ("compactor", (4,)),
     P.COMPACTOR_RESULT_DROPPED: ("compactor", (78,)),
     P.COMPACTOR_RESUMED_RANGES: ("compactor", (0,)),
+    # TTL seeds (their own ``ttl`` stream): compactor processes 8-10 h ahead of the writer, rows
+    # with a 7-hour TTL; compactor-workers reaches it in its TTL seeds too (COMPACT-12).
+    P.COMPACTOR_TTL_KEPT_BY_DB_CLOCK: ("compactor", (0,)),
     P.COMPACTOR_CLAIM_LOST: ("compactor-workers", (2,)),
     P.COMPACTOR_JOB_LOST: ("compactor-workers", (1,)),
     # Seeds that cut outputs after any row and hold a snapshot to the writer's close (their own

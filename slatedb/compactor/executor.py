@@ -14,7 +14,8 @@ oldest sequence an active snapshot may read at):
   versions in runs below. ``now`` is the database's clock, not the compactor's: the manifest's
   ``last_l0_clock_tick``, the writer's clock at its last L0 flush (:func:`expiry_clock_ms`, as
   upstream's ``compaction_clock_tick``), so a compactor whose clock runs ahead never drops a row
-  the writer still reads (COMPACT-12);
+  the writer still reads (COMPACT-12). The clock of the process running the merge is read once,
+  only for the probe ``compactor.ttl-kept-by-db-clock``: a row kept live that it calls expired;
 * only when writing the bottom run (no run older than the destination) is that newest
   ``seq <= M`` version dropped if it is a tombstone: nothing below can resurface.
 
@@ -263,6 +264,10 @@ class Executor:
         max_bytes = job.max_sst_size_bytes
         any_row = job.cut_after_any_row
         M, bottom, now = job.retention_min_seq, job.bottom, job.now_ms
+        # The clock of the process running the merge, read only for the probe below (COMPACT-12:
+        # expiry is judged at ``now``, the database's clock, whatever this one says).
+        own_now = self.runtime.now_ms()
+        watch_ttl = own_now > now  # until the probe's first hit in this run
         op = self.merge_operator
         cur_key: bytes | None = None
         versions: list[Row] = []  # the current key's versions, newest first
@@ -286,11 +291,21 @@ class Executor:
 
         async def emit(key: bytes, rows: list[Row]) -> None:
             """Retention of one key's versions, then the resume skip and the output."""
-            nonlocal cursor, writer_last_key
+            nonlocal cursor, writer_last_key, watch_ttl
             try:
                 kept = retain(rows, M, bottom, now, op)
             except MergeOperatorError as e:
                 raise CompactionFailed(f"compaction {job.compaction_id}: {e}", e) from e
+            if watch_ttl:  # (inline: this runs for every key until the probe's first hit)
+                for row in kept:
+                    expire = row.expire_ts_ms
+                    if expire is not None and expire <= own_now and row.kind is not _TOMBSTONE:
+                        # A row kept live (retain turns a value expired at ``now`` into a tombstone
+                        # and drops such an operand) that this process's clock, ahead, calls
+                        # expired (COMPACT-12).
+                        self.runtime.probe(probes.COMPACTOR_TTL_KEPT_BY_DB_CLOCK)
+                        watch_ttl = False
+                        break
             for row in kept:
                 # -- resume: skip what the interrupted attempt already wrote ---------------------
                 if cursor is not None:

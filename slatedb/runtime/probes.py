@@ -155,6 +155,11 @@ COMPACTOR_RESUMED_MID_KEY = _probe(
     "a resumed compaction's first row is an older version of its cursor's key: the last output was "
     "cut inside the key's versions (an output cut after any row)",
     "compaction.md step 7, RESUME-1/2")
+COMPACTOR_TTL_KEPT_BY_DB_CLOCK = _probe(
+    "compactor.ttl-kept-by-db-clock",
+    "a compaction wrote a row with a TTL as a live value (or operand) although its process's own clock "
+    "had passed the row's expiry: the database's clock (the manifest's last_l0_clock_tick) had not",
+    "compaction.md step 6, COMPACT-12")
 COMPACTOR_FENCED = _probe(
     "compactor.fenced",
     "a compactor learned that a newer compactor took over (.manifest or .compactions), and stopped",

@@ -8,6 +8,7 @@ import time
 import trio
 
 import slatedb
+from slatedb.runtime import probes
 
 from .helpers import RecordingRuntime, WRITER, compactor_settings, latest_manifest, memory_store
 from .test_compactor import compact
@@ -41,8 +42,11 @@ def test_a_compactor_whose_clock_runs_ahead_does_not_expire_rows_the_writer_stil
                 db.put(b"k%04d" % i, b"v%d" % r + b"." * 20, ttl=3600)
             db.flush()
     assert len(latest_manifest(store)[1].l0) >= 2
-    c = compact(store, compactor_settings(), SkewedRuntime(2 * HOUR_MS))
+    rt = SkewedRuntime(2 * HOUR_MS)
+    c = compact(store, compactor_settings(), rt)
     assert c.stats["completed"] >= 1 and not latest_manifest(store)[1].l0, c.stats
+    # The branch: rows kept live that the compactor's own clock calls expired (once per merge).
+    assert probes.COMPACTOR_TTL_KEPT_BY_DB_CLOCK in rt.probes, rt.probes
     with slatedb.Db.open("memory://test", settings=WRITER, store=store) as db:
         assert db.get(b"k0000") == b"v2" + b"." * 20
         assert len(dict(db.scan(None, None))) == 300
@@ -58,8 +62,10 @@ def test_rows_expired_by_the_writers_clock_at_its_last_flush_are_purged_whatever
         for i in range(100):
             db.put(b"long%03d" % i, b"l", ttl=3600)
         db.flush()  # last_l0_clock_tick: past every short row's expiry
-    c = compact(store, compactor_settings(), SkewedRuntime(-2 * HOUR_MS))
+    rt = SkewedRuntime(-2 * HOUR_MS)
+    c = compact(store, compactor_settings(), rt)
     assert c.stats["completed"] >= 1 and not latest_manifest(store)[1].l0, c.stats
+    assert probes.COMPACTOR_TTL_KEPT_BY_DB_CLOCK not in rt.probes  # a clock behind: nothing it calls expired is kept
     assert _run_keys(store) == {b"long%03d" % i for i in range(100)}  # the bottom run dropped them
 
 
