@@ -198,6 +198,13 @@ class _CallbackHandler(logging.Handler):
                                    module_path=record.module, file=record.pathname, line=record.lineno))
         except Exception:  # noqa: BLE001 - a failing callback must not break the engine
             self.handleError(record)
+        except BaseException as e:
+            # SystemExit, GeneratorExit, or a KeyboardInterrupt the callback raised itself: on the
+            # runtime thread it ended the engine's trio run ("the database was aborted"). Reported
+            # as any failing handler; a Ctrl-C on the main thread still interrupts (as MERGE-7).
+            if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                raise
+            self.handleError(record)
 
 
 _initialized = False
