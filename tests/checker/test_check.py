@@ -370,3 +370,22 @@ def test_sequence_tracker_out_of_order_or_ahead_is_track_1(db, what):
     new_id = rewrite_latest(root, url, sequence_tracker=bad.encode())
     (f,) = only(slatedb.check(url), "TRACK-1")
     assert f.object == f"manifest/{new_id:020d}.manifest" and what in f.message
+
+
+
+@pytest.mark.parametrize("bad", ["file://tmp/{root}/gone", "file://{root}/../gone", "file://{root}/gone#x"])
+def test_malformed_file_url_is_refused_as_the_other_commands_refuse_it(db, bad):
+    """A ``file://`` URL every other command refuses (a host, a '..' segment, a fragment) is a
+    bad URL to ``check`` too, whether or not the directory it seems to name exists: the same
+    InvalidUrlError at ``slatedb.check`` and, from the CLI, exit 2 with the URL's fault (not
+    "``/x`` is not a directory" for ``file://tmp/x``, a directory the URL does not name)."""
+    from slatedb.errors import InvalidUrlError
+
+    root, _ = db
+    url = bad.format(root=str(root).lstrip("/") if bad.startswith("file://tmp/") else root)
+    with pytest.raises(InvalidUrlError):
+        slatedb.check(url)
+    out = _cli("check", "--path", url)
+    assert out.returncode == 2
+    assert "is not a directory" not in out.stderr, out.stderr
+    assert "file URL" in out.stderr or "fragment" in out.stderr, out.stderr
