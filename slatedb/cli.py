@@ -336,11 +336,11 @@ async def _check_command(ns: argparse.Namespace) -> int:
     from slatedb.checker.image import local_dir_of
     from slatedb.runtime.production import ProductionRuntime
 
+    store = resolve_store(ns.path)  # a malformed URL first (exit 2 naming its fault); creates nothing
     local = local_dir_of(ns.path)
     if local is not None and not os.path.isdir(local):
         return _fail(f"no database at {ns.path}: {local} is not a directory", 2)
     settings = _settings(ns.settings)
-    store = resolve_store(ns.path)
     try:
         report = await check_store(store, deep=ns.deep, now_ms=ProductionRuntime().now_ms,
                                    gc_options=settings.garbage_collector_options)

@@ -88,14 +88,20 @@ def check(url: str, *, deep: bool = False, gc_options: GarbageCollectorOptions |
     """``slatedb.check(url)``: check the database at ``url`` (any engine's; local directory, S3 or
     memory). Read-only. Returns a :class:`CheckReport` (``.healthy``, ``.findings``,
     ``.garbage``); raises :class:`CheckAccessError` when ``url`` holds no database or cannot be
-    read."""
-    path = local_dir_of(url)
-    if store is None and path is not None:
-        if not os.path.isdir(path):
+    read, :class:`~slatedb.errors.InvalidUrlError` when ``url`` is malformed (as an open does)."""
+    made: ObjectStore | None = None
+    if store is None:
+        # The URL is checked first (a host, a '..' segment, a fragment: InvalidUrlError, as any
+        # open refuses it); then a local directory that does not exist is no database (opening
+        # nothing: the store is built, not used, and creates nothing).
+        made = resolve_store(url)
+        path = local_dir_of(url)
+        if path is not None and not os.path.isdir(path):
             raise CheckAccessError(f"no database at {url}: {path} is not a directory")
 
     async def main() -> CheckReport:
-        s = store or resolve_store(url)
+        s = store if store is not None else made
+        assert s is not None
         try:
             return await check_store(s, deep=deep, now_ms=ProductionRuntime().now_ms, gc_options=gc_options)
         finally:
