@@ -36,6 +36,18 @@ def _lowered_int(value: Any, name: str, lo: int, hi: int) -> int:
     return value
 
 
+def _lifetime_s(lifetime_ms: Any) -> float | None:
+    """A checkpoint lifetime in ms as :mod:`slatedb.admin` takes it (seconds, positive). 0, which
+    the official accepts (the checkpoint expires at once: its expiry is now), is taken as 1 ms:
+    the expiry is stored in whole seconds rounded up, so the checkpoint expires within the
+    second, as the official's (now, rounded down) does."""
+    if lifetime_ms is None:
+        return None
+    if isinstance(lifetime_ms, int) and not isinstance(lifetime_ms, bool) and lifetime_ms == 0:
+        return 0.001
+    return lifetime_ms / 1000.0 if isinstance(lifetime_ms, (int, float)) and not isinstance(lifetime_ms, bool) else lifetime_ms
+
+
 class Admin:
     """Administrative operations on the database at one path."""
 
@@ -62,18 +74,28 @@ class Admin:
         if not isinstance(options, CheckpointOptions):
             raise TypeError(f"options must be a CheckpointOptions, not {type(options).__name__}")
         with translated():
-            ours = _CkptOptions(lifetime_s=None if options.lifetime_ms is None else options.lifetime_ms / 1000.0,
+            ours = _CkptOptions(lifetime_s=_lifetime_s(options.lifetime_ms),
                                 source=None if options.source is None else _admin.as_checkpoint_id(options.source),
                                 name=options.name)
         got = await self._run(_admin.create_checkpoint, ours)
         return CheckpointCreateResult(id=str(got.id), manifest_id=got.manifest_id)
 
     async def list_checkpoints(self, name_filter: str | None) -> list[Checkpoint]:
-        got = await self._run(_admin.list_checkpoints, name_filter)
+        """The checkpoints named ``name_filter`` (None: all). As in the official, ``""`` names the
+        unnamed checkpoints (it compares the name, an unnamed one's being empty)."""
+        if name_filter is not None and not isinstance(name_filter, str):
+            raise TypeError(f"name_filter must be a str or None, not {type(name_filter).__name__}")
+        if name_filter == "":
+            got = [c for c in await self._run(_admin.list_checkpoints, None) if not c.name]
+        else:
+            got = await self._run(_admin.list_checkpoints, name_filter)
         return [checkpoint(c) for c in got]
 
     async def refresh_checkpoint(self, id: str, lifetime_ms: int | None) -> None:
-        await self._run(_admin.refresh_checkpoint, id, None if lifetime_ms is None else lifetime_ms / 1000.0)
+        """Expiry = now + ``lifetime_ms`` (None: never; 0: at once, as in the official)."""
+        with translated():
+            lifetime_s = _lifetime_s(lifetime_ms)
+        await self._run(_admin.refresh_checkpoint, id, lifetime_s)
 
     async def delete_checkpoint(self, id: str) -> None:
         """Idempotent, as in the official: deleting a checkpoint that is not there succeeds."""
