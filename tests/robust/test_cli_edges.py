@@ -188,3 +188,28 @@ def test_path_after_the_command_works_for_every_command(capsys, db_url) -> None:
     code, out, err = run(capsys, "--path", db_url, "list-manifests", "--path", db_url + "/other")
     assert code == 2 and out == ""
     one_line(err, "--path given twice")
+
+
+@pytest.mark.parametrize("argv, named", [
+    (("--bogus",), "slatedb: "),
+    (("--path", "memory://x", "--once"), "slatedb: "),
+    (("--path", "memory://x", "list-checkpoints", "--bogus"), "slatedb list-checkpoints: "),
+    (("list-manifests", "--path", "memory://x", "--bogus", "3"), "slatedb list-manifests: "),
+])
+def test_an_unknown_option_is_named_before_a_missing_command(capsys, argv, named) -> None:
+    """``slatedb --bogus`` said "the following arguments are required: <command>", hiding the
+    typo (argparse checks the required command first); an option of a command given without it
+    (``--once``) alike. The unknown option is named, by the parser of the command it was given to
+    (``slatedb <command>: error: ...``, as docs/admin.md says of option errors; it was
+    ``slatedb: error: ...``)."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    one_line(err, "unrecognized arguments: " + next(a for a in argv if a in ("--bogus", "--once")))
+    assert err.startswith(named), err
+    assert "required" not in err, err
+
+
+def test_a_missing_command_is_still_named(capsys) -> None:
+    code, out, err = run(capsys, "--path", "memory://x")
+    assert code == 2
+    one_line(err, "required: <command>")
