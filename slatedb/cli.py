@@ -498,7 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(required; also accepted after the command)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text (also accepted after the command)")
     parser.add_argument("--version", action="version", version=f"slatedb-py {slatedb_version} (SlateDB 0.17 formats)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>", parser_class=_Parser)
+    # Not required here: main() names an unknown option first, then a missing command (argparse
+    # would report "<command> required" for ``slatedb --bogus``, hiding the typo).
+    sub = parser.add_subparsers(dest="command", required=False, metavar="<command>", parser_class=_Parser)
     p = _add(sub, "list-objects", "List the objects under the database root")
     p.add_argument("--prefix", default="", help="only keys starting with this (e.g. manifest/)")
     _add_compaction_commands(sub)
@@ -545,7 +547,12 @@ def _fail(message: str, code: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    ns, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command's parser (its --help lists its options), else the tool's
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        (sub.choices.get(ns.command) or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if ns.command is None:
+        parser.error("the following arguments are required: <command>")
     if ns.path is not None and ns.path_here is not None and ns.path != ns.path_here:
         parser.error(f"--path given twice, {ns.path!r} and {ns.path_here!r}")
     ns.path = ns.path or ns.path_here
