@@ -484,3 +484,19 @@ def test_a_choice_sequence_of_another_run_is_refused(tmp_path, capsys) -> None:
     path.write_text(dumps({**saved, "zz-not-a-stream": [1]}))
     line = _refused_run(capsys, ["run", "--seed", "0", "--workload", "txn", "--keep", str(path)])
     assert f": 1 of its {len(saved) + 1} streams are none seed 0 of txn draws from (first: zz-not-a-stream)" in line
+
+
+@pytest.mark.parametrize("command", ["sweep", "dst", "mutate", "bench", "ledger"])
+def test_an_unknown_option_is_refused_by_its_commands_parser(capsys, command) -> None:
+    """``./just mutate --bogus`` (``sim mutate --bogus``) printed the top-level usage
+    (``usage: sim [-h] {run,dst,...}``) and ``sim: error: unrecognized arguments``: the user
+    learns nothing of ``mutate``'s options. The command's own parser refuses it now, with its
+    usage."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli.sweep_mod, "run_seed", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a seed ran")))
+        with pytest.raises(SystemExit) as e:
+            cli.main([command, "--bogus"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"sim {command}: error: unrecognized arguments: --bogus" in err, err
+    assert err.startswith(f"usage: sim {command} "), err
