@@ -756,7 +756,9 @@ def main(argv: list[str] | None = None) -> int:
     mutate_mod.add_arguments(p_mutate)
     p_mutate.set_defaults(fn=mutate_mod.cmd_mutate)
 
-    ns = parser.parse_args(argv)
+    ns, unknown = parser.parse_known_args(argv)
+    if unknown:  # refused by the command's own parser: its usage lists the options it takes
+        (sub.choices.get(ns.command) or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     ns.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return ns.fn(ns)
