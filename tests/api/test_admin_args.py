@@ -150,3 +150,18 @@ def test_run_gc_grace_may_be_infinite_but_not_nan_or_a_string(tmp_path) -> None:
     for bad in (math.nan, -1, "1h"):
         with pytest.raises(InvalidArgumentError, match="db_delete_grace_s"):
             trio.run(lambda: admin.run_gc(store, once=True, db_delete_grace_s=bad))
+
+
+@pytest.mark.parametrize("name", [5, b"nightly", ["nightly"]])
+def test_list_checkpoints_name_must_be_a_string(tmp_path, name) -> None:
+    """``list_checkpoints(store, name=5)`` (or ``b"nightly"``) returned ``[]``, as if no
+    checkpoint had that name, where a checkpoint named "nightly" existed: a wrong type is an
+    ``InvalidArgumentError`` at the call."""
+    url = f"file://{tmp_path}/db"
+    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+        db.put(b"k", b"v")
+    store = resolve_store(url)
+    trio.run(lambda: admin.create_checkpoint(store, {"name": "nightly"}))
+    assert len(trio.run(lambda: admin.list_checkpoints(store, "nightly"))) == 1
+    with pytest.raises(InvalidArgumentError, match="checkpoint name"):
+        trio.run(lambda: admin.list_checkpoints(store, name))
