@@ -334,6 +334,8 @@ async def list_checkpoints(store: ObjectStore, name: str | None = None, runtime:
     """The checkpoints of the latest manifest (only those named ``name`` when given), writer
     checkpoints and expired ones (until GC removes them) included."""
     _check_store(store)
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgumentError(f"checkpoint name to list must be a str or None, not {type(name).__name__}")
     manifests = ManifestStore(store, _admin_runtime(runtime))
     latest = await _latest(manifests)
     return [c for c in latest.manifest.checkpoints if name is None or c.name == name]
