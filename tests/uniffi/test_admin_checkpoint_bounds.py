@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import slatedb.uniffi as u
 
 
@@ -51,5 +53,21 @@ def test_an_empty_name_filter_lists_the_unnamed_checkpoints(tmp_path) -> None:
         assert [c.id for c in await admin.list_checkpoints("")] == [unnamed.id]
         assert [c.id for c in await admin.list_checkpoints("n")] == [named.id]
         assert {c.id for c in await admin.list_checkpoints(None)} == {named.id, unnamed.id}
+
+    asyncio.run(main())
+
+
+def test_a_timestamp_past_the_official_date_range_is_invalid(tmp_path) -> None:
+    """``get_sequence_for_timestamp`` takes Unix seconds the official turns into a chrono date:
+    outside [-8334601228800, 8210266876799] (years -262143..262142) it answers ``Error.Invalid``
+    ("invalid timestamp seconds"), found by bisection against the official wheel; here such a
+    timestamp was looked up and answered."""
+    async def main() -> None:
+        admin = await _admin(str(tmp_path))
+        for ok in (-8334601228800, 0, 8210266876799):
+            await admin.get_sequence_for_timestamp(ok, False)
+        for bad in (-8334601228801, 8210266876800, 2**62):
+            with pytest.raises(u.Error.Invalid, match="invalid timestamp seconds"):
+                await admin.get_sequence_for_timestamp(bad, True)
 
     asyncio.run(main())
