@@ -36,6 +36,11 @@ def _lowered_int(value: Any, name: str, lo: int, hi: int) -> int:
     return value
 
 
+#: The Unix seconds the official turns into a date (chrono's range, years -262143..262142):
+#: ``get_sequence_for_timestamp`` outside it is ``Error.Invalid`` there (found by bisection).
+_MIN_TIMESTAMP_S, _MAX_TIMESTAMP_S = -8334601228800, 8210266876799
+
+
 def _lifetime_s(lifetime_ms: Any) -> float | None:
     """A checkpoint lifetime in ms as :mod:`slatedb.admin` takes it (seconds, positive). 0, which
     the official accepts (the checkpoint expires at once: its expiry is now), is taken as 1 ms:
@@ -220,6 +225,8 @@ class Admin:
         """The latest manifest's sequence tracker's entry for ``timestamp_secs`` (None when no
         manifest or no entry): :func:`slatedb.admin.get_sequence_for_timestamp`."""
         ts, up = _lowered_int(timestamp_secs, "i64", -2**63, 2**63), bool(round_up)
+        if not _MIN_TIMESTAMP_S <= ts <= _MAX_TIMESTAMP_S:  # the official's chrono date range
+            raise Error.Invalid(f"invalid timestamp seconds: {ts}")
 
         async def find(store: Any) -> Any:
             try:
