@@ -21,8 +21,8 @@ models:
     {{python}} models/run.py
 
 # Regenerate the FlatBuffers Python code from spec/format/*.fbs with the pinned flatc.
-gen:
-    {{python}} -m slatedb.format.gen
+gen *args:
+    {{python}} -m slatedb.format.gen {{args}}
 
 # The main job: every registered simulation scenario, a fixed seed plan (the same seeds on any machine;
 # about 9 minutes on 2 idle cores), one table and a replay command per failing seed
@@ -67,8 +67,8 @@ slatedb *args:
     .venv/bin/slatedb {{args}}
 
 # SST codec benchmark (build MB/s, lookups/s, iteration rows/s).
-bench-format:
-    {{python}} -m slatedb.bench.format
+bench-format *args:
+    {{python}} -m slatedb.bench.format {{args}}
 
 # Compaction benchmark: merge MB/s and rows/s of 8 L0 SSTs, write amplification of a sustained run.
 bench-compaction *args:

@@ -125,7 +125,7 @@ async def _bench(compression: CompressionFormat) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bench-format", description=__doc__.splitlines()[0])
     parser.add_argument("--compression", default="none", choices=[c.name.lower() for c in CompressionFormat])
     args = parser.parse_args(argv)
     trio.run(_bench, CompressionFormat[args.compression.upper()])

@@ -94,7 +94,7 @@ def _spark_phase(master: str, read_url: str, load_url: str, keys: list[bytes], v
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="bench-spark", description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000, help="rows (default 100000, the baseline workload)")
     ap.add_argument("--sst-kib", type=int, default=1024, help="SST size of the Db's database (KiB)")
     ap.add_argument("--repeat", type=int, default=2, help="Spark runs per phase, best taken (default 2)")

@@ -85,7 +85,7 @@ def stale_files(generated: Path, committed: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="gen", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--check", action="store_true", help="only compare; exit 1 if the committed code is stale"
     )
