@@ -61,6 +61,10 @@ def db_url(tmp_path_factory) -> str:
     (["list-manifests", "--start", "5", "--end", "3"], "--start 5 is above --end 3"),
     (["list-compactions", "--start", "9", "--end", "2"], "--start 9 is above --end 2"),
     (["create-checkpoint", "--name", ""], "name"),
+    # An empty name matches no checkpoint (none can have it): exit 0 and nothing listed looked
+    # like "there are none"; refused as create-checkpoint refuses it.
+    (["list-checkpoints", "--name", ""], "name"),
+    (["list-checkpoints", "-n", "  "], "name"),
     (["create-checkpoint", "--lifetime", "1000000years"], "lifetime"),
     (["create-checkpoint", "--lifetime", "0s"], "lifetime"),
     (["create-checkpoint", "--lifetime", "soon"], "duration"),
