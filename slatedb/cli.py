@@ -197,6 +197,10 @@ async def _checkpoint_command(ns: argparse.Namespace) -> int:
     lifetime = _lifetime(getattr(ns, "lifetime", None))
     cid = admin.as_checkpoint_id(ns.id) if getattr(ns, "id", None) is not None else None
     source = admin.as_checkpoint_id(ns.source) if getattr(ns, "source", None) is not None else None
+    if ns.command == "list-checkpoints" and ns.name is not None and not ns.name.strip():
+        # No checkpoint has an empty name (create-checkpoint refuses one): listing by it would
+        # print nothing, as if there were no checkpoints.
+        raise InvalidArgumentError("checkpoint name must not be empty (leave -n out to list every checkpoint)")
 
     async def body(store) -> int:
         if ns.command == "create-checkpoint":
