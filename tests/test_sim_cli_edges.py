@@ -500,3 +500,19 @@ def test_an_unknown_option_is_refused_by_its_commands_parser(capsys, command) ->
     err = capsys.readouterr().err
     assert f"sim {command}: error: unrecognized arguments: --bogus" in err, err
     assert err.startswith(f"usage: sim {command} "), err
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["mutate", "--sample", "-1", "--list"], "argument --sample: must be at least 0"),
+    (["mutate", "--jobs", "0", "--list"], "argument --jobs: must be at least 1"),
+    (["mutate", "--jobs", "-1", "--list"], "argument --jobs: must be at least 1"),
+    (["mutate", "--seeds-per-scenario", "0", "--list"], "argument --seeds-per-scenario: must be at least 1"),
+    (["mutate", "--budget-s", "-5", "--list"], "argument --budget-s: must be above 0"),
+    (["mutate", "--timeout-s", "0", "--list"], "argument --timeout-s: must be above 0"),
+    (["mutate", "--timeout-cpu-s", "nan", "--list"], "argument --timeout-cpu-s: must be above 0"),
+])
+def test_mutate_refuses_out_of_range_numbers(capsys, argv, names) -> None:
+    """``./just mutate --sample -1`` started a whole mutation campaign (95 mutants of wal/ alone:
+    a negative sample selected them all), ``--jobs -1`` and ``--budget-s -5`` were taken as
+    given: refused by the parser now, as ``sim sweep --jobs -1`` is."""
+    assert names in _refused(capsys, argv)
