@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
+import sniffio
 import trio
 
 from slatedb.api.async_reads import ITER_BATCH_ROWS, RELEASED, AsyncReads, DbIterator, Released  # noqa: F401 (DbIterator: public)
@@ -66,8 +67,20 @@ class WriteHandle:
         return self._core.durable_seq >= self.seq
 
     async def wait_durable(self) -> None:
-        if self._core.durable_seq < self.seq:
-            await self._host.acall(self._core.wait_durable, self.seq)
+        core, seq = self._core, self.seq
+        if core.durable_seq >= seq:
+            return
+        if sniffio.current_async_library() != "asyncio":
+            await self._host.acall(core.wait_durable, seq)
+            return
+        # An asyncio task waits on a future of its own loop, resolved by the WAL flush that makes
+        # ``seq`` durable (one call_soon_threadsafe a loop and flush, not a task a waiter).
+        loop = asyncio.get_running_loop()
+        while core.durable_seq < seq:
+            fut = loop.create_future()
+            if not core.add_asyncio_durable_waiter(seq, loop, fut):
+                return
+            await fut
 
     def __repr__(self) -> str:
         return f"WriteHandle(seq={self.seq}, durable={self.durable})"

@@ -99,6 +99,8 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._lock = self._w.lock
         self._durable_cv = threading.Condition(self._lock)
         self._room_cv = threading.Condition(self._lock)
+        #: asyncio durability waits: (seq, loop, future), under ``_lock`` (WritePath.add_asyncio_durable_waiter)
+        self._aio_durable_waiters: list = []
         # The gate of the write path (under _lock).
         self._gate = False  # True when a write must look at closed/error/back-pressure
         self._blocked = False
@@ -255,7 +257,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             if self._error is None:
                 self._error = error
             self._recompute_thresholds()
-            self._durable_cv.notify_all()
+            self._release_durable_waiters()
             self._room_cv.notify_all()
         self._wake_all()
 
@@ -376,7 +378,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             self._tasks_scope.cancel()
         with self._lock:
             self._closed = True
-            self._durable_cv.notify_all()
+            self._release_durable_waiters()
             self._room_cv.notify_all()
             self._release_memory()
         self._wake_all()
@@ -414,7 +416,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             if self._error is None:
                 self._error = ClosedError("the database was aborted")
             self._recompute_thresholds()
-            self._durable_cv.notify_all()
+            self._release_durable_waiters()
             self._room_cv.notify_all()
         if self._tasks_scope is not None:
             self._tasks_scope.cancel()

@@ -178,7 +178,7 @@ class Flushers:
                 if may_ack(self._error):
                     self._w.mark_durable(rows[-1][1])  # a Row or a plain row (slatedb.row.as_row)
                     self.runtime.event("ack", path=wal_key(wal_id), epoch=self.epoch, seq=rows[-1][1])
-                    self._durable_cv.notify_all()
+                    self._release_durable_waiters()
             self._durable_event.set()
             self._durable_event = trio.Event()
 

@@ -11,7 +11,7 @@ mixin: the gate and the thresholds are the engine's, set up in ``DbCore.__init__
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 import trio
 
@@ -35,6 +35,13 @@ _TOMBSTONE = int(RowKind.TOMBSTONE)
 _MERGE = int(RowKind.MERGE_OPERAND)
 _PUT_OP = OpKind.PUT
 _MERGE_OP = OpKind.MERGE
+
+
+def _resolve_futures(futs: list) -> None:
+    """(On the futures' asyncio loop) Wake each waiter that is still waiting."""
+    for fut in futs:
+        if not fut.done():
+            fut.set_result(None)
 
 
 class MustWait(Exception):
@@ -289,6 +296,44 @@ class WritePath:
                 left = None if deadline is None else deadline - self.runtime.monotonic_s()
                 if (left is not None and left <= 0) or not self._durable_cv.wait(timeout=left):
                     raise TimeoutError(f"seq {seq} not durable after {timeout_s} s")
+
+    def add_asyncio_durable_waiter(self, seq: int, loop: Any, fut: Any) -> bool:
+        """Register an asyncio future to be resolved (on ``loop``, by
+        ``call_soon_threadsafe``) once ``seq`` is durable or the database stops, kicking a flush
+        as :meth:`wait_durable_sync` does (group commit); False when ``seq`` is durable already.
+        A stopped database raises at once. Any thread: an asyncio task waits on its own loop,
+        with no task on the engine's loop per waiter (:meth:`_release_durable_waiters`)."""
+        w = self._w
+        with w.lock:
+            if w.durable_seq >= seq:
+                return False
+            self._check_waitable(seq)
+            self._aio_durable_waiters.append((self._want_durable(seq), loop, fut))
+        return True
+
+    def _release_durable_waiters(self) -> None:
+        """(``_lock`` held) Wake the waiters of durability: every thread waiting in
+        :meth:`wait_durable_sync`, and, once per asyncio loop, the asyncio futures whose seq is
+        now durable (all of them once the database stopped: each re-checks and raises)."""
+        self._durable_cv.notify_all()
+        waiters = self._aio_durable_waiters
+        if not waiters:
+            return
+        durable = self._w.durable_seq
+        stopped = self._error is not None or self._closed
+        keep: list = []
+        ready: dict[Any, list] = {}
+        for entry in waiters:
+            if stopped or entry[0] <= durable:
+                ready.setdefault(entry[1], []).append(entry[2])
+            elif not entry[2].done():  # a cancelled wait is dropped here
+                keep.append(entry)
+        self._aio_durable_waiters = keep
+        for loop, futs in ready.items():
+            try:
+                loop.call_soon_threadsafe(_resolve_futures, futs)
+            except RuntimeError:  # that loop is closed: nobody waits there any more
+                pass
 
     async def wait_durable(self, seq: int) -> None:
         w = self._w
