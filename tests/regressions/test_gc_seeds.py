@@ -36,6 +36,13 @@
   The parent's writer stalled before it created the database and the clone, started at a random
   moment, met no database; the scenario called the engine's correct refusal CLONE-2. Fixed in
   ``sim/scenarios/gc_processes.py``: the clone waits for its parent to exist.
+* 20208 -- CLONE-2 "the clone from <checkpoint> failed: source checkpoint ... has expired"
+  (twentieth session's campaign, gc 20000..20599): the scenario's. The clone chose the writer's
+  checkpoint while it had a stall's margin left, then its calls stalled three times (12.6 + 18.4 +
+  17.5 virtual s) and the source had expired when the clone read it again: refusing it is right.
+  Fixed in ``sim/scenarios/gc_processes.py``: that refusal, once the source's expiry has passed,
+  ends the clone (outcome ``source-expired``, the half-made clone left uninitialized); any other
+  failure is still CLONE-2 or READ-2.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from sim.scenarios.gc import run_gc_workload
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("seed", [47, 102, 160, 171, 383, 371, 390, 409, 541, 620])
+@pytest.mark.parametrize("seed", [47, 102, 160, 171, 383, 371, 390, 409, 541, 620, 20208])
 def test_gc_seed_passes(seed):
     result = run_gc_workload(seed)
     assert result.ok, result.violations
