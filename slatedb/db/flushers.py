@@ -15,7 +15,7 @@ import logging
 
 import trio
 
-from slatedb.errors import ClosedError, FencedError
+from slatedb.errors import ClosedError, FencedError, SlateDBError
 from slatedb.format.kept_columns import KeptColumns
 from slatedb.format.sst_reader import SstReader
 from slatedb.format.sst_writer import SstWriter
@@ -164,7 +164,11 @@ class Flushers:
             started = self.runtime.monotonic_s() if metrics is not None else 0.0
             try:
                 wal_id = await self._wal.write(rows, keep)
-            except FencedError as e:
+            except SlateDBError as e:
+                # Fenced, or the store gave up past the retry bound: these rows were taken from
+                # the WAL buffer and are not written. Stop the database (as the WAL flusher's own
+                # failure does), so that no later write's acknowledgement covers them -- a caller's
+                # flush() that gave up here used to drop them and let the next one return "done".
                 self._fail(e)
                 raise
             self.stats["wal_ssts"] += 1
