@@ -18,18 +18,9 @@ SETTINGS = {"l0_sst_size_bytes": 4096, "flush_interval": "10ms", "compactor_opti
             "max_unflushed_bytes": 20_000}
 
 
-def test_a_blocked_sync_write_sleeps_instead_of_spinning() -> None:
-    store = memory_store()
-    db = slatedb.Db.open("memory://test", SETTINGS, store=store)
-    core = db._core
-    waits = [0]
-    original = core.wait_for_room_sync
-
-    def counting() -> None:
-        waits[0] += 1
-        original()
-
-    core.wait_for_room_sync = counting
+def _block_a_writer(db) -> threading.Event:
+    """Start a thread writing until it blocks (L0 full, no compactor) and wait until it has; the
+    event is set once the thread ends (the database closed under it)."""
     done = threading.Event()
 
     def writer() -> None:
@@ -42,9 +33,25 @@ def test_a_blocked_sync_write_sleeps_instead_of_spinning() -> None:
 
     threading.Thread(target=writer, daemon=True).start()
     deadline = time.monotonic() + 20
-    while not core._blocked and time.monotonic() < deadline:
+    while not db._core._blocked and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert core._blocked, "writes never blocked (L0 full, no compactor)"
+    assert db._core._blocked, "writes never blocked (L0 full, no compactor)"
+    return done
+
+
+def test_a_blocked_sync_write_sleeps_instead_of_spinning() -> None:
+    store = memory_store()
+    db = slatedb.Db.open("memory://test", SETTINGS, store=store)
+    core = db._core
+    waits = [0]
+    original = core.wait_for_room_sync
+
+    def counting() -> None:
+        waits[0] += 1
+        original()
+
+    core.wait_for_room_sync = counting
+    done = _block_a_writer(db)
     time.sleep(1.5)
     blocked_waits = waits[0]
     db.close()
@@ -58,23 +65,8 @@ def test_a_full_l0_without_a_compactor_says_so_once(caplog) -> None:
     wait forever without a word: the L0 flusher held back logs a warning naming the limit and
     the missing compactor, once (at most once a minute, however often it looks again)."""
     db = slatedb.Db.open("memory://test", SETTINGS, store=memory_store())
-    core = db._core
-    done = threading.Event()
-
-    def writer() -> None:
-        try:
-            for i in range(5000):
-                db.put(b"k%05d" % i, b"x" * 60)
-        except slatedb.SlateDBError:
-            pass  # closed under it
-        done.set()
-
     with caplog.at_level("WARNING", logger="slatedb"):
-        threading.Thread(target=writer, daemon=True).start()
-        deadline = time.monotonic() + 20
-        while not core._blocked and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert core._blocked, "writes never blocked (L0 full, no compactor)"
+        done = _block_a_writer(db)
         time.sleep(0.3)
         db.close()
         assert done.wait(20)
