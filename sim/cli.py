@@ -15,10 +15,8 @@ the one command that replays it. Campaigns run in :mod:`sim.campaign.sweep` (wor
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
-from collections.abc import Callable
 
 import attrs
 
@@ -33,6 +31,7 @@ from sim.campaign import sweep as sweep_mod
 from sim.world.harness import WorldResult, skipping_checks
 from sim.world.invariants import LIVENESS, Violation, as_violation
 from sim.campaign.sweep import Scenario, parse_seeds
+from sim.campaign.argtypes import number as _number, whole as _whole
 
 
 def _scenario(ns: argparse.Namespace) -> Scenario:
@@ -69,32 +68,6 @@ def _invariant_id(text: str) -> str:
         raise argparse.ArgumentTypeError(f"no invariant {text} in spec/protocols/README.md "
                                          f"({', '.join(same) or 'none of that prefix'})")
     return text
-
-
-def _whole(minimum: int, what: str = "") -> Callable[[str], int]:
-    """argparse type: a whole number at least ``minimum`` (``what``: what that minimum means)."""
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}{what}, not {n}")
-        return n
-    return parse
-
-
-def _number(positive: bool, what: str = "") -> Callable[[str], float]:
-    """argparse type: a finite number, above 0 (``positive``) or at least 0."""
-    def parse(text: str) -> float:
-        try:
-            x = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not math.isfinite(x) or x < 0 or (positive and x == 0):
-            raise argparse.ArgumentTypeError(f"must be {'above' if positive else 'at least'} 0{what}, not {text}")
-        return x
-    return parse
 
 
 def _unwritable(flag: str, path: str | None, make_dirs: bool = False) -> str | None:

@@ -70,6 +70,7 @@ import attrs
 from slatedb.runtime.production import ProductionRuntime
 
 from sim.campaign import mutate_select
+from sim.campaign.argtypes import number, whole
 from sim.campaign.mutate_judge import JUDGE_IGNORED_TESTS, check_label
 from sim.scenarios import catalogue as bugs_mod
 from sim.scenarios import registry as scenarios_mod
@@ -947,54 +948,29 @@ def main(argv: list[str] | None = None) -> int:
     return cmd_mutate(parser.parse_args(argv))
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type: a whole number at least ``minimum`` (a negative ``--sample`` selected every
-    mutant and ran the campaign)."""
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {n}")
-        return n
-    return parse
-
-
-def _above_zero(text: str) -> float:
-    """argparse type: a finite number of seconds above 0."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (x > 0 and x != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-    return x
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--module", action="append", default=None, metavar="NAME",
                    help=f"protocol module(s) to mutate (repeatable; default every one present: {', '.join(PROTOCOL_MODULES)})")
-    p.add_argument("--sample", type=_at_least(0), default=8, help="mutants per module, one per site (default 8; 0: all)")
+    p.add_argument("--sample", type=whole(0), default=8, help="mutants per module, one per site (default 8; 0: all)")
     p.add_argument("--seed", type=int, default=0, help="selection seed (default 0): same code and seed, same mutants")
     p.add_argument("--mutant", action="append", default=None, metavar="ID",
                    help="judge exactly this mutant (path:operator:occurrence[@key], as printed; repeatable)")
     p.add_argument("--scenarios", default=None, help="comma-separated scenarios (default: every one of the registry)")
-    p.add_argument("--budget-s", type=_above_zero, default=2.0,
+    p.add_argument("--budget-s", type=number(True), default=2.0,
                    help="CPU seconds of seeds per scenario per mutant; seed counts follow from each scenario's cost (default 2)")
-    p.add_argument("--seeds-per-scenario", type=_at_least(1), default=None, help="instead of --budget-s: seeds 0..N-1 of each")
+    p.add_argument("--seeds-per-scenario", type=whole(1), default=None, help="instead of --budget-s: seeds 0..N-1 of each")
     p.add_argument("--no-tests", action="store_true", help="only scenario seeds, not the package's tests")
     p.add_argument("--no-cache", action="store_true", help="run the baseline even when one of the same tree is kept")
     p.add_argument("--full-campaign", action="store_true",
                    help="judge each mutant by every check that passes on the baseline, not only those whose baseline "
                         "run executed the mutated statement")
-    p.add_argument("--jobs", type=_at_least(1), default=1, help="mutants judged at once (local engine; default 1)")
+    p.add_argument("--jobs", type=whole(1), default=1, help="mutants judged at once (local engine; default 1)")
     p.add_argument("--engine", choices=["local", "spark"], default="local", help="local subprocesses or Spark tasks")
     p.add_argument("--master", default="local[*]", help="Spark master URL (engine spark)")
-    p.add_argument("--timeout-cpu-s", type=_above_zero, default=None,
+    p.add_argument("--timeout-cpu-s", type=number(True), default=None,
                    help="CPU seconds per mutant (default: 20 + 3x the baseline cost of its checks, at least 30; "
                         "with --full-campaign 4x the baseline, at least 120)")
-    p.add_argument("--timeout-s", type=_above_zero, default=None, help="wall seconds per mutant (default 10x the CPU box)")
+    p.add_argument("--timeout-s", type=number(True), default=None, help="wall seconds per mutant (default 10x the CPU box)")
     p.add_argument("--equivalents", default=str(EQUIVALENTS), help="the reviewed equivalents file")
     p.add_argument("--list", action="store_true", help="only list the selected mutants and their diffs")
     p.add_argument("--out", default=None, help="write one JSON line per mutant to this file")
