@@ -105,14 +105,17 @@ def _open_with_compactor(store: RecordingStore, **extra) -> slatedb.Db:
 
 
 def _wait_for_compactor_pin(store: RecordingStore) -> set:
-    """The ids of the non-writer checkpoints once the in-process compactor's claim landed."""
+    """The ids of the non-writer checkpoints once the in-process compactor's startup is done:
+    its claim in the manifest and then its first ``.compactions`` file (written after the claim:
+    a test that clears ``store.puts`` between the two would see the compactor's write, as one
+    loaded run did)."""
     import time
-    for _ in range(500):
+    for _ in range(3000):
         m = latest_manifest(store)[1]
-        if m.compactor_epoch:
+        if m.compactor_epoch and any(k.startswith("compactions/") for k in store.puts):
             return {c.id for c in m.checkpoints if not is_writer_checkpoint(c)}
         time.sleep(0.01)
-    raise AssertionError("the in-process compactor never claimed its epoch")
+    raise AssertionError("the in-process compactor never finished its startup")
 
 
 def test_close_drops_its_compactors_startup_pin_in_its_one_manifest() -> None:

@@ -21,6 +21,19 @@ import slatedb
 SETTINGS = {"flush_interval": "5ms", "compactor_options": None, "l0_sst_size_bytes": 4096}
 
 
+def _wait_until_flusher_idle(core) -> None:
+    """Until the WAL flusher has gone to sleep with nothing buffered: a durable put returns when
+    its WAL object landed, and the flusher's loop marks itself idle afterwards, on the runtime's
+    thread (asserting at once failed on a loaded machine)."""
+    import time
+    for _ in range(3000):
+        with core._w.lock:
+            if core._flusher_idle:
+                return
+        time.sleep(0.01)
+    raise AssertionError("the WAL flusher never went idle")
+
+
 def test_a_durable_wait_for_a_write_made_while_an_l0_flush_is_adopted_returns() -> None:
     with slatedb.Db.open("memory://durable-wait-idle/db", settings=SETTINGS) as db:
         for i in range(40):
@@ -57,6 +70,7 @@ def test_a_durable_wait_wakes_a_flusher_asleep_with_rows_buffered() -> None:
         core = db._core
         db.put(b"a", b"1", durable=True)  # the flusher wrote it and went to sleep until a row arrives
         w = core._w
+        _wait_until_flusher_idle(core)
         with w.lock:
             assert core._flusher_idle
             core._next_check_bytes = w.unflushed_bytes + 10**9  # the stale threshold: no write wakes it
@@ -83,6 +97,7 @@ def test_without_the_idle_wake_the_durable_wait_never_returns() -> None:
         core = db._core
         db.put(b"a", b"1", durable=True)
         w = core._w
+        _wait_until_flusher_idle(core)
         with w.lock:
             assert core._flusher_idle
             core._next_check_bytes = w.unflushed_bytes + 10**9
