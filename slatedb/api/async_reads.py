@@ -184,7 +184,7 @@ class AsyncReads(Unpicklable):
         if metrics is not None:
             metrics.count_get()
         max_seq = bound_for(self._core, max_seq, opts.durability_filter)
-        row = self._core.get_row_fast(key, rs, max_seq)
+        row = self._core.get_row_direct(key, rs, max_seq)
         if row is NEED_IO:
             row = await self._host.acall(self._core.get_row_slow, key, rs, max_seq)
         if row is not None and row.kind is RowKind.MERGE_OPERAND:  # type: ignore[union-attr]

@@ -379,7 +379,7 @@ class Transaction:
             while True:
                 rs = core.read_state
                 for key in keys:
-                    row = core.get_row_fast(key, rs, None)
+                    row = core.get_row_direct(key, rs, None)
                     if row is NEED_IO:
                         row = portal(core.get_row_slow, key, rs, None)
                     t.conflict(key, row)  # type: ignore[arg-type]
@@ -486,7 +486,7 @@ class AsyncTransaction:
             while True:
                 rs = core.read_state
                 for key in keys:
-                    row = core.get_row_fast(key, rs, None)
+                    row = core.get_row_direct(key, rs, None)
                     if row is NEED_IO:
                         row = await host.acall(core.get_row_slow, key, rs, None)
                     t.conflict(key, row)  # type: ignore[arg-type]

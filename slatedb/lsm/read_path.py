@@ -276,6 +276,20 @@ class ReadPath:
                 return row
         return None
 
+    def get_row_direct(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None | object:
+        """:meth:`get_row_fast` reading missing blocks on the calling thread where the SST's
+        store can (as :meth:`get_direct`); :data:`NEED_IO` when the read must go through the
+        loop (another store, a failed read). Any thread."""
+        for mem in rs.mems:
+            row = mem.get(key, max_seq)
+            if row is not None:
+                return row
+        for h in rs.view.point_candidates(key):
+            row = h.reader.lookup_cached(key, max_seq, False, True)
+            if row is not None:
+                return row
+        return None
+
     async def get_row_slow(self, key: bytes, rs: ReadState, max_seq: int | None) -> Row | None:
         """:meth:`get_row_fast` with block reads (REQUIRES: the engine's loop)."""
         return await self._from_fresh_views(self._get_row_once, key, rs, max_seq)

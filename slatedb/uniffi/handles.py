@@ -120,7 +120,7 @@ def _resolved_meta(reads: Any, rs: Any, max_seq: int | None) -> Any:
     core, host = reads._core, reads._host
 
     async def meta(key: bytes, value: bytes) -> KeyValue:
-        row = core.get_row_fast(key, rs, max_seq)
+        row = core.get_row_direct(key, rs, max_seq)
         if row is NEED_IO:
             row = await host.acall(core.get_row_slow, key, rs, max_seq)
         if row is None:

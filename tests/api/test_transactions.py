@@ -240,7 +240,7 @@ def test_a_write_between_the_check_and_the_write_lock_is_caught(db) -> None:
     t = db.begin(SI)
     t.put(b"x", b"t")
     core = db._core
-    real = core.get_row_fast
+    real = core.get_row_direct
 
     def racing(key, rs, max_seq):
         row = real(key, rs, max_seq)
@@ -248,12 +248,12 @@ def test_a_write_between_the_check_and_the_write_lock_is_caught(db) -> None:
             core.put(b"x", b"racer")
         return row
 
-    core.get_row_fast = racing
+    core.get_row_direct = racing
     try:
         with pytest.raises(TransactionConflictError):
             t.commit()
     finally:
-        del core.get_row_fast
+        del core.get_row_direct
     assert db.get(b"x") == b"racer"
 
 
@@ -380,7 +380,7 @@ def test_a_conflict_written_and_flushed_during_the_commit_is_found_after_the_vie
         t = db.begin(SI)
         t.put(b"x", b"t")
         core = db._core
-        real, raced = core.get_row_fast, []
+        real, raced = core.get_row_direct, []
 
         def racing(key, rs, max_seq):
             row = real(key, rs, max_seq)
@@ -390,12 +390,12 @@ def test_a_conflict_written_and_flushed_during_the_commit_is_found_after_the_vie
                 db.flush(wal=False)  # the racer's row leaves the memtables for an L0 SST
             return row
 
-        core.get_row_fast = racing
+        core.get_row_direct = racing
         try:
             with pytest.raises(TransactionConflictError, match="key b'x'"):
                 t.commit()
         finally:
-            del core.get_row_fast
+            del core.get_row_direct
         assert db.get(b"x") == b"racer"
     assert rt.hits.count(probes.TXN_VIEW_MOVED) == 1 and rt.hits.count(probes.TXN_CONFLICT_AFTER_VIEW_MOVED) == 1, rt.hits
 

@@ -1,0 +1,80 @@
+"""``get_key_value`` (sync and async) and a transaction's commit-time conflict reads read an
+uncached block on the caller's thread where the store can (a local directory), as ``get``
+does (``ReadPath.get_row_direct``), instead of a hop to the engine's loop for each block: the
+hop is ~400 us of CPU a read under asyncio, and the sync API's portal a thread hand-off."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import trio
+
+import slatedb
+import slatedb.aio as aio
+
+N = 3000
+KEYS = [b"k%05d" % i for i in range(0, N, 37)]
+
+
+def _value(i: int) -> bytes:
+    return b"v%05d" % i + b"x" * 40
+
+
+def _load(path) -> None:
+    with slatedb.Db.open(f"file://{path}", {"compactor_options": None, "l0_sst_size_bytes": 65536}) as db:
+        for i in range(N):
+            db.put(b"k%05d" % i, _value(i))
+
+
+def _count_slow(core) -> list:
+    calls: list = []
+    real = core.get_row_slow
+
+    async def counting(*args):  # the read through the engine's loop
+        calls.append(args[0])
+        return await real(*args)
+
+    core.get_row_slow = counting
+    return calls
+
+
+def _expected_values() -> list:
+    return [_value(int(k[1:])) for k in KEYS]
+
+
+def test_sync_get_key_value_and_a_commits_conflict_reads_of_a_local_directory_stay_on_the_callers_thread(tmp_path) -> None:
+    _load(tmp_path)
+    with slatedb.Db.open(f"file://{tmp_path}", {"compactor_options": None}) as db:
+        calls = _count_slow(db._core)
+        got = [db.get_key_value(k) for k in KEYS]
+        assert [kv.value for kv in got] == _expected_values() and all(kv.seq > 0 for kv in got)
+        assert db.get_key_value(b"k99999") is None and db.get_key_value(b"k00001~") is None
+        assert calls == []
+    with slatedb.Db.open(f"file://{tmp_path}", {"compactor_options": None}) as db:  # cold again
+        calls = _count_slow(db._core)
+        txn = db.begin("serializable_snapshot")
+        txn.mark_read(KEYS)  # read-set keys whose rows the commit reads from cold blocks
+        txn.put(b"new", b"1")
+        txn.commit()
+        assert calls == [] and db.get(b"new") == b"1"
+
+
+async def _async_reads(path) -> tuple[list, list]:
+    async with aio.Db.open(f"file://{path}", {"compactor_options": None}) as db:
+        calls = _count_slow(db._core)
+        got = [await db.get_key_value(k) for k in KEYS]
+        got.append(await db.get_key_value(b"k99999"))
+        txn = await db.begin("serializable_snapshot")
+        await txn.mark_read([b"k02999"])
+        await txn.put(b"new", b"1")
+        await txn.commit()
+        return got, calls
+
+
+@pytest.mark.parametrize("library", ["asyncio", "trio"])
+def test_async_get_key_value_of_a_local_directory_reads_on_the_callers_thread(tmp_path, library) -> None:
+    _load(tmp_path)
+    got, calls = asyncio.run(_async_reads(tmp_path)) if library == "asyncio" else trio.run(_async_reads, tmp_path)
+    assert [kv.value for kv in got[:-1]] == _expected_values() and got[-1] is None
+    assert calls == []
