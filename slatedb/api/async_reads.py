@@ -147,7 +147,10 @@ class DbIterator:
                     raise ClosedError("the database is closed: its scans read no more blocks") from None
                 source = e.source
                 reader, first, last = source.io_request()
-                source.supply(first, await self._host.acall(self._core.load_blocks, reader, first, last))
+                blocks = reader.read_blocks_now(first, last)  # a local directory: on this thread, as get
+                if blocks is None:
+                    blocks = await self._host.acall(self._core.load_blocks, reader, first, last)
+                source.supply(first, blocks)
 
 
 class AsyncReads(Unpicklable):

@@ -78,3 +78,27 @@ def test_async_get_key_value_of_a_local_directory_reads_on_the_callers_thread(tm
     got, calls = asyncio.run(_async_reads(tmp_path)) if library == "asyncio" else trio.run(_async_reads, tmp_path)
     assert [kv.value for kv in got[:-1]] == _expected_values() and got[-1] is None
     assert calls == []
+
+
+async def _async_scan(path) -> tuple[list, list]:
+    async with aio.Db.open(f"file://{path}", {"compactor_options": None}) as db:
+        calls: list = []
+        real = db._core.load_blocks
+
+        async def counting(*args):  # a block load through the engine's loop
+            calls.append(args[1:])
+            return await real(*args)
+
+        db._core.load_blocks = counting
+        rows = [kv async for kv in db.scan(b"k00100", b"k02500")]
+        return rows, calls
+
+
+@pytest.mark.parametrize("library", ["asyncio", "trio"])
+def test_an_async_scan_of_a_local_directory_reads_its_blocks_on_the_callers_thread(tmp_path, library) -> None:
+    """As the sync API's scan: a cold block batch of a local directory is a copy out of a memory
+    map, not a hop to the engine's loop (another store, a failed read: through the loop)."""
+    _load(tmp_path)
+    rows, calls = asyncio.run(_async_scan(tmp_path)) if library == "asyncio" else trio.run(_async_scan, tmp_path)
+    assert rows == [(b"k%05d" % i, _value(i)) for i in range(100, 2500)]
+    assert calls == []
