@@ -21,7 +21,8 @@ import slatedb
 import slatedb.aio as aio
 
 #: One L0 SST well over a read's ~256 KiB and no block cache: every step past the rows already
-#: read needs a block read, where a cancellation lands.
+#: read needs a block read, where a cancellation lands. A memory store: a local directory's
+#: blocks are read on the caller's thread without suspending (nothing to cancel there).
 SETTINGS = {"compactor_options": None, "block_cache_size_bytes": 0, "l0_sst_size_bytes": 64 << 20,
             "flush_interval": "1h"}
 KEYS = [b"k%05d" % i for i in range(900)]
@@ -53,7 +54,7 @@ async def _cancelled(step: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
 
 @pytest.mark.anyloop
 async def test_a_cancelled_next_batch_loses_no_buffered_row(tmp_path) -> None:
-    url = f"file://{tmp_path}/db"
+    url = f"memory://cancelled-step-{tmp_path.name}/db"  # reads through the loop (no memory map)
     _fill(url)
     async with aio.Db.open(url, SETTINGS) as db:
         it = db.scan()
@@ -65,7 +66,7 @@ async def test_a_cancelled_next_batch_loses_no_buffered_row(tmp_path) -> None:
 
 @pytest.mark.anyloop
 async def test_cancelled_steps_of_every_kind_lose_no_row(tmp_path) -> None:
-    url = f"file://{tmp_path}/db"
+    url = f"memory://cancelled-step-{tmp_path.name}/db"  # reads through the loop (no memory map)
     _fill(url)
     cancels = 0
     async with aio.Db.open(url, SETTINGS) as db:
