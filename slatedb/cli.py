@@ -137,7 +137,7 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
             settings = _settings(ns.settings)
             op = None if ns.merge_operator is None else load_merge_operator(ns.merge_operator)
             await _require_db(store)
-            rt = ProgressRuntime("compactor", enabled=progress_wanted(ns.as_json))
+            rt = ns.service_runtime = ProgressRuntime("compactor", enabled=progress_wanted(ns.as_json))
             try:
                 if ns.engine == "spark":
                     from slatedb.spark.compaction import spark_compactor_cli
@@ -262,7 +262,7 @@ async def _gc_command(ns: argparse.Namespace) -> int:
 
     async def body(store) -> int:
         await _require_db(store)
-        rt = ProgressRuntime("gc", enabled=progress_wanted(ns.as_json))
+        rt = ns.service_runtime = ProgressRuntime("gc", enabled=progress_wanted(ns.as_json))
         try:
             stats = await admin.run_gc(store, settings, once=ns.once, db_delete_grace_s=grace, runtime=rt)
         finally:
@@ -523,25 +523,53 @@ def build_parser() -> argparse.ArgumentParser:
 #: Commands that run until stopped: SIGTERM (a service manager's stop) stops them as Ctrl-C does.
 SERVICE_COMMANDS = ("run-compactor", "run-gc")
 
+_STOPS = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+
 
 async def _until_terminated(ns: argparse.Namespace) -> int:
-    """Run a service command; SIGTERM cancels it (a compactor then drops its startup pin, as at
-    Ctrl-C) and the exit status is 143 (128 + SIGTERM), instead of a kill that skips the stop."""
-    terminated = False
+    """Run a service command; Ctrl-C (SIGINT) or SIGTERM cancels it (a compactor then drops its
+    startup pin), it prints what it did until then (as at its end, plus ``stopped``) and the exit
+    status is 130 or 143 (128 + the signal), instead of a kill that skips the stop. A second
+    Ctrl-C during the stop interrupts it (KeyboardInterrupt: 130, nothing printed)."""
+    stopped: signal.Signals | None = None
     result = 0
+    ns.service_runtime = None
     async with trio.open_nursery() as nursery:
         async def watch() -> None:
-            nonlocal terminated
-            with trio.open_signal_receiver(signal.SIGTERM) as signals:
-                async for _ in signals:
-                    terminated = True
+            nonlocal stopped
+            with trio.open_signal_receiver(*_STOPS) as signals:
+                async for signum in signals:
+                    stopped = signal.Signals(signum)
                     nursery.cancel_scope.cancel()
                     return
 
         nursery.start_soon(watch)
         result = await COMMANDS[ns.command](ns)
         nursery.cancel_scope.cancel()
-    return 143 if terminated else result
+    if stopped is None:
+        return result
+    _print_stop(ns, stopped)
+    return 128 + int(stopped)
+
+
+def _print_stop(ns: argparse.Namespace, stopped: signal.Signals) -> None:
+    """What a service stopped by ``stopped`` did: JSON (the compactor's always, as its end's) or a line."""
+    rt = ns.service_runtime
+    if rt is None:  # stopped before it started (while the database was looked up)
+        view: dict[str, Any] = {"started": False}
+    else:
+        view = rt.summary()
+        if ns.command == "run-compactor":
+            view.update(fenced=False, engine=ns.engine)
+    view["stopped"] = stopped.name
+    if ns.as_json or ns.command == "run-compactor":
+        _emit(view)
+    elif rt is None:
+        print(f"gc: stopped by {_STOPS[stopped]} before its first pass")
+    else:
+        done = ", ".join(f"{k} {v}" for k, v in view.items() if v and k not in ("deleted", "passes", "stopped"))
+        print(f"gc: stopped by {_STOPS[stopped]} after {view['passes']} passes: {view['deleted']} objects deleted "
+              f"({done or 'nothing to do'})")
 
 
 def _fail(message: str, code: int) -> int:

@@ -37,8 +37,29 @@ class ProgressRuntime(ProductionRuntime):
                         file=file if file is not None else sys.stderr, disable=not enabled,
                         ncols=size.columns, nrows=size.lines, mininterval=0.2)
 
+        #: What the service did so far, from the same events, bar or not: a stopped
+        #: ``run-gc`` / ``run-compactor`` prints it (:meth:`summary`).
+        self.done: Counter[str] = Counter()
+        self.epoch: int | None = None
+
     def event(self, kind: str, **fields: Any) -> None:
         super().event(kind, **fields)
+        done = self.done
+        if kind == "gc_pass":
+            done["passes"] += 1
+            done.update({k: int(v) for k, v in fields.items() if isinstance(v, (int, bool))})
+        elif kind == "gc_delete":
+            done["deleted_in_stopped_pass"] += 1  # zeroed at the pass's end (gc_pass counts them)
+        elif kind in ("compactor_started", "compactor_pin_released", "compactor_fenced"):
+            self.epoch = fields.get("epoch")
+        elif kind == "compaction_output":
+            done["output_ssts"] += 1
+        elif kind == "compaction_state" and fields.get("status") in ("Completed", "Failed"):
+            done[str(fields["status"]).lower()] += 1
+        elif kind == "compaction_state" and fields.get("reclaimed"):
+            done["reclaimed"] += 1
+        if kind == "gc_pass":
+            done["deleted_in_stopped_pass"] = 0
         if self.bar.disable:
             return
         counts = self.counts
@@ -57,3 +78,17 @@ class ProgressRuntime(ProductionRuntime):
 
     def close(self) -> None:
         self.bar.close()
+
+    def summary(self) -> dict[str, Any]:
+        """What the service did until it was stopped: GC's totals of its finished passes (the
+        fields of ``GcStats``, as ``run-gc`` prints at its end) plus ``passes`` and the objects
+        deleted by the pass the stop interrupted; the compactor's epoch and jobs completed,
+        failed and reclaimed, and output SSTs written."""
+        done = self.done
+        if self.name == "compactor":
+            return {"epoch": self.epoch, **{k: done[k] for k in ("completed", "failed", "reclaimed", "output_ssts")}}
+        from slatedb.gc.stats import GcStats
+
+        totals = GcStats(**{f: bool(done[f]) if isinstance(v, bool) else done[f] for f, v in GcStats().as_dict().items()})
+        return {**totals.as_dict(), "deleted": totals.deleted, "passes": done["passes"],
+                "deleted_in_stopped_pass": done["deleted_in_stopped_pass"]}

@@ -91,6 +91,11 @@ def test_ctrl_c_on_slatedb_run_compactor_drops_its_startup_pin(tmp_path) -> None
     assert proc.returncode == 130, (out, err)
     assert trio.run(admin.list_checkpoints, store) == []
     trio.run(store.aclose)
+    # It says what it did, as at its end (found: it printed nothing at all).
+    import json
+
+    view = json.loads(out)
+    assert view["stopped"] == "SIGINT" and view["epoch"] >= 1 and view["completed"] == 0, out
 
 
 def test_sigterm_stops_slatedb_run_compactor_as_ctrl_c_does(tmp_path) -> None:
@@ -121,3 +126,49 @@ def test_sigterm_stops_slatedb_run_compactor_as_ctrl_c_does(tmp_path) -> None:
     assert proc.returncode == 143 and err == "", (proc.returncode, out, err)
     assert trio.run(admin.list_checkpoints, store) == []
     trio.run(store.aclose)
+    import json
+
+    assert json.loads(out)["stopped"] == "SIGTERM", out
+
+
+def test_a_stopped_run_gc_says_what_it_did(tmp_path) -> None:
+    """``slatedb run-gc`` stopped by Ctrl-C or SIGTERM printed nothing (found by a user: was it
+    doing anything?). It now prints its totals, as a run that ends does, with ``stopped``."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    url = f"file://{tmp_path}/db"
+    settings = tmp_path / "gc.json"
+    fast = {"interval": "100ms", "min_age": "0s"}
+    settings.write_text(json.dumps({"garbage_collector_options": {"manifest_options": fast, "wal_options": fast}}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for sig, flags, code in ((signal.SIGINT, ["--json"], 130), (signal.SIGTERM, [], 143)):
+        with slatedb.Db.open(url, settings={"garbage_collector_options": None}) as db:
+            for i in range(3):  # old manifests for the collector
+                db.put(b"k%d" % i, b"v")
+                db.flush(wal=False)
+        proc = subprocess.Popen([sys.executable, "-m", "slatedb", "--path", url, *flags, "run-gc", "--settings",
+                                 str(settings)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            store = resolve_store(url)
+            # Until its first pass deleted something (the old manifests and WAL objects).
+            while len(trio.run(admin.list_manifests, store)) > 2:
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+            trio.run(store.aclose)
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        assert proc.returncode == code and err == "", (proc.returncode, out, err)
+        if flags:
+            view = json.loads(out)
+            assert view["stopped"] == "SIGINT" and view["passes"] >= 1, out
+            assert view["manifests_deleted"] + view["deleted_in_stopped_pass"] >= 1, out
+        else:
+            assert out.startswith("gc: stopped by SIGTERM after "), out
