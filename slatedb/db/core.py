@@ -357,10 +357,13 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             self._room_cv.notify_all()
         self._room_event.set()
         interrupted = False
+        lost: SlateDBError | None = None
         try:
             if self._error is None:
                 await self.flush_memtable()
                 await self._release_writer_checkpoint()
+            else:
+                lost = self._unwritten_rows_error()
         except FencedError:
             pass  # fenced while closing: the newer writer owns the data; nothing more was acked
         except trio.Cancelled:
@@ -371,6 +374,26 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         finally:
             if not interrupted:
                 self._mark_closed()
+        if lost is not None:
+            raise lost
+
+    def _unwritten_rows_error(self) -> SlateDBError | None:
+        """The error that stopped the database, if it stopped with rows no WAL object holds:
+        the close cannot write them, and a quiet close would tell a caller who never waited
+        for durability (``durable=False`` puts, their WAL flusher gave up in the background)
+        that they were kept. ``None`` when every row is durable, when another writer fenced this
+        one (the rows were never acknowledged durable; docs/db.md ``FencedError``), or after
+        an abort."""
+        error = self._error
+        if error is None or isinstance(error, (FencedError, ClosedError)):
+            return None
+        with self._lock:
+            unwritten = self._w.last_seq - self._w.durable_seq
+        if unwritten <= 0:
+            return None
+        error.add_note(f"close: the database had stopped on this error; the {unwritten} newest writes "
+                       "(not acknowledged durable) were never written and are lost")
+        return error
 
     def _mark_closed(self) -> None:
         """The end of a close: the background tasks stopped, the memory released."""
