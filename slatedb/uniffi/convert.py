@@ -9,7 +9,7 @@ from slatedb.api import options as ours
 from slatedb.api.args import prefix_bounds
 from slatedb.batch import NO_EXPIRY
 from slatedb.lsm.view import KeyBounds
-from slatedb.uniffi.errors import Error, refused
+from slatedb.uniffi.errors import argument_type_error, Error, refused
 from slatedb.uniffi.values import (
     DurabilityLevel, IterationOrder, KeyRange, KeyValue, MergeOptions, PutOptions, ReadOptions, ScanOptions, Ttl,
     WriteOptions,
@@ -51,7 +51,7 @@ def _bytes(value: Any, name: str) -> bytes | None:
     if isinstance(value, (bytearray, memoryview)):
         value = bytes(value)
     if not isinstance(value, bytes):
-        raise Error.Invalid(f"KeyRange {name} must be bytes or None, not {type(value).__name__}")
+        raise argument_type_error(f"KeyRange {name} must be bytes or None, not {type(value).__name__}")
     return value
 
 
@@ -69,7 +69,7 @@ def bounds_of(r: Any, prefix: bytes | None = None) -> KeyBounds:
             lo = None  # b"" inclusive: from the first key
         return KeyBounds(lo, lo_inc if lo is not None else True, hi, hi_inc if hi is not None else False)
     if not isinstance(prefix, (bytes, bytearray, memoryview)):
-        raise Error.Invalid(f"prefix must be bytes, not {type(prefix).__name__}")
+        raise argument_type_error(f"prefix must be bytes, not {type(prefix).__name__}")
     prefix = bytes(prefix)
     sub = KeyBounds(None if lo is None else prefix + lo, lo_inc if lo is not None else True,
                     None if hi is None else prefix + hi, hi_inc if hi is not None else False)

@@ -23,6 +23,15 @@ class InternalError(Exception):
     """Raised by the official binding when its FFI layer fails; kept for ``except`` clauses."""
 
 
+def argument_type_error(message: str) -> TypeError:
+    """An argument of the wrong type (a ``str`` where bytes go, say): a plain ``TypeError``, as
+    the official binding's generated checks raise, at every call of the drop-in layer; marked
+    so that :func:`translated` lets it through rather than make it ``Error.Invalid``."""
+    e = TypeError(message)
+    e.slatedb_argument_type = True  # type: ignore[attr-defined]
+    return e
+
+
 def _fmt(**fields: Any) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in fields.items())
 
@@ -95,7 +104,7 @@ def refused(what: str, why: str) -> Error:
 
 def translate(e: BaseException, closed_reason: CloseReason | None = None) -> BaseException:
     """The official error matching one of ours (or ``e`` itself when it is already official)."""
-    if isinstance(e, (Error, MergeOperatorCallbackError)):
+    if isinstance(e, (Error, MergeOperatorCallbackError)) or getattr(e, "slatedb_argument_type", False):
         return e
     msg = str(e)
     if isinstance(e, ours.TransactionConflictError):

@@ -9,16 +9,27 @@ from slatedb import aio
 from slatedb.api.read_kit import seek_bounds
 from slatedb.format.sst_reader import NEED_IO
 from slatedb.row import RowKind
-from slatedb.uniffi.errors import Error, refused, translated
+from slatedb.uniffi.errors import argument_type_error, Error, refused, translated
 from slatedb.uniffi.values import KeyValue
 
 
 def _key(key: Any, name: str = "key") -> bytes:
+    """A bytes argument; anything else is a ``TypeError``, as the official binding's checks
+    raise (also inside :func:`translated`)."""
     if isinstance(key, (bytearray, memoryview)):
         key = bytes(key)
     if not isinstance(key, bytes):
-        raise TypeError(f"{name} must be bytes, not {type(key).__name__}")
+        raise argument_type_error(f"{name} must be bytes, not {type(key).__name__}")
     return key
+
+
+def _keys(keys: Any) -> list[bytes]:
+    """A list of bytes arguments (``mark_read``, ``unmark_write``); a ``TypeError`` otherwise."""
+    try:
+        items = iter(keys)
+    except TypeError:
+        raise argument_type_error(f"keys must be a list of bytes, not {type(keys).__name__}") from None
+    return [_key(k) for k in items]
 
 
 class MergeOperator:

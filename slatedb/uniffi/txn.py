@@ -6,7 +6,7 @@ from typing import Any
 
 import slatedb.uniffi.convert as convert
 from slatedb.uniffi.errors import refused, translated
-from slatedb.uniffi.handles import DbIterator, WriteHandle, _key, _local_seq
+from slatedb.uniffi.handles import DbIterator, WriteHandle, _key, _keys, _local_seq
 from slatedb.uniffi.values import KeyValue
 
 
@@ -52,11 +52,11 @@ class DbTransaction:
 
     async def mark_read(self, keys: list) -> None:
         with translated(self._db._reason):
-            await self._t.mark_read([_key(k) for k in keys])
+            await self._t.mark_read(_keys(keys))
 
     async def unmark_write(self, keys: list) -> None:
         with translated(self._db._reason):
-            await self._t.unmark_write([_key(k) for k in keys])
+            await self._t.unmark_write(_keys(keys))
 
     async def get(self, key: bytes) -> bytes | None:
         with translated(self._db._reason):
