@@ -120,8 +120,8 @@ def fold(op: MergeFn | None, key: bytes, base: bytes | None, operands: Sequence[
                 raise
             raise MergeOperatorError(key, f"{type(e).__name__}: {e}") from e
         if type(out) is not bytes:
-            if isinstance(out, (bytearray, memoryview)):
-                out = bytes(out)
+            if isinstance(out, (bytes, bytearray, memoryview)):
+                out = bytes(out)  # a bytes subclass (numpy.bytes_, say) too, as the official takes it
             else:
                 raise MergeOperatorError(key, f"the operator returned {type(out).__name__}, not bytes")
         acc = out

@@ -161,6 +161,17 @@ def test_an_operator_returning_non_bytes_is_a_typed_error_MERGE_7() -> None:
     assert fold(lambda k, e, o: bytearray(o), b"k", None, [b"a"]) == b"a"
 
 
+def test_an_operator_returning_a_bytes_subclass_gives_its_bytes_MERGE_7() -> None:
+    """A ``bytes`` subclass (``numpy.bytes_``, say) is bytes: the official binding takes it (probed
+    on the 0.17 wheel), as ``put`` here takes one for a value; the fold holds plain bytes."""
+
+    class Tagged(bytes):
+        pass
+
+    out = fold(lambda k, e, o: Tagged((e or b"") + o), b"k", b"x", [b"a", b"b"])
+    assert out == b"xab" and type(out) is bytes
+
+
 def test_an_operand_without_an_operator_names_the_key() -> None:
     with pytest.raises(MergeOperatorMissingError, match="b'k'"):
         resolve_versions([r(b"k", 1, b"a", M)], None, NOW)
