@@ -134,10 +134,15 @@ def _resolved_meta(reads: Any, rs: Any, max_seq: int | None) -> Any:
         row = core.get_row_direct(key, rs, max_seq)
         if row is NEED_IO:
             row = await host.acall(core.get_row_slow, key, rs, max_seq)
+        if row is not None and row.kind is RowKind.MERGE_OPERAND:
+            # The folded row's metadata (the earliest expiry of its parts, MERGE-1), as
+            # get_key_value reports it: the newest operand alone misses a base's TTL.
+            row = core.get_resolved_fast(key, rs, max_seq)
+            if row is NEED_IO:
+                row = await host.acall(core.get_resolved_slow, key, rs, max_seq)
         if row is None:
             return KeyValue(key=key, value=value, seq=0, create_ts=0, expire_ts=None)
-        return KeyValue(key=key, value=value, seq=row.seq, create_ts=row.create_ts_ms or 0,
-                        expire_ts=row.expire_ts_ms if row.kind is not RowKind.MERGE_OPERAND else row.expire_ts_ms)
+        return KeyValue(key=key, value=value, seq=row.seq, create_ts=row.create_ts_ms or 0, expire_ts=row.expire_ts_ms)
     return meta
 
 
