@@ -98,9 +98,11 @@ class TxnState:
 
     def put(self, key: Any, value: Any, ttl: Any) -> None:
         self.check_open()
-        key, value = validate_key(key), validate_value(value)
+        # Every argument is checked before anything changes: a refused call leaves the
+        # transaction as it was (an earlier write of the key included).
+        key, value, ttl_s = validate_key(key), validate_value(value), validate_ttl_s(ttl)
         self.writes.pop(key, None)  # a later write of a key is its last (batch order)
-        self.writes[key] = ("put", value, validate_ttl_s(ttl))
+        self.writes[key] = ("put", value, ttl_s)
         self.merges.pop(key, None)
         self.unmarked.discard(key)
 
@@ -118,8 +120,8 @@ class TxnState:
         if self.core.merge_operator is None:
             raise MergeOperatorMissingError(
                 "merge needs a merge operator: open the database with merge_operator=... (nothing was written)")
-        key, operand = validate_key(key), validate_value(operand)
-        self.merges.setdefault(key, []).append((operand, validate_ttl_s(ttl)))
+        key, operand, ttl_s = validate_key(key), validate_value(operand), validate_ttl_s(ttl)
+        self.merges.setdefault(key, []).append((operand, ttl_s))
         self.unmarked.discard(key)
 
     def apply_merges(self, key: bytes, base: bytes | None) -> bytes | None:
