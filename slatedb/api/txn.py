@@ -133,11 +133,11 @@ class TxnState:
 
     def mark_read(self, keys: Iterable[Any]) -> None:
         self.check_open()
-        self.reads.update(validate_key(k) for k in _keys(keys))
+        self.reads.update([validate_key(k) for k in _keys(keys)])  # all checked, then added
 
     def unmark_write(self, keys: Iterable[Any]) -> None:
         self.check_open()
-        self.unmarked.update(validate_key(k) for k in _keys(keys))
+        self.unmarked.update([validate_key(k) for k in _keys(keys)])  # all checked, then taken out
 
     # -- reads ----------------------------------------------------------------------------------
 

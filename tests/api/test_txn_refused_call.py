@@ -59,3 +59,28 @@ async def test_a_refused_call_changes_nothing_in_an_async_transaction(tmp_path) 
         assert await t.scan() == [(b"k", b"kept")]
         assert await t.commit() is not None
         assert await db.get(b"k") == b"kept" and await db.get(b"new") is None
+
+
+def test_a_refused_unmark_write_unmarks_nothing(tmp_path) -> None:
+    """``unmark_write([good, bad])`` refused: ``good`` stays checked, so a concurrent write of it
+    still refuses the commit (it was taken out before the bad key was met, and the commit then
+    overwrote the concurrent write)."""
+    with slatedb.Db.open(f"file://{tmp_path}", S) as db:
+        t = db.begin()
+        t.put(b"a", b"txn")
+        with pytest.raises(InvalidArgumentError):
+            t.unmark_write([b"a", b""])
+        db.put(b"a", b"plain")
+        with pytest.raises(slatedb.TransactionConflictError):
+            t.commit()
+        assert db.get(b"a") == b"plain"
+
+
+def test_a_refused_mark_read_marks_nothing(tmp_path) -> None:
+    with slatedb.Db.open(f"file://{tmp_path}", S) as db:
+        t = db.begin()
+        with pytest.raises(InvalidArgumentError):
+            t.mark_read([b"r", 5])
+        db.put(b"r", b"plain")
+        t.put(b"w", b"txn")
+        assert t.commit() is not None
