@@ -418,3 +418,23 @@ def test_a_sharded_load_unites_range_databases_that_spark_our_db_and_the_officia
     assert single_scan(other) == {b"k%03d" % i: b"v" for i in range(100)}
     with pytest.raises(Exception, match="a database exists"):
         slatedb.spark.load_sharded(small, other)
+
+
+@pytest.mark.parametrize("schema", ["key string, value string", "key binary, value long", "value binary, key binary",
+                                    "key binary", "key binary, value binary, seq long"])
+def test_a_read_schema_other_than_the_sources_is_refused_naming_it(spark, tmp_path, schema) -> None:
+    """Found trying it: ``spark.read.format("slatedb").schema("key string, value string")`` was
+    taken, and every task then failed after reading its range with Spark's
+    DATA_SOURCE_RETURN_SCHEMA_MISMATCH. The source's schema is fixed by its options; another one
+    is refused when the query is planned, naming both, before any task runs."""
+    url = url_of(tmp_path)
+    with slatedb.Db.open(url) as db:
+        db.put(b"k", b"v")
+    df = spark.read.format("slatedb").schema(schema).option("url", url).load()
+    with pytest.raises(Exception) as info:
+        df.collect()
+    text = str(info.value)
+    assert "InvalidArgumentError" in text and "'key binary, value binary'" in text, text[:2000]
+    assert "DATA_SOURCE_RETURN_SCHEMA_MISMATCH" not in text
+    seq = spark.read.format("slatedb").schema("key binary, value binary, seq long").options(url=url, include_seq="true")
+    assert [(bytes(r.key), bytes(r.value)) for r in seq.load().collect()] == [(b"k", b"v")]  # its own schema: taken
