@@ -79,6 +79,22 @@ class SlateDbCommitMessage(WriterCommitMessage):
     result: Any  # TaskResult, or ShardResult for a sharded load
 
 
+def _check_read_schema(schema: Any, opts: SourceOptions) -> None:
+    """A schema given with ``spark.read.schema(...)`` must be the source's own (the columns and
+    types the options make): the tasks return exactly those columns, and Spark failed each task
+    with DATA_SOURCE_RETURN_SCHEMA_MISMATCH after it had read its range."""
+    from pyspark.sql.types import BinaryType, LongType
+
+    expected = [("key", BinaryType()), ("value", BinaryType())]
+    expected += [("seq", LongType())] if opts.include_seq else []
+    expected += [("expire_ts_ms", LongType())] if opts.include_expiry else []
+    if [(f.name, f.dataType) for f in schema.fields] != expected:
+        raise InvalidArgumentError(
+            f"the slatedb source reads the schema {opts.schema_ddl()!r} (with these options), not the one given "
+            f"with .schema(): {', '.join(f'{f.name} {f.dataType.simpleString()}' for f in schema.fields)!r}; "
+            "leave .schema() out and cast or select the columns after load()")
+
+
 def _check_write_schema(schema: Any) -> None:
     from pyspark.sql.types import BinaryType
 
@@ -166,7 +182,9 @@ class SlateDbDataSource(DataSource):
         return parse_options(self.options).schema_ddl()
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return SlateDbReader(parse_options(self.options))
+        opts = parse_options(self.options)
+        _check_read_schema(schema, opts)
+        return SlateDbReader(opts)
 
     def writer(self, schema: Any, overwrite: bool) -> SlateDbWriter:
         opts = parse_options(self.options, writing=True)
