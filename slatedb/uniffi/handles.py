@@ -86,8 +86,14 @@ class DbIterator:
         return got[0] if got else None
 
     async def next_batch(self, max: int) -> list[KeyValue]:
-        if isinstance(max, bool) or not isinstance(max, int) or max < 0:
+        if isinstance(max, bool):  # the official takes True as 1: a flag is no count (refused here)
             raise Error.Invalid(f"next_batch needs a non-negative int, not {max!r}")
+        try:
+            max = max.__index__()  # the official's generated u32 check: TypeError, then ValueError
+        except Exception:
+            raise TypeError(f"'{type(max).__name__}' object cannot be interpreted as an integer") from None
+        if not 0 <= max < 2**32:
+            raise ValueError("u32 requires 0 <= value < 4294967296")
         with translated():
             # Rows taken from the scan wait in ``_held`` until their metadata is read and they
             # are returned: a step cancelled meanwhile (a timeout, a cancelled task) leaves them
