@@ -9,7 +9,7 @@ from slatedb.api import options as ours
 from slatedb.api.args import prefix_bounds
 from slatedb.batch import NO_EXPIRY
 from slatedb.lsm.view import KeyBounds
-from slatedb.uniffi.errors import argument_type_error, Error, refused
+from slatedb.uniffi.errors import argument_type_error, Error, lowered_int, refused
 from slatedb.uniffi.values import (
     DurabilityLevel, IterationOrder, KeyRange, KeyValue, MergeOptions, PutOptions, ReadOptions, ScanOptions, Ttl,
     WriteOptions,
@@ -29,7 +29,10 @@ def ttl_args(options: Any, what: str = "put") -> tuple[float | None, int | None]
     if ttl.is_no_expiry():
         return NO_EXPIRY, None
     value = ttl[0]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool):
+        raise Error.Invalid(f"{ttl} needs a non-negative int of milliseconds")
+    value = lowered_int(value, "u64" if ttl.is_expire_after_millis() else "i64")
+    if value < 0:  # the official takes an expiry before 1970 (a row expired at once): refused here
         raise Error.Invalid(f"{ttl} needs a non-negative int of milliseconds")
     if ttl.is_expire_after_millis():
         if value == 0:
@@ -41,8 +44,8 @@ def ttl_args(options: Any, what: str = "put") -> tuple[float | None, int | None]
 def check_write_options(options: Any) -> None:
     if not isinstance(options, WriteOptions):
         raise Error.Invalid(f"write options must be a WriteOptions, not {type(options).__name__}")
-    if options.seqnum != 0:
-        raise refused(f"WriteOptions(seqnum={options.seqnum})", "sequence numbers are assigned by the writer")
+    if lowered_int(options.seqnum, "u64") != 0:
+        raise refused(f"WriteOptions(seqnum={options.seqnum!r})", "sequence numbers are assigned by the writer")
 
 
 def _bytes(value: Any, name: str) -> bytes | None:
@@ -88,7 +91,7 @@ def _durability(value: Any) -> ours.DurabilityLevel:
         return ours.DurabilityLevel.REMOTE
     if value is DurabilityLevel.MEMORY:
         return ours.DurabilityLevel.MEMORY
-    raise Error.Invalid(f"durability_filter must be a DurabilityLevel, not {value!r}")
+    raise argument_type_error(f"durability_filter must be a DurabilityLevel, not {value!r}", ValueError)
 
 
 def _unsupported_extras(o: Any) -> None:
@@ -114,11 +117,12 @@ def scan_options(o: Any) -> ours.ScanOptions:
     _unsupported_extras(o)
     for name in ("read_ahead_bytes", "max_fetch_tasks"):
         v = getattr(o, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if isinstance(v, bool):
             raise Error.Invalid(f"{name} must be a non-negative int, not {v!r}")
+        lowered_int(v, "u64")
     order = o.order if o.order is not None else IterationOrder.ASCENDING
     if not isinstance(order, IterationOrder):
-        raise Error.Invalid(f"order must be an IterationOrder, not {order!r}")
+        raise argument_type_error(f"order must be an IterationOrder, not {order!r}", ValueError)
     return ours.ScanOptions(durability_filter=_durability(o.durability_filter), dirty=o.dirty,
                             cache_blocks=o.cache_blocks,
                             order=ours.IterationOrder.DESCENDING if order is IterationOrder.DESCENDING

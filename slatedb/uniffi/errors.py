@@ -23,13 +23,32 @@ class InternalError(Exception):
     """Raised by the official binding when its FFI layer fails; kept for ``except`` clauses."""
 
 
-def argument_type_error(message: str) -> TypeError:
-    """An argument of the wrong type (a ``str`` where bytes go, say): a plain ``TypeError``, as
-    the official binding's generated checks raise, at every call of the drop-in layer; marked
-    so that :func:`translated` lets it through rather than make it ``Error.Invalid``."""
-    e = TypeError(message)
+def argument_type_error(message: str, cls: type[Exception] = TypeError) -> Exception:
+    """An argument the official binding's generated checks refuse before the call: of the wrong
+    type (a ``str`` where bytes go, say: a plain ``TypeError``) or outside its integer type or
+    enum (``cls`` ``ValueError``), at every call of the drop-in layer; marked so that
+    :func:`translated` lets it through rather than make it ``Error.Invalid``."""
+    e = cls(message)
     e.slatedb_argument_type = True  # type: ignore[attr-defined]
     return e
+
+
+#: The official binding's integer types: (low, high) bounds, high excluded.
+_INT_RANGES = {"u32": (0, 2**32), "u64": (0, 2**64), "i64": (-(2**63), 2**63)}
+
+
+def lowered_int(value: Any, kind: str) -> int:
+    """An integer argument checked as the official's generated code lowers it: anything without
+    ``__index__`` is a ``TypeError``, an int outside ``kind`` (u32, u64, i64) a ``ValueError``,
+    with the official messages."""
+    try:
+        value = value.__index__()
+    except Exception:
+        raise argument_type_error(f"'{type(value).__name__}' object cannot be interpreted as an integer") from None
+    lo, hi = _INT_RANGES[kind]
+    if not lo <= value < hi:
+        raise argument_type_error(f"{kind} requires {lo} <= value < {hi}", ValueError)
+    return value
 
 
 def _fmt(**fields: Any) -> str:

@@ -85,3 +85,49 @@ def test_next_batch_checks_its_size_as_the_official_u32(tmp_path):
         await db.shutdown()
 
     asyncio.run(main())
+
+
+def test_integer_and_enum_fields_of_options_are_checked_as_the_official_lowers_them(tmp_path):
+    """A TTL's milliseconds, ``WriteOptions.seqnum``, ``ScanOptions.read_ahead_bytes`` /
+    ``max_fetch_tasks``: a non-integer is a ``TypeError``, an int outside the field's type
+    (u64; i64 for ``EXPIRE_AT_MILLIS``) a ``ValueError``; a ``durability_filter`` or ``order``
+    that is not the enum a ``ValueError`` -- as the official's generated checks raise (probed on
+    the 0.17 wheel), where all were ``Error.Invalid`` here. Nothing is written."""
+    async def main():
+        db = await u.DbBuilder("db", u.ObjectStoreBuilder.from_url(f"file://{tmp_path}").build()).build()
+        w = u.WriteOptions(seqnum=0)
+
+        def put(ttl, write=w):
+            return db.put_with_options(b"k", b"v", u.PutOptions(ttl=ttl), write)
+
+        def scan(**fields):
+            o = dict(durability_filter=u.DurabilityLevel.MEMORY, dirty=False, read_ahead_bytes=1, cache_blocks=True,
+                     max_fetch_tasks=1, order=u.IterationOrder.ASCENDING)
+            o.update(fields)
+            return db.scan_with_options(_kr(), u.ScanOptions(**o))
+
+        calls = [
+            (lambda: put(u.Ttl.EXPIRE_AFTER_MILLIS("5")), TypeError),
+            (lambda: put(u.Ttl.EXPIRE_AFTER_MILLIS(-1)), ValueError),
+            (lambda: put(u.Ttl.EXPIRE_AFTER_MILLIS(2**64)), ValueError),
+            (lambda: put(u.Ttl.EXPIRE_AT_MILLIS(1.5)), TypeError),
+            (lambda: put(u.Ttl.EXPIRE_AT_MILLIS(2**63)), ValueError),
+            (lambda: put(u.Ttl.DEFAULT(), u.WriteOptions(seqnum="0")), TypeError),
+            (lambda: put(u.Ttl.DEFAULT(), u.WriteOptions(seqnum=-1)), ValueError),
+            (lambda: scan(read_ahead_bytes=-1), ValueError),
+            (lambda: scan(max_fetch_tasks="1"), TypeError),
+            (lambda: scan(order="descending"), ValueError),
+            (lambda: scan(durability_filter="memory"), ValueError),
+            (lambda: db.get_with_options(b"k", u.ReadOptions(durability_filter="remote", dirty=False,
+                                                             cache_blocks=True)), ValueError),
+        ]
+        for i, (call, error) in enumerate(calls):
+            with pytest.raises(error) as info:
+                await call()
+            assert type(info.value) is error, (i, info.value)
+        with pytest.raises(u.Error.Invalid, match="seqnum='1'|seqnum=1"):
+            await put(u.Ttl.DEFAULT(), u.WriteOptions(seqnum=1))  # refused: the writer assigns seqs
+        assert await db.get(b"k") is None
+        await db.shutdown()
+
+    asyncio.run(main())
