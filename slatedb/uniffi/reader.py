@@ -16,7 +16,7 @@ from slatedb.wal_reader import WalReader
 import slatedb.uniffi.cache as _cache
 from slatedb.uniffi.db import MergeOperator, _OperatorCall, _Reads
 from slatedb.uniffi.builder_common import SharedBuilderCalls
-from slatedb.uniffi.errors import CloseReason, Error, refused, translated
+from slatedb.uniffi.errors import CloseReason, Error, lowered_int, refused, translated
 from slatedb.uniffi.store import ObjectStore
 from slatedb.uniffi.values import (
     DbStatus, ReaderMode, ReaderOptions, RowEntry, RowEntryKind, SlateDbWalReaderOptions, WalRows,
@@ -82,15 +82,22 @@ class DbReaderBuilder(SharedBuilderCalls):
     def with_options(self, options: ReaderOptions) -> None:
         if not isinstance(options, ReaderOptions):
             raise TypeError(f"options must be a ReaderOptions, not {type(options).__name__}")
+        # The fields as the official's generated code lowers them (TypeError, ValueError).
+        poll_ms, lifetime_ms, max_bytes = (lowered_int(v, "u64") for v in (
+            options.manifest_poll_interval_ms, options.checkpoint_lifetime_ms, options.max_memtable_bytes))
+        if not isinstance(options.skip_wal_replay, bool):
+            raise TypeError(f"skip_wal_replay must be a bool, not {type(options.skip_wal_replay).__name__}")
+        if options.object_store_max_retries is not None:
+            lowered_int(options.object_store_max_retries, "u64")
         if options.skip_wal_replay:
             raise refused("ReaderOptions(skip_wal_replay=True)", "a reader replays the WAL after its checkpoint")
         if options.object_store_max_retries is not None:
             raise refused("ReaderOptions.object_store_max_retries", "set it in the database's settings")
         with translated():
             self._options = DbReaderOptions(
-                manifest_poll_interval_s=options.manifest_poll_interval_ms / 1000.0,
-                checkpoint_lifetime_s=options.checkpoint_lifetime_ms / 1000.0,
-                max_memtable_bytes=options.max_memtable_bytes)
+                manifest_poll_interval_s=poll_ms / 1000.0,
+                checkpoint_lifetime_s=lifetime_ms / 1000.0,
+                max_memtable_bytes=max_bytes)
 
 
 

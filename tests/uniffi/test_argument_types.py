@@ -131,3 +131,20 @@ def test_integer_and_enum_fields_of_options_are_checked_as_the_official_lowers_t
         await db.shutdown()
 
     asyncio.run(main())
+
+
+def test_reader_options_fields_are_checked_as_the_official_lowers_them(tmp_path):
+    """``DbReaderBuilder.with_options(ReaderOptions(...))``: a millisecond or byte field that is
+    not an integer is a ``TypeError`` (it was ``Error.Invalid`` with Python's own "unsupported
+    operand type(s) for /" message), an int outside u64 a ``ValueError``, and a
+    ``skip_wal_replay`` that is not a bool (``None``, which the official refuses) a ``TypeError``."""
+    store = u.ObjectStoreBuilder.from_url(f"file://{tmp_path}").build()
+    base = dict(manifest_poll_interval_ms=10_000, checkpoint_lifetime_ms=600_000, max_memtable_bytes=64 << 20,
+                skip_wal_replay=False)
+    for change, error in ((dict(manifest_poll_interval_ms="5"), TypeError), (dict(max_memtable_bytes=1.5), TypeError),
+                          (dict(manifest_poll_interval_ms=-1), ValueError), (dict(checkpoint_lifetime_ms=2**64), ValueError),
+                          (dict(skip_wal_replay=None), TypeError)):
+        b = u.DbReaderBuilder("db", store)
+        with pytest.raises(error) as info:
+            b.with_options(u.ReaderOptions(**{**base, **change}))
+        assert type(info.value) is error, (change, info.value)
