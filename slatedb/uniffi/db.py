@@ -255,8 +255,10 @@ class Db(_Reads):
             await self._r.flush()
 
     async def flush_with_options(self, options: Any) -> None:
-        if not isinstance(options, FlushOptions) or not isinstance(options.flush_type, FlushType):
+        if not isinstance(options, FlushOptions):
             raise Error.Invalid("flush_with_options takes FlushOptions(flush_type=FlushType.WAL or MEM_TABLE)")
+        if not isinstance(options.flush_type, FlushType):  # the official's enum check: ValueError
+            raise ValueError(f"FlushOptions.flush_type must be FlushType.WAL or MEM_TABLE, not {options.flush_type!r}")
         with translated(self._reason):
             await self._r.flush(wal=options.flush_type is FlushType.WAL)
 
@@ -266,7 +268,7 @@ class Db(_Reads):
 
     async def begin(self, isolation_level: Any) -> DbTransaction:
         if not isinstance(isolation_level, IsolationLevel):
-            raise TypeError(f"isolation_level must be an IsolationLevel, not {type(isolation_level).__name__}")
+            raise ValueError(f"isolation_level must be an IsolationLevel, not {isolation_level!r}")  # as the official
         with translated(self._reason):
             txn = await self._r.begin(isolation_level.name)
         return DbTransaction(txn, self, _txn_id(self._r))
@@ -290,7 +292,7 @@ class Db(_Reads):
     async def shutdown_with_options(self, options: Any) -> None:
         ft = getattr(options, "flush_type", None)
         if ft is not None and not isinstance(ft, FlushType):
-            raise Error.Invalid(f"CloseOptions.flush_type must be a FlushType or None, not {ft!r}")
+            raise ValueError(f"CloseOptions.flush_type must be a FlushType or None, not {ft!r}")  # as the official
         self._refuse_shut_again()
         with translated(self._reason):
             if ft is FlushType.MEM_TABLE:

@@ -183,6 +183,7 @@ class SlateDbWalReader:
     with_wal_object_store_and_options = with_wal_object_store
 
     async def last_wal_file_id(self, replay_after_wal_id: int) -> int:
+        replay_after_wal_id = lowered_int(replay_after_wal_id, "u64")  # as the official lowers it
         core, portal = self._w._core, self._w._portal
         with translated():
             ids = await portal.acall(core.wal_ids)
@@ -190,6 +191,7 @@ class SlateDbWalReader:
         return later[-1] if later else replay_after_wal_id
 
     async def iterator(self, start_wal_file_id: int) -> SlateDbWalIterator:
-        if isinstance(start_wal_file_id, bool) or not isinstance(start_wal_file_id, int) or start_wal_file_id < 0:
+        if isinstance(start_wal_file_id, bool):
             raise Error.Invalid(f"start_wal_file_id must be a non-negative int, not {start_wal_file_id!r}")
+        start_wal_file_id = lowered_int(start_wal_file_id, "u64")  # TypeError / ValueError, as the official
         return SlateDbWalIterator(self._w, start_wal_file_id, 0.1)

@@ -148,3 +148,34 @@ def test_reader_options_fields_are_checked_as_the_official_lowers_them(tmp_path)
         with pytest.raises(error) as info:
             b.with_options(u.ReaderOptions(**{**base, **change}))
         assert type(info.value) is error, (change, info.value)
+
+
+def test_enum_and_wal_id_arguments_are_checked_as_the_official_lowers_them(tmp_path):
+    """``begin``'s isolation level, ``FlushOptions`` / ``CloseOptions``' flush type that are not
+    the enum: ``ValueError`` (``begin`` raised ``TypeError``, the options ``Error.Invalid``); the
+    WAL reader's ids: ``TypeError`` for a non-integer (``last_wal_file_id("1")`` failed on an
+    internal comparison) and ``ValueError`` outside u64 (``last_wal_file_id(-1)`` and
+    ``iterator(2**64)`` were taken) -- as the official's generated checks raise (probed)."""
+    async def main():
+        store = u.ObjectStoreBuilder.from_url(f"file://{tmp_path}").build()
+        db = await u.DbBuilder("db", store).build()
+        await db.put(b"a", b"1")
+        await db.flush()
+        w = u.SlateDbWalReader("db", store)
+        calls = [
+            (lambda: db.begin("SNAPSHOT"), ValueError),
+            (lambda: db.flush_with_options(u.FlushOptions(flush_type="WAL")), ValueError),
+            (lambda: db.shutdown_with_options(u.CloseOptions(flush_type="x")), ValueError),
+            (lambda: w.last_wal_file_id("1"), TypeError),
+            (lambda: w.last_wal_file_id(-1), ValueError),
+            (lambda: w.iterator("1"), TypeError),
+            (lambda: w.iterator(2**64), ValueError),
+        ]
+        for i, (call, error) in enumerate(calls):
+            with pytest.raises(error) as info:
+                await call()
+            assert type(info.value) is error, (i, info.value)
+        assert await db.get(b"a") == b"1"  # the refused shutdown left the database open
+        await db.shutdown()
+
+    asyncio.run(main())
