@@ -165,6 +165,20 @@ class TtlMergeMachine(RuleBasedStateMachine):
         for key in KEYS:
             assert self.snap.get(key) == (want[key][0] if key in want else None), key
 
+    @rule()
+    def check_a_fresh_reader(self) -> None:
+        """MERGE-2 on a ``DbReader``: after a WAL flush, a reader opened now (its checkpoint, the
+        WAL replayed into its own memtable) reads what the writer reads, at the same time."""
+        self.db.flush()
+        want = self._expected(self.last_seq)
+        with slatedb.DbReader.open("memory://ttl-model", store=self.store, merge_operator=concat,
+                                   runtime=ClockRuntime(self.clock)) as reader:
+            assert list(reader.scan()) == sorted((k, v[0]) for k, v in want.items()), self.clock.ms
+            for key in KEYS:
+                kv = reader.get_key_value(key)
+                got = None if kv is None else (kv.value, kv.seq, kv.expire_ts)
+                assert got == want.get(key), (key, kv, self.versions[key])
+
     def _expected(self, max_seq: int) -> dict[bytes, tuple[bytes, int, int | None]]:
         out = {}
         for key in KEYS:
