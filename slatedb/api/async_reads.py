@@ -1,15 +1,22 @@
 """The asynchronous read API (trio or asyncio) over any engine with the read interface
 (:class:`slatedb.lsm.read_path.ReadPath`: ``DbCore`` and ``ReaderCore``): ``get``, ``scan``,
 ``scan_prefix`` and their async iterator. A read answered from memory does not yield to the loop;
-a block read (``NeedIO`` / ``NEED_IO``) awaits the engine's loader through the front-end's host
-(:mod:`slatedb.api.portal`: a plain await on the caller's trio loop, or a call into the runtime
-thread from asyncio).
+a block read (``NeedIO`` / ``NEED_IO``) is read on the caller's thread where the store can (a
+local directory: a copy out of a memory map), else awaits the engine's loader through the
+front-end's host (:mod:`slatedb.api.portal`: a plain await on the caller's trio loop, or a call
+into the runtime thread from asyncio). A scan yields to the caller's loop after each block read
+on its thread (:func:`_yield_to_loop`), as it did at each load through the engine: a long scan
+neither starves the loop's other tasks nor escapes a cancellation.
 """
 
 from __future__ import annotations
 
+import asyncio
 from itertools import islice
 from typing import Any, Iterator, Mapping
+
+import sniffio
+import trio
 
 from slatedb.batch import validate_key
 from slatedb.errors import ClosedError
@@ -24,6 +31,14 @@ from slatedb.api.unpicklable import Unpicklable
 
 #: Rows pulled per refill by iterators that merge several sources.
 ITER_BATCH_ROWS = 256
+
+
+async def _yield_to_loop() -> None:
+    """A scheduling point of the caller's library (and so a cancellation point)."""
+    if sniffio.current_async_library() == "trio":
+        await trio.lowlevel.checkpoint()
+    else:
+        await asyncio.sleep(0)
 
 
 class Released:
@@ -150,7 +165,10 @@ class DbIterator:
                 blocks = reader.read_blocks_now(first, last)  # a local directory: on this thread, as get
                 if blocks is None:
                     blocks = await self._host.acall(self._core.load_blocks, reader, first, last)
-                source.supply(first, blocks)
+                    source.supply(first, blocks)
+                else:
+                    source.supply(first, blocks)
+                    await _yield_to_loop()  # the loop's other tasks run, a cancellation lands
 
 
 class AsyncReads(Unpicklable):

@@ -102,3 +102,32 @@ def test_an_async_scan_of_a_local_directory_reads_its_blocks_on_the_callers_thre
     rows, calls = asyncio.run(_async_scan(tmp_path)) if library == "asyncio" else trio.run(_async_scan, tmp_path)
     assert rows == [(b"k%05d" % i, _value(i)) for i in range(100, 2500)]
     assert calls == []
+
+
+def test_a_long_async_scan_of_a_local_directory_lets_the_loops_other_tasks_run(tmp_path) -> None:
+    """Reading blocks on the caller's thread must not make a scan one long step of the loop: it
+    yields after each block read (as it suspended at each load through the engine before), so a
+    task beside it runs during the scan, and a cancellation can land there."""
+    _load(tmp_path)
+
+    async def main() -> tuple[int, int]:
+        async with aio.Db.open(f"file://{tmp_path}", {"compactor_options": None}) as db:
+            ticks, rows, scanning = 0, 0, True
+
+            async def beside() -> None:
+                nonlocal ticks
+                while scanning:
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            task = asyncio.ensure_future(beside())
+            await asyncio.sleep(0)  # the task is running
+            ticks = 0
+            async for _kv in db.scan():
+                rows += 1
+            scanning = False
+            await task
+            return rows, ticks
+
+    rows, ticks = asyncio.run(main())
+    assert rows == N and ticks > 0

@@ -21,11 +21,18 @@ import slatedb
 import slatedb.aio as aio
 
 #: One L0 SST well over a read's ~256 KiB and no block cache: every step past the rows already
-#: read needs a block read, where a cancellation lands. A memory store: a local directory's
-#: blocks are read on the caller's thread without suspending (nothing to cancel there).
+#: read needs a block read, where a cancellation lands: a memory store's through the engine's
+#: loop, a local directory's on the caller's thread, followed by a yield to the loop.
 SETTINGS = {"compactor_options": None, "block_cache_size_bytes": 0, "l0_sst_size_bytes": 64 << 20,
             "flush_interval": "1h"}
 KEYS = [b"k%05d" % i for i in range(900)]
+
+
+STORES = pytest.mark.parametrize("store", ["file", "memory"])
+
+
+def _url(store: str, tmp_path) -> str:
+    return f"file://{tmp_path}/db" if store == "file" else f"memory://cancelled-step-{tmp_path.name}/db"
 
 
 def _fill(url: str) -> None:
@@ -52,9 +59,10 @@ async def _cancelled(step: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         return True, None
 
 
+@STORES
 @pytest.mark.anyloop
-async def test_a_cancelled_next_batch_loses_no_buffered_row(tmp_path) -> None:
-    url = f"memory://cancelled-step-{tmp_path.name}/db"  # reads through the loop (no memory map)
+async def test_a_cancelled_next_batch_loses_no_buffered_row(tmp_path, store) -> None:
+    url = _url(store, tmp_path)
     _fill(url)
     async with aio.Db.open(url, SETTINGS) as db:
         it = db.scan()
@@ -64,9 +72,10 @@ async def test_a_cancelled_next_batch_loses_no_buffered_row(tmp_path) -> None:
     assert got == KEYS
 
 
+@STORES
 @pytest.mark.anyloop
-async def test_cancelled_steps_of_every_kind_lose_no_row(tmp_path) -> None:
-    url = f"memory://cancelled-step-{tmp_path.name}/db"  # reads through the loop (no memory map)
+async def test_cancelled_steps_of_every_kind_lose_no_row(tmp_path, store) -> None:
+    url = _url(store, tmp_path)
     _fill(url)
     cancels = 0
     async with aio.Db.open(url, SETTINGS) as db:
