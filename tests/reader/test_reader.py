@@ -907,6 +907,31 @@ def test_a_close_that_cannot_delete_its_checkpoint_stops_the_maintenance_and_rai
     assert cid in {c.id for c in checkpoints(writer_store)}  # left to lapse after its lifetime
 
 
+def test_leaving_an_async_reader_block_under_trio_raises_the_close_error() -> None:
+    """The same failed close at the end of a clean ``async with aio.DbReader.open(...)`` block
+    under trio, where the close runs in the block's exit (``_Background.__aexit__``, not a
+    front-end's ``close``): the store's error is raised there, not swallowed."""
+    bucket = MemoryBucket()
+    writer_store = MemoryStore(bucket, ProductionRuntime().now_ms, url="memory://test")
+    flaky = OutageStore(bucket, ProductionRuntime().now_ms, url="memory://test")
+    with slatedb.Db.open("memory://test", settings=WRITER, store=writer_store) as db:
+        db.put(b"a", b"1", durable=True)
+
+    async def main() -> uuid.UUID | None:
+        async with slatedb.aio.DbReader.open("memory://test", options=QUIET, store=flaky,
+                                             settings={"object_store_max_retries": 1}) as r:
+            assert await r.get(b"a") == b"1"
+            flaky.down = True  # the close cannot delete the reader's checkpoint
+            return r.checkpoint_id
+
+    try:
+        with pytest.raises(Exception, match="connection refused"):
+            trio.run(main)
+    finally:
+        flaky.down = False
+    assert len(checkpoints(writer_store)) == 1  # left to lapse after its lifetime
+
+
 def test_replayed_tables_lose_exactly_their_rows_already_in_l0() -> None:
     """DUR-4 over a reader's view: of a replayed WAL table, the rows at or below the view's
     ``last_l0_seq`` go (they are in its L0, maybe folded by a compaction: an operand left above
