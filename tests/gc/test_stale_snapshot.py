@@ -70,3 +70,42 @@ def test_judging_expiry_by_the_clock_after_the_read_deletes_a_pinned_manifest() 
     manifest 2 goes while the latest manifest holds the refreshed checkpoint on it (GC-2)."""
     ids, _ = _pass(frozenset({switches.GC_JUDGES_EXPIRY_NOW}))
     assert 2 not in ids, ids
+
+
+class CheckpointAfterRead(MemoryStore):
+    """Right after the pass reads the latest manifest (``V``), a checkpoint lands on the manifest
+    that adds it (``V + 1``, RFC 000), another manifest lands after it, and 61 s pass: both are
+    older than ``min_age`` when the manifest step lists the directory, from the pass's read of V."""
+
+    def __init__(self, inner: MemoryStore, db: DbBuilder, rt: VirtualRuntime) -> None:
+        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
+        self.db, self.rt = db, rt
+        self.checkpoint = None
+
+    async def get(self, key: str, byte_range=None):
+        got = await super().get(key, byte_range)
+        if key.startswith("manifest/") and self.checkpoint is None:
+            self.checkpoint, _ = await self.db.add_checkpoint()
+            await self.db.commit()
+            self.rt.advance(61.0)
+        return got
+
+
+def test_a_manifest_newer_than_the_pass_read_is_kept_with_boundary_files_on() -> None:
+    """checkpoints-gc.md step 6: only ids below the latest manifest the pass read are
+    candidates. A checkpoint added after that read pins a newer manifest, which the read cannot
+    see as pinned; the boundary (desired from the listing: every file but the newest is old
+    enough) does not protect it, the ``below`` rule alone does."""
+    async def main():
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(3)
+        rt.advance(120.0)
+        store = CheckpointAfterRead(db.store, db, rt)
+        gc = GarbageCollector(store, rt, gc_options(60.0))
+        await gc.run_once()
+        assert store.checkpoint is not None and store.checkpoint.manifest_id == 4
+        return db.manifest_ids(), db.boundary()
+    ids, boundary = run_virtual(main)
+    assert boundary == 4, boundary  # the boundary moved past the pinned manifest
+    assert ids == [3, 4, 5], ids  # 1 and 2 collected; 4, pinned by the checkpoint, kept (GC-2)
