@@ -80,3 +80,28 @@ async def test_objects_that_appear_after_the_first_listing_are_deleted_and_repor
     assert deleted[-1] == "manifest/00000000000000000002.manifest" and set(late) <= set(deleted)
     assert [f for k, f in rt.events if k == "destroy_late_objects"] == [
         {"root": "memory://x", "objects": 4, "keys": late[:3]}]
+
+
+async def test_objects_not_the_databases_are_kept_and_reported_once() -> None:
+    """DESTROY-8: a listed object that is not of the database's layout (a user's file under the
+    root) is left, and the first listing reports it (``destroy_foreign_kept``, the probe
+    ``destroy.foreign-kept``) -- once, though late objects make a second listing that holds it
+    again."""
+    keys = {"compacted/01A.sst", "manifest/00000000000000000001.manifest", "notes.txt"}
+    late = ["wal/00000000000000000001.sst"]
+    deleted: list[str] = []
+
+    async def list_keys() -> list[str]:
+        return sorted(keys)
+
+    async def delete(key: str) -> None:
+        if not deleted:
+            keys.update(late)
+        deleted.append(key)
+        keys.discard(key)
+
+    rt = Recording()
+    assert await delete_latest_last(rt, "memory://x", list_keys, delete) == 3
+    assert keys == {"notes.txt"} and "notes.txt" not in deleted
+    assert [f for k, f in rt.events if k == "destroy_foreign_kept"] == [
+        {"root": "memory://x", "objects": 1, "keys": ["notes.txt"]}]
