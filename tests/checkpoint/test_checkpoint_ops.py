@@ -254,3 +254,29 @@ def test_a_long_duration_text_parses_to_its_end():
     text = " ".join(["1s"] * 150)  # 449 characters
     assert len(text) > 256 and parse_duration(text) == 150.0
     assert parse_duration("2days 3h") == 2 * 86400 + 3 * 3600 and format_duration(2 * 86400 + 3 * 3600) == "2days 3h"
+
+
+def test_a_create_with_a_given_id_reports_the_checkpoint_it_adds_not_one_already_there():
+    """The ``checkpoint_create`` event (the trace's record of a new checkpoint) comes once: for
+    the create that adds it, not for a repeat with the same ``checkpoint_id`` (a clone's final
+    checkpoint, RFC 000 "Clones"), which finds it in the latest manifest and writes nothing."""
+    class Recording(ClockRuntime):
+        def __init__(self) -> None:
+            super().__init__()
+            self.created: list[dict] = []
+
+        def event(self, kind: str, **fields) -> None:
+            if kind == "checkpoint_create":
+                self.created.append(fields)
+
+    rt = Recording()
+    store = MemoryStore(MemoryBucket(), rt.now_ms, url="memory://ckpt")
+    store.put_now(manifest_key(1), encode_manifest(ManifestV2(initialized=True, writer_epoch=1)))
+    ms = ManifestStore(store, rt)
+    given = uuid.uuid4()
+    first = run(create_checkpoint, ms, rt, CheckpointOptions(), checkpoint_id=given)
+    reported = [{"id": str(given), "manifest_id": 2, "expire_s": 0}]
+    assert first.id == given and rt.created == reported
+    again = run(create_checkpoint, ms, rt, CheckpointOptions(), checkpoint_id=given)
+    assert again == first and latest_id(store) == 2  # the repeat wrote nothing ...
+    assert rt.created == reported  # ... and reported nothing
