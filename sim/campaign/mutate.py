@@ -115,6 +115,7 @@ FALLBACK_TESTS: dict[str, tuple[str, ...]] = {
 #: Tests elsewhere that test a package's code, run with the package's own tests.
 EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     "db": ("tests/checkpoint/test_db_checkpoint.py",  # Db.create_checkpoint is slatedb/db/follower.py
+           "tests/checkpoint/test_create_cancelled.py",  # ... its commit shielded from a caller giving up
            "tests/api/test_metrics.py",  # the counters slatedb/db counts (Db.get's fast path)
            "tests/api/test_read_options.py"),  # expire_at_ms (WritePath._expiry) and read options
     # the WAL regressions (replay fenced mid-way, zombie acks, the epoch re-check)
