@@ -40,6 +40,7 @@ from slatedb.errors import FencedError, InvalidArgumentError, NotFoundError, Obj
 from slatedb.format.types import Checkpoint, Compaction, ManifestV2, TieredCompactionSpec, WriterCheckpoint
 from slatedb.format.layout import MANIFEST_DIR, MANIFEST_SUFFIX, manifest_key, parse_id
 from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
+from slatedb.compactor.service import max_retries_of, serve
 from slatedb.gc import run_gc as _run_gc
 from slatedb.manifest.edits import DeleteCheckpoint
 from slatedb.manifest.missing import require_latest
@@ -173,15 +174,15 @@ async def _release_startup_pin(c: Compactor, *, stopped: bool = False) -> None:
 async def run_compactor(store: ObjectStore, settings: Settings | None = None, *, once: bool = False,
                         runtime: Runtime | None = None, merge_operator: Any = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
-    to compact; otherwise until cancelled or fenced. ``merge_operator``: folds merge operands
+    to compact; otherwise until cancelled or fenced, going on after a store outage longer than
+    its retries (logged as a ``compactor_error``, slatedb/compactor/service.py). ``merge_operator``: folds merge operands
     (spec/protocols/merge.md; without one they are kept as they are). ``settings``: a
     ``Settings``, a dict or a JSON/TOML path, as ``Db.open`` takes them."""
     settings = coerce_settings(settings)
     once = _check_flag("once", once)
     _check_store(store)
     rt = _admin_runtime(runtime, "compactor")
-    own = settings.compactor_options.object_store_max_retries if settings.compactor_options else None
-    with_max_retries(rt, own if own is not None else settings.object_store_max_retries)
+    with_max_retries(rt, max_retries_of(settings))
     c = Compactor(store, rt, settings, merge_operator=merge_operator)
     if once:
         await c.start()
@@ -197,9 +198,10 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
         # Its epoch committed, the compactor has opened the database as its writer of runs: its
         # calls pause from now on as an open Db's do (100 ms doubling to 15 s, about a minute of
         # outage ridden out by the default 10 retries, rather than 7 s, after which a tick's
-        # failing read stopped the service).
+        # failing read stopped the service). A call that exhausts its retries all the same (a
+        # longer outage) is logged and the service goes on after a pause (compactor/service.py).
         opened(rt)
-        await c.run()
+        await serve(c)
     except BaseException as e:
         # Stopped by its caller (a cancelled task, Ctrl-C on ``slatedb run-compactor``): the only
         # way a compactor without ``once`` ends but fenced, so it is the clean stop that drops

@@ -116,6 +116,43 @@ def test_a_compactor_service_rides_out_an_outage_its_retries_span() -> None:
     assert _l0_count(bucket) == 0
 
 
+class Errors(Started):
+    """Keeps the ``compactor_error`` events; puts the store back up at the first one."""
+
+    def __init__(self, store: OutageStore) -> None:
+        super().__init__(at_start=lambda: setattr(store, "down", True))
+        self.store = store
+        self.errors: list[dict] = []
+
+    def event(self, kind: str, **fields) -> None:
+        super().event(kind, **fields)
+        if kind == "compactor_error":
+            self.errors.append(fields)
+            self.store.down = False
+
+
+def test_a_compactor_service_goes_on_after_an_outage_past_its_retries() -> None:
+    """Found: one call that exhausted its retries (an outage longer than they span) stopped
+    ``run-compactor`` for good, and a writer without a compactor of its own then waited forever
+    once L0 was full. Now the service logs it, waits and goes on."""
+    bucket = _database()
+    store = OutageStore(bucket, ProductionRuntime().now_ms, url="memory://svc")
+    rt = Errors(store)  # down from the moment it has fenced in, up again once it gave up a call
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: admin.run_compactor(store, compactor_settings(object_store_max_retries=1),
+                                                           runtime=rt))
+            while not rt.errors or _l0_count(bucket):
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert _l0_count(bucket) == 0
+    assert "ObjectStoreRetriesExhaustedError" in rt.errors[0]["error"], rt.errors
+    assert "compacting again" in rt.errors[0]["going_on"]
+
+
 def test_a_gc_service_runs_with_the_long_pauses_and_one_pass_with_the_short_ones() -> None:
     store = MemoryStore(_database(), ProductionRuntime().now_ms, url="memory://svc")
     one_pass = ProductionRuntime("gc")
