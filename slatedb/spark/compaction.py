@@ -35,19 +35,23 @@ from slatedb.format.types import CompactedSsTable
 from slatedb.merge_operator import merge_operator_of
 
 from slatedb.objstore.url import resolve_store
-from slatedb.errors import FencedError
-from slatedb.runtime import opened
+from slatedb.api.args import coerce_settings
+from slatedb.compactor.service import max_retries_of, serve
+from slatedb.errors import FencedError, InvalidArgumentError
+from slatedb.runtime import opened, with_max_retries
 from slatedb.runtime.production import ProductionRuntime
 
 from .io import run_io
 
 def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, job: Job,
-               fail_dir: str | None = None, merge_operator: Any = None) -> tuple[int, tuple, float]:
+               fail_dir: str | None = None, merge_operator: Any = None,
+               max_retries: int | None = None) -> tuple[int, tuple, float]:
     """One Spark task: merge one range, write its outputs, return their handles. ``fail_dir``
     (tests): a file ``fail-<range>`` there makes this attempt fail after its first output SST,
     once (the file is removed), so Spark retries the task; a file holding ``exit`` kills the
     task's Python worker process instead (``os._exit``: an executor lost mid-task). Returns
-    (range index, output handles, seconds the task spent in the store and the merge)."""
+    (range index, output handles, seconds the task spent in the store and the merge).
+    ``max_retries``: the store calls' ``object_store_max_retries`` (None: the default)."""
     import os
 
     marker = os.path.join(fail_dir, f"fail-{index}") if fail_dir else None
@@ -72,7 +76,7 @@ def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, jo
         finally:
             seconds[0] = rt.monotonic_s() - t0
 
-    outputs = run_io(url, store_options, timed)
+    outputs = run_io(url, store_options, timed, max_retries=max_retries)
     return index, outputs, seconds[0]
 
 
@@ -80,8 +84,11 @@ class SparkRanges:
     """A :class:`~slatedb.compactor.worker.RangeRunner` running each range as a Spark task."""
 
     def __init__(self, spark: Any, url: str, store_options: Mapping[str, str] | None = None, *,
-                 fail_dir: str | None = None, merge_operator: Any = None) -> None:
+                 fail_dir: str | None = None, merge_operator: Any = None, max_retries: int | None = None) -> None:
         self.spark = spark
+        #: Each task's ``object_store_max_retries`` (None: the default); :func:`run_spark_compactor`
+        #: gives the settings' to the runner it makes.
+        self.max_retries = max_retries
         #: Shipped to every task in its closure (cloudpickled: a lambda works); None keeps
         #: merge operands unmerged (spec/protocols/merge.md MERGE-6).
         self.merge_operator = merge_operator_of(merge_operator)
@@ -93,12 +100,12 @@ class SparkRanges:
         self.timings: list[float] = []
 
     def _submit(self, task: RangeTask) -> tuple[CompactedSsTable, ...]:
-        url, opts, fail_dir, op = self.url, self.store_options, self.fail_dir, self.merge_operator
+        url, opts, fail_dir, op, retries = self.url, self.store_options, self.fail_dir, self.merge_operator, self.max_retries
         sc = self.spark.sparkContext
         sc.setJobGroup(f"slatedb-compaction-{task.job.compaction_id}-{task.index}",
                        f"compaction {task.job.compaction_id} range {task.index}", interruptOnCancel=True)
         rdd = sc.parallelize([(task.index, task.job)], 1)
-        (result,) = rdd.map(lambda t: _run_range(url, opts, t[0], t[1], fail_dir, op)).collect()
+        (result,) = rdd.map(lambda t: _run_range(url, opts, t[0], t[1], fail_dir, op, retries)).collect()
         self.timings.append(result[2])
         self.tasks_run += 1
         return result[1]
@@ -123,12 +130,20 @@ class SparkRanges:
 async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = None, *, once: bool = True,
                               store_options: Mapping[str, str] | None = None, runtime: Any = None,
                               runner: SparkRanges | None = None, merge_operator: Any = None) -> Any:
-    """The coordinator with a Spark-backed worker on ``url`` (trio). ``once``: until idle."""
-    rt = runtime or ProductionRuntime("compactor")
+    """The coordinator with a Spark-backed worker on ``url`` (trio). ``once``: until idle;
+    otherwise until fenced or cancelled, going on after store outages
+    (slatedb/compactor/service.py). ``object_store_max_retries`` (the compactor's, else the
+    database's) bounds the driver's store calls and, when the runner is made here, each task's."""
+    settings = coerce_settings(settings)
+    if not isinstance(once, bool):
+        raise InvalidArgumentError(f"once must be True or False, not {once!r}")
+    max_retries = max_retries_of(settings)
+    rt = with_max_retries(runtime or ProductionRuntime("compactor"), max_retries)
     store = resolve_store(url, options=store_options, clock_ms=rt.now_ms)
     try:
         c = Compactor(store, rt, settings, runner=runner or SparkRanges(spark, url, store_options,
-                                                                        merge_operator=merge_operator),
+                                                                        merge_operator=merge_operator,
+                                                                        max_retries=max_retries),
                       merge_operator=merge_operator)
         try:
             await c.start()  # the open's short pauses (a wrong endpoint fails within seconds)
@@ -140,7 +155,7 @@ async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = 
         if once:
             await c.run_until_idle()
         else:
-            await c.run()
+            await serve(c)
         return c
     finally:
         with trio.CancelScope(shield=True):

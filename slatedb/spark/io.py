@@ -9,16 +9,16 @@ import trio
 
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
-from slatedb.runtime import Runtime
+from slatedb.runtime import Runtime, with_max_retries
 from slatedb.runtime.production import ProductionRuntime
 
 T = TypeVar("T")
 
 
 def run_io(url: str, store_options: Mapping[str, str] | None,
-           fn: Callable[[ObjectStore, Runtime], Awaitable[T]]) -> T:
+           fn: Callable[[ObjectStore, Runtime], Awaitable[T]], *, max_retries: int | None = None) -> T:
     async def main() -> T:
-        rt = ProductionRuntime("spark")
+        rt = with_max_retries(ProductionRuntime("spark"), max_retries)
         store = resolve_store(url, options=store_options, clock_ms=rt.now_ms)
         try:
             return await fn(store, rt)
