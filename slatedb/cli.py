@@ -29,7 +29,7 @@ from typing import Any, Callable, NoReturn
 
 import trio
 
-from slatedb.cli_progress import ProgressRuntime, wanted as progress_wanted
+from slatedb.cli_progress import STOPS, ProgressRuntime, print_stop, wanted as progress_wanted
 from slatedb import __version__ as slatedb_version
 from slatedb.config import Settings
 from slatedb.errors import InvalidArgumentError, ManifestsMissingError, NotFoundError, SlateDBError, sole_exception
@@ -523,21 +523,15 @@ def build_parser() -> argparse.ArgumentParser:
 #: Commands that run until stopped: SIGTERM (a service manager's stop) stops them as Ctrl-C does.
 SERVICE_COMMANDS = ("run-compactor", "run-gc")
 
-_STOPS = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
-
-
 async def _until_terminated(ns: argparse.Namespace) -> int:
-    """Run a service command; Ctrl-C (SIGINT) or SIGTERM cancels it (a compactor then drops its
-    startup pin), it prints what it did until then (as at its end, plus ``stopped``) and the exit
-    status is 130 or 143 (128 + the signal), instead of a kill that skips the stop. A second
-    Ctrl-C during the stop interrupts it (KeyboardInterrupt: 130, nothing printed)."""
+    """Run a service command; Ctrl-C or SIGTERM cancels it (a compactor drops its startup pin),
+    it prints what it did (``print_stop``) and exits 128 + the signal (130, 143)."""
     stopped: signal.Signals | None = None
-    result = 0
-    ns.service_runtime = None
+    result, ns.service_runtime = 0, None
     async with trio.open_nursery() as nursery:
         async def watch() -> None:
             nonlocal stopped
-            with trio.open_signal_receiver(*_STOPS) as signals:
+            with trio.open_signal_receiver(*STOPS) as signals:
                 async for signum in signals:
                     stopped = signal.Signals(signum)
                     nursery.cancel_scope.cancel()
@@ -548,28 +542,8 @@ async def _until_terminated(ns: argparse.Namespace) -> int:
         nursery.cancel_scope.cancel()
     if stopped is None:
         return result
-    _print_stop(ns, stopped)
+    print_stop(ns.service_runtime, ns.command, stopped, as_json=ns.as_json, engine=getattr(ns, "engine", None))
     return 128 + int(stopped)
-
-
-def _print_stop(ns: argparse.Namespace, stopped: signal.Signals) -> None:
-    """What a service stopped by ``stopped`` did: JSON (the compactor's always, as its end's) or a line."""
-    rt = ns.service_runtime
-    if rt is None:  # stopped before it started (while the database was looked up)
-        view: dict[str, Any] = {"started": False}
-    else:
-        view = rt.summary()
-        if ns.command == "run-compactor":
-            view.update(fenced=False, engine=ns.engine)
-    view["stopped"] = stopped.name
-    if ns.as_json or ns.command == "run-compactor":
-        _emit(view)
-    elif rt is None:
-        print(f"gc: stopped by {_STOPS[stopped]} before its first pass")
-    else:
-        done = ", ".join(f"{k} {v}" for k, v in view.items() if v and k not in ("deleted", "passes", "stopped"))
-        print(f"gc: stopped by {_STOPS[stopped]} after {view['passes']} passes: {view['deleted']} objects deleted "
-              f"({done or 'nothing to do'})")
 
 
 def _fail(message: str, code: int) -> int:

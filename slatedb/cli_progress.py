@@ -9,14 +9,20 @@ Nothing here touches protocol code; the events are the ones the runtime seam alr
 
 from __future__ import annotations
 
+import json
 import shutil
+import signal
 import sys
 from collections import Counter
 from typing import IO, Any
 
 from tqdm import tqdm
 
+from slatedb.gc.stats import GcStats
 from slatedb.runtime.production import ProductionRuntime
+
+#: The signals that stop a service command, as its stop line names them.
+STOPS = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
 
 
 def wanted(as_json: bool) -> bool:
@@ -87,8 +93,24 @@ class ProgressRuntime(ProductionRuntime):
         done = self.done
         if self.name == "compactor":
             return {"epoch": self.epoch, **{k: done[k] for k in ("completed", "failed", "reclaimed", "output_ssts")}}
-        from slatedb.gc.stats import GcStats
-
         totals = GcStats(**{f: bool(done[f]) if isinstance(v, bool) else done[f] for f, v in GcStats().as_dict().items()})
         return {**totals.as_dict(), "deleted": totals.deleted, "passes": done["passes"],
                 "deleted_in_stopped_pass": done["deleted_in_stopped_pass"]}
+
+
+def print_stop(rt: ProgressRuntime | None, command: str, stopped: signal.Signals, *, as_json: bool,
+               engine: str | None) -> None:
+    """What a service stopped by ``stopped`` did (``rt`` None: stopped before it started): JSON
+    (the compactor's always, as at its end) or GC's line."""
+    view: dict[str, Any] = {"started": False} if rt is None else rt.summary()
+    if rt is not None and command == "run-compactor":
+        view.update(fenced=False, engine=engine)
+    view["stopped"] = stopped.name
+    if as_json or command == "run-compactor":
+        print(json.dumps(view))
+    elif rt is None:
+        print(f"gc: stopped by {STOPS[stopped]} before its first pass")
+    else:
+        done = ", ".join(f"{k} {v}" for k, v in view.items() if v and k not in ("deleted", "passes", "stopped"))
+        print(f"gc: stopped by {STOPS[stopped]} after {view['passes']} passes: {view['deleted']} objects deleted "
+              f"({done or 'nothing to do'})")

@@ -168,7 +168,8 @@ def test_a_stopped_run_gc_says_what_it_did(tmp_path) -> None:
         assert proc.returncode == code and err == "", (proc.returncode, out, err)
         if flags:
             view = json.loads(out)
-            assert view["stopped"] == "SIGINT" and view["passes"] >= 1, out
+            # Its first pass may be the one stopped (passes 0): what it deleted is counted all the same.
+            assert view["stopped"] == "SIGINT" and view["passes"] >= 0, out
             assert view["manifests_deleted"] + view["deleted_in_stopped_pass"] >= 1, out
         else:
             assert out.startswith("gc: stopped by SIGTERM after "), out
