@@ -134,7 +134,12 @@ def parse_options(options: Mapping[str, str], *, writing: bool = False) -> Sourc
         except ValueError:
             raise InvalidArgumentError(f"option 'checkpoint' must be a checkpoint id (UUID), got {cp!r}") from None
     start, end = _key(opts, "start"), _key(opts, "end")
-    if start is not None and end is not None and start > end:
+    if start is not None and end is not None and start >= end:
+        # As Db.scan (slatedb/api/args.py scan_bounds): a range with no key in it is a mistake,
+        # refused, not a question whose answer is "no rows".
+        if start == end:
+            raise InvalidArgumentError(f"the key range is empty: option 'start' equals 'end' ({start!r}), and the "
+                                       "end is exclusive (leave 'end' out to read from 'start' on)")
         raise InvalidArgumentError(f"option 'start' ({start!r}) is after 'end' ({end!r})")
     lifetime = opts.get("checkpoint_lifetime_s")
     lifetime_s = DEFAULT_CHECKPOINT_LIFETIME_S

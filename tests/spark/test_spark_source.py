@@ -135,7 +135,10 @@ def test_options_bounds_given_checkpoint_and_a_lease_without_one(spark, tmp_path
     with pytest.raises(Exception, match="CheckpointNotFoundError|not in the latest manifest|checkpoint"):
         spark_read(spark, url, checkpoint=uuid.uuid4()).count()
     for bad, match in [({"nonsense": "1"}, "unknown slatedb read option"), ({"split_size_bytes": "0"}, "split_size_bytes"),
-                       ({"checkpoint": "nope"}, "UUID")]:
+                       ({"checkpoint": "nope"}, "UUID"), ({"start": "k0200", "end": "k0100"}, "is after 'end'"),
+                       # Found: 0 rows, where Db.scan refuses the empty range (InvalidArgumentError).
+                       ({"start": "k0100", "end": "k0100"}, "range is empty"),
+                       ({"start_hex": b"k01".hex(), "end": "k01"}, "range is empty")]:
         with pytest.raises(Exception, match=match):
             spark_read(spark, url, **bad)
 
