@@ -20,6 +20,14 @@ import trio
 
 from slatedb.errors import ClosedError
 
+#: Why a database opened under trio by an awaited open stopped when that run ended, and what to
+#: do: the engine ran in a system task of that run, which trio cancels as the run returns.
+RUN_ENDED = ("the database was aborted: the trio run that opened it (`await slatedb.aio.Db.open(...)` in "
+             "`trio.run`) ended without closing it, so its engine stopped with that run and its writes not yet "
+             "durable were lost. Close it before that run returns (`await db.close()`, or `async with`), or open "
+             "it where the engine outlives a run: under asyncio or with the sync `slatedb.Db` (a runtime "
+             "thread of its own)")
+
 
 class LocalHost:
     """The engine runs on the caller's own trio loop: a call is a plain ``await`` (from another
@@ -42,7 +50,11 @@ class LocalHost:
         try:
             return trio.from_thread.run(fn, *args, trio_token=self._token)
         except (trio.RunFinishedError, trio.Cancelled):  # the engine's loop ended, or is ending
-            raise ClosedError("the database is closed (its trio loop has ended)") from None
+            error = getattr(self.core, "_error", None)  # what stopped it, if it said (RUN_ENDED)
+            if isinstance(error, ClosedError):
+                raise ClosedError(str(error)) from None
+            raise ClosedError("the database is closed: the trio run that opened it has ended (close it before "
+                              "that run returns, or open it under asyncio or with the sync slatedb.Db)") from None
 
     async def _on_engine_loop(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         if not self._foreign():

@@ -34,7 +34,7 @@ import trio
 
 from slatedb.api.args import check_open_args, check_runtime_arg
 from slatedb.api.dropped import DROPPED, spawn_or_refuse as _spawn_or_refuse, wait_for_dropped, watch_drop
-from slatedb.api.local_host import LocalHost
+from slatedb.api.local_host import RUN_ENDED, LocalHost
 from slatedb.errors import ClosedError, InvalidArgumentError, ReentrantCallError, sole_exception
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.url import resolve_store
@@ -469,7 +469,15 @@ class SpawnedHost(LocalHost):
                                      runtime=runtime) as core:
                         box["core"] = core
                         started.set()
-                        await stop.wait()
+                        try:
+                            await stop.wait()
+                        except trio.Cancelled:
+                            # Only the run's end cancels this task once the open is done (trio
+                            # cancels its system tasks as ``trio.run`` returns): say so to every
+                            # later call, not a bare "aborted".
+                            if not stop.is_set() and getattr(core, "abort_reason", None) is not None:
+                                core.abort_reason(RUN_ENDED)
+                            raise
             except BaseException as e:  # a system task must not raise: an open error goes to start()
                 if "core" not in box:
                     box["error"] = e

@@ -433,11 +433,16 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
 
     def abort(self) -> None:
         """Stop at once without flushing (a crash, as far as the store can tell)."""
+        self.abort_reason("the database was aborted")
+
+    def abort_reason(self, why: str) -> None:
+        """:meth:`abort`, every later call raising ``ClosedError(why)`` (unless it already stopped
+        on an error of its own, which it keeps)."""
         with self._lock:
             self._closing = True
             self._closed = True
             if self._error is None:
-                self._error = ClosedError("the database was aborted")
+                self._error = ClosedError(why)
             self._recompute_thresholds()
             self._release_durable_waiters()
             self._room_cv.notify_all()
