@@ -121,11 +121,21 @@ class Flushers:
         if last is not None and now - last < L0_FULL_WARNING_INTERVAL_S:
             return
         self._l0_full_warned_s = now
+        # A compactor elsewhere has claimed the database (its epoch is in the manifest): if it
+        # still runs and L0 stays full, the likeliest cause is its scheduler's threshold, which
+        # this writer cannot read (it lives in that compactor's settings): name the two settings.
+        epoch = self._stored.manifest.compactor_epoch if self._stored is not None else 0
+        elsewhere = ("" if not epoch else
+                     f". A compactor has run against it (compactor epoch {epoch}): if it still runs and L0 stays "
+                     f"full, check its compactor_options.scheduler_options.min_compaction_sources (default 4): "
+                     f"it compacts L0 only from that many SSTs on, so above l0_max_ssts ({self._l0_max_ssts}) it "
+                     f"never does; give it min_compaction_sources <= {self._l0_max_ssts}, or this database a "
+                     f"larger l0_max_ssts")
         LOG.warning("L0 holds %d SSTs (l0_max_ssts %d) and this database runs no compactor "
                     "(compactor_options is None): no memtable is flushed to L0 until a compactor runs "
                     "against it (`slatedb run-compactor`, or open it with compactor_options), and writes "
-                    "wait once max_unflushed_bytes (%d) are buffered",
-                    len(self._w.read_state.view.l0), self._l0_max_ssts, self._max_unflushed)
+                    "wait once max_unflushed_bytes (%d) are buffered%s",
+                    len(self._w.read_state.view.l0), self._l0_max_ssts, self._max_unflushed, elsewhere)
 
     # ------------------------------------------------------------------------------------------
     # Flushing

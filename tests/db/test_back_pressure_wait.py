@@ -75,6 +75,32 @@ def test_a_full_l0_without_a_compactor_says_so_once(caplog) -> None:
     assert "l0_max_ssts 1" in full[0] and "runs no compactor" in full[0] and "(20000)" in full[0], full[0]
 
 
+def test_a_full_l0_after_a_compactor_elsewhere_names_its_threshold(caplog) -> None:
+    """Found: a compactor run elsewhere (``slatedb run-compactor``) whose
+    ``min_compaction_sources`` is above the writer's ``l0_max_ssts`` never compacts the full L0,
+    and the writer waits for good; its warning spoke only of a missing compactor. When a
+    compactor has claimed the database (its epoch in the manifest), it names the two settings."""
+    import trio
+
+    from slatedb import admin
+
+    store = memory_store()
+    with slatedb.Db.open("memory://test", SETTINGS, store=store) as db:
+        db.put(b"a", b"1")
+    trio.run(lambda: admin.run_compactor(store, {"compactor_options": {"scheduler_options": {
+        "min_compaction_sources": "8", "max_compaction_sources": "8"}}}, once=True))
+    db = slatedb.Db.open("memory://test", SETTINGS, store=store)
+    with caplog.at_level("WARNING", logger="slatedb"):
+        done = _block_a_writer(db)
+        deadline = time.monotonic() + 20  # a liveness bound: the held-back flusher warns
+        while not [r for r in caplog.records if r.getMessage().startswith("L0 holds")] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        db.close()
+        assert done.wait(20)
+    (full,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("L0 holds")]
+    assert "compactor epoch 1" in full and "min_compaction_sources" in full and "<= 1" in full, full
+
+
 def test_a_full_l0_with_a_compactor_is_ordinary_back_pressure(caplog) -> None:
     """With the in-process compactor a full L0 is drained by it (here from one L0 SST on): no
     warning, and every write lands."""
