@@ -140,6 +140,10 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self._poll_wakeup = trio.Event()
         #: The in-process compactor (``compactor_options`` set), started by ``background()``.
         self.compactor: Any = None
+        #: Why the in-process compactor stopped for good while the database runs (fenced by a
+        #: compactor elsewhere, or an error it cannot go on after); None while it runs, or none is
+        #: configured. The full-L0 warning names it (Flushers._warn_l0_full).
+        self.compactor_stopped: str | None = None
 
     @classmethod
     async def open(cls, store: ObjectStore, settings: Settings, runtime: Runtime, create: str = "if_missing",

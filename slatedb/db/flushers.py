@@ -112,7 +112,8 @@ class Flushers:
         until a compactor elsewhere (``slatedb run-compactor``, a worker) drains L0, and its
         writes then wait for good once ``max_unflushed_bytes`` are buffered: say so (a log
         warning, at most once a minute), which nothing else would tell its user."""
-        if self.settings.compactor_options is not None or not self.runtime.retry_policy.log:
+        stopped = self.compactor_stopped
+        if (self.settings.compactor_options is not None and stopped is None) or not self.runtime.retry_policy.log:
             # The in-process compactor drains L0: ordinary back-pressure. A runtime whose waits
             # are not logged (the simulator's: its traces say what waits) logs none.
             return
@@ -131,11 +132,18 @@ class Flushers:
                      f"it compacts L0 only from that many SSTs on, so above l0_max_ssts ({self._l0_max_ssts}) it "
                      f"never does; give it min_compaction_sources <= {self._l0_max_ssts}, or this database a "
                      f"larger l0_max_ssts")
-        LOG.warning("L0 holds %d SSTs (l0_max_ssts %d) and this database runs no compactor "
-                    "(compactor_options is None): no memtable is flushed to L0 until a compactor runs "
-                    "against it (`slatedb run-compactor`, or open it with compactor_options), and writes "
-                    "wait once max_unflushed_bytes (%d) are buffered%s",
-                    len(self._w.read_state.view.l0), self._l0_max_ssts, self._max_unflushed, elsewhere)
+        if stopped is None:
+            none = ("this database runs no compactor (compactor_options is None): no memtable is flushed to L0 "
+                    "until a compactor runs against it (`slatedb run-compactor`, or open it with compactor_options)")
+        else:
+            # Found: `slatedb run-compactor` beside a writer fences the writer's compactor, which
+            # stops for good; once that one stopped too, L0 filled and the writer said nothing.
+            none = (f"this database's own compactor {stopped}, and no longer runs: no memtable is flushed to L0 "
+                    f"until a compactor runs against it (`slatedb run-compactor`, or reopen the database to start "
+                    f"its own again)")
+        LOG.warning("L0 holds %d SSTs (l0_max_ssts %d) and %s, and writes wait once max_unflushed_bytes (%d) "
+                    "are buffered%s", len(self._w.read_state.view.l0), self._l0_max_ssts, none, self._max_unflushed,
+                    elsewhere)
 
     # ------------------------------------------------------------------------------------------
     # Flushing

@@ -47,6 +47,7 @@ class Services:
             self.compactor = Compactor(self.store, self.runtime, self.settings, on_commit=adopted,
                                        merge_operator=self.merge_operator)
             again = False
+            why = "fenced by a compactor elsewhere (a newer compactor epoch in the manifest)"
             try:
                 await self.compactor.run()
             except* SlateDBError as group:  # from the compactor's nursery: a group
@@ -57,7 +58,9 @@ class Services:
                 # start again after a poll interval. Stopping for good would leave the writer
                 # waiting forever once L0 is full (l0_max_ssts, max_unflushed_bytes).
                 again = all(isinstance(e, _STORE_UNAVAILABLE) for e in group.exceptions)
+                why = f"stopped on {type(group.exceptions[0]).__name__}: {group.exceptions[0]}"
             if not again:
+                self.compactor_stopped = why  # the full-L0 warning says so (Flushers._warn_l0_full)
                 return
             assert self.settings.compactor_options is not None
             await self.runtime.sleep(self.settings.compactor_options.poll_interval)

@@ -101,6 +101,36 @@ def test_a_full_l0_after_a_compactor_elsewhere_names_its_threshold(caplog) -> No
     assert "compactor epoch 1" in full and "min_compaction_sources" in full and "<= 1" in full, full
 
 
+def test_a_full_l0_after_its_own_compactor_was_fenced_says_so(caplog) -> None:
+    """Found: ``slatedb run-compactor`` run beside a writer fences the writer's in-process
+    compactor, which stops for good; once the other one stopped too, L0 filled and the writer's
+    writes waited for good without a word (the warning was only for ``compactor_options``
+    None). It now warns, naming the fence and what to do."""
+    import trio
+
+    from slatedb import admin
+
+    store = memory_store()
+    settings = dict(SETTINGS, compactor_options={"poll_interval": "50ms",
+                                                 "scheduler_options": {"min_compaction_sources": "1"}})
+    db = slatedb.Db.open("memory://test", settings, store=store)
+    deadline = time.monotonic() + 20  # liveness bounds, not timings
+    while trio.run(admin.read_manifest, store).manifest.compactor_epoch == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the writer's compactor has claimed its epoch
+    with caplog.at_level("WARNING", logger="slatedb"):
+        trio.run(lambda: admin.run_compactor(store, settings, once=True))  # fences the writer's compactor
+        while db._core.compactor_stopped is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert db._core.compactor_stopped is not None, "the in-process compactor never saw the fence"
+        done = _block_a_writer(db)
+        while not [r for r in caplog.records if r.getMessage().startswith("L0 holds")] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        db.close()
+        assert done.wait(20)
+    (full,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("L0 holds")]
+    assert "own compactor fenced by a compactor elsewhere" in full and "reopen the database" in full, full
+
+
 def test_a_full_l0_with_a_compactor_is_ordinary_back_pressure(caplog) -> None:
     """With the in-process compactor a full L0 is drained by it (here from one L0 SST on): no
     warning, and every write lands."""
