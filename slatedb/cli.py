@@ -1,19 +1,17 @@
 """The admin command line: ``slatedb --path URL [--json] <command> [options]`` (docs/admin.md).
 
-Output: readable text, or JSON with ``--json`` (before or after the command; lists print one
-JSON object per line). The compaction commands print JSON either way (their output always was).
+Output: readable text, or JSON with ``--json`` (before or after the command; lists print one JSON
+object per line; the compaction commands print JSON either way, as their output always was).
 
 Errors print one line, ``slatedb: error: ...``, never a traceback (unless ``SLATEDB_DEBUG=1``),
-and exit with status 2 (bad usage or input: a malformed URL, UUID, duration or number, an id
-outside ``[0, 2^64)``, an inverted range) or 1 (the operation failed: no database (every command but
-``list-objects`` and ``check``), no such
-checkpoint or manifest, a refused state, a store error). Output cut short by its reader (``| head``)
-ends quietly with status 141 (128 + SIGPIPE, like other Unix tools).
+and exit with status 2 (bad usage or input: an empty or malformed URL, UUID, duration or number,
+an id outside ``[0, 2^64)``, an inverted range) or 1 (the operation failed: no database (every
+command but ``list-objects`` and ``check``), no such checkpoint or manifest, a refused state, a
+store error). Output cut short by its reader (``| head``) ends quietly with status 141.
 
-Durations (``--lifetime``, ``--db-delete-grace``): ``"7days 30min 10s"``, ``"1.5h"``, ``"90s"``;
-a bare number is seconds. ``SLATEDB_*`` variables set settings for ``run-gc`` / ``run-compactor``;
-the CLI's own ``SLATEDB_DEBUG`` is not a setting, a name close to a setting's is an error (a
-misspelling), and any other ``SLATEDB_*`` name is ignored with a warning.
+Durations (``--lifetime``, ``--db-delete-grace``): ``"7days 30min 10s"``, ``"1.5h"``, ``"90s"``; a bare
+number is seconds. ``SLATEDB_*`` variables set settings for ``run-gc`` / ``run-compactor`` (not
+``SLATEDB_DEBUG``; a name close to a setting's is an error, any other is ignored with a warning).
 """
 
 from __future__ import annotations
@@ -561,7 +559,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("the following arguments are required: <command>")
     if ns.path is not None and ns.path_here is not None and ns.path != ns.path_here:
         parser.error(f"--path given twice, {ns.path!r} and {ns.path_here!r}")
-    ns.path = ns.path or ns.path_here
+    ns.path = ns.path if ns.path is not None else ns.path_here
+    if ns.path is not None and not ns.path.strip():  # a script's unset variable: say so, not "required"
+        parser.error(f"--path is empty ({ns.path!r}): give a database URL, file:///abs/dir, s3://bucket/prefix or memory://name")
     if ns.path is None:
         parser.error("the following arguments are required: --path")
     ns.as_json = ns.json or ns.json_here

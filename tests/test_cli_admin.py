@@ -114,6 +114,9 @@ def test_errors_are_one_line_with_meaningful_exit_codes(tmp_path, capsys):
         ((url, "run-gc", "--settings", str(tmp_path / "missing.toml")), 2, "does not exist"),
         ((url, "clone", "--parent-path", url), 2, "different from its parent"),
         ((url, "run-gc", "--once", "--db-delete-grace", "soon"), 2, "malformed duration"),
+        # An unset variable in a script (--path "$DB"): was "the following arguments are required: --path".
+        (("", "list-checkpoints"), 2, "--path is empty"),
+        (("  ", "list-checkpoints"), 2, "--path is empty"),
     ]
     for (path, *args), code, fragment in cases:
         try:
