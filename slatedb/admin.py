@@ -71,7 +71,14 @@ def parse_request(request: Any) -> CompactionSpec | str:
             return parse_request(request)
     if isinstance(request, dict) and set(request) == {"Spec"}:
         request = request["Spec"]
-    return CompactionSpec.from_json(request)
+    spec = CompactionSpec.from_json(request)
+    # Refused at the call, whatever the database holds (found: recorded Submitted, then failed by
+    # the compactor with this reason); whether the sources exist is the compactor's to judge.
+    if not spec.sources:
+        raise InvalidArgumentError("a compaction needs at least one source (sources is empty)")
+    if len(set(spec.sources)) != len(spec.sources):
+        raise InvalidArgumentError(f"duplicate sources in {spec.render()}")
+    return spec
 
 
 @on_any_loop

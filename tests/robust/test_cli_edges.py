@@ -68,6 +68,10 @@ def db_url(tmp_path_factory) -> str:
     (["create-checkpoint", "--lifetime", "1000000years"], "lifetime"),
     (["create-checkpoint", "--lifetime", "0s"], "lifetime"),
     (["create-checkpoint", "--lifetime", "soon"], "duration"),
+    # Found recorded Submitted (exit 0), then failed by the compactor: refused at the call.
+    (["submit-compaction", "--request", '{"Spec": {"sources": [], "destination": 0}}'], "at least one source"),
+    (["submit-compaction", "--request", '{"sources": [{"SortedRun": 0}, {"SortedRun": 0}], "destination": 0}'],
+     "duplicate sources"),
 ])
 def test_bad_input_is_exit_2(capsys, db_url, argv, fragment) -> None:
     code, out, err = run(capsys, "--path", db_url, *argv)
