@@ -180,3 +180,30 @@ def test_well_formed_s3_endpoints_and_regions_are_accepted():
         for region in ("us-east-1", "US-EAST-1", "eu-central-2"):
             store = resolve_store("s3://bucket/db", options={"endpoint_url": endpoint, "region": region}, env={})
             assert store._fs.client_kwargs["endpoint_url"] == endpoint
+
+
+@pytest.mark.parametrize("url, words", [
+    ("s3://key:s3cr3t@bkt/db", "must not hold credentials"),
+    ("s3://key@bkt/db", "must not hold credentials"),
+    ("s3://bkt:9000/db", "with a port"),
+    ("s3://bkt/db?region=us-east-1&region=eu-west-1", "['region'] given more than once"),
+    ("s3://bkt/db?secret_access_key=s3cr3t&secret_access_key=other", "['secret_access_key'] given more than once"),
+    ("s3://bkt/db?secret_access_key=s3cr3t&regoin=x", "unknown s3 URL parameter(s) ['regoin']"),
+])
+def test_an_s3_url_with_userinfo_a_port_or_a_repeated_parameter_is_refused_without_its_secret(url, words):
+    """Found opening ``s3://KEY:SECRET@bucket/db`` on SeaweedFS: the URL was taken and the first
+    request failed with a PermanentObjectStoreError naming bucket 'KEY:SECRET@bucket' (the
+    secret in the message); ``s3://bucket:9000`` the same; a repeated parameter was taken
+    silently (the last one won), where a file:// URL refuses it. The official 0.17 wheel ignores
+    all three, using other credentials, port and region than the URL's. Each is refused before
+    any request, and no message shows a secret."""
+    from slatedb.objstore.url import check_store_url
+
+    env = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}
+    with pytest.raises(InvalidUrlError) as info:
+        check_store_url(url, env=env)
+    assert words in str(info.value)
+    assert "s3cr3t" not in str(info.value)
+    with pytest.raises(InvalidUrlError):
+        resolve_store(url, options={"endpoint_url": "http://127.0.0.1:1", "access_key_id": "k",
+                                    "secret_access_key": "s"})
