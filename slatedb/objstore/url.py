@@ -77,6 +77,22 @@ def _file_fsync(url: str, query: str, options: Mapping[str, object]) -> bool:
     return True
 
 
+#: The S3 URL parameters whose values an error message does not show.
+_S3_SECRETS = ("secret_access_key", "session_token")
+
+
+def _s3_url_shown(url: str) -> str:
+    """``url`` as an error message shows it: a user-info part and the values of the secret
+    parameters replaced by ``***``."""
+    parsed = urllib.parse.urlsplit(url)
+    netloc = parsed.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "&".join(f"{k}=***" if k in _S3_SECRETS else (f"{k}={v}" if sep else k)
+                     for k, sep, v in (part.partition("=") for part in parsed.query.split("&") if part))
+    return urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, query, parsed.fragment))
+
+
 #: The region names botocore accepts (``botocore.utils.validate_region_name``).
 _REGION = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?$")
 
@@ -172,14 +188,26 @@ def _plan(url: object, options: Mapping[str, str] | None, env: Mapping[str, str]
 
     if scheme == "s3":
         bucket = parsed.netloc
+        shown = _s3_url_shown(url)
         if not bucket:
-            raise InvalidUrlError(f"s3 URL needs a bucket: s3://BUCKET[/prefix], got {url!r}")
+            raise InvalidUrlError(f"s3 URL needs a bucket: s3://BUCKET[/prefix], got {shown!r}")
+        if "@" in bucket:  # the official engine ignores these: refused, not taken for part of the bucket
+            raise InvalidUrlError(f"s3 URL must not hold credentials ('USER:PASSWORD@' before the bucket) in {shown!r}: "
+                                  "give access_key_id and secret_access_key as store options, URL parameters or "
+                                  "AWS_* variables")
+        if ":" in bucket:
+            raise InvalidUrlError(f"s3 URL names bucket {bucket!r} with a port in {shown!r}: give the server's host "
+                                  "and port as endpoint_url (http://HOST:PORT), s3://BUCKET[/prefix]")
         _check_utf8("s3 URL", url)  # an S3 key is UTF-8
         prefix = _check_path(url, urllib.parse.unquote(parsed.path))  # as object_store's from_url_path
-        query = dict(urllib.parse.parse_qsl(parsed.query))
-        unknown = set(query) - set(_S3_OPTIONS)
+        params = urllib.parse.parse_qs(parsed.query)
+        unknown = set(params) - set(_S3_OPTIONS)
         if unknown:
-            raise InvalidUrlError(f"unknown s3 URL parameter(s) {sorted(unknown)} in {url!r}; known: {list(_S3_OPTIONS)}")
+            raise InvalidUrlError(f"unknown s3 URL parameter(s) {sorted(unknown)} in {shown!r}; known: {list(_S3_OPTIONS)}")
+        repeated = [k for k, v in params.items() if len(v) > 1]
+        if repeated:
+            raise InvalidUrlError(f"s3 URL parameter(s) {sorted(repeated)} given more than once in {shown!r}")
+        query = {k: v[0] for k, v in params.items()}
         unknown = set(options) - set(_S3_OPTIONS)
         if unknown:
             raise InvalidUrlError(f"unknown s3 option(s) {sorted(unknown)}; known: {list(_S3_OPTIONS)}")
@@ -189,7 +217,7 @@ def _plan(url: object, options: Mapping[str, str] | None, env: Mapping[str, str]
             if options.get(name):
                 value, source = options[name], f"s3 option {name!r}"
             elif query.get(name):
-                value, source = query[name], f"s3 URL query parameter {name!r} in {url!r}"
+                value, source = query[name], f"s3 URL query parameter {name!r} in {shown!r}"
             else:
                 var = next((v for v in _S3_ENV[name] if env.get(v)), None)
                 value, source = (env[var], f"environment variable {var} (s3 option {name!r})") if var else (None, "")
