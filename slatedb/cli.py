@@ -165,7 +165,7 @@ def _now_s() -> int:
 
 def _settings(path: str | None) -> Settings:
     if path is not None and not Path(path).is_file():
-        raise InvalidArgumentError(f"settings file {path!r} does not exist")
+        raise InvalidArgumentError(f"settings file {path!r} " + ("is not a file" if Path(path).exists() else "does not exist"))
 
     def unrelated(var: str) -> None:
         print(f"slatedb: warning: ignoring {var}: not a setting", file=sys.stderr)

@@ -112,6 +112,7 @@ def test_errors_are_one_line_with_meaningful_exit_codes(tmp_path, capsys):
         ((url, "clone", "--parent-path", url, "--parent-checkpoint", "x"), 2, "is not a UUID"),
         ((url, "read-manifest", "--id", "999"), 1, "manifest 999 does not exist"),
         ((url, "run-gc", "--settings", str(tmp_path / "missing.toml")), 2, "does not exist"),
+        ((url, "run-gc", "--settings", str(tmp_path)), 2, "is not a file"),  # was "does not exist"
         ((url, "clone", "--parent-path", url), 2, "different from its parent"),
         ((url, "run-gc", "--once", "--db-delete-grace", "soon"), 2, "malformed duration"),
         # An unset variable in a script (--path "$DB"): was "the following arguments are required: --path".
