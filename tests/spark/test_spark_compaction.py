@@ -294,3 +294,29 @@ def test_lost_executors_speculative_attempts_and_a_crash_between_the_two_commits
     _, jobs = trio.run(lambda: _latest_compactions(url))
     assert [j.status for j in jobs.recent_compactions] == [CompactionStatus.COMPLETED]
     assert _scan(url) == expected
+
+
+def test_a_range_whose_task_fails_on_every_attempt_raises_a_typed_error_naming_it(spark, tmp_path):
+    """Found killing SeaweedFS under ``slatedb.spark.run_compactor``: once a range's task had
+    failed on every attempt (its store calls gave up), the call raised pyspark's
+    ``PythonException`` with the slatedb error somewhere in a long text. It raises
+    ``SparkTaskError`` (a ``SlateDBError``) naming the compaction, the range and the task's own
+    error; nothing is committed. Here the tasks are given a store that holds no SSTs."""
+    from slatedb.errors import SlateDBError
+    from slatedb.spark.compaction import SparkTaskError
+
+    db = tmp_path / "db"
+    _fill(db)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    url = f"file://{db}"
+    trio.run(_submit_full, url)
+    before, rows_before = _run_rows(url)
+    with pytest.raises(SparkTaskError) as info:
+        trio.run(lambda: run_spark_compactor(spark, url, _settings(subs=1),
+                                             runner=SparkRanges(spark, f"file://{empty}")))
+    assert isinstance(info.value, SlateDBError)
+    text = str(info.value)
+    assert "range 0" in text and "ObjectNotFoundError" in text, text
+    after, rows_after = _run_rows(url)
+    assert (after.compacted, rows_after) == (before.compacted, rows_before)
