@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -37,11 +38,26 @@ from slatedb.merge_operator import merge_operator_of
 from slatedb.objstore.url import resolve_store
 from slatedb.api.args import coerce_settings
 from slatedb.compactor.service import max_retries_of, serve
-from slatedb.errors import FencedError, InvalidArgumentError
+from slatedb.errors import FencedError, InvalidArgumentError, SlateDBError
 from slatedb.runtime import opened, with_max_retries
 from slatedb.runtime.production import ProductionRuntime
 
 from .io import run_io
+
+class SparkTaskError(SlateDBError):
+    """A subcompaction range's Spark task failed on every attempt Spark made: the message names
+    the compaction, the range and the task's own error (its class and message, as the Python
+    worker reported it); Spark's exception is the ``__cause__``. Nothing of the range is
+    recorded; the job's claim lapses and a later coordinator reclaims it."""
+
+    def __init__(self, compaction_id: Any, index: int, cause: BaseException) -> None:
+        text = str(cause).split("JVM stacktrace:")[0]  # the Python worker's traceback comes first
+        found = (re.findall(r"^(slatedb\.[\w.]*: .*)$", text, re.M)
+                 or re.findall(r"^([\w.]*(?:Error|Exception)\w*: .*)$", text, re.M))
+        what = found[-1] if found else (text.strip().splitlines() or [type(cause).__name__])[0]
+        super().__init__(f"the Spark task of compaction {compaction_id} range {index} failed on every attempt: "
+                         f"{what[:2000]}")
+
 
 def _run_range(url: str, store_options: Mapping[str, str] | None, index: int, job: Job,
                fail_dir: str | None = None, merge_operator: Any = None,
@@ -105,7 +121,12 @@ class SparkRanges:
         sc.setJobGroup(f"slatedb-compaction-{task.job.compaction_id}-{task.index}",
                        f"compaction {task.job.compaction_id} range {task.index}", interruptOnCancel=True)
         rdd = sc.parallelize([(task.index, task.job)], 1)
-        (result,) = rdd.map(lambda t: _run_range(url, opts, t[0], t[1], fail_dir, op, retries)).collect()
+        try:
+            (result,) = rdd.map(lambda t: _run_range(url, opts, t[0], t[1], fail_dir, op, retries)).collect()
+        except SlateDBError:
+            raise
+        except Exception as e:  # pyspark's PythonException / Py4JJavaError: the job failed
+            raise SparkTaskError(task.job.compaction_id, task.index, e) from e
         self.timings.append(result[2])
         self.tasks_run += 1
         return result[1]
