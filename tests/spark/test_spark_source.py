@@ -441,3 +441,26 @@ def test_a_read_schema_other_than_the_sources_is_refused_naming_it(spark, tmp_pa
     assert "DATA_SOURCE_RETURN_SCHEMA_MISMATCH" not in text
     seq = spark.read.format("slatedb").schema("key binary, value binary, seq long").options(url=url, include_seq="true")
     assert [(bytes(r.key), bytes(r.value)) for r in seq.load().collect()] == [(b"k", b"v")]  # its own schema: taken
+
+
+@pytest.mark.parametrize("partitions, words", [
+    (0, "partitions must be a whole number >= 1, got 0"),
+    (-1, "partitions must be a whole number >= 1, got -1"),
+    ("2", "partitions must be a whole number >= 1, got '2'"),
+    (True, "partitions must be a whole number >= 1, got True"),
+    (2.0, "partitions must be a whole number >= 1, got 2.0"),
+])
+def test_bulk_load_and_load_sharded_refuse_a_bad_partition_count_at_the_call(spark, tmp_path, partitions, words) -> None:
+    """Found trying it: ``partitions=0`` was taken for the default and loaded, ``-1`` failed
+    in Spark's repartitionByRange with its IllegalArgumentException, and ``"2"`` was taken for a
+    column name (AnalysisException UNRESOLVED_COLUMN). Each is an ``InvalidArgumentError``
+    naming the argument, before any Spark job; nothing is written."""
+    from slatedb.errors import InvalidArgumentError
+
+    df = spark.createDataFrame([(b"a", b"1")], "key binary, value binary")
+    url = url_of(tmp_path)
+    with pytest.raises(InvalidArgumentError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        slatedb.spark.bulk_load(df, url, partitions=partitions)
+    with pytest.raises(InvalidArgumentError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        slatedb.spark.load_sharded(df, url, partitions=partitions)
+    assert not (tmp_path / "db").exists()
