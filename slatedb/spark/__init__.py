@@ -18,8 +18,11 @@ pyspark is imported only by the functions that need it.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import threading
 from typing import Any, Iterator, Mapping
+
+from slatedb.errors import InvalidArgumentError
 
 from .io import run_io
 from .load import DEFAULT_ABANDONED_AFTER_S, SEQ_HEADROOM, DuplicateKeyError, LoadEndedError, LoadRefusedError
@@ -89,17 +92,28 @@ def read(spark: Any, url: str, *, checkpoint_lifetime_s: float = DEFAULT_CHECKPO
         raise errors[0]
 
 
+def _check_partitions(partitions: Any) -> None:
+    """``partitions`` of a load: None (the DataFrame's count) or a whole number >= 1. Spark took
+    0 for the default, failed on a negative one with its own error, and took a string for a
+    column name."""
+    if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, numbers.Integral)
+                                   or partitions < 1):
+        raise InvalidArgumentError(f"partitions must be a whole number >= 1, got {partitions!r} "
+                                   "(or None: as many as the DataFrame has)")
+
+
 def bulk_load(df: Any, url: str, *, mode: str = "append", partitions: int | None = None, **options: Any) -> None:
     """Load ``df`` (columns ``key``, ``value``: binary) into the database at ``url``:
     range-partitioned by key into ``partitions`` (default: the DataFrame's), sorted within each,
     so every task writes SSTs of its own key range and the commit has nothing to cross-check."""
     if mode not in ("append", "overwrite"):
-        raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+        raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
     from .source import _check_write_schema
 
     _check_write_schema(df.schema)  # at the call, typed: not Spark's error from repartitionByRange
+    _check_partitions(partitions)
     register(df.sparkSession)
-    n = partitions or max(1, df.rdd.getNumPartitions())
+    n = int(partitions) if partitions is not None else max(1, df.rdd.getNumPartitions())
     ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
     ordered.write.format("slatedb").mode(mode).options(url=url, **_str_options(options)).save()
 
@@ -113,8 +127,9 @@ def load_sharded(df: Any, url: str, *, partitions: int | None = None, **options:
     from .source import _check_write_schema
 
     _check_write_schema(df.schema)
+    _check_partitions(partitions)
     register(df.sparkSession)
-    n = partitions or max(1, df.rdd.getNumPartitions())
+    n = int(partitions) if partitions is not None else max(1, df.rdd.getNumPartitions())
     ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
     ordered.write.format("slatedb").mode("append").options(url=url, sharded="true", **_str_options(options)).save()
 
