@@ -307,3 +307,19 @@ def test_spread_modules_name_their_files_and_their_mutants_map_back() -> None:
         assert len(picked) == 3 and n > sites >= 3 and {m.module for m in picked} == {mod}
         assert mutate.parse_id(picked[0].id) == picked[0]
     assert mutate.module_of("slatedb/spark/compaction.py") == "spark"  # the rest of the package is not the load's
+
+
+def test_run_in_another_checkout_than_the_imported_sim_is_refused(tmp_path, monkeypatch, capsys) -> None:
+    """A worktree sharing another checkout's venv imports that checkout's ``sim``: ``sim mutate``
+    would make and judge the mutants there (seed 26's draw judged /work/main from a worktree)."""
+    other = tmp_path / "other"
+    (other / "sim" / "campaign").mkdir(parents=True)
+    (other / "sim" / "campaign" / "mutate.py").write_text("")
+    (other / "slatedb").mkdir()
+    assert mutate.foreign_checkout(other / "slatedb") == other
+    assert mutate.foreign_checkout(mutate.ROOT / "slatedb") is None
+    assert mutate.foreign_checkout(tmp_path) is None  # outside any checkout
+    monkeypatch.chdir(other)
+    assert mutate.main(["--list", "--module", "wal", "--sample", "1"]) == 2
+    err = capsys.readouterr().err
+    assert str(other) in err and str(mutate.ROOT) in err and f"PYTHONPATH={other}" in err

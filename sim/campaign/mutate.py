@@ -978,8 +978,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 
+def foreign_checkout(cwd: Path, root: Path = ROOT) -> Path | None:
+    """The checkout of this project ``cwd`` lies in, when it is not ``root`` (the tree this
+    module was imported from: a worktree sharing another checkout's venv, whose editable install
+    points there): the mutants would be made and judged in ``root``, not in ``cwd``. None
+    outside any checkout, or in ``root``."""
+    for d in (cwd, *cwd.parents):
+        if (d / "sim" / "campaign" / "mutate.py").is_file():
+            return None if d.resolve() == root.resolve() else d
+    return None
+
+
 def cmd_mutate(ns: argparse.Namespace) -> int:
     try:
+        other = foreign_checkout(Path.cwd())
+        if other is not None:  # found judging /work/main's tree from a worktree (seed 26)
+            raise ValueError(f"run in {other}, but this sim is {ROOT}'s: the mutants would be made and judged there; "
+                             f"run PYTHONPATH={other} python -m sim.cli mutate ... in {other}")
         modules = ns.module or present_modules()
         unknown = [m for m in modules if not module_files(m)]
         if unknown:
