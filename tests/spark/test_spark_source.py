@@ -464,3 +464,24 @@ def test_bulk_load_and_load_sharded_refuse_a_bad_partition_count_at_the_call(spa
     with pytest.raises(InvalidArgumentError, match=words.replace("(", r"\(").replace(")", r"\)")):
         slatedb.spark.load_sharded(df, url, partitions=partitions)
     assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize("url, options, words", [
+    ("DB", {"sst_size": 100}, "unknown slatedb write option(s) ['sst_size']"),
+    ("DB", {"block_size_bytes": 100000}, "option 'block_size_bytes' must be in 1..65536"),
+    ("nope://x", {}, "unsupported store URL scheme 'nope'"),
+])
+def test_bulk_load_and_load_sharded_check_their_options_and_url_at_the_call(spark, tmp_path, url, options, words) -> None:
+    """Found trying it: ``bulk_load(df, url, sst_size=100)`` (a misspelt option) or a URL of no
+    scheme failed only after Spark had sampled the DataFrame for its range partitioning, as an
+    AnalysisException wrapping ours. They are now the ``InvalidArgumentError`` itself, before
+    any Spark job."""
+    from slatedb.errors import InvalidArgumentError
+
+    df = spark.createDataFrame([(b"a", b"1")], "key binary, value binary")
+    url = url_of(tmp_path) if url == "DB" else url
+    for load in (slatedb.spark.bulk_load, slatedb.spark.load_sharded):
+        with pytest.raises(InvalidArgumentError) as info:
+            load(df, url, **options)
+        assert words in str(info.value)
+    assert not (tmp_path / "db").exists()
