@@ -102,6 +102,15 @@ def _check_partitions(partitions: Any) -> None:
                                    "(or None: as many as the DataFrame has)")
 
 
+def _check_write_options(url: str, options: Mapping[str, Any]) -> None:
+    """The write options and URL of a load, checked at the call as Spark's writer set-up checks
+    them (there they came wrapped in an AnalysisException, after Spark sampled the DataFrame)."""
+    from slatedb.objstore.url import check_store_url
+
+    opts = parse_options({"url": url, **_str_options(options)}, writing=True)
+    check_store_url(opts.url, opts.store_dict or None)
+
+
 def bulk_load(df: Any, url: str, *, mode: str = "append", partitions: int | None = None, **options: Any) -> None:
     """Load ``df`` (columns ``key``, ``value``: binary) into the database at ``url``:
     range-partitioned by key into ``partitions`` (default: the DataFrame's), sorted within each,
@@ -112,6 +121,7 @@ def bulk_load(df: Any, url: str, *, mode: str = "append", partitions: int | None
 
     _check_write_schema(df.schema)  # at the call, typed: not Spark's error from repartitionByRange
     _check_partitions(partitions)
+    _check_write_options(url, options)
     register(df.sparkSession)
     n = int(partitions) if partitions is not None else max(1, df.rdd.getNumPartitions())
     ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
@@ -128,6 +138,7 @@ def load_sharded(df: Any, url: str, *, partitions: int | None = None, **options:
 
     _check_write_schema(df.schema)
     _check_partitions(partitions)
+    _check_write_options(url, {**options, "sharded": "true"})
     register(df.sparkSession)
     n = int(partitions) if partitions is not None else max(1, df.rdd.getNumPartitions())
     ordered = df.repartitionByRange(n, "key").sortWithinPartitions("key")
