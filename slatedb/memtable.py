@@ -60,7 +60,7 @@ class Memtable:
     """A sorted multi-version table of rows, keyed by key bytes (see the module docstring)."""
 
     __slots__ = ("_versions", "_keys", "_pending", "_key_epoch", "_num_rows", "_size_bytes", "_first_seq", "_first_ts_ms",
-                 "_last_seq", "_frozen", "holds", "wal_columns")
+                 "_last_ts_ms", "_last_seq", "_frozen", "holds", "wal_columns")
 
     def __init__(self) -> None:
         self._versions: dict[bytes, Row | list[Row]] = {}
@@ -76,6 +76,9 @@ class Memtable:
         self._first_seq: int | None = None
         #: ``create_ts_ms`` of the first row put (the sequence tracker's entry for the table).
         self._first_ts_ms: int | None = None
+        #: The newest ``create_ts_ms`` put: the table's clock tick, which an L0 flush records as
+        #: the manifest's ``last_l0_clock_tick`` (upstream ``KVTable::last_tick``).
+        self._last_ts_ms: int | None = None
         self._last_seq: int | None = None
         self._frozen = False
         #: The writer's WAL flusher keeps here the columns its encodes extracted from this table's
@@ -97,6 +100,9 @@ class Memtable:
             raise FrozenMemtableError(f"put of seq {row[1]} into a frozen (immutable) memtable")
         key = row[0]
         seq = row[1]
+        ts = row[5]
+        if ts is not None and (self._last_ts_ms is None or ts > self._last_ts_ms):
+            self._last_ts_ms = ts
         versions = self._versions.get(key)
         if versions is None:
             self._versions[key] = row
@@ -166,6 +172,9 @@ class Memtable:
             self._first_seq = first
             self._first_ts_ms = rows[0][5]
         self._last_seq = last
+        ts = rows[-1][5]  # a batch's rows share one time; a replayed run's newest row is its last
+        if ts is not None and (self._last_ts_ms is None or ts > self._last_ts_ms):
+            self._last_ts_ms = ts
         return size
 
     def _insert_out_of_order(self, versions: list[Row], row: Row) -> Row | list[Row]:
@@ -370,6 +379,12 @@ class Memtable:
         if self._first_seq is None or self._first_ts_ms is None:
             return None
         return self._first_seq, self._first_ts_ms
+
+    @property
+    def last_write_ts_ms(self) -> int | None:
+        """The newest ``create_ts_ms`` among the rows put (None when empty or no row has one):
+        the table's clock tick, what its L0 flush records as ``last_l0_clock_tick``."""
+        return self._last_ts_ms
 
     @property
     def first_seq(self) -> int | None:

@@ -14,7 +14,7 @@ WAL objects and external databases, the stores) and yields :class:`Finding` valu
 | BOUNDARY-1 | no manifest / ``.compactions`` id above the boundary and below the latest is missing |
 | BOUNDARY-4 | each boundary file parses and lies below the latest id of its namespace |
 | TRACK-1, TRACK-2 | each manifest's sequence tracker decodes, is in order with no seq above ``last_l0_seq``, and keeps the pairs of the manifest below it |
-| FENCE-4, CFENCE-3, DUR-2 | epochs, replay point, ``wal_id_last_seen`` and ``last_l0_seq`` never move back over the manifests above the boundary; ``.compactions`` epoch not above the manifest's; (deep) no row above ``last_l0_seq`` in L0 or a sorted run, WAL seqs never decrease |
+| FENCE-4, CFENCE-3, DUR-2 | epochs, replay point, ``wal_id_last_seen`` and ``last_l0_seq`` never move back over the manifests above the boundary; ``.compactions`` epoch not above the manifest's; (deep) no row above ``last_l0_seq`` in L0 or a sorted run, WAL seqs never decrease, no row to replay created before ``last_l0_clock_tick`` |
 | COMPACT-4 | ids unique; sorted runs' views in key order and non-overlapping (but for one key spanning two); (deep) rows in (key asc, seq desc) inside each compacted SST, within its first/last entry |
 | GC-3 | outputs recorded by a Submitted/Running compaction exist |
 | COMPACT-1 | the latest ``.compactions`` decodes |
@@ -394,7 +394,12 @@ class ObjectChecker:
             out.append(Finding(inv, name, f"referenced by manifest {mid}, {problem}"))
         return out
 
-    async def wal_range(self, lo_exclusive: int, hi: int, invariant: str, why: str) -> list[Finding]:
+    async def wal_range(self, lo_exclusive: int, hi: int, invariant: str, why: str,
+                        tick_after: tuple[int, int] | None = None) -> list[Finding]:
+        """The WAL objects ``(lo_exclusive, hi]``; with ``tick_after = (last_l0_seq, tick)``
+        (the latest manifest's replay range), deep: a row a replay would take (seq above
+        ``last_l0_seq``) created before ``tick`` is DUR-2 (an official writer replaying it
+        refuses the tick of its L0 flush, ``InvalidClockTick``)."""
         out = []
         last_seq = -1
         for wal_id in range(lo_exclusive + 1, hi + 1):
@@ -415,6 +420,8 @@ class ObjectChecker:
                                        f"seq {last_seq}")
                         if wal.rows:
                             last_seq = wal.rows[-1].seq
+                        if problem is None and tick_after is not None:
+                            problem = _before_tick(wal.rows, *tick_after)
                     elif self.img.listing[key].size_bytes:
                         await read_layout(self.img.store, key, size_bytes=self.img.listing[key].size_bytes)
                 except CorruptionError as e:
@@ -443,6 +450,14 @@ async def ssts(chk: ObjectChecker, now_s: int) -> list[Finding]:
     return out
 
 
+def _before_tick(rows, last_l0_seq: int, tick: int) -> str | None:
+    for row in rows:
+        if row.seq > last_l0_seq and row.create_ts_ms is not None and row.create_ts_ms < tick:
+            return (f"DUR-2:row seq {row.seq} created at {row.create_ts_ms}, before the manifest's "
+                    f"last_l0_clock_tick {tick}: a writer replaying it refuses the tick (InvalidClockTick)")
+    return None
+
+
 async def wal(chk: ObjectChecker, now_s: int) -> list[Finding]:
     img = chk.img
     m = img.latest
@@ -451,7 +466,8 @@ async def wal(chk: ObjectChecker, now_s: int) -> list[Finding]:
     listed = [i for i in (parse_id(k, WAL_DIR, WAL_SUFFIX) for k in img.listing) if i is not None]
     top = max([m.wal_id_last_seen, *listed]) if m.initialized else max(listed, default=0)
     out = await chk.wal_range(m.replay_after_wal_id, top, "FENCE-1",
-                              f"in the replay range ({m.replay_after_wal_id}, {top}] of manifest {img.latest_id}")
+                              f"in the replay range ({m.replay_after_wal_id}, {top}] of manifest {img.latest_id}",
+                              tick_after=(m.last_l0_seq, m.last_l0_clock_tick))
     for c in active(m, now_s):
         pinned = img.manifests.get(c.manifest_id)
         if pinned is None:

@@ -138,8 +138,7 @@ class AddL0(Edit[None]):
     snapshot_floor: int | None = None
     #: Catalogued bug ``writer-checkpoint-orphaned``: a plain checkpoint id (see BumpWriterEpoch).
     legacy_id: bool = False
-    #: ``(seq, create_ts_ms)`` of the flushed table's first row, added to the manifest's sequence
-    #: tracker (RFC 0012: at most one entry a minute; :mod:`slatedb.format.seq_tracker`).
+    #: The flushed table's first ``(seq, create_ts_ms)`` for the sequence tracker (RFC 0012).
     tracked: tuple[int, int] | None = None
     #: Catalogued bug ``tracker-forgets``: the pair is recorded on an empty tracker (TRACK-2).
     forget_tracker: bool = False
@@ -149,6 +148,7 @@ class AddL0(Edit[None]):
     #: With ``release_writer_checkpoint``: the close's own pins dropped too (its in-process
     #: compactor's startup pin, writer.md step 12, CKPT-5).
     release_pins: tuple[uuid.UUID, ...] = ()
+    clock_tick: int | None = None  #: the table's newest create time: last_l0_clock_tick (writer.md 9)
 
     def landed(self, m: ManifestV2, attempt: Attempt) -> tuple[bool, None]:
         return (m.replay_after_wal_id >= self.replay_after and m.last_l0_seq >= self.last_seq), None
@@ -168,7 +168,7 @@ class AddL0(Edit[None]):
             replay_after_wal_id=max(m.replay_after_wal_id, self.replay_after),
             wal_id_last_seen=max(m.wal_id_last_seen, self.wal_last),
             last_l0_seq=last_l0_seq,
-            last_l0_clock_tick=attempt.now_ms,
+            last_l0_clock_tick=max(m.last_l0_clock_tick, self.clock_tick or m.last_l0_clock_tick),
             recent_snapshot_min_seq=snapshot_min,
             checkpoints=checkpoints,
             sequence_tracker=_tracked(m, self.tracked, attempt, self.forget_tracker),

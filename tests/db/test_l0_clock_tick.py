@@ -1,0 +1,65 @@
+"""An L0 flush records its table's newest write time as ``last_l0_clock_tick``, never the
+commit's ``now`` (writer.md step 9, DUR-2), as upstream's flush does (``KVTable::last_tick``,
+kept monotonic). Found switching engines: our writer, killed with rows in the WAL written while
+an L0 flush was in flight, left a tick above those rows' times; the official writer that took
+over replayed them and failed its L0 flush with ``InvalidClockTick``, closing in a state whose
+next open lost thousands of acknowledged rows (4 of 7 runs; tests/interop/test_clock_tick_interop.py).
+
+Also the compaction's expiry clock (COMPACT-12): the writer's time of its newest flushed write."""
+
+from __future__ import annotations
+
+import threading
+
+import slatedb
+
+from .helpers import latest_manifest, memory_store
+from .test_ttl_merge_model import BASE_MS, Clock, ClockRuntime
+
+SETTINGS = {"compactor_options": None, "garbage_collector_options": None, "flush_interval": "1h",
+            "manifest_poll_interval": "1h", "l0_sst_size_bytes": 1 << 20}
+
+
+def test_a_write_made_while_an_l0_flush_is_in_flight_is_not_behind_the_recorded_tick() -> None:
+    store, clock = memory_store(), Clock()
+    released, uploading = threading.Event(), threading.Event()
+    real_put = store.put
+
+    async def slow_sst_put(key, data, *args, **kwargs):
+        if key.startswith("compacted/"):
+            uploading.set()
+            released.wait(10)  # the upload takes a while (the engine's thread is held here)
+        return await real_put(key, data, *args, **kwargs)
+
+    store.put = slow_sst_put
+    db = slatedb.Db.open("memory://tick", SETTINGS, store=store, runtime=ClockRuntime(clock))
+    db.put(b"a", b"1")  # at BASE_MS
+    flusher = threading.Thread(target=lambda: db.flush(wal=False))
+    flusher.start()
+    assert uploading.wait(10)
+    clock.ms = BASE_MS + 100
+    db.put(b"b", b"2")  # into the next memtable, while the first one's SST uploads
+    clock.ms = BASE_MS + 200  # the flush commits now
+    released.set()
+    flusher.join(10)
+    db.flush()  # b's WAL object
+    tick = latest_manifest(store)[1].last_l0_clock_tick
+    assert tick == BASE_MS, "the flushed table's newest write, not the commit's time (BASE_MS + 200)"
+    assert tick <= db.get_key_value(b"b").create_ts
+    db.abort()  # b is only in the WAL above the replay point: a successor replays it
+
+
+def test_the_tick_never_goes_back_and_follows_the_newest_write_of_each_flushed_table() -> None:
+    store, clock = memory_store(), Clock()
+    with slatedb.Db.open("memory://tick2", SETTINGS, store=store, runtime=ClockRuntime(clock)) as db:
+        db.put(b"a", b"1")
+        clock.ms += 700
+        db.put(b"a", b"2")
+        clock.ms += 5000
+        db.flush(wal=False)
+        assert latest_manifest(store)[1].last_l0_clock_tick == BASE_MS + 700
+    clock.ms = BASE_MS - 60_000  # a writer on a host whose clock is behind
+    with slatedb.Db.open("memory://tick2", SETTINGS, store=store, runtime=ClockRuntime(clock)) as db:
+        db.put(b"c", b"3")
+        db.flush(wal=False)
+        assert latest_manifest(store)[1].last_l0_clock_tick == BASE_MS + 700
