@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import threading
 
+import attrs
+
 import slatedb
+from slatedb.runtime.production import ProductionRuntime
 
 from .helpers import latest_manifest, memory_store
 from .test_ttl_merge_model import BASE_MS, Clock, ClockRuntime
@@ -63,3 +66,52 @@ def test_the_tick_never_goes_back_and_follows_the_newest_write_of_each_flushed_t
         db.put(b"c", b"3")
         db.flush(wal=False)
         assert latest_manifest(store)[1].last_l0_clock_tick == BASE_MS + 700
+
+
+def _crash_with_a_write_during_a_flush(url: str, monkeypatch=None) -> None:
+    """Our writer crashed with a row (b) written while an L0 flush was in flight, only in the WAL."""
+    clock = Clock()
+    clock.ms = ProductionRuntime().now_ms()  # the real time (the checker judges ages by it)
+    released, uploading = threading.Event(), threading.Event()
+    db = slatedb.Db.open(url, {**SETTINGS, "l0_max_ssts": 8}, runtime=ClockRuntime(clock))
+    store = db._core.store
+    real_put = store.put
+
+    async def slow_sst_put(key, data, *args, **kwargs):
+        if key.startswith("compacted/"):
+            uploading.set()
+            released.wait(10)
+        return await real_put(key, data, *args, **kwargs)
+
+    store.put = slow_sst_put
+    db.put(b"a", b"1")
+    flusher = threading.Thread(target=lambda: db.flush(wal=False))
+    flusher.start()
+    assert uploading.wait(10)
+    clock.ms += 100
+    db.put(b"b", b"2")
+    clock.ms += 100
+    released.set()
+    flusher.join(10)
+    db.flush()
+    db.abort()
+
+
+def test_slatedb_check_reports_a_row_to_replay_created_before_the_tick(tmp_path, monkeypatch) -> None:
+    """The checker's rule (DUR-2, deep): fed the state the old flush left (the tick set to the
+    commit's time), it names the WAL object; on the fixed flush's state, nothing."""
+    from slatedb.manifest import edits
+    from tests.checker.assertions import check_databases_under
+
+    _crash_with_a_write_during_a_flush(f"file://{tmp_path}/fixed/db")
+    assert check_databases_under(tmp_path / "fixed") == []
+    real_apply = edits.AddL0.apply
+
+    def old_apply(self, m, attempt):  # the flush before the fix: the commit's time
+        change = real_apply(self, m, attempt)
+        return attrs.evolve(change, manifest=attrs.evolve(change.manifest, last_l0_clock_tick=attempt.now_ms))
+
+    monkeypatch.setattr(edits.AddL0, "apply", old_apply)
+    _crash_with_a_write_during_a_flush(f"file://{tmp_path}/old/db")
+    findings = check_databases_under(tmp_path / "old")
+    assert len(findings) == 1 and "DUR-2" in findings[0] and "InvalidClockTick" in findings[0], findings
