@@ -76,8 +76,8 @@ class Memtable:
         self._first_seq: int | None = None
         #: ``create_ts_ms`` of the first row put (the sequence tracker's entry for the table).
         self._first_ts_ms: int | None = None
-        #: The newest ``create_ts_ms`` put: the table's clock tick, which an L0 flush records as
-        #: the manifest's ``last_l0_clock_tick`` (upstream ``KVTable::last_tick``).
+        #: ``create_ts_ms`` of the newest row (highest seq): the table's clock tick, which an L0
+        #: flush records as the manifest's ``last_l0_clock_tick`` (upstream ``KVTable::last_tick``).
         self._last_ts_ms: int | None = None
         self._last_seq: int | None = None
         self._frozen = False
@@ -100,9 +100,6 @@ class Memtable:
             raise FrozenMemtableError(f"put of seq {row[1]} into a frozen (immutable) memtable")
         key = row[0]
         seq = row[1]
-        ts = row[5]
-        if ts is not None and (self._last_ts_ms is None or ts > self._last_ts_ms):
-            self._last_ts_ms = ts
         versions = self._versions.get(key)
         if versions is None:
             self._versions[key] = row
@@ -122,9 +119,10 @@ class Memtable:
         self._size_bytes += len(key) + len(row[3]) + ROW_OVERHEAD_BYTES
         if self._last_seq is None:
             self._first_seq = self._last_seq = seq
-            self._first_ts_ms = row[5]
+            self._first_ts_ms = self._last_ts_ms = row[5]
         elif seq > self._last_seq:
             self._last_seq = seq
+            self._last_ts_ms = row[5]
         elif seq < self._first_seq:  # type: ignore[operator]
             self._first_seq = seq
 
@@ -172,9 +170,7 @@ class Memtable:
             self._first_seq = first
             self._first_ts_ms = rows[0][5]
         self._last_seq = last
-        ts = rows[-1][5]  # a batch's rows share one time; a replayed run's newest row is its last
-        if ts is not None and (self._last_ts_ms is None or ts > self._last_ts_ms):
-            self._last_ts_ms = ts
+        self._last_ts_ms = rows[-1][5]
         return size
 
     def _insert_out_of_order(self, versions: list[Row], row: Row) -> Row | list[Row]:
@@ -382,8 +378,8 @@ class Memtable:
 
     @property
     def last_write_ts_ms(self) -> int | None:
-        """The newest ``create_ts_ms`` among the rows put (None when empty or no row has one):
-        the table's clock tick, what its L0 flush records as ``last_l0_clock_tick``."""
+        """``create_ts_ms`` of the newest row (highest seq; None when empty or it has none): the
+        table's clock tick, what its L0 flush records as ``last_l0_clock_tick``."""
         return self._last_ts_ms
 
     @property
