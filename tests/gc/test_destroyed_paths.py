@@ -58,12 +58,9 @@ async def test_a_shard_whose_manifest_does_not_decode_pins_nothing() -> None:
     assert await shard_pinned(st, ProductionRuntime(), f"{root}2") is True
 
 
-async def test_objects_that_appear_after_the_first_listing_are_deleted_and_reported() -> None:
-    """DESTROY-4: a listing after every other delete finds four objects written meanwhile (a
-    straggling writer's); they go, the latest manifest last, and the event names how many and
-    the first three."""
-    keys = {"compacted/01A.sst", "manifest/00000000000000000001.manifest", "manifest/00000000000000000002.manifest"}
-    late = [f"wal/{i:020d}.sst" for i in range(1, 5)]
+def _bucket_with_late_objects(keys: set[str], late: list[str]):
+    """A bucket's listing and delete over ``keys``; ``late`` objects appear at the first delete
+    (a straggling writer's). Returns ``(list_keys, delete, deleted)``."""
     deleted: list[str] = []
 
     async def list_keys() -> list[str]:
@@ -74,6 +71,17 @@ async def test_objects_that_appear_after_the_first_listing_are_deleted_and_repor
             keys.update(late)
         deleted.append(key)
         keys.discard(key)
+
+    return list_keys, delete, deleted
+
+
+async def test_objects_that_appear_after_the_first_listing_are_deleted_and_reported() -> None:
+    """DESTROY-4: a listing after every other delete finds four objects written meanwhile (a
+    straggling writer's); they go, the latest manifest last, and the event names how many and
+    the first three."""
+    keys = {"compacted/01A.sst", "manifest/00000000000000000001.manifest", "manifest/00000000000000000002.manifest"}
+    late = [f"wal/{i:020d}.sst" for i in range(1, 5)]
+    list_keys, delete, deleted = _bucket_with_late_objects(keys, late)
 
     rt = Recording()
     assert await delete_latest_last(rt, "memory://x", list_keys, delete) == 3 + 4
@@ -89,16 +97,7 @@ async def test_objects_not_the_databases_are_kept_and_reported_once() -> None:
     again."""
     keys = {"compacted/01A.sst", "manifest/00000000000000000001.manifest", "notes.txt"}
     late = ["wal/00000000000000000001.sst"]
-    deleted: list[str] = []
-
-    async def list_keys() -> list[str]:
-        return sorted(keys)
-
-    async def delete(key: str) -> None:
-        if not deleted:
-            keys.update(late)
-        deleted.append(key)
-        keys.discard(key)
+    list_keys, delete, deleted = _bucket_with_late_objects(keys, late)
 
     rt = Recording()
     assert await delete_latest_last(rt, "memory://x", list_keys, delete) == 3
