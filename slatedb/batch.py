@@ -170,16 +170,29 @@ class WriteBatch:
     A rejected call raises :class:`InvalidArgumentError` and leaves the batch unchanged.
     ``_plain`` is True while every operation is a put without a TTL (the engine's batch fast
     path builds those rows in one comprehension).
+
+    A batch is written once: the write that applies its rows consumes it, and writing it again
+    or adding to it afterwards raises :class:`InvalidArgumentError` ("write batch has already
+    been consumed", as the official binding's ``Error.Invalid``) instead of writing its rows a
+    second time. A write that raised before applying anything (closed, fenced, no merge
+    operator) leaves the batch as it was. :meth:`clear` empties a batch, consumed or not, for
+    reuse.
     """
 
-    __slots__ = ("_ops", "_plain")
+    __slots__ = ("_ops", "_plain", "_consumed")
 
     def __init__(self) -> None:
         self._ops: list[BatchOp] = []
         self._plain = True
+        self._consumed = False
+
+    def _refuse_consumed(self) -> None:
+        raise InvalidArgumentError("write batch has already been consumed (written once; clear() it to reuse it)")
 
     def put(self, key: bytes, value: bytes, ttl: float | None = None, *, ttl_s: float | None = None) -> None:
         """Add a put; ``ttl`` in seconds (as ``Db.put``'s; ``ttl_s`` is the same, its older name)."""
+        if self._consumed:
+            self._refuse_consumed()
         # validate_key / validate_value inlined for the common case (one call per batched put).
         if type(key) is not bytes or not key or len(key) > MAX_KEY_SIZE_BYTES:
             key = validate_key(key)
@@ -191,6 +204,8 @@ class WriteBatch:
         self._ops.append(_new(BatchOp, (_PUT, key, value, ttl_s)))
 
     def delete(self, key: bytes) -> None:
+        if self._consumed:
+            self._refuse_consumed()
         key = validate_key(key)
         self._ops.append(_new(BatchOp, (_DELETE, key, b"", None)))
         self._plain = False
@@ -200,6 +215,8 @@ class WriteBatch:
         spec/protocols/merge.md); ``ttl`` as :meth:`put`'s. Writing the batch to a database
         opened without a merge operator raises
         :class:`~slatedb.errors.MergeOperatorMissingError` and writes nothing."""
+        if self._consumed:
+            self._refuse_consumed()
         key = validate_key(key)
         operand = validate_value(operand)
         if ttl is not None or ttl_s is not None:
@@ -227,8 +244,11 @@ class WriteBatch:
         return bool(self._ops)
 
     def clear(self) -> None:
+        """Remove every operation; a consumed batch becomes writable again."""
         self._ops.clear()
         self._plain = True
+        self._consumed = False
 
     def __repr__(self) -> str:
-        return f"WriteBatch(ops={len(self._ops)}, size_bytes={self.size_bytes})"
+        consumed = ", consumed" if self._consumed else ""
+        return f"WriteBatch(ops={len(self._ops)}, size_bytes={self.size_bytes}{consumed})"

@@ -156,6 +156,8 @@ class WritePath:
         if not isinstance(batch, WriteBatch):
             raise InvalidArgumentError(f"write() takes a WriteBatch, not {type(batch).__name__}")
         ops = batch._ops  # validated when added
+        if batch._consumed:
+            batch._refuse_consumed()
         if not ops:
             raise InvalidArgumentError("write() of an empty WriteBatch")
         if self.merge_operator is None and not batch._plain:  # a plain batch holds only puts
@@ -170,6 +172,9 @@ class WritePath:
                 self._check_gate()
             if check is not None:
                 check()
+            if batch._consumed:  # written by another thread since the check above
+                batch._refuse_consumed()
+            batch._consumed = True
             first = w.last_seq + 1
             seqs = range(first, first + len(ops))
             if batch._plain and default_ttl is None:

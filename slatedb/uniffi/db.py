@@ -112,7 +112,7 @@ class WriteBatch:
 
     def _check(self) -> None:
         if self._consumed:
-            raise Error.Invalid("this WriteBatch was already written")
+            raise Error.Invalid("write batch has already been consumed")
 
     def put(self, key: bytes, value: bytes) -> None:
         self._check()
@@ -237,13 +237,13 @@ class Db(_Reads):
         if not isinstance(batch, WriteBatch):
             raise TypeError(f"write() takes a WriteBatch, not {type(batch).__name__}")
         batch._check()
+        batch._consumed = True  # as the official's: any write call consumes it, one that fails too
         ops = batch._b._ops
         for o in ops:
             if o.kind is OpKind.MERGE:
                 self._check_operand(o.key, o.value)
         with translated(self._reason):
             h = await self._r.write(batch._b)
-        batch._consumed = True
         return self._handle(h, ops[-1].key if ops else None)
 
     async def write_with_options(self, batch: WriteBatch, options: Any) -> WriteHandle:

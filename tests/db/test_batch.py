@@ -151,3 +151,65 @@ def test_a_batch_takes_the_ttl_by_the_name_db_put_uses(tmp_path) -> None:
         w.put(b"k", b"v", ttl=3600)
         db.write(w)
         assert db.get_key_value(b"k").expire_ts is not None
+
+
+def test_a_written_batch_is_consumed(tmp_path) -> None:
+    """A batch written once and written again wrote its rows twice (seqs 1 then 2, a merge
+    operand applied twice); as the official binding (``Error.Invalid("write batch has already
+    been consumed")``), the second write and any later put/delete/merge raise
+    InvalidArgumentError and write nothing; ``clear()`` makes the batch writable again."""
+    import slatedb
+    from slatedb import InvalidArgumentError, WriteBatch
+
+    with slatedb.Db.open(f"file://{tmp_path}", {"compactor_options": None}) as db:
+        b = WriteBatch()
+        b.put(b"k", b"v")
+        h = db.write(b)
+        assert h.seq == 1
+        with pytest.raises(InvalidArgumentError, match="write batch has already been consumed"):
+            db.write(b)
+        for add in (lambda: b.put(b"x", b"1"), lambda: b.delete(b"x"), lambda: b.merge(b"x", b"1")):
+            with pytest.raises(InvalidArgumentError, match="already been consumed"):
+                add()
+        assert len(b) == 1 and db.status().durable_seq <= 1
+        assert db.put(b"other", b"o").seq == 2  # the refused write took no seq
+        b.clear()
+        b.put(b"k2", b"v2")
+        assert db.write(b).seq == 3
+        assert db.get(b"k2") == b"v2"
+
+
+def test_a_batch_whose_write_failed_before_applying_is_not_consumed(tmp_path) -> None:
+    """Consumed means written: a write refused before it applied a row (a merge without a merge
+    operator, a closed database) leaves the batch usable."""
+    import slatedb
+    from slatedb import ClosedError, MergeOperatorMissingError, WriteBatch
+
+    b = WriteBatch()
+    b.merge(b"m", b"1")
+    with slatedb.Db.open(f"file://{tmp_path}/a", {"compactor_options": None}) as db:
+        with pytest.raises(MergeOperatorMissingError):
+            db.write(b)
+    p = WriteBatch()
+    p.put(b"p", b"2")
+    with pytest.raises(ClosedError):
+        db.write(p)
+    with slatedb.Db.open(f"file://{tmp_path}/b", {"compactor_options": None},
+                         merge_operator=lambda k, e, o: (e or b"") + o) as db:
+        db.write(b)
+        db.write(p)
+        assert (db.get(b"m"), db.get(b"p")) == (b"1", b"2")
+
+
+@pytest.mark.anyloop
+async def test_an_async_written_batch_is_consumed(tmp_path) -> None:
+    from slatedb import InvalidArgumentError, WriteBatch, aio
+
+    async with aio.Db.open(f"file://{tmp_path}", {"compactor_options": None},
+                           merge_operator=lambda k, e, o: (e or b"") + o) as db:
+        b = WriteBatch()
+        b.merge(b"m", b"x")
+        await db.write(b)
+        with pytest.raises(InvalidArgumentError, match="already been consumed"):
+            await db.write(b)
+        assert await db.get(b"m") == b"x"

@@ -172,3 +172,29 @@ def test_max_unflushed_bytes_not_above_l0_sst_size_bytes_is_refused_at_build_as_
             await b.build()
 
     asyncio.run(main())
+
+
+def test_a_write_batch_is_consumed_by_any_write_as_the_officials(tmp_path):
+    """Probed on the official wheel: after ``db.write(batch)`` (one that failed too: empty, a
+    merge without an operator, a closed database) the batch refuses another write and any
+    put with ``Error.Invalid("write batch has already been consumed")``. Ours consumed it only
+    when the write succeeded."""
+    async def main():
+        db = await u.DbBuilder("db", _store(tmp_path)).build()
+        try:
+            for fill in (lambda b: None, lambda b: b.merge(b"m", b"1")):
+                wb = u.WriteBatch()
+                fill(wb)
+                with pytest.raises(u.Error.Invalid):
+                    await db.write(wb)
+                with pytest.raises(u.Error.Invalid, match="write batch has already been consumed"):
+                    wb.put(b"k", b"v")
+            wb = u.WriteBatch()
+            wb.put(b"k", b"v")
+            await db.write(wb)
+            with pytest.raises(u.Error.Invalid, match="write batch has already been consumed"):
+                await db.write(wb)
+        finally:
+            await db.shutdown()
+
+    asyncio.run(main())
