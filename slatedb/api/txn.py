@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 
 from slatedb.api.args import prefix_bounds, scan_bounds
 from slatedb.api.options import KeyValue
+from slatedb.api.txn_scan import TxnIterator
 from slatedb.batch import WriteBatch, validate_flag, validate_key, validate_ttl_s, validate_value
 from slatedb.errors import (
     InvalidArgumentError,
@@ -160,20 +161,28 @@ class TxnState:
             if not bounds.is_empty() and bounds not in self.ranges:
                 self.ranges.append(bounds)
 
+    def local_in(self, lo: bytes | None, hi: bytes | None) -> tuple[list[tuple[bytes, str, bytes]], dict[bytes, list]]:
+        """This transaction's writes and merge operands in ``[lo, hi)``, as of now (copies)."""
+        def inside(key: bytes) -> bool:
+            return (lo is None or key >= lo) and (hi is None or key < hi)
+        writes = [(key, kind, value) for key, (kind, value, _ttl) in self.writes.items() if inside(key)]
+        merges = {key: list(ops) for key, ops in self.merges.items() if inside(key)}
+        return writes, merges
+
     def overlay(self, rows: list[tuple[bytes, bytes]], lo: bytes | None, hi: bytes | None,
-                reverse: bool) -> list[tuple[bytes, bytes]]:
-        """A snapshot scan's rows with this transaction's writes in ``[lo, hi)`` applied."""
+                reverse: bool, local: tuple[list, dict] | None = None) -> list[tuple[bytes, bytes]]:
+        """A snapshot scan's rows with this transaction's writes in ``[lo, hi)`` applied (those
+        of ``local``, from :meth:`local_in`, when given; else the current ones)."""
         self.scanned(lo, hi)
+        writes, merges = self.local_in(lo, hi) if local is None else local
         merged = dict(rows)
-        for key, (kind, value, _ttl) in self.writes.items():
-            if (lo is None or key >= lo) and (hi is None or key < hi):
-                if kind == "put":
-                    merged[key] = value
-                else:
-                    merged.pop(key, None)
-        for key in self.merges:
-            if (lo is None or key >= lo) and (hi is None or key < hi):
-                merged[key] = self.apply_merges(key, merged.get(key))  # type: ignore[assignment]
+        for key, kind, value in writes:
+            if kind == "put":
+                merged[key] = value
+            else:
+                merged.pop(key, None)
+        for key, ops in merges.items():
+            merged[key] = fold(self.core.merge_operator, key, merged.get(key), [o for o, _ttl in ops])
         out = sorted(merged.items(), reverse=reverse)
         for key, _v in out:
             self.read(key)
@@ -463,19 +472,36 @@ class AsyncTransaction:
         kv = await t.snapshot.get_key_value(key)
         return merged_key_value(t, key, kv) if key in t.merges else kv
 
-    async def scan(self, start: bytes | None = None, end: bytes | None = None, *,
-                   reverse: bool = False) -> list[tuple[bytes, bytes]]:
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *,
+             reverse: bool = False) -> TxnIterator:
+        """The rows of ``[start, end)`` at the snapshot with this transaction's writes applied,
+        as an async iterator like ``aio.Db.scan``'s (``async for``, ``next_batch``, ``seek``,
+        ``close``); ``await txn.scan(...)`` gives them as a list (:mod:`slatedb.api.txn_scan`).
+        A bad argument or a finished transaction raises here, at the call."""
         t = self._t
         t.check_open()
         reverse = validate_flag("reverse", reverse)
         b = scan_bounds(start, end)  # bytes from here on (a bytearray or memoryview copied)
-        rows = [kv async for kv in t.snapshot.scan(b.lo, b.hi)]
-        return t.overlay(rows, b.lo, b.hi, reverse)
+        return self._iterator(b, reverse)
 
-    async def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> list[tuple[bytes, bytes]]:
-        """See :meth:`Transaction.scan_prefix`."""
-        bounds = prefix_bounds(prefix)
-        return await self.scan(bounds.lo, bounds.hi, reverse=reverse)
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> TxnIterator:
+        """See :meth:`Transaction.scan_prefix`; the iterator as :meth:`scan`'s."""
+        t = self._t
+        t.check_open()
+        reverse = validate_flag("reverse", reverse)
+        return self._iterator(prefix_bounds(prefix), reverse)
+
+    def _iterator(self, b: Any, reverse: bool) -> TxnIterator:
+        t = self._t
+        local = t.local_in(b.lo, b.hi)
+
+        async def load() -> list[tuple[bytes, bytes]]:
+            t.check_open()
+            rows = [kv async for kv in t.snapshot.scan(b.lo, b.hi)]
+            t.check_open()  # committed or rolled back while the rows were read
+            return t.overlay(rows, b.lo, b.hi, reverse, local)
+
+        return TxnIterator(load, b, reverse)
 
     async def commit(self, *, durable: bool = False) -> Any:
         t = self._t
