@@ -62,11 +62,22 @@ METRIC_LEVELS: Final = ("Debug", "Info")
 #: The smallest interval a setting accepts (1 ms): 0 would make an idle loop spin (a core burnt).
 MIN_INTERVAL_S: Final = 0.001
 
+#: Upper bounds (refused naming the setting, as the official 0.17 ``Settings`` refuses them,
+#: probed): an integer setting is a Rust u64 unless its field says u32; a duration at most u64
+#: nanoseconds (``"18446744073s"`` is accepted, ``"18446744073s 999ms"`` overflows); bloom bits
+#: per key whose probe count (``bits * 0.69``) fits the filter's u16 (more failed the L0 flush).
+U32_MAX: Final = 2**32 - 1
+U64_MAX: Final = 2**64 - 1
+MAX_DURATION_S: Final = U64_MAX / 1e9
+MAX_FILTER_BITS_PER_KEY: Final = 94979
+
 
 def _f(kind: str, default: Any, *, min: float | None = None, max: float | None = None, optional: bool = False,
-       ours: bool = False) -> Any:
+       ours: bool = False, why: str | None = None) -> Any:
+    if max is None and kind in (_INT, _DURATION):  # the official engine's u64 (nanoseconds for a duration)
+        max, why = (U64_MAX, "the official engine's u64") if kind == _INT else (MAX_DURATION_S, "the official engine's u64 nanoseconds")
     return attrs.field(default=default, metadata={"kind": kind, "min": min, "max": max, "optional": optional,
-                                                  "ours": ours})
+                                                  "ours": ours, "why": why})
 
 
 def _nested(cls: type, *, optional: bool = False, default: Any = None) -> Any:
@@ -128,7 +139,7 @@ class CompactorWorkerOptions(_Validated):
     max_fetch_tasks: int = _f(_INT, 4, min=1)
     bytes_to_fetch: int = _f(_INT, 2 * MiB, min=1)
     max_subcompactions: int = _f(_INT, 4, min=1)
-    min_filter_keys: int = _f(_INT, 1000, min=0)
+    min_filter_keys: int = _f(_INT, 1000, min=0, max=U32_MAX, why="the official engine's u32")
     compression_codec: str | None = _f(_CODEC, None, optional=True)
     metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
     #: Ours: cut outputs after any row, as the official compactor does (else only between keys).
@@ -151,9 +162,9 @@ class CompactorOptions(_Validated):
     commit_compacted_interval: float = _f(_DURATION, 1.0, min=MIN_INTERVAL_S)
     #: At most the u32 seconds a manifest holds an expiry in (the pin's expiry is capped at
     #: 2106, the last it can hold); a longer one was refused by the encoder in the background.
-    checkpoint_lifetime: float = _f(_DURATION, 900.0, min=0, max=2**32 - 1)
+    checkpoint_lifetime: float = _f(_DURATION, 900.0, min=0, max=2**32 - 1, why="u32 seconds, a manifest's expiry")
     worker_heartbeat_timeout: float = _f(_DURATION, 30.0, min=0)
-    object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
+    object_store_max_retries: int | None = _f(_INT, None, min=0, max=U32_MAX, optional=True, why="the official engine's u32")
 
 
 @attrs.frozen
@@ -202,7 +213,7 @@ class GarbageCollectorOptions(_Validated):
     detach_options: GarbageCollectorDetachOptions | None = _nested(GarbageCollectorDetachOptions, optional=True)
     metric_level: str | None = _f(_METRIC_LEVEL, None, optional=True)
     boundary_files_enabled: bool = _f(_BOOL, True)
-    object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
+    object_store_max_retries: int | None = _f(_INT, None, min=0, max=U32_MAX, optional=True, why="the official engine's u32")
 
 
 @attrs.frozen
@@ -217,7 +228,7 @@ class Settings(_Validated):
     wal_enabled: bool = _f(_BOOL, True)
     manifest_poll_interval: float = _f(_DURATION, 1.0, min=MIN_INTERVAL_S)
     manifest_update_timeout: float = _f(_DURATION, 300.0, min=0)
-    min_filter_keys: int = _f(_INT, 1000, min=0)
+    min_filter_keys: int = _f(_INT, 1000, min=0, max=U32_MAX, why="the official engine's u32")
     l0_sst_size_bytes: int = _f(_INT, 64 * MiB, min=1)
     max_wal_flushes_before_l0_flush: int = _f(_INT, 4096, min=1)
     l0_max_ssts: int = _f(_INT, 8, min=1)
@@ -229,14 +240,14 @@ class Settings(_Validated):
     object_store_cache_options: ObjectStoreCacheOptions = _nested(ObjectStoreCacheOptions)
     garbage_collector_options: GarbageCollectorOptions | None = _nested(GarbageCollectorOptions, optional=True)
     metric_level: str | None = _f(_METRIC_LEVEL, "Info", optional=True)
-    default_ttl_millis: int | None = _f(_INT, None, min=1, max=(2**63 - 1 - 2**53), optional=True)
-    object_store_max_retries: int | None = _f(_INT, None, min=0, optional=True)
+    default_ttl_millis: int | None = _f(_INT, None, min=1, max=(2**63 - 1 - 2**53), optional=True, why="a row's i64 expiry ms")
+    object_store_max_retries: int | None = _f(_INT, None, min=0, max=U32_MAX, optional=True, why="the official engine's u32")
 
     # --- ours (not in the official Settings; see OUR_SETTINGS) ---------------------------------
     #: Target size of an SST data block (the official engine's default ``SstBlockSize``: 4096).
-    block_size_bytes: int = _f(_INT, 4096, min=64, max=65536, ours=True)
+    block_size_bytes: int = _f(_INT, 4096, min=64, max=65536, ours=True, why="a block's u16 offsets")
     #: Bloom filter bits per key (the official ``BloomFilterOptions`` default: 10).
-    filter_bits_per_key: int = _f(_INT, 10, min=1, ours=True)
+    filter_bits_per_key: int = _f(_INT, 10, min=1, max=MAX_FILTER_BITS_PER_KEY, ours=True, why="the filter's u16 probe count")
     #: Capacity of the in-memory block cache (ours; 0 disables it).
     block_cache_size_bytes: int = _f(_INT, 64 * MiB, min=0, ours=True)
 
@@ -447,7 +458,9 @@ def _check_min(meta: Mapping[str, Any], value: float, name: str) -> None:
         raise InvalidArgumentError(f"setting {name} must be at least {lo}, got {value!r}")
     hi = meta.get("max")
     if hi is not None and value > hi:
-        raise InvalidArgumentError(f"setting {name} must be at most {hi}, got {value!r}")
+        why = meta.get("why")
+        shown = format_duration(hi) if meta["kind"] == _DURATION else hi
+        raise InvalidArgumentError(f"setting {name} must be at most {shown}{f' ({why})' if why else ''}, got {value!r}")
 
 
 def _choice(value: Any, choices: tuple[str, ...], name: str) -> str:

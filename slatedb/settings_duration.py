@@ -6,6 +6,7 @@ checkpoint lifetimes of the CLI use the humantime form in :mod:`slatedb.checkpoi
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Final
 
@@ -44,14 +45,18 @@ def parse_duration(text: str, *, name: str = "duration") -> float:
         unit = m.group(2).lower()
         if unit not in _UNIT_SECONDS:
             raise InvalidArgumentError(f"{name}: unknown duration unit {m.group(2)!r} in {text!r}")
-        total += int(m.group(1)) * _UNIT_SECONDS[unit]
+        try:
+            total += int(m.group(1)) * _UNIT_SECONDS[unit]
+        except OverflowError:  # digits beyond a float: past any bound a setting has
+            raise InvalidArgumentError(f"{name}: duration {text!r} is too long") from None
         pos = m.end()
     return total
 
 
 def format_duration(seconds: float) -> str:
     """The official serializer's form: whole milliseconds, ``"5s"``, ``"050ms"``, ``"1s+500ms"``."""
-    total_ms = int(round(seconds * 1e9)) // 1_000_000
+    whole = math.floor(seconds)  # whole seconds apart: seconds * 1e9 loses them past 2**53 ns
+    total_ms = whole * 1000 + int(round((seconds - whole) * 1e9)) // 1_000_000
     secs, ms = divmod(total_ms, 1000)
     if ms == 0:
         return f"{secs}s"

@@ -80,5 +80,7 @@ class DbReaderOptions:
         m = self.max_memtable_bytes
         if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
             raise InvalidArgumentError(f"DbReaderOptions.max_memtable_bytes must be a positive int, got {m!r}")
+        if m > 2**64 - 1:  # the official ReaderOptions' u64
+            raise InvalidArgumentError(f"DbReaderOptions.max_memtable_bytes must be at most 2^64 - 1 (u64), got {m!r}")
         if not isinstance(self.follow_latest, bool):
             raise InvalidArgumentError(f"DbReaderOptions.follow_latest must be a bool, got {self.follow_latest!r}")

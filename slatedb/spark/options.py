@@ -43,7 +43,8 @@ def _bool(name: str, value: str | None, default: bool) -> bool:
     raise InvalidArgumentError(f"option {name!r} must be true or false, got {value!r}")
 
 
-def _positive_int(name: str, value: str | None, default: int, *, maximum: int | None = None) -> int:
+def _positive_int(name: str, value: str | None, default: int, *, maximum: int = 2**64 - 1) -> int:
+    """``maximum``: u64 unless less (a size the writer's settings would refuse above it)."""
     if value is None:
         return default
     try:
@@ -51,7 +52,7 @@ def _positive_int(name: str, value: str | None, default: int, *, maximum: int | 
     except ValueError:
         raise InvalidArgumentError(f"option {name!r} must be a positive integer, got {value!r}") from None
     if n <= 0 or (maximum is not None and n > maximum):
-        raise InvalidArgumentError(f"option {name!r} must be in 1..{maximum or 'inf'}, got {value!r}")
+        raise InvalidArgumentError(f"option {name!r} must be in 1..{maximum}, got {value!r}")
     return n
 
 
