@@ -45,6 +45,7 @@ from slatedb.format import seq_tracker
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.types import ManifestV2
 
+from sim.checks.clock_tick import WAL_KEY, ClockTickRule
 from sim.checks.writer_checkpoint import WriterCheckpointRule
 from sim.world.invariants import InvariantViolation
 from sim.world.trace import Event, Trace, listens
@@ -114,6 +115,8 @@ class ManifestFenceChecks:
         self.trackers: dict[str, dict[int, object]] = defaultdict(dict)  # root -> id -> its decoded tracker
         self.counts: dict[str, int] = defaultdict(int)
         self.writer_checkpoint = WriterCheckpointRule()  # CKPT-4
+        self.clock = ClockTickRule(read)  # DUR-5
+        self.pending_wal: dict[tuple[str, int], str] = {}
 
     def attach(self, trace: Trace) -> "ManifestFenceChecks":
         trace.listeners.append(self.on_event)
@@ -124,8 +127,8 @@ class ManifestFenceChecks:
         kind = e.kind
         # The store's events first: nearly every call (a reply to each request, every put).
         if kind == "store.result":
-            pending, pending_sst = self.pending, self.pending_sst
-            if pending or pending_sst:  # a reply to a manifest or SST put in flight, maybe
+            pending, pending_sst, pending_wal = self.pending, self.pending_sst, self.pending_wal
+            if pending or pending_sst or pending_wal:  # a reply to a manifest, SST or WAL put in flight, maybe
                 f = e.f
                 request = (e.process, f["n"])
                 key = pending.pop(request, None)
@@ -134,6 +137,9 @@ class ManifestFenceChecks:
                 sst = pending_sst.pop(request, None)
                 if sst is not None and str(f["outcome"]).startswith("ok"):
                     self.applied[sst] = e.time_s
+                wal = pending_wal.pop(request, None)
+                if wal is not None and str(f["outcome"]).startswith("ok"):
+                    self.clock.wal_landed(e, wal)
         elif kind == "store.put":
             f = e.f
             if _KEY.match(f["key"]):
@@ -141,6 +147,8 @@ class ManifestFenceChecks:
             elif _SST.match(f["key"]):
                 self.first_put.setdefault(f["key"], (e.process, e.time_s))
                 self.pending_sst[(e.process, f["n"])] = f["key"]
+            elif WAL_KEY.match(f["key"]):
+                self.pending_wal[(e.process, f["n"])] = f["key"]
         elif kind == "writer_epoch":
             self.writer_epoch[e.process] = e.f["epoch"]
             self.writer_checkpoint.on_event(e, self.manifests)
@@ -175,6 +183,7 @@ class ManifestFenceChecks:
             return
         known = self.manifests[root]
         known[mid] = m
+        self.clock.manifest_landed(e, root, mid, m)
         self.writer_checkpoint.landed_by[(root, mid)] = e.process
         trackers = self.trackers[root]
         twice = _one_path_per_external_sst(m)

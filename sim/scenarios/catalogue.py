@@ -105,6 +105,16 @@ CATALOGUE: tuple[Bug, ...] = (
         "manifest before the replayed rows reach L0; a crash or fence before that flush loses them",
         _REPLAY_CLASS, "RFC 001 Writer Protocol; writer.md step 4", "slatedb/db/core.py DbCore._open",
         "takeover", ("DUR-1", "LIN", "DUR-2"), 40, also=("db",)),
+    Bug(switches.ROW_CLOCK_UNCLAMPED, "a writer stamps rows with its wall clock as it reads, not kept at or above "
+        "the database's newest create time (last_l0_clock_tick and the replayed rows at open, each row after): a "
+        "writer on a host whose clock is behind, or a clock stepped back, writes rows older than the tick, which the "
+        "official engine refuses when it replays them (InvalidClockTick)", _REPLAY_CLASS,
+        "upstream MonotonicClock; writer.md steps 4 and 7, DUR-5", "slatedb/db/core.py DbCore.__init__ "
+        "(slatedb/db/state.py WriterState.append, stamp)", "takeover", ("DUR-5",), 8, also=("db",)),
+    Bug(switches.L0_TICK_COMMIT_NOW, "an L0 flush records the commit's clock as last_l0_clock_tick, not its table's "
+        "newest create time: rows written while the flush was in flight are older than the tick (the engine-switch "
+        "loss fixed in b216176)", _REPLAY_CLASS, "upstream KVTable::last_tick; writer.md step 9, DUR-5",
+        "slatedb/db/flushers.py Flushers._flush_imm", "db", ("DUR-5",), 8, also=("takeover",)),
     Bug(switches.NO_BOUNDARY_CHECK, "a .manifest (or .compactions) create that succeeded is reported committed without the post-create "
         "read of its gc/*.boundary file",
         _SEQMETA_CLASS, "RFC 004 Checking Boundaries After Writes; sequenced-metadata.md step 4",

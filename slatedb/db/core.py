@@ -63,7 +63,7 @@ from slatedb.wal.writer import WalWriter, replay_wal
 from .flushers import Flushers
 from .follower import ManifestFollower
 from .services import Services
-from .state import ImmEntry, WriterState
+from .state import ImmEntry, UnclampedWriterState, WriterState
 from .write_path import MustWait, WritePath
 
 __all__ = ["DbCore", "ImmEntry", "MustWait", "ReadState"]
@@ -95,7 +95,8 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         self.cache = BlockCache(settings.block_cache_size_bytes) if settings.block_cache_size_bytes > 0 else None
         self._readers: dict[ULID, SstReader] = {}
         # The writer's state (memtables, WAL buffer and cuts, byte counters, seqs, read state).
-        self._w = WriterState()
+        # catalogued bug (sim/scenarios/catalogue.py): rows stamped with the clock as it reads (DUR-5)
+        self._w = UnclampedWriterState() if switches.ROW_CLOCK_UNCLAMPED in runtime.bugs else WriterState()
         self._lock = self._w.lock
         self._durable_cv = threading.Condition(self._lock)
         self._room_cv = threading.Condition(self._lock)
@@ -217,7 +218,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
         # could hold more than max_unflushed_bytes (a predecessor may legally leave that much,
         # plus one write), and since only a write cuts the live memtable while every write waits
         # for room, nothing would ever reach L0 (found by the simulator).
-        self._w.replayed(rows, last, self._wal.fence_id - 1)
+        self._w.replayed(rows, last, self._wal.fence_id - 1, clock_ms=stored.manifest.last_l0_clock_tick)
         # The replay point moves only with the L0 flush of the replayed rows (RFC 003).
         progress = self._bug_record_replay_early if switches.REPLAY_PROGRESS_EARLY in rt.bugs else _replay_point_kept
         stored = self._stored = await progress(stored)

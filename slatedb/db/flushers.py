@@ -263,7 +263,9 @@ class Flushers:
                     checkpoint_id=self.runtime.new_uuid(), snapshot_floor=min(self._snapshot_seqs.values(), default=None),
                     legacy_id=switches.WRITER_CHECKPOINT_ORPHANED in self.runtime.bugs,  # catalogued bug
                     tracked=entry.mem.first_write,
-                    clock_tick=entry.mem.last_write_ts_ms,
+                    # catalogued bug: the tick is the commit's clock, not the table's newest row (DUR-5)
+                    clock_tick=self.runtime.now_ms() if switches.L0_TICK_COMMIT_NOW in self.runtime.bugs
+                    else entry.mem.last_write_ts_ms,
                     forget_tracker=switches.TRACKER_FORGETS in self.runtime.bugs,  # catalogued bug
                     # catalogued bug: every flush drops the writer checkpoint, not only a close's last (CKPT-4)
                     release_writer_checkpoint=last or switches.WRITER_CHECKPOINT_RELEASED_AT_FLUSH in self.runtime.bugs,

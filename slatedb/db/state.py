@@ -17,6 +17,13 @@ Invariants, each asserted where it is made and again where it is relied on (pair
 * **A cut holds exactly the WAL rows up to it**: the rows taken with a frozen memtable end at that
   memtable's last seq, and the WAL buffer starts empty after it (``cut``, checked again in
   ``take_wal``), so every row of a frozen memtable is in a WAL object ``<= last_wal_id``.
+* **Create times never go back** (DUR-5): a row is stamped with the writer's clock, but never
+  below ``clock_ms``, the newest create time the database has (the manifest's
+  ``last_l0_clock_tick`` and the replayed rows' at open, each appended row's after), as the
+  official engine's monotonic clock; the stamp is taken under ``lock``, so seq order is time
+  order across threads too. A clock behind the database's (another host taking over, a clock
+  stepped back) stamps ``clock_ms`` until it catches up; the official engine replaying an older
+  row refuses its tick (``InvalidClockTick``).
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from slatedb.lsm.read_path import ReadState
 from slatedb.lsm.view import EMPTY_VIEW, LsmView
 from slatedb.memtable import ROW_OVERHEAD_BYTES, Memtable
 from slatedb.row import Row
+
+#: ``clock_ms`` of :class:`UnclampedWriterState` (catalogued bug ``row-clock-unclamped``).
+_UNCLAMPED = -(2**62)
 
 
 class ImmEntry:
@@ -62,6 +72,7 @@ class WriterState:
         self.last_seq = 0  # the seq of the newest row
         self.taken_seq = 0  # the seq of the newest row handed to the WAL flusher
         self.durable_seq = 0  # the seq of the newest row in a WAL object (acknowledged)
+        self.clock_ms = 0  # the newest create time: no row is stamped below it (DUR-5)
         self.read_state = ReadState((self.memtable,), EMPTY_VIEW)
 
     # ------------------------------------------------------------------------------------------
@@ -73,6 +84,10 @@ class WriterState:
         is a :class:`RowKind` as a plain ``int``: the row is held plainly (a tuple in Row's field
         order, which the cyclic GC untracks; :func:`slatedb.row.as_row`)."""
         seq = self.last_seq + 1
+        if now < self.clock_ms:
+            now = self.clock_ms  # a clock behind the database's (DUR-5)
+        else:
+            self.clock_ms = now
         row = (key, seq, kind, value, expire, now)
         self.memtable.put(row)
         self.wal_rows.append(row)
@@ -82,11 +97,20 @@ class WriterState:
         self.unflushed_bytes += size
         return seq
 
+    def stamp(self, now: int) -> int:
+        """The create time of rows appended now by a clock reading ``now`` (DUR-5): never below
+        the newest one (a batch's rows, stamped once, :meth:`append_rows`)."""
+        if now < self.clock_ms:
+            return self.clock_ms
+        self.clock_ms = now
+        return now
+
     def append_rows(self, rows: list[tuple]) -> None:
         """Rows numbered ``last_seq + 1 ..`` consecutively (a batch, built by the caller from a
-        ``range``, held plainly as :meth:`append`'s), into the live memtable and the WAL buffer.
-        The seq pairing is checked once per batch, at both ends."""
+        ``range``, held plainly as :meth:`append`'s, stamped by :meth:`stamp`), into the live
+        memtable and the WAL buffer. The seq pairing is checked once per batch, at both ends."""
         assert rows[0][1] == self.last_seq + 1 and rows[-1][1] == self.last_seq + len(rows), "seq gap"
+        assert rows[0][5] is None or rows[0][5] >= self.clock_ms, "rows not stamped (stamp)"
         size = self.memtable.put_rows(rows)
         self.wal_rows.extend(rows)
         self.last_seq = rows[-1][1]
@@ -154,13 +178,19 @@ class WriterState:
     # Open, L0 flushes, close
     # ------------------------------------------------------------------------------------------
 
-    def replayed(self, rows: list[Row], last_seq: int, last_wal_id: int) -> None:
+    def replayed(self, rows: list[Row], last_seq: int, last_wal_id: int, clock_ms: int = 0) -> None:
         """At open: the rows replayed from WAL objects up to ``last_wal_id`` (durable already),
-        frozen at once as a memtable bound for L0; ``last_seq`` from the manifest or the rows."""
+        frozen at once as a memtable bound for L0; ``last_seq`` from the manifest or the rows;
+        ``clock_ms`` the manifest's ``last_l0_clock_tick`` (DUR-5: with the replayed rows'
+        create times, the floor of every later row's)."""
         mem = self.memtable
         assert mem.is_empty and not self.imms and self.last_seq == 0
+        newest_ms = clock_ms
         for row in rows:
             mem.put(row)
+            if row.create_ts_ms is not None and row.create_ts_ms > newest_ms:
+                newest_ms = row.create_ts_ms
+        self.clock_ms = max(self.clock_ms, newest_ms)
         self.last_seq = self.taken_seq = self.durable_seq = last_seq
         self.unflushed_bytes = mem.size_bytes
         if rows:
@@ -184,3 +214,17 @@ class WriterState:
         self.wal_rows = []
         self.wal_cuts = []
         self.read_state = ReadState((self.memtable,), EMPTY_VIEW)
+
+
+class UnclampedWriterState(WriterState):
+    """Catalogued bug ``row-clock-unclamped`` (sim/scenarios/catalogue.py): rows are stamped with
+    the writer's clock as it reads, below the database's newest create time when the clock is
+    behind (DUR-5). ``clock_ms`` stays at a floor no clock reaches."""
+
+    @property  # type: ignore[override]
+    def clock_ms(self) -> int:
+        return _UNCLAMPED
+
+    @clock_ms.setter
+    def clock_ms(self, value: int) -> None:
+        pass

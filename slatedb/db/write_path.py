@@ -175,25 +175,26 @@ class WritePath:
             if batch._consumed:  # written by another thread since the check above
                 batch._refuse_consumed()
             batch._consumed = True
+            ts = w.stamp(now)  # the rows' create time (DUR-5); expiries count from the clock's now
             first = w.last_seq + 1
             seqs = range(first, first + len(ops))
             if batch._plain and default_ttl is None:
                 # Every op a put without a TTL (the common batch): one comprehension, no frame
                 # per row; plain rows (tuples in Row's field order, see WriterState.append).
-                rows = [(key, seq, _VALUE, value, None, now) for (_, key, value, _), seq in zip(ops, seqs)]
+                rows = [(key, seq, _VALUE, value, None, ts) for (_, key, value, _), seq in zip(ops, seqs)]
             else:
                 rows = []
                 add = rows.append
                 for (kind, key, value, ttl_s), seq in zip(ops, seqs):
                     if kind is _PUT_OP:
                         if ttl_s is None and default_ttl is None:
-                            add((key, seq, _VALUE, value, None, now))
+                            add((key, seq, _VALUE, value, None, ts))
                         else:
-                            add((key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
+                            add((key, seq, _VALUE, value, expire_ts_ms(now, ttl_s, default_ttl), ts))
                     elif kind is _MERGE_OP:
-                        add((key, seq, _MERGE, value, expire_ts_ms(now, ttl_s, default_ttl), now))
+                        add((key, seq, _MERGE, value, expire_ts_ms(now, ttl_s, default_ttl), ts))
                     else:
-                        add((key, seq, _TOMBSTONE, b"", None, now))
+                        add((key, seq, _TOMBSTONE, b"", None, ts))
             w.append_rows(rows)
             if w.unflushed_bytes >= self._next_check_bytes:
                 self._on_threshold()

@@ -17,6 +17,9 @@ L0_COMMIT_UNFENCED = "l0-commit-unfenced"
 REPLAY_SKIP = "replay-skip"
 REPLAY_POINT_AHEAD = "replay-point-ahead"
 REPLAY_PROGRESS_EARLY = "replay-progress-early"
+# create times and the L0 clock tick (writer.md steps 7 and 9, DUR-5)
+ROW_CLOCK_UNCLAMPED = "row-clock-unclamped"
+L0_TICK_COMMIT_NOW = "l0-tick-commit-now"
 # sequenced metadata and conditional creates (RFC 004)
 NO_BOUNDARY_CHECK = "no-boundary-check"
 AMBIGUOUS_CREATE_TRUST = "ambiguous-create-trust"

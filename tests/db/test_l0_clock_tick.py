@@ -115,3 +115,79 @@ def test_slatedb_check_reports_a_row_to_replay_created_before_the_tick(tmp_path,
     _crash_with_a_write_during_a_flush(f"file://{tmp_path}/old/db")
     findings = check_databases_under(tmp_path / "old")
     assert len(findings) == 1 and "DUR-2" in findings[0] and "InvalidClockTick" in findings[0], findings
+
+
+# -- DUR-5: create times never go back (upstream's MonotonicClock) ----------------------------
+
+
+def test_a_writer_whose_clock_is_behind_stamps_rows_at_the_databases_newest_create_time() -> None:
+    """A writer taking over on a host whose clock is a minute behind: its rows are stamped at the
+    manifest's tick, then at its own clock once that passes it; never below (DUR-5). Before, they
+    carried the host's clock, older than the tick: an official writer replaying them after a
+    crash refuses the tick (tests/interop/test_clock_tick_interop.py)."""
+    store, clock = memory_store(), Clock()
+    with slatedb.Db.open("memory://behind", SETTINGS, store=store, runtime=ClockRuntime(clock)) as db:
+        db.put(b"a", b"1")
+        db.flush(wal=False)
+    tick = latest_manifest(store)[1].last_l0_clock_tick
+    assert tick == BASE_MS
+    clock.ms = BASE_MS - 60_000
+    with slatedb.Db.open("memory://behind", SETTINGS, store=store, runtime=ClockRuntime(clock)) as db:
+        db.put(b"b", b"2")
+        batch = slatedb.WriteBatch()
+        batch.put(b"c", b"3")
+        db.write(batch)
+        assert db.get_key_value(b"b").create_ts == tick
+        assert db.get_key_value(b"c").create_ts == tick
+        clock.ms = BASE_MS + 10  # the host's clock passes the database's
+        db.put(b"d", b"4")
+        assert db.get_key_value(b"d").create_ts == BASE_MS + 10
+        clock.ms = BASE_MS + 5  # and is stepped back (NTP): the newest time holds
+        db.put(b"e", b"5")
+        assert db.get_key_value(b"e").create_ts == BASE_MS + 10
+
+
+def test_a_ttl_counts_from_the_writers_clock_even_when_the_stamp_is_held() -> None:
+    """Only the create time is held at the database's newest; a TTL's expiry counts from the
+    writer's clock as it reads, as a caller asked (a 30 s TTL is 30 s on this host's clock)."""
+    store, clock = memory_store(), Clock()
+    with slatedb.Db.open("memory://ttl-behind", SETTINGS, store=store, runtime=ClockRuntime(clock)) as db:
+        db.put(b"a", b"1")
+        db.flush(wal=False)
+    clock.ms = BASE_MS - 60_000
+    with slatedb.Db.open("memory://ttl-behind", SETTINGS, store=store, runtime=ClockRuntime(clock)) as db:
+        db.put(b"t", b"v", ttl=30)
+        kv = db.get_key_value(b"t")
+        assert kv.create_ts == BASE_MS and kv.expire_ts == BASE_MS - 60_000 + 30_000
+
+
+def test_replayed_rows_raise_the_floor_of_the_next_writers_stamps() -> None:
+    """Rows only in the WAL (a crash) are newer than the manifest's tick: the writer that replays
+    them stamps its own rows at or after the newest of them."""
+    store, clock = memory_store(), Clock()
+    db = slatedb.Db.open("memory://replayed", SETTINGS, store=store, runtime=ClockRuntime(clock))
+    db.put(b"a", b"1")
+    db.flush(wal=False)
+    clock.ms = BASE_MS + 9_000
+    db.put(b"w", b"only in the WAL")
+    db.flush()
+    db.abort()
+    clock.ms = BASE_MS - 60_000
+    with slatedb.Db.open("memory://replayed", SETTINGS, store=store, runtime=ClockRuntime(clock)) as db2:
+        db2.put(b"n", b"new")
+        assert db2.get_key_value(b"w").create_ts == BASE_MS + 9_000
+        assert db2.get_key_value(b"n").create_ts == BASE_MS + 9_000
+
+
+def test_the_stamp_is_taken_under_the_write_lock_so_seq_order_is_time_order() -> None:
+    """Two puts whose clock readings arrive out of order (read before the lock, as on two
+    threads): the later seq is never stamped earlier."""
+    from slatedb.db.state import WriterState
+
+    w = WriterState()
+    with w.lock:
+        s1 = w.append(b"k1", 0, b"v", None, BASE_MS + 5)
+        s2 = w.append(b"k2", 0, b"v", None, BASE_MS + 3)  # read first, appended second
+        assert w.stamp(BASE_MS + 1) == BASE_MS + 5 and w.stamp(BASE_MS + 8) == BASE_MS + 8
+    rows = {r[1]: r for r in w.wal_rows}
+    assert (s1, s2) == (1, 2) and rows[2][5] == rows[1][5] == BASE_MS + 5

@@ -70,3 +70,36 @@ def test_the_official_writer_takes_over_a_crash_with_rows_written_during_an_l0_f
     subprocess.run([sys.executable, "-c", OURS, str(tmp_path)], check=True, timeout=120)
     assert official.run_json(OFFICIAL_OPEN, str(tmp_path)) == 100  # before: the shutdown raised
     assert official.run_json(OFFICIAL_OPEN, str(tmp_path)) == 100  # before: the b rows were gone
+
+
+BEHIND = textwrap.dedent("""
+    import sys, slatedb
+    from slatedb.runtime.production import ProductionRuntime
+
+    class Behind(ProductionRuntime):  # a host whose clock is two minutes behind
+        def now_ms(self):
+            return super().now_ms() - 120_000
+
+    root = sys.argv[1]
+    settings = {"compactor_options": None, "flush_interval": "1h", "l0_sst_size_bytes": 1 << 20}
+    with slatedb.Db.open("file://" + root + "/db", settings=settings) as db:  # the real clock
+        for i in range(50):
+            db.put(b"a%03d" % i, b"x" * 40)
+        db.flush(wal=False)  # last_l0_clock_tick: now
+    db = slatedb.Db.open("file://" + root + "/db", settings=settings, runtime=Behind("behind"))
+    for i in range(50):
+        db.put(b"b%03d" % i, b"y" * 40)
+    db.flush()  # durable, only in the WAL above the replay point
+    db.abort()  # a crash
+""")
+
+
+@pytest.mark.check_allows("CKPT-3", reason=ORPHAN_WRITER_CHECKPOINT)
+def test_the_official_writer_takes_over_a_crash_of_our_writer_whose_clock_was_behind(official, tmp_path: Path) -> None:
+    """DUR-5: our writer on a host whose clock is behind the database's stamps its rows at the
+    database's newest create time (upstream's MonotonicClock would refuse the writes), so the
+    official writer replaying them accepts their tick. Before, they carried the host's clock,
+    two minutes before the manifest's tick, and the official's open failed on them."""
+    subprocess.run([sys.executable, "-c", BEHIND, str(tmp_path)], check=True, timeout=120)
+    assert official.run_json(OFFICIAL_OPEN, str(tmp_path)) == 100
+    assert official.run_json(OFFICIAL_OPEN, str(tmp_path)) == 100
