@@ -109,3 +109,44 @@ def test_a_manifest_newer_than_the_pass_read_is_kept_with_boundary_files_on() ->
     ids, boundary = run_virtual(main)
     assert boundary == 4, boundary  # the boundary moved past the pinned manifest
     assert ids == [3, 4, 5], ids  # 1 and 2 collected; 4, pinned by the checkpoint, kept (GC-2)
+
+
+class PinnedManifestGoneBeforeItsRead(MemoryStore):
+    """Between the pass's read of the latest manifest (whose checkpoint pins manifest 2) and its
+    read of manifest 2, the checkpoint is deleted (a reader closing) and another collector, which
+    read the manifest after that, deletes manifest 2."""
+
+    def __init__(self, inner: MemoryStore, db: DbBuilder, cp_id) -> None:
+        super().__init__(inner._bucket, inner._clock_ms, url=inner.url)
+        self.db, self.cp_id = db, cp_id
+        self.fired = False
+
+    async def get(self, key: str, byte_range=None):
+        if key == self.db.manifests.key(2) and not self.fired:
+            self.fired = True
+            await self.db.commit(lambda m: attrs.evolve(m, checkpoints=tuple(c for c in m.checkpoints
+                                                                            if c.id != self.cp_id)))
+            self.delete_now(key)
+        return await super().get(key, byte_range)
+
+
+def test_a_pinned_manifest_deleted_before_its_read_makes_the_pass_read_the_latest_again() -> None:
+    """checkpoints-gc.md step 6 (RFC 000's set M): a pinned manifest that cannot be read means
+    the manifest the pass judged from is stale -- its checkpoint is gone and so is the manifest
+    it pinned. The snapshot reads the latest manifest again (``GarbageCollector.snapshot``) and
+    the pass collects from it, rather than skipping the directory for this pass."""
+    async def main():
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(3)
+        cp, _ = await db.add_checkpoint(2)  # manifest 4 adds it, pinning manifest 2; no expiry
+        rt.advance(120.0)
+        store = PinnedManifestGoneBeforeItsRead(db.store, db, cp.id)
+        gc = GarbageCollector(store, rt, gc_options(60.0))
+        stats = await gc.run_once()
+        assert store.fired
+        return db.manifest_ids(), rt.kinds("gc_skip"), stats
+    ids, skips, stats = run_virtual(main)
+    assert skips == [], skips
+    assert ids == [5], ids  # 1, 3 and 4 collected: below the latest (5), older than min_age
+    assert stats.manifests_deleted == 3, stats
