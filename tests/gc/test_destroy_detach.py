@@ -222,3 +222,60 @@ def test_a_boundary_deleted_by_a_destroy_under_a_pass_ends_the_pass_quietly() ->
         assert any("boundary deleted by a destroy" in f["reason"] for f in rt.kinds("gc_skip"))
 
     run_virtual(main)
+
+
+class HardDestroyStalledBeforeBoundaryPut:
+    """A store whose first boundary put (after GC read the boundary) is preceded by part of a
+    hard destroy: the mark, then its deletes in their order (``_removal_order``) up to and
+    including ``gc/manifest.boundary``; the destroyer stalls there, before ``wal/`` and the
+    manifests."""
+
+    def __init__(self, inner, rt) -> None:
+        self.inner, self.rt, self.raced = inner, rt, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def put(self, key, data, mode=None):
+        from slatedb.gc.destroyed import _removal_order
+        from slatedb.manifest.edits import HardDestroy
+        from slatedb.manifest.store import ManifestStore
+        if key == "gc/manifest.boundary" and not self.raced and self.inner.list_now("gc/"):
+            self.raced = True
+            await ManifestStore(self.inner, self.rt).commit(HardDestroy(label=str(self.inner.url)))
+            for k in sorted((m.key for m in self.inner.list_now("")), key=_removal_order):
+                self.inner.delete_now(k)
+                if k == key:
+                    break
+        return await self.inner.put(key, data, mode) if mode is not None else await self.inner.put(key, data)
+
+
+def test_a_boundary_deleted_by_a_destroy_under_a_pass_ends_the_whole_pass() -> None:
+    """destroy.md S5 and "Concurrent writers of metadata": GC, finding its boundary deleted by a
+    destroy, has read the manifest destroyed, so the whole pass stops there -- not only that
+    directory's step: the steps after it would judge from the manifest read before the
+    destroy's mark (here the WAL step deleting WAL objects under the destroyer; until S5's
+    removal GC deletes nothing of a destroyed database)."""
+    async def main() -> None:
+        rt = VirtualRuntime()
+        db = DbBuilder(memory_store(rt), rt)
+        await db.commits(3)
+        rt.advance(300.0)
+        gc = GarbageCollector(db.store, rt, gc_options())
+        await gc.run_once()  # creates the boundary (GC has now seen it)
+        assert db.keys("gc/")
+        for wal_id in (1, 2, 3):
+            db.put_wal(wal_id)
+        await db.commit(lambda m: attrs.evolve(m, replay_after_wal_id=3))
+        await db.commits(2)
+        rt.advance(300.0)
+        store = HardDestroyStalledBeforeBoundaryPut(db.store, rt)
+        gc.store = gc.manifests.store = store
+        stats = await gc.run_once()
+        assert store.raced and not db.keys("gc/")
+        assert db.wal_ids() == [1, 2, 3]  # the destroyer's to delete, after its stall
+        assert stats.wal_deleted == 0 and stats.manifests_deleted == 0, stats
+        assert [f["directory"] for f in rt.kinds("gc_skip")] == ["manifest"], rt.kinds("gc_skip")
+        assert not db.keys("compacted/") and not db.keys("compactions/")
+
+    run_virtual(main)
