@@ -50,6 +50,7 @@ from slatedb.errors import (
 )
 from slatedb.format.types import ExternalDb, ManifestV2
 from slatedb.manifest.edits import AddReaderCheckpoint, MarkInitialized
+from slatedb.manifest.segments import refuse_segments
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import create_if_absent, retry_transient
@@ -199,6 +200,7 @@ def _check_parent(dbs: _Dbs, parent: StoredManifest | None) -> None:
         raise InvalidDbStateError(f"cannot clone {dbs.parent_store.url}: it is not initialized (an unfinished clone)")
     if parent.manifest.destroyed_at_s:
         raise InvalidDbStateError(f"cannot clone {dbs.parent_store.url}: it was destroyed at {parent.manifest.destroyed_at_s} s")
+    refuse_segments(parent.manifest, dbs.parent_store.url, "clone it")  # its segments' SSTs would dangle
 
 
 def _check_attached(dbs: _Dbs, m: ManifestV2, checkpoint: uuid.UUID | None) -> None:

@@ -60,6 +60,7 @@ from slatedb.format.layout import FAILED_REASONS_DIR, failed_reason_key  # noqa:
 from slatedb.manifest.compaction import CompactionSpec, validate_spec
 from slatedb.manifest.edit import CompactorFence
 from slatedb.manifest.edits import ApplyCompaction, ClaimCompactorEpoch, apply_compaction, committed_already  # noqa: F401
+from slatedb.manifest.segments import refuse_segments
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import OVERWRITE, ObjectStore
 from slatedb.objstore.retry import retry_transient
@@ -148,6 +149,7 @@ class Compactor:
         latest = await self.manifests.read_latest()
         if latest is None:
             raise InvalidArgumentError("no database here: the compactor needs an existing manifest")
+        refuse_segments(latest.manifest, self.store.url, "run a compactor")
         epoch = latest.manifest.compactor_epoch + 1
         # The startup manifest carries a fresh checkpoint (pinning the manifest it replaces, like
         # a commit's pin) so that its bytes are ours alone (ClaimCompactorEpoch, CFENCE-3).

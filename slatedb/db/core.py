@@ -53,6 +53,7 @@ from slatedb.lsm.view import build_view
 from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import AdvanceReplay, BumpWriterEpoch, ReleaseWriterCheckpoint
 from slatedb.manifest.missing import initial_over_leftovers, latest_or_refuse
+from slatedb.manifest.segments import refuse_segments
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
@@ -180,6 +181,8 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             raise InvalidDbStateError(
                 f"database at {self.store.url} is not initialized (a clone, projection or union still being made, or one that never finished)"
             )
+        else:
+            refuse_segments(latest.manifest, self.store.url, "open a writer")
 
         try:
             orphan = switches.WRITER_CHECKPOINT_ORPHANED in rt.bugs

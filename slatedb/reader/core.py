@@ -51,6 +51,7 @@ from slatedb.format.sst_reader import SstReader
 from slatedb.format.types import ManifestV2
 from slatedb.format.wal_sst import decode_wal_sst
 from slatedb.manifest.edits import AddReaderCheckpoint
+from slatedb.manifest.segments import refuse_segments
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.memtable import Memtable
 from slatedb.objstore.base import ObjectStore
@@ -190,6 +191,7 @@ class ReaderCore(ReadPath):
         latest = await self.manifests.read_latest()
         if latest is None:
             raise InvalidDbStateError(f"cannot {what}: no database at {self.store.url} (no manifest)")
+        refuse_segments(latest.manifest, self.store.url, what)
         return latest
 
     async def _open_checkpoint(self, cid: uuid.UUID) -> None:
