@@ -181,7 +181,8 @@ async def _release_startup_pin(c: Compactor, *, stopped: bool = False) -> None:
 async def run_compactor(store: ObjectStore, settings: Settings | None = None, *, once: bool = False,
                         runtime: Runtime | None = None, merge_operator: Any = None) -> Compactor:
     """Run a standalone compactor (it fences any other). ``once``: until there is nothing left
-    to compact; otherwise until cancelled or fenced, going on after a store outage longer than
+    to compact of what L0 held at its start (L0 SSTs a live writer flushes meanwhile are left
+    for the next run: beside a steady writer a ``once`` run used never to end); otherwise until cancelled or fenced, going on after a store outage longer than
     its retries (logged as a ``compactor_error``, slatedb/compactor/service.py). ``merge_operator``: folds merge operands
     (spec/protocols/merge.md; without one they are kept as they are). ``settings``: a
     ``Settings``, a dict or a JSON/TOML path, as ``Db.open`` takes them."""
@@ -194,7 +195,7 @@ async def run_compactor(store: ObjectStore, settings: Settings | None = None, *,
     if once:
         await c.start()
         opened(rt)  # fenced in: from now on, the pauses of an open database (below)
-        await c.run_until_idle()
+        await c.run_until_idle(leave_new_l0=True)
         await _release_startup_pin(c)
         return c
     try:

@@ -417,7 +417,7 @@ def _add_compaction_commands(sub) -> None:
     p.add_argument("--start", type=_u64("--start"), default=None, help="lowest id (inclusive)")
     p.add_argument("--end", type=_u64("--end"), default=None, help="highest id (inclusive)")
     p = _add(sub, "run-compactor", "Run a compactor in the foreground (fences any other compactor)", note)
-    p.add_argument("--once", action="store_true", help="stop when there is nothing left to compact")
+    p.add_argument("--once", action="store_true", help="compact what L0 holds now, then stop (newer L0 SSTs wait)")
     p.add_argument("--settings", default=None, help="settings file (JSON or TOML); SLATEDB_* variables apply too")
     p.add_argument("--engine", choices=("local", "spark"), default="local",
                    help="local: merge in this process; spark: this process coordinates and each subcompaction "

@@ -120,6 +120,7 @@ class Compactor:
         self._worker_wakeup = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._mine: set[ULID] = set()  # jobs this coordinator's scheduler proposed
+        self._scheduling = True  # False: a ``--once`` run that left newer L0 SSTs (run_until_idle)
         self._stats = {"completed": 0, "failed": 0, "resumed": 0, "reclaimed": 0}
         #: The checkpoint ``ClaimCompactorEpoch`` wrote, once it landed: it makes the startup
         #: manifest's bytes ours alone and is needed only while that commit could be retried.
@@ -273,18 +274,31 @@ class Compactor:
     def _jobs(self) -> tuple[Compaction, ...]:
         return self._file.compactions.recent_compactions if self._file is not None else ()
 
-    async def run_until_idle(self) -> int:
+    async def run_until_idle(self, *, leave_new_l0: bool = False) -> int:
         """Compact until no job is active and the scheduler proposes nothing; return how many
-        compactions finished (Completed or Failed). For tests and ``slatedb run-compactor --once``."""
+        compactions finished (Completed or Failed). For tests and ``slatedb run-compactor --once``.
+
+        ``leave_new_l0`` (``--once``): compact what the database held at the first tick; once
+        every L0 SST it saw then has left L0 while newer ones arrived (a writer goes on
+        flushing), schedule nothing more and end when the jobs running end. Without it a steady
+        writer always gives the scheduler more to do, and a ``--once`` run never ended."""
         if self.epoch is None:
             await self.start()
         done_before = self._stats["completed"] + self._stats["failed"]
         self._worker_wakeup = trio.Event()
+        seen_l0: set | None = None
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 while True:
                     await self.tick()
+                    if leave_new_l0 and self._scheduling:
+                        l0 = {v.id for v in self._manifest.manifest.l0}
+                        if seen_l0 is None:
+                            seen_l0 = l0
+                        elif not (seen_l0 & l0) and l0 - seen_l0:
+                            self._scheduling = False  # what was there is compacted; the rest is new
+                            self.runtime.event("compactor_left_new_l0", l0=len(l0))
                     if self.worker is not None:
                         for cid in await self.worker.step():
                             nursery.start_soon(self._run_job, cid)
@@ -296,6 +310,7 @@ class Compactor:
             raise sole_exception(group) from None
         finally:
             self._nursery = None
+            self._scheduling = True
         return self._stats["completed"] + self._stats["failed"] - done_before
 
     async def tick(self) -> None:
@@ -314,7 +329,8 @@ class Compactor:
             await self._reclaim()
             for c in [c for c in self._jobs() if c.status is S.COMPACTED]:
                 await self._commit(c)
-            await self._schedule()
+            if self._scheduling:
+                await self._schedule()
             await self._validate()
         self._worker_wakeup.set()
 

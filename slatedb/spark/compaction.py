@@ -174,7 +174,7 @@ async def run_spark_compactor(spark: Any, url: str, settings: Settings | None = 
             return c  # a newer compactor took over first (as Compactor.run)
         opened(rt)  # fenced in: the pauses of an open database from now on (slatedb.admin.run_compactor)
         if once:
-            await c.run_until_idle()
+            await c.run_until_idle(leave_new_l0=True)
         else:
             await serve(c)
         return c

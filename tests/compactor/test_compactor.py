@@ -673,3 +673,51 @@ def test_run_compactor_once_drops_its_startup_pin_and_keeps_its_commit_pins() ->
     trio.run(lambda: admin.run_compactor(store, compactor_settings(), once=True))
     m = latest_manifest(store)[1]
     assert len(m.compacted) == 1 and len(m.checkpoints) == 1, m.checkpoints
+
+
+def test_run_compactor_once_ends_beside_a_writer_that_keeps_flushing() -> None:
+    """``run-compactor --once`` compacts what L0 held when it started and ends, leaving the L0
+    SSTs flushed since for the next run. Before, every tick found new L0 SSTs from the writer
+    and scheduled another job, so a ``--once`` run (a cron job) never ended while a writer wrote."""
+    import threading
+
+    import slatedb
+    from slatedb import admin
+
+    from .helpers import WRITER
+
+    store, _ = filled_store(n_keys=200, rounds=4, deletes=0)
+    start_l0 = {v.id for v in latest_manifest(store)[1].l0}
+    stop, flushed, failed = threading.Event(), [], []
+
+    def keep_flushing() -> None:
+        try:
+            with slatedb.Db.open("memory://test", settings=WRITER, store=store) as db:
+                i = 0
+                while not stop.is_set():
+                    for _ in range(20):
+                        db.put(b"n%07d" % i, b"x" * 40)
+                        i += 1
+                    db.flush(wal=False)  # a new L0 SST every few milliseconds
+                    flushed.append(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+
+    writer = threading.Thread(target=keep_flushing)
+    writer.start()
+    ended = []
+
+    async def once() -> None:
+        with trio.move_on_after(120):  # a bound on the hang this test is about, not a timing
+            ended.append(await admin.run_compactor(store, compactor_settings(), once=True))
+
+    try:
+        trio.run(once)
+    finally:
+        stop.set()
+        writer.join(60)
+    assert not failed, failed
+    assert len(flushed) > 10, "the writer kept flushing while the compactor ran"
+    assert ended, "run_compactor(once=True) was still compacting new L0 SSTs after 120 s"
+    assert not start_l0 & {v.id for v in latest_manifest(store)[1].l0}, "the L0 it started with is compacted"
+    assert ended[0].stats["completed"] >= 1
