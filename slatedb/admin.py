@@ -44,6 +44,7 @@ from slatedb.compactor.service import max_retries_of, serve
 from slatedb.gc import run_gc as _run_gc
 from slatedb.manifest.edits import DeleteCheckpoint
 from slatedb.manifest.missing import require_latest
+from slatedb.manifest.segments import segments_json
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.objstore.retry import retry_transient
@@ -566,6 +567,7 @@ def manifest_json(stored: StoredManifest, now_s: int | None = None) -> dict:
              "sst_ids": [str(i) for i in e.sst_ids]}
             for e in m.external_dbs
         ],
+        **segments_json(m),  # only when it has any (an official database with a segment extractor)
     }
 
 

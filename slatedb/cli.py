@@ -31,6 +31,7 @@ from slatedb.cli_progress import STOPS, ProgressRuntime, print_stop, wanted as p
 from slatedb import __version__ as slatedb_version
 from slatedb.config import Settings
 from slatedb.errors import InvalidArgumentError, ManifestsMissingError, NotFoundError, SlateDBError, sole_exception
+from slatedb.manifest.segments import segments_text
 from slatedb.merge_operator import load_merge_operator
 from slatedb.objstore import resolve_store
 
@@ -66,15 +67,14 @@ def _manifest_text(m: dict) -> str:
         f"initialized {str(m['initialized']).lower()}, destroyed at {_when(m['destroyed_at_s']) if m['destroyed_at_s'] else '-'}",
         f"  WAL: replay after {m['replay_after_wal_id']}, last seen {m['wal_id_last_seen']}; last L0 seq {m['last_l0_seq']}",
         f"  L0 ({len(m['l0'])}): {' '.join(m['l0']) or '-'}",
-        f"  sorted runs ({len(m['compacted'])}):",
-    ]
+        f"  sorted runs ({len(m['compacted'])}):"]
     lines += [f"    run {r['id']} ({len(r['ssts'])} SSTs): {' '.join(r['ssts'])}" for r in m["compacted"]]
     lines.append(f"  checkpoints ({len(m['checkpoints'])}):")
     lines += ["    " + _checkpoint_text(c) for c in m["checkpoints"]]
     lines.append(f"  external dbs ({len(m['external_dbs'])}):")
     lines += [f"    {e['path']}  source checkpoint {e['source_checkpoint_id']}  final checkpoint "
               f"{e['final_checkpoint_id'] or '-'}  {len(e['sst_ids'])} SSTs" for e in m["external_dbs"]]
-    return "\n".join(lines)
+    return "\n".join(lines + segments_text(m))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ from slatedb.manifest.edit import WriterFence
 from slatedb.manifest.edits import BumpWriterEpoch, CommitBulkLoad
 from slatedb.manifest.sst_ids import not_before
 from slatedb.manifest.missing import LOAD_INTENTS_DIR, intent_sst_id
+from slatedb.manifest.segments import refuse_segments
 from slatedb.manifest.store import ManifestStore
 from slatedb.objstore.base import OVERWRITE, ObjectMeta, ObjectStore, PutMode
 from slatedb.objstore.retry import RetryingReads, retry_transient
@@ -234,6 +235,7 @@ async def begin_load(store: ObjectStore, rt: Runtime, *, overwrite: bool,
     if latest is not None:
         m = latest.manifest
         check_writable_state(m, "bulk load")
+        refuse_segments(m, store.url, "bulk load into it")  # its rows would land outside every segment
         wal_seq = await _wal_max_seq(store, rt, m.replay_after_wal_id)
         last_seq = max(m.last_l0_seq, wal_seq)
     else:

@@ -14,6 +14,7 @@ import uuid
 from slatedb.checkpoint import delete_checkpoint, find_checkpoint, is_expired, refresh_checkpoint
 from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError, ObjectNotFoundError
 from slatedb.manifest.edits import AddReaderCheckpoint
+from slatedb.manifest.segments import refuse_segments
 from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
@@ -27,6 +28,7 @@ async def _latest(manifests: ManifestStore, url: str) -> StoredManifest:
     latest = await manifests.read_latest()
     if latest is None:
         raise InvalidDbStateError(f"no database at {url} (no manifest)")
+    refuse_segments(latest.manifest, url, "read it with Spark")
     return latest
 
 

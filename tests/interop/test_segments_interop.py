@@ -121,3 +121,45 @@ def test_our_clone_refuses_a_segmented_parent(db) -> None:
     with pytest.raises(InvalidDbStateError, match="segment.*two-bytes"):
         trio.run(create_clone_url, f"file://{root}/clone", url)
     assert not (root / "clone" / "manifest").exists()
+
+
+def test_spark_reads_and_bulk_loads_refuse_a_segmented_database(db) -> None:
+    """The Spark planner's checkpoint and a bulk load's begin (the driver's steps, without a
+    session): before, a read planned over the root tree alone (no rows) and a load would have
+    put its rows where the official engine never looks."""
+    from slatedb.runtime.production import ProductionRuntime
+    from slatedb.spark.load import begin_load
+    from slatedb.spark.snapshot import establish
+
+    root, url = db
+    before = manifests(root)
+
+    async def go(step):
+        store = resolve_store(url)
+        try:
+            await step(store, ProductionRuntime("spark-test"))
+        finally:
+            await store.aclose()
+
+    with pytest.raises(InvalidDbStateError, match="segment.*two-bytes"):
+        trio.run(go, lambda s, rt: establish(s, rt, 600))
+    with pytest.raises(InvalidDbStateError, match="segment.*two-bytes"):
+        trio.run(go, lambda s, rt: begin_load(s, rt, overwrite=False))
+    assert manifests(root) == before and not (root / "db" / "bulk-load").exists()
+
+
+def test_read_manifest_shows_the_segments(db) -> None:
+    """``slatedb read-manifest`` showed such a database as empty (``L0 (0)``, no sorted run)."""
+    import json
+    import subprocess
+    import sys
+
+    root, url = db
+    cli = [sys.executable, "-m", "slatedb.cli", "--path", url, "read-manifest"]
+    text = subprocess.run(cli, capture_output=True, text=True, check=True).stdout
+    assert "segments (4, extractor two-bytes; this engine does not open them)" in text
+    assert "prefix b'aa': L0 (1)" in text
+    view = json.loads(subprocess.run(cli + ["--json"], capture_output=True, text=True, check=True).stdout)
+    assert view["segment_extractor_name"] == "two-bytes"
+    assert [bytes.fromhex(s["prefix_hex"]) for s in view["segments"]] == [b"aa", b"bb", b"cc", b"dd"]
+    assert all(len(s["l0"]) == 1 for s in view["segments"])
