@@ -565,8 +565,7 @@ def manifest_json(stored: StoredManifest, now_s: int | None = None) -> dict:
             {"path": e.path, "source_checkpoint_id": str(e.source_checkpoint_id),
              "final_checkpoint_id": None if e.final_checkpoint_id is None else str(e.final_checkpoint_id),
              "sst_ids": [str(i) for i in e.sst_ids]}
-            for e in m.external_dbs
-        ],
+            for e in m.external_dbs],
         **segments_json(m),  # only when it has any (an official database with a segment extractor)
     }
 
