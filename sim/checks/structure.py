@@ -1,6 +1,6 @@
 """``slatedb check`` at the end of every simulated run (issue 26 item 2): the stored structure of
 each database a world made must satisfy the invariants the checker reads from objects
-(:mod:`slatedb.checker`: GC-4, CKPT-2/3, FENCE-1, READ-2, BOUNDARY-1/4, FENCE-4, CFENCE-3, DUR-2,
+(:mod:`slatedb.checker`: GC-4, CKPT-2/3, FENCE-1, READ-2, BOUNDARY-1/4, FENCE-4, CFENCE-3, DUR-2, DUR-5,
 COMPACT-1/4, GC-3, CLONE-1/2, PROJ-5/6, DESTROY-4). The same code users run on their databases, on
 a fault-free view of the world's bucket at the world's final time; a finding fails the seed with
 its invariant id. The trace oracles (:mod:`sim.checks.writer`, :mod:`sim.checks.gc`, ...) see
@@ -68,4 +68,4 @@ async def final_checkpoints_pin(bucket: MemoryBucket, name: str, now_ms: int) ->
 
 
 _ALL = ("DESTROY-4", "GC-2", "GC-4", "CKPT-2", "CKPT-3", "FENCE-1", "READ-2", "BOUNDARY-1", "BOUNDARY-4", "FENCE-4",
-        "CFENCE-3", "DUR-2", "COMPACT-1", "COMPACT-4", "GC-3", "CLONE-1", "CLONE-2", "PROJ-5", "PROJ-6")
+        "CFENCE-3", "DUR-2", "DUR-5", "COMPACT-1", "COMPACT-4", "GC-3", "CLONE-1", "CLONE-2", "PROJ-5", "PROJ-6")

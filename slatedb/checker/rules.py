@@ -14,7 +14,7 @@ WAL objects and external databases, the stores) and yields :class:`Finding` valu
 | BOUNDARY-1 | no manifest / ``.compactions`` id above the boundary and below the latest is missing |
 | BOUNDARY-4 | each boundary file parses and lies below the latest id of its namespace |
 | TRACK-1, TRACK-2 | each manifest's sequence tracker decodes, is in order with no seq above ``last_l0_seq``, and keeps the pairs of the manifest below it |
-| FENCE-4, CFENCE-3, DUR-2 | epochs, replay point, ``wal_id_last_seen`` and ``last_l0_seq`` never move back over the manifests above the boundary; ``.compactions`` epoch not above the manifest's; (deep) no row above ``last_l0_seq`` in L0 or a sorted run, WAL seqs never decrease, no row to replay created before ``last_l0_clock_tick`` |
+| FENCE-4, CFENCE-3, DUR-2, DUR-5 | epochs, replay point, ``wal_id_last_seen`` and ``last_l0_seq`` never move back over the manifests above the boundary; ``.compactions`` epoch not above the manifest's; (deep) no row above ``last_l0_seq`` in L0 or a sorted run, WAL seqs never decrease (DUR-2), no row to replay created before ``last_l0_clock_tick`` (DUR-5) |
 | COMPACT-4 | ids unique; sorted runs' views in key order and non-overlapping (but for one key spanning two); (deep) rows in (key asc, seq desc) inside each compacted SST, within its first/last entry |
 | GC-3 | outputs recorded by a Submitted/Running compaction exist |
 | COMPACT-1 | the latest ``.compactions`` decodes |
@@ -401,7 +401,7 @@ class ObjectChecker:
                         tick_after: tuple[int, int] | None = None) -> list[Finding]:
         """The WAL objects ``(lo_exclusive, hi]``; with ``tick_after = (last_l0_seq, tick)``
         (the latest manifest's replay range), deep: a row a replay would take (seq above
-        ``last_l0_seq``) created before ``tick`` is DUR-2 (an official writer replaying it
+        ``last_l0_seq``) created before ``tick`` is DUR-5 (an official writer replaying it
         refuses the tick of its L0 flush, ``InvalidClockTick``)."""
         out = []
         last_seq = -1
@@ -456,7 +456,7 @@ async def ssts(chk: ObjectChecker, now_s: int) -> list[Finding]:
 def _before_tick(rows, last_l0_seq: int, tick: int) -> str | None:
     for row in rows:
         if row.seq > last_l0_seq and row.create_ts_ms is not None and row.create_ts_ms < tick:
-            return (f"DUR-2:row seq {row.seq} created at {row.create_ts_ms}, before the manifest's "
+            return (f"DUR-5:row seq {row.seq} created at {row.create_ts_ms}, before the manifest's "
                     f"last_l0_clock_tick {tick}: a writer replaying it refuses the tick (InvalidClockTick)")
     return None
 

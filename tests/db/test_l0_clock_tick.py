@@ -1,5 +1,5 @@
 """An L0 flush records its table's newest write time as ``last_l0_clock_tick``, never the
-commit's ``now`` (writer.md step 9, DUR-2), as upstream's flush does (``KVTable::last_tick``,
+commit's ``now`` (writer.md step 9, DUR-5), as upstream's flush does (``KVTable::last_tick``,
 kept monotonic). Found switching engines: our writer, killed with rows in the WAL written while
 an L0 flush was in flight, left a tick above those rows' times; the official writer that took
 over replayed them and failed its L0 flush with ``InvalidClockTick``, closing in a state whose
@@ -98,7 +98,7 @@ def _crash_with_a_write_during_a_flush(url: str, monkeypatch=None) -> None:
 
 
 def test_slatedb_check_reports_a_row_to_replay_created_before_the_tick(tmp_path, monkeypatch) -> None:
-    """The checker's rule (DUR-2, deep): fed the state the old flush left (the tick set to the
+    """The checker's rule (DUR-5, deep): fed the state the old flush left (the tick set to the
     commit's time), it names the WAL object; on the fixed flush's state, nothing."""
     from slatedb.manifest import edits
     from tests.checker.assertions import check_databases_under
@@ -114,7 +114,7 @@ def test_slatedb_check_reports_a_row_to_replay_created_before_the_tick(tmp_path,
     monkeypatch.setattr(edits.AddL0, "apply", old_apply)
     _crash_with_a_write_during_a_flush(f"file://{tmp_path}/old/db")
     findings = check_databases_under(tmp_path / "old")
-    assert len(findings) == 1 and "DUR-2" in findings[0] and "InvalidClockTick" in findings[0], findings
+    assert len(findings) == 1 and "DUR-5" in findings[0] and "InvalidClockTick" in findings[0], findings
 
 
 # -- DUR-5: create times never go back (upstream's MonotonicClock) ----------------------------
