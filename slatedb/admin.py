@@ -53,6 +53,7 @@ from slatedb.projection.create import CloneSource, create_database_url
 from slatedb.runtime import Runtime, opened, with_max_retries
 from slatedb.runtime.anyloop import on_any_loop
 from slatedb.runtime.production import ProductionRuntime
+from slatedb.redact import shown_url
 
 
 def parse_request(request: Any) -> CompactionSpec | str:
@@ -365,7 +366,7 @@ async def read_manifest(store: ObjectStore, manifest_id: int | None = None, runt
     try:
         return await manifests.read(manifest_id)
     except ObjectNotFoundError:
-        raise NotFoundError(f"manifest {manifest_id} does not exist at {store.url}") from None
+        raise NotFoundError(f"manifest {manifest_id} does not exist at {shown_url(store.url)}") from None
 
 
 def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
@@ -562,7 +563,7 @@ def manifest_json(stored: StoredManifest, now_s: int | None = None) -> dict:
         "compacted": [{"id": run.id, "ssts": [str(v.sst_id) for v in run.ssts]} for run in m.compacted],
         "checkpoints": [checkpoint_json(c, now_s) for c in m.checkpoints],
         "external_dbs": [
-            {"path": e.path, "source_checkpoint_id": str(e.source_checkpoint_id),
+            {"path": shown_url(e.path), "source_checkpoint_id": str(e.source_checkpoint_id),
              "final_checkpoint_id": None if e.final_checkpoint_id is None else str(e.final_checkpoint_id),
              "sst_ids": [str(i) for i in e.sst_ids]}
             for e in m.external_dbs],

@@ -3,15 +3,15 @@
 Output: readable text, or JSON with ``--json`` (before or after the command; lists print one JSON
 object per line; the compaction commands print JSON either way, as their output always was).
 
-Errors print one line, ``slatedb: error: ...``, never a traceback (unless ``SLATEDB_DEBUG=1``),
-and exit with status 2 (bad usage or input: an empty or malformed URL, UUID, duration or number,
-an id outside ``[0, 2^64)``, an inverted range) or 1 (the operation failed: no database (every
-command but ``list-objects`` and ``check``), no such checkpoint or manifest, a refused state, a
-store error). Output cut short by its reader (``| head``) ends quietly with status 141.
+Errors print one line, ``slatedb: error: ...``, never a traceback (unless ``SLATEDB_DEBUG=1``), and exit
+with status 2 (bad usage or input: an empty or malformed URL, UUID, duration or number, an id outside
+``[0, 2^64)``, an inverted range) or 1 (the operation failed: no database (every command but
+``list-objects`` and ``check``), no such checkpoint or manifest, a refused state, a store error). Output
+cut short by its reader (``| head``) ends quietly with status 141. URLs are shown without secrets.
 
-Durations (``--lifetime``, ``--db-delete-grace``): ``"7days 30min 10s"``, ``"1.5h"``, ``"90s"``; a bare
-number is seconds. ``SLATEDB_*`` variables set settings for ``run-gc`` / ``run-compactor`` (not
-``SLATEDB_DEBUG``; a name close to a setting's is an error, any other is ignored with a warning).
+Durations (``--lifetime``, ``--db-delete-grace``): ``"7days 30min 10s"``, ``"1.5h"``, ``"90s"``; a bare number is
+seconds. ``SLATEDB_*`` variables set settings for ``run-gc`` / ``run-compactor`` (not ``SLATEDB_DEBUG``; a name
+close to a setting's is an error, any other is ignored with a warning).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from slatedb.errors import InvalidArgumentError, ManifestsMissingError, NotFound
 from slatedb.manifest.segments import segments_text
 from slatedb.merge_operator import load_merge_operator
 from slatedb.objstore import resolve_store
+from slatedb.redact import redact_text, shown_url
 
 DEBUG_ENV = "SLATEDB_DEBUG"
 
@@ -287,12 +288,12 @@ async def _clone_command(ns: argparse.Namespace) -> int:
         sources = [parse_clone_source(s) for s in ns.source]
         stored = await admin.create_clone_from_sources(ns.path, sources)
         m = stored.manifest
-        view = {"clone": ns.path, "sources": [str(s) for s in sources], "manifest": admin.manifest_json(stored)}
+        view = {"clone": shown_url(ns.path), "sources": [shown_url(str(s)) for s in sources], "manifest": admin.manifest_json(stored)}
         if ns.as_json:
             _emit(view)
         else:
             kind = "projected" if len(sources) == 1 else f"united {len(sources)} sources"
-            print(f"{kind} into {ns.path} (manifest {stored.id}, {len(m.l0)} L0 views, {len(m.compacted)} sorted runs, "
+            print(f"{kind} into {shown_url(ns.path)} (manifest {stored.id}, {len(m.l0)} L0 views, {len(m.compacted)} sorted runs, "
                   f"{sum(len(e.sst_ids) for e in m.external_dbs)} SSTs read in place from {len(m.external_dbs)} "
                   f"external databases, last_l0_seq {m.last_l0_seq})")
         return 0
@@ -300,12 +301,12 @@ async def _clone_command(ns: argparse.Namespace) -> int:
         raise InvalidArgumentError("clone needs --parent-path or at least one --source URL[@CHECKPOINT][:RANGE]")
     cp = admin.as_checkpoint_id(ns.parent_checkpoint) if ns.parent_checkpoint is not None else None
     stored = await admin.create_clone(ns.path, ns.parent_path, cp)
-    view = {"clone": ns.path, "parent": ns.parent_path, "manifest": admin.manifest_json(stored)}
+    view = {"clone": shown_url(ns.path), "parent": shown_url(ns.parent_path), "manifest": admin.manifest_json(stored)}
     if ns.as_json:
         _emit(view)
     else:
         ext = stored.manifest.external_dbs
-        print(f"cloned {ns.parent_path} into {ns.path} (manifest {stored.id}, "
+        print(f"cloned {shown_url(ns.parent_path)} into {shown_url(ns.path)} (manifest {stored.id}, "
               f"{sum(len(e.sst_ids) for e in ext)} parent SSTs read in place, from checkpoint "
               f"{ext[-1].source_checkpoint_id if ext else '-'})")
     return 0
@@ -321,12 +322,11 @@ async def _destroy_command(ns: argparse.Namespace) -> int:
             pass  # data but no manifest: the destroy refuses it, saying why
         await admin.destroy(store, ns.soft)
         if ns.as_json:
-            _emit({"destroyed": ns.path, "soft": ns.soft})
+            _emit({"destroyed": shown_url(ns.path), "soft": ns.soft})
         elif ns.soft:
-            print(f"soft-destroyed {ns.path}: the garbage collector deletes it after the grace period, "
-                  "once no checkpoint is active")
+            print(f"soft-destroyed {shown_url(ns.path)}: the garbage collector deletes it after the grace period, once no checkpoint is active")
         else:
-            print(f"destroyed {ns.path}")
+            print(f"destroyed {shown_url(ns.path)}")
         return 0
 
     return await _with_store(ns.path, body)
@@ -341,7 +341,7 @@ async def _check_command(ns: argparse.Namespace) -> int:
     store = resolve_store(ns.path)  # a malformed URL first (exit 2 naming its fault); creates nothing
     local = local_dir_of(ns.path)
     if local is not None and not os.path.isdir(local):
-        return _fail(f"no database at {ns.path}: {local} is not a directory", 2)
+        return _fail(f"no database at {shown_url(ns.path)}: {local} is not a directory", 2)
     settings = _settings(ns.settings)
     try:
         report = await check_store(store, deep=ns.deep, now_ms=ProductionRuntime().now_ms,
@@ -545,7 +545,7 @@ async def _until_terminated(ns: argparse.Namespace) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"slatedb: error: {' '.join(str(message).split())}", file=sys.stderr)
+    print(f"slatedb: error: {redact_text(' '.join(str(message).split()))}", file=sys.stderr)
     return code
 
 
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.command is None:
         parser.error("the following arguments are required: <command>")
     if ns.path is not None and ns.path_here is not None and ns.path != ns.path_here:
-        parser.error(f"--path given twice, {ns.path!r} and {ns.path_here!r}")
+        parser.error(f"--path given twice, {shown_url(ns.path)!r} and {shown_url(ns.path_here)!r}")
     ns.path = ns.path if ns.path is not None else ns.path_here
     if ns.path is not None and not ns.path.strip():  # a script's unset variable: say so, not "required"
         parser.error(f"--path is empty ({ns.path!r}): give a database URL, file:///abs/dir, s3://bucket/prefix or memory://name")

@@ -45,6 +45,7 @@ from slatedb.runtime import Runtime, probes, switches
 from slatedb.runtime.anyloop import on_any_loop
 from slatedb.runtime.production import default_runtime
 from slatedb.wal.writer import WalWriter
+from slatedb.redact import shown_url
 
 
 async def destroy(store: ObjectStore, runtime: Runtime, *, soft: bool) -> None:
@@ -75,7 +76,7 @@ async def destroy_url(url: str, *, soft: bool, runtime: Runtime | None = None) -
 async def _latest(ms: ManifestStore, store: ObjectStore) -> StoredManifest:
     latest = await ms.read_latest()
     if latest is None:
-        raise NotFoundError(f"no database at {store.url} (no manifest)")
+        raise NotFoundError(f"no database at {shown_url(store.url)} (no manifest)")
     return latest
 
 
@@ -152,7 +153,7 @@ async def _no_manifest(store: ObjectStore, rt: Runtime) -> None:
     roots = sorted({r for r in (shard_root(m.key) for m in left) if r is not None})
     others = [m for m in left if shard_root(m.key) is None]
     if others:
-        raise NotFoundError(f"{store.url} holds {len(others)} objects (e.g. {others[0].key}) but no manifest: not a "
+        raise NotFoundError(f"{shown_url(store.url)} holds {len(others)} objects (e.g. {others[0].key}) but no manifest: not a "
                             f"database, not deleting")
     # Only shard databases of a sharded load are left (no load is open: its marker would be
     # listed above): the ones an earlier destroy kept because a clone pinned them (destroy.md

@@ -8,6 +8,8 @@ returning something that might be wrong.
 
 from __future__ import annotations
 
+from slatedb.redact import shown_url
+
 
 class SlateDBError(Exception):
     """Base class of every error raised by slatedb."""
@@ -122,7 +124,7 @@ class ManifestsMissingError(InvalidDbStateError):
     """
 
     def __init__(self, url: str, found: dict[str, int], examples: list[str]) -> None:
-        self.url = url
+        self.url = url = shown_url(url)  # the store URL as messages show it (no secret)
         self.found = dict(found)
         self.examples = list(examples)
         names = {"wal/": "WAL object", "compacted/": "SST", "compactions/": ".compactions file", "gc/": "GC boundary file"}

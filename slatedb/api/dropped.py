@@ -22,6 +22,8 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
+from slatedb.redact import shown_url
+
 
 def spawn_or_refuse(runner: Callable[[], Awaitable[None]], refuse: Callable[[], None]) -> None:
     """(On the runtime loop, from ``run_sync_soon``.) Start a call as a system task; when the
@@ -135,7 +137,7 @@ def _warn_unclosed(core: Any, url: str) -> None:
     the close or raise into whatever collected the object)."""
     what = _OPENED.get(type(core).__name__, type(core).__name__)
     try:
-        warnings.warn(f"unclosed slatedb {what} at {url} (dropped without close(); closed for you: use close() "
+        warnings.warn(f"unclosed slatedb {what} at {shown_url(url)} (dropped without close(); closed for you: use close() "
                       f"or 'with')", ResourceWarning, stacklevel=2)
     except Exception:  # noqa: BLE001 - see the docstring
         pass

@@ -31,6 +31,7 @@ from slatedb.format.layout import (
 from slatedb.format.manifest import decode_manifest_v2
 from slatedb.format.types import CompactionsV1, ManifestV2
 from slatedb.objstore.base import ObjectMeta, ObjectStore
+from slatedb.redact import shown_url
 
 
 class CheckAccessError(Exception):
@@ -136,7 +137,7 @@ async def load_image(store: ObjectStore, *, max_history: int = 4096) -> DbImage:
     if not any(is_db_key(k) for k in listing):
         # Nothing of a database's layout: another database nested below the path, a user's
         # file there, are no database here (layout.is_db_key; destroy.md H1, DESTROY-8).
-        raise CheckAccessError(f"no database at {store.url}: no objects" + (" of a database's layout" if listing else ""))
+        raise CheckAccessError(f"no database at {shown_url(store.url)}: no objects" + (" of a database's layout" if listing else ""))
     image = DbImage(store, store.url, listing, manifest_ids, latest_id, latest, latest_error, manifests, errors,
                     compactions_ids, compactions, compactions_error, boundaries, boundary_errors)
     # Every manifest an active checkpoint pins, and the history above the boundary.

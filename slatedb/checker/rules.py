@@ -66,6 +66,7 @@ from slatedb.objstore.url import db_url_candidates
 
 from .image import DbImage, open_existing, read_manifest
 from .report import Finding
+from slatedb.redact import shown_url
 
 
 def active(m: ManifestV2, now_s: int) -> list[Checkpoint]:
@@ -388,7 +389,7 @@ class ObjectChecker:
                 store = await self.external(path)
                 if store is None:
                     continue  # reported once by external_dbs()
-                listing, inv, name = self.external_listings[path], "CLONE-2", f"{store.url}/{sst_key(sst)}"
+                listing, inv, name = self.external_listings[path], "CLONE-2", f"{shown_url(store.url)}/{sst_key(sst)}"
             problem = await self.sst_problem(store, listing, sst, m.last_l0_seq if path is None else None)
             if problem is None or not self.first_report(store, sst_key(sst)):
                 continue
@@ -515,16 +516,16 @@ async def external_dbs(chk: ObjectChecker, now_s: int) -> list[Finding]:
         try:
             ext = await read_manifest(store, ids[-1])
         except (CorruptionError, ObjectNotFoundError) as err:
-            out.append(Finding("CLONE-1", f"{store.url}/{manifest_key(ids[-1])}", f"latest manifest of external "
+            out.append(Finding("CLONE-1", f"{shown_url(store.url)}/{manifest_key(ids[-1])}", f"latest manifest of external "
                                                                                    f"database {e.path!r}: {err}"))
             continue
         final = next((c for c in ext.checkpoints if c.id == e.final_checkpoint_id), None)
         if final is None or is_expired(final, now_s):
-            out.append(Finding("CLONE-1", f"{store.url}/{manifest_key(ids[-1])}#checkpoint/{e.final_checkpoint_id}",
+            out.append(Finding("CLONE-1", f"{shown_url(store.url)}/{manifest_key(ids[-1])}#checkpoint/{e.final_checkpoint_id}",
                                f"final checkpoint of this database's external entry {e.path!r} is "
                                f"{'missing' if final is None else 'expired'}"))
         elif final.manifest_id not in ids:
-            out.append(Finding("CLONE-1", f"{store.url}/{manifest_key(final.manifest_id)}",
+            out.append(Finding("CLONE-1", f"{shown_url(store.url)}/{manifest_key(final.manifest_id)}",
                                f"pinned by the final checkpoint {final.id} of external database {e.path!r}, "
                                f"does not exist"))
         else:
@@ -537,7 +538,7 @@ async def external_dbs(chk: ObjectChecker, now_s: int) -> list[Finding]:
                 continue  # deleted since the listing: the next check sees it
             unpinned = sorted(set(e.sst_ids) - manifest_sst_ids(pinned))
             if unpinned:
-                out.append(Finding("CLONE-1", f"{store.url}/{manifest_key(final.manifest_id)}",
+                out.append(Finding("CLONE-1", f"{shown_url(store.url)}/{manifest_key(final.manifest_id)}",
                                    f"pinned by the final checkpoint {final.id} of this database's external entry "
                                    f"{e.path!r} (source checkpoint {e.source_checkpoint_id}), does not list "
                                    f"{len(unpinned)} of the entry's {len(e.sst_ids)} SSTs (first {unpinned[0]})"))

@@ -34,6 +34,7 @@ from .rules import (
 from .garbage import garbage
 from .image import CheckAccessError, _ids, load_image, local_dir_of
 from .report import CheckReport, Finding
+from slatedb.redact import shown_url
 
 
 async def _once(store: ObjectStore, *, deep: bool, now_ms: int, gc_options) -> CheckReport:
@@ -54,7 +55,7 @@ async def _once(store: ObjectStore, *, deep: bool, now_ms: int, gc_options) -> C
     finally:
         await chk.aclose()
     counts = {"manifests": len(img.manifest_ids), "objects": len(img.listing), **chk.counts}
-    return CheckReport(store.url, tuple(findings), tuple(garbage(img, now_ms, gc_options)), img.latest_id, deep,
+    return CheckReport(shown_url(store.url), tuple(findings), tuple(garbage(img, now_ms, gc_options)), img.latest_id, deep,
                        counts)
 
 
@@ -78,7 +79,7 @@ async def check_store(store: ObjectStore, *, deep: bool = False, now_ms: int | C
             if report.healthy or await _heads(store) == before:
                 return report
     except ObjectStoreError as e:
-        raise CheckAccessError(f"cannot read {store.url}: {e}") from e
+        raise CheckAccessError(f"cannot read {shown_url(store.url)}: {e}") from e
     assert report is not None
     return report
 
@@ -97,7 +98,7 @@ def check(url: str, *, deep: bool = False, gc_options: GarbageCollectorOptions |
         made = resolve_store(url)
         path = local_dir_of(url)
         if path is not None and not os.path.isdir(path):
-            raise CheckAccessError(f"no database at {url}: {path} is not a directory")
+            raise CheckAccessError(f"no database at {shown_url(url)}: {path} is not a directory")
 
     async def main() -> CheckReport:
         s = store if store is not None else made

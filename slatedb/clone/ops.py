@@ -58,6 +58,7 @@ from slatedb.objstore.url import relative_db_path
 from slatedb.projection.ops import referenced_sst_ids
 from slatedb.runtime import Runtime, probes, switches
 from slatedb.wal.writer import list_wal_ids, wal_key
+from slatedb.redact import shown_url
 
 #: RFC 000: the ephemeral source checkpoint's lifetime, an upper bound for retrying a clone.
 EPHEMERAL_CHECKPOINT_LIFETIME_S = 300
@@ -117,7 +118,7 @@ async def create_clone(clone_store: ObjectStore, parent_store: ObjectStore, runt
         except ValueError:
             raise InvalidArgumentError(f"parent checkpoint {parent_checkpoint!r} is not a UUID") from None
     if _norm(clone_store.url) == _norm(parent_store.url):
-        raise InvalidArgumentError(f"a clone needs its own path, different from its parent's ({parent_store.url})")
+        raise InvalidArgumentError(f"a clone needs its own path, different from its parent's ({shown_url(parent_store.url)})")
     dbs = _Dbs(clone_store, parent_store, runtime)
     try:
         return await _create_clone(dbs, parent_checkpoint)
@@ -155,9 +156,9 @@ async def _create_clone(dbs: _Dbs, parent_checkpoint: uuid.UUID | None) -> Store
                 parent, source_id = await _ephemeral_checkpoint(dbs, parent_ms)
             source = find_checkpoint(parent.manifest, source_id)
             if source is None:
-                raise CheckpointNotFoundError(source_id, f"the parent database at {dbs.parent_store.url}")
+                raise CheckpointNotFoundError(source_id, f"the parent database at {shown_url(dbs.parent_store.url)}")
             if is_expired(source, rt.now_ms() // 1000):
-                raise InvalidDbStateError(f"source checkpoint {source_id} on {dbs.parent_store.url} has expired")
+                raise InvalidDbStateError(f"source checkpoint {source_id} on {shown_url(dbs.parent_store.url)} has expired")
             rt.event("clone", clone_step="source_checkpoint", id=str(source_id), manifest_id=source.manifest_id,
                      ephemeral=parent_checkpoint is None)
             base = parent if source.manifest_id == parent.id else await parent_ms.read(source.manifest_id)
@@ -195,22 +196,22 @@ async def _ephemeral_checkpoint(dbs: _Dbs, parent_ms: ManifestStore) -> tuple[St
 
 def _check_parent(dbs: _Dbs, parent: StoredManifest | None) -> None:
     if parent is None:
-        raise InvalidDbStateError(f"cannot clone {dbs.parent_store.url}: no database there (no manifest)")
+        raise InvalidDbStateError(f"cannot clone {shown_url(dbs.parent_store.url)}: no database there (no manifest)")
     if not parent.manifest.initialized:
-        raise InvalidDbStateError(f"cannot clone {dbs.parent_store.url}: it is not initialized (an unfinished clone)")
+        raise InvalidDbStateError(f"cannot clone {shown_url(dbs.parent_store.url)}: it is not initialized (an unfinished clone)")
     if parent.manifest.destroyed_at_s:
-        raise InvalidDbStateError(f"cannot clone {dbs.parent_store.url}: it was destroyed at {parent.manifest.destroyed_at_s} s")
+        raise InvalidDbStateError(f"cannot clone {shown_url(dbs.parent_store.url)}: it was destroyed at {parent.manifest.destroyed_at_s} s")
     refuse_segments(parent.manifest, dbs.parent_store.url, "clone it")  # its segments' SSTs would dangle
 
 
 def _check_attached(dbs: _Dbs, m: ManifestV2, checkpoint: uuid.UUID | None) -> None:
     """Step 2: the existing clone manifest must be a clone of this parent (at ``checkpoint``)."""
     if not m.external_dbs:
-        raise CloneMismatchError(f"a database exists at {dbs.clone_store.url} and is not a clone")
+        raise CloneMismatchError(f"a database exists at {shown_url(dbs.clone_store.url)} and is not a clone")
     if not any(dbs.is_parent(e.path) and (checkpoint is None or e.source_checkpoint_id == checkpoint)
                for e in m.external_dbs):
         raise CloneMismatchError(
-            f"a database exists at {dbs.clone_store.url} but is not a clone of {dbs.parent_store.url}"
+            f"a database exists at {shown_url(dbs.clone_store.url)} but is not a clone of {shown_url(dbs.parent_store.url)}"
             f" at checkpoint {checkpoint if checkpoint is not None else '<any>'}")
 
 
@@ -221,7 +222,7 @@ async def _check_final_checkpoints(dbs: _Dbs, m: ManifestV2) -> None:
         latest = await ManifestStore(await dbs.of_clone_entry(e.path), dbs.runtime).read_latest()
         if latest is None or find_checkpoint(latest.manifest, e.final_checkpoint_id) is None:
             raise CloneMismatchError(
-                f"the clone at {dbs.clone_store.url} is initialized but its final checkpoint {e.final_checkpoint_id}"
+                f"the clone at {shown_url(dbs.clone_store.url)} is initialized but its final checkpoint {e.final_checkpoint_id}"
                 f" on the external database {e.path!r} is gone")
 
 
@@ -271,7 +272,7 @@ async def _ensure_final_checkpoints(dbs: _Dbs, m: ManifestV2) -> None:
         ms = ManifestStore(store, rt)
         latest = await ms.read_latest()
         if latest is None or not latest.manifest.initialized:
-            raise InvalidDbStateError(f"external database {e.path!r} of the clone at {dbs.clone_store.url}"
+            raise InvalidDbStateError(f"external database {e.path!r} of the clone at {shown_url(dbs.clone_store.url)}"
                                       " has no initialized manifest")
         sources = [e.source_checkpoint_id]
         if not dbs.is_parent(e.path):
@@ -320,7 +321,7 @@ async def _copy_wal(dbs: _Dbs, m: ManifestV2) -> None:
         try:
             got = await retry_transient(rt, lambda: dbs.parent_store.get(key), what=f"get parent {key}")
         except ObjectNotFoundError:
-            raise NotFoundError(f"parent WAL object {key} of {dbs.parent_store.url}, pinned by the clone's source"
+            raise NotFoundError(f"parent WAL object {key} of {shown_url(dbs.parent_store.url)}, pinned by the clone's source"
                                 " checkpoint, is missing") from None
         await create_if_absent(dbs.clone_store, rt, key, bytes(got.data))
         rt.event("clone", clone_step="copy_wal", id=wal_id)

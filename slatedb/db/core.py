@@ -66,6 +66,7 @@ from .follower import ManifestFollower
 from .services import Services
 from .state import ImmEntry, UnclampedWriterState, WriterState
 from .write_path import MustWait, WritePath
+from slatedb.redact import shown_url
 
 __all__ = ["DbCore", "ImmEntry", "MustWait", "ReadState"]
 
@@ -179,7 +180,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
                 ManifestV2(initialized=True, replay_after_wal_id=replay_after, wal_id_last_seen=replay_after), first_id)
         elif not latest.manifest.initialized:  # the state of the stored database, not an argument
             raise InvalidDbStateError(
-                f"database at {self.store.url} is not initialized (a clone, projection or union still being made, or one that never finished)"
+                f"database at {shown_url(self.store.url)} is not initialized (a clone, projection or union still being made, or one that never finished)"
             )
         else:
             refuse_segments(latest.manifest, self.store.url, "open a writer")
@@ -188,7 +189,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             orphan = switches.WRITER_CHECKPOINT_ORPHANED in rt.bugs
             bumped = await self.manifests.commit(BumpWriterEpoch(checkpoint_id=rt.new_uuid(), orphan_previous=orphan))
         except InvalidDbStateError as e:  # RFC 000 "Deleting a Database" (DESTROY-3): checked in the CAS
-            raise InvalidDbStateError(f"database at {self.store.url}: {e}") from None
+            raise InvalidDbStateError(f"database at {shown_url(self.store.url)}: {e}") from None
         stored = bumped.stored
         self.epoch = stored.manifest.writer_epoch
         rt.event("writer_epoch", epoch=self.epoch, manifest=stored.id)
@@ -202,7 +203,7 @@ class DbCore(WritePath, Flushers, ManifestFollower, Services, ReadPath):
             gc_opts = self.settings.garbage_collector_options
             if await self._wal.outlived_destroy(bumped.stored.id, listed, boundary_files=(
                     gc_opts is None or gc_opts.boundary_files_enabled)):
-                raise InvalidDbStateError(f"database at {self.store.url} was destroyed while this writer opened it: its "
+                raise InvalidDbStateError(f"database at {shown_url(self.store.url)} was destroyed while this writer opened it: its "
                                           f"epoch bump (manifest {bumped.stored.id}) landed after the database was "
                                           f"removed and is taken back")
         assert stored is not None

@@ -44,6 +44,7 @@ from slatedb.runtime import Runtime
 
 from .common import SnapshotLifecycle
 from .core import DbCore, MustWait
+from slatedb.redact import shown_url
 
 
 def _timeout_arg(timeout_s: object) -> float | None:
@@ -327,4 +328,4 @@ class Db(SyncReads, SyncCacheControl):
         self._portal(self._core.refresh_manifest)
 
     def __repr__(self) -> str:
-        return f"Db({self._core.store.url!r}, epoch={self._core.epoch})"
+        return f"Db({shown_url(self._core.store.url)!r}, epoch={self._core.epoch})"

@@ -18,6 +18,7 @@ from slatedb.format.layout import LOAD_INTENTS_DIR, is_db_key  # a bulk load's o
 from slatedb.objstore.retry import retry_transient
 
 from .store import ManifestStore, StoredManifest, parse_id
+from slatedb.redact import shown_url
 
 #: A database's directories other than ``manifest/`` (gc/destroyed.py deletes the same ones).
 DATA_DIRECTORIES = ("wal/", "compacted/", "compactions/", "gc/")
@@ -81,7 +82,7 @@ async def latest_or_refuse(manifests: ManifestStore, *, create: str = "if_missin
             return latest
         raise ManifestsMissingError(manifests.store.url, found, examples)
     if create == "never":
-        raise NotFoundError(f'no database at {manifests.store.url} (no manifest; create="never")')
+        raise NotFoundError(f'no database at {shown_url(manifests.store.url)} (no manifest; create="never")')
     return None
 
 
@@ -90,7 +91,7 @@ async def require_latest(manifests: ManifestStore) -> StoredManifest:
     when the path holds nothing, :class:`ManifestsMissingError` when it holds data but no manifest."""
     latest = await latest_or_refuse(manifests, create="if_missing")
     if latest is None:
-        raise NotFoundError(f"no database at {manifests.store.url} (no manifest)")
+        raise NotFoundError(f"no database at {shown_url(manifests.store.url)} (no manifest)")
     return latest
 
 

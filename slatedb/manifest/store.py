@@ -52,6 +52,7 @@ from slatedb.runtime import Runtime, probes, switches
 
 from .edit import Attempt, Edit, apply_edit
 from .validate import check_manifest
+from slatedb.redact import shown_url
 
 @attrs.frozen
 class StoredManifest:
@@ -323,7 +324,7 @@ class SequencedStore(Generic[V, S]):
         if latest is not None:
             return latest
         await retry_transient(self.runtime, self.store.check_root, what="check the store root")
-        raise InvalidDbStateError(f"no {self.namespace} file left under {self.store.url}/{self.directory}: the "
+        raise InvalidDbStateError(f"no {self.namespace} file left under {shown_url(self.store.url)}/{self.directory}: the "
                                   "database was destroyed or deleted while open")
 
     async def try_write(self, file_id: int, value: V, *, edit: str | None = None) -> S:
@@ -412,7 +413,7 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
                 latest = None
         if latest is None or latest.manifest.destroyed_at_s:
             what = "removed" if latest is None else f"destroyed (manifest {latest.id})"
-            raise InvalidDbStateError(f"the database at {self.store.url} was {what} under this commit: "
+            raise InvalidDbStateError(f"the database at {shown_url(self.store.url)} was {what} under this commit: "
                                       f"its GC boundary file went with it")
 
     def encode(self, value: ManifestV2) -> bytes:
@@ -482,7 +483,7 @@ class ManifestStore(SequencedStore[ManifestV2, StoredManifest]):
             if current is None:
                 current = await self.read_latest()
                 if current is None:  # never created, or destroyed and removed by GC (destroy seed 99)
-                    raise InvalidDbStateError(f"no database at {self.store.url} (no manifest: never created, "
+                    raise InvalidDbStateError(f"no database at {shown_url(self.store.url)} (no manifest: never created, "
                                               "or destroyed and removed)")
             if current.id != self._checked_id:  # never build on a malformed manifest (sequenced-metadata.md)
                 check_manifest(current.manifest, current.id)

@@ -22,6 +22,7 @@ import urllib.parse
 from typing import Callable, Mapping
 
 from slatedb.errors import InvalidUrlError
+from slatedb.redact import shown_url
 
 from .base import ObjectStore, validate_key
 from .memory import DEFAULT_REGISTRY, MemoryRegistry, MemoryStore
@@ -45,7 +46,7 @@ def _check_path(url: str, path: str) -> str:
     try:
         validate_key(path)
     except Exception as e:
-        raise InvalidUrlError(f"invalid path in store URL {url!r}: {e}") from None
+        raise InvalidUrlError(f"invalid path in store URL {shown_url(url)!r}: {e}") from None
     return path + "/"
 
 
@@ -63,34 +64,18 @@ def _file_fsync(url: str, query: str, options: Mapping[str, object]) -> bool:
     params = urllib.parse.parse_qs(query, keep_blank_values=True)
     unknown = set(params) - set(_FILE_OPTIONS)
     if unknown:
-        raise InvalidUrlError(f"unknown file URL parameter(s) {sorted(unknown)} in {url!r}; known: {list(_FILE_OPTIONS)}")
+        raise InvalidUrlError(f"unknown file URL parameter(s) {sorted(unknown)} in {shown_url(url)!r}; known: {list(_FILE_OPTIONS)}")
     repeated = [k for k, v in params.items() if len(v) > 1]
     if repeated:
-        raise InvalidUrlError(f"file URL parameter(s) {sorted(repeated)} given more than once in {url!r}")
+        raise InvalidUrlError(f"file URL parameter(s) {sorted(repeated)} given more than once in {shown_url(url)!r}")
     unknown = set(options) - set(_FILE_OPTIONS)
     if unknown:
         raise InvalidUrlError(f"unknown file store option(s) {sorted(unknown)}; known: {list(_FILE_OPTIONS)}")
     if "fsync" in options:
         return _bool_setting("file store option 'fsync'", options["fsync"])
     if "fsync" in params:
-        return _bool_setting(f"file URL parameter 'fsync' in {url!r}", params["fsync"][0])
+        return _bool_setting(f"file URL parameter 'fsync' in {shown_url(url)!r}", params["fsync"][0])
     return True
-
-
-#: The S3 URL parameters whose values an error message does not show.
-_S3_SECRETS = ("secret_access_key", "session_token")
-
-
-def _s3_url_shown(url: str) -> str:
-    """``url`` as an error message shows it: a user-info part and the values of the secret
-    parameters replaced by ``***``."""
-    parsed = urllib.parse.urlsplit(url)
-    netloc = parsed.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    query = "&".join(f"{k}=***" if k in _S3_SECRETS else (f"{k}={v}" if sep else k)
-                     for k, sep, v in (part.partition("=") for part in parsed.query.split("&") if part))
-    return urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, query, parsed.fragment))
 
 
 #: The region names botocore accepts (``botocore.utils.validate_region_name``).
@@ -133,7 +118,7 @@ def _check_utf8(what: str, text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise InvalidUrlError(f"{what} {text!r} is not UTF-8 text ({text[e.start]!r} at {e.start}: a name that is "
+        raise InvalidUrlError(f"{what} {shown_url(text)!r} is not UTF-8 text ({text[e.start]!r} at {e.start}: a name that is "
                               "not UTF-8, such as a directory named with a byte like \\xff); rename it") from None
     return text
 
@@ -158,8 +143,9 @@ def _plan(url: object, options: Mapping[str, str] | None, env: Mapping[str, str]
     check_url_type(url)
     assert isinstance(url, str)
     parsed = urllib.parse.urlsplit(url)
+    shown = shown_url(url)  # what the messages below show: no user-info, no secret parameter value
     if "#" in url:  # a fragment names no part of a store: dropped, it would open another path
-        raise InvalidUrlError(f"store URL has a fragment '#{parsed.fragment}' in {url!r}: a '#' in a path or "
+        raise InvalidUrlError(f"store URL has a fragment '#{parsed.fragment}' in {shown!r}: a '#' in a path or "
                               "prefix must be percent-encoded as %23")
     scheme = parsed.scheme.lower()
     if options is not None and not isinstance(options, Mapping):
@@ -169,26 +155,25 @@ def _plan(url: object, options: Mapping[str, str] | None, env: Mapping[str, str]
     if scheme == "memory":
         if options or parsed.query:  # honoured or refused: a memory store has no option
             raise InvalidUrlError(f"unknown memory store option(s) {sorted(options) or parsed.query!r} in "
-                                  f"{url!r}: a memory:// store takes none")
+                                  f"{shown!r}: a memory:// store takes none")
         if not parsed.netloc:
-            raise InvalidUrlError(f"memory URL needs a store name: memory://NAME[/path], got {url!r}")
+            raise InvalidUrlError(f"memory URL needs a store name: memory://NAME[/path], got {shown!r}")
         return ("memory", parsed.netloc, _check_path(url, urllib.parse.unquote(parsed.path)))
 
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise InvalidUrlError(
-                f"file URL must be absolute, file:///abs/dir (three slashes); {url!r} names host {parsed.netloc!r}"
+                f"file URL must be absolute, file:///abs/dir (three slashes); {shown!r} names host {parsed.netloc!r}"
             )
         path = urllib.parse.unquote(parsed.path)
         if not path.startswith("/"):
-            raise InvalidUrlError(f"file URL must hold an absolute path: {url!r}")
+            raise InvalidUrlError(f"file URL must hold an absolute path: {shown!r}")
         if any(seg in (".", "..") for seg in path.split("/")):
-            raise InvalidUrlError(f"file URL must not contain '.' or '..' segments: {url!r}")
+            raise InvalidUrlError(f"file URL must not contain '.' or '..' segments: {shown!r}")
         return ("file", path, _file_fsync(url, parsed.query, options))
 
     if scheme == "s3":
         bucket = parsed.netloc
-        shown = _s3_url_shown(url)
         if not bucket:
             raise InvalidUrlError(f"s3 URL needs a bucket: s3://BUCKET[/prefix], got {shown!r}")
         if "@" in bucket:  # the official engine ignores these: refused, not taken for part of the bucket
@@ -227,8 +212,8 @@ def _plan(url: object, options: Mapping[str, str] | None, env: Mapping[str, str]
         return ("s3", bucket, prefix, resolved)
 
     if not scheme:
-        raise InvalidUrlError(f"store URL has no scheme (memory://, file:///, s3://): {url!r}")
-    raise InvalidUrlError(f"unsupported store URL scheme {scheme!r} in {url!r}; use memory://, file:/// or s3://")
+        raise InvalidUrlError(f"store URL has no scheme (memory://, file:///, s3://): {shown!r}")
+    raise InvalidUrlError(f"unsupported store URL scheme {scheme!r} in {shown!r}; use memory://, file:/// or s3://")
 
 
 def resolve_store(
@@ -304,11 +289,13 @@ def relative_db_path(from_url: str, to_url: str) -> str:
     base_f, seg_f, _ = _split(from_url)
     base_t, seg_t, query_t = _split(to_url)
     if base_f != base_t or not seg_t:
-        return _check_utf8("the path of the database named in a manifest", to_url)
+        # A full URL, without its credentials: a manifest is no place for a secret (the reader
+        # of the clone gives its own, db_url_candidates).
+        return _check_utf8("the path of the database named in a manifest", _without_credentials(to_url))
     common = 0
     while common < min(len(seg_f) - 1, len(seg_t) - 1) and seg_f[common] == seg_t[common]:
         common += 1
-    return _check_utf8(f"the path by which the manifest at {from_url!r} would name the database at {to_url!r},",
+    return _check_utf8(f"the path by which the manifest at {shown_url(from_url)!r} would name the database at {shown_url(to_url)!r},",
                        "/".join(seg_t[common:]))
 
 
@@ -317,9 +304,38 @@ def db_url_candidates(from_url: str, path: str) -> list[str]:
     as is; a relative path under each ancestor of ``from_url``, nearest first (the caller picks
     the first that holds a database)."""
     if "://" in path:
-        return [path]
+        return [_with_credentials_of(path, from_url)]
     base, segments, query = _split(from_url)
     rel = [s for s in path.split("/") if s]
     if not segments:  # a database at the store's root: its paths are under the root itself
         return [_join(base, rel, query)]
     return [_join(base, segments[:i] + rel, query) for i in range(len(segments) - 1, -1, -1)]
+
+
+#: The URL parameters that are credentials: never written into a manifest.
+_CREDENTIALS = ("access_key_id", "secret_access_key", "session_token")
+
+
+def _query_parts(url: str) -> tuple[urllib.parse.SplitResult, list[str]]:
+    parsed = urllib.parse.urlsplit(url)
+    return parsed, [p for p in parsed.query.split("&") if p]
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` without its credential parameters (the full URL of a database in another bucket,
+    as a clone's manifest names it)."""
+    parsed, parts = _query_parts(url)
+    kept = [p for p in parts if p.partition("=")[0] not in _CREDENTIALS]
+    return url if len(kept) == len(parts) else parsed._replace(query="&".join(kept)).geturl()
+
+
+def _with_credentials_of(path: str, from_url: str) -> str:
+    """``path`` (a full URL a manifest names, written without credentials) with those of
+    ``from_url``, the database that names it, when both are of one scheme and ``path`` has none
+    of its own: the clone's reader reaches its parent with the credentials it was given."""
+    parsed, parts = _query_parts(path)
+    base, own = _query_parts(from_url)
+    if parsed.scheme.lower() != base.scheme.lower() or any(p.partition("=")[0] in _CREDENTIALS for p in parts):
+        return path
+    extra = [p for p in own if p.partition("=")[0] in _CREDENTIALS]
+    return parsed._replace(query="&".join(parts + extra)).geturl() if extra else path

@@ -69,6 +69,7 @@ from slatedb.wal.writer import list_wal_ids, wal_key
 
 from .ops import UnionSource, project, referencing, union
 from .ranges import KeyRange, as_bounds, format_range, parse_range
+from slatedb.redact import shown_url
 
 #: Catalogued bug (sim/scenarios/catalogue.py): the ephemeral source checkpoints are deleted before the
 #: destination is initialized (its final checkpoints may not exist yet).
@@ -200,11 +201,11 @@ class _Job:
 
     def _check_attached(self, m: ManifestV2) -> None:
         if not m.external_dbs:
-            raise CloneMismatchError(f"a database exists at {self.dest.url} and was not made from other databases")
+            raise CloneMismatchError(f"a database exists at {shown_url(self.dest.url)} and was not made from other databases")
         for s, path in zip(self.specs, self.paths):
             for e in m.external_dbs:
                 if self._names(e.path, s.store) and s.checkpoint is not None and e.source_checkpoint_id != s.checkpoint:
-                    raise CloneMismatchError(f"the database at {self.dest.url} was made from {s.store.url} at checkpoint"
+                    raise CloneMismatchError(f"the database at {shown_url(self.dest.url)} was made from {shown_url(s.store.url)} at checkpoint"
                                              f" {e.source_checkpoint_id}, not {s.checkpoint}")
 
     def _names(self, path: str, store: ObjectStore) -> bool:
@@ -217,7 +218,7 @@ class _Job:
             latest = await ManifestStore(await self.dest_locator.root_of(e.path), self.rt).read_latest()
             if latest is None or find_checkpoint(latest.manifest, e.final_checkpoint_id) is None:
                 raise CloneMismatchError(
-                    f"the database at {self.dest.url} is initialized but its final checkpoint {e.final_checkpoint_id}"
+                    f"the database at {shown_url(self.dest.url)} is initialized but its final checkpoint {e.final_checkpoint_id}"
                     f" on {e.path!r} is gone")
 
     # -- C3 / C4 / C5 -------------------------------------------------------------------------
@@ -227,18 +228,18 @@ class _Job:
         ms = ManifestStore(s.store, self.rt)
         latest = await ms.read_latest()
         if latest is None:
-            raise InvalidDbStateError(f"cannot use {s.store.url} as a source: no database there (no manifest)")
+            raise InvalidDbStateError(f"cannot use {shown_url(s.store.url)} as a source: no database there (no manifest)")
         if not latest.manifest.initialized:
-            raise InvalidDbStateError(f"cannot use {s.store.url} as a source: it is not initialized")
+            raise InvalidDbStateError(f"cannot use {shown_url(s.store.url)} as a source: it is not initialized")
         if latest.manifest.destroyed_at_s:
-            raise InvalidDbStateError(f"cannot use {s.store.url} as a source: it was destroyed")
+            raise InvalidDbStateError(f"cannot use {shown_url(s.store.url)} as a source: it was destroyed")
         if checkpoint is None:
             return latest.manifest, None
         cp = find_checkpoint(latest.manifest, checkpoint)
         if cp is None:
-            raise CheckpointNotFoundError(checkpoint, f"the source database at {s.store.url}")
+            raise CheckpointNotFoundError(checkpoint, f"the source database at {shown_url(s.store.url)}")
         if is_expired(cp, self.rt.now_ms() // 1000):
-            raise InvalidDbStateError(f"source checkpoint {checkpoint} on {s.store.url} has expired")
+            raise InvalidDbStateError(f"source checkpoint {checkpoint} on {shown_url(s.store.url)} has expired")
         base = latest if cp.manifest_id == latest.id else await ms.read(cp.manifest_id)
         return base.manifest, checkpoint
 
@@ -256,7 +257,7 @@ class _Job:
                 got = await retry_transient(self.rt, lambda: store.get(key), what=f"get {key}")
             except ObjectNotFoundError:
                 continue
-            if decode_wal_sst(bytes(got.data), f"{store.url}/{key}").rows:
+            if decode_wal_sst(bytes(got.data), f"{shown_url(store.url)}/{key}").rows:
                 return True
         return False
 
@@ -376,7 +377,7 @@ class CloneSource:
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url:
-            raise InvalidArgumentError(f"a source's url must be a non-empty string, not {self.url!r}")
+            raise InvalidArgumentError(f"a source's url must be a non-empty string, not {shown_url(self.url)!r}")
         # The text form with a stand-in range: what a parse of str(self) takes for the URL.
         text = (self.url + (f"@{self.checkpoint}" if self.checkpoint else "")
                 + (":.." if self.key_range is not None else ""))
@@ -386,7 +387,7 @@ class CloneSource:
             url, checkpoint = None, None
         if (url, checkpoint) != (self.url, self.checkpoint):
             raise InvalidArgumentError(
-                f"source URL {self.url!r} cannot be written as URL[@CHECKPOINT][:RANGE] and read back (the "
+                f"source URL {shown_url(self.url)!r} cannot be written as URL[@CHECKPOINT][:RANGE] and read back (the "
                 f"text {str(self)!r} does not read back as this source): write a ':' or '@' in its path as %3A or %40 "
                 "(the same path)" + ("; a URL with a range needs a '/'" if "/" not in self.url else ""))
 

@@ -27,6 +27,7 @@ from slatedb.runtime import Runtime
 
 from .core import ReaderCore
 from .options import DbReaderOptions
+from slatedb.redact import shown_url
 
 
 class DbReader(SyncReads, SyncCacheControl):
@@ -117,4 +118,4 @@ class DbReader(SyncReads, SyncCacheControl):
         return self._core
 
     def __repr__(self) -> str:
-        return f"DbReader({self._core.store.url!r}, checkpoint={self._core.checkpoint_id})"
+        return f"DbReader({shown_url(self._core.store.url)!r}, checkpoint={self._core.checkpoint_id})"

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
 from slatedb.errors import InvalidArgumentError
+from slatedb.redact import redact_text
 
 #: name -> description (``slatedb_<name>_total`` in Prometheus).
 COUNTERS = {
@@ -240,4 +241,4 @@ def log_event(metrics: Metrics | None, kind: str, fields: dict[str, Any]) -> Non
         metrics.inc(counter)
     log = logging.getLogger(logger)
     if log.isEnabledFor(level):
-        log.log(level, "%s %s", kind, " ".join(f"{k}={v}" for k, v in fields.items()))
+        log.log(level, "%s %s", kind, redact_text(" ".join(f"{k}={v}" for k, v in fields.items())))

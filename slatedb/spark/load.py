@@ -65,6 +65,7 @@ from slatedb.objstore.retry import RetryingReads, retry_transient
 from slatedb.row import Row, RowKind
 from slatedb.runtime import Runtime, probes, switches
 from slatedb.wal.writer import WalWriter, list_wal_ids, replay_wal
+from slatedb.redact import shown_url
 
 #: Seqs a live writer may use while a load runs, between the load's begin and its commit.
 SEQ_HEADROOM = 2**32
@@ -420,7 +421,7 @@ async def commit_load(store: ObjectStore, rt: Runtime, plan: LoadPlan, results: 
     rt.event("load_fenced", load_id=plan.load_id, epoch=epoch, fence=fence_id)
     fenced, listed = await manifests.read_latest_listed()
     if (fenced is None or bumped.stored.id - 1 not in listed) and await wal.outlived_destroy(bumped.stored.id, listed):
-        raise LoadRefusedError(f"the database at {store.url} was destroyed while the load committed (its epoch bump "
+        raise LoadRefusedError(f"the database at {shown_url(store.url)} was destroyed while the load committed (its epoch bump "
                                f"landed after the database was removed and is taken back): nothing committed")
     assert fenced is not None
     # LOAD-5: no row below the fence may carry a seq at or above the load's.

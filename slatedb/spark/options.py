@@ -16,6 +16,7 @@ import attrs
 from slatedb.merge_operator import load_merge_operator
 from slatedb.lsm.view import KeyBounds
 from slatedb.errors import InvalidArgumentError
+from slatedb.redact import shown_url
 
 from .plan import DEFAULT_SPLIT_SIZE_BYTES
 
@@ -116,7 +117,7 @@ def parse_options(options: Mapping[str, str], *, writing: bool = False) -> Sourc
         raise InvalidArgumentError(f"unknown slatedb {what} option(s) {unknown}; known: {sorted(allowed)}")
     url = opts.get("url") or opts.get("path")
     if opts.get("url") and opts.get("path") and opts["url"] != opts["path"]:
-        raise InvalidArgumentError(f"option 'url' ({opts['url']!r}) and the path ({opts['path']!r}) differ")
+        raise InvalidArgumentError(f"option 'url' ({shown_url(opts['url'])!r}) and the path ({shown_url(opts['path'])!r}) differ")
     if not url:
         raise InvalidArgumentError("the slatedb data source needs option 'url' (or a path in load()/save())")
     store = tuple(sorted((k, v) for k, v in opts.items() if k in STORE_OPTIONS))

@@ -71,6 +71,7 @@ from .load import (
     open_load,
     stage_sorted,
 )
+from slatedb.redact import shown_url
 
 #: The sequence number of every row of a sharded load (the destination is new).
 SHARD_SEQ = 1
@@ -162,7 +163,7 @@ async def begin_sharded(store: ObjectStore, rt: Runtime, *,
                     and all(_is_own_shard_path(store.url, e.path) for e in m.external_dbs))
         if not leftover:
             raise LoadRefusedError(
-                f"a database exists at {store.url}: a sharded load creates a new database (load into an existing"
+                f"a database exists at {shown_url(store.url)}: a sharded load creates a new database (load into an existing"
                 " one with bulk_load / the plain append or overwrite)")
         # LOAD-13: the union is a leftover only once its load ended or is abandoned_after_s old;
         # before, its driver may be uniting it right now (destroying it failed that load).
@@ -172,13 +173,13 @@ async def begin_sharded(store: ObjectStore, rt: Runtime, *,
             if await _marker_fresh(store, rt, load_id, abandoned_after_s):
                 rt.probe(probes.LOAD_UNION_LIVE_REFUSED)
                 raise LoadRefusedError(
-                    f"sharded load {load_id} is uniting its shards at {store.url}: nothing begun (if its driver "
+                    f"sharded load {load_id} is uniting its shards at {shown_url(store.url)}: nothing begun (if its driver "
                     "died, slatedb.spark.collect_loads(url, abandoned_after_s=0) ends it, then run again)")
         # LOAD-13: its load may have finished the union (and deleted its marker) since our read:
         # destroy only the union judged above (a load deletes its marker after its last manifest).
         if not await _still_latest(manifests, latest):
             rt.probe(probes.LOAD_UNION_FINISHED_REFUSED)
-            raise LoadRefusedError(f"the union at {store.url} changed while this begin judged it (its load finished "
+            raise LoadRefusedError(f"the union at {shown_url(store.url)} changed while this begin judged it (its load finished "
                                    "it?): nothing begun")
         locator = SstLocator(store, rt)
         try:  # a union that a dead driver left uninitialized: nobody can have opened it
@@ -232,7 +233,7 @@ async def stage_shard(store: ObjectStore, rt: Runtime, plan: ShardedPlan, partit
             ssts=tuple(CompactedSsTableV2(ULID.from_str(s.sst_id), s.info, s.format_version) for s in staged.ssts))
         await _delete_under(shard, rt, LOAD_DIR)  # the intents: the manifest records the SSTs now
         if await ManifestStore(shard, rt).create_initial(manifest) is None:
-            raise LoadRefusedError(f"shard {url} exists already (a ULID collision?)")
+            raise LoadRefusedError(f"shard {shown_url(url)} exists already (a ULID collision?)")
         if switches.STAGE_IGNORES_LOAD_END not in rt.bugs and not await load_is_open(store, rt, plan.load_id):
             rt.probe(probes.LOAD_STAGE_ENDED)  # LOAD-10, after the shard's last write
             raise LoadEndedError(f"load {plan.load_id} ended (committed or aborted) while partition {partition} "
@@ -272,11 +273,11 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
     manifests = ManifestStore(store, rt)
     existing = await manifests.read_latest()
     if existing is not None and existing.manifest.initialized:  # LOAD-8: another load won
-        raise LoadRefusedError(f"another load created the database at {store.url} first: nothing committed")
+        raise LoadRefusedError(f"another load created the database at {shown_url(store.url)} first: nothing committed")
     if not shards:
         made = await manifests.create_initial(ManifestV2(initialized=True))
         if made is None:
-            raise LoadRefusedError(f"another process created the database at {store.url} first: nothing committed")
+            raise LoadRefusedError(f"another process created the database at {shown_url(store.url)} first: nothing committed")
         await end_load(store, rt, plan.load_id)
         return ShardedCommit(made.id, 0, 0)
     sources = [store.open_url(r.url) for r in shards if r.url is not None]
@@ -286,7 +287,7 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
         except InvalidUnionError as e:
             raise LoadRefusedError(f"the shards cannot be united ({e}): nothing committed") from None
         except CloneMismatchError as e:  # LOAD-8: a writer created the database after the check above
-            raise LoadRefusedError(f"another process created the database at {store.url} first ({e}): "
+            raise LoadRefusedError(f"another process created the database at {shown_url(store.url)} first ({e}): "
                                    "nothing committed") from None
     finally:
         for s in sources:
@@ -294,7 +295,7 @@ async def commit_sharded(store: ObjectStore, rt: Runtime, plan: ShardedPlan,
     want = {relative_db_path(store.url, r.url) for r in shards if r.url is not None}  # LOAD-8
     got = {e.path for e in stored.manifest.external_dbs}
     if got != want:
-        raise LoadRefusedError(f"another load created the database at {store.url} first: nothing committed")
+        raise LoadRefusedError(f"another load created the database at {shown_url(store.url)} first: nothing committed")
     await end_load(store, rt, plan.load_id)  # LOAD-10: late attempts delete their own shards from now on
     rt.event("shard_commit", load_id=plan.load_id, manifest_id=stored.id, shards=len(shards), rows=rows)
     return ShardedCommit(stored.id, len(shards), rows)
@@ -336,7 +337,7 @@ async def collect_shards(store: ObjectStore, rt: Runtime, *, min_age_s: float = 
     destination is not an initialized database (a load may be uniting its shards)."""
     latest = await ManifestStore(store, rt).read_latest()
     if latest is None or not latest.manifest.initialized:
-        raise LoadRefusedError(f"no initialized database at {store.url}: its shards may still be in use")
+        raise LoadRefusedError(f"no initialized database at {shown_url(store.url)}: its shards may still be in use")
     referenced = {e.path for e in latest.manifest.external_dbs}
     metas = await retry_transient(rt, lambda: store.list(SHARDS_DIR), what=f"list {SHARDS_DIR}")
     roots = sorted({"/".join(meta.key.split("/")[:3]) for meta in metas if meta.key.count("/") >= 3})

@@ -19,6 +19,7 @@ from slatedb.manifest.store import ManifestStore, StoredManifest
 from slatedb.objstore.base import ObjectStore
 from slatedb.runtime import Runtime
 from slatedb.wal.writer import list_wal_ids
+from slatedb.redact import shown_url
 
 #: The name of checkpoints made by Spark reads (``slatedb list-checkpoints --name spark-read``).
 CHECKPOINT_NAME = "spark-read"
@@ -27,7 +28,7 @@ CHECKPOINT_NAME = "spark-read"
 async def _latest(manifests: ManifestStore, url: str) -> StoredManifest:
     latest = await manifests.read_latest()
     if latest is None:
-        raise InvalidDbStateError(f"no database at {url} (no manifest)")
+        raise InvalidDbStateError(f"no database at {shown_url(url)} (no manifest)")
     refuse_segments(latest.manifest, url, "read it with Spark")
     return latest
 
@@ -50,7 +51,7 @@ async def pinned(store: ObjectStore, rt: Runtime, checkpoint_id: uuid.UUID) -> S
     latest = await _latest(manifests, store.url)
     cp = find_checkpoint(latest.manifest, checkpoint_id)
     if cp is None:
-        raise CheckpointNotFoundError(checkpoint_id, f"the latest manifest ({latest.id}) of {store.url}")
+        raise CheckpointNotFoundError(checkpoint_id, f"the latest manifest ({latest.id}) of {shown_url(store.url)}")
     if is_expired(cp, rt.now_ms() // 1000):
         raise InvalidDbStateError(f"checkpoint {checkpoint_id} expired at {cp.checkpoint_expire_time_s} s")
     if cp.manifest_id == latest.id:
@@ -68,7 +69,7 @@ async def refresh_if_due(store: ObjectStore, rt: Runtime, checkpoint_id: uuid.UU
     latest = await _latest(manifests, store.url)
     cp = find_checkpoint(latest.manifest, checkpoint_id)
     if cp is None:
-        raise CheckpointNotFoundError(checkpoint_id, f"the latest manifest ({latest.id}) of {store.url}")
+        raise CheckpointNotFoundError(checkpoint_id, f"the latest manifest ({latest.id}) of {shown_url(store.url)}")
     remaining_s = cp.checkpoint_expire_time_s - rt.now_ms() / 1000
     if cp.checkpoint_expire_time_s == 0 or remaining_s >= lifetime_s / 2:
         return False

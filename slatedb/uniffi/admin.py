@@ -14,6 +14,7 @@ from slatedb.checkpoint import CheckpointOptions as _CkptOptions
 from slatedb.errors import CheckpointNotFoundError, InvalidDbStateError, NotFoundError
 from slatedb.format.layout import is_db_key
 from slatedb.objstore.url import resolve_store
+from slatedb.redact import shown_url
 from slatedb.uniffi.clone import CloneBuilder
 from slatedb.uniffi.errors import Error, refused, translated
 from slatedb.uniffi.manifest_view import checkpoint, compaction, versioned_compactions, versioned_manifest
@@ -213,7 +214,7 @@ class Admin:
         async def run(store: Any) -> list[str]:
             listed = sorted(m.key for m in await store.list(""))
             if listed and not any(k.startswith("manifest/") and k.endswith(".manifest") for k in listed):
-                raise InvalidDbStateError(f"{self._url} holds objects but no SlateDB manifest: not a database")
+                raise InvalidDbStateError(f"{shown_url(self._url)} holds objects but no SlateDB manifest: not a database")
             keys = [k for k in listed if is_db_key(k)]
             if confirm and keys:
                 await _admin.destroy(store, False)

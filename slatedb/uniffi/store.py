@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from slatedb.config import Settings as _Settings
 from slatedb.errors import InvalidArgumentError
 from slatedb.objstore.base import validate_key
+from slatedb.redact import shown_url
 from slatedb.uniffi.errors import Error, refused, translated
 from slatedb.uniffi.values import ObjectStoreType
 
@@ -72,12 +73,12 @@ class ObjectStore:
         return dict(self._options)
 
     def __repr__(self) -> str:
-        return f"ObjectStore({self._url!r})"
+        return f"ObjectStore({shown_url(self._url)!r})"
 
 
 def _parse(url: Any) -> tuple[str, str]:
     if not isinstance(url, str) or "://" not in url:
-        raise Error.Invalid(f"object store URL must look like scheme://..., got {url!r}")
+        raise Error.Invalid(f"object store URL must look like scheme://..., got {shown_url(url)!r}")
     parsed = urllib.parse.urlsplit(url)
     scheme = parsed.scheme.lower()
     if scheme not in ("file", "memory", "s3"):
