@@ -39,9 +39,8 @@ from slatedb.destroy import destroy as _destroy
 from slatedb.errors import FencedError, InvalidArgumentError, NotFoundError, ObjectNotFoundError, SlateDBError  # noqa: F401
 from slatedb.format.types import Checkpoint, Compaction, ManifestV2, TieredCompactionSpec, WriterCheckpoint
 from slatedb.format.layout import MANIFEST_DIR, MANIFEST_SUFFIX, manifest_key, parse_id
-from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S
 from slatedb.compactor.service import max_retries_of, serve
-from slatedb.gc import run_gc as _run_gc
+from slatedb.gc import DEFAULT_DB_DELETE_GRACE_S, run_gc as _run_gc
 from slatedb.manifest.edits import DeleteCheckpoint
 from slatedb.manifest.missing import require_latest
 from slatedb.manifest.segments import segments_json

@@ -15,6 +15,7 @@ from typing import Callable
 import attrs
 
 from slatedb.errors import InvalidPathError
+from slatedb.redact import shown_url
 
 #: The URL resolver (``url -> ObjectStore``, :func:`slatedb.objstore.url.resolve_store`), injected by
 #: the package (``slatedb/objstore/__init__.py``) so that this module, which the resolver imports,
@@ -153,8 +154,14 @@ def validate_range(key: str, byte_range: tuple[int, int] | None) -> tuple[int, i
 class ObjectStore(abc.ABC):
     """An object store rooted at some location; keys are relative to that root."""
 
-    #: The URL the store was opened from (for messages and for resolving sibling databases).
+    #: The URL the store was opened from (for resolving sibling databases; messages show
+    #: :attr:`shown_url`).
     url: str
+
+    @property
+    def shown_url(self) -> str:
+        """:attr:`url` as messages show it: no user-info, no secret parameter value."""
+        return shown_url(self.url)
 
     @abc.abstractmethod
     async def get(self, key: str, byte_range: tuple[int, int] | None = None) -> GetResult:

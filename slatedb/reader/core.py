@@ -61,7 +61,6 @@ from slatedb.runtime import Runtime, TaskScopes, opened, probes, switches, with_
 from slatedb.wal.writer import in_l0, list_wal_ids, wal_key
 
 from .options import DbReaderOptions
-from slatedb.redact import shown_url
 
 
 class WalObjectMissingError(InvalidDbStateError):
@@ -191,7 +190,7 @@ class ReaderCore(ReadPath):
     async def _latest(self, what: str) -> StoredManifest:
         latest = await self.manifests.read_latest()
         if latest is None:
-            raise InvalidDbStateError(f"cannot {what}: no database at {shown_url(self.store.url)} (no manifest)")
+            raise InvalidDbStateError(f"cannot {what}: no database at {self.store.shown_url} (no manifest)")
         refuse_segments(latest.manifest, self.store.url, what)
         return latest
 
@@ -202,7 +201,7 @@ class ReaderCore(ReadPath):
             raise InvalidDbStateError("cannot open a reader: the database is not initialized (a clone, projection or union still being made, or one that never finished)")
         cp = find_checkpoint(latest.manifest, cid)
         if cp is None:
-            raise CheckpointNotFoundError(cid, f"the latest manifest ({latest.id}) of {shown_url(self.store.url)}")
+            raise CheckpointNotFoundError(cid, f"the latest manifest ({latest.id}) of {self.store.shown_url}")
         if is_expired(cp, self.runtime.now_ms() // 1000):
             raise InvalidDbStateError(f"checkpoint {cid} expired at {cp.checkpoint_expire_time_s} s")
         if cp.manifest_id == latest.id:
@@ -442,7 +441,7 @@ class ReaderCore(ReadPath):
     async def _stop(self, latest: StoredManifest) -> None:
         """The database was destroyed under us: release our checkpoints and fail the reader."""
         what = "destroyed" if latest.manifest.destroyed_at_s else "no longer initialized"
-        self._error = InvalidDbStateError(f"the database at {shown_url(self.store.url)} was {what} (manifest {latest.id})")
+        self._error = InvalidDbStateError(f"the database at {self.store.shown_url} was {what} (manifest {latest.id})")
         self.runtime.event("reader_stopped", reason=what)
         await self._delete_own_checkpoints()
 
