@@ -115,6 +115,12 @@ class InvalidDbStateError(SlateDBError):
     never finished), destroyed, or a source checkpoint that has expired (RFC 000)."""
 
 
+class SegmentsUnsupportedError(InvalidDbStateError):
+    """The database has key segments (RFC 0024): the official engine wrote it with a segment
+    extractor, which this engine does not implement (slatedb/manifest/segments.py). The official
+    engine opened without that extractor refuses it too (``Error.Invalid``)."""
+
+
 class ManifestsMissingError(InvalidDbStateError):
     """A database path holds WAL objects, SSTs, ``.compactions`` or GC boundary files but no
     manifest: its manifests were lost or deleted. Opening refuses rather than create a new

@@ -12,17 +12,18 @@ fields unchanged (spec/format/format.md).
 
 from __future__ import annotations
 
-from slatedb.errors import InvalidDbStateError
+from slatedb.errors import SegmentsUnsupportedError
 from slatedb.format.types import ManifestV2
 from slatedb.redact import shown_url
 
 
 def refuse_segments(m: ManifestV2, url: str, what: str) -> None:
-    """:class:`InvalidDbStateError` when ``m`` has key segments or a segment extractor."""
+    """:class:`SegmentsUnsupportedError` (an ``InvalidDbStateError``) when ``m`` has key segments or
+    a segment extractor."""
     if m.segment_extractor_name is None and not m.segments:
         return
     name = "none named" if m.segment_extractor_name is None else repr(m.segment_extractor_name)
-    raise InvalidDbStateError(
+    raise SegmentsUnsupportedError(
         f"cannot {what}: the database at {shown_url(url)} has key segments (RFC 0024; segment extractor {name}, "
         f"{len(m.segments)} segment(s)), written by an official engine with a segment extractor; "
         f"this engine does not implement segments (open it with the official engine and the same extractor)")

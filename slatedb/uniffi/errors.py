@@ -138,6 +138,8 @@ def translate(e: BaseException, closed_reason: CloseReason | None = None) -> Bas
         return Error.Invalid(msg)  # InvalidDeletionError: a hard destroy refused (active checkpoints)
     if isinstance(e, ours.MergeOperatorError):
         return Error.Invalid(msg)
+    if isinstance(e, ours.SegmentsUnsupportedError):
+        return Error.Invalid(msg)  # as the official engine refuses a segmented database opened without its extractor
     if isinstance(e, (ours.CorruptionError, ours.NotFoundError, ours.InvalidDbStateError)):
         return Error.Data(msg)
     if isinstance(e, (ours.TransientObjectStoreError, ours.ObjectStoreRetriesExhaustedError)):

@@ -163,3 +163,19 @@ def test_read_manifest_shows_the_segments(db) -> None:
     assert view["segment_extractor_name"] == "two-bytes"
     assert [bytes.fromhex(s["prefix_hex"]) for s in view["segments"]] == [b"aa", b"bb", b"cc", b"dd"]
     assert all(len(s["l0"]) == 1 for s in view["segments"])
+
+
+def test_the_uniffi_binding_refuses_it_with_error_invalid_as_the_official_engine_does(db) -> None:
+    """The official engine opened without the extractor answers ``Error.Invalid`` ("segment
+    extractor configuration mismatch"); the drop-in binding answered ``Error.Data``."""
+    import asyncio
+
+    import slatedb.uniffi as u
+
+    root, url = db
+
+    async def open_it():
+        await u.DbBuilder("db", u.ObjectStoreBuilder.from_url(f"file://{root}").build()).build()
+
+    with pytest.raises(u.Error.Invalid, match="segment"):
+        asyncio.run(open_it())
