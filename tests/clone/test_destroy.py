@@ -87,11 +87,14 @@ def test_soft_destroy_fences_the_writer_and_marks_the_manifest(url: str) -> None
 
 def test_destroy_url_takes_soft_by_keyword_only(url: str) -> None:
     """``soft`` decides between marking and deleting everything: a bare ``True``/``False`` after
-    the URL is refused (``TypeError``, as Python refuses a keyword-only argument given by
-    position), and nothing is destroyed."""
+    the URL (or after ``destroy``'s store and runtime) is refused (``TypeError``, as Python
+    refuses a keyword-only argument given by position), and nothing is destroyed."""
+    rt = ProductionRuntime()
     for flag in (True, False):
         with pytest.raises(TypeError):
             trio.run(lambda: destroy_url(url, flag))  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            trio.run(lambda: destroy(store(url), rt, flag))  # type: ignore[misc]
     assert latest(url).manifest.destroyed_at_s == 0 and keys_under(url, "compacted/")
     with slatedb.Db.open(url, settings=NO_COMPACTOR) as db:
         assert db.get(b"a") == b"1"
