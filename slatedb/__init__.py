@@ -6,6 +6,7 @@ API with the same shape is :mod:`slatedb.aio`.
 
 from slatedb.api.options import (
     CloseReason,
+    DbReaderStatus,
     DbStatus,
     DurabilityLevel,
     IterationOrder,
@@ -79,6 +80,7 @@ __all__ = [
     "TransactionClosedError",
     "TransactionConflictError",
     "CloseReason",
+    "DbReaderStatus",
     "DbStatus",
     "DurabilityLevel",
     "IterationOrder",

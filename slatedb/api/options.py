@@ -15,6 +15,7 @@ keyword of the constructor) too.
 from __future__ import annotations
 
 import enum
+import uuid
 from typing import Any, Mapping
 
 import attrs
@@ -149,3 +150,19 @@ class DbStatus:
 
     durable_seq: int
     close_reason: CloseReason | None
+
+
+@attrs.frozen
+class DbReaderStatus:
+    """``DbReader.status()``: what a reader knows of its view (docs/reader.md). ``durable_seq``
+    and ``close_reason`` as :class:`DbStatus`'s (a reader holds durable rows only: its durable
+    seq is the newest seq it holds; CLEAN after ``close()``, PANIC once a fatal error stopped
+    it, such as its database destroyed); ``manifest_id``: the manifest the view is pinned to;
+    ``checkpoint_id``: the checkpoint pinning it (given at the open, or the reader's own);
+    ``last_wal_id``: the newest WAL object in the view (0: none since the manifest's)."""
+
+    durable_seq: int
+    close_reason: CloseReason | None
+    manifest_id: int
+    checkpoint_id: uuid.UUID | None
+    last_wal_id: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slatedb.api.options import CloseReason, DbStatus, DurabilityLevel, IterationOrder, KeyValue, ReadOptions, ScanOptions
+from slatedb.api.options import CloseReason, DbReaderStatus, DbStatus, DurabilityLevel, IterationOrder, KeyValue, ReadOptions, ScanOptions
 from slatedb.batch import validate_flag, validate_key
 from slatedb.errors import ClosedError, FencedError, InvalidArgumentError, SeekKeyOutOfRangeError
 from slatedb.lsm.view import KeyBounds
@@ -72,15 +72,24 @@ def db_status(core: Any) -> DbStatus:
     """``status()``: durable seq, and the close reason (None while open): FENCED when a newer
     writer took over, CLEAN after ``close()``, UNKNOWN after ``abort()``, PANIC on any other
     error that stopped the engine."""
+    return DbStatus(core.durable_seq, close_reason_of(core))
+
+
+def close_reason_of(core: Any) -> CloseReason | None:
+    """Why ``core`` (a writer's or a reader's engine) stopped: FENCED when a newer writer took
+    over, UNKNOWN after ``abort()`` (or in a forked child), PANIC on any other error that stopped
+    it, CLEAN after ``close()``; None while open."""
     error = core.error
     if isinstance(error, FencedError):
-        reason: CloseReason | None = CloseReason.FENCED
-    elif isinstance(error, ClosedError):
-        reason = CloseReason.UNKNOWN
-    elif error is not None:
-        reason = CloseReason.PANIC
-    elif core.closed:
-        reason = CloseReason.CLEAN
-    else:
-        reason = None
-    return DbStatus(core.durable_seq, reason)
+        return CloseReason.FENCED
+    if isinstance(error, ClosedError):
+        return CloseReason.UNKNOWN
+    if error is not None:
+        return CloseReason.PANIC
+    return CloseReason.CLEAN if core.closed else None
+
+
+def reader_status(core: Any) -> DbReaderStatus:
+    """``DbReader.status()`` (sync in both APIs: no I/O, as ``Db.status()``)."""
+    return DbReaderStatus(core.last_seq, close_reason_of(core), core.manifest_id, core.checkpoint_id,
+                          core.wal_range[1])

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from slatedb.api.async_reads import AsyncReads
+from slatedb.api.options import DbReaderStatus
+from slatedb.api.read_kit import reader_status
 from slatedb.api.opening import Opening
 from slatedb.api.portal import AsyncClosing, RuntimeArg
 from slatedb.config import Settings
@@ -82,6 +84,10 @@ class DbReader(AsyncReads, AsyncCacheControl, AsyncClosing):
         """One maintenance round now (see :meth:`slatedb.DbReader.refresh`)."""
         self._core.check_open()
         await self._host.acall(self._core.maintain)
+
+    def status(self) -> DbReaderStatus:
+        """See :meth:`slatedb.DbReader.status` (synchronous, as ``Db.status()``)."""
+        return reader_status(self._core)
 
     @property
     def checkpoint_id(self) -> uuid.UUID | None:

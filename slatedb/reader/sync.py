@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from slatedb.api.portal import RuntimeArg, RuntimeThread
+from slatedb.api.options import DbReaderStatus
+from slatedb.api.read_kit import reader_status
 from slatedb.api.sync_reads import SyncReads
 from slatedb.config import Settings
 from slatedb.api.args import coerce_settings
@@ -94,6 +96,13 @@ class DbReader(SyncReads, SyncCacheControl):
         Nothing happens for a reader opened on a given checkpoint."""
         self._core.check_open()
         self._portal(self._core.maintain)
+
+    def status(self) -> DbReaderStatus:
+        """The newest seq the reader holds (``durable_seq``: every row it serves is durable),
+        why it closed (``close_reason``, None while open), the manifest and checkpoint its view
+        is pinned to and the newest WAL object in it. No I/O; works after ``close()`` too (it
+        says CLEAN), as ``Db.status()``."""
+        return reader_status(self._core)
 
     @property
     def checkpoint_id(self) -> uuid.UUID | None:
