@@ -94,10 +94,8 @@ async def _with_store(url: str, fn: Callable[[Any], Any]) -> int:
 async def _list_objects(ns: argparse.Namespace) -> int:
     async def body(store) -> int:
         for m in await store.list(ns.prefix):
-            if ns.as_json:
-                _emit({"key": m.key, "size_bytes": m.size_bytes, "last_modified_ms": m.last_modified_ms, "etag": m.etag})
-            else:
-                print(f"{m.size_bytes:>12}  {m.key}")
+            view = {"key": m.key, "size_bytes": m.size_bytes, "last_modified_ms": m.last_modified_ms, "etag": m.etag}
+            _emit(view) if ns.as_json else print(f"{m.size_bytes:>12}  {m.key}")
         return 0
 
     return await _with_store(ns.path, body)
@@ -133,6 +131,8 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
             for stored in await admin.list_compactions(store, ns.start, ns.end):
                 _emit(admin.compactions_json(stored))
         elif ns.command == "run-compactor":
+            if ns.spark_master is not None and ns.engine != "spark":  # else ignored: a local run taken for Spark's
+                raise InvalidArgumentError("--spark-master applies to --engine spark only (the local engine runs here)")
             settings = _settings(ns.settings)
             op = None if ns.merge_operator is None else load_merge_operator(ns.merge_operator)
             await _require_db(store)
@@ -140,7 +140,7 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
             try:
                 if ns.engine == "spark":
                     from slatedb.spark.compaction import spark_compactor_cli
-                    c = await spark_compactor_cli(ns.path, settings, once=ns.once, master=ns.spark_master,
+                    c = await spark_compactor_cli(ns.path, settings, once=ns.once, master=ns.spark_master or "local[2]",
                                                   merge_operator=op, runtime=rt)
                 else:
                     c = await admin.run_compactor(store, settings, once=ns.once, merge_operator=op, runtime=rt)
@@ -351,10 +351,9 @@ async def _check_command(ns: argparse.Namespace) -> int:
     finally:
         await store.aclose()
     if ns.as_json:
-        _emit(report.to_json())
+        _emit(report.to_json(garbage=not ns.no_garbage))
     else:
-        for line in report.lines(garbage=not ns.no_garbage):
-            print(line)
+        print("\n".join(report.lines(garbage=not ns.no_garbage)))
     return 0 if report.healthy else 1
 
 
@@ -422,7 +421,7 @@ def _add_compaction_commands(sub) -> None:
     p.add_argument("--engine", choices=("local", "spark"), default="local",
                    help="local: merge in this process; spark: this process coordinates and each subcompaction "
                         "range runs as a Spark task (compactor_options.worker.max_subcompactions ranges per job)")
-    p.add_argument("--spark-master", default="local[2]", help="Spark master URL for --engine spark (default local[2])")
+    p.add_argument("--spark-master", default=None, help="Spark master URL for --engine spark (default local[2])")
     p.add_argument("--merge-operator", default=None, metavar="MODULE:NAME",
                    help="the database's merge operator (a callable or a class, importable here) to fold merge "
                         "operands; without it they are kept as they are")

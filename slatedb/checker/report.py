@@ -79,11 +79,15 @@ class CheckReport:
                    + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
         return out + [summary]
 
-    def to_json(self) -> dict:
-        return {"url": self.url, "healthy": self.healthy, "deep": self.deep,
-                "latest_manifest_id": self.latest_manifest_id,
-                "findings": [f.to_json() for f in self.findings],
-                "garbage": [g.to_json() for g in self.garbage], "counts": dict(self.counts)}
+    def to_json(self, garbage: bool = True) -> dict:
+        """The report as JSON; ``garbage=False`` (``--no-garbage``) leaves the garbage list out."""
+        out = {"url": self.url, "healthy": self.healthy, "deep": self.deep,
+               "latest_manifest_id": self.latest_manifest_id,
+               "findings": [f.to_json() for f in self.findings],
+               "garbage": [g.to_json() for g in self.garbage], "counts": dict(self.counts)}
+        if not garbage:
+            del out["garbage"]
+        return out
 
     def describe(self) -> str:
         """The findings, one per line (for assertion messages)."""

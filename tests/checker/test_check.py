@@ -338,6 +338,9 @@ def test_cli_exit_codes_and_json(db, tmp_path):
     assert out["healthy"] is False and out["findings"][0]["invariant"] == "BOUNDARY-4"
     text = _cli("check", "--path", url, "--no-garbage")
     assert text.stdout.splitlines()[0].startswith("BOUNDARY-4 gc/manifest.boundary: ")
+    assert json.loads(_cli("--path", url, "check", "--json").stdout)["garbage"]  # there is garbage
+    # Found ignored with --json: the whole garbage list was printed (thousands of objects).
+    assert "garbage" not in json.loads(_cli("--path", url, "check", "--json", "--no-garbage").stdout)
     missing = tmp_path / "nothing"
     gone = _cli("check", "--path", f"file://{missing}")
     assert gone.returncode == 2 and not missing.exists()

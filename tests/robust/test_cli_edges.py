@@ -72,6 +72,8 @@ def db_url(tmp_path_factory) -> str:
     (["submit-compaction", "--request", '{"Spec": {"sources": [], "destination": 0}}'], "at least one source"),
     (["submit-compaction", "--request", '{"sources": [{"SortedRun": 0}, {"SortedRun": 0}], "destination": 0}'],
      "duplicate sources"),
+    # Found ignored: the local engine ran (exit 0), the operator believing it ran on Spark.
+    (["run-compactor", "--once", "--spark-master", "local[2]"], "--engine spark"),
 ])
 def test_bad_input_is_exit_2(capsys, db_url, argv, fragment) -> None:
     code, out, err = run(capsys, "--path", db_url, *argv)
