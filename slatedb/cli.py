@@ -212,10 +212,7 @@ async def _checkpoint_command(ns: argparse.Namespace) -> int:
                 print(f"created checkpoint {got.id} pinning manifest {got.manifest_id}, expires {_when(view.get('expire_time_s'))}")
         elif ns.command == "refresh-checkpoint":
             cp = await admin.refresh_checkpoint(store, cid, lifetime)  # type: ignore[arg-type]
-            if ns.as_json:
-                _emit(admin.checkpoint_json(cp))
-            else:
-                print(f"checkpoint {cp.id} now expires {_when(cp.checkpoint_expire_time_s)}")
+            _emit(admin.checkpoint_json(cp)) if ns.as_json else print(f"checkpoint {cp.id} now expires {_when(cp.checkpoint_expire_time_s)}")
         elif ns.command == "delete-checkpoint":
             await admin.delete_checkpoint(store, cid)  # type: ignore[arg-type]
             if ns.as_json:
@@ -242,8 +239,10 @@ async def _manifest_command(ns: argparse.Namespace) -> int:
             view = admin.manifest_json(await admin.read_manifest(store, ns.id), _now_s())
             _emit(view) if ns.as_json else print(_manifest_text(view))
         else:
-            await _require_db(store)
-            for info in await admin.list_manifests(store, ns.start, ns.end):
+            infos = await admin.list_manifests(store, ns.start, ns.end)  # listed, not decoded: a damaged one too
+            if not infos:  # a database at all? (exit 1 if not)
+                await _require_db(store)
+            for info in infos:
                 if ns.as_json:
                     _emit(admin.manifest_info_json(info))
                 else:
