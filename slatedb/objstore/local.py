@@ -77,6 +77,9 @@ def _meta(key: str, st: os.stat_result) -> ObjectMeta:
 INLINE_READ_MAX_BYTES = 256 * 1024
 #: Files :meth:`LocalStore.read_range_now` keeps mapped (least recently used unmapped first).
 MAPPED_FILES_MAX = 64
+#: ``[n]``: reads :meth:`LocalStore.read_range_now` made, any thread (not atomic: a changed value
+#: tells an async get that its thread read a block and should yield to its loop, as a scan does).
+DIRECT_READS: list[int] = [0]
 #: With ``fsync`` off, a create-if-absent of up to this many bytes (a manifest, a WAL fence, a
 #: small WAL object) runs on the event loop too: unsynced, it is a page-cache write, a link and
 #: an unlink, as cheap as a small read and cheaper than the thread hand-off. Overwrites and
@@ -408,6 +411,7 @@ class LocalStore(ObjectStore):
                 self._maps[key] = m
                 while len(self._maps) > MAPPED_FILES_MAX:
                     self._maps.popitem(last=False)[1].close()
+        DIRECT_READS[0] += 1
         try:
             return m[start:end]
         except ValueError:  # unmapped by another thread (delete, eviction) since we took it

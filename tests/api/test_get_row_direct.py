@@ -131,3 +131,51 @@ def test_a_long_async_scan_of_a_local_directory_lets_the_loops_other_tasks_run(t
 
     rows, ticks = asyncio.run(main())
     assert rows == N and ticks > 0
+
+
+async def _gets_beside_a_task(path, library: str) -> tuple[list, int, list]:
+    """Cold gets and get_key_values of a local directory in one loop, a task counting its turns
+    beside them; the loop's reads through the engine counted (there must be none)."""
+    sleep0 = asyncio.sleep if library == "asyncio" else trio.sleep
+    async with aio.Db.open(f"file://{path}", {"compactor_options": None}) as db:
+        calls = _count_slow(db._core)
+        state = {"ticks": 0, "reading": True}
+
+        async def beside() -> None:
+            while state["reading"]:
+                state["ticks"] += 1
+                await sleep0(0)
+
+        async def reads() -> list:
+            await sleep0(0)  # the task beside is running
+            state["ticks"] = 0
+            got = []
+            for k in KEYS:
+                got.append(await db.get(k))
+                got.append((await db.get_key_value(k)).value)
+            ticks = state["ticks"]
+            state["reading"] = False
+            return got, ticks
+
+        if library == "asyncio":
+            task = asyncio.ensure_future(beside())
+            got, ticks = await reads()
+            await task
+        else:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(beside)
+                got, ticks = await reads()
+        return got, ticks, calls
+
+
+@pytest.mark.parametrize("library", ["asyncio", "trio"])
+def test_a_loop_of_cold_async_gets_of_a_local_directory_lets_the_loops_other_tasks_run(tmp_path, library) -> None:
+    """As an async scan does (d86a96b): a get that read a block on the caller's thread yields to
+    the loop once it has its answer, so a long loop of cold gets is not one step of the loop
+    (another task starved, no cancellation landing); a get answered from memory or the block
+    cache does not yield (the database reopened: its blocks are cold)."""
+    _load(tmp_path)
+    got, ticks, calls = (asyncio.run(_gets_beside_a_task(tmp_path, library)) if library == "asyncio"
+                         else trio.run(_gets_beside_a_task, tmp_path, library))
+    assert got == [v for v in _expected_values() for _ in (0, 1)]
+    assert calls == [] and ticks > 0
