@@ -127,8 +127,10 @@ async def _compactions_command(ns: argparse.Namespace) -> int:
                 raise
             _emit(admin.compactions_json(stored))
         elif ns.command == "list-compactions":
-            await _require_db(store)
-            for stored in await admin.list_compactions(store, ns.start, ns.end):
+            listed = await admin.list_compactions(store, ns.start, ns.end)  # a damaged latest manifest need not decode
+            if not listed:  # a database at all? (exit 1 if not)
+                await _require_db(store)
+            for stored in listed:
                 _emit(admin.compactions_json(stored))
         elif ns.command == "run-compactor":
             if ns.spark_master is not None and ns.engine != "spark":  # else ignored: a local run taken for Spark's

@@ -225,18 +225,20 @@ def test_a_missing_command_is_still_named(capsys) -> None:
     one_line(err, "required: <command>")
 
 
-def test_list_manifests_lists_beside_a_damaged_latest_manifest(capsys, tmp_path) -> None:
+def test_list_manifests_and_list_compactions_list_beside_a_damaged_latest_manifest(capsys, tmp_path) -> None:
     """An operator whose latest manifest no longer decodes lists the manifests to pick one to
     read (``read-manifest --id N`` reads an older one). ``list-manifests`` decoded the latest
     first and failed with its CorruptionError (exit 1), though it only lists."""
     url = f"file://{tmp_path}"
-    with slatedb.Db.open(url, {"compactor_options": None}) as db:
+    with slatedb.Db.open(url) as db:  # its compactor writes a .compactions file
         db.put(b"k", b"v")
     ids = sorted(int(p.stem) for p in (tmp_path / "manifest").iterdir())
     (tmp_path / "manifest" / f"{ids[-1]:020d}.manifest").write_bytes(b"\x00\x02\xff")
     code, out, err = run(capsys, "--path", url, "list-manifests")
     assert code == 0, (code, out, err)
     assert [int(line.split()[0]) for line in out.splitlines()] == ids
+    code, out, err = run(capsys, "--path", url, "list-compactions")  # likewise: it reads no manifest
+    assert code == 0 and json.loads(out.splitlines()[-1])["id"] >= 1, (code, out, err)
     code, out, err = run(capsys, "--path", url, "read-manifest")  # reading it still names the damage
     assert code == 1 and "corrupt object manifest/" in err, (code, err)
     assert run(capsys, "--path", f"file://{tmp_path}/nothing", "list-manifests")[0] == 1  # still: no database
