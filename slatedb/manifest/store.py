@@ -335,7 +335,8 @@ class SequencedStore(Generic[V, S]):
         extra = self.event_fields(value)
         if edit is not None:
             extra["edit"] = edit
-        created, etag = await create_if_absent_tagged(self.store, self.runtime, key, self.encode(value))
+        created, etag = await create_if_absent_tagged(self.store, self.runtime, key, self.encode(value),
+                                                      gone_is_taken=True)
         if not created:
             self.runtime.event("create", path=key, outcome="exists", **extra)
             raise self.conflict(key)

@@ -90,6 +90,11 @@ CREATE_AMBIGUOUS_LOST_WAL = _probe(
     "create.ambiguous-lost.wal",
     "an ambiguous WAL object create read back as another writer's: not landed",
     "wal-fencing.md step 7, FENCE-4")
+CREATE_GONE_TAKEN = _probe(
+    "create.gone-taken",
+    "an ambiguous create of a sequenced id (.manifest, .compactions) found it taken, then gone when "
+    "read back (a GC freed it, or a destroyer deleted the database): counted as taken, not created again",
+    "sequenced-metadata.md step 3, SEQMETA-2, DESTROY-3")
 
 RETRY_EXHAUSTED_ATTEMPTS = _probe(
     "objstore.retries-exhausted",

@@ -25,6 +25,7 @@ NO_BOUNDARY_CHECK = "no-boundary-check"
 AMBIGUOUS_CREATE_TRUST = "ambiguous-create-trust"
 RETRY_ONE_SHORT = "retry-one-short"
 BOUNDARY_PUT_TRUSTED = "boundary-put-trusted"
+SEQUENCED_GONE_RECREATED = "sequenced-gone-recreated"
 # compaction (RFC 002 / RFC 003)
 RESUME_REEMIT = "resume-reemit"
 RESUME_SKIP_ENTRY = "resume-skip-entry"

@@ -1,0 +1,12 @@
+"""destroy seed 30333: a GC's ambiguous create of the clone's manifest 4, deleted by a hard
+destroy before the read-back, was created again over the destroyed database (DESTROY-3).
+tests/manifest/test_gone_is_taken.py holds the rule; this replays the seed."""
+
+from __future__ import annotations
+
+from sim.campaign.sweep import Scenario, run_seed
+
+
+def test_seed_30333_passes() -> None:
+    row = run_seed(Scenario("destroy"), 30333)
+    assert row["ok"], row
