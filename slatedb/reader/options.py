@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from slatedb.config import MIN_INTERVAL_S
 from slatedb.errors import InvalidArgumentError
 
 DEFAULT_MANIFEST_POLL_INTERVAL_S = 10.0
@@ -67,6 +68,10 @@ class DbReaderOptions:
 
     def __attrs_post_init__(self) -> None:
         _positive_seconds("manifest_poll_interval_s", self.manifest_poll_interval_s)
+        if self.manifest_poll_interval_s < MIN_INTERVAL_S:  # as every interval setting of a Db
+            raise InvalidArgumentError(
+                f"DbReaderOptions.manifest_poll_interval_s must be at least {MIN_INTERVAL_S} s (1 ms, the official "
+                f"ReaderOptions' unit): a shorter one polls the store without pause, got {self.manifest_poll_interval_s!r}")
         _positive_seconds("checkpoint_lifetime_s", self.checkpoint_lifetime_s)
         if self.checkpoint_lifetime_s >= 2**32:  # the manifest holds an expiry as u32 seconds
             raise InvalidArgumentError(

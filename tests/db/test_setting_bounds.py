@@ -130,3 +130,13 @@ def test_spark_size_options_are_u64_too() -> None:
         parse_options({"url": "memory://x", "sst_size_bytes": str(U64_MAX + 1)}, writing=True)
     with pytest.raises(InvalidArgumentError, match="batch_rows"):
         parse_options({"url": "memory://x", "batch_rows": str(2**100)})
+
+
+@pytest.mark.parametrize("poll", [1e-9, 0.0001, 0.000999])
+def test_a_reader_poll_interval_below_a_millisecond_is_refused_as_a_db_interval_is(poll) -> None:
+    """``DbReaderOptions(manifest_poll_interval_s=1e-9, checkpoint_lifetime_s=1)`` was accepted:
+    a managed reader then polled the store without pause (each round a manifest list and read).
+    Every interval setting of a Db is at least 1 ms, the official ReaderOptions' unit."""
+    with pytest.raises(InvalidArgumentError, match="manifest_poll_interval_s must be at least 0.001"):
+        DbReaderOptions(manifest_poll_interval_s=poll, checkpoint_lifetime_s=1)
+    assert DbReaderOptions(manifest_poll_interval_s=0.001, checkpoint_lifetime_s=1).manifest_poll_interval_s == 0.001
