@@ -506,7 +506,7 @@ def test_an_unknown_option_is_refused_by_its_commands_parser(capsys, command) ->
     (["mutate", "--sample", "-1", "--list"], "argument --sample: must be at least 0"),
     (["mutate", "--jobs", "0", "--list"], "argument --jobs: must be at least 1"),
     (["mutate", "--jobs", "-1", "--list"], "argument --jobs: must be at least 1"),
-    (["mutate", "--seeds-per-scenario", "0", "--list"], "argument --seeds-per-scenario: must be at least 1"),
+    (["mutate", "--seeds-per-scenario", "-1", "--list"], "argument --seeds-per-scenario: must be at least 0"),
     (["mutate", "--budget-s", "-5", "--list"], "argument --budget-s: must be above 0"),
     (["mutate", "--timeout-s", "0", "--list"], "argument --timeout-s: must be above 0"),
     (["mutate", "--timeout-cpu-s", "nan", "--list"], "argument --timeout-cpu-s: must be above 0"),

@@ -198,6 +198,21 @@ def test_cli_lists_the_selection(capsys) -> None:
     assert main(["mutate", "--module", "nosuch", "--list"]) == 2
 
 
+def test_seeds_per_scenario_0_judges_by_the_packages_tests_alone(capsys) -> None:
+    """docs/simulation.md's quick replay (``--mutant ID --seeds-per-scenario 0``): no scenario
+    seed, the mutated package's tests only; with ``--no-tests`` too nothing would judge a mutant
+    (each would survive), so that is refused (exit 2)."""
+    from sim.cli import main
+
+    tests_alone = Campaign.make(["db"], seeds_per_scenario=0)
+    assert [c["kind"] for c in tests_alone.checks("gc")] == ["tests"]
+    assert tests_alone.describe() == "seeds: none; plus the package's tests"
+    assert main(["mutate", "--module", "gc", "--sample", "1", "--seeds-per-scenario", "0", "--list"]) == 0
+    capsys.readouterr()
+    assert main(["mutate", "--module", "gc", "--seeds-per-scenario", "0", "--no-tests", "--list"]) == 2
+    assert "nothing would judge a mutant" in capsys.readouterr().err
+
+
 # --- choosing a mutant's checks from the baseline's coverage (sim/campaign/mutate_select.py) ---------
 
 SST_IDS = "slatedb/manifest/sst_ids.py"

@@ -447,6 +447,8 @@ class Campaign:
         names = tuple(sorted(names, key=lambda s: (COST_S.get(s, 1.0), s)))
         seeds = tuple((s, seeds_per_scenario if seeds_per_scenario is not None
                        else max(1, round(budget_s / COST_S.get(s, 1.0)))) for s in names)
+        if not tests and not any(n for _, n in seeds):
+            raise ValueError("no seeds and no tests: nothing would judge a mutant (every one would survive)")
         return cls(names, seeds, tests)
 
     def checks(self, module: str, root: Path = ROOT) -> list[dict]:
@@ -465,7 +467,7 @@ class Campaign:
         return out
 
     def describe(self) -> str:
-        seeds = ", ".join(f"{s} 0..{n - 1}" for s, n in self.seeds)
+        seeds = ", ".join(f"{s} 0..{n - 1}" for s, n in self.seeds if n) or "none"
         return f"seeds: {seeds}" + ("; plus the package's tests" if self.tests else "; no tests")
 
     def flags(self, budget_s: float, seeds_per_scenario: int | None) -> str:
@@ -959,7 +961,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=None, help="comma-separated scenarios (default: every one of the registry)")
     p.add_argument("--budget-s", type=number(True), default=2.0,
                    help="CPU seconds of seeds per scenario per mutant; seed counts follow from each scenario's cost (default 2)")
-    p.add_argument("--seeds-per-scenario", type=whole(1), default=None, help="instead of --budget-s: seeds 0..N-1 of each")
+    p.add_argument("--seeds-per-scenario", type=whole(0), default=None,
+                   help="instead of --budget-s: seeds 0..N-1 of each (0: no seeds, the package's tests alone)")
     p.add_argument("--no-tests", action="store_true", help="only scenario seeds, not the package's tests")
     p.add_argument("--no-cache", action="store_true", help="run the baseline even when one of the same tree is kept")
     p.add_argument("--full-campaign", action="store_true",
