@@ -249,6 +249,10 @@ class Db(AsyncReads, AsyncCacheControl, AsyncClosing):
     async def refresh_manifest(self) -> None:
         await self._host.acall(self._core.refresh_manifest)
 
+    def __repr__(self) -> str:
+        """As :class:`slatedb.Db`'s: the URL without secrets, the writer's epoch."""
+        return f"aio.Db({self._core.store.shown_url!r}, epoch={self._core.epoch})"
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _state(self) -> tuple[ReadState, int | None]:

@@ -104,3 +104,6 @@ class DbReader(AsyncReads, AsyncCacheControl, AsyncClosing):
     @property
     def core(self) -> ReaderCore:
         return self._core
+
+    def __repr__(self) -> str:
+        return f"aio.DbReader({self._core.store.shown_url!r}, checkpoint={self._core.checkpoint_id})"

@@ -20,6 +20,7 @@ import pytest
 import trio
 
 import slatedb
+import slatedb.aio
 from slatedb import admin
 from slatedb.objstore import resolve_store
 from slatedb.redact import redact_text, shown_url
@@ -85,6 +86,14 @@ def test_messages_reprs_reports_and_logs_hide_the_secret(s3) -> None:
             cp = db.create_checkpoint()
         with slatedb.DbReader.open(url, cp.id) as reader:
             assert SECRET not in repr(reader) and reader.get(b"k") == b"v"
+
+        async def aio_reprs() -> list[str]:
+            async with slatedb.aio.DbReader.open(url, cp.id) as r:
+                async with slatedb.aio.Db.open(url, {"compactor_options": None}) as w:
+                    return [repr(r), repr(w)]
+
+        shown = trio.run(aio_reprs)
+        assert all("s3://secrets/db?" in x and SECRET not in x for x in shown), shown
         report = slatedb.check(url)
         assert SECRET not in json.dumps(report.to_json()) and SECRET not in "\n".join(report.lines())
         trio.run(admin.create_clone_from_sources, _url(s3, "secrets/union"), [f"{url}@{cp.id}"])
