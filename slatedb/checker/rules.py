@@ -23,7 +23,7 @@ WAL objects and external databases, the stores) and yields :class:`Finding` valu
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import attrs
 from ulid import ULID
@@ -311,16 +311,20 @@ class ObjectChecker:
     def count(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
 
-    async def external(self, path: str) -> ObjectStore | None:
+    async def external(self, path: str, ssts: Iterable[ULID] = ()) -> ObjectStore | None:
+        """The database ``path`` (an ``ExternalDb.path``) names: the nearest candidate holding a
+        manifest and, given ``ssts`` (the ids listed under it), one of them; None when none does
+        (a deleted parent, not damage to an unrelated database at an ancestor)."""
         if path in self.externals:
             return self.externals[path]
         chosen = None
+        wanted = {sst_key(i) for i in ssts}
         for url in db_url_candidates(self.img.url, path):
             store = open_existing(self.img.store, url)
             if store is None:
                 continue
             listing = {m.key for m in await store.list("")}
-            if any(k.startswith(MANIFEST_DIR) for k in listing):
+            if any(k.startswith(MANIFEST_DIR) for k in listing) and (not wanted or wanted & listing):
                 chosen = store
                 self.external_listings[path] = listing
                 break
@@ -386,7 +390,7 @@ class ObjectChecker:
             if path is None:
                 store, listing, inv, name = self.img.store, self.img.listing, invariant, sst_key(sst)
             else:
-                store = await self.external(path)
+                store = await self.external(path, [i for i, p in where.items() if p == path])
                 if store is None:
                     continue  # reported once by external_dbs()
                 listing, inv, name = self.external_listings[path], "CLONE-2", f"{shown_url(store.url)}/{sst_key(sst)}"
@@ -501,11 +505,12 @@ async def external_dbs(chk: ObjectChecker, now_s: int) -> list[Finding]:
                                                                           f"{other!r} and under {e.path!r}: an SST "
                                                                           f"is stored under one database only"))
     for e in m.external_dbs:
-        store = await chk.external(e.path)
+        store = await chk.external(e.path, e.sst_ids)
         if store is None:
             if e.sst_ids or e.final_checkpoint_id is not None:
                 out.append(Finding("CLONE-2", e.path, f"external database of manifest {img.latest_id} does not "
-                                                      f"resolve (no manifest at {db_url_candidates(img.url, e.path)})"))
+                                                      f"resolve (no database holding its SSTs at "
+                                                      f"{db_url_candidates(img.url, e.path)})"))
             continue
         if not m.initialized or e.final_checkpoint_id is None or not e.sst_ids:
             # No SST left there: GC's detach (checkpoints-gc.md step 9) releases the final

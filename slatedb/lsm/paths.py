@@ -9,13 +9,17 @@ own root. :class:`SstLocator` materialises that map from each manifest it is sho
 writes it, e.g. ``"parent"`` next to ``"clone"``), or a full URL for a database elsewhere (only
 this implementation writes those, see :func:`slatedb.objstore.url.relative_db_path`). A relative
 path is tried under each ancestor of this database's URL, nearest first; the first that holds
-a manifest wins (and is remembered).
+a manifest and one of the entry's SSTs wins (and is remembered): with the parent deleted, an
+unrelated database at an ancestor with the same relative path is not taken for it.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from ulid import ULID
 
+from slatedb.errors import ObjectNotFoundError
 from slatedb.format.layout import MANIFEST_DIR
 from slatedb.format.types import ManifestV2
 from slatedb.objstore.base import ObjectStore
@@ -41,7 +45,7 @@ class SstLocator:
         for db in manifest.external_dbs:
             if not db.sst_ids:
                 continue
-            root = await self.root_of(db.path)
+            root = await self.root_of(db.path, db.sst_ids)
             for sst_id in db.sst_ids:
                 external[sst_id] = root
         self._external = external
@@ -52,8 +56,11 @@ class SstLocator:
     def is_external(self, sst_id: ULID) -> bool:
         return sst_id in self._external
 
-    async def root_of(self, path: str) -> ObjectStore:
-        """The store of the database that ``path`` (an ``ExternalDb.path``) names."""
+    async def root_of(self, path: str, sst_ids: Sequence[ULID] = ()) -> ObjectStore:
+        """The store of the database that ``path`` (an ``ExternalDb.path``) names: the nearest
+        candidate (:func:`db_url_candidates`) holding a manifest and, given the entry's
+        ``sst_ids``, one of them (ids are ULIDs: a database holding one is the one the entry
+        names, not an unrelated database at an ancestor with the same relative path)."""
         found = self._roots.get(path)
         if found is not None:
             return found
@@ -62,14 +69,27 @@ class SstLocator:
         for url in candidates:
             store = self.store.open_url(url)
             metas = await retry_transient(self.runtime, lambda: store.list(MANIFEST_DIR), what=f"list {url}/{MANIFEST_DIR}")
-            if metas:
+            if metas and await self._holds_one(store, sst_ids):
                 chosen = store
                 break
             await store.aclose()
-        if chosen is None:  # no manifest anywhere (a destroyed parent): the nearest; reads will say what is missing
+        if chosen is None:  # no such database anywhere (a deleted parent): the nearest; reads will say what is missing
             chosen = self.store.open_url(candidates[0])
         self._roots[path] = chosen
         return chosen
+
+    async def _holds_one(self, store: ObjectStore, sst_ids: Sequence[ULID]) -> bool:
+        """Whether ``store`` holds one of the first few of ``sst_ids`` (True without any)."""
+        if not sst_ids:
+            return True
+        for sst_id in list(sst_ids)[:3]:
+            key = sst_key(sst_id)
+            try:
+                await retry_transient(self.runtime, lambda: store.head(key), what=f"head {key}")
+                return True
+            except ObjectNotFoundError:
+                continue
+        return False
 
     async def aclose(self) -> None:
         for store in self._roots.values():
