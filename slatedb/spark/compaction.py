@@ -193,9 +193,24 @@ def run_compactor(spark: Any, url: str, settings: Settings | None = None, *, onc
                                                 merge_operator=merge_operator))
 
 
+#: The master URLs Spark accepts (``SparkContext``'s ``master``): anything else is refused here,
+#: before a JVM starts and prints its stack trace for a typo.
+_MASTER = re.compile(r"local(\[(\*|[0-9]+)(,[0-9]+)?\])?|local-cluster\[[0-9]+,[0-9]+,[0-9]+\]|yarn"
+                     r"|(spark|mesos)://\S+|k8s://\S+")
+
+
+def check_spark_master(master: str) -> str:
+    """``master`` when it is a Spark master URL, else :class:`InvalidArgumentError` naming the forms."""
+    if not isinstance(master, str) or _MASTER.fullmatch(master) is None:
+        raise InvalidArgumentError(f"Spark master {master!r} is not a Spark master URL: local, local[N], local[*], "
+                                   "local[N,M], local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://..., mesos://...")
+    return master
+
+
 @contextlib.contextmanager
 def spark_session_for(master: str) -> Iterator[Any]:
     """A Spark session on ``master`` bound to 127.0.0.1, without UI, stopped on exit."""
+    check_spark_master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

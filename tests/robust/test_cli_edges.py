@@ -74,6 +74,9 @@ def db_url(tmp_path_factory) -> str:
      "duplicate sources"),
     # Found ignored: the local engine ran (exit 0), the operator believing it ran on Spark.
     (["run-compactor", "--once", "--spark-master", "local[2]"], "--engine spark"),
+    # Found: exit 1, "unexpected PySparkRuntimeError" and the JVM's stack trace for a typo.
+    (["run-compactor", "--once", "--engine", "spark", "--spark-master", "bogus://x"], "not a Spark master URL"),
+    (["run-compactor", "--once", "--engine", "spark", "--spark-master", "local[two]"], "not a Spark master URL"),
 ])
 def test_bad_input_is_exit_2(capsys, db_url, argv, fragment) -> None:
     code, out, err = run(capsys, "--path", db_url, *argv)

@@ -320,3 +320,11 @@ def test_a_range_whose_task_fails_on_every_attempt_raises_a_typed_error_naming_i
     assert "range 0" in text and "ObjectNotFoundError" in text, text
     after, rows_after = _run_rows(url)
     assert (after.compacted, rows_after) == (before.compacted, rows_before)
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[2,3]", "local-cluster[2,1,1024]",
+                                    "spark://127.0.0.1:7077", "yarn", "k8s://https://h:443", "mesos://h:5050"])
+def test_spark_master_urls_spark_accepts_pass_the_check(master) -> None:
+    from slatedb.spark.compaction import check_spark_master
+
+    assert check_spark_master(master) == master
