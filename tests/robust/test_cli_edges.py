@@ -74,6 +74,9 @@ def db_url(tmp_path_factory) -> str:
      "duplicate sources"),
     # Found ignored: the local engine ran (exit 0), the operator believing it ran on Spark.
     (["run-compactor", "--once", "--spark-master", "local[2]"], "--engine spark"),
+    # Found: "give either --source or --parent-path" for --source with --parent-checkpoint, no --parent-path.
+    (["clone", "--source", "file:///nowhere/db", "--parent-checkpoint", "00000000-0000-0000-0000-000000000000"],
+     "URL@CHECKPOINT"),
     # Found: exit 1, "unexpected PySparkRuntimeError" and the JVM's stack trace for a typo.
     (["run-compactor", "--once", "--engine", "spark", "--spark-master", "bogus://x"], "not a Spark master URL"),
     (["run-compactor", "--once", "--engine", "spark", "--spark-master", "local[two]"], "not a Spark master URL"),
