@@ -11,6 +11,7 @@ import trio
 
 from slatedb import admin
 from slatedb.checkpoint import CheckpointOptions
+from slatedb.errors import InvalidDbStateError
 from slatedb.format.types import ExternalDb
 from slatedb.gc.destroyed import delete_latest_last, release_parent_checkpoint, shard_pinned
 from slatedb.lsm.paths import SstLocator
@@ -104,3 +105,44 @@ async def test_objects_not_the_databases_are_kept_and_reported_once() -> None:
     assert keys == {"notes.txt"} and "notes.txt" not in deleted
     assert [f for k, f in rt.events if k == "destroy_foreign_kept"] == [
         {"root": "memory://x", "objects": 1, "keys": ["notes.txt"]}]
+
+
+def _bucket_written_to(stops_after: int):
+    """A database's objects and a straggling writer that puts one new WAL object during the
+    deletes after each of the first ``stops_after`` listings. Returns ``(list_keys, delete, keys)``."""
+    keys = {"compacted/01A.sst", "manifest/00000000000000000001.manifest", "manifest/00000000000000000002.manifest"}
+    listings: list[int] = []
+    written: set[int] = set()
+
+    async def list_keys() -> list[str]:
+        listings.append(len(listings) + 1)
+        return sorted(keys)
+
+    async def delete(key: str) -> None:
+        n = len(listings)
+        if n <= stops_after and n not in written:
+            written.add(n)
+            keys.add(f"wal/{n:020d}.sst")
+        keys.discard(key)
+
+    return list_keys, delete, keys
+
+
+async def test_a_destroy_lists_five_times_before_giving_up_on_a_database_still_written() -> None:
+    """destroy.md H4: the destroy lists again while a listing finds new objects, at most 5
+    listings. A writer that stops after the 3rd listing: the 4th finds its last object, the 5th
+    nothing else, and the latest manifest goes. One that writes after the 4th too: the 5th still
+    finds a new object (deleted), so ``InvalidDbStateError`` with the latest manifest kept (a
+    re-run finishes)."""
+    list_keys, delete, keys = _bucket_written_to(3)
+    assert await delete_latest_last(Recording(), "memory://x", list_keys, delete) == 3 + 3
+    assert keys == set()
+
+    list_keys, delete, keys = _bucket_written_to(4)
+    try:
+        await delete_latest_last(Recording(), "memory://x", list_keys, delete)
+    except InvalidDbStateError as e:
+        assert "after 5 listings" in str(e), e
+    else:
+        raise AssertionError("a database still written after the 4th listing was removed")
+    assert keys == {"manifest/00000000000000000002.manifest"}  # the latest manifest kept
