@@ -4,6 +4,7 @@ Integration" and RFC 004, on a database built object by object, with a virtual c
 from __future__ import annotations
 
 import attrs
+import pytest
 
 from slatedb.compactor import lifecycle as lc
 from slatedb.format.types import CompactedSsTable, CompactionStatus, SsTableInfo, Subcompaction, TieredCompactionContext
@@ -224,7 +225,11 @@ def test_the_ulid_cutoff_probe_names_only_ssts_the_cutoff_keeps() -> None:
     run_virtual(main)
 
 
-def test_in_flight_compaction_outputs_and_inputs_kept_past_min_age() -> None:
+@pytest.mark.parametrize("finished_first", [False, True])
+def test_in_flight_compaction_outputs_and_inputs_kept_past_min_age(finished_first: bool) -> None:
+    """RFC 002 (issue #604): every in-flight compaction of the file keeps its outputs and inputs,
+    wherever it is listed -- also after a finished one (``finished_first``: the file lists the
+    failed job, submitted earlier, before the in-flight ones)."""
     async def main() -> None:
         rt, db = setup()
         out_running = db.put_sst()  # outputs recorded by a running compaction
@@ -233,10 +238,10 @@ def test_in_flight_compaction_outputs_and_inputs_kept_past_min_age() -> None:
         l0 = db.put_sst()
         await db.add_l0(l0)
         latest = await db.latest()
+        failed = db.compaction(CompactionStatus.FAILED, (out_failed,))
         running = db.compaction(CompactionStatus.RUNNING, (out_running,), l0_view_ids=(latest.manifest.l0[0].id,))
         submitted = db.compaction(CompactionStatus.SUBMITTED, (out_submitted,))
-        failed = db.compaction(CompactionStatus.FAILED, (out_failed,))
-        await db.write_compactions(running, submitted, failed)
+        await db.write_compactions(*((failed, running, submitted) if finished_first else (running, submitted, failed)))
         rt.advance(1)
         await db.add_l0(db.put_sst())
         rt.advance(MIN_AGE_S * 100)
