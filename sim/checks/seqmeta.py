@@ -41,7 +41,7 @@ class SeqmetaChecks:
             if i is not None and str(f["outcome"]).startswith("ok"):
                 self.fresh[(e.process, i)] = self.max_created < i
                 self.max_created = max(self.max_created, i)
-        elif kind == "create" and f.get("outcome") == "ok":
+        elif kind == "create" and f.get("outcome") in ("ok", "gone"):  # gone: maybe ours (step 3)
             i = parse_id(f["path"], MANIFEST_DIR, MANIFEST_SUFFIX)
             if i is not None:
                 self.last_create[e.process] = i

@@ -337,6 +337,9 @@ class SequencedStore(Generic[V, S]):
             extra["edit"] = edit
         created, etag = await create_if_absent_tagged(self.store, self.runtime, key, self.encode(value),
                                                       gone_is_taken=True)
+        if created is None:  # taken, maybe by our own attempt, and gone since (sequenced-metadata.md step 3)
+            self.runtime.event("create", path=key, outcome="gone", **extra)
+            await self._gone_outcome(file_id, key)
         if not created:
             self.runtime.event("create", path=key, outcome="exists", **extra)
             raise self.conflict(key)
@@ -348,6 +351,17 @@ class SequencedStore(Generic[V, S]):
         if etag:  # our own file, as a later poll listing it unchanged finds it (no GET of what we wrote)
             self._latest_read = (file_id, etag, stored, key)
         return stored
+
+    async def _gone_outcome(self, file_id: int, key: str) -> None:
+        """Our ambiguous create of ``file_id`` found it taken, then gone: behind the boundary (a
+        GC freed it after others built on it), it may have been ours and landed, as a create
+        the boundary check refuses (step 5: the caller re-applies its edit, which looks for its
+        own change first); otherwise (a destroyer deleted it) a conflict (step 1)."""
+        boundary, _etag = await self.read_boundary()
+        self.runtime.event("boundary_read", ns=self.namespace, boundary=boundary)
+        if file_id <= boundary:
+            raise ObjectVersionBehindBoundaryError(self.namespace, file_id, boundary)
+        raise self.conflict(key)
 
     async def _check_boundary(self, file_id: int) -> None:
         """RFC 004 "Checking Boundaries After Writes": a create that succeeded counts only if GC's

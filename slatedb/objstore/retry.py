@@ -209,16 +209,16 @@ async def create_if_absent_tagged(
     max_attempts: int | None = None,
     stop: Callable[[], BaseException | None] | None = None,
     gone_is_taken: bool = False,
-) -> tuple[bool, str | None]:
+) -> tuple[bool | None, str | None]:
     """:func:`create_if_absent` and the ETag of the object created, when the put that created
     it replied (None: it existed, or an ambiguous attempt was found applied by reading back).
 
     ``gone_is_taken`` (sequenced metadata, RFC 004: an id once created is never free again):
-    an object found present after an ambiguous attempt and gone when read back counts as
-    taken (False), not as free to create again. Whoever took it (maybe our own attempt) was
-    followed by a GC that freed it behind the boundary or by a destroyer deleting the
-    database: created again, it would land below the latest file, or as a lone manifest
-    outliving a destroyed database (destroy seed 30333)."""
+    an object found present after an ambiguous attempt and gone when read back is not created
+    again: the answer is None, "taken, maybe by our own attempt" (a GC freed it behind the
+    boundary after others built on it, or a destroyer deleted the database). Created again it
+    would land below the latest file, or as a lone manifest outliving a destroyed database
+    (destroy seed 30333)."""
     ambiguous = False
     attempt = 0
     backoff = _Backoff(runtime, max_attempts)
@@ -239,7 +239,7 @@ async def create_if_absent_tagged(
             if mine is None:
                 if gone_is_taken and switches.SEQUENCED_GONE_RECREATED not in runtime.bugs:  # catalogued bug
                     runtime.probe(probes.CREATE_GONE_TAKEN)
-                    return False, None
+                    return None, None
                 continue  # deleted meanwhile (GC): try again
             return mine, None
         except TransientObjectStoreError as e:

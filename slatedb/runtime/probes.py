@@ -93,7 +93,8 @@ CREATE_AMBIGUOUS_LOST_WAL = _probe(
 CREATE_GONE_TAKEN = _probe(
     "create.gone-taken",
     "an ambiguous create of a sequenced id (.manifest, .compactions) found it taken, then gone when "
-    "read back (a GC freed it, or a destroyer deleted the database): counted as taken, not created again",
+    "read back (a GC freed it, or a destroyer deleted the database): not created again (behind the boundary: "
+    "maybe landed, the boundary check's refusal; else a conflict)",
     "sequenced-metadata.md step 3, SEQMETA-2, DESTROY-3")
 
 RETRY_EXHAUSTED_ATTEMPTS = _probe(

@@ -70,3 +70,17 @@ def test_with_the_switch_the_create_lands_again_on_the_destroyed_database() -> N
     trio.run(ms.try_write, 2, ManifestV2(initialized=True, writer_epoch=2))  # "committed"
     assert key in store._bucket.objects  # created again after the destroyer deleted it
     assert probes.CREATE_GONE_TAKEN not in hits
+
+
+def test_gone_behind_the_boundary_may_have_landed_and_is_refused_as_such() -> None:
+    """Gone behind the GC boundary: a GC freed it after others built on it, and it may have been
+    our own attempt that landed, so the outcome is the boundary check's refusal (re-apply the
+    edit, looking for its change first), not a plain conflict. seqmeta seed 14273 took it for a
+    conflict and its counter came out one above the commits and refusals it could account for."""
+    from slatedb.errors import ObjectVersionBehindBoundaryError
+
+    store, key, ms, hits = _commit_two()
+    store.put_now("gc/manifest.boundary", b"5")
+    with pytest.raises(ObjectVersionBehindBoundaryError):
+        trio.run(ms.try_write, 2, ManifestV2(initialized=True, writer_epoch=2))
+    assert key not in store._bucket.objects and probes.CREATE_GONE_TAKEN in hits

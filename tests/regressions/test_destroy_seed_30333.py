@@ -10,3 +10,11 @@ from sim.campaign.sweep import Scenario, run_seed
 def test_seed_30333_passes() -> None:
     row = run_seed(Scenario("destroy"), 30333)
     assert row["ok"], row
+
+
+def test_seqmeta_seed_14273_passes() -> None:
+    """The first cut of the rule above called a gone create a plain conflict: seqmeta seed 14273's
+    own create had landed and been freed by GC, its edit was applied again, and the counter came
+    out one above the commits plus the creates refused at the boundary."""
+    row = run_seed(Scenario("seqmeta"), 14273)
+    assert row["ok"], row
