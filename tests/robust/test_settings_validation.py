@@ -35,7 +35,7 @@ def test_constructor_parses_human_durations_like_the_loader() -> None:
     # the block's u16 restart offsets bound it; before, the setting said "at least 64" and a
     # larger value was refused later by the SST writer as "must be in 1..65536"
     ({"block_size_bytes": 63}, "setting block_size_bytes must be at least 64, got 63"),
-    ({"block_size_bytes": 65537}, "setting block_size_bytes must be at most 65536, got 65537"),
+    ({"block_size_bytes": 65537}, "setting block_size_bytes must be at most 65536 \\(a block's u16 offsets\\), got 65537"),
     ({"wal_enabled": "yes"}, "wal_enabled must be true or false"),
     ({"compression_codec": "gzip"}, "compression_codec must be one of"),
     ({"compactor_options": {"poll_interval": -2}}, "compactor_options.poll_interval must be at least 0"),
