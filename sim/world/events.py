@@ -41,6 +41,8 @@ COMPACTOR_STARTED = "compactor_started"
 COMPACTOR_FENCED = "compactor_fenced"
 COMPACTOR_PIN_RELEASED = "compactor_pin_released"  # a standalone compactor's clean stop dropped its startup pin
 COMPACTOR_ERROR = "compactor_error"
+#: a run-compactor --once run compacted what L0 held at its start and schedules nothing more (4cb9b6c)
+COMPACTOR_LEFT_NEW_L0 = "compactor_left_new_l0"
 COMPACTION_SUBMITTED = "compaction_submitted"
 COMPACTION_STATE = "compaction_state"
 COMPACTION_OUTPUT = "compaction_output"
