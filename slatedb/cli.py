@@ -283,7 +283,7 @@ async def _clone_command(ns: argparse.Namespace) -> int:
 
     if ns.source:
         if ns.parent_path is not None or ns.parent_checkpoint is not None:
-            raise InvalidArgumentError("--source takes its checkpoint as URL@CHECKPOINT, not with --parent-*")
+            raise InvalidArgumentError("--source (its checkpoint as URL@CHECKPOINT) or --parent-*, not both")
         from slatedb.projection.create import parse_clone_source
 
         sources = [parse_clone_source(s) for s in ns.source]
